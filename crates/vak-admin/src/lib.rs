@@ -1,0 +1,1 @@
+//! vak-admin (work in progress).

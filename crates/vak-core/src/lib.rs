@@ -1,0 +1,1 @@
+//! vak-core (work in progress).

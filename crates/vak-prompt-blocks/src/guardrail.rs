@@ -1,0 +1,273 @@
+//! The guardrail bullet parser.
+//!
+//! A guardrails file is a markdown list: one guardrail per top-level bullet
+//! (`-`, `*`, `+`, or `1.` / `1)`). Indented lines and following non-bullet
+//! lines continue the bullet above them. Prose before the first bullet is kept
+//! as one guardrail, because dropping text from the safety floor is worse than
+//! an odd-looking item, and is reported as a lint. Headings (`#`) are
+//! structure, not instructions: they are skipped and reported.
+
+/// One guardrail: the text of a bullet, its continuation lines included.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Guardrail {
+    /// The bullet's first line without its marker, then each continuation
+    /// line without leading whitespace, joined by `\n`.
+    pub text: String,
+}
+
+impl Guardrail {
+    /// The key two guardrails are compared by: whitespace folded.
+    pub fn dedup_key(&self) -> String {
+        fold_whitespace(&self.text)
+    }
+
+    /// The guardrail as one markdown bullet, continuation lines indented.
+    pub fn render(&self) -> String {
+        let mut out = String::with_capacity(self.text.len() + 4);
+        for (index, line) in self.text.lines().enumerate() {
+            if index == 0 {
+                out.push_str("- ");
+            } else {
+                out.push_str("\n  ");
+            }
+            out.push_str(line);
+        }
+        out
+    }
+}
+
+/// Something odd in a guardrails file that the user should hear about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GuardrailLint {
+    /// Text before the first bullet, kept as one guardrail.
+    ProseBeforeFirstBullet {
+        /// 1-based line number where the prose starts.
+        line: usize,
+    },
+    /// The same guardrail twice in one file; the later one is dropped.
+    Duplicate {
+        /// 1-based line number of the repeated bullet.
+        line: usize,
+        /// The guardrail, whitespace folded.
+        text: String,
+    },
+    /// A markdown heading, skipped.
+    HeadingSkipped {
+        /// 1-based line number of the heading.
+        line: usize,
+    },
+}
+
+impl std::fmt::Display for GuardrailLint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GuardrailLint::ProseBeforeFirstBullet { line } => write!(
+                f,
+                "line {line}: text before the first bullet is kept as one guardrail; start each guardrail with `- `"
+            ),
+            GuardrailLint::Duplicate { line, text } => {
+                write!(f, "line {line}: duplicate guardrail `{text}` is dropped")
+            }
+            GuardrailLint::HeadingSkipped { line } => {
+                write!(f, "line {line}: heading skipped; guardrails are bullets")
+            }
+        }
+    }
+}
+
+/// The guardrails found in one text, in order, with lints.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ParsedGuardrails {
+    /// Guardrails in file order, duplicates within the file removed.
+    pub items: Vec<Guardrail>,
+    /// What the user should fix.
+    pub lints: Vec<GuardrailLint>,
+}
+
+/// Collapse every run of whitespace to one space and trim the ends.
+pub fn fold_whitespace(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for word in text.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// If `line` starts a top-level bullet, the text after its marker.
+fn bullet_body(line: &str) -> Option<&str> {
+    // Two or more leading spaces (or a tab) make a line a continuation, so a
+    // nested list stays inside its parent guardrail.
+    let indent = line.len() - line.trim_start_matches(' ').len();
+    if indent >= 2 || line.starts_with('\t') {
+        return None;
+    }
+    let rest = &line[indent..];
+    let after_marker = if let Some(stripped) = rest.strip_prefix(['-', '*', '+']) {
+        stripped
+    } else {
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 || digits > 9 {
+            return None;
+        }
+        rest[digits..].strip_prefix(['.', ')'])?
+    };
+    if after_marker.is_empty() {
+        return Some("");
+    }
+    after_marker
+        .strip_prefix([' ', '\t'])
+        .map(|body| body.trim())
+}
+
+/// Parse a guardrails file into guardrails and lints. Never fails: every
+/// byte of non-heading text ends up in some guardrail.
+pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
+    let mut parsed = ParsedGuardrails::default();
+    let mut current: Option<(usize, Vec<&str>)> = None;
+    let mut seen_bullet = false;
+
+    let mut finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
+        if let Some((line, lines)) = current.take() {
+            let text = lines.join("\n").trim().to_owned();
+            if text.is_empty() {
+                return;
+            }
+            let guardrail = Guardrail { text };
+            let key = guardrail.dedup_key();
+            if parsed.items.iter().any(|g| g.dedup_key() == key) {
+                parsed.lints.push(GuardrailLint::Duplicate { line, text: key });
+            } else {
+                parsed.items.push(guardrail);
+            }
+        }
+    };
+
+    for (index, raw_line) in text.lines().enumerate() {
+        let line_no = index + 1;
+        let line = raw_line.trim_end();
+        if line.trim_start().starts_with('#') && !line.starts_with("  ") {
+            parsed.lints.push(GuardrailLint::HeadingSkipped { line: line_no });
+            continue;
+        }
+        if let Some(body) = bullet_body(line) {
+            finish(&mut current, &mut parsed);
+            seen_bullet = true;
+            current = Some((line_no, vec![body]));
+            continue;
+        }
+        let trimmed = line.trim();
+        if trimmed.is_empty() {
+            continue;
+        }
+        match current.as_mut() {
+            Some((_, lines)) => lines.push(trimmed),
+            None => {
+                if !seen_bullet {
+                    parsed
+                        .lints
+                        .push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
+                }
+                current = Some((line_no, vec![trimmed]));
+            }
+        }
+    }
+    finish(&mut current, &mut parsed);
+    parsed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn texts(parsed: &ParsedGuardrails) -> Vec<&str> {
+        parsed.items.iter().map(|g| g.text.as_str()).collect()
+    }
+
+    #[test]
+    fn bullets_of_every_marker() {
+        let parsed = parse_guardrails("- one\n* two\n+ three\n1. four\n2) five\n");
+        assert_eq!(texts(&parsed), ["one", "two", "three", "four", "five"]);
+        assert!(parsed.lints.is_empty());
+    }
+
+    #[test]
+    fn continuation_lines_belong_to_their_bullet() {
+        let parsed = parse_guardrails(
+            "- never run `rm -rf`\n  outside the work tree\n- ask first\nbefore pushing\n\n  - nested detail\n",
+        );
+        assert_eq!(
+            texts(&parsed),
+            ["never run `rm -rf`\noutside the work tree", "ask first\nbefore pushing\n- nested detail"]
+        );
+        assert_eq!(
+            parsed.items[0].render(),
+            "- never run `rm -rf`\n  outside the work tree"
+        );
+    }
+
+    #[test]
+    fn prose_before_first_bullet_is_kept_and_linted() {
+        let parsed = parse_guardrails("Be careful here.\nReally.\n- one\n");
+        assert_eq!(texts(&parsed), ["Be careful here.\nReally.", "one"]);
+        assert_eq!(parsed.lints, [GuardrailLint::ProseBeforeFirstBullet { line: 1 }]);
+    }
+
+    #[test]
+    fn duplicates_in_one_file_are_dropped_with_a_lint() {
+        let parsed = parse_guardrails("- never  push\n-   never push \n");
+        assert_eq!(texts(&parsed), ["never  push"]);
+        assert!(matches!(parsed.lints[0], GuardrailLint::Duplicate { line: 2, .. }));
+    }
+
+    #[test]
+    fn not_bullets() {
+        let parsed = parse_guardrails("- a\n**bold** continues\n---\n-b\n");
+        assert_eq!(texts(&parsed), ["a\n**bold** continues\n---\n-b"]);
+    }
+
+    #[test]
+    fn headings_are_skipped() {
+        let parsed = parse_guardrails("# Guardrails\n- a\n");
+        assert_eq!(texts(&parsed), ["a"]);
+        assert_eq!(parsed.lints, [GuardrailLint::HeadingSkipped { line: 1 }]);
+    }
+
+    #[test]
+    fn empty_text_has_no_guardrails() {
+        assert!(parse_guardrails("").items.is_empty());
+        assert!(parse_guardrails("\n\n-\n").items.is_empty());
+    }
+
+    proptest! {
+        /// No word of non-heading text is ever lost by the parser.
+        #[test]
+        fn every_word_survives(lines in proptest::collection::vec("[-*+ a-z0-9.]{0,12}", 0..12)) {
+            let text = lines.join("\n");
+            let parsed = parse_guardrails(&text);
+            let all: String = parsed.items.iter().map(|g| g.text.clone()).collect::<Vec<_>>().join(" ");
+            let kept = fold_whitespace(&all);
+            for line in text.lines() {
+                for word in line.split_whitespace() {
+                    if word.chars().any(|c| c.is_ascii_alphanumeric()) {
+                        // a duplicate may be dropped, but then its words are in the kept copy
+                        prop_assert!(kept.contains(word.trim_start_matches(['-', '*', '+']).trim_start_matches(|c: char| c.is_ascii_digit()).trim_start_matches(['.', ')'])),
+                            "word {word:?} lost from {text:?}");
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn parse_is_idempotent_over_render(lines in proptest::collection::vec("[a-z ]{1,10}", 1..6)) {
+            let text: String = lines.iter().map(|l| format!("- {l}\n")).collect();
+            let first = parse_guardrails(&text);
+            let rendered: String = first.items.iter().map(|g| g.render() + "\n").collect();
+            let second = parse_guardrails(&rendered);
+            prop_assert_eq!(first.items, second.items);
+        }
+    }
+}

@@ -1,0 +1,194 @@
+use std::fmt;
+use std::str::FromStr;
+
+use crate::BlocksError;
+
+/// A tier of the prompt chain.
+///
+/// Declaration order is ascending precedence: `Seed` is widest, `Agent`
+/// narrowest. `Runtime` is not a tier users write; it labels text the runtime
+/// derives (the surface line, inventories) and never competes with the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PromptLayer {
+    /// The shipped, code-owned prompt built into the binary.
+    Seed,
+    /// `$VAK_HOME/.vak/prompts/`: the user's own defaults for every project.
+    Shared,
+    /// `<project>/.vak/prompts/`: checked into (or cloned with) a project.
+    Project,
+    /// `surface/<kind>/` under the shared and project prompt directories.
+    Surface,
+    /// A gateway bot's entry in `bots.json`.
+    Bot,
+    /// A chat's entry under its bot in `allowlist.json`.
+    Chat,
+    /// A worker role's directory under `agents/<role>/`.
+    Agent,
+    /// Derived by the runtime at resolution time.
+    Runtime,
+}
+
+impl PromptLayer {
+    /// The tiers a user or operator can write, widest first.
+    pub const CHAIN: [PromptLayer; 7] = [
+        PromptLayer::Seed,
+        PromptLayer::Shared,
+        PromptLayer::Project,
+        PromptLayer::Surface,
+        PromptLayer::Bot,
+        PromptLayer::Chat,
+        PromptLayer::Agent,
+    ];
+
+    /// The stable string written to ledgers and JSON. Deliberately separate
+    /// from [`label`](Self::label) so a ledger written today still parses
+    /// after a build that renames a layer for people.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            PromptLayer::Seed => "seed",
+            PromptLayer::Shared => "shared",
+            PromptLayer::Project => "project",
+            PromptLayer::Surface => "surface",
+            PromptLayer::Bot => "bot",
+            PromptLayer::Chat => "chat",
+            PromptLayer::Agent => "agent",
+            PromptLayer::Runtime => "runtime",
+        }
+    }
+
+    /// A name for people.
+    pub fn label(self) -> &'static str {
+        match self {
+            PromptLayer::Seed => "Built-in seed",
+            PromptLayer::Shared => "Shared",
+            PromptLayer::Project => "This project",
+            PromptLayer::Surface => "Surface",
+            PromptLayer::Bot => "Bot",
+            PromptLayer::Chat => "Chat",
+            PromptLayer::Agent => "Agent role",
+            PromptLayer::Runtime => "Runtime",
+        }
+    }
+}
+
+impl fmt::Display for PromptLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.wire_name())
+    }
+}
+
+impl FromStr for PromptLayer {
+    type Err = BlocksError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PromptLayer::CHAIN
+            .into_iter()
+            .chain([PromptLayer::Runtime])
+            .find(|layer| layer.wire_name() == s)
+            .ok_or_else(|| BlocksError::UnknownLayer(s.to_owned()))
+    }
+}
+
+/// Where a contributed text physically came from. Coarser than the layer:
+/// the surface and agent tiers have both a home and a project directory, and
+/// trust is decided by origin, not by tier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Origin {
+    /// Compiled into the binary.
+    BuiltIn,
+    /// A file under `$VAK_HOME`: user-owned, always trusted.
+    Home,
+    /// A file under the project directory: trusted only when the user says so.
+    Project,
+    /// Gateway JSON under `$VAK_HOME/.vak/gateway/`: operator-owned.
+    Gateway,
+    /// Derived by the runtime.
+    Runtime,
+}
+
+impl Origin {
+    /// A short lowercase name, used in JSON.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            Origin::BuiltIn => "built-in",
+            Origin::Home => "home",
+            Origin::Project => "project",
+            Origin::Gateway => "gateway",
+            Origin::Runtime => "runtime",
+        }
+    }
+}
+
+/// The origin of one contributed text: which tier, which physical source,
+/// and the path or gateway key that names it.
+///
+/// Built once by the loader and carried unchanged to descriptors, so the
+/// ledger and `explain` can never disagree about where text came from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Provenance {
+    /// The tier the text belongs to.
+    pub layer: PromptLayer,
+    /// The physical source, for trust.
+    pub origin: Origin,
+    /// A path, a gateway key such as `bots.json#/helpdesk/prompts/identity`,
+    /// or a `builtin:` name.
+    pub source: Option<String>,
+}
+
+impl Provenance {
+    /// Provenance for text read from `source` at `layer`.
+    pub fn new(layer: PromptLayer, origin: Origin, source: impl Into<String>) -> Self {
+        Provenance {
+            layer,
+            origin,
+            source: Some(source.into()),
+        }
+    }
+
+    /// Provenance for text shipped in the binary.
+    pub fn seed(name: &str) -> Self {
+        Provenance::new(PromptLayer::Seed, Origin::BuiltIn, format!("builtin:{name}"))
+    }
+
+    /// Provenance for text the runtime derives.
+    pub fn runtime(name: &str) -> Self {
+        Provenance::new(PromptLayer::Runtime, Origin::Runtime, format!("runtime:{name}"))
+    }
+}
+
+impl fmt::Display for Provenance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.source {
+            Some(source) => write!(f, "{} layer `{}`", self.layer, source),
+            None => write!(f, "{} layer", self.layer),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_is_ascending_precedence() {
+        let mut sorted = PromptLayer::CHAIN;
+        sorted.sort();
+        assert_eq!(sorted, PromptLayer::CHAIN);
+    }
+
+    #[test]
+    fn wire_names_round_trip_and_are_frozen() {
+        let names: Vec<_> = PromptLayer::CHAIN.iter().map(|l| l.wire_name()).collect();
+        assert_eq!(names, ["seed", "shared", "project", "surface", "bot", "chat", "agent"]);
+        for layer in PromptLayer::CHAIN.into_iter().chain([PromptLayer::Runtime]) {
+            assert_eq!(layer.wire_name().parse::<PromptLayer>(), Ok(layer));
+            assert_ne!(layer.wire_name(), layer.label());
+        }
+    }
+
+    #[test]
+    fn provenance_display_names_layer_and_source() {
+        let p = Provenance::new(PromptLayer::Project, Origin::Project, "./.vak/prompts/identity.md");
+        assert_eq!(p.to_string(), "project layer `./.vak/prompts/identity.md`");
+    }
+}

@@ -1,0 +1,33 @@
+//! The prompt block model shared by every other `vak-prompt-*` crate.
+//!
+//! A system prompt is a fixed sequence of named [`Block`]s. Each block has an
+//! [`Owner`] (the user, or the code) and a [`Composition`] rule that says how
+//! the layers of the chain ([`PromptLayer`], widest first) combine into one
+//! text. This crate knows the words and the pure rules; it does no I/O.
+//!
+//! | Block | Owner | Composition |
+//! |---|---|---|
+//! | `identity` | user | narrowest present layer wins |
+//! | `operating-rules` | user | narrowest present layer wins |
+//! | `guardrails` | user | concatenate every layer, drop duplicates, never remove |
+//! | `capability-contract` | code | fixed |
+//! | `surface` | code | runtime-derived |
+//! | `surface-note` | user | concatenate every layer, drop duplicates, never remove |
+//! | `skills`, `mcp` | code | runtime-derived |
+//! | `agent-instructions` | user | additive at the agent tier |
+
+mod block;
+mod digest;
+mod error;
+mod guardrail;
+mod layer;
+mod name;
+mod surface;
+
+pub use block::{Block, Composition, Owner};
+pub use digest::{Sha256Hex, sha256_hex};
+pub use error::BlocksError;
+pub use guardrail::{Guardrail, GuardrailLint, ParsedGuardrails, fold_whitespace, parse_guardrails};
+pub use layer::{Origin, PromptLayer, Provenance};
+pub use name::{Name, NameKind};
+pub use surface::SurfaceKind;

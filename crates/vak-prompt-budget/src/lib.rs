@@ -1,0 +1,1 @@
+//! vak-prompt-budget (work in progress).

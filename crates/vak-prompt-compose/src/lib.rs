@@ -1,0 +1,1 @@
+//! vak-prompt-compose (work in progress).

@@ -1,0 +1,1 @@
+//! vak-prompt-drift (work in progress).

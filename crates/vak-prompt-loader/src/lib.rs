@@ -1,0 +1,1 @@
+//! vak-prompt-loader (work in progress).

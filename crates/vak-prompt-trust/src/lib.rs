@@ -1,0 +1,1 @@
+//! vak-prompt-trust (work in progress).

@@ -1,0 +1,148 @@
+use serde::{Deserialize, Serialize};
+use vak_prompt_blocks::{Block, Provenance, sha256_hex};
+
+/// Where one layer's text for one block came from, with its digest.
+///
+/// `block` and `layer` are wire strings, not the enums, so a ledger written
+/// today still parses after a build that renames or adds a layer. Only
+/// winners are recorded; for accumulating blocks every contributor wins.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct PromptLayerDescriptor {
+    /// Block wire name: `identity`, `operating-rules`, `guardrails`, …
+    pub block: String,
+    /// Layer wire name: `seed`, `shared`, `project`, …, or `runtime`.
+    pub layer: String,
+    /// A path, gateway key, or `builtin:`/`runtime:` name.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Lowercase hex sha256 of exactly the text this layer contributed.
+    pub digest: String,
+    /// Length of that text in bytes.
+    pub bytes: usize,
+}
+
+impl PromptLayerDescriptor {
+    /// The descriptor of `text`, contributed to `block` from `provenance`.
+    /// The only constructor, so digest and bytes always match the text.
+    pub fn of(block: Block, provenance: &Provenance, text: &str) -> Self {
+        PromptLayerDescriptor {
+            block: block.wire_name().to_owned(),
+            layer: provenance.layer.wire_name().to_owned(),
+            source: provenance.source.clone(),
+            digest: sha256_hex(text),
+            bytes: text.len(),
+        }
+    }
+}
+
+/// The prefix fingerprint: `sha256:` and the digest over the ordered
+/// descriptors' block, layer and digest.
+///
+/// The source path is left out on purpose: moving a home directory does not
+/// change the instructions, and drift is about instructions.
+pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
+    let mut canonical = String::with_capacity(descriptors.len() * 96);
+    for d in descriptors {
+        canonical.push_str(&d.block);
+        canonical.push('\t');
+        canonical.push_str(&d.layer);
+        canonical.push('\t');
+        canonical.push_str(&d.digest);
+        canonical.push('\n');
+    }
+    format!("sha256:{}", sha256_hex(canonical))
+}
+
+/// One callable tool in the runtime's capability catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CapabilityDescriptor {
+    /// The tool's name as the model calls it.
+    pub name: String,
+    /// Lowercase hex sha256 of the tool's rendered contract line.
+    pub digest: String,
+}
+
+/// The worker role a session runs as, frozen with its definition's digest.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct AgentIdentity {
+    /// The role name, e.g. `reviewer`.
+    pub role: String,
+    /// Lowercase hex sha256 over the role's contributed instruction texts.
+    pub digest: String,
+    /// The role directories the definition was read from.
+    #[serde(default)]
+    pub sources: Vec<String>,
+}
+
+/// The session a child or flow session was started from.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct ParentSession {
+    /// The parent's session id.
+    pub session_id: String,
+    /// The parent's agent identity, copied so provenance survives even if
+    /// the parent's ledger is later removed.
+    #[serde(default)]
+    pub agent: Option<AgentIdentity>,
+}
+
+/// Everything a session freezes at creation. The first record of its ledger.
+///
+/// Every field has a default so a ledger written before prompt layers
+/// existed still reads, as an unknown baseline.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FrozenContract {
+    /// The capability catalog in force.
+    #[serde(default)]
+    pub capabilities: Vec<CapabilityDescriptor>,
+    /// Every contributing layer of every block, in render order. Empty means
+    /// the baseline is unknown, not that everything was added.
+    #[serde(default)]
+    pub prompt_layers: Vec<PromptLayerDescriptor>,
+    /// [`fingerprint`] of `prompt_layers`.
+    #[serde(default)]
+    pub fingerprint: String,
+    /// The assembled prefix text, so a session can run on it after drift.
+    #[serde(default)]
+    pub prefix: String,
+    /// The role this session runs as, if any.
+    #[serde(default)]
+    pub agent: Option<AgentIdentity>,
+    /// The session this one was started from, if any.
+    #[serde(default)]
+    pub parent: Option<ParentSession>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vak_prompt_blocks::{Origin, PromptLayer};
+
+    #[test]
+    fn descriptor_digest_is_sha256_of_text() {
+        let p = Provenance::new(PromptLayer::Shared, Origin::Home, "/h/.vak/prompts/identity.md");
+        let d = PromptLayerDescriptor::of(Block::Identity, &p, "You are Vak.");
+        assert_eq!(d.block, "identity");
+        assert_eq!(d.layer, "shared");
+        assert_eq!(d.digest, sha256_hex("You are Vak."));
+        assert_eq!(d.bytes, 12);
+    }
+
+    #[test]
+    fn fingerprint_ignores_source_but_not_order() {
+        let a = PromptLayerDescriptor::of(Block::Identity, &Provenance::seed("identity"), "a");
+        let b = PromptLayerDescriptor::of(Block::Guardrails, &Provenance::seed("guardrails"), "b");
+        let mut moved = a.clone();
+        moved.source = Some("elsewhere".into());
+        assert_eq!(fingerprint(&[a.clone(), b.clone()]), fingerprint(&[moved, b.clone()]));
+        assert_ne!(fingerprint(&[a.clone(), b.clone()]), fingerprint(&[b, a]));
+    }
+
+    #[test]
+    fn old_contracts_parse_with_unknown_fields() {
+        let old: FrozenContract =
+            serde_json::from_str(r#"{"capabilities":[{"name":"read_file","digest":"00"}],"future":1}"#)
+                .expect("parses");
+        assert!(old.prompt_layers.is_empty());
+        assert_eq!(old.capabilities.len(), 1);
+    }
+}
