@@ -129,7 +129,7 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut current: Option<(usize, Vec<&str>)> = None;
     let mut seen_bullet = false;
 
-    let mut finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
+    let finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
         if let Some((line, lines)) = current.take() {
             let text = lines.join("\n").trim().to_owned();
             if text.is_empty() {

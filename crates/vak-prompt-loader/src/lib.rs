@@ -1,1 +1,20 @@
-//! vak-prompt-loader (work in progress).
+//! Reads every layer of the prompt chain: directory layers under the home and
+//! the project, the gateway JSON tiers, the legacy `.vak/SYSTEM.md`, config
+//! files and skill directories.
+//!
+//! The loader knows files, not policy: it never decides what is trusted or
+//! who wins. It treats every input as hostile until read (see [`read_safely`]):
+//! a bad file becomes a [`Skipped`] entry naming it, and the rest of the chain
+//! still loads, so the safety floor never depends on a project file being
+//! well-formed.
+
+mod chain;
+mod error;
+mod gateway;
+mod paths;
+mod safe_read;
+
+pub use chain::{ConfigFile, Contribution, LegacySystem, LoadRequest, LoadedChain, SkillEntry, Skipped, load_chain};
+pub use error::LoaderError;
+pub use paths::{LayerDirs, prompt_dir};
+pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};

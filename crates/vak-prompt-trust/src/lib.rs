@@ -1,1 +1,23 @@
-//! vak-prompt-trust (work in progress).
+//! Trust: what a project the user has not vouched for may contribute.
+//!
+//! Three small pieces, kept apart on purpose:
+//! - [`Trust`], an ordered word (`Untrusted < Trusted`);
+//! - [`prompt_verdict`], one pure function `(provenance, block, trust) ->
+//!   Keep | Demote(reason)` that is doc 45's trust table, and
+//!   [`demote_config`], the same policy for privileged `config.toml` keys;
+//! - [`TrustStore`], the user's list of trusted project directories in
+//!   `$VAK_HOME/.vak/trust.toml`.
+//!
+//! Demotion drops quietly *and reports*: a resolution always says what it
+//! dropped and why, so a user sees that a file was ignored instead of
+//! wondering.
+
+mod config;
+mod error;
+mod policy;
+mod store;
+
+pub use config::{DemotedKey, demote_config};
+pub use error::TrustError;
+pub use policy::{DemoteReason, Trust, Verdict, prompt_verdict};
+pub use store::TrustStore;

@@ -1,0 +1,303 @@
+use std::fs;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
+
+use crate::gateway::load_gateway;
+use crate::paths::{LayerDirs, prompt_dir};
+use crate::safe_read::{ReadRefusal, read_safely};
+use crate::LoaderError;
+
+/// What to load: the home, the project, and the selectors that pick
+/// sub-layers.
+#[derive(Debug, Clone)]
+pub struct LoadRequest {
+    /// `$VAK_HOME`: holds the shared layer and the gateway files.
+    pub home: Utf8PathBuf,
+    /// The project directory.
+    pub project: Utf8PathBuf,
+    /// Selects `surface/<kind>/`.
+    pub surface: SurfaceKind,
+    /// Selects a bot's entry in `bots.json`.
+    pub bot: Option<Name>,
+    /// Selects a chat's entry under the bot in `allowlist.json`.
+    pub chat: Option<Name>,
+    /// Selects `agents/<role>/`.
+    pub agent: Option<Name>,
+}
+
+/// One layer's text for one block, with where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contribution {
+    /// The block the text is for.
+    pub block: Block,
+    /// Where it came from.
+    pub provenance: Provenance,
+    /// Exactly the text read. Empty means "deliberately nothing".
+    pub text: String,
+}
+
+/// An input the loader refused, and why. Reported, never fatal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Skipped {
+    /// The block the input would have supplied, when known.
+    pub block: Option<Block>,
+    /// Where the input was.
+    pub provenance: Provenance,
+    /// A sentence fragment saying what is wrong.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Skipped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let source = self.provenance.source.as_deref().unwrap_or("?");
+        match self.block {
+            Some(block) => write!(f, "`{block}` in {} layer `{source}` {}", self.provenance.layer, self.reason),
+            None => write!(f, "{} layer `{source}` {}", self.provenance.layer, self.reason),
+        }
+    }
+}
+
+/// The legacy all-or-nothing `.vak/SYSTEM.md` of a project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LegacySystem {
+    /// Its path.
+    pub path: Utf8PathBuf,
+    /// Its text.
+    pub text: String,
+}
+
+/// A parsed `.vak/config.toml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigFile {
+    /// Home or project.
+    pub origin: Origin,
+    /// Its path.
+    pub path: Utf8PathBuf,
+    /// Its contents.
+    pub table: toml::Table,
+}
+
+/// A skill found under `.vak/skills/<name>/SKILL.md`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillEntry {
+    /// The skill's directory name.
+    pub name: String,
+    /// Home or project.
+    pub origin: Origin,
+    /// The `SKILL.md` path.
+    pub path: Utf8PathBuf,
+    /// The file's text.
+    pub text: String,
+}
+
+/// Everything read for one resolution, in chain order, unfiltered.
+#[derive(Debug, Clone, Default)]
+pub struct LoadedChain {
+    /// Every present block file and gateway entry, widest first.
+    pub contributions: Vec<Contribution>,
+    /// The project's legacy `.vak/SYSTEM.md`, if present.
+    pub legacy_system: Option<LegacySystem>,
+    /// Home, then project config.
+    pub configs: Vec<ConfigFile>,
+    /// Home skills, then project skills, each sorted by name.
+    pub skills: Vec<SkillEntry>,
+    /// The role directories that exist for the selected agent, home first.
+    pub role_dirs: Vec<Utf8PathBuf>,
+    /// Inputs refused, with reasons.
+    pub skipped: Vec<Skipped>,
+}
+
+struct Reader<'a> {
+    chain: &'a mut LoadedChain,
+}
+
+impl Reader<'_> {
+    fn skip(&mut self, block: Option<Block>, provenance: Provenance, refusal: impl ToString) {
+        let skipped = Skipped {
+            block,
+            provenance,
+            reason: refusal.to_string(),
+        };
+        tracing::warn!(%skipped, "prompt input skipped");
+        self.chain.skipped.push(skipped);
+    }
+
+    /// Read the editable block files of one directory layer.
+    fn directory_layer(&mut self, dir: &Utf8Path, root: &Utf8Path, layer: PromptLayer, origin: Origin) {
+        for block in Block::EDITABLE {
+            let Some(file) = block.file_name() else { continue };
+            let path = dir.join(file);
+            let provenance = Provenance::new(layer, origin, path.as_str());
+            match read_safely(&path, root) {
+                Ok(Some(text)) => self.chain.contributions.push(Contribution {
+                    block,
+                    provenance,
+                    text,
+                }),
+                Ok(None) => {}
+                Err(refusal) => self.skip(Some(block), provenance, refusal),
+            }
+        }
+    }
+}
+
+/// Whether `inner`, once symlinks are followed, stays inside `outer`. A
+/// missing `inner` is fine: there is nothing to read.
+fn stays_inside(inner: &Utf8Path, outer: &Utf8Path) -> Result<(), ReadRefusal> {
+    let Ok(real_inner) = fs::canonicalize(inner) else {
+        return Ok(());
+    };
+    let real_outer = fs::canonicalize(outer).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+    if real_inner.starts_with(&real_outer) {
+        Ok(())
+    } else {
+        Err(ReadRefusal::SymlinkOutside {
+            target: Utf8PathBuf::from(real_inner.to_string_lossy().into_owned()),
+        })
+    }
+}
+
+/// Load every layer of the chain `request` selects.
+///
+/// Fails only when the request itself cannot be honoured (no such project,
+/// no such role); bad files are skipped and reported in the result.
+pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
+    if !request.project.is_dir() {
+        return Err(LoaderError::ProjectMissing(request.project.clone()));
+    }
+    let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
+    let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
+
+    let mut chain = LoadedChain::default();
+    let mut reader = Reader { chain: &mut chain };
+
+    // A project's whole `.vak` may itself be a symlink out of the checkout;
+    // then nothing under it is the project's to say.
+    let project_vak = request.project.join(".vak");
+    let project_ok = match stays_inside(&project_vak, &request.project) {
+        Ok(()) => true,
+        Err(refusal) => {
+            reader.skip(
+                None,
+                Provenance::new(PromptLayer::Project, Origin::Project, project_vak.as_str()),
+                refusal,
+            );
+            false
+        }
+    };
+
+    let home_root = prompt_dir(&request.home);
+    let project_root = prompt_dir(&request.project);
+
+    reader.directory_layer(&home_dirs.base, &home_root, PromptLayer::Shared, Origin::Home);
+    if project_ok {
+        reader.directory_layer(&project_dirs.base, &project_root, PromptLayer::Project, Origin::Project);
+    }
+    reader.directory_layer(&home_dirs.surface, &home_root, PromptLayer::Surface, Origin::Home);
+    if project_ok {
+        reader.directory_layer(&project_dirs.surface, &project_root, PromptLayer::Surface, Origin::Project);
+    }
+    load_gateway(
+        &request.home,
+        request.bot.as_ref(),
+        request.chat.as_ref(),
+        &mut reader.chain.contributions,
+        &mut reader.chain.skipped,
+    );
+
+    if let Some(role) = &request.agent {
+        let candidates = [
+            (home_dirs.agent.as_ref(), &home_root, Origin::Home, true),
+            (project_dirs.agent.as_ref(), &project_root, Origin::Project, project_ok),
+        ];
+        for (dir, root, origin, allowed) in candidates {
+            let Some(dir) = dir else { continue };
+            if allowed && dir.is_dir() {
+                reader.chain.role_dirs.push(dir.clone());
+                reader.directory_layer(dir, root, PromptLayer::Agent, origin);
+            }
+        }
+        if reader.chain.role_dirs.is_empty() {
+            return Err(LoaderError::UnknownRole {
+                role: role.to_string(),
+                home_dir: home_root.join("agents").join(role.as_str()),
+            });
+        }
+    }
+
+    if project_ok {
+        let path = project_vak.join("SYSTEM.md");
+        match read_safely(&path, &project_vak) {
+            Ok(Some(text)) => reader.chain.legacy_system = Some(LegacySystem { path, text }),
+            Ok(None) => {}
+            Err(refusal) => reader.skip(
+                Some(Block::Identity),
+                Provenance::new(PromptLayer::Project, Origin::Project, path.as_str()),
+                refusal,
+            ),
+        }
+    }
+
+    let home_vak = request.home.join(".vak");
+    let mut config_roots = vec![(home_vak.clone(), Origin::Home, PromptLayer::Shared)];
+    if project_ok {
+        config_roots.push((project_vak.clone(), Origin::Project, PromptLayer::Project));
+    }
+    for (vak_dir, origin, layer) in &config_roots {
+        let path = vak_dir.join("config.toml");
+        let provenance = Provenance::new(*layer, *origin, path.as_str());
+        match read_safely(&path, vak_dir) {
+            Ok(Some(text)) => match text.parse::<toml::Table>() {
+                Ok(table) => reader.chain.configs.push(ConfigFile {
+                    origin: *origin,
+                    path,
+                    table,
+                }),
+                Err(error) => reader.skip(
+                    None,
+                    provenance,
+                    format!("is not valid TOML: {}", error.message()),
+                ),
+            },
+            Ok(None) => {}
+            Err(refusal) => reader.skip(None, provenance, refusal),
+        }
+    }
+
+    for (vak_dir, origin, layer) in &config_roots {
+        load_skills(&mut reader, vak_dir, *origin, *layer);
+    }
+
+    Ok(chain)
+}
+
+fn load_skills(reader: &mut Reader<'_>, vak_dir: &Utf8Path, origin: Origin, layer: PromptLayer) {
+    let skills_dir = vak_dir.join("skills");
+    let Ok(entries) = skills_dir.read_dir_utf8() else {
+        return;
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_owned())
+        .collect();
+    names.sort();
+    for name in names {
+        let path = skills_dir.join(&name).join("SKILL.md");
+        let provenance = Provenance::new(layer, origin, path.as_str());
+        if Name::new(vak_prompt_blocks::NameKind::Role, &name).is_err() {
+            reader.skip(Some(Block::Skills), provenance, "has a directory name that is not a valid skill name");
+            continue;
+        }
+        match read_safely(&path, vak_dir) {
+            Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
+                name,
+                origin,
+                path,
+                text,
+            }),
+            Ok(None) => {}
+            Err(refusal) => reader.skip(Some(Block::Skills), provenance, refusal),
+        }
+    }
+}
