@@ -1,1 +1,129 @@
-fn main() {}
+//! `vak`: show, explain and edit the layered system prompt; trust projects;
+//! run sessions that remember their prompt; serve the admin UI.
+
+mod admin;
+mod edit;
+mod error;
+mod prompts;
+mod selectors;
+mod session;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub(crate) use error::CliError;
+
+/// vak: the agent runtime's layered, editable system prompt.
+#[derive(Debug, Parser)]
+#[command(name = "vak", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Show, explain, edit and check the system prompt's layers.
+    Prompts {
+        #[command(subcommand)]
+        command: PromptsCommand,
+    },
+    /// Trust a project: its prompt layers and config apply in full.
+    Trust(prompts::TrustArgs),
+    /// Stop trusting a project: only its guardrails apply.
+    Untrust(prompts::UntrustArgs),
+    /// Create, show and list sessions.
+    Session {
+        #[command(subcommand)]
+        command: session::SessionCommand,
+    },
+    /// Resume a session and print the request it would send.
+    Exec(session::ExecArgs),
+    /// Gateway operations.
+    Gateway {
+        #[command(subcommand)]
+        command: session::GatewayCommand,
+    },
+    /// Security audit events.
+    Audit {
+        #[command(subcommand)]
+        command: session::AuditCommand,
+    },
+    /// The admin API and web UI.
+    Admin {
+        #[command(subcommand)]
+        command: admin::AdminCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PromptsCommand {
+    /// Print the assembled prompt: the prefix, then the per-turn tail.
+    Show(prompts::ViewArgs),
+    /// One line per block saying which layers it came from, then what was
+    /// demoted and why.
+    Explain(prompts::ViewArgs),
+    /// Replace one block of one layer from a file or standard input.
+    Set(edit::SetArgs),
+    /// Edit one block of one layer in $EDITOR.
+    Edit(edit::EditArgs),
+    /// Delete one block of one layer, so it inherits again.
+    Reset(edit::ResetArgs),
+    /// Check the budget and lints; non-zero when over the cap.
+    Check(edit::CheckArgs),
+}
+
+fn init_logging() {
+    // VAK_LOG=debug|info|warn|error; warnings only by default, on stderr so
+    // stdout stays machine-readable.
+    let level = match std::env::var("VAK_LOG").as_deref() {
+        Ok("trace") => tracing::Level::TRACE,
+        Ok("debug") => tracing::Level::DEBUG,
+        Ok("info") => tracing::Level::INFO,
+        Ok("error") => tracing::Level::ERROR,
+        _ => tracing::Level::WARN,
+    };
+    let _ = tracing_subscriber::fmt()
+        .with_max_level(level)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .without_time()
+        .try_init();
+}
+
+fn run(cli: &Cli) -> Result<(), CliError> {
+    match &cli.command {
+        Command::Prompts { command } => match command {
+            PromptsCommand::Show(args) => prompts::show(args),
+            PromptsCommand::Explain(args) => prompts::explain(args),
+            PromptsCommand::Set(args) => edit::set(args),
+            PromptsCommand::Edit(args) => edit::edit(args),
+            PromptsCommand::Reset(args) => edit::reset(args),
+            PromptsCommand::Check(args) => edit::check(args),
+        },
+        Command::Trust(args) => prompts::trust(args),
+        Command::Untrust(args) => prompts::untrust(args),
+        Command::Session { command } => session::session(command),
+        Command::Exec(args) => session::exec(args),
+        Command::Gateway { command } => session::gateway(command),
+        Command::Audit { command } => session::audit(command),
+        Command::Admin { command } => admin::admin(command),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // Tracing goes to stderr; skipped inputs are reported in the output
+    // itself, so the default level stays quiet.
+    if std::env::var_os("VAK_LOG").is_some() {
+        init_logging();
+    }
+    match run(&cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("vak: {error}");
+            error.exit_code()
+        }
+    }
+}

@@ -1,1 +1,37 @@
-//! vak-core (work in progress).
+//! The facade: one place that wires loader, trust and composition together,
+//! so the CLI and the admin API call the same functions.
+//!
+//! Architecture invariant: the facade holds no composition logic of its own.
+//! It picks the home and the trust level, calls the crates below, and shapes
+//! the result for callers.
+
+mod core;
+mod error;
+mod report;
+
+pub use crate::core::{Core, Selectors, default_home};
+pub use error::CoreError;
+pub use report::PromptReport;
+
+/// The public prompt-layer API, re-exported from the crates that own it.
+pub mod prompts {
+    pub use vak_prompt_blocks::{
+        Block, BlocksError, Composition, Guardrail, GuardrailLint, Name, NameKind, Origin, Owner,
+        ParsedGuardrails, PromptLayer, Provenance, SurfaceKind, fold_whitespace, parse_guardrails,
+        sha256_hex,
+    };
+    pub use vak_prompt_compose::{
+        CATALOG, Capability, Contributor, Demotion, EffectiveConfig, McpServer, PermissionKind,
+        ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, Sourced, TailContext,
+        render_contract, render_tail, resolve_prompt, rfc3339_utc, seed,
+    };
+    pub use vak_prompt_loader::{
+        Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, Skipped, load_chain,
+        prompt_dir, read_safely,
+    };
+    pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
+    pub use vak_session::{
+        AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
+        fingerprint,
+    };
+}

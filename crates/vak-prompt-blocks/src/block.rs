@@ -57,15 +57,69 @@ pub enum Composition {
 /// The composition table: one row per block. Kept as data so the docs, the
 /// engine and the tests read the same rule.
 const TABLE: [(Block, &str, &str, Owner, Composition); 9] = [
-    (Block::Identity, "identity", "Identity", Owner::User, Composition::NarrowestWins),
-    (Block::OperatingRules, "operating-rules", "Operating rules", Owner::User, Composition::NarrowestWins),
-    (Block::Guardrails, "guardrails", "Guardrails", Owner::User, Composition::Accumulate),
-    (Block::CapabilityContract, "capability-contract", "Capability contract", Owner::Code, Composition::Fixed),
-    (Block::Surface, "surface", "Surface", Owner::Code, Composition::RuntimeDerived),
-    (Block::SurfaceNote, "surface-note", "Surface note", Owner::User, Composition::Accumulate),
-    (Block::Skills, "skills", "Skills", Owner::Code, Composition::RuntimeDerived),
-    (Block::Mcp, "mcp", "MCP servers", Owner::Code, Composition::RuntimeDerived),
-    (Block::AgentInstructions, "agent-instructions", "Agent instructions", Owner::User, Composition::Additive),
+    (
+        Block::Identity,
+        "identity",
+        "Identity",
+        Owner::User,
+        Composition::NarrowestWins,
+    ),
+    (
+        Block::OperatingRules,
+        "operating-rules",
+        "Operating rules",
+        Owner::User,
+        Composition::NarrowestWins,
+    ),
+    (
+        Block::Guardrails,
+        "guardrails",
+        "Guardrails",
+        Owner::User,
+        Composition::Accumulate,
+    ),
+    (
+        Block::CapabilityContract,
+        "capability-contract",
+        "Capability contract",
+        Owner::Code,
+        Composition::Fixed,
+    ),
+    (
+        Block::Surface,
+        "surface",
+        "Surface",
+        Owner::Code,
+        Composition::RuntimeDerived,
+    ),
+    (
+        Block::SurfaceNote,
+        "surface-note",
+        "Surface note",
+        Owner::User,
+        Composition::Accumulate,
+    ),
+    (
+        Block::Skills,
+        "skills",
+        "Skills",
+        Owner::Code,
+        Composition::RuntimeDerived,
+    ),
+    (
+        Block::Mcp,
+        "mcp",
+        "MCP servers",
+        Owner::Code,
+        Composition::RuntimeDerived,
+    ),
+    (
+        Block::AgentInstructions,
+        "agent-instructions",
+        "Agent instructions",
+        Owner::User,
+        Composition::Additive,
+    ),
 ];
 
 impl Block {
@@ -202,10 +256,16 @@ mod tests {
         for block in Block::ALL {
             if block.is_editable() {
                 assert_eq!(block.owner(), Owner::User);
-                assert_eq!(block.file_name().map(|f| f.trim_end_matches(".md")), Some(block.wire_name()));
+                assert_eq!(
+                    block.file_name().map(|f| f.trim_end_matches(".md")),
+                    Some(block.wire_name())
+                );
             }
         }
-        assert_eq!(Block::EDITABLE.iter().filter(|b| b.is_editable()).count(), 4);
+        assert_eq!(
+            Block::EDITABLE.iter().filter(|b| b.is_editable()).count(),
+            4
+        );
     }
 
     #[test]

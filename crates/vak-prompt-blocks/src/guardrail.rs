@@ -138,7 +138,9 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
             let guardrail = Guardrail { text };
             let key = guardrail.dedup_key();
             if parsed.items.iter().any(|g| g.dedup_key() == key) {
-                parsed.lints.push(GuardrailLint::Duplicate { line, text: key });
+                parsed
+                    .lints
+                    .push(GuardrailLint::Duplicate { line, text: key });
             } else {
                 parsed.items.push(guardrail);
             }
@@ -149,7 +151,9 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
         let line_no = index + 1;
         let line = raw_line.trim_end();
         if line.trim_start().starts_with('#') && !line.starts_with("  ") {
-            parsed.lints.push(GuardrailLint::HeadingSkipped { line: line_no });
+            parsed
+                .lints
+                .push(GuardrailLint::HeadingSkipped { line: line_no });
             continue;
         }
         if let Some(body) = bullet_body(line) {
@@ -201,7 +205,10 @@ mod tests {
         );
         assert_eq!(
             texts(&parsed),
-            ["never run `rm -rf`\noutside the work tree", "ask first\nbefore pushing\n- nested detail"]
+            [
+                "never run `rm -rf`\noutside the work tree",
+                "ask first\nbefore pushing\n- nested detail"
+            ]
         );
         assert_eq!(
             parsed.items[0].render(),
@@ -213,14 +220,20 @@ mod tests {
     fn prose_before_first_bullet_is_kept_and_linted() {
         let parsed = parse_guardrails("Be careful here.\nReally.\n- one\n");
         assert_eq!(texts(&parsed), ["Be careful here.\nReally.", "one"]);
-        assert_eq!(parsed.lints, [GuardrailLint::ProseBeforeFirstBullet { line: 1 }]);
+        assert_eq!(
+            parsed.lints,
+            [GuardrailLint::ProseBeforeFirstBullet { line: 1 }]
+        );
     }
 
     #[test]
     fn duplicates_in_one_file_are_dropped_with_a_lint() {
         let parsed = parse_guardrails("- never  push\n-   never push \n");
         assert_eq!(texts(&parsed), ["never  push"]);
-        assert!(matches!(parsed.lints[0], GuardrailLint::Duplicate { line: 2, .. }));
+        assert!(matches!(
+            parsed.lints[0],
+            GuardrailLint::Duplicate { line: 2, .. }
+        ));
     }
 
     #[test]

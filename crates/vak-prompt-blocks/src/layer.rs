@@ -147,12 +147,20 @@ impl Provenance {
 
     /// Provenance for text shipped in the binary.
     pub fn seed(name: &str) -> Self {
-        Provenance::new(PromptLayer::Seed, Origin::BuiltIn, format!("builtin:{name}"))
+        Provenance::new(
+            PromptLayer::Seed,
+            Origin::BuiltIn,
+            format!("builtin:{name}"),
+        )
     }
 
     /// Provenance for text the runtime derives.
     pub fn runtime(name: &str) -> Self {
-        Provenance::new(PromptLayer::Runtime, Origin::Runtime, format!("runtime:{name}"))
+        Provenance::new(
+            PromptLayer::Runtime,
+            Origin::Runtime,
+            format!("runtime:{name}"),
+        )
     }
 }
 
@@ -179,7 +187,12 @@ mod tests {
     #[test]
     fn wire_names_round_trip_and_are_frozen() {
         let names: Vec<_> = PromptLayer::CHAIN.iter().map(|l| l.wire_name()).collect();
-        assert_eq!(names, ["seed", "shared", "project", "surface", "bot", "chat", "agent"]);
+        assert_eq!(
+            names,
+            [
+                "seed", "shared", "project", "surface", "bot", "chat", "agent"
+            ]
+        );
         for layer in PromptLayer::CHAIN.into_iter().chain([PromptLayer::Runtime]) {
             assert_eq!(layer.wire_name().parse::<PromptLayer>(), Ok(layer));
             assert_ne!(layer.wire_name(), layer.label());
@@ -188,7 +201,11 @@ mod tests {
 
     #[test]
     fn provenance_display_names_layer_and_source() {
-        let p = Provenance::new(PromptLayer::Project, Origin::Project, "./.vak/prompts/identity.md");
+        let p = Provenance::new(
+            PromptLayer::Project,
+            Origin::Project,
+            "./.vak/prompts/identity.md",
+        );
         assert_eq!(p.to_string(), "project layer `./.vak/prompts/identity.md`");
     }
 }

@@ -27,7 +27,9 @@ mod surface;
 pub use block::{Block, Composition, Owner};
 pub use digest::{Sha256Hex, sha256_hex};
 pub use error::BlocksError;
-pub use guardrail::{Guardrail, GuardrailLint, ParsedGuardrails, fold_whitespace, parse_guardrails};
+pub use guardrail::{
+    Guardrail, GuardrailLint, ParsedGuardrails, fold_whitespace, parse_guardrails,
+};
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
 pub use surface::SurfaceKind;

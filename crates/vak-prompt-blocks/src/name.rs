@@ -38,7 +38,9 @@ impl Name {
         let ok = !raw.is_empty()
             && raw.len() <= 64
             && !raw.starts_with('-')
-            && raw.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if ok {
             Ok(Name(raw.to_owned()))
         } else {
@@ -74,8 +76,23 @@ mod tests {
 
     #[test]
     fn rejects_path_tricks() {
-        for bad in ["", "..", ".", "a/b", "../etc", "a\\b", "-rf", "a b", "a\0b", "é", &"x".repeat(65)] {
-            assert!(Name::new(NameKind::Role, bad).is_err(), "{bad:?} should be rejected");
+        for bad in [
+            "",
+            "..",
+            ".",
+            "a/b",
+            "../etc",
+            "a\\b",
+            "-rf",
+            "a b",
+            "a\0b",
+            "é",
+            &"x".repeat(65),
+        ] {
+            assert!(
+                Name::new(NameKind::Role, bad).is_err(),
+                "{bad:?} should be rejected"
+            );
         }
         for good in ["reviewer", "bot_1", "01J9Z", "a-b"] {
             assert!(Name::new(NameKind::Role, good).is_ok());

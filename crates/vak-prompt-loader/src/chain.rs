@@ -3,10 +3,10 @@ use std::fs;
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
+use crate::LoaderError;
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
 use crate::safe_read::{ReadRefusal, read_safely};
-use crate::LoaderError;
 
 /// What to load: the home, the project, and the selectors that pick
 /// sub-layers.
@@ -52,8 +52,16 @@ impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let source = self.provenance.source.as_deref().unwrap_or("?");
         match self.block {
-            Some(block) => write!(f, "`{block}` in {} layer `{source}` {}", self.provenance.layer, self.reason),
-            None => write!(f, "{} layer `{source}` {}", self.provenance.layer, self.reason),
+            Some(block) => write!(
+                f,
+                "`{block}` in {} layer `{source}` {}",
+                self.provenance.layer, self.reason
+            ),
+            None => write!(
+                f,
+                "{} layer `{source}` {}",
+                self.provenance.layer, self.reason
+            ),
         }
     }
 }
@@ -124,9 +132,17 @@ impl Reader<'_> {
     }
 
     /// Read the editable block files of one directory layer.
-    fn directory_layer(&mut self, dir: &Utf8Path, root: &Utf8Path, layer: PromptLayer, origin: Origin) {
+    fn directory_layer(
+        &mut self,
+        dir: &Utf8Path,
+        root: &Utf8Path,
+        layer: PromptLayer,
+        origin: Origin,
+    ) {
         for block in Block::EDITABLE {
-            let Some(file) = block.file_name() else { continue };
+            let Some(file) = block.file_name() else {
+                continue;
+            };
             let path = dir.join(file);
             let provenance = Provenance::new(layer, origin, path.as_str());
             match read_safely(&path, root) {
@@ -190,13 +206,33 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let home_root = prompt_dir(&request.home);
     let project_root = prompt_dir(&request.project);
 
-    reader.directory_layer(&home_dirs.base, &home_root, PromptLayer::Shared, Origin::Home);
+    reader.directory_layer(
+        &home_dirs.base,
+        &home_root,
+        PromptLayer::Shared,
+        Origin::Home,
+    );
     if project_ok {
-        reader.directory_layer(&project_dirs.base, &project_root, PromptLayer::Project, Origin::Project);
+        reader.directory_layer(
+            &project_dirs.base,
+            &project_root,
+            PromptLayer::Project,
+            Origin::Project,
+        );
     }
-    reader.directory_layer(&home_dirs.surface, &home_root, PromptLayer::Surface, Origin::Home);
+    reader.directory_layer(
+        &home_dirs.surface,
+        &home_root,
+        PromptLayer::Surface,
+        Origin::Home,
+    );
     if project_ok {
-        reader.directory_layer(&project_dirs.surface, &project_root, PromptLayer::Surface, Origin::Project);
+        reader.directory_layer(
+            &project_dirs.surface,
+            &project_root,
+            PromptLayer::Surface,
+            Origin::Project,
+        );
     }
     load_gateway(
         &request.home,
@@ -209,7 +245,12 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     if let Some(role) = &request.agent {
         let candidates = [
             (home_dirs.agent.as_ref(), &home_root, Origin::Home, true),
-            (project_dirs.agent.as_ref(), &project_root, Origin::Project, project_ok),
+            (
+                project_dirs.agent.as_ref(),
+                &project_root,
+                Origin::Project,
+                project_ok,
+            ),
         ];
         for (dir, root, origin, allowed) in candidates {
             let Some(dir) = dir else { continue };
@@ -286,7 +327,11 @@ fn load_skills(reader: &mut Reader<'_>, vak_dir: &Utf8Path, origin: Origin, laye
         let path = skills_dir.join(&name).join("SKILL.md");
         let provenance = Provenance::new(layer, origin, path.as_str());
         if Name::new(vak_prompt_blocks::NameKind::Role, &name).is_err() {
-            reader.skip(Some(Block::Skills), provenance, "has a directory name that is not a valid skill name");
+            reader.skip(
+                Some(Block::Skills),
+                provenance,
+                "has a directory name that is not a valid skill name",
+            );
             continue;
         }
         match read_safely(&path, vak_dir) {

@@ -71,8 +71,14 @@ fn entry_prompts(
     // Read in the fixed block order, not the JSON's key order, so the
     // contribution list is deterministic.
     for block in Block::EDITABLE {
-        let Some(value) = prompts.get(block.wire_name()) else { continue };
-        let provenance = Provenance::new(layer, Origin::Gateway, format!("{key_prefix}/prompts/{block}"));
+        let Some(value) = prompts.get(block.wire_name()) else {
+            continue;
+        };
+        let provenance = Provenance::new(
+            layer,
+            Origin::Gateway,
+            format!("{key_prefix}/prompts/{block}"),
+        );
         match value.as_str() {
             Some(text) => contributions.push(Contribution {
                 block,
@@ -94,7 +100,11 @@ fn entry_prompts(
             };
             skipped.push(Skipped {
                 block: None,
-                provenance: Provenance::new(layer, Origin::Gateway, format!("{key_prefix}/prompts/{key}")),
+                provenance: Provenance::new(
+                    layer,
+                    Origin::Gateway,
+                    format!("{key_prefix}/prompts/{key}"),
+                ),
                 reason,
             });
         }
@@ -113,11 +123,22 @@ pub(crate) fn load_gateway(
     let dir = gateway_dir(home);
     if let Some(bots) = read_json(&dir.join("bots.json"), &dir, PromptLayer::Bot, skipped) {
         if let Some(entry) = bots.get(bot.as_str()) {
-            entry_prompts(entry, &format!("bots.json#/{bot}"), PromptLayer::Bot, contributions, skipped);
+            entry_prompts(
+                entry,
+                &format!("bots.json#/{bot}"),
+                PromptLayer::Bot,
+                contributions,
+                skipped,
+            );
         }
     }
     let Some(chat) = chat else { return };
-    if let Some(allow) = read_json(&dir.join("allowlist.json"), &dir, PromptLayer::Chat, skipped) {
+    if let Some(allow) = read_json(
+        &dir.join("allowlist.json"),
+        &dir,
+        PromptLayer::Chat,
+        skipped,
+    ) {
         if let Some(entry) = allow.get(bot.as_str()).and_then(|b| b.get(chat.as_str())) {
             entry_prompts(
                 entry,

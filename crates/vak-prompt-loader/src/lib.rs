@@ -14,7 +14,10 @@ mod gateway;
 mod paths;
 mod safe_read;
 
-pub use chain::{ConfigFile, Contribution, LegacySystem, LoadRequest, LoadedChain, SkillEntry, Skipped, load_chain};
+pub use chain::{
+    ConfigFile, Contribution, LegacySystem, LoadRequest, LoadedChain, SkillEntry, Skipped,
+    load_chain,
+};
 pub use error::LoaderError;
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};

@@ -37,11 +37,19 @@ impl std::fmt::Display for ReadRefusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadRefusal::SymlinkOutside { target } => {
-                write!(f, "is a symlink leading outside its layer directory (to `{target}`)")
+                write!(
+                    f,
+                    "is a symlink leading outside its layer directory (to `{target}`)"
+                )
             }
-            ReadRefusal::NotRegularFile => f.write_str("is not a regular file (FIFO, socket, device or directory)"),
+            ReadRefusal::NotRegularFile => {
+                f.write_str("is not a regular file (FIFO, socket, device or directory)")
+            }
             ReadRefusal::TooLarge { bytes } => {
-                write!(f, "is {bytes} bytes, larger than the {MAX_FILE_BYTES}-byte limit for prompt files")
+                write!(
+                    f,
+                    "is {bytes} bytes, larger than the {MAX_FILE_BYTES}-byte limit for prompt files"
+                )
             }
             ReadRefusal::NotUtf8 { at_byte } => write!(f, "is not valid UTF-8 at byte {at_byte}"),
             ReadRefusal::Io(message) => write!(f, "could not be read: {message}"),
@@ -108,9 +116,11 @@ pub fn read_safely(path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, R
             bytes: bytes.len() as u64,
         });
     }
-    String::from_utf8(bytes).map(Some).map_err(|error| ReadRefusal::NotUtf8 {
-        at_byte: error.utf8_error().valid_up_to(),
-    })
+    String::from_utf8(bytes)
+        .map(Some)
+        .map_err(|error| ReadRefusal::NotUtf8 {
+            at_byte: error.utf8_error().valid_up_to(),
+        })
 }
 
 #[cfg(test)]
@@ -128,7 +138,10 @@ mod tests {
         let (_keep, root) = temp();
         assert_eq!(read_safely(&root.join("identity.md"), &root), Ok(None));
         fs::write(root.join("identity.md"), "hi").unwrap();
-        assert_eq!(read_safely(&root.join("identity.md"), &root), Ok(Some("hi".into())));
+        assert_eq!(
+            read_safely(&root.join("identity.md"), &root),
+            Ok(Some("hi".into()))
+        );
     }
 
     #[test]
@@ -144,10 +157,20 @@ mod tests {
         ));
         fs::write(root.join("inside.md"), "ok").unwrap();
         std::os::unix::fs::symlink(root.join("inside.md"), root.join("ok-link.md")).unwrap();
-        assert_eq!(read_safely(&root.join("ok-link.md"), &root), Ok(Some("ok".into())));
+        assert_eq!(
+            read_safely(&root.join("ok-link.md"), &root),
+            Ok(Some("ok".into()))
+        );
 
-        fs::write(root.join("big.md"), vec![b'a'; (MAX_FILE_BYTES + 1) as usize]).unwrap();
-        assert!(matches!(read_safely(&root.join("big.md"), &root), Err(ReadRefusal::TooLarge { .. })));
+        fs::write(
+            root.join("big.md"),
+            vec![b'a'; (MAX_FILE_BYTES + 1) as usize],
+        )
+        .unwrap();
+        assert!(matches!(
+            read_safely(&root.join("big.md"), &root),
+            Err(ReadRefusal::TooLarge { .. })
+        ));
 
         fs::write(root.join("bad.md"), b"ok\xffno").unwrap();
         assert_eq!(
@@ -156,14 +179,20 @@ mod tests {
         );
 
         fs::create_dir(root.join("dir.md")).unwrap();
-        assert_eq!(read_safely(&root.join("dir.md"), &root), Err(ReadRefusal::NotRegularFile));
+        assert_eq!(
+            read_safely(&root.join("dir.md"), &root),
+            Err(ReadRefusal::NotRegularFile)
+        );
     }
 
     #[test]
     fn fifo_is_refused_without_blocking() {
         let (_keep, root) = temp();
         let fifo = root.join("guardrails.md");
-        let status = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap();
         assert!(status.success());
         assert_eq!(read_safely(&fifo, &root), Err(ReadRefusal::NotRegularFile));
     }

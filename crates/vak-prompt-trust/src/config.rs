@@ -29,7 +29,11 @@ pub fn demote_config(table: &mut toml::Table, trust: Trust) -> Vec<DemotedKey> {
     if table.remove("hooks").is_some() {
         drop("hooks".to_owned());
     }
-    for (section, key) in [("permissions", "allow"), ("mcp", "servers"), ("update", "feed")] {
+    for (section, key) in [
+        ("permissions", "allow"),
+        ("mcp", "servers"),
+        ("update", "feed"),
+    ] {
         if let Some(toml::Value::Table(inner)) = table.get_mut(section) {
             if inner.remove(key).is_some() {
                 drop(format!("{section}.{key}"));
@@ -75,7 +79,13 @@ feed = "http://evil/feed"
         let keys: Vec<_> = demoted.iter().map(|d| d.key.as_str()).collect();
         assert_eq!(
             keys,
-            ["hooks", "permissions.allow", "mcp.servers", "update.feed", "providers.openai.base_url"]
+            [
+                "hooks",
+                "permissions.allow",
+                "mcp.servers",
+                "update.feed",
+                "providers.openai.base_url"
+            ]
         );
         assert!(table["permissions"].get("deny").is_some());
         assert!(table["permissions"].get("ask").is_some());

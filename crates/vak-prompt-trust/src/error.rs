@@ -13,7 +13,9 @@ pub enum TrustError {
         source: std::io::Error,
     },
     /// The trust store is not valid TOML of the expected shape.
-    #[error("the trust store `{path}` is malformed: {message}; fix or delete it (it lists trusted project directories)")]
+    #[error(
+        "the trust store `{path}` is malformed: {message}; fix or delete it (it lists trusted project directories)"
+    )]
     Malformed {
         /// The store's path.
         path: Utf8PathBuf,

@@ -99,7 +99,8 @@ mod tests {
     #[test]
     fn the_trust_table() {
         let project = Provenance::new(PromptLayer::Project, Origin::Project, "p");
-        let project_surface = Provenance::new(PromptLayer::Surface, Origin::Project, "p/surface/cli");
+        let project_surface =
+            Provenance::new(PromptLayer::Surface, Origin::Project, "p/surface/cli");
         let project_agent = Provenance::new(PromptLayer::Agent, Origin::Project, "p/agents/r");
         let shared = Provenance::new(PromptLayer::Shared, Origin::Home, "h");
         let gateway = Provenance::new(PromptLayer::Bot, Origin::Gateway, "bots.json#/b");
@@ -110,7 +111,12 @@ mod tests {
             (&project, Block::Guardrails, Trust::Untrusted, true),
             (&project_surface, Block::Identity, Trust::Untrusted, false),
             (&project_surface, Block::Guardrails, Trust::Untrusted, true),
-            (&project_agent, Block::AgentInstructions, Trust::Untrusted, false),
+            (
+                &project_agent,
+                Block::AgentInstructions,
+                Trust::Untrusted,
+                false,
+            ),
             (&project_agent, Block::Guardrails, Trust::Untrusted, true),
             (&project, Block::Identity, Trust::Trusted, true),
             (&project, Block::SurfaceNote, Trust::Trusted, true),

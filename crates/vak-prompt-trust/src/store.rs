@@ -131,7 +131,10 @@ mod tests {
         assert_eq!(reloaded.trust_of(&dotted), Trust::Trusted);
         let mut store = reloaded;
         assert!(store.untrust(project_path).unwrap().1);
-        assert_eq!(TrustStore::load(home).unwrap().trust_of(project_path), Trust::Untrusted);
+        assert_eq!(
+            TrustStore::load(home).unwrap().trust_of(project_path),
+            Trust::Untrusted
+        );
     }
 
     #[test]

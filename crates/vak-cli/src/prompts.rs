@@ -1,0 +1,256 @@
+//! `vak prompts show`, `vak prompts explain`, `vak trust`, `vak untrust`.
+
+use std::fmt::Write as _;
+
+use camino::Utf8PathBuf;
+use clap::Args;
+use vak_core::prompts::{Composition, ResolvedPrompt, Trust, TrustStore};
+use vak_core::{Core, PromptReport};
+
+use crate::CliError;
+use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
+
+/// Arguments of `show` and `explain`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ViewArgs {
+    #[command(flatten)]
+    pub(crate) selectors: SelectorArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// Print `value` as one line of pretty JSON.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn resolve(args: &ViewArgs) -> Result<(Core, ResolvedPrompt), CliError> {
+    let core = Core::open(args.selectors.to_selectors()?)?;
+    let resolved = core.resolve()?;
+    Ok((core, resolved))
+}
+
+/// The note an untrusted project's output ends with: what was not applied
+/// and the one command that changes it.
+fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
+    let mut note = String::new();
+    if resolved.trust == Trust::Untrusted && !resolved.demoted.is_empty() {
+        let _ = writeln!(
+            note,
+            "This project is untrusted: {} of its inputs were not applied (guardrails from it still apply).",
+            resolved.demoted.len()
+        );
+        for d in &resolved.demoted {
+            let what = d
+                .config_key
+                .clone()
+                .unwrap_or_else(|| d.block.map(|b| b.to_string()).unwrap_or_default());
+            let _ = writeln!(
+                note,
+                "  not applied: {what} from `{}`",
+                d.provenance.source.as_deref().unwrap_or("?")
+            );
+        }
+        let _ = writeln!(
+            note,
+            "To apply them, trust the project: vak trust {}",
+            core.selectors().project
+        );
+    }
+    note
+}
+
+/// `vak prompts show`.
+pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
+    let (core, resolved) = resolve(args)?;
+    match args.format {
+        Format::Json => print_json(&PromptReport::new(&resolved)),
+        Format::Text => {
+            let mut out = resolved.prefix.clone();
+            out.push_str(
+                "\n--- tail (rendered per turn; outside the budget and the fingerprint) ---\n",
+            );
+            out.push_str(&resolved.tail);
+            out.push('\n');
+            let note = untrusted_note(&core, &resolved);
+            if !note.is_empty() {
+                out.push_str("\n--- not applied ---\n");
+                out.push_str(&note);
+            }
+            for warning in &resolved.warnings {
+                eprintln!("warning: {warning}");
+            }
+            print!("{out}");
+            Ok(())
+        }
+    }
+}
+
+/// One block's provenance in a few words: `from shared`, `seed + shared + 2`,
+/// `locked`, `runtime`.
+fn provenance_summary(block: &vak_core::prompts::ResolvedBlock) -> String {
+    let layers = block.layers();
+    match block.block.composition() {
+        Composition::Fixed => "locked".to_owned(),
+        Composition::RuntimeDerived => match layers.len() {
+            0 => "runtime (none)".to_owned(),
+            1 => "runtime".to_owned(),
+            n => format!("runtime ({n} entries)"),
+        },
+        Composition::NarrowestWins => match layers.first() {
+            Some(layer) => format!("from {layer}"),
+            None => "none".to_owned(),
+        },
+        Composition::Accumulate | Composition::Additive => match layers.as_slice() {
+            [] => "none".to_owned(),
+            [one] => one.to_string(),
+            [first, second] => format!("{first} + {second}"),
+            [first, second, rest @ ..] => format!("{first} + {second} + {}", rest.len()),
+        },
+    }
+}
+
+/// `vak prompts explain`: one line per block, then demotions and warnings.
+pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
+    let (core, resolved) = resolve(args)?;
+    if args.format == Format::Json {
+        return print_json(&PromptReport::new(&resolved));
+    }
+    let s = core.selectors();
+    let mut out = String::new();
+    let trust = match resolved.trust {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    };
+    let _ = write!(
+        out,
+        "Prompt for {} ({trust}) · surface {}",
+        s.project, s.surface
+    );
+    if let Some(bot) = &s.bot {
+        let _ = write!(out, " · bot {bot}");
+    }
+    if let Some(chat) = &s.chat {
+        let _ = write!(out, " · chat {chat}");
+    }
+    if let Some(agent) = &s.agent {
+        let _ = write!(out, " · agent {agent}");
+    }
+    let _ = writeln!(out, "\n");
+    for block in &resolved.blocks {
+        let _ = writeln!(
+            out,
+            "{:<20} {}",
+            block.block.wire_name(),
+            provenance_summary(block)
+        );
+        if block.block.composition() != Composition::Fixed {
+            for c in &block.contributors {
+                let _ = writeln!(
+                    out,
+                    "{:<20}   {:<8} {}",
+                    "",
+                    c.provenance.layer,
+                    c.provenance.source.as_deref().unwrap_or("")
+                );
+            }
+        }
+        for shadowed in &block.shadowed {
+            let _ = writeln!(
+                out,
+                "{:<20}   shadows {} {}",
+                "",
+                shadowed.layer,
+                shadowed.source.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if !resolved.demoted.is_empty() {
+        let _ = writeln!(out, "\nDemoted:");
+        for d in &resolved.demoted {
+            let what = d
+                .config_key
+                .clone()
+                .unwrap_or_else(|| d.block.map(|b| b.to_string()).unwrap_or_default());
+            let _ = writeln!(
+                out,
+                "  {what} from {} `{}`: {}",
+                d.provenance.layer,
+                d.provenance.source.as_deref().unwrap_or("?"),
+                d.reason
+            );
+        }
+    }
+    if !resolved.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings:");
+        for w in &resolved.warnings {
+            let _ = writeln!(out, "  {w}");
+        }
+    }
+    let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
+    let note = untrusted_note(&core, &resolved);
+    if !note.is_empty() {
+        let _ = write!(out, "\n{note}");
+    }
+    print!("{out}");
+    Ok(())
+}
+
+/// Arguments of `vak trust`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct TrustArgs {
+    /// The project directory [default: the current directory].
+    pub(crate) dir: Option<Utf8PathBuf>,
+    /// List trusted directories instead.
+    #[arg(long, conflicts_with = "dir")]
+    pub(crate) list: bool,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
+}
+
+/// Arguments of `vak untrust`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct UntrustArgs {
+    /// The project directory [default: the current directory].
+    pub(crate) dir: Option<Utf8PathBuf>,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
+}
+
+/// `vak trust [DIR]` and `vak trust --list`.
+pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
+    let home = home_dir(args.home.as_ref())?;
+    let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
+    if args.list {
+        for dir in store.list() {
+            println!("{dir}");
+        }
+        return Ok(());
+    }
+    let dir = project_dir(args.dir.as_ref())?;
+    let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
+    println!(
+        "trusted {key}: its identity, operating rules, surface notes, skills and config now apply"
+    );
+    Ok(())
+}
+
+/// `vak untrust [DIR]`.
+pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
+    let home = home_dir(args.home.as_ref())?;
+    let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
+    let dir = project_dir(args.dir.as_ref())?;
+    let (key, was) = store.untrust(&dir).map_err(vak_core::CoreError::from)?;
+    if was {
+        println!("untrusted {key}: only its guardrails apply now");
+    } else {
+        println!("{key} was not trusted; nothing changed");
+    }
+    Ok(())
+}

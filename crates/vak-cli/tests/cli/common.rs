@@ -1,0 +1,144 @@
+//! A temporary home and project, and a way to run `vak` against them.
+
+#![allow(dead_code)]
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The workspace's `fixtures/` directory.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures")
+}
+
+/// Copy a directory tree (files and directories only).
+pub fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// A temporary `$VAK_HOME` and project directory.
+pub struct Env {
+    pub home: tempfile::TempDir,
+    pub project: tempfile::TempDir,
+}
+
+impl Env {
+    /// An empty home and an empty project.
+    pub fn empty() -> Self {
+        Env {
+            home: tempfile::tempdir().unwrap(),
+            project: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Copies of `fixtures/home` and `fixtures/projects/<project>`.
+    pub fn fixture(project: &str) -> Self {
+        let env = Env::empty();
+        copy_tree(&fixtures().join("home"), env.home.path());
+        copy_tree(
+            &fixtures().join("projects").join(project),
+            env.project.path(),
+        );
+        env
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn project(&self) -> &Path {
+        self.project.path()
+    }
+
+    /// Write `text` to `path` under the home, creating directories.
+    pub fn write_home(&self, path: &str, text: &str) {
+        write(&self.home().join(path), text);
+    }
+
+    /// Write `text` to `path` under the project, creating directories.
+    pub fn write_project(&self, path: &str, text: &str) {
+        write(&self.project().join(path), text);
+    }
+
+    /// A `vak` command with `VAK_HOME` set and the project as working dir.
+    pub fn command(&self, args: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_vak"));
+        command
+            .args(args)
+            .env("VAK_HOME", self.home())
+            .env_remove("VAK_LOG")
+            .current_dir(self.project())
+            .stdin(Stdio::null());
+        command
+    }
+
+    /// Run `vak` and return its output.
+    pub fn vak(&self, args: &[&str]) -> Output {
+        self.command(args).output().unwrap()
+    }
+
+    /// Run `vak` with `input` on stdin.
+    pub fn vak_stdin(&self, args: &[&str], input: &str) -> Output {
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
+    /// Run `vak`, assert success, return stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.vak(args);
+        assert!(
+            out.status.success(),
+            "vak {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    /// Run `vak … --format json`, assert success, parse stdout.
+    pub fn json(&self, args: &[&str]) -> serde_json::Value {
+        let mut all = args.to_vec();
+        all.extend(["--format", "json"]);
+        serde_json::from_str(&self.ok(&all)).unwrap()
+    }
+
+    /// Trust the project.
+    pub fn trust(&self) {
+        self.ok(&["trust"]);
+    }
+}
+
+/// Write a file, creating its parent directories.
+pub fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}

@@ -1,0 +1,1 @@
+//! `vak prompts set|edit|reset|check` (editing and budget).

@@ -1,0 +1,13 @@
+//! Integration tests: the real `vak` binary on temporary homes and projects.
+//! One test crate for the whole CLI; each command family is a module.
+#![allow(
+    unreachable_pub,
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used
+)]
+
+mod common;
+mod edit;
+mod prompts;
+mod session;

@@ -1,0 +1,1 @@
+//! `vak session`, `vak exec`, `vak gateway deliver`, `vak audit list`.

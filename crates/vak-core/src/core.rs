@@ -1,0 +1,195 @@
+use std::path::Path;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::{Name, SurfaceKind};
+use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
+use vak_prompt_loader::{LoadRequest, LoadedChain, load_chain};
+use vak_prompt_trust::{Trust, TrustStore};
+
+use crate::CoreError;
+
+/// `$VAK_HOME`, or `~/vak-home` when it is unset.
+pub fn default_home() -> Result<Utf8PathBuf, CoreError> {
+    if let Some(home) = std::env::var_os("VAK_HOME").filter(|v| !v.is_empty()) {
+        return utf8(home.into());
+    }
+    let user_home = std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .ok_or(CoreError::NoHome)?;
+    Ok(utf8(user_home.into())?.join("vak-home"))
+}
+
+fn utf8(path: std::path::PathBuf) -> Result<Utf8PathBuf, CoreError> {
+    Utf8PathBuf::from_path_buf(path)
+        .map_err(|p| CoreError::NonUtf8Path(p.to_string_lossy().into_owned()))
+}
+
+/// An absolute form of `path`, canonical when it exists.
+fn absolute(path: &Utf8Path) -> Result<Utf8PathBuf, CoreError> {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return utf8(real);
+    }
+    if path.is_absolute() {
+        return Ok(path.to_owned());
+    }
+    let cwd = std::env::current_dir().map_err(|_| CoreError::NonUtf8Path(path.to_string()))?;
+    Ok(utf8(cwd)?.join(path))
+}
+
+/// Which chain to resolve: the home, the project, and the sub-layer
+/// selectors. The same set every `vak prompts` command takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Selectors {
+    /// `$VAK_HOME`.
+    pub home: Utf8PathBuf,
+    /// The project directory.
+    pub project: Utf8PathBuf,
+    /// The surface kind.
+    pub surface: SurfaceKind,
+    /// A gateway bot.
+    pub bot: Option<Name>,
+    /// A gateway chat of that bot.
+    pub chat: Option<Name>,
+    /// A worker role.
+    pub agent: Option<Name>,
+    /// Force demotion, for inspecting what a clone would get.
+    pub force_untrusted: bool,
+}
+
+impl Selectors {
+    /// Selectors for `project` under `home`, CLI surface, nothing else.
+    pub fn new(home: impl Into<Utf8PathBuf>, project: impl Into<Utf8PathBuf>) -> Self {
+        Selectors {
+            home: home.into(),
+            project: project.into(),
+            surface: SurfaceKind::Cli,
+            bot: None,
+            chat: None,
+            agent: None,
+            force_untrusted: false,
+        }
+    }
+}
+
+/// How the trust level was decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TrustSource {
+    Store,
+    Forced(Trust),
+}
+
+/// The runtime's prompt-layer entry point.
+#[derive(Debug, Clone)]
+pub struct Core {
+    selectors: Selectors,
+    trust_source: TrustSource,
+}
+
+impl Core {
+    /// A core for `selectors`, trusting the project as the trust store says
+    /// (or not at all with `force_untrusted`). Paths are made absolute.
+    pub fn open(mut selectors: Selectors) -> Result<Self, CoreError> {
+        if selectors.chat.is_some() && selectors.bot.is_none() {
+            return Err(CoreError::ChatWithoutBot);
+        }
+        selectors.home = absolute(&selectors.home)?;
+        selectors.project = absolute(&selectors.project)?;
+        let trust_source = if selectors.force_untrusted {
+            TrustSource::Forced(Trust::Untrusted)
+        } else {
+            TrustSource::Store
+        };
+        Ok(Core {
+            selectors,
+            trust_source,
+        })
+    }
+
+    /// Doc 45's probe entry point: the project at `dir` under the default
+    /// home, trusted or not as told, regardless of the trust store.
+    pub fn new_with_trust(dir: impl AsRef<Path>, trust_project: bool) -> Self {
+        let project = Utf8PathBuf::from(dir.as_ref().to_string_lossy().into_owned());
+        let home = default_home().unwrap_or_else(|_| Utf8PathBuf::from("/nonexistent-vak-home"));
+        let trust = if trust_project {
+            Trust::Trusted
+        } else {
+            Trust::Untrusted
+        };
+        Core {
+            selectors: Selectors {
+                project: absolute(&project).unwrap_or(project),
+                ..Selectors::new(home, Utf8PathBuf::new())
+            },
+            trust_source: TrustSource::Forced(trust),
+        }
+    }
+
+    /// The selectors this core resolves.
+    pub fn selectors(&self) -> &Selectors {
+        &self.selectors
+    }
+
+    /// How far the project is trusted right now.
+    pub fn trust(&self) -> Result<Trust, CoreError> {
+        match self.trust_source {
+            TrustSource::Forced(trust) => Ok(trust),
+            TrustSource::Store => {
+                Ok(TrustStore::load(&self.selectors.home)?.trust_of(&self.selectors.project))
+            }
+        }
+    }
+
+    /// Read every layer of the chain.
+    pub fn load(&self) -> Result<LoadedChain, CoreError> {
+        let s = &self.selectors;
+        Ok(load_chain(&LoadRequest {
+            home: s.home.clone(),
+            project: s.project.clone(),
+            surface: s.surface,
+            bot: s.bot.clone(),
+            chat: s.chat.clone(),
+            agent: s.agent.clone(),
+        })?)
+    }
+
+    /// Resolve the prompt, with the tail rendered for `tail`.
+    pub fn resolve_at(&self, tail: TailContext) -> Result<ResolvedPrompt, CoreError> {
+        let chain = self.load()?;
+        let trust = self.trust()?;
+        Ok(self.compose(&chain, trust, tail))
+    }
+
+    /// Resolve the prompt, with the tail rendered for now.
+    pub fn resolve(&self) -> Result<ResolvedPrompt, CoreError> {
+        self.resolve_at(TailContext::now())
+    }
+
+    /// Compose an already-loaded chain, e.g. one with a candidate edit
+    /// substituted, under this core's selectors.
+    pub fn compose(&self, chain: &LoadedChain, trust: Trust, tail: TailContext) -> ResolvedPrompt {
+        resolve_prompt(&ResolveInput {
+            chain,
+            trust,
+            surface: self.selectors.surface,
+            agent: self.selectors.agent.as_ref(),
+            tail,
+        })
+    }
+
+    /// The assembled prefix. If the chain cannot be read at all, the
+    /// built-in prompt alone: the floor never depends on the project.
+    pub fn system_prompt(&self) -> String {
+        match self.resolve() {
+            Ok(resolved) => resolved.prefix,
+            Err(error) => {
+                tracing::error!(%error, "prompt chain unreadable; using the built-in prompt");
+                self.compose(
+                    &LoadedChain::default(),
+                    Trust::Untrusted,
+                    TailContext::now(),
+                )
+                .prefix
+            }
+        }
+    }
+}

@@ -1,0 +1,24 @@
+use thiserror::Error;
+
+/// Everything the facade can fail with; each wraps the owning crate's error.
+#[derive(Debug, Error)]
+pub enum CoreError {
+    /// A selector (role, bot, chat, surface) was malformed.
+    #[error(transparent)]
+    Name(#[from] vak_prompt_blocks::BlocksError),
+    /// The chain could not be loaded at all.
+    #[error(transparent)]
+    Loader(#[from] vak_prompt_loader::LoaderError),
+    /// The trust store could not be read or written.
+    #[error(transparent)]
+    Trust(#[from] vak_prompt_trust::TrustError),
+    /// No home directory could be found.
+    #[error("cannot find the vak home: set VAK_HOME or HOME")]
+    NoHome,
+    /// A path given is not valid UTF-8.
+    #[error("path `{0}` is not valid UTF-8; vak needs UTF-8 paths")]
+    NonUtf8Path(String),
+    /// A chat was selected without a bot.
+    #[error("--chat needs --bot: a chat is always one bot's chat")]
+    ChatWithoutBot,
+}

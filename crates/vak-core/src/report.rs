@@ -1,0 +1,137 @@
+//! The `vak prompts show --format json` object (DECISIONS §8), shared by the
+//! CLI and the admin API so both say the same thing.
+
+use serde::Serialize;
+use vak_prompt_blocks::Owner;
+use vak_prompt_compose::ResolvedPrompt;
+use vak_prompt_trust::Trust;
+use vak_session::{AgentIdentity, CapabilityDescriptor, PromptLayerDescriptor};
+
+/// One block as the report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BlockReport {
+    /// Block wire name.
+    pub block: String,
+    /// Winning layers' wire names, widest first.
+    pub layers: Vec<String>,
+    /// The composed text.
+    pub text: String,
+    /// `user` or `code`.
+    pub owner: &'static str,
+    /// Winning sources, in the order of `layers`.
+    pub sources: Vec<Option<String>>,
+    /// Layers that had text but lost to a narrower one.
+    pub shadowed: Vec<ShadowedReport>,
+}
+
+/// A layer that lost.
+#[derive(Debug, Clone, Serialize)]
+pub struct ShadowedReport {
+    /// Layer wire name.
+    pub layer: String,
+    /// Its source.
+    pub source: Option<String>,
+}
+
+/// One demoted input.
+#[derive(Debug, Clone, Serialize)]
+pub struct DemotedReport {
+    /// The block it would have supplied, or `config` for a config key.
+    pub block: String,
+    /// Layer wire name.
+    pub layer: String,
+    /// Path or key.
+    pub source: Option<String>,
+    /// Why it was dropped and how to change that.
+    pub reason: String,
+    /// The dotted config key, for config demotions.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptReport {
+    /// The assembled prefix.
+    pub prefix: String,
+    /// The per-turn tail.
+    pub tail: String,
+    /// `sha256:…` over the descriptors.
+    pub fingerprint: String,
+    /// Every block in render order.
+    pub blocks: Vec<BlockReport>,
+    /// One per winning layer per block.
+    pub descriptors: Vec<PromptLayerDescriptor>,
+    /// What trust dropped.
+    pub demoted: Vec<DemotedReport>,
+    /// Skips, lints and deprecations.
+    pub warnings: Vec<String>,
+    /// `trusted` or `untrusted`.
+    pub trust: &'static str,
+    /// The capability catalog.
+    pub capabilities: Vec<CapabilityDescriptor>,
+    /// The worker role, if one was selected.
+    pub agent: Option<AgentIdentity>,
+}
+
+impl PromptReport {
+    /// Shape a resolution for output.
+    pub fn new(resolved: &ResolvedPrompt) -> Self {
+        PromptReport {
+            prefix: resolved.prefix.clone(),
+            tail: resolved.tail.clone(),
+            fingerprint: resolved.fingerprint.clone(),
+            blocks: resolved
+                .blocks
+                .iter()
+                .map(|b| BlockReport {
+                    block: b.block.wire_name().to_owned(),
+                    layers: b
+                        .layers()
+                        .iter()
+                        .map(|l| l.wire_name().to_owned())
+                        .collect(),
+                    text: b.text.clone(),
+                    owner: match b.block.owner() {
+                        Owner::User => "user",
+                        Owner::Code => "code",
+                    },
+                    sources: b
+                        .contributors
+                        .iter()
+                        .map(|c| c.provenance.source.clone())
+                        .collect(),
+                    shadowed: b
+                        .shadowed
+                        .iter()
+                        .map(|p| ShadowedReport {
+                            layer: p.layer.wire_name().to_owned(),
+                            source: p.source.clone(),
+                        })
+                        .collect(),
+                })
+                .collect(),
+            descriptors: resolved.descriptors.clone(),
+            demoted: resolved
+                .demoted
+                .iter()
+                .map(|d| DemotedReport {
+                    block: d
+                        .block
+                        .map_or_else(|| "config".to_owned(), |b| b.wire_name().to_owned()),
+                    layer: d.provenance.layer.wire_name().to_owned(),
+                    source: d.provenance.source.clone(),
+                    reason: d.reason.explain().to_owned(),
+                    key: d.config_key.clone(),
+                })
+                .collect(),
+            warnings: resolved.warnings.clone(),
+            trust: match resolved.trust {
+                Trust::Trusted => "trusted",
+                Trust::Untrusted => "untrusted",
+            },
+            capabilities: resolved.capabilities.clone(),
+            agent: resolved.agent.clone(),
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The effective config: home then project `config.toml`, after the
+//! project's privileged keys are demoted, with the source of every value.
+
+use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
+use vak_prompt_loader::ConfigFile;
+use vak_prompt_trust::{Trust, demote_config};
+
+use crate::resolve::Demotion;
+
+/// A config value and the file that set it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sourced<T> {
+    /// The value.
+    pub value: T,
+    /// Home or project.
+    pub origin: Origin,
+    /// The file (and key) it came from.
+    pub source: String,
+}
+
+/// Which permission list a rule is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PermissionKind {
+    /// Runs without asking.
+    Allow,
+    /// Asks the person first.
+    Ask,
+    /// Never runs.
+    Deny,
+}
+
+impl PermissionKind {
+    /// `allow`, `ask` or `deny`.
+    pub fn wire_name(self) -> &'static str {
+        match self {
+            PermissionKind::Allow => "allow",
+            PermissionKind::Ask => "ask",
+            PermissionKind::Deny => "deny",
+        }
+    }
+}
+
+/// One MCP server from `mcp.servers`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct McpServer {
+    /// Its name.
+    pub name: String,
+    /// Its inventory line in the prompt.
+    pub line: String,
+}
+
+/// What the config files say, after demotion.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EffectiveConfig {
+    /// `model`: the narrowest file that sets it.
+    pub model: Option<Sourced<String>>,
+    /// `prompts.max_tokens` from every file that sets it, widest first; the
+    /// budget applies its own rule for who may raise the cap.
+    pub max_tokens: Vec<Sourced<i64>>,
+    /// Every permission rule, with where it came from.
+    pub permissions: Vec<(PermissionKind, Sourced<String>)>,
+    /// MCP servers, sorted by name within each file, home first.
+    pub mcp_servers: Vec<Sourced<McpServer>>,
+    /// Config keys or values that were malformed, as warnings.
+    pub warnings: Vec<String>,
+}
+
+fn mcp_line(name: &str, server: &toml::Table) -> String {
+    let what = if let Some(command) = server.get("command").and_then(toml::Value::as_str) {
+        let args: Vec<&str> = server
+            .get("args")
+            .and_then(toml::Value::as_array)
+            .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+            .unwrap_or_default();
+        if args.is_empty() {
+            format!("command `{command}`")
+        } else {
+            format!("command `{command} {}`", args.join(" "))
+        }
+    } else if let Some(url) = server.get("url").and_then(toml::Value::as_str) {
+        format!("at {url}")
+    } else {
+        "configured".to_owned()
+    };
+    match server.get("description").and_then(toml::Value::as_str) {
+        Some(description) => format!("- `{name}` ({what}): {description}"),
+        None => format!("- `{name}` ({what})"),
+    }
+}
+
+fn sourced<T>(file: &ConfigFile, value: T, key: &str) -> Sourced<T> {
+    Sourced {
+        value,
+        origin: file.origin,
+        source: format!("{}#{key}", file.path),
+    }
+}
+
+/// Merge the config files, demoting an untrusted project's privileged keys.
+pub(crate) fn effective_config(
+    configs: &[ConfigFile],
+    trust: Trust,
+    demoted: &mut Vec<Demotion>,
+) -> EffectiveConfig {
+    let mut effective = EffectiveConfig::default();
+    for file in configs {
+        let mut table = file.table.clone();
+        let file_trust = if file.origin == Origin::Project {
+            trust
+        } else {
+            Trust::Trusted
+        };
+        let layer = if file.origin == Origin::Project {
+            PromptLayer::Project
+        } else {
+            PromptLayer::Shared
+        };
+        for key in demote_config(&mut table, file_trust) {
+            demoted.push(Demotion {
+                block: None,
+                config_key: Some(key.key.clone()),
+                provenance: Provenance::new(
+                    layer,
+                    file.origin,
+                    format!("{}#{}", file.path, key.key),
+                ),
+                reason: key.reason,
+            });
+        }
+        match table.get("model") {
+            Some(toml::Value::String(model)) => {
+                effective.model = Some(sourced(file, model.clone(), "model"))
+            }
+            Some(_) => effective.warnings.push(format!(
+                "`model` in `{}` is not a string; ignored",
+                file.path
+            )),
+            None => {}
+        }
+        if let Some(prompts) = table.get("prompts").and_then(toml::Value::as_table) {
+            match prompts.get("max_tokens") {
+                Some(toml::Value::Integer(n)) => {
+                    effective
+                        .max_tokens
+                        .push(sourced(file, *n, "prompts.max_tokens"))
+                }
+                Some(_) => effective.warnings.push(format!(
+                    "`prompts.max_tokens` in `{}` is not an integer; ignored",
+                    file.path
+                )),
+                None => {}
+            }
+        }
+        if let Some(permissions) = table.get("permissions").and_then(toml::Value::as_table) {
+            for kind in [
+                PermissionKind::Allow,
+                PermissionKind::Ask,
+                PermissionKind::Deny,
+            ] {
+                let key = kind.wire_name();
+                let Some(list) = permissions.get(key) else {
+                    continue;
+                };
+                let Some(list) = list.as_array() else {
+                    effective.warnings.push(format!(
+                        "`permissions.{key}` in `{}` is not a list of strings; ignored",
+                        file.path
+                    ));
+                    continue;
+                };
+                for rule in list.iter().filter_map(toml::Value::as_str) {
+                    effective.permissions.push((
+                        kind,
+                        sourced(file, rule.to_owned(), &format!("permissions.{key}")),
+                    ));
+                }
+            }
+        }
+        if let Some(servers) = table
+            .get("mcp")
+            .and_then(toml::Value::as_table)
+            .and_then(|mcp| mcp.get("servers"))
+            .and_then(toml::Value::as_table)
+        {
+            for (name, server) in servers {
+                let Some(server) = server.as_table() else {
+                    effective.warnings.push(format!(
+                        "`mcp.servers.{name}` in `{}` is not a table; ignored",
+                        file.path
+                    ));
+                    continue;
+                };
+                effective.mcp_servers.push(sourced(
+                    file,
+                    McpServer {
+                        name: name.clone(),
+                        line: mcp_line(name, server),
+                    },
+                    &format!("mcp.servers.{name}"),
+                ));
+            }
+        }
+    }
+    effective
+}

@@ -1,0 +1,471 @@
+//! `resolve_prompt`: a loaded chain in, a prefix, a tail and descriptors out.
+//! Pure: no I/O, no clock (the tail's instant comes in with the input).
+
+use vak_prompt_blocks::{
+    Block, Composition, Guardrail, GuardrailLint, Name, Origin, PromptLayer, Provenance,
+    SurfaceKind, parse_guardrails, sha256_hex,
+};
+use vak_prompt_loader::{Contribution, LoadedChain};
+use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
+use vak_session::{AgentIdentity, CapabilityDescriptor, PromptLayerDescriptor, fingerprint};
+
+use crate::catalog::{CATALOG, render_contract};
+use crate::config::{EffectiveConfig, effective_config};
+use crate::seed_model::seed;
+use crate::tail::{TailContext, render_tail};
+
+/// What to resolve.
+#[derive(Debug, Clone)]
+pub struct ResolveInput<'a> {
+    /// Everything the loader read.
+    pub chain: &'a LoadedChain,
+    /// How far the project is trusted.
+    pub trust: Trust,
+    /// The surface the session runs on.
+    pub surface: SurfaceKind,
+    /// The worker role, if any.
+    pub agent: Option<&'a Name>,
+    /// What the per-turn tail is rendered from.
+    pub tail: TailContext,
+}
+
+/// One layer's winning text for a block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Contributor {
+    /// Where it came from.
+    pub provenance: Provenance,
+    /// Exactly the text it contributed.
+    pub text: String,
+}
+
+/// One block of the resolved prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedBlock {
+    /// Which block.
+    pub block: Block,
+    /// Every winning layer, widest first. For narrowest-wins blocks, one.
+    pub contributors: Vec<Contributor>,
+    /// Layers that had text for this block but lost to a narrower one.
+    pub shadowed: Vec<Provenance>,
+    /// The composed text, without its heading. Empty renders nothing.
+    pub text: String,
+}
+
+impl ResolvedBlock {
+    /// The winning layers, widest first.
+    pub fn layers(&self) -> Vec<PromptLayer> {
+        self.contributors
+            .iter()
+            .map(|c| c.provenance.layer)
+            .collect()
+    }
+}
+
+/// A contribution that was dropped because of trust, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Demotion {
+    /// The block it would have supplied; `None` for a config key.
+    pub block: Option<Block>,
+    /// The dotted config key, for a demoted config key.
+    pub config_key: Option<String>,
+    /// Where it was.
+    pub provenance: Provenance,
+    /// Why it was dropped.
+    pub reason: DemoteReason,
+}
+
+/// The result of a resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedPrompt {
+    /// The assembled prefix: what the budget cap and fingerprint cover.
+    pub prefix: String,
+    /// The per-turn tail, rendered for the input's instant.
+    pub tail: String,
+    /// Every block, in render order.
+    pub blocks: Vec<ResolvedBlock>,
+    /// One descriptor per winning layer per block, in render order.
+    pub descriptors: Vec<PromptLayerDescriptor>,
+    /// `sha256:…` over `descriptors`.
+    pub fingerprint: String,
+    /// The capability catalog in force.
+    pub capabilities: Vec<CapabilityDescriptor>,
+    /// The worker role's identity, when a role was selected.
+    pub agent: Option<AgentIdentity>,
+    /// What trust dropped.
+    pub demoted: Vec<Demotion>,
+    /// Skipped inputs, lints and deprecations, as sentences.
+    pub warnings: Vec<String>,
+    /// The merged config, after demotion.
+    pub config: EffectiveConfig,
+    /// How far the project was trusted.
+    pub trust: Trust,
+}
+
+impl ResolvedPrompt {
+    /// The resolved block `block`.
+    pub fn block(&self, block: Block) -> Option<&ResolvedBlock> {
+        self.blocks.iter().find(|b| b.block == block)
+    }
+}
+
+/// Render the accumulated items of a guardrails or surface-note block,
+/// widest first, dropping later duplicates.
+fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<String>) -> String {
+    let mut kept: Vec<Guardrail> = Vec::new();
+    let mut keys = std::collections::HashSet::new();
+    for contributor in contributors {
+        let parsed = parse_guardrails(&contributor.text);
+        for lint in parsed.lints {
+            // A surface note is prose by nature; only guardrails are lists.
+            if block == Block::SurfaceNote
+                && matches!(lint, GuardrailLint::ProseBeforeFirstBullet { .. })
+            {
+                continue;
+            }
+            warnings.push(format!("`{block}` in {}: {lint}", contributor.provenance));
+        }
+        for item in parsed.items {
+            if keys.insert(item.dedup_key()) {
+                kept.push(item);
+            }
+        }
+    }
+    kept.iter()
+        .map(Guardrail::render)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn skill_description(text: &str) -> String {
+    let mut lines = text.lines();
+    let mut description = None;
+    if text.starts_with("---") {
+        lines.next();
+        for line in lines.by_ref() {
+            if line.trim() == "---" {
+                break;
+            }
+            if let Some(value) = line.strip_prefix("description:") {
+                description = Some(value.trim().trim_matches('"').to_owned());
+            }
+        }
+    }
+    let description = description.unwrap_or_else(|| {
+        lines
+            .map(str::trim)
+            .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---")
+            .unwrap_or("")
+            .to_owned()
+    });
+    let mut short: String = description.chars().take(160).collect();
+    if short.len() < description.len() {
+        short.push('…');
+    }
+    short
+}
+
+/// Resolve the prompt: apply trust, compose every block, render the prefix
+/// and the tail, and describe every winning layer.
+pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
+    let chain = input.chain;
+    let mut demoted = Vec::new();
+    let mut warnings: Vec<String> = chain
+        .skipped
+        .iter()
+        .map(|s| format!("{s}; skipped"))
+        .collect();
+
+    // The seed, then every loaded contribution that trust keeps. At the
+    // agent tier, identity and operating rules become additive agent
+    // instructions: a role refines the agent, it never replaces who it is.
+    let mut kept: Vec<Contribution> = seed()
+        .iter()
+        .map(|s| Contribution {
+            block: s.block,
+            provenance: Provenance::seed(s.file),
+            text: s.text.to_owned(),
+        })
+        .collect();
+    let project_base_sets_identity = chain.contributions.iter().any(|c| {
+        c.provenance.layer == PromptLayer::Project
+            && matches!(c.block, Block::Identity | Block::OperatingRules)
+    });
+    for contribution in &chain.contributions {
+        let mut contribution = contribution.clone();
+        if contribution.provenance.layer == PromptLayer::Agent
+            && matches!(contribution.block, Block::Identity | Block::OperatingRules)
+        {
+            contribution.block = Block::AgentInstructions;
+        }
+        match prompt_verdict(&contribution.provenance, contribution.block, input.trust) {
+            Verdict::Keep => kept.push(contribution),
+            Verdict::Demote(reason) => demoted.push(Demotion {
+                block: Some(contribution.block),
+                config_key: None,
+                provenance: contribution.provenance,
+                reason,
+            }),
+        }
+    }
+
+    // Legacy `.vak/SYSTEM.md`: never a replacement for the whole prompt.
+    if let Some(legacy) = &chain.legacy_system {
+        let provenance =
+            Provenance::new(PromptLayer::Project, Origin::Project, legacy.path.as_str());
+        if input.trust == Trust::Untrusted {
+            demoted.push(Demotion {
+                block: Some(Block::Identity),
+                config_key: None,
+                provenance,
+                reason: DemoteReason::UntrustedLegacySystem,
+            });
+        } else if project_base_sets_identity {
+            warnings.push(format!(
+                "`{}` is ignored because the project has its own identity.md or operating-rules.md; delete it",
+                legacy.path
+            ));
+        } else {
+            warnings.push(format!(
+                "`{}` is deprecated: it now stands in for `identity` only (operating-rules empty); move it to `.vak/prompts/identity.md`",
+                legacy.path
+            ));
+            // Project-layer text goes after the shared layer and before the
+            // surface tier, where a project identity.md would have been.
+            let at = kept
+                .iter()
+                .rposition(|c| c.provenance.layer <= PromptLayer::Project)
+                .map_or(0, |i| i + 1);
+            kept.splice(
+                at..at,
+                [
+                    Contribution {
+                        block: Block::Identity,
+                        provenance: provenance.clone(),
+                        text: legacy.text.clone(),
+                    },
+                    Contribution {
+                        block: Block::OperatingRules,
+                        provenance,
+                        text: String::new(),
+                    },
+                ],
+            );
+        }
+    }
+
+    let config = effective_config(&chain.configs, input.trust, &mut demoted);
+    warnings.extend(config.warnings.iter().cloned());
+
+    let mut blocks = Vec::with_capacity(Block::ALL.len());
+    for block in Block::ALL {
+        let candidates: Vec<Contributor> = kept
+            .iter()
+            .filter(|c| c.block == block)
+            .map(|c| Contributor {
+                provenance: c.provenance.clone(),
+                text: c.text.clone(),
+            })
+            .collect();
+        let resolved = match block.composition() {
+            Composition::NarrowestWins => {
+                let mut candidates = candidates;
+                let winner = candidates.pop();
+                ResolvedBlock {
+                    block,
+                    text: winner
+                        .as_ref()
+                        .map(|w| w.text.trim().to_owned())
+                        .unwrap_or_default(),
+                    shadowed: candidates.into_iter().map(|c| c.provenance).collect(),
+                    contributors: winner.into_iter().collect(),
+                }
+            }
+            Composition::Accumulate => ResolvedBlock {
+                block,
+                text: accumulate(block, &candidates, &mut warnings),
+                contributors: candidates,
+                shadowed: Vec::new(),
+            },
+            Composition::Additive => {
+                let text = candidates
+                    .iter()
+                    .map(|c| c.text.trim())
+                    .filter(|t| !t.is_empty())
+                    .collect::<Vec<_>>()
+                    .join("\n\n");
+                ResolvedBlock {
+                    block,
+                    text,
+                    contributors: candidates,
+                    shadowed: Vec::new(),
+                }
+            }
+            Composition::Fixed => {
+                let text = render_contract(CATALOG);
+                ResolvedBlock {
+                    block,
+                    contributors: vec![Contributor {
+                        provenance: Provenance::seed("capability-catalog"),
+                        text: text.clone(),
+                    }],
+                    text,
+                    shadowed: Vec::new(),
+                }
+            }
+            Composition::RuntimeDerived => runtime_block(block, input, &config, &mut demoted),
+        };
+        blocks.push(resolved);
+    }
+
+    let prefix = render_prefix(&blocks, input.agent);
+    let descriptors: Vec<PromptLayerDescriptor> = blocks
+        .iter()
+        .flat_map(|b| {
+            b.contributors
+                .iter()
+                .map(move |c| PromptLayerDescriptor::of(b.block, &c.provenance, &c.text))
+        })
+        .collect();
+    let agent = input.agent.map(|role| agent_identity(role, &kept, chain));
+
+    ResolvedPrompt {
+        prefix,
+        tail: render_tail(&input.tail),
+        fingerprint: fingerprint(&descriptors),
+        descriptors,
+        capabilities: CATALOG.iter().map(|c| c.descriptor()).collect(),
+        agent,
+        blocks,
+        demoted,
+        warnings,
+        config,
+        trust: input.trust,
+    }
+}
+
+fn runtime_block(
+    block: Block,
+    input: &ResolveInput<'_>,
+    config: &EffectiveConfig,
+    demoted: &mut Vec<Demotion>,
+) -> ResolvedBlock {
+    let contributors: Vec<Contributor> = match block {
+        Block::Surface => vec![Contributor {
+            provenance: Provenance::runtime(&format!("surface/{}", input.surface)),
+            text: format!("Surface: {}", input.surface.observation()),
+        }],
+        Block::Skills => {
+            let mut lines = Vec::new();
+            for skill in &input.chain.skills {
+                let provenance = Provenance {
+                    layer: PromptLayer::Runtime,
+                    origin: skill.origin,
+                    source: Some(skill.path.to_string()),
+                };
+                let as_project = Provenance {
+                    layer: PromptLayer::Project,
+                    ..provenance.clone()
+                };
+                if let Verdict::Demote(reason) =
+                    prompt_verdict(&as_project, Block::Skills, input.trust)
+                {
+                    demoted.push(Demotion {
+                        block: Some(Block::Skills),
+                        config_key: None,
+                        provenance: as_project,
+                        reason,
+                    });
+                    continue;
+                }
+                lines.push(Contributor {
+                    provenance,
+                    text: format!("- `{}`: {}", skill.name, skill_description(&skill.text)),
+                });
+            }
+            lines
+        }
+        Block::Mcp => config
+            .mcp_servers
+            .iter()
+            .map(|server| Contributor {
+                provenance: Provenance {
+                    layer: PromptLayer::Runtime,
+                    origin: server.origin,
+                    source: Some(server.source.clone()),
+                },
+                text: server.value.line.clone(),
+            })
+            .collect(),
+        _ => Vec::new(),
+    };
+    let text = contributors
+        .iter()
+        .map(|c| c.text.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    ResolvedBlock {
+        block,
+        contributors,
+        shadowed: Vec::new(),
+        text,
+    }
+}
+
+/// The heading a block renders under, if any.
+fn heading(block: Block, agent: Option<&Name>) -> Option<String> {
+    match block {
+        Block::Identity | Block::Surface | Block::SurfaceNote => None,
+        Block::OperatingRules => Some("## Operating rules".into()),
+        Block::Guardrails => Some("## Guardrails".into()),
+        Block::CapabilityContract => Some("## Capabilities".into()),
+        Block::Skills => Some(
+            "## Skills\nLoad a skill with `use_skill` when its description fits the task.".into(),
+        ),
+        Block::Mcp => Some("## MCP servers".into()),
+        Block::AgentInstructions => Some(format!(
+            "## Agent instructions: {}\nThese refine tone, workflow and focus for this role; everything above still applies.",
+            agent.map_or("role", Name::as_str)
+        )),
+    }
+}
+
+/// Render the prefix: blocks in their fixed order, empty ones omitted,
+/// surface notes directly under the generated `Surface:` line.
+fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
+    let mut sections: Vec<String> = Vec::new();
+    for resolved in blocks {
+        if resolved.text.is_empty() {
+            continue;
+        }
+        let body = match heading(resolved.block, agent) {
+            Some(heading) => format!("{heading}\n{}", resolved.text),
+            None => resolved.text.clone(),
+        };
+        if resolved.block == Block::SurfaceNote {
+            if let Some(surface) = sections.last_mut() {
+                surface.push('\n');
+                surface.push_str(&body);
+                continue;
+            }
+        }
+        sections.push(body);
+    }
+    let mut prefix = sections.join("\n\n");
+    prefix.push('\n');
+    prefix
+}
+
+fn agent_identity(role: &Name, kept: &[Contribution], chain: &LoadedChain) -> AgentIdentity {
+    let mut canonical = format!("role\t{role}\n");
+    for c in kept
+        .iter()
+        .filter(|c| c.provenance.layer == PromptLayer::Agent)
+    {
+        canonical.push_str(&format!("{}\t{}\n", c.block, sha256_hex(&c.text)));
+    }
+    AgentIdentity {
+        role: role.to_string(),
+        digest: sha256_hex(canonical),
+        sources: chain.role_dirs.iter().map(ToString::to_string).collect(),
+    }
+}

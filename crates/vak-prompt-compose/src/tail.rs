@@ -1,0 +1,97 @@
+//! The per-turn tail: the temporal instant and epistemic stance, and the
+//! session's intent, work contract and conversation thread.
+//!
+//! It is rendered fresh for every turn, is never user-editable, and sits
+//! outside the budget cap and the drift fingerprint.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// What the tail is rendered from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TailContext {
+    /// The current instant, seconds since the Unix epoch.
+    pub now_unix: i64,
+    /// What the session is for, if known.
+    pub intent: Option<String>,
+    /// What was agreed to deliver, if anything.
+    pub work_contract: Option<String>,
+    /// A short summary of the conversation so far, if any.
+    pub thread: Option<String>,
+}
+
+impl TailContext {
+    /// A context for the current instant and nothing else.
+    pub fn now() -> Self {
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        TailContext {
+            now_unix,
+            ..TailContext::default()
+        }
+    }
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` for a Unix timestamp (proleptic Gregorian, UTC).
+pub fn rfc3339_utc(unix: i64) -> String {
+    let days = unix.div_euclid(86_400);
+    let secs = unix.rem_euclid(86_400);
+    // Howard Hinnant's days-from-civil inverse.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// Render the tail.
+pub fn render_tail(context: &TailContext) -> String {
+    let mut tail = format!(
+        "Now: {}. Your training data stops before this; treat later events as unknown unless a tool shows them, and say when you are unsure.",
+        rfc3339_utc(context.now_unix)
+    );
+    for (label, value) in [
+        ("Session intent", &context.intent),
+        ("Work contract", &context.work_contract),
+        ("Conversation so far", &context.thread),
+    ] {
+        if let Some(value) = value {
+            tail.push_str(&format!("\n{label}: {value}"));
+        }
+    }
+    tail
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_796_212_800), "2026-12-02T12:00:00Z");
+    }
+
+    #[test]
+    fn tail_carries_intent() {
+        let tail = render_tail(&TailContext {
+            now_unix: 0,
+            intent: Some("fix the tests".into()),
+            ..TailContext::default()
+        });
+        assert!(tail.starts_with("Now: 1970-01-01T00:00:00Z."));
+        assert!(tail.ends_with("Session intent: fix the tests"));
+    }
+}
