@@ -119,7 +119,11 @@ mod tests {
 
     #[test]
     fn descriptor_digest_is_sha256_of_text() {
-        let p = Provenance::new(PromptLayer::Shared, Origin::Home, "/h/.vak/prompts/identity.md");
+        let p = Provenance::new(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/.vak/prompts/identity.md",
+        );
         let d = PromptLayerDescriptor::of(Block::Identity, &p, "You are Vak.");
         assert_eq!(d.block, "identity");
         assert_eq!(d.layer, "shared");
@@ -133,15 +137,19 @@ mod tests {
         let b = PromptLayerDescriptor::of(Block::Guardrails, &Provenance::seed("guardrails"), "b");
         let mut moved = a.clone();
         moved.source = Some("elsewhere".into());
-        assert_eq!(fingerprint(&[a.clone(), b.clone()]), fingerprint(&[moved, b.clone()]));
+        assert_eq!(
+            fingerprint(&[a.clone(), b.clone()]),
+            fingerprint(&[moved, b.clone()])
+        );
         assert_ne!(fingerprint(&[a.clone(), b.clone()]), fingerprint(&[b, a]));
     }
 
     #[test]
     fn old_contracts_parse_with_unknown_fields() {
-        let old: FrozenContract =
-            serde_json::from_str(r#"{"capabilities":[{"name":"read_file","digest":"00"}],"future":1}"#)
-                .expect("parses");
+        let old: FrozenContract = serde_json::from_str(
+            r#"{"capabilities":[{"name":"read_file","digest":"00"}],"future":1}"#,
+        )
+        .expect("parses");
         assert!(old.prompt_layers.is_empty());
         assert_eq!(old.capabilities.len(), 1);
     }

@@ -1,0 +1,331 @@
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Serialize;
+use vak_prompt_blocks::{Block, PromptLayer};
+use vak_session::{ChangeKind, LayerChange, PromptLayerDescriptor};
+
+/// What differs between a frozen contract's descriptors and the current
+/// ones, per block and layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct DriftReport {
+    /// True when the frozen list was empty: a ledger from before prompt
+    /// layers were recorded. Nothing is reported for it.
+    pub unknown_baseline: bool,
+    /// Every changed (block, layer) pair, in render order of block, then
+    /// layer precedence, then occurrence.
+    pub changes: Vec<LayerChange>,
+}
+
+impl DriftReport {
+    /// Whether anything changed.
+    pub fn is_drifted(&self) -> bool {
+        !self.changes.is_empty()
+    }
+
+    /// The changes of one kind.
+    pub fn of_kind(&self, kind: ChangeKind) -> impl Iterator<Item = &LayerChange> {
+        self.changes.iter().filter(move |c| c.kind == kind)
+    }
+}
+
+impl fmt::Display for DriftReport {
+    /// One line per change, e.g. `identity (project): changed 3f2a…→9b1c…`;
+    /// a line saying so when there is nothing to report.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.unknown_baseline {
+            return f.write_str(
+                "no drift check: the session was frozen before prompt layers were recorded",
+            );
+        }
+        if self.changes.is_empty() {
+            return f.write_str("no drift: the prompt in force matches the frozen contract");
+        }
+        for (i, change) in self.changes.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{change}")?;
+        }
+        Ok(())
+    }
+}
+
+/// (block, layer, n-th occurrence of that pair). The source path is not
+/// part of the identity, as in [`vak_session::fingerprint`]: moving a home
+/// directory does not change the instructions.
+type Key<'a> = (&'a str, &'a str, usize);
+
+fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor)> {
+    let mut seen: HashMap<(&str, &str), usize> = HashMap::with_capacity(list.len());
+    list.iter()
+        .map(|d| {
+            let n = seen
+                .entry((d.block.as_str(), d.layer.as_str()))
+                .or_insert(0);
+            let key = (d.block.as_str(), d.layer.as_str(), *n);
+            *n += 1;
+            (key, d)
+        })
+        .collect()
+}
+
+/// Compare the `frozen` descriptors of a session with the `current` ones.
+///
+/// An empty `frozen` list is an unknown baseline and reports nothing.
+/// Descriptors are paired by block, layer and occurrence; a pair whose
+/// digest differs is `changed`, one only in `current` is `added`, one only
+/// in `frozen` is `removed`.
+pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor]) -> DriftReport {
+    if frozen.is_empty() {
+        return DriftReport {
+            unknown_baseline: true,
+            changes: Vec::new(),
+        };
+    }
+    let frozen = keyed(frozen);
+    let current = keyed(current);
+    let current_by_key: HashMap<Key<'_>, &PromptLayerDescriptor> =
+        current.iter().copied().collect();
+    let frozen_by_key: HashMap<Key<'_>, &PromptLayerDescriptor> = frozen.iter().copied().collect();
+    let mut changes = Vec::new();
+    for (key, old) in &frozen {
+        match current_by_key.get(key) {
+            Some(new) if new.digest == old.digest => {}
+            Some(new) => changes.push(change(*key, ChangeKind::Changed, Some(old), Some(new))),
+            None => changes.push(change(*key, ChangeKind::Removed, Some(old), None)),
+        }
+    }
+    for (key, new) in &current {
+        if !frozen_by_key.contains_key(key) {
+            changes.push(change(*key, ChangeKind::Added, None, Some(new)));
+        }
+    }
+    changes.sort_by(order);
+    DriftReport {
+        unknown_baseline: false,
+        changes,
+    }
+}
+
+fn change(
+    (block, layer, occurrence): Key<'_>,
+    kind: ChangeKind,
+    old: Option<&PromptLayerDescriptor>,
+    new: Option<&PromptLayerDescriptor>,
+) -> LayerChange {
+    LayerChange {
+        block: block.to_owned(),
+        layer: layer.to_owned(),
+        occurrence,
+        kind,
+        frozen_digest: old.map(|d| d.digest.clone()),
+        current_digest: new.map(|d| d.digest.clone()),
+        source: new.or(old).and_then(|d| d.source.clone()),
+    }
+}
+
+/// Blocks in render order, layers widest first; names this build does not
+/// know (from a newer ledger) after the known ones, alphabetically. The
+/// order depends only on the keys, so swapping the arguments of [`diff`]
+/// swaps added and removed and nothing else.
+fn order(a: &LayerChange, b: &LayerChange) -> Ordering {
+    fn block_rank(s: &str) -> (usize, &str) {
+        (s.parse::<Block>().map_or(usize::MAX, |b| b as usize), s)
+    }
+    fn layer_rank(s: &str) -> (usize, &str) {
+        (
+            s.parse::<PromptLayer>().map_or(usize::MAX, |l| l as usize),
+            s,
+        )
+    }
+    block_rank(&a.block)
+        .cmp(&block_rank(&b.block))
+        .then_with(|| layer_rank(&a.layer).cmp(&layer_rank(&b.layer)))
+        .then_with(|| a.occurrence.cmp(&b.occurrence))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use vak_prompt_blocks::sha256_hex;
+
+    fn d(block: &str, layer: &str, text: &str, source: &str) -> PromptLayerDescriptor {
+        PromptLayerDescriptor {
+            block: block.into(),
+            layer: layer.into(),
+            source: Some(source.into()),
+            digest: sha256_hex(text),
+            bytes: text.len(),
+        }
+    }
+
+    #[test]
+    fn reports_changed_added_removed_with_both_digests() {
+        let frozen = vec![
+            d("identity", "project", "old", "/p/identity.md"),
+            d("guardrails", "seed", "g", "builtin:guardrails"),
+            d("surface-note", "shared", "n", "/h/surface-note.md"),
+        ];
+        let current = vec![
+            d("identity", "project", "new", "/p/identity.md"),
+            d("guardrails", "seed", "g", "builtin:guardrails"),
+            d(
+                "guardrails",
+                "chat",
+                "c",
+                "allowlist.json#/b/c/prompts/guardrails",
+            ),
+        ];
+        let report = diff(&frozen, &current);
+        let kinds: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| (c.block.as_str(), c.layer.as_str(), c.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                ("identity", "project", ChangeKind::Changed),
+                ("guardrails", "chat", ChangeKind::Added),
+                ("surface-note", "shared", ChangeKind::Removed),
+            ]
+        );
+        let changed = &report.changes[0];
+        assert_eq!(
+            changed.frozen_digest.as_deref(),
+            Some(sha256_hex("old").as_str())
+        );
+        assert_eq!(
+            changed.current_digest.as_deref(),
+            Some(sha256_hex("new").as_str())
+        );
+        let text = report.to_string();
+        let first = format!(
+            "identity (project): changed {}…→{}… (/p/identity.md)",
+            &sha256_hex("old")[..4],
+            &sha256_hex("new")[..4]
+        );
+        assert_eq!(text.lines().next(), Some(first.as_str()));
+        assert_eq!(text.lines().count(), 3);
+    }
+
+    #[test]
+    fn source_is_not_identity_but_occurrence_is() {
+        let frozen = vec![
+            d("guardrails", "surface", "a", "/h/s/g.md"),
+            d("guardrails", "surface", "b", "/p/s/g.md"),
+        ];
+        let moved = vec![
+            d("guardrails", "surface", "a", "/h2/s/g.md"),
+            d("guardrails", "surface", "b", "/p2/s/g.md"),
+        ];
+        assert!(!diff(&frozen, &moved).is_drifted());
+        let dropped_first = vec![d("guardrails", "surface", "b", "/p/s/g.md")];
+        let report = diff(&frozen, &dropped_first);
+        let kinds: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| (c.occurrence, c.kind))
+            .collect();
+        assert_eq!(kinds, [(0, ChangeKind::Changed), (1, ChangeKind::Removed)]);
+    }
+
+    #[test]
+    fn unknown_baseline_reports_nothing() {
+        let report = diff(&[], &[d("identity", "seed", "x", "builtin:identity")]);
+        assert!(report.unknown_baseline);
+        assert!(!report.is_drifted());
+        assert!(
+            report
+                .to_string()
+                .contains("before prompt layers were recorded")
+        );
+    }
+
+    #[test]
+    fn unknown_wire_names_sort_after_known_ones() {
+        let frozen = vec![d("identity", "seed", "x", "s")];
+        let current = vec![
+            d("hologram", "seed", "y", "s"),
+            d("identity", "orbit", "z", "s"),
+            d("identity", "seed", "x", "s"),
+        ];
+        let report = diff(&frozen, &current);
+        let names: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| (c.block.as_str(), c.layer.as_str()))
+            .collect();
+        assert_eq!(names, [("identity", "orbit"), ("hologram", "seed")]);
+    }
+
+    fn descriptor() -> impl Strategy<Value = PromptLayerDescriptor> {
+        (
+            prop::sample::select(vec![
+                "identity",
+                "operating-rules",
+                "guardrails",
+                "surface-note",
+                "x-new",
+            ]),
+            prop::sample::select(vec![
+                "seed", "shared", "project", "surface", "chat", "runtime",
+            ]),
+            "[ab]{0,2}",
+            "[pq]",
+        )
+            .prop_map(|(b, l, text, src)| d(b, l, &text, &src))
+    }
+
+    fn list() -> impl Strategy<Value = Vec<PromptLayerDescriptor>> {
+        prop::collection::vec(descriptor(), 0..12)
+    }
+
+    proptest! {
+        #[test]
+        fn identical_lists_do_not_drift(a in list()) {
+            prop_assert!(!diff(&a, &a).is_drifted());
+        }
+
+        #[test]
+        fn unknown_baseline_is_always_empty(current in list()) {
+            let report = diff(&[], &current);
+            prop_assert!(report.unknown_baseline);
+            prop_assert!(report.changes.is_empty());
+        }
+
+        #[test]
+        fn swapping_sides_swaps_added_and_removed(a in list(), b in list()) {
+            prop_assume!(!a.is_empty() && !b.is_empty());
+            let forward = diff(&a, &b);
+            let backward = diff(&b, &a);
+            prop_assert_eq!(forward.changes.len(), backward.changes.len());
+            for (f, r) in forward.changes.iter().zip(&backward.changes) {
+                prop_assert_eq!((&f.block, &f.layer, f.occurrence), (&r.block, &r.layer, r.occurrence));
+                prop_assert_eq!(&f.frozen_digest, &r.current_digest);
+                prop_assert_eq!(&f.current_digest, &r.frozen_digest);
+                let mirrored = match f.kind {
+                    ChangeKind::Added => ChangeKind::Removed,
+                    ChangeKind::Removed => ChangeKind::Added,
+                    ChangeKind::Changed => ChangeKind::Changed,
+                };
+                prop_assert_eq!(mirrored, r.kind);
+            }
+        }
+
+        #[test]
+        fn every_change_names_a_real_difference(a in list(), b in list()) {
+            prop_assume!(!a.is_empty());
+            let report = diff(&a, &b);
+            for c in &report.changes {
+                prop_assert!(c.frozen_digest != c.current_digest);
+            }
+            if a.iter().map(|d| (&d.block, &d.layer, &d.digest)).eq(b.iter().map(|d| (&d.block, &d.layer, &d.digest))) {
+                prop_assert!(!report.is_drifted());
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! Gateway chat bindings, `$VAK_HOME/.vak/gateway/bindings.json`:
+//! `bot → chat → session`.
+//!
+//! Changed only through a [`BindingGuard`], which holds an exclusive lock on
+//! a sibling lock file from before the lookup until after the write. A
+//! `deliver` does its whole lookup–resume–drift-check–create–bind inside one
+//! guard, so two deliveries to one chat can never both create a session.
+
+use std::collections::BTreeMap;
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use vak_prompt_blocks::Name;
+
+use crate::jsonl;
+use crate::{SessionError, SessionId, now_rfc3339};
+
+/// One chat's binding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Binding {
+    /// The session the chat's messages go to.
+    pub session_id: SessionId,
+    /// RFC 3339 UTC instant the binding was made.
+    #[serde(default)]
+    pub bound_at: String,
+}
+
+/// The file's shape. Unknown top-level keys are kept on rewrite so an older
+/// build does not erase what a newer one stored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct BindingsFile {
+    #[serde(default)]
+    bindings: BTreeMap<String, BTreeMap<String, Binding>>,
+    #[serde(flatten)]
+    other: serde_json::Map<String, serde_json::Value>,
+}
+
+/// The bindings of one `$VAK_HOME`.
+#[derive(Debug, Clone)]
+pub struct BindingStore {
+    path: Utf8PathBuf,
+    lock_path: Utf8PathBuf,
+}
+
+impl BindingStore {
+    /// The bindings of `home`: `home/.vak/gateway/bindings.json`.
+    pub fn new(home: &Utf8Path) -> Self {
+        let dir = home.join(".vak").join("gateway");
+        BindingStore {
+            path: dir.join("bindings.json"),
+            lock_path: dir.join("bindings.json.lock"),
+        }
+    }
+
+    /// The bindings file.
+    pub fn path(&self) -> &Utf8Path {
+        &self.path
+    }
+
+    /// Take the exclusive lock and load the current bindings. Blocks until
+    /// any other holder, in any process, commits or drops its guard.
+    pub fn lock(&self) -> Result<BindingGuard, SessionError> {
+        if let Some(dir) = self.path.parent() {
+            jsonl::ensure_dir(dir)?;
+        }
+        let lock = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&self.lock_path)
+            .map_err(|e| SessionError::io("open", self.lock_path.clone(), e))?;
+        lock.lock()
+            .map_err(|e| SessionError::io("lock", self.lock_path.clone(), e))?;
+        let file = load(&self.path)?;
+        Ok(BindingGuard {
+            _lock: lock,
+            path: self.path.clone(),
+            file,
+            dirty: false,
+        })
+    }
+
+    /// Every binding as `(bot, chat, binding)`, read without the lock: for
+    /// display only, never as the basis of a change.
+    pub fn list(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        Ok(flatten(&load(&self.path)?))
+    }
+}
+
+/// The bindings, held under the lock. Dropping the guard without
+/// [`commit`](Self::commit) releases the lock and changes nothing.
+#[derive(Debug)]
+pub struct BindingGuard {
+    _lock: File,
+    path: Utf8PathBuf,
+    file: BindingsFile,
+    dirty: bool,
+}
+
+impl BindingGuard {
+    /// The binding of `bot`/`chat`, if any.
+    pub fn get(&self, bot: &Name, chat: &Name) -> Option<&Binding> {
+        self.file.bindings.get(bot.as_str())?.get(chat.as_str())
+    }
+
+    /// Bind `bot`/`chat` to `session`, returning the binding it replaces.
+    pub fn bind(&mut self, bot: &Name, chat: &Name, session: SessionId) -> Option<Binding> {
+        self.dirty = true;
+        self.file
+            .bindings
+            .entry(bot.as_str().to_owned())
+            .or_default()
+            .insert(
+                chat.as_str().to_owned(),
+                Binding {
+                    session_id: session,
+                    bound_at: now_rfc3339(),
+                },
+            )
+    }
+
+    /// Every binding as `(bot, chat, binding)`.
+    pub fn list(&self) -> Vec<(String, String, Binding)> {
+        flatten(&self.file)
+    }
+
+    /// Write the bindings atomically (temporary file, fsync, rename, fsync
+    /// of the directory) if anything changed, then release the lock.
+    pub fn commit(self) -> Result<(), SessionError> {
+        if !self.dirty {
+            return Ok(());
+        }
+        let mut bytes =
+            serde_json::to_vec_pretty(&self.file).map_err(|source| SessionError::Encode {
+                path: self.path.clone(),
+                source,
+            })?;
+        bytes.push(b'\n');
+        let temp = self.path.with_extension("json.tmp");
+        let mut out =
+            File::create(&temp).map_err(|e| SessionError::io("create", temp.clone(), e))?;
+        out.write_all(&bytes)
+            .map_err(|e| SessionError::io("write", temp.clone(), e))?;
+        out.sync_all()
+            .map_err(|e| SessionError::io("fsync", temp.clone(), e))?;
+        drop(out);
+        std::fs::rename(&temp, &self.path)
+            .map_err(|e| SessionError::io("replace", self.path.clone(), e))?;
+        if let Some(dir) = self.path.parent() {
+            jsonl::sync_dir(dir)?;
+        }
+        Ok(())
+    }
+}
+
+fn load(path: &Utf8Path) -> Result<BindingsFile, SessionError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| SessionError::BadBindings {
+            path: path.to_owned(),
+            source,
+        }),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(BindingsFile::default()),
+        Err(e) => Err(SessionError::io("read", path, e)),
+    }
+}
+
+fn flatten(file: &BindingsFile) -> Vec<(String, String, Binding)> {
+    file.bindings
+        .iter()
+        .flat_map(|(bot, chats)| {
+            chats
+                .iter()
+                .map(move |(chat, b)| (bot.clone(), chat.clone(), b.clone()))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vak_prompt_blocks::NameKind;
+
+    fn names() -> (Name, Name) {
+        (
+            Name::new(NameKind::Bot, "helpdesk").expect("bot"),
+            Name::new(NameKind::Chat, "42").expect("chat"),
+        )
+    }
+
+    #[test]
+    fn bind_commit_and_reload_keeping_unknown_keys() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let store = BindingStore::new(&home);
+        let (bot, chat) = names();
+        let id = SessionId::generate();
+        let mut guard = store.lock().expect("lock");
+        assert!(guard.get(&bot, &chat).is_none());
+        assert!(guard.bind(&bot, &chat, id.clone()).is_none());
+        guard.commit().expect("commit");
+
+        let mut raw: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(store.path()).expect("read")).expect("json");
+        raw["future"] = serde_json::json!({"k": 1});
+        std::fs::write(store.path(), raw.to_string()).expect("write");
+
+        let mut guard = store.lock().expect("lock");
+        assert_eq!(guard.get(&bot, &chat).map(|b| &b.session_id), Some(&id));
+        let next = SessionId::generate();
+        assert_eq!(
+            guard.bind(&bot, &chat, next.clone()).map(|b| b.session_id),
+            Some(id)
+        );
+        guard.commit().expect("commit");
+        let listed = store.list().expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].2.session_id, next);
+        let text = std::fs::read_to_string(store.path()).expect("read");
+        assert!(text.contains("\"future\""), "{text}");
+    }
+
+    #[test]
+    fn a_bad_file_is_named_and_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let store = BindingStore::new(&home);
+        std::fs::create_dir_all(store.path().parent().expect("parent")).expect("mkdir");
+        std::fs::write(store.path(), "{not json").expect("write");
+        let err = store.lock().expect_err("bad file");
+        assert!(err.to_string().contains("bindings.json"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(store.path()).expect("read"),
+            "{not json"
+        );
+    }
+
+    #[test]
+    fn the_lock_serializes_threads() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let (bot, chat) = names();
+        let created = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    let store = BindingStore::new(&home);
+                    let mut guard = store.lock().expect("lock");
+                    if guard.get(&bot, &chat).is_none() {
+                        let id = SessionId::generate();
+                        created.lock().expect("mutex").push(id.clone());
+                        guard.bind(&bot, &chat, id);
+                    }
+                    guard.commit().expect("commit");
+                });
+            }
+        });
+        let created = created.into_inner().expect("mutex");
+        assert_eq!(
+            created.len(),
+            1,
+            "exactly one delivery may create the binding"
+        );
+        let listed = BindingStore::new(&home).list().expect("list");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].2.session_id, created[0]);
+    }
+}

@@ -1,0 +1,481 @@
+//! The session ledger: one append-only JSON-lines file per session under
+//! `$VAK_HOME/.vak/sessions/<id>.jsonl`.
+//!
+//! Line 1 is the `created` record holding the [`FrozenContract`]; every later
+//! line is a turn, an accepted drift, or a record type a newer build added
+//! (skipped here). Every record is a JSON object with a `type` field.
+
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Write};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+
+use crate::jsonl::{self, TornLine};
+use crate::{FrozenContract, LayerChange, SessionError, SessionId, now_rfc3339};
+
+/// Where and how a session was started, recorded beside its contract.
+/// Selectors are wire strings, as given on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionMeta {
+    /// RFC 3339 UTC instant of creation.
+    #[serde(default)]
+    pub created_at: String,
+    /// The project directory the prompt was resolved for.
+    #[serde(default)]
+    pub project: Option<String>,
+    /// The surface kind, e.g. `cli` or `chat`.
+    #[serde(default)]
+    pub surface: Option<String>,
+    /// The gateway bot, for chat sessions.
+    #[serde(default)]
+    pub bot: Option<String>,
+    /// The gateway chat, for chat sessions.
+    #[serde(default)]
+    pub chat: Option<String>,
+    /// The worker role selector, if any.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+impl SessionMeta {
+    /// Metadata stamped with the current instant and no selectors yet.
+    pub fn now() -> Self {
+        SessionMeta {
+            created_at: now_rfc3339(),
+            ..SessionMeta::default()
+        }
+    }
+}
+
+/// The first record of every ledger.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// Creation metadata.
+    #[serde(flatten)]
+    pub meta: SessionMeta,
+    /// What the session froze. Defaulted so a ledger from before contracts
+    /// carried prompt layers reads as an unknown baseline.
+    #[serde(default)]
+    pub contract: FrozenContract,
+}
+
+/// One exchange: the message sent and the tail rendered for it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Turn {
+    /// RFC 3339 UTC instant of the turn.
+    pub at: String,
+    /// The user's (or chat's) message.
+    pub message: String,
+    /// The per-turn tail rendered for the request.
+    #[serde(default)]
+    pub tail: String,
+}
+
+impl Turn {
+    /// A turn stamped now.
+    pub fn now(message: impl Into<String>, tail: impl Into<String>) -> Self {
+        Turn {
+            at: now_rfc3339(),
+            message: message.into(),
+            tail: tail.into(),
+        }
+    }
+}
+
+/// The user resumed a drifted session on its frozen prefix, knowingly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DriftAccepted {
+    /// RFC 3339 UTC instant.
+    pub at: String,
+    /// What differed between the frozen contract and the current resolution.
+    #[serde(default)]
+    pub changes: Vec<LayerChange>,
+    /// The fingerprint of the current resolution that was declined.
+    #[serde(default)]
+    pub current_fingerprint: Option<String>,
+}
+
+/// One line of a ledger, tagged by its `type` field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Record {
+    /// Line 1: the frozen contract and creation metadata.
+    Created(Box<Header>),
+    /// A turn.
+    Turn(Turn),
+    /// Drift was accepted with `--accept-drift`.
+    DriftAccepted(DriftAccepted),
+    /// A record type this build does not know, written by a newer one.
+    #[serde(other)]
+    Unknown,
+}
+
+impl Record {
+    /// The wire name of the record's type.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Record::Created(_) => "created",
+            Record::Turn(_) => "turn",
+            Record::DriftAccepted(_) => "drift-accepted",
+            Record::Unknown => "unknown",
+        }
+    }
+}
+
+/// A whole ledger as read back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ledger {
+    /// The session.
+    pub id: SessionId,
+    /// Its file.
+    pub path: Utf8PathBuf,
+    /// The `created` record.
+    pub header: Header,
+    /// Every later record this build knows, in order.
+    pub records: Vec<Record>,
+    /// How many records of unknown type were skipped.
+    pub skipped_unknown: usize,
+    /// A torn last line, if one was skipped.
+    pub warnings: Vec<TornLine>,
+}
+
+impl Ledger {
+    /// The frozen contract.
+    pub fn contract(&self) -> &FrozenContract {
+        &self.header.contract
+    }
+
+    /// The turns, in order.
+    pub fn turns(&self) -> impl Iterator<Item = &Turn> {
+        self.records.iter().filter_map(|r| match r {
+            Record::Turn(t) => Some(t),
+            _ => None,
+        })
+    }
+
+    /// Every accepted drift, in order.
+    pub fn drift_accepted(&self) -> impl Iterator<Item = &DriftAccepted> {
+        self.records.iter().filter_map(|r| match r {
+            Record::DriftAccepted(d) => Some(d),
+            _ => None,
+        })
+    }
+}
+
+/// The directory of session ledgers. Every operation names one session by a
+/// validated [`SessionId`] and touches only that session's file, so the
+/// cost of a resume does not grow with the number of sessions stored.
+#[derive(Debug, Clone)]
+pub struct SessionStore {
+    dir: Utf8PathBuf,
+}
+
+/// How many fresh ids `create` tries before giving up on collisions.
+const CREATE_ATTEMPTS: usize = 8;
+
+impl SessionStore {
+    /// The store of `$VAK_HOME` (`home`): `home/.vak/sessions/`.
+    pub fn new(home: &Utf8Path) -> Self {
+        SessionStore::at(home.join(".vak").join("sessions"))
+    }
+
+    /// A store in an explicit directory.
+    pub fn at(dir: impl Into<Utf8PathBuf>) -> Self {
+        SessionStore { dir: dir.into() }
+    }
+
+    /// The sessions directory.
+    pub fn dir(&self) -> &Utf8Path {
+        &self.dir
+    }
+
+    /// The ledger file of `id`. The id is validated, so this stays inside
+    /// [`dir`](Self::dir).
+    pub fn path_of(&self, id: &SessionId) -> Utf8PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+
+    /// Start a session: generate an id and write its `created` record.
+    ///
+    /// The ledger is written in full to a temporary file and then linked to
+    /// its name, which fails rather than replaces if the name exists: a
+    /// reader never sees a ledger without its contract, and one id names
+    /// exactly one file.
+    pub fn create(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        jsonl::ensure_dir(&self.dir)?;
+        let record = Record::Created(Box::new(Header { meta, contract }));
+        let mut line = serde_json::to_vec(&record).map_err(|source| SessionError::Encode {
+            path: self.dir.clone(),
+            source,
+        })?;
+        line.push(b'\n');
+        let mut last_err = None;
+        for _ in 0..CREATE_ATTEMPTS {
+            let id = SessionId::generate();
+            let path = self.path_of(&id);
+            let temp = self.dir.join(format!(".{id}.creating"));
+            write_new(&temp, &line)?;
+            let linked = std::fs::hard_link(&temp, &path);
+            let _ = std::fs::remove_file(&temp);
+            match linked {
+                Ok(()) => {
+                    jsonl::sync_dir(&self.dir)?;
+                    tracing::debug!(%id, %path, "created session ledger");
+                    return Ok(id);
+                }
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => last_err = Some(e),
+                Err(e) => return Err(SessionError::io("create", path, e)),
+            }
+        }
+        let e = last_err.unwrap_or_else(|| std::io::Error::from(ErrorKind::AlreadyExists));
+        Err(SessionError::io("create a session in", self.dir.clone(), e))
+    }
+
+    /// Append one record to `id`'s ledger: exclusive lock, one full line,
+    /// fsync. Returns once the record is durable.
+    pub fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError> {
+        if matches!(record, Record::Created(_) | Record::Unknown) {
+            return Err(SessionError::NotAppendable {
+                kind: record.kind(),
+                id: id.to_string(),
+            });
+        }
+        let path = self.existing(id)?;
+        let line = serde_json::to_vec(record).map_err(|source| SessionError::Encode {
+            path: path.clone(),
+            source,
+        })?;
+        jsonl::append(&path, line, false)
+    }
+
+    /// Read `id`'s ledger. A torn last line is skipped and reported in
+    /// [`Ledger::warnings`]; a bad earlier line is an error.
+    pub fn read(&self, id: &SessionId) -> Result<Ledger, SessionError> {
+        let path = self.existing(id)?;
+        let parsed = jsonl::read::<Record>(&path)?;
+        let mut records = parsed.records.into_iter();
+        let header = match records.next() {
+            Some((1, Record::Created(header))) => *header,
+            _ => return Err(SessionError::MissingHeader { path }),
+        };
+        let mut known = Vec::new();
+        let mut skipped_unknown = 0;
+        for (line, record) in records {
+            match record {
+                Record::Created(_) => return Err(SessionError::DuplicateHeader { path, line }),
+                Record::Unknown => skipped_unknown += 1,
+                other => known.push(other),
+            }
+        }
+        if let Some(torn) = &parsed.torn {
+            tracing::warn!("{torn}");
+        }
+        Ok(Ledger {
+            id: id.clone(),
+            path,
+            header,
+            records: known,
+            skipped_unknown,
+            warnings: parsed.torn.into_iter().collect(),
+        })
+    }
+
+    /// Read only `id`'s `created` record: cheap, for listings.
+    pub fn read_header(&self, id: &SessionId) -> Result<Header, SessionError> {
+        let path = self.existing(id)?;
+        match jsonl::read_first::<Record>(&path)? {
+            Some(Record::Created(header)) => Ok(*header),
+            _ => Err(SessionError::MissingHeader { path }),
+        }
+    }
+
+    /// Every session id in the store, oldest first (generated ids sort by
+    /// creation time). Files whose names are not valid ids are ignored.
+    pub fn list(&self) -> Result<Vec<SessionId>, SessionError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::io("list", self.dir.clone(), e)),
+        };
+        let mut ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| SessionError::io("list", self.dir.clone(), e))?;
+            let name = entry.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".jsonl")) else {
+                continue;
+            };
+            match SessionId::parse(stem) {
+                Ok(id) => ids.push(id),
+                Err(_) => {
+                    tracing::debug!(file = stem, "ignoring a file that is not a session ledger")
+                }
+            }
+        }
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// Whether `id` has a ledger.
+    pub fn exists(&self, id: &SessionId) -> bool {
+        self.path_of(id).is_file()
+    }
+
+    fn existing(&self, id: &SessionId) -> Result<Utf8PathBuf, SessionError> {
+        let path = self.path_of(id);
+        if path.is_file() {
+            Ok(path)
+        } else {
+            Err(SessionError::NotFound {
+                id: id.to_string(),
+                path,
+            })
+        }
+    }
+}
+
+fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), SessionError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(|e| SessionError::io("create", path, e))?;
+    file.write_all(bytes)
+        .map_err(|e| SessionError::io("write", path, e))?;
+    file.sync_all()
+        .map_err(|e| SessionError::io("fsync", path, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PromptLayerDescriptor;
+    use vak_prompt_blocks::{Block, Provenance};
+
+    fn store() -> (tempfile::TempDir, SessionStore) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let store = SessionStore::new(&home);
+        (dir, store)
+    }
+
+    fn contract() -> FrozenContract {
+        let layers = vec![PromptLayerDescriptor::of(
+            Block::Identity,
+            &Provenance::seed("identity"),
+            "You are Vak.",
+        )];
+        FrozenContract {
+            fingerprint: crate::fingerprint(&layers),
+            prompt_layers: layers,
+            prefix: "You are Vak.".into(),
+            ..FrozenContract::default()
+        }
+    }
+
+    #[test]
+    fn create_append_read_round_trip() {
+        let (_dir, store) = store();
+        let meta = SessionMeta {
+            project: Some("/p".into()),
+            surface: Some("cli".into()),
+            ..SessionMeta::now()
+        };
+        let id = store.create(meta.clone(), contract()).expect("create");
+        store
+            .append(&id, &Record::Turn(Turn::now("hi", "tail")))
+            .expect("append");
+        let ledger = store.read(&id).expect("read");
+        assert_eq!(ledger.header.meta, meta);
+        assert_eq!(ledger.contract(), &contract());
+        assert_eq!(
+            ledger
+                .turns()
+                .map(|t| t.message.as_str())
+                .collect::<Vec<_>>(),
+            ["hi"]
+        );
+        assert!(ledger.warnings.is_empty());
+        assert_eq!(store.list().expect("list"), vec![id.clone()]);
+        assert_eq!(store.read_header(&id).expect("header").meta, meta);
+        let first_line = std::fs::read_to_string(store.path_of(&id)).expect("read");
+        assert!(
+            first_line.starts_with("{\"type\":\"created\""),
+            "{first_line}"
+        );
+    }
+
+    #[test]
+    fn created_cannot_be_appended_and_missing_sessions_are_named() {
+        let (_dir, store) = store();
+        let id = store
+            .create(SessionMeta::now(), contract())
+            .expect("create");
+        let header = store.read(&id).expect("read").header;
+        assert!(matches!(
+            store.append(&id, &Record::Created(Box::new(header))),
+            Err(SessionError::NotAppendable { .. })
+        ));
+        let other = SessionId::parse("01NOPE").expect("valid");
+        let err = store.read(&other).expect_err("missing");
+        assert!(err.to_string().contains("01NOPE.jsonl"), "{err}");
+    }
+
+    #[test]
+    fn unknown_types_and_fields_are_skipped() {
+        let (_dir, store) = store();
+        let id = store
+            .create(SessionMeta::now(), contract())
+            .expect("create");
+        let path = store.path_of(&id);
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        text.push_str("{\"type\":\"hologram\",\"x\":1}\n");
+        text.push_str(
+            "{\"type\":\"turn\",\"at\":\"t\",\"message\":\"m\",\"mood\":\"new field\"}\n",
+        );
+        std::fs::write(&path, text).expect("write");
+        let ledger = store.read(&id).expect("read");
+        assert_eq!(ledger.skipped_unknown, 1);
+        assert_eq!(ledger.turns().count(), 1);
+    }
+
+    #[test]
+    fn ledger_without_header_or_with_two_is_rejected() {
+        let (_dir, store) = store();
+        let id = store
+            .create(SessionMeta::now(), contract())
+            .expect("create");
+        let path = store.path_of(&id);
+        let header = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(&path, format!("{header}{header}")).expect("write");
+        assert!(matches!(
+            store.read(&id),
+            Err(SessionError::DuplicateHeader { line: 2, .. })
+        ));
+        std::fs::write(
+            &path,
+            "{\"type\":\"turn\",\"at\":\"t\",\"message\":\"m\"}\n",
+        )
+        .expect("write");
+        assert!(matches!(
+            store.read(&id),
+            Err(SessionError::MissingHeader { .. })
+        ));
+    }
+
+    #[test]
+    fn list_ignores_strangers_and_is_sorted() {
+        let (_dir, store) = store();
+        assert!(store.list().expect("empty store lists").is_empty());
+        let a = store.create(SessionMeta::now(), contract()).expect("a");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let b = store.create(SessionMeta::now(), contract()).expect("b");
+        std::fs::write(store.dir().join("notes.txt"), "x").expect("write");
+        std::fs::write(store.dir().join("bad name.jsonl"), "x").expect("write");
+        assert_eq!(store.list().expect("list"), vec![a, b]);
+    }
+}
