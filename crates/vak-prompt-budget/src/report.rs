@@ -1,0 +1,426 @@
+//! Token counts per block and per contributing layer, against the cap.
+//!
+//! The parts do not add up to the whole: the composer adds headings and
+//! separators between blocks, and BPE merges across the joins. So the cap is
+//! applied to the count of the assembled prefix, and the per-block and
+//! per-layer figures exist to say *where* the tokens are, so a refusal can
+//! name the layers a user could shorten.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+use vak_prompt_blocks::{Block, Origin, PromptLayer, Provenance};
+
+use crate::{Encoding, ModelInfo};
+
+/// One text a layer contributed to one block, as the composer used it.
+#[derive(Debug, Clone, Copy)]
+pub struct Contribution<'a> {
+    /// The block the text went into.
+    pub block: Block,
+    /// Where it came from.
+    pub provenance: &'a Provenance,
+    /// Exactly the text contributed (the text a descriptor digests).
+    pub text: &'a str,
+}
+
+impl<'a> Contribution<'a> {
+    /// `text` contributed to `block` from `provenance`.
+    pub fn new(block: Block, provenance: &'a Provenance, text: &'a str) -> Self {
+        Contribution {
+            block,
+            provenance,
+            text,
+        }
+    }
+}
+
+/// The tokens every contribution to one block adds up to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BlockTokens {
+    /// The block.
+    pub block: Block,
+    /// Sum of its contributions' counts.
+    pub tokens: usize,
+}
+
+/// One contributed text's count, inside a [`LayerTokens`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SourceTokens {
+    /// The block it went into.
+    pub block: Block,
+    /// The file or gateway key, as the provenance names it.
+    pub source: Option<String>,
+    /// Its count.
+    pub tokens: usize,
+}
+
+/// Everything one layer contributed, with its count.
+///
+/// A layer here is a tier *and* an origin: the surface and agent tiers each
+/// have a home and a project directory, and a user shortening "the surface
+/// layer" needs to know which of the two.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LayerTokens {
+    /// The tier.
+    #[serde(serialize_with = "layer_wire")]
+    pub layer: PromptLayer,
+    /// The physical origin.
+    #[serde(serialize_with = "origin_wire")]
+    pub origin: Origin,
+    /// Sum of the layer's contributions.
+    pub tokens: usize,
+    /// Each contributed text, in the order given.
+    pub sources: Vec<SourceTokens>,
+}
+
+impl LayerTokens {
+    /// Whether a user or operator wrote this layer (not the shipped seed,
+    /// not text the runtime derives). Only these are named in a refusal,
+    /// because only these can be shortened by the person reading it.
+    pub fn is_user_owned(&self) -> bool {
+        !matches!(self.layer, PromptLayer::Seed | PromptLayer::Runtime)
+            && !matches!(self.origin, Origin::BuiltIn | Origin::Runtime)
+    }
+}
+
+impl fmt::Display for LayerTokens {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} layer ({}): {} tokens",
+            self.layer,
+            self.origin.wire_name(),
+            self.tokens
+        )?;
+        for (index, s) in self.sources.iter().enumerate() {
+            f.write_str(if index == 0 { " — " } else { ", " })?;
+            match &s.source {
+                Some(source) => write!(f, "`{source}` ({} {})", s.block, s.tokens)?,
+                None => write!(f, "{} {}", s.block, s.tokens)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The prefix's count against the cap and the model's window, per block and
+/// per layer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BudgetReport {
+    /// The encoding the counts were made with.
+    pub encoding: Encoding,
+    /// The model budgeted for.
+    pub model: &'static str,
+    /// Its context window in tokens.
+    pub context_window: u32,
+    /// Whether the encoding only approximates the model's tokenizer.
+    pub approximate: bool,
+    /// The cap on the assembled prefix.
+    pub cap: usize,
+    /// The assembled prefix's count: the number the cap applies to.
+    pub prefix_tokens: usize,
+    /// Per block, in render order; blocks nothing contributed to are left out.
+    pub blocks: Vec<BlockTokens>,
+    /// Per contributing layer, widest first.
+    pub layers: Vec<LayerTokens>,
+}
+
+/// The `tokens` object of `vak prompts show --format json` (DECISIONS §8).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TokenSummary {
+    /// The assembled prefix's count.
+    pub prefix: usize,
+    /// The cap.
+    pub cap: usize,
+    /// The model budgeted for.
+    pub model: &'static str,
+    /// Its context window.
+    pub context_window: u32,
+}
+
+impl BudgetReport {
+    /// Count `prefix` and every contribution with `model`'s encoding.
+    pub fn measure(
+        model: &ModelInfo,
+        cap: usize,
+        prefix: &str,
+        contributions: &[Contribution<'_>],
+    ) -> Self {
+        let encoding = model.encoding;
+        let mut blocks: BTreeMap<Block, usize> = BTreeMap::new();
+        let mut layers: BTreeMap<(PromptLayer, Origin), LayerTokens> = BTreeMap::new();
+        for c in contributions {
+            let tokens = encoding.count(c.text);
+            *blocks.entry(c.block).or_default() += tokens;
+            let layer = layers
+                .entry((c.provenance.layer, c.provenance.origin))
+                .or_insert_with(|| LayerTokens {
+                    layer: c.provenance.layer,
+                    origin: c.provenance.origin,
+                    tokens: 0,
+                    sources: Vec::new(),
+                });
+            layer.tokens += tokens;
+            layer.sources.push(SourceTokens {
+                block: c.block,
+                source: c.provenance.source.clone(),
+                tokens,
+            });
+        }
+        BudgetReport {
+            encoding,
+            model: model.name,
+            context_window: model.context_window,
+            approximate: model.approximate,
+            cap,
+            prefix_tokens: encoding.count(prefix),
+            blocks: blocks
+                .into_iter()
+                .map(|(block, tokens)| BlockTokens { block, tokens })
+                .collect(),
+            layers: layers.into_values().collect(),
+        }
+    }
+
+    /// Whether the assembled prefix is over the cap.
+    pub fn is_over(&self) -> bool {
+        self.prefix_tokens > self.cap
+    }
+
+    /// How many tokens over the cap the prefix is (0 when within it).
+    pub fn over_by(&self) -> usize {
+        self.prefix_tokens.saturating_sub(self.cap)
+    }
+
+    /// Whether the prefix fits the model's context window at all.
+    pub fn fits_window(&self) -> bool {
+        self.prefix_tokens <= self.context_window as usize
+    }
+
+    /// Every user-owned contributing layer, largest first (ties widest
+    /// first): the layers a refusal names, since they are the ones a user
+    /// can shorten.
+    pub fn offenders(&self) -> Vec<&LayerTokens> {
+        let mut out: Vec<&LayerTokens> = self.layers.iter().filter(|l| l.is_user_owned()).collect();
+        out.sort_by(|a, b| {
+            b.tokens
+                .cmp(&a.tokens)
+                .then((a.layer, a.origin).cmp(&(b.layer, b.origin)))
+        });
+        out
+    }
+
+    /// The `tokens` object for JSON output.
+    pub fn summary(&self) -> TokenSummary {
+        TokenSummary {
+            prefix: self.prefix_tokens,
+            cap: self.cap,
+            model: self.model,
+            context_window: self.context_window,
+        }
+    }
+
+    /// A refusal a user can act on: the totals, then one line per offender.
+    pub fn over_cap_message(&self) -> String {
+        let mut out = format!(
+            "the assembled prompt prefix would be {} tokens, over the cap of {} by {}; nothing was saved or truncated. Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:",
+            self.prefix_tokens,
+            self.cap,
+            self.over_by()
+        );
+        let offenders = self.offenders();
+        if offenders.is_empty() {
+            out.push_str(
+                "\n  (no user-owned layer contributes: the built-in prompt alone is over the cap)",
+            );
+        }
+        for layer in offenders {
+            let _ = write!(out, "\n  {layer}");
+        }
+        out
+    }
+}
+
+impl fmt::Display for BudgetReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let approx = if self.approximate {
+            ", approximate"
+        } else {
+            ""
+        };
+        writeln!(
+            f,
+            "prefix: {} / {} tokens (cap); model {} window {} tokens ({}{approx})",
+            self.prefix_tokens, self.cap, self.model, self.context_window, self.encoding
+        )?;
+        for b in &self.blocks {
+            writeln!(f, "  block {:<20} {:>6}", b.block.wire_name(), b.tokens)?;
+        }
+        for l in &self.layers {
+            writeln!(
+                f,
+                "  layer {:<20} {:>6}",
+                format!("{} ({})", l.layer, l.origin.wire_name()),
+                l.tokens
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn layer_wire<S: serde::Serializer>(layer: &PromptLayer, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(layer.wire_name())
+}
+
+fn origin_wire<S: serde::Serializer>(origin: &Origin, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(origin.wire_name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lookup;
+
+    fn prov(layer: PromptLayer, origin: Origin, source: &str) -> Provenance {
+        Provenance::new(layer, origin, source)
+    }
+
+    #[test]
+    fn counts_per_block_and_layer_and_names_offenders_largest_first() {
+        let seed = Provenance::seed("identity");
+        let runtime = Provenance::runtime("surface");
+        let shared = prov(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/.vak/prompts/guardrails.md",
+        );
+        let project_id = prov(
+            PromptLayer::Project,
+            Origin::Project,
+            "/p/.vak/prompts/identity.md",
+        );
+        let project_gr = prov(
+            PromptLayer::Project,
+            Origin::Project,
+            "/p/.vak/prompts/guardrails.md",
+        );
+        let surf_home = prov(
+            PromptLayer::Surface,
+            Origin::Home,
+            "/h/.vak/prompts/surface/cli/surface-note.md",
+        );
+        let long = "hello world ".repeat(50); // "hello" + 49 × " hello" + " world" pieces
+        let contributions = [
+            Contribution::new(Block::Identity, &seed, "You are Vak."),
+            Contribution::new(Block::Guardrails, &shared, "- hello world"),
+            Contribution::new(Block::Identity, &project_id, &long),
+            Contribution::new(Block::Guardrails, &project_gr, "- hello world\n- rer"),
+            Contribution::new(Block::Surface, &runtime, "Surface: cli"),
+            Contribution::new(Block::SurfaceNote, &surf_home, ""),
+        ];
+        let model = lookup("gpt-4o").unwrap();
+        let prefix = contributions
+            .iter()
+            .map(|c| c.text)
+            .collect::<Vec<_>>()
+            .join("\n\n");
+        let report = BudgetReport::measure(model, 40, &prefix, &contributions);
+
+        let e = Encoding::O200kBase;
+        assert_eq!(report.prefix_tokens, e.count(&prefix));
+        assert!(report.is_over());
+        assert_eq!(report.over_by(), report.prefix_tokens - 40);
+        let block = |b| {
+            report
+                .blocks
+                .iter()
+                .find(|x| x.block == b)
+                .map(|x| x.tokens)
+        };
+        assert_eq!(
+            block(Block::Identity),
+            Some(e.count("You are Vak.") + e.count(&long))
+        );
+        assert_eq!(
+            block(Block::Guardrails),
+            Some(e.count("- hello world") + e.count("- hello world\n- rer"))
+        );
+        assert_eq!(block(Block::SurfaceNote), Some(0));
+        assert_eq!(block(Block::Skills), None);
+
+        let layers: Vec<_> = report.layers.iter().map(|l| (l.layer, l.origin)).collect();
+        assert_eq!(
+            layers,
+            [
+                (PromptLayer::Seed, Origin::BuiltIn),
+                (PromptLayer::Shared, Origin::Home),
+                (PromptLayer::Project, Origin::Project),
+                (PromptLayer::Surface, Origin::Home),
+                (PromptLayer::Runtime, Origin::Runtime),
+            ]
+        );
+        let offenders: Vec<_> = report
+            .offenders()
+            .iter()
+            .map(|l| (l.layer, l.tokens))
+            .collect();
+        assert_eq!(
+            offenders,
+            [
+                (
+                    PromptLayer::Project,
+                    e.count(&long) + e.count("- hello world\n- rer")
+                ),
+                (PromptLayer::Shared, e.count("- hello world")),
+                (PromptLayer::Surface, 0),
+            ]
+        );
+        let msg = report.over_cap_message();
+        assert!(msg.contains("/p/.vak/prompts/identity.md"), "{msg}");
+        assert!(msg.contains("over the cap of 40"), "{msg}");
+        assert!(!msg.contains("builtin:"), "{msg}");
+        let first_project = msg.find("project layer").unwrap();
+        assert!(first_project < msg.find("shared layer").unwrap(), "{msg}");
+    }
+
+    #[test]
+    fn exact_counts_on_known_strings() {
+        let seed = Provenance::seed("identity");
+        let c = [Contribution::new(Block::Identity, &seed, "hello world")];
+        let report = BudgetReport::measure(lookup("gpt-4").unwrap(), 1500, "hello world", &c);
+        assert_eq!(report.encoding, Encoding::Cl100kBase);
+        assert_eq!(report.prefix_tokens, 2);
+        assert_eq!(
+            report.blocks,
+            [BlockTokens {
+                block: Block::Identity,
+                tokens: 2
+            }]
+        );
+        assert!(!report.is_over());
+        assert!(report.offenders().is_empty());
+        assert!(report.over_cap_message().contains("built-in prompt alone"));
+    }
+
+    #[test]
+    fn at_the_cap_is_not_over() {
+        let report = BudgetReport::measure(lookup("gpt-4o").unwrap(), 2, "hello world", &[]);
+        assert_eq!(report.prefix_tokens, 2);
+        assert!(!report.is_over());
+        assert!(report.fits_window());
+    }
+
+    #[test]
+    fn summary_has_the_json_shape_of_decisions_8() {
+        let report = BudgetReport::measure(lookup("gpt-4o").unwrap(), 1500, "hello world", &[]);
+        let json = serde_json::to_value(report.summary()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"prefix": 2, "cap": 1500, "model": "gpt-4o", "context_window": 128000})
+        );
+        let full = serde_json::to_value(&report).unwrap();
+        assert_eq!(full["encoding"], "o200k_base");
+    }
+}
