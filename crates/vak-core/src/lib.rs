@@ -7,10 +7,12 @@
 
 mod core;
 mod error;
+mod inbound;
 mod report;
 
 pub use crate::core::{Core, Selectors, default_home};
 pub use error::CoreError;
+pub use inbound::InboundPrompts;
 pub use report::PromptReport;
 
 /// The public prompt-layer API, re-exported from the crates that own it.
@@ -25,13 +27,17 @@ pub mod prompts {
         ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, Sourced, TailContext,
         render_contract, render_tail, resolve_prompt, rfc3339_utc, seed,
     };
+    pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
     pub use vak_prompt_loader::{
         Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, Skipped, load_chain,
         prompt_dir, read_safely,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
-        AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
-        fingerprint,
+        AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore,
+        CapabilityDescriptor, ChangeKind, ConfigChange, DriftAccepted, FrozenContract, Header,
+        LayerChange, Ledger, ParentSession, PromptLayerDescriptor, Record, SecurityEvent,
+        SessionError, SessionId, SessionMeta, SessionStore, TornLine, Turn, fingerprint,
+        now_rfc3339, short_digest,
     };
 }

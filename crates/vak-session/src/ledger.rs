@@ -36,6 +36,10 @@ pub struct SessionMeta {
     /// The worker role selector, if any.
     #[serde(default)]
     pub agent: Option<String>,
+    /// The project was forced untrusted (`--untrusted`) at creation, so a
+    /// resume must resolve it the same way to compare like with like.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub untrusted: bool,
 }
 
 impl SessionMeta {
