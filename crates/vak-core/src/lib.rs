@@ -7,12 +7,10 @@
 
 mod core;
 mod error;
-mod inbound;
 mod report;
 
 pub use crate::core::{Core, Selectors, default_home};
 pub use error::CoreError;
-pub use inbound::InboundPrompts;
 pub use report::PromptReport;
 
 /// The public prompt-layer API, re-exported from the crates that own it.
