@@ -1,0 +1,170 @@
+//! The read-only prompt handle the gateway inbound path is given.
+//!
+//! Doc 45: "An inbound message may never write a prompt layer. Nothing in the
+//! gateway inbound path gets a write handle to prompt state." This module
+//! makes that a property of the types rather than a rule people remember.
+//!
+//! # How the construction works
+//!
+//! - [`InboundPrompts`] owns a private [`Core`]. It has no method, trait
+//!   implementation (`Deref`, `AsRef`, `Borrow`, `From`/`Into`) or public
+//!   field that hands the `Core`, a `&Core`, or the [`Selectors`] it was built
+//!   from back out. It is deliberately not `Clone` into anything else either.
+//! - Every method takes `&self` and returns owned, plain data —
+//!   [`ResolvedPrompt`], [`PromptReport`], a `String`, a [`Trust`] — none of
+//!   which has a method that writes a file. Resolution itself only reads
+//!   (the loader's `read_safely`).
+//! - Every prompt-layer writer in the workspace (the CLI's `vak prompts
+//!   set|reset`, the admin API's saves and resets, its gateway-tier edits)
+//!   starts from a `Core` built by [`Core::open`] from selectors, or from an
+//!   explicit home and project path. Inbound code written against
+//!   `&InboundPrompts` holds neither: the handle is the only prompt state it
+//!   receives, so the set of things it can do to prompt state is the set of
+//!   methods below, and all of them read.
+//!
+//! The gateway's entry point (`vak gateway deliver`) therefore builds the
+//! handle once, at the edge, and passes only `&InboundPrompts` inward.
+//!
+//! ```
+//! use vak_core::{InboundPrompts, Selectors};
+//!
+//! fn on_message(prompts: &InboundPrompts) -> String {
+//!     // Resolving is all an inbound handler can do with prompt state.
+//!     prompts.system_prompt()
+//! }
+//!
+//! let home = tempfile::tempdir().unwrap();
+//! let project = tempfile::tempdir().unwrap();
+//! let selectors = Selectors::new(
+//!     home.path().to_str().unwrap(),
+//!     project.path().to_str().unwrap(),
+//! );
+//! let prompts = InboundPrompts::open(selectors).unwrap();
+//! assert!(on_message(&prompts).contains("Surface:"));
+//! ```
+//!
+//! Inbound code cannot get the `Core` back, by dereferencing, converting or
+//! borrowing:
+//!
+//! ```compile_fail
+//! fn on_message(prompts: &vak_core::InboundPrompts) {
+//!     let core: &vak_core::Core = &*prompts; // no Deref to Core
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! fn on_message(prompts: vak_core::InboundPrompts) {
+//!     let core: vak_core::Core = prompts.into(); // no From/Into
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! fn on_message(prompts: &vak_core::InboundPrompts) {
+//!     let core: &vak_core::Core = prompts.as_ref(); // no AsRef
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! fn on_message(prompts: &vak_core::InboundPrompts) {
+//!     let core = &prompts.core; // the field is private
+//! }
+//! ```
+//!
+//! ```compile_fail
+//! fn on_message(prompts: &vak_core::InboundPrompts) {
+//!     // The selectors are not handed out, so no Core can be rebuilt from them.
+//!     let core = vak_core::Core::open(prompts.selectors().clone());
+//! }
+//! ```
+
+use vak_prompt_blocks::{Name, SurfaceKind};
+use vak_prompt_compose::{ResolvedPrompt, TailContext};
+use vak_prompt_trust::Trust;
+
+use crate::{Core, CoreError, PromptReport, Selectors};
+
+/// A handle that resolves prompts and can never write them. See the
+/// [module docs](self) for why no writer is reachable from it.
+#[derive(Debug)]
+pub struct InboundPrompts {
+    core: Core,
+}
+
+impl InboundPrompts {
+    /// A read-only handle for `selectors` (trust as the trust store says).
+    pub fn open(selectors: Selectors) -> Result<Self, CoreError> {
+        Ok(InboundPrompts {
+            core: Core::open(selectors)?,
+        })
+    }
+
+    /// Wrap `core`, giving it up: the handle is the only way to it afterwards.
+    pub fn from_core(core: Core) -> Self {
+        InboundPrompts { core }
+    }
+
+    /// Resolve the prompt, with the tail rendered for `tail`.
+    pub fn resolve_at(&self, tail: TailContext) -> Result<ResolvedPrompt, CoreError> {
+        self.core.resolve_at(tail)
+    }
+
+    /// Resolve the prompt, with the tail rendered for now.
+    pub fn resolve(&self) -> Result<ResolvedPrompt, CoreError> {
+        self.core.resolve()
+    }
+
+    /// The `vak prompts show --format json` object for the current chain.
+    pub fn report(&self) -> Result<PromptReport, CoreError> {
+        Ok(PromptReport::new(&self.core.resolve()?))
+    }
+
+    /// The assembled prefix, or the built-in prompt if the chain is unreadable.
+    pub fn system_prompt(&self) -> String {
+        self.core.system_prompt()
+    }
+
+    /// How far the project is trusted right now.
+    pub fn trust(&self) -> Result<Trust, CoreError> {
+        self.core.trust()
+    }
+
+    /// The surface this handle resolves for.
+    pub fn surface(&self) -> SurfaceKind {
+        self.core.selectors().surface
+    }
+
+    /// The gateway bot this handle resolves for, if any.
+    pub fn bot(&self) -> Option<&Name> {
+        self.core.selectors().bot.as_ref()
+    }
+
+    /// The gateway chat this handle resolves for, if any.
+    pub fn chat(&self) -> Option<&Name> {
+        self.core.selectors().chat.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_like_the_core_it_wraps() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        let selectors = Selectors::new(
+            home.path().to_str().expect("utf8"),
+            project.path().to_str().expect("utf8"),
+        );
+        let core = Core::open(selectors.clone()).expect("core");
+        let inbound = InboundPrompts::open(selectors).expect("inbound");
+        let at = TailContext::now();
+        assert_eq!(
+            inbound.resolve_at(at.clone()).expect("resolve").prefix,
+            core.resolve_at(at).expect("resolve").prefix
+        );
+        assert_eq!(inbound.system_prompt(), core.system_prompt());
+        assert_eq!(inbound.surface(), SurfaceKind::Cli);
+        assert!(inbound.bot().is_none());
+    }
+}
