@@ -6,16 +6,11 @@
 //! the result for callers.
 
 mod core;
-mod edit;
 mod error;
 mod inbound;
 mod report;
 
 pub use crate::core::{Core, Selectors, default_home};
-pub use edit::{
-    Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, budget_of,
-    lints_of, lints_of_text,
-};
 pub use error::CoreError;
 pub use inbound::InboundPrompts;
 pub use report::PromptReport;
