@@ -129,7 +129,8 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut current: Option<(usize, Vec<&str>)> = None;
     let mut seen_bullet = false;
 
-    let finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
+    let mut keys = std::collections::HashSet::new();
+    let mut finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
         if let Some((line, lines)) = current.take() {
             let text = lines.join("\n").trim().to_owned();
             if text.is_empty() {
@@ -137,11 +138,12 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
             }
             let guardrail = Guardrail { text };
             let key = guardrail.dedup_key();
-            if parsed.items.iter().any(|g| g.dedup_key() == key) {
+            if keys.contains(&key) {
                 parsed
                     .lints
                     .push(GuardrailLint::Duplicate { line, text: key });
             } else {
+                keys.insert(key);
                 parsed.items.push(guardrail);
             }
         }

@@ -1,1 +1,137 @@
-fn main() {}
+//! `resolve`: a chain with every tier populated, cold (files read and
+//! parsed) and warm (composition only), beside the floor it is compared to:
+//! merely reading and hashing the same files.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::path::Path;
+
+use camino::Utf8PathBuf;
+use criterion::{Criterion, black_box, criterion_group, criterion_main};
+use vak_prompt_blocks::{Name, NameKind, SurfaceKind, sha256_hex};
+use vak_prompt_compose::{ResolveInput, TailContext, resolve_prompt};
+use vak_prompt_loader::{LoadRequest, load_chain};
+use vak_prompt_trust::Trust;
+
+fn write(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
+/// Every directory layer gets all four block files; both gateway tiers get
+/// all four keys; home and project each get config and two skills.
+fn populate(home: &Path, project: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    let guardrails = (0..6)
+        .map(|i| format!("- guardrail number {i}: never do thing {i} without asking\n"))
+        .collect::<String>();
+    for root in [home, project] {
+        for dir in [
+            ".vak/prompts",
+            ".vak/prompts/surface/cli",
+            ".vak/prompts/agents/reviewer",
+        ] {
+            for (file, text) in [
+                (
+                    "identity.md",
+                    "You are a careful agent for this tree. ".repeat(4),
+                ),
+                (
+                    "operating-rules.md",
+                    "- Read before writing.\n- Run the tests.\n".repeat(3),
+                ),
+                ("guardrails.md", guardrails.clone()),
+                (
+                    "surface-note.md",
+                    "The person is on a slow link; keep output short.".to_owned(),
+                ),
+            ] {
+                let path = root.join(dir).join(file);
+                write(&path, &format!("{text} ({})", dir));
+                files.push(path);
+            }
+        }
+        let config = root.join(".vak/config.toml");
+        write(
+            &config,
+            "model = \"gpt-4o\"\n[permissions]\ndeny = [\"run_command:rm *\"]\n[mcp.servers.docs]\ncommand = \"docs-mcp\"\n",
+        );
+        files.push(config);
+        for skill in ["changelog", "release"] {
+            let path = root.join(".vak/skills").join(skill).join("SKILL.md");
+            write(
+                &path,
+                &format!("---\ndescription: the {skill} skill\n---\nbody\n"),
+            );
+            files.push(path);
+        }
+    }
+    let prompts = r#"{"identity": "bot identity", "operating-rules": "bot rules", "guardrails": "- bot guardrail", "surface-note": "bot note"}"#;
+    let bots = home.join(".vak/gateway/bots.json");
+    write(
+        &bots,
+        &format!(r#"{{"helpdesk": {{"prompts": {prompts}}}}}"#),
+    );
+    let allow = home.join(".vak/gateway/allowlist.json");
+    write(
+        &allow,
+        &format!(r#"{{"helpdesk": {{"42": {{"prompts": {prompts}}}}}}}"#),
+    );
+    files.extend([bots, allow]);
+    files
+}
+
+fn bench(c: &mut Criterion) {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let files = populate(home.path(), project.path());
+    let request = LoadRequest {
+        home: Utf8PathBuf::from_path_buf(home.path().to_path_buf()).unwrap(),
+        project: Utf8PathBuf::from_path_buf(project.path().to_path_buf()).unwrap(),
+        surface: SurfaceKind::Cli,
+        bot: Some(Name::new(NameKind::Bot, "helpdesk").unwrap()),
+        chat: Some(Name::new(NameKind::Chat, "42").unwrap()),
+        agent: Some(Name::new(NameKind::Role, "reviewer").unwrap()),
+    };
+    let role = request.agent.clone().unwrap();
+    let loaded = load_chain(&request).unwrap();
+    assert!(loaded.skipped.is_empty(), "{:?}", loaded.skipped);
+    assert_eq!(loaded.contributions.len(), 4 * 6 + 8);
+
+    let mut group = c.benchmark_group("resolve");
+    group.bench_function("floor_read_and_hash", |b| {
+        b.iter(|| {
+            for file in &files {
+                black_box(sha256_hex(fs::read(file).unwrap()));
+            }
+        })
+    });
+    group.bench_function("cold", |b| {
+        b.iter(|| {
+            let chain = load_chain(&request).unwrap();
+            black_box(resolve_prompt(&ResolveInput {
+                chain: &chain,
+                trust: Trust::Trusted,
+                surface: SurfaceKind::Cli,
+                agent: Some(&role),
+                tail: TailContext::default(),
+            }))
+        })
+    });
+    group.bench_function("warm", |b| {
+        b.iter(|| {
+            black_box(resolve_prompt(&ResolveInput {
+                chain: &loaded,
+                trust: Trust::Trusted,
+                surface: SurfaceKind::Cli,
+                agent: Some(&role),
+                tail: TailContext::default(),
+            }))
+        })
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -6,7 +6,7 @@ use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKin
 use crate::LoaderError;
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
-use crate::safe_read::{ReadRefusal, read_safely};
+use crate::safe_read::{ReadRefusal, read_existing, read_safely};
 
 /// What to load: the home, the project, and the selectors that pick
 /// sub-layers.
@@ -118,6 +118,9 @@ pub struct LoadedChain {
 
 struct Reader<'a> {
     chain: &'a mut LoadedChain,
+    /// Canonical form of each layer root, resolved once per load rather
+    /// than once per file; `None` when the root does not exist.
+    real_roots: Vec<(Utf8PathBuf, Option<std::path::PathBuf>)>,
 }
 
 impl Reader<'_> {
@@ -129,6 +132,24 @@ impl Reader<'_> {
         };
         tracing::warn!(%skipped, "prompt input skipped");
         self.chain.skipped.push(skipped);
+    }
+
+    /// Read `path` as a hostile file that must stay inside `root`.
+    fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
+        let index = match self.real_roots.iter().position(|(r, _)| r == root) {
+            Some(index) => index,
+            None => {
+                self.real_roots
+                    .push((root.to_owned(), fs::canonicalize(root).ok()));
+                self.real_roots.len() - 1
+            }
+        };
+        match &self.real_roots[index].1 {
+            Some(real_root) => read_existing(path, real_root),
+            // No root directory: nothing under it exists, unless the path
+            // resolves somewhere else entirely, which the full check refuses.
+            None => read_safely(path, root),
+        }
     }
 
     /// Read the editable block files of one directory layer.
@@ -145,7 +166,7 @@ impl Reader<'_> {
             };
             let path = dir.join(file);
             let provenance = Provenance::new(layer, origin, path.as_str());
-            match read_safely(&path, root) {
+            match self.read(&path, root) {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
                     provenance,
@@ -186,7 +207,10 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
 
     let mut chain = LoadedChain::default();
-    let mut reader = Reader { chain: &mut chain };
+    let mut reader = Reader {
+        chain: &mut chain,
+        real_roots: Vec::new(),
+    };
 
     // A project's whole `.vak` may itself be a symlink out of the checkout;
     // then nothing under it is the project's to say.
@@ -269,7 +293,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
 
     if project_ok {
         let path = project_vak.join("SYSTEM.md");
-        match read_safely(&path, &project_vak) {
+        match reader.read(&path, &project_vak) {
             Ok(Some(text)) => reader.chain.legacy_system = Some(LegacySystem { path, text }),
             Ok(None) => {}
             Err(refusal) => reader.skip(
@@ -288,7 +312,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     for (vak_dir, origin, layer) in &config_roots {
         let path = vak_dir.join("config.toml");
         let provenance = Provenance::new(*layer, *origin, path.as_str());
-        match read_safely(&path, vak_dir) {
+        match reader.read(&path, vak_dir) {
             Ok(Some(text)) => match text.parse::<toml::Table>() {
                 Ok(table) => reader.chain.configs.push(ConfigFile {
                     origin: *origin,
@@ -334,7 +358,7 @@ fn load_skills(reader: &mut Reader<'_>, vak_dir: &Utf8Path, origin: Origin, laye
             );
             continue;
         }
-        match read_safely(&path, vak_dir) {
+        match reader.read(&path, vak_dir) {
             Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
                 name,
                 origin,

@@ -85,7 +85,43 @@ pub fn read_safely(path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, R
         Err(error) => return Err(io_refusal(error)),
     };
     let real_root = fs::canonicalize(root).map_err(io_refusal)?;
-    if !real.starts_with(&real_root) {
+    read_resolved(real, &real_root)
+}
+
+/// [`read_safely`] for a file that exists, whose canonical path is `real`,
+/// against an already canonical `real_root`. The chain loader calls this
+/// with one canonical root per origin rather than resolving it per file.
+pub(crate) fn read_existing(
+    path: &Utf8Path,
+    real_root: &std::path::Path,
+) -> Result<Option<String>, ReadRefusal> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(error) => return Err(io_refusal(error)),
+    };
+    let real = match fs::canonicalize(path) {
+        Ok(real) => real,
+        Err(error) if error.kind() == io::ErrorKind::NotFound && meta.file_type().is_symlink() => {
+            return Err(ReadRefusal::Io("it is a dangling symlink".to_owned()));
+        }
+        Err(error) => return Err(io_refusal(error)),
+    };
+    read_resolved(real, real_root)
+}
+
+fn read_resolved(
+    real: std::path::PathBuf,
+    real_root: &std::path::Path,
+) -> Result<Option<String>, ReadRefusal> {
+    if !real.starts_with(real_root) {
         return Err(ReadRefusal::SymlinkOutside {
             target: Utf8PathBuf::from_path_buf(real)
                 .unwrap_or_else(|p| Utf8PathBuf::from(p.to_string_lossy().into_owned())),
