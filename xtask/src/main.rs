@@ -6,12 +6,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use vak_prompt_blocks::{Block, sha256_hex};
+use vak_prompt_blocks::{Block, SurfaceKind, sha256_hex};
+use vak_prompt_budget::{DEFAULT_MAX_TOKENS, Encoding, count_tokens};
+use vak_prompt_compose::{ResolveInput, TailContext, resolve_prompt};
+use vak_prompt_loader::LoadedChain;
+use vak_prompt_trust::Trust;
 
 const SEED_DIR: &str = "crates/vak-prompt-compose/seed";
 const GENERATED: &str = "crates/vak-prompt-compose/src/seed.rs";
-/// Doc 07's cap on the shipped prompt.
-const SEED_BYTE_LIMIT_HINT: usize = 1500 * 4;
 
 fn workspace_root() -> PathBuf {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -48,6 +50,25 @@ fn generate(root: &Path) -> Result<(String, usize), String> {
     Ok((out, total))
 }
 
+/// The shipped prompt alone (no home, no project) on every surface,
+/// counted with the default encoding: what every user pays before editing.
+fn shipped_prompt_tokens() -> Vec<(SurfaceKind, usize)> {
+    let empty = LoadedChain::default();
+    SurfaceKind::ALL
+        .into_iter()
+        .map(|surface| {
+            let resolved = resolve_prompt(&ResolveInput {
+                chain: &empty,
+                trust: Trust::Untrusted,
+                surface,
+                agent: None,
+                tail: TailContext::default(),
+            });
+            (surface, count_tokens(Encoding::O200kBase, &resolved.prefix))
+        })
+        .collect()
+}
+
 fn run(task: &str) -> Result<(), String> {
     let root = workspace_root();
     let (generated, bytes) = generate(&root)?;
@@ -66,12 +87,20 @@ fn run(task: &str) -> Result<(), String> {
                     "{GENERATED} is stale: run `cargo xtask regen-seed` and commit the result"
                 ));
             }
-            if bytes > SEED_BYTE_LIMIT_HINT {
+            let tokens = shipped_prompt_tokens();
+            if tokens.iter().any(|(_, n)| *n > DEFAULT_MAX_TOKENS) {
                 return Err(format!(
-                    "the seed is {bytes} bytes, over the {SEED_BYTE_LIMIT_HINT}-byte guide"
+                    "the shipped prompt is over doc 07's cap of {DEFAULT_MAX_TOKENS} tokens: {tokens:?}; shorten crates/vak-prompt-compose/seed/"
                 ));
             }
-            println!("seed is current: {bytes} bytes of seed text");
+            let counts: Vec<String> = tokens
+                .iter()
+                .map(|(surface, n)| format!("{surface} {n}"))
+                .collect();
+            println!(
+                "seed is current: {bytes} bytes of seed text; shipped prefix tokens (o200k_base) per surface: {} (cap {DEFAULT_MAX_TOKENS})",
+                counts.join(", ")
+            );
             Ok(())
         }
         other => Err(format!(
