@@ -1,11 +1,27 @@
-//! `vak prompts set|edit|reset|check`. (Owned by the budget/editing work;
-//! these handlers are placeholders until it lands.)
+//! `vak prompts set|edit|reset|check`: edit one block of one layer, checked
+//! as the prompt would resolve after the save, and report the budget.
+//!
+//! The checks themselves live in `vak_core` (`Core::save_block`,
+//! `Core::reset_block`, `budget_of`, `lints_of`) so the admin API refuses
+//! exactly what this refuses; this module reads input, runs the editor and
+//! words the output.
 
-use camino::Utf8PathBuf;
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::process::Command;
+
+use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
+use serde_json::json;
+use vak_core::prompts::{Block, Name, NameKind, SaveError, SurfaceKind};
+use vak_core::{
+    Budget, Core, EditError, EditTarget, Preview, Scope as CoreScope, Selectors, SubLayer,
+    budget_of, lints_of,
+};
 
 use crate::CliError;
-use crate::selectors::{Format, SelectorArgs};
+use crate::prompts::print_json;
+use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
 
 /// Which directory layer a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,7 +65,8 @@ pub(crate) struct SetArgs {
     /// `-`: read the new text from standard input.
     #[arg(value_name = "-")]
     pub(crate) stdin: Option<String>,
-    /// Refuse unless the file's current sha256 is this.
+    /// Refuse unless the file's current sha256 is HEX ("" = the file must
+    /// not exist).
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
 }
@@ -66,6 +83,9 @@ pub(crate) struct EditArgs {
 pub(crate) struct ResetArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    /// Refuse unless the file's current sha256 is HEX.
+    #[arg(long, value_name = "HEX")]
+    pub(crate) if_digest: Option<String>,
 }
 
 /// `vak prompts check`.
@@ -78,28 +98,372 @@ pub(crate) struct CheckArgs {
     pub(crate) format: Format,
 }
 
-fn pending(what: &str) -> CliError {
-    CliError::Failed(format!(
-        "`vak prompts {what}` is not available in this build yet"
-    ))
+fn usage(message: impl Into<String>) -> CliError {
+    CliError::Usage(message.into())
+}
+
+impl TargetArgs {
+    /// The core and the target this command addresses.
+    fn open(&self) -> Result<(Core, EditTarget), CliError> {
+        let block: Block = self
+            .block
+            .parse()
+            .map_err(|e: vak_core::prompts::BlocksError| usage(e.to_string()))?;
+        let sub = match (&self.surface, &self.agent) {
+            (Some(kind), _) => SubLayer::Surface(
+                kind.parse::<SurfaceKind>()
+                    .map_err(|e| usage(e.to_string()))?,
+            ),
+            (None, Some(role)) => {
+                SubLayer::Agent(Name::new(NameKind::Role, role).map_err(|e| usage(e.to_string()))?)
+            }
+            (None, None) => SubLayer::Base,
+        };
+        let scope = match self.scope {
+            Scope::Shared => CoreScope::Shared,
+            Scope::Project => CoreScope::Project,
+        };
+        let target = EditTarget::new(scope, sub, block).map_err(edit_error)?;
+        let selectors = Selectors::new(
+            home_dir(self.home.as_ref())?,
+            project_dir(self.project.as_ref())?,
+        );
+        let core = Core::for_target(selectors, &target)?;
+        Ok((core, target))
+    }
+}
+
+/// Exit codes per DECISIONS §8: over budget 4, bad input 2, the rest 1.
+fn edit_error(error: EditError) -> CliError {
+    match error {
+        EditError::OverBudget { .. } => CliError::OverBudget(error.to_string()),
+        EditError::NotEditable(..) | EditError::Save(SaveError::BadDigest(_)) => {
+            CliError::Usage(error.to_string())
+        }
+        EditError::Core(core) => CliError::Core(core),
+        EditError::Save(_) => CliError::Failed(error.to_string()),
+    }
+}
+
+fn with_note(error: CliError, note: &str) -> CliError {
+    match error {
+        CliError::OverBudget(m) => CliError::OverBudget(format!("{m}\n{note}")),
+        CliError::Usage(m) => CliError::Usage(format!("{m}\n{note}")),
+        CliError::Failed(m) => CliError::Failed(format!("{m}\n{note}")),
+        other => CliError::Failed(format!("{other}\n{note}")),
+    }
+}
+
+fn tokens_line(budget: &Budget) -> String {
+    let r = &budget.report;
+    let approx = if r.approximate { ", approximate" } else { "" };
+    format!(
+        "prompt prefix: {} / {} tokens (cap) · model {} window {} tokens ({}{approx})",
+        r.prefix_tokens, r.cap, r.model, r.context_window, r.encoding
+    )
+}
+
+/// What a successful save or reset prints: stdout for the result, stderr
+/// for what the user should notice.
+fn report_change(headline: &str, preview: &Preview) {
+    println!("{headline}");
+    println!("{}", tokens_line(&preview.budget));
+    if preview.budget.report.is_over() {
+        eprintln!(
+            "warning: the prefix is still over the cap ({} tokens); the change was allowed because it does not make it longer",
+            preview.budget.report.prefix_tokens
+        );
+    }
+    for lint in &preview.lints {
+        eprintln!("lint: {lint}");
+    }
+    for warning in &preview.budget.warnings {
+        eprintln!("warning: {warning}");
+    }
+    if let Some(note) = &preview.not_applied {
+        println!("note: {note}");
+    }
+}
+
+fn read_input(args: &SetArgs) -> Result<String, CliError> {
+    match (&args.file, args.stdin.as_deref()) {
+        (Some(_), Some(_)) => Err(usage(
+            "give the new text either with --file F or as `-` (standard input), not both",
+        )),
+        (None, None) => Err(usage(
+            "give the new text with --file F, or `-` to read standard input",
+        )),
+        (None, Some(dash)) if dash != "-" => Err(usage(format!(
+            "unexpected argument `{dash}`: use `-` to read standard input, or --file F"
+        ))),
+        (Some(file), None) => {
+            let bytes = std::fs::read(file).map_err(|source| CliError::Io {
+                context: format!("cannot read `{file}`"),
+                source,
+            })?;
+            String::from_utf8(bytes).map_err(|e| {
+                CliError::Failed(format!(
+                    "`{file}` is not valid UTF-8 at byte {}; prompt files are UTF-8 text",
+                    e.utf8_error().valid_up_to()
+                ))
+            })
+        }
+        (None, Some(_)) => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .read_to_end(&mut bytes)
+                .map_err(|source| CliError::Io {
+                    context: "cannot read standard input".to_owned(),
+                    source,
+                })?;
+            String::from_utf8(bytes).map_err(|e| {
+                CliError::Failed(format!(
+                    "standard input is not valid UTF-8 at byte {}; prompt files are UTF-8 text",
+                    e.utf8_error().valid_up_to()
+                ))
+            })
+        }
+    }
 }
 
 /// `vak prompts set`.
-pub(crate) fn set(_args: &SetArgs) -> Result<(), CliError> {
-    Err(pending("set"))
+pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
+    let text = read_input(args)?;
+    let (core, target) = args.target.open()?;
+    let saved = core
+        .save_block(&target, &text, args.if_digest.as_deref())
+        .map_err(edit_error)?;
+    report_change(
+        &format!(
+            "saved `{}` to `{}` (sha256 {})",
+            target.block, saved.outcome.path, saved.outcome.digest
+        ),
+        &saved.preview,
+    );
+    Ok(())
+}
+
+/// The editor command: `$VISUAL`, then `$EDITOR`, then `vi`.
+fn editor() -> String {
+    ["VISUAL", "EDITOR"]
+        .into_iter()
+        .find_map(|key| std::env::var(key).ok().filter(|v| !v.trim().is_empty()))
+        .unwrap_or_else(|| "vi".to_owned())
+}
+
+fn temp_copy(block: Block, text: &str) -> Result<Utf8PathBuf, CliError> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = Utf8PathBuf::from_path_buf(std::env::temp_dir()).map_err(|p| {
+        CliError::Failed(format!(
+            "temporary directory `{}` is not UTF-8",
+            p.display()
+        ))
+    })?;
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let path = dir.join(format!(
+        "vak-edit-{}-{}-{stamp}.md",
+        block,
+        std::process::id()
+    ));
+    let io = |source| CliError::Io {
+        context: format!("cannot write the temporary copy `{path}`"),
+        source,
+    };
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(io)?;
+    file.write_all(text.as_bytes()).map_err(io)?;
+    Ok(path)
+}
+
+fn run_editor(path: &Utf8Path) -> Result<(), CliError> {
+    let editor = editor();
+    // Through the shell, so `EDITOR="code --wait"` works as it does for git.
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("vak-edit")
+        .arg(path.as_str())
+        .status()
+        .map_err(|source| CliError::Io {
+            context: format!("cannot start the editor `{editor}`"),
+            source,
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(CliError::Failed(format!(
+            "the editor `{editor}` exited with {status}; nothing was saved"
+        )))
+    }
 }
 
 /// `vak prompts edit`.
-pub(crate) fn edit(_args: &EditArgs) -> Result<(), CliError> {
-    Err(pending("edit"))
+pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
+    let (core, target) = args.target.open()?;
+    let start = core.edit_start(&target).map_err(edit_error)?;
+    let copy = temp_copy(target.block, &start.text)?;
+    let finish = || -> Result<Option<vak_core::Saved>, CliError> {
+        run_editor(&copy)?;
+        let text = std::fs::read_to_string(&copy).map_err(|source| CliError::Io {
+            context: format!("cannot read the edited copy `{copy}`"),
+            source,
+        })?;
+        if text == start.text {
+            return Ok(None);
+        }
+        // Saved against the digest the editor started from, so a change
+        // made meanwhile (another editor, the admin UI) is not overwritten.
+        core.save_block(&target, &text, Some(&start.digest))
+            .map(Some)
+            .map_err(edit_error)
+    };
+    match finish() {
+        Ok(None) => {
+            let _ = std::fs::remove_file(&copy);
+            println!("no changes to `{}`; nothing saved", target.block);
+            Ok(())
+        }
+        Ok(Some(saved)) => {
+            let _ = std::fs::remove_file(&copy);
+            report_change(
+                &format!(
+                    "saved `{}` to `{}` (sha256 {})",
+                    target.block, saved.outcome.path, saved.outcome.digest
+                ),
+                &saved.preview,
+            );
+            Ok(())
+        }
+        // The user's text is never lost: the copy stays where it is.
+        Err(error) => Err(with_note(
+            error,
+            &format!("your edited text is kept in `{copy}`"),
+        )),
+    }
 }
 
 /// `vak prompts reset`.
-pub(crate) fn reset(_args: &ResetArgs) -> Result<(), CliError> {
-    Err(pending("reset"))
+pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
+    let (core, target) = args.target.open()?;
+    let reset = core
+        .reset_block(&target, args.if_digest.as_deref())
+        .map_err(edit_error)?;
+    let headline = match &reset.removed {
+        Some(_) => format!(
+            "reset `{}`: removed `{}`; the block inherits again",
+            target.block, reset.preview.path
+        ),
+        None => format!(
+            "nothing to reset: `{}` does not exist, so `{}` already inherits",
+            reset.preview.path, target.block
+        ),
+    };
+    report_change(&headline, &reset.preview);
+    Ok(())
+}
+
+fn check_text(budget: &Budget, lints: &[String]) -> String {
+    let r = &budget.report;
+    let mut out = String::new();
+    let cap_from = match &budget.cap.file {
+        Some(file) => format!("`prompts.max_tokens` in `{file}`"),
+        None => "the default".to_owned(),
+    };
+    let _ = writeln!(out, "{}", tokens_line(budget));
+    let _ = writeln!(out, "cap {} from {cap_from}", r.cap);
+    let _ = writeln!(
+        out,
+        "\nTokens per block (the prefix adds headings and separators):"
+    );
+    for b in &r.blocks {
+        let _ = writeln!(out, "  {:<20} {:>6}", b.block.wire_name(), b.tokens);
+    }
+    let _ = writeln!(out, "\nTokens per layer:");
+    for l in &r.layers {
+        let owner = if l.is_user_owned() {
+            ""
+        } else {
+            "  (not user-editable)"
+        };
+        let _ = writeln!(
+            out,
+            "  {:<20} {:>6}{owner}",
+            format!("{} ({})", l.layer, l.origin.wire_name()),
+            l.tokens
+        );
+        for s in &l.sources {
+            let _ = writeln!(
+                out,
+                "      {:>6}  {} {}",
+                s.tokens,
+                s.block,
+                s.source.as_deref().unwrap_or("")
+            );
+        }
+    }
+    if !lints.is_empty() {
+        let _ = writeln!(out, "\nLints:");
+        for lint in lints {
+            let _ = writeln!(out, "  {lint}");
+        }
+    }
+    if !budget.warnings.is_empty() {
+        let _ = writeln!(out, "\nWarnings:");
+        for w in &budget.warnings {
+            let _ = writeln!(out, "  {w}");
+        }
+    }
+    let _ = writeln!(
+        out,
+        "\n{}",
+        if r.is_over() {
+            format!("OVER the cap by {} tokens", r.over_by())
+        } else {
+            format!(
+                "within the cap ({} tokens to spare)",
+                r.cap - r.prefix_tokens
+            )
+        }
+    );
+    out
 }
 
 /// `vak prompts check`.
-pub(crate) fn check(_args: &CheckArgs) -> Result<(), CliError> {
-    Err(pending("check"))
+pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
+    let core = Core::open(args.selectors.to_selectors()?)?;
+    let resolved = core.resolve()?;
+    let budget = budget_of(&resolved);
+    let lints = lints_of(&resolved);
+    let r = &budget.report;
+    match args.format {
+        Format::Json => print_json(&json!({
+            "tokens": r.summary(),
+            "encoding": r.encoding,
+            "approximate": r.approximate,
+            "cap_source": budget.cap.source,
+            "cap_file": budget.cap.file,
+            "over": r.is_over(),
+            "blocks": r.blocks,
+            "layers": r.layers,
+            "offenders": r.offenders(),
+            "lints": lints,
+            "warnings": budget.warnings,
+        }))?,
+        Format::Text => print!("{}", check_text(&budget, &lints)),
+    }
+    if r.is_over() {
+        return Err(CliError::OverBudget(
+            r.over_cap_message()
+                .replacen("would be", "is", 1)
+                .replace("nothing was saved or truncated. ", ""),
+        ));
+    }
+    Ok(())
 }

@@ -6,11 +6,16 @@
 //! the result for callers.
 
 mod core;
+mod edit;
 mod error;
 mod inbound;
 mod report;
 
 pub use crate::core::{Core, Selectors, default_home};
+pub use edit::{
+    Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, budget_of,
+    lints_of, lints_of_text,
+};
 pub use error::CoreError;
 pub use inbound::InboundPrompts;
 pub use report::PromptReport;
@@ -31,6 +36,14 @@ pub mod prompts {
     pub use vak_prompt_loader::{
         Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, Skipped, load_chain,
         prompt_dir, read_safely,
+    };
+    pub use vak_prompt_loader::{
+        ABSENT_DIGEST, SaveError, SaveOutcome, current_digest, remove_checked, save_atomic,
+    };
+    pub use vak_prompt_budget::{
+        BlockTokens, BudgetError, BudgetReport, CapSetting, CapSource, CapWarning,
+        DEFAULT_MAX_TOKENS, DEFAULT_MODEL, EffectiveCap, Encoding, LayerTokens, MODELS, ModelInfo,
+        SourceTokens, TokenSummary, count_tokens, default_model, effective_cap, lookup,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{

@@ -13,6 +13,7 @@ mod error;
 mod gateway;
 mod paths;
 mod safe_read;
+mod write;
 
 pub use chain::{
     ConfigFile, Contribution, LegacySystem, LoadRequest, LoadedChain, SkillEntry, Skipped,
@@ -21,3 +22,6 @@ pub use chain::{
 pub use error::LoaderError;
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
+pub use write::{
+    ABSENT_DIGEST, SaveError, SaveOutcome, current_digest, remove_checked, save_atomic,
+};

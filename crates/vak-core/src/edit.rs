@@ -1,0 +1,849 @@
+//! Editing one block of one layer, checked as the prompt would resolve
+//! *after* the save, and the budget of a resolution.
+//!
+//! The CLI (`vak prompts set|edit|reset|check`) and the admin API call the
+//! same functions, so a save refused in one is refused in the other with the
+//! same words. The order of a save is fixed: validate the target, check the
+//! digest the caller started from, resolve the chain with the candidate text
+//! substituted, refuse if that pushes the prefix over the cap, and only then
+//! write (atomically, re-checking the digest under a lock).
+//!
+//! Architecture invariant: nothing here composes or counts by itself; it
+//! substitutes one contribution in a loaded chain and calls the composer and
+//! the budget crate.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use thiserror::Error;
+use vak_prompt_blocks::{
+    Block, Composition, GuardrailLint, Name, Origin, PromptLayer, Provenance, SurfaceKind,
+    parse_guardrails,
+};
+use vak_prompt_budget::{
+    BudgetReport, CapSetting, Contribution as Counted, EffectiveCap, ModelInfo, default_model,
+    effective_cap, lookup,
+};
+use vak_prompt_compose::{ResolvedPrompt, TailContext};
+use vak_prompt_loader::{
+    Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, SaveError, SaveOutcome,
+    current_digest, load_chain, read_safely, remove_checked, save_atomic,
+};
+use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
+
+use crate::{Core, CoreError, Selectors};
+
+/// Which directory layer a write goes to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// `$VAK_HOME/.vak/prompts/`: the user's own, always trusted.
+    Shared,
+    /// `<project>/.vak/prompts/`: project-owned, subject to trust.
+    Project,
+}
+
+/// The sub-layer under a scope.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubLayer {
+    /// The scope's base directory (shared or project tier).
+    Base,
+    /// `surface/<kind>/` (surface tier).
+    Surface(SurfaceKind),
+    /// `agents/<role>/` (agent tier).
+    Agent(Name),
+}
+
+/// One block file of one layer: what `set`, `edit` and `reset` address.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditTarget {
+    /// Shared or project.
+    pub scope: Scope,
+    /// Base, surface or agent sub-layer.
+    pub sub: SubLayer,
+    /// The block; always one of [`Block::EDITABLE`].
+    pub block: Block,
+}
+
+/// Why an edit was refused. Each message names the block, file or layer.
+#[derive(Debug, Error)]
+pub enum EditError {
+    /// The block is code-owned or runtime-derived.
+    #[error(
+        "`{0}` is not editable: it is {1}; editable blocks are identity, operating-rules, guardrails and surface-note"
+    )]
+    NotEditable(Block, &'static str),
+    /// The chain could not be resolved.
+    #[error(transparent)]
+    Core(#[from] CoreError),
+    /// The file could not be read, written or removed, or changed meanwhile.
+    #[error(transparent)]
+    Save(#[from] SaveError),
+    /// The save would push the assembled prefix over the cap. Nothing was
+    /// written.
+    #[error("refusing to save `{block}` to `{path}`: {}", .report.over_cap_message())]
+    OverBudget {
+        /// The block.
+        block: Block,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The budget the prompt would have had.
+        report: Box<BudgetReport>,
+    },
+}
+
+impl EditTarget {
+    /// A target for `block` in `scope`/`sub`.
+    ///
+    /// # Errors
+    ///
+    /// [`EditError::NotEditable`] for code-owned and runtime blocks.
+    pub fn new(scope: Scope, sub: SubLayer, block: Block) -> Result<Self, EditError> {
+        if !block.is_editable() {
+            let why = match block.composition() {
+                Composition::Fixed => "code-owned (the factual description of the tools)",
+                Composition::RuntimeDerived => "derived by the runtime at every resolution",
+                _ => "assembled from the agent tier's identity.md and operating-rules.md",
+            };
+            return Err(EditError::NotEditable(block, why));
+        }
+        Ok(EditTarget { scope, sub, block })
+    }
+
+    /// The tier the file belongs to.
+    pub fn layer(&self) -> PromptLayer {
+        match (&self.sub, self.scope) {
+            (SubLayer::Base, Scope::Shared) => PromptLayer::Shared,
+            (SubLayer::Base, Scope::Project) => PromptLayer::Project,
+            (SubLayer::Surface(_), _) => PromptLayer::Surface,
+            (SubLayer::Agent(_), _) => PromptLayer::Agent,
+        }
+    }
+
+    /// Where the file physically lives, for trust.
+    pub fn origin(&self) -> Origin {
+        match self.scope {
+            Scope::Shared => Origin::Home,
+            Scope::Project => Origin::Project,
+        }
+    }
+
+    /// The directory the file must stay inside: the home or the project.
+    pub fn root<'a>(&self, selectors: &'a Selectors) -> &'a Utf8Path {
+        match self.scope {
+            Scope::Shared => &selectors.home,
+            Scope::Project => &selectors.project,
+        }
+    }
+
+    /// The file's path.
+    pub fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
+        let (surface, agent) = match &self.sub {
+            SubLayer::Base => (selectors.surface, None),
+            SubLayer::Surface(kind) => (*kind, None),
+            SubLayer::Agent(role) => (selectors.surface, Some(role)),
+        };
+        let dirs = LayerDirs::new(self.root(selectors), surface, agent);
+        let dir = match (&self.sub, dirs.agent) {
+            (SubLayer::Base, _) => dirs.base,
+            (SubLayer::Surface(_), _) => dirs.surface,
+            (SubLayer::Agent(_), Some(agent)) => agent,
+            (SubLayer::Agent(_), None) => dirs.base,
+        };
+        // Editable blocks always have a file name (checked in `new`).
+        dir.join(self.block.file_name().unwrap_or("block.md"))
+    }
+
+    /// The provenance the loader gives this file.
+    pub fn provenance(&self, selectors: &Selectors) -> Provenance {
+        Provenance::new(self.layer(), self.origin(), self.path(selectors).as_str())
+    }
+
+    /// The selectors that resolve a chain this file takes part in: the
+    /// target's surface or role selected, everything else as given.
+    pub fn selectors(&self, mut base: Selectors) -> Selectors {
+        match &self.sub {
+            SubLayer::Base => {}
+            SubLayer::Surface(kind) => base.surface = *kind,
+            SubLayer::Agent(role) => base.agent = Some(role.clone()),
+        }
+        base
+    }
+
+    /// The block the file's text lands in: at the agent tier identity and
+    /// operating rules become agent instructions (DECISIONS §4).
+    pub fn effective_block(&self) -> Block {
+        if self.layer() == PromptLayer::Agent
+            && matches!(self.block, Block::Identity | Block::OperatingRules)
+        {
+            Block::AgentInstructions
+        } else {
+            self.block
+        }
+    }
+}
+
+/// A resolution's budget: the counts, the cap in force and why, and
+/// anything about the config the user should hear.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    /// Counts against the cap and the window.
+    pub report: BudgetReport,
+    /// The cap and where it came from.
+    pub cap: EffectiveCap,
+    /// Config values not applied (an untrusted raise, an unknown model).
+    pub warnings: Vec<String>,
+}
+
+fn config_file(source: &str) -> &str {
+    source.rsplit_once('#').map_or(source, |(file, _)| file)
+}
+
+/// The budget of `resolved`: model and cap from its merged config, counts
+/// per block and layer from its contributors.
+pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
+    let mut warnings = Vec::new();
+    let model: &'static ModelInfo = match &resolved.config.model {
+        None => default_model(),
+        Some(sourced) => match lookup(&sourced.value) {
+            Ok(model) => model,
+            Err(error) => {
+                warnings.push(format!(
+                    "{error} (in `{}`); budgeting for `{}`",
+                    config_file(&sourced.source),
+                    default_model().name
+                ));
+                default_model()
+            }
+        },
+    };
+    let last = |origin: Origin| {
+        resolved
+            .config
+            .max_tokens
+            .iter()
+            .rev()
+            .find(|s| s.origin == origin)
+            .map(|s| CapSetting::new(s.value, config_file(&s.source)))
+    };
+    let cap = effective_cap(
+        last(Origin::Home).as_ref(),
+        last(Origin::Project).as_ref(),
+        resolved.trust == Trust::Trusted,
+    );
+    warnings.extend(cap.warnings.iter().map(ToString::to_string));
+    let counted: Vec<Counted<'_>> = resolved
+        .blocks
+        .iter()
+        .flat_map(|b| {
+            b.contributors
+                .iter()
+                .map(move |c| Counted::new(b.block, &c.provenance, &c.text))
+        })
+        .collect();
+    let report = BudgetReport::measure(model, cap.tokens, &resolved.prefix, &counted);
+    Budget {
+        report,
+        cap,
+        warnings,
+    }
+}
+
+/// Lints of a resolution the user should fix: empty identity, guardrails
+/// repeated across layers (dropped), plus the per-file lints the composer
+/// reported (prose before the first bullet, duplicates within a file).
+pub fn lints_of(resolved: &ResolvedPrompt) -> Vec<String> {
+    let mut out: Vec<String> = resolved
+        .warnings
+        .iter()
+        .filter(|w| w.starts_with("`guardrails`") || w.starts_with("`surface-note`"))
+        .cloned()
+        .collect();
+    if let Some(identity) = resolved.block(Block::Identity)
+        && identity.text.trim().is_empty()
+    {
+        let from = identity
+            .contributors
+            .last()
+            .map_or_else(|| "no layer".to_owned(), |c| c.provenance.to_string());
+        out.push(format!(
+            "`identity` is empty (from {from}): the agent is told nothing about who it is; delete the file to inherit, or write one"
+        ));
+    }
+    if let Some(guardrails) = resolved.block(Block::Guardrails) {
+        let mut seen: Vec<(String, &Provenance)> = Vec::new();
+        for c in &guardrails.contributors {
+            let mut in_this: Vec<String> = Vec::new();
+            for item in parse_guardrails(&c.text).items {
+                let key = item.dedup_key();
+                if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+                    out.push(format!(
+                        "guardrail `{key}` in {} repeats one from {first} and is dropped; remove it from the narrower file",
+                        c.provenance
+                    ));
+                } else {
+                    in_this.push(key);
+                }
+            }
+            seen.extend(in_this.into_iter().map(|k| (k, &c.provenance)));
+        }
+    }
+    out
+}
+
+/// Lints of one candidate text for `block`, shown when it is saved.
+pub fn lints_of_text(block: Block, text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    match block {
+        Block::Identity if text.trim().is_empty() => out.push(
+            "the new `identity` is empty: the agent will be told nothing about who it is (delete the file with `reset` to inherit instead)".to_owned(),
+        ),
+        Block::Guardrails | Block::SurfaceNote => {
+            for lint in parse_guardrails(text).lints {
+                if block == Block::SurfaceNote
+                    && matches!(lint, GuardrailLint::ProseBeforeFirstBullet { .. })
+                {
+                    continue;
+                }
+                out.push(format!("`{block}`: {lint}"));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// `text` would not apply from `target` under `trust`: the sentence that
+/// says so, naming the block, the file and the way to change it.
+fn not_applied_note(target: &EditTarget, selectors: &Selectors, trust: Trust) -> Option<String> {
+    let provenance = target.provenance(selectors);
+    match prompt_verdict(&provenance, target.effective_block(), trust) {
+        Verdict::Keep => None,
+        Verdict::Demote(reason) => Some(format!(
+            "this project is untrusted: the saved `{}` in `{}` will not apply ({reason})",
+            target.block,
+            provenance.source.as_deref().unwrap_or("?")
+        )),
+    }
+}
+
+/// Put `text` in place of whatever the chain holds for `provenance` and
+/// `block` (or remove it when `text` is `None`), keeping the loader's order.
+fn substitute(chain: &mut LoadedChain, block: Block, provenance: &Provenance, text: Option<&str>) {
+    let same = |c: &Contribution| c.block == block && c.provenance == *provenance;
+    chain.contributions.retain(|c| !same(c));
+    chain
+        .skipped
+        .retain(|s| !(s.block == Some(block) && s.provenance == *provenance));
+    let Some(text) = text else { return };
+    // The loader reads layers widest first, home before project within a
+    // tier, and a directory's files in `Block::EDITABLE` order.
+    let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
+    let key = |c: &Contribution| (c.provenance.layer, c.provenance.origin, rank(c.block));
+    let new = Contribution {
+        block,
+        provenance: provenance.clone(),
+        text: text.to_owned(),
+    };
+    let at = chain
+        .contributions
+        .iter()
+        .position(|c| key(c) > key(&new))
+        .unwrap_or(chain.contributions.len());
+    chain.contributions.insert(at, new);
+}
+
+/// What a save or reset would do, before anything is written.
+#[derive(Debug, Clone)]
+pub struct Preview {
+    /// The file.
+    pub path: Utf8PathBuf,
+    /// The prompt as it resolves now.
+    pub before: ResolvedPrompt,
+    /// The prompt as it would resolve after the change.
+    pub after: ResolvedPrompt,
+    /// The budget after the change.
+    pub budget: Budget,
+    /// The budget now.
+    pub budget_before: Budget,
+    /// Lints of the new text.
+    pub lints: Vec<String>,
+    /// Set when the saved text will not apply (untrusted project).
+    pub not_applied: Option<String>,
+}
+
+impl Preview {
+    /// Whether the change is refused for the budget: it leaves the prefix
+    /// over the cap and does not shrink a prefix that was already over
+    /// (shrinking must stay possible, or an over-cap prompt could never be
+    /// fixed one file at a time).
+    pub fn over_budget(&self) -> bool {
+        let after = &self.budget.report;
+        after.is_over()
+            && after.prefix_tokens > self.budget_before.report.prefix_tokens.max(after.cap)
+    }
+}
+
+/// What a save did.
+#[derive(Debug, Clone)]
+pub struct Saved {
+    /// The write.
+    pub outcome: SaveOutcome,
+    /// The checks it passed.
+    pub preview: Preview,
+}
+
+/// What a reset did.
+#[derive(Debug, Clone)]
+pub struct Reset {
+    /// The removed file's digest, `None` when there was no file.
+    pub removed: Option<String>,
+    /// The checks it passed.
+    pub preview: Preview,
+}
+
+/// The text an editor should start from, and the digest to save against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EditStart {
+    /// The file's text, or the effective text it would inherit.
+    pub text: String,
+    /// The file's digest; [`vak_prompt_loader::ABSENT_DIGEST`] when absent.
+    pub digest: String,
+    /// Whether the file exists.
+    pub exists: bool,
+}
+
+impl Core {
+    /// A core whose selectors select `target`'s surface or role.
+    pub fn for_target(selectors: Selectors, target: &EditTarget) -> Result<Self, CoreError> {
+        Core::open(target.selectors(selectors))
+    }
+
+    /// The budget of the prompt as it resolves now.
+    pub fn budget(&self) -> Result<(ResolvedPrompt, Budget), CoreError> {
+        let resolved = self.resolve()?;
+        let budget = budget_of(&resolved);
+        Ok((resolved, budget))
+    }
+
+    /// Load the chain for an edit: a role that has no directory yet is
+    /// loaded without its tier, since the save is what creates it.
+    fn load_for(&self, target: &EditTarget) -> Result<LoadedChain, CoreError> {
+        match self.load() {
+            Err(CoreError::Loader(LoaderError::UnknownRole { .. }))
+                if matches!(target.sub, SubLayer::Agent(_)) =>
+            {
+                let s = self.selectors();
+                Ok(load_chain(&LoadRequest {
+                    home: s.home.clone(),
+                    project: s.project.clone(),
+                    surface: s.surface,
+                    bot: s.bot.clone(),
+                    chat: s.chat.clone(),
+                    agent: None,
+                })?)
+            }
+            other => other,
+        }
+    }
+
+    /// Resolve the prompt with `text` in `target`'s file (`None`: the file
+    /// deleted), without writing anything.
+    pub fn preview(&self, target: &EditTarget, text: Option<&str>) -> Result<Preview, EditError> {
+        let selectors = self.selectors();
+        let trust = self.trust()?;
+        let path = target.path(selectors);
+        let provenance = target.provenance(selectors);
+        let chain = self.load_for(target)?;
+        let before = self.compose(&chain, trust, TailContext::now());
+        let mut after_chain = chain;
+        substitute(&mut after_chain, target.block, &provenance, text);
+        if let SubLayer::Agent(_) = target.sub
+            && let Some(dir) = path.parent()
+            && text.is_some()
+            && !after_chain.role_dirs.iter().any(|d| d == dir)
+        {
+            after_chain.role_dirs.push(dir.to_owned());
+        }
+        let after = self.compose(&after_chain, trust, TailContext::now());
+        Ok(Preview {
+            budget: budget_of(&after),
+            budget_before: budget_of(&before),
+            lints: text
+                .map(|t| lints_of_text(target.block, t))
+                .unwrap_or_default(),
+            not_applied: text.and_then(|_| not_applied_note(target, selectors, trust)),
+            path,
+            before,
+            after,
+        })
+    }
+
+    /// Save `text` as `target`'s file, unless the file changed since
+    /// `if_digest` or the result would be over the cap.
+    ///
+    /// # Errors
+    ///
+    /// [`EditError::OverBudget`] with the offending layers (the file is left
+    /// byte for byte as it was), [`EditError::Save`] for a stale digest or a
+    /// refused path.
+    pub fn save_block(
+        &self,
+        target: &EditTarget,
+        text: &str,
+        if_digest: Option<&str>,
+    ) -> Result<Saved, EditError> {
+        let path = target.path(self.selectors());
+        // Fail fast on a stale digest; `save_atomic` checks again under a lock.
+        let current = current_digest(&path)?;
+        if let Some(expected) = if_digest
+            && current.as_deref().unwrap_or("") != expected
+        {
+            return Err(EditError::Save(save_atomic_check_only(
+                &path, expected, current,
+            )));
+        }
+        let preview = self.preview(target, Some(text))?;
+        if preview.over_budget() {
+            return Err(EditError::OverBudget {
+                block: target.block,
+                path,
+                report: Box::new(preview.budget.report),
+            });
+        }
+        let outcome = save_atomic(&path, target.root(self.selectors()), text, if_digest)?;
+        Ok(Saved { outcome, preview })
+    }
+
+    /// Delete `target`'s file so the block inherits again, with the same
+    /// digest and budget checks as a save (inheriting can grow the prefix).
+    ///
+    /// # Errors
+    ///
+    /// As [`save_block`](Self::save_block).
+    pub fn reset_block(
+        &self,
+        target: &EditTarget,
+        if_digest: Option<&str>,
+    ) -> Result<Reset, EditError> {
+        let path = target.path(self.selectors());
+        let preview = self.preview(target, None)?;
+        if preview.over_budget() {
+            return Err(EditError::OverBudget {
+                block: target.block,
+                path,
+                report: Box::new(preview.budget.report),
+            });
+        }
+        let removed = remove_checked(&path, if_digest)?;
+        Ok(Reset { removed, preview })
+    }
+
+    /// What an editor should open for `target`: the file, or when there is
+    /// none the effective text (narrowest-wins blocks) or nothing
+    /// (accumulating blocks, whose wider items are kept anyway).
+    pub fn edit_start(&self, target: &EditTarget) -> Result<EditStart, EditError> {
+        let path = target.path(self.selectors());
+        let digest = current_digest(&path)?;
+        if digest.is_some() {
+            let root = target.root(self.selectors());
+            let text = read_safely(&path, root)
+                .map_err(|refusal| {
+                    EditError::Save(SaveError::Io {
+                        action: "read",
+                        path: path.clone(),
+                        source: std::io::Error::other(refusal.to_string()),
+                    })
+                })?
+                .unwrap_or_default();
+            return Ok(EditStart {
+                digest: digest.unwrap_or_default(),
+                text,
+                exists: true,
+            });
+        }
+        let text = if target.block.composition() == Composition::NarrowestWins
+            && target.effective_block() == target.block
+        {
+            let chain = self.load_for(target)?;
+            let resolved = self.compose(&chain, self.trust()?, TailContext::now());
+            resolved
+                .block(target.block)
+                .map(|b| {
+                    let mut t = b.text.clone();
+                    if !t.is_empty() {
+                        t.push('\n');
+                    }
+                    t
+                })
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        Ok(EditStart {
+            text,
+            digest: String::new(),
+            exists: false,
+        })
+    }
+}
+
+fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {
+    if expected.is_empty()
+        || (expected.len() == 64
+            && expected
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()))
+    {
+        SaveError::Stale {
+            path: path.to_owned(),
+            expected: expected.to_owned(),
+            actual,
+        }
+    } else {
+        SaveError::BadDigest(expected.to_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use vak_prompt_blocks::NameKind;
+
+    fn env() -> (tempfile::TempDir, Selectors) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        fs::create_dir_all(root.join("home")).unwrap();
+        fs::create_dir_all(root.join("proj")).unwrap();
+        (dir, Selectors::new(root.join("home"), root.join("proj")))
+    }
+
+    fn target(scope: Scope, sub: SubLayer, block: Block) -> EditTarget {
+        EditTarget::new(scope, sub, block).unwrap()
+    }
+
+    #[test]
+    fn only_editable_blocks_are_targets() {
+        for block in Block::ALL {
+            let t = EditTarget::new(Scope::Shared, SubLayer::Base, block);
+            assert_eq!(t.is_ok(), block.is_editable(), "{block}");
+        }
+        let msg = EditTarget::new(Scope::Project, SubLayer::Base, Block::CapabilityContract)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            msg.contains("`capability-contract` is not editable"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn paths_per_scope_and_sub_layer() {
+        let (_keep, s) = env();
+        let role = Name::new(NameKind::Role, "reviewer").unwrap();
+        let cases = [
+            (
+                Scope::Shared,
+                SubLayer::Base,
+                "home/.vak/prompts/identity.md",
+                PromptLayer::Shared,
+            ),
+            (
+                Scope::Project,
+                SubLayer::Base,
+                "proj/.vak/prompts/identity.md",
+                PromptLayer::Project,
+            ),
+            (
+                Scope::Shared,
+                SubLayer::Surface(SurfaceKind::Chat),
+                "home/.vak/prompts/surface/chat/identity.md",
+                PromptLayer::Surface,
+            ),
+            (
+                Scope::Project,
+                SubLayer::Agent(role),
+                "proj/.vak/prompts/agents/reviewer/identity.md",
+                PromptLayer::Agent,
+            ),
+        ];
+        for (scope, sub, want, layer) in cases {
+            let t = target(scope, sub, Block::Identity);
+            assert!(t.path(&s).as_str().ends_with(want), "{}", t.path(&s));
+            assert_eq!(t.layer(), layer);
+        }
+    }
+
+    #[test]
+    fn save_then_reset_returns_the_inherited_text() {
+        let (_keep, s) = env();
+        let core = Core::open(s.clone()).unwrap();
+        let inherited = core
+            .resolve()
+            .unwrap()
+            .block(Block::Identity)
+            .unwrap()
+            .text
+            .clone();
+        let t = target(Scope::Shared, SubLayer::Base, Block::Identity);
+        let saved = core.save_block(&t, "You are Kite.", None).unwrap();
+        assert_eq!(
+            core.resolve().unwrap().block(Block::Identity).unwrap().text,
+            "You are Kite."
+        );
+        assert_eq!(
+            saved.preview.after.block(Block::Identity).unwrap().text,
+            "You are Kite."
+        );
+        let reset = core.reset_block(&t, Some(&saved.outcome.digest)).unwrap();
+        assert_eq!(
+            reset.removed.as_deref(),
+            Some(saved.outcome.digest.as_str())
+        );
+        assert_eq!(
+            core.resolve().unwrap().block(Block::Identity).unwrap().text,
+            inherited
+        );
+    }
+
+    #[test]
+    fn over_cap_is_refused_before_writing_and_names_user_layers() {
+        let (_keep, s) = env();
+        fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
+        fs::write(
+            s.home.join(".vak/prompts/guardrails.md"),
+            "- Keep secrets secret.\n",
+        )
+        .unwrap();
+        let core = Core::open(s.clone()).unwrap();
+        let t = target(Scope::Shared, SubLayer::Base, Block::Identity);
+        let long = "You are a very verbose agent. ".repeat(400);
+        let err = core.save_block(&t, &long, None).unwrap_err();
+        let EditError::OverBudget { report, path, .. } = &err else {
+            panic!("{err}")
+        };
+        assert!(!path.exists(), "file written despite refusal");
+        let offenders: Vec<_> = report.offenders().iter().map(|l| l.layer).collect();
+        assert_eq!(offenders, [PromptLayer::Shared]);
+        let msg = err.to_string();
+        assert!(msg.contains("identity.md"), "{msg}");
+        assert!(msg.contains("guardrails.md"), "{msg}");
+    }
+
+    #[test]
+    fn shrinking_an_already_over_prompt_is_allowed() {
+        let (_keep, s) = env();
+        fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
+        fs::write(
+            s.home.join(".vak/prompts/identity.md"),
+            "You are verbose. ".repeat(600),
+        )
+        .unwrap();
+        let core = Core::open(s.clone()).unwrap();
+        assert!(core.budget().unwrap().1.report.is_over());
+        let t = target(Scope::Shared, SubLayer::Base, Block::Identity);
+        assert!(matches!(
+            core.save_block(&t, &"You are verbose. ".repeat(700), None),
+            Err(EditError::OverBudget { .. })
+        ));
+        core.save_block(&t, &"You are verbose. ".repeat(500), None)
+            .unwrap();
+        core.save_block(&t, "You are brief.", None).unwrap();
+        assert!(!core.budget().unwrap().1.report.is_over());
+    }
+
+    #[test]
+    fn stale_digest_is_refused_and_absent_digest_means_no_file() {
+        let (_keep, s) = env();
+        let core = Core::open(s.clone()).unwrap();
+        let t = target(Scope::Shared, SubLayer::Base, Block::OperatingRules);
+        let first = core.save_block(&t, "Be brief.", Some("")).unwrap();
+        let err = core.save_block(&t, "Be long.", Some("")).unwrap_err();
+        assert!(
+            matches!(err, EditError::Save(SaveError::Stale { .. })),
+            "{err}"
+        );
+        core.save_block(&t, "Be kind.", Some(&first.outcome.digest))
+            .unwrap();
+        let err = core
+            .save_block(&t, "Be late.", Some(&first.outcome.digest))
+            .unwrap_err();
+        assert!(
+            err.to_string().contains("changed since you read it"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn untrusted_project_save_is_written_but_says_it_will_not_apply() {
+        let (_keep, s) = env();
+        let core = Core::open(s.clone()).unwrap();
+        let identity = target(Scope::Project, SubLayer::Base, Block::Identity);
+        let saved = core.save_block(&identity, "You are Kite.", None).unwrap();
+        let note = saved.preview.not_applied.unwrap();
+        assert!(
+            note.contains("untrusted") && note.contains("`identity`"),
+            "{note}"
+        );
+        assert!(saved.outcome.path.exists());
+        let guardrails = target(Scope::Project, SubLayer::Base, Block::Guardrails);
+        let saved = core
+            .save_block(&guardrails, "- Stay in the repo.", None)
+            .unwrap();
+        assert_eq!(saved.preview.not_applied, None);
+    }
+
+    #[test]
+    fn first_file_of_a_new_role_is_budgeted_with_its_tier() {
+        let (_keep, s) = env();
+        let role = Name::new(NameKind::Role, "reviewer").unwrap();
+        let t = target(Scope::Shared, SubLayer::Agent(role), Block::Identity);
+        let core = Core::for_target(s, &t).unwrap();
+        let saved = core
+            .save_block(&t, "Review for correctness first.", None)
+            .unwrap();
+        let agent = saved.preview.after.block(Block::AgentInstructions).unwrap();
+        assert_eq!(agent.text, "Review for correctness first.");
+        assert!(
+            core.resolve()
+                .unwrap()
+                .prefix
+                .contains("Review for correctness first.")
+        );
+    }
+
+    #[test]
+    fn lints_flag_empty_identity_and_cross_layer_duplicates() {
+        let (_keep, s) = env();
+        fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
+        fs::create_dir_all(s.project.join(".vak/prompts")).unwrap();
+        fs::write(s.home.join(".vak/prompts/identity.md"), "").unwrap();
+        fs::write(
+            s.home.join(".vak/prompts/guardrails.md"),
+            "- Never push to main.\n",
+        )
+        .unwrap();
+        fs::write(
+            s.project.join(".vak/prompts/guardrails.md"),
+            "Prose first.\n- Never  push to main.\n",
+        )
+        .unwrap();
+        let lints = lints_of(&Core::open(s).unwrap().resolve().unwrap());
+        assert!(
+            lints.iter().any(|l| l.contains("`identity` is empty")),
+            "{lints:?}"
+        );
+        assert!(
+            lints.iter().any(|l| l.contains("repeats one from")),
+            "{lints:?}"
+        );
+        assert!(
+            lints.iter().any(|l| l.contains("before the first bullet")),
+            "{lints:?}"
+        );
+        assert!(
+            lints_of_text(Block::Guardrails, "- a\n- a\n")
+                .iter()
+                .any(|l| l.contains("duplicate"))
+        );
+        assert!(!lints_of_text(Block::Identity, "").is_empty());
+    }
+}

@@ -1,0 +1,506 @@
+//! Saving and removing a layer file: atomically, never through a symlink,
+//! and only if the file is still what the editor started from.
+//!
+//! A save writes a temporary file in the target's own directory, fsyncs it,
+//! renames it over the target and fsyncs the directory. A crash at any point
+//! leaves the old file or the new one, never a mix (a stray temporary file at
+//! worst, which the loader never reads: it only reads the known block names).
+//!
+//! Optimistic concurrency: a caller may pass the digest the file had when it
+//! started (`--if-digest`, the admin API's `If-Match`). The save is refused
+//! when the file's current sha256 differs. [`ABSENT_DIGEST`] (the empty
+//! string) means "the file did not exist". The check and the rename happen
+//! under an exclusive lock on the directory, so two savers through this
+//! module cannot both win.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use thiserror::Error;
+use vak_prompt_blocks::{Sha256Hex, sha256_hex};
+
+use crate::safe_read::MAX_FILE_BYTES;
+
+/// The digest that stands for "no file": pass it to refuse a save when
+/// someone else has created the file in the meantime.
+pub const ABSENT_DIGEST: &str = "";
+
+/// Why a save or removal was refused. Each message names the file.
+#[derive(Debug, Error)]
+pub enum SaveError {
+    /// The target is a symlink; writing through it could land anywhere.
+    #[error(
+        "refusing to write `{0}`: it is a symlink; remove it and save again to create a regular file"
+    )]
+    Symlink(Utf8PathBuf),
+    /// The target exists but is not a regular file.
+    #[error(
+        "refusing to write `{0}`: it is not a regular file (directory, FIFO, socket or device)"
+    )]
+    NotRegularFile(Utf8PathBuf),
+    /// The target's directory resolves outside the layer's root.
+    #[error(
+        "refusing to write `{path}`: its directory leads outside `{root}` (a symlinked directory?)"
+    )]
+    OutsideRoot {
+        /// The target.
+        path: Utf8PathBuf,
+        /// The root it must stay in.
+        root: Utf8PathBuf,
+    },
+    /// The new text is larger than the loader would ever read.
+    #[error(
+        "refusing to write `{path}`: {bytes} bytes is over the {MAX_FILE_BYTES}-byte limit for prompt files"
+    )]
+    TooLarge {
+        /// The target.
+        path: Utf8PathBuf,
+        /// The size of the new text.
+        bytes: usize,
+    },
+    /// `--if-digest` is not a digest.
+    #[error(
+        "`--if-digest {0}` is not a sha256: give 64 lowercase hex digits, or an empty string for \"the file does not exist\""
+    )]
+    BadDigest(String),
+    /// The file changed since the digest the caller started from.
+    #[error("`{path}` changed since you read it: its sha256 is now {}, not {}; read it again and redo your change", show_digest(.actual.as_deref()), show_digest(Some(.expected)))]
+    Stale {
+        /// The target.
+        path: Utf8PathBuf,
+        /// The digest the caller started from.
+        expected: String,
+        /// The digest now, `None` when the file is absent.
+        actual: Option<Sha256Hex>,
+    },
+    /// An I/O error, with what was being done.
+    #[error("cannot {action} `{path}`: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// The file or directory.
+        path: Utf8PathBuf,
+        /// The underlying error.
+        source: io::Error,
+    },
+}
+
+fn show_digest(digest: Option<&str>) -> String {
+    match digest {
+        None | Some("") => "absent (no file)".to_owned(),
+        Some(d) => d.to_owned(),
+    }
+}
+
+fn io_err(action: &'static str, path: &Utf8Path) -> impl FnOnce(io::Error) -> SaveError + use<> {
+    let path = path.to_owned();
+    move |source| SaveError::Io {
+        action,
+        path,
+        source,
+    }
+}
+
+/// What a save did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SaveOutcome {
+    /// The file written.
+    pub path: Utf8PathBuf,
+    /// Its new sha256.
+    pub digest: Sha256Hex,
+    /// Its sha256 before, `None` when it did not exist.
+    pub previous: Option<Sha256Hex>,
+}
+
+/// The sha256 of the file at `path`, `None` when there is none.
+///
+/// # Errors
+///
+/// A symlink or non-regular file is refused, as a save to it would be.
+pub fn current_digest(path: &Utf8Path) -> Result<Option<Sha256Hex>, SaveError> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(io_err("inspect", path)(e)),
+    };
+    if meta.file_type().is_symlink() {
+        return Err(SaveError::Symlink(path.to_owned()));
+    }
+    if !meta.is_file() {
+        return Err(SaveError::NotRegularFile(path.to_owned()));
+    }
+    let bytes = fs::read(path).map_err(io_err("read", path))?;
+    Ok(Some(sha256_hex(bytes)))
+}
+
+fn validate_digest(if_digest: Option<&str>) -> Result<(), SaveError> {
+    match if_digest {
+        None | Some(ABSENT_DIGEST) => Ok(()),
+        Some(d)
+            if d.len() == 64
+                && d.bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) =>
+        {
+            Ok(())
+        }
+        Some(d) => Err(SaveError::BadDigest(d.to_owned())),
+    }
+}
+
+fn check_digest(
+    path: &Utf8Path,
+    if_digest: Option<&str>,
+    actual: Option<&str>,
+) -> Result<(), SaveError> {
+    let Some(expected) = if_digest else {
+        return Ok(());
+    };
+    let matches = match actual {
+        None => expected == ABSENT_DIGEST,
+        Some(actual) => expected == actual,
+    };
+    if matches {
+        Ok(())
+    } else {
+        Err(SaveError::Stale {
+            path: path.to_owned(),
+            expected: expected.to_owned(),
+            actual: actual.map(str::to_owned),
+        })
+    }
+}
+
+/// Make sure `dir` exists and resolves inside `root`, checking before
+/// creating anything so a symlinked `.vak` cannot make us create
+/// directories elsewhere.
+fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<(), SaveError> {
+    let real_root = fs::canonicalize(root).map_err(io_err("open the layer root", root))?;
+    let outside = || SaveError::OutsideRoot {
+        path: path.to_owned(),
+        root: root.to_owned(),
+    };
+    let mut existing = dir;
+    while !existing.exists() {
+        existing = existing.parent().ok_or_else(outside)?;
+    }
+    let real = fs::canonicalize(existing).map_err(io_err("open", existing))?;
+    if !real.starts_with(&real_root) {
+        return Err(outside());
+    }
+    fs::create_dir_all(dir).map_err(io_err("create the directory", dir))?;
+    let real = fs::canonicalize(dir).map_err(io_err("open", dir))?;
+    if !real.starts_with(&real_root) {
+        return Err(outside());
+    }
+    Ok(())
+}
+
+/// Hold an exclusive lock on `dir` for the check-then-rename window.
+fn lock_dir(dir: &Utf8Path) -> Result<File, SaveError> {
+    let handle = File::open(dir).map_err(io_err("open the directory", dir))?;
+    handle.lock().map_err(io_err("lock the directory", dir))?;
+    Ok(handle)
+}
+
+fn temp_path(path: &Utf8Path) -> Utf8PathBuf {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().unwrap_or("block.md");
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.vak-tmp.{}.{n}", std::process::id()))
+}
+
+/// Write `text` to `path` atomically, creating parent directories, unless
+/// the file changed since `if_digest`.
+///
+/// `root` is the directory the layer belongs to (the home or the project):
+/// the file's directory must resolve inside it.
+///
+/// # Errors
+///
+/// See [`SaveError`]; on any error the file on disk is unchanged.
+pub fn save_atomic(
+    path: &Utf8Path,
+    root: &Utf8Path,
+    text: &str,
+    if_digest: Option<&str>,
+) -> Result<SaveOutcome, SaveError> {
+    validate_digest(if_digest)?;
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(SaveError::TooLarge {
+            path: path.to_owned(),
+            bytes: text.len(),
+        });
+    }
+    let dir = path.parent().ok_or_else(|| SaveError::OutsideRoot {
+        path: path.to_owned(),
+        root: root.to_owned(),
+    })?;
+    prepare_dir(path, dir, root)?;
+    let lock = lock_dir(dir)?;
+    let previous = current_digest(path)?;
+    check_digest(path, if_digest, previous.as_deref())?;
+
+    let temp = temp_path(path);
+    let written = write_temp(&temp, path, text)
+        .and_then(|()| fs::rename(&temp, path).map_err(io_err("rename into place", path)));
+    if let Err(error) = written {
+        let _ = fs::remove_file(&temp);
+        return Err(error);
+    }
+    // The rename is only durable once the directory entry is.
+    lock.sync_all().map_err(io_err("sync the directory", dir))?;
+    drop(lock);
+    let digest = sha256_hex(text);
+    tracing::info!(%path, %digest, "prompt layer file saved");
+    Ok(SaveOutcome {
+        path: path.to_owned(),
+        digest,
+        previous,
+    })
+}
+
+fn write_temp(temp: &Utf8Path, target: &Utf8Path, text: &str) -> Result<(), SaveError> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(temp)
+        .map_err(io_err("create a temporary file for", target))?;
+    // Keep the permissions a user gave the file they are replacing.
+    if let Ok(meta) = fs::metadata(target) {
+        let _ = file.set_permissions(meta.permissions());
+    }
+    file.write_all(text.as_bytes())
+        .map_err(io_err("write a temporary file for", target))?;
+    file.sync_all()
+        .map_err(io_err("sync a temporary file for", target))?;
+    Ok(())
+}
+
+/// Delete the layer file at `path` so the block inherits again, unless it
+/// changed since `if_digest`. Returns the removed file's digest, `None` when
+/// there was nothing to remove.
+///
+/// # Errors
+///
+/// See [`SaveError`]; a symlink or non-regular file is refused, not removed.
+pub fn remove_checked(
+    path: &Utf8Path,
+    if_digest: Option<&str>,
+) -> Result<Option<Sha256Hex>, SaveError> {
+    validate_digest(if_digest)?;
+    let Some(dir) = path.parent().filter(|d| d.is_dir()) else {
+        check_digest(path, if_digest, None)?;
+        return Ok(None);
+    };
+    let lock = lock_dir(dir)?;
+    let previous = current_digest(path)?;
+    check_digest(path, if_digest, previous.as_deref())?;
+    if previous.is_some() {
+        fs::remove_file(path).map_err(io_err("remove", path))?;
+        lock.sync_all().map_err(io_err("sync the directory", dir))?;
+        tracing::info!(%path, "prompt layer file removed");
+    }
+    Ok(previous)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn save_creates_dirs_and_replaces() {
+        let (_keep, root) = temp();
+        let path = root.join(".vak/prompts/agents/reviewer/identity.md");
+        let first = save_atomic(&path, &root, "one", None).unwrap();
+        assert_eq!(first.previous, None);
+        assert_eq!(first.digest, sha256_hex("one"));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "one");
+        let second = save_atomic(&path, &root, "two", Some(&first.digest)).unwrap();
+        assert_eq!(second.previous.as_deref(), Some(first.digest.as_str()));
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+        // No temporary files left behind.
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["identity.md"]);
+    }
+
+    #[test]
+    fn if_digest_refuses_stale_and_absent_means_absent() {
+        let (_keep, root) = temp();
+        let path = root.join("identity.md");
+        // Empty digest: "I believe there is no file".
+        save_atomic(&path, &root, "mine", Some(ABSENT_DIGEST)).unwrap();
+        let err = save_atomic(&path, &root, "theirs", Some(ABSENT_DIGEST)).unwrap_err();
+        assert!(matches!(err, SaveError::Stale { .. }), "{err}");
+        assert!(err.to_string().contains(path.as_str()), "{err}");
+        let stale = sha256_hex("something else");
+        let err = save_atomic(&path, &root, "theirs", Some(&stale)).unwrap_err();
+        assert!(err.to_string().contains(&sha256_hex("mine")), "{err}");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "mine");
+        assert!(matches!(
+            save_atomic(&path, &root, "x", Some("ABC")),
+            Err(SaveError::BadDigest(_))
+        ));
+        let err = remove_checked(&path, Some(&stale)).unwrap_err();
+        assert!(matches!(err, SaveError::Stale { .. }));
+        assert_eq!(
+            remove_checked(&path, Some(&sha256_hex("mine"))).unwrap(),
+            Some(sha256_hex("mine"))
+        );
+        assert!(!path.exists());
+        assert_eq!(remove_checked(&path, Some(ABSENT_DIGEST)).unwrap(), None);
+        assert!(matches!(
+            remove_checked(&path, Some(&stale)),
+            Err(SaveError::Stale { .. })
+        ));
+    }
+
+    #[test]
+    fn refuses_symlinks_non_regular_and_escapes() {
+        let (_keep, root) = temp();
+        let (_keep2, elsewhere) = temp();
+        fs::create_dir_all(root.join("p")).unwrap();
+        fs::write(elsewhere.join("target.md"), "outside").unwrap();
+        symlink(elsewhere.join("target.md"), root.join("p/identity.md")).unwrap();
+        let err = save_atomic(&root.join("p/identity.md"), &root, "x", None).unwrap_err();
+        assert!(matches!(err, SaveError::Symlink(_)), "{err}");
+        assert!(matches!(
+            remove_checked(&root.join("p/identity.md"), None),
+            Err(SaveError::Symlink(_))
+        ));
+        assert_eq!(
+            fs::read_to_string(elsewhere.join("target.md")).unwrap(),
+            "outside"
+        );
+
+        fs::create_dir(root.join("p/guardrails.md")).unwrap();
+        let err = save_atomic(&root.join("p/guardrails.md"), &root, "x", None).unwrap_err();
+        assert!(matches!(err, SaveError::NotRegularFile(_)), "{err}");
+
+        symlink(&elsewhere, root.join(".vak")).unwrap();
+        let err =
+            save_atomic(&root.join(".vak/prompts/identity.md"), &root, "x", None).unwrap_err();
+        assert!(matches!(err, SaveError::OutsideRoot { .. }), "{err}");
+        assert!(
+            !elsewhere.join("prompts").exists(),
+            "created a directory outside the root"
+        );
+
+        let big = "a".repeat(MAX_FILE_BYTES as usize + 1);
+        assert!(matches!(
+            save_atomic(&root.join("big.md"), &root, &big, None),
+            Err(SaveError::TooLarge { .. })
+        ));
+    }
+
+    const CHILD_ENV: &str = "VAK_CRASH_WRITER_TARGET";
+
+    fn versions() -> [String; 2] {
+        // Large enough that a write takes many syscalls, so kills land mid-write.
+        [
+            "old line\n".repeat(20_000),
+            "new text, longer line\n".repeat(9_000),
+        ]
+    }
+
+    /// The writer the crash test kills: saves the two versions in turn,
+    /// forever. Runs only when the crash test starts it.
+    #[test]
+    #[ignore = "helper process for saves_survive_sigkill"]
+    fn crash_writer_child() {
+        let Some(target) = std::env::var_os(CHILD_ENV) else {
+            return;
+        };
+        let path = Utf8PathBuf::from(target.to_string_lossy().into_owned());
+        let root = path.parent().unwrap().to_owned();
+        let [a, b] = versions();
+        println!("ready");
+        loop {
+            save_atomic(&path, &root, &a, None).unwrap();
+            save_atomic(&path, &root, &b, None).unwrap();
+        }
+    }
+
+    #[test]
+    fn saves_survive_sigkill() {
+        let (_keep, root) = temp();
+        let path = root.join("guardrails.md");
+        let [a, b] = versions();
+        fs::write(&path, &a).unwrap();
+        let exe = std::env::current_exe().unwrap();
+        let started = Instant::now();
+        // xorshift, seeded from the clock: random kill moments, no dependency.
+        let mut seed = started.elapsed().as_nanos() as u64
+            ^ 0x9e37_79b9_7f4a_7c15
+            ^ u64::from(std::process::id());
+        let (mut torn, mut saw_new, mut mid_write) = (0, 0, 0);
+        for _ in 0..50 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let mut child = Command::new(&exe)
+                .args([
+                    "--ignored",
+                    "--exact",
+                    "write::tests::crash_writer_child",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(CHILD_ENV, path.as_str())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            std::thread::sleep(Duration::from_micros(3_000 + seed % 60_000));
+            child.kill().unwrap(); // SIGKILL on unix
+            child.wait().unwrap();
+            let now = fs::read_to_string(&path).unwrap();
+            if now != a && now != b {
+                torn += 1;
+            }
+            saw_new += usize::from(now == b);
+            // A leftover temporary file means the kill landed inside a save.
+            for entry in fs::read_dir(&root).unwrap() {
+                let entry = entry.unwrap();
+                if entry.file_name() != "guardrails.md" {
+                    mid_write += 1;
+                    fs::remove_file(entry.path()).unwrap();
+                }
+            }
+        }
+        eprintln!(
+            "crash test: 50 kills, {saw_new} left the new version, {mid_write} landed mid-save"
+        );
+        assert_eq!(torn, 0, "a killed writer left a torn file");
+        // The writer must have been running when killed, or the test proves nothing.
+        assert!(
+            saw_new > 0 || mid_write > 0,
+            "no kill landed after the writer started"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "crash test too slow: {:?}",
+            started.elapsed()
+        );
+    }
+}
