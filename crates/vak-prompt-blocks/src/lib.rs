@@ -17,6 +17,7 @@
 //! | `agent-instructions` | user | additive at the agent tier |
 
 mod block;
+mod civil;
 mod digest;
 mod error;
 mod guardrail;
@@ -25,6 +26,7 @@ mod name;
 mod surface;
 
 pub use block::{Block, Composition, Owner};
+pub use civil::civil_from_days;
 pub use digest::{Sha256Hex, sha256_hex};
 pub use error::BlocksError;
 pub use guardrail::{

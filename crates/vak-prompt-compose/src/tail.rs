@@ -6,6 +6,8 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use vak_prompt_blocks::civil_from_days;
+
 /// What the tail is rendered from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TailContext {
@@ -35,18 +37,8 @@ impl TailContext {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for a Unix timestamp (proleptic Gregorian, UTC).
 pub fn rfc3339_utc(unix: i64) -> String {
-    let days = unix.div_euclid(86_400);
+    let (year, month, day) = civil_from_days(unix.div_euclid(86_400));
     let secs = unix.rem_euclid(86_400);
-    // Howard Hinnant's days-from-civil inverse.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         secs / 3600,

@@ -68,33 +68,30 @@ fn io_refusal(error: io::Error) -> ReadRefusal {
 /// directory of its origin), be a regular file of at most
 /// [`MAX_FILE_BYTES`], and be UTF-8.
 pub fn read_safely(path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(error) if error.kind() == io::ErrorKind::NotADirectory => return Ok(None),
-        Err(error) => return Err(io_refusal(error)),
-    };
-    // Canonicalize both ends so a symlinked file, or a symlinked parent
-    // directory, is judged by where it really leads.
-    let real = match fs::canonicalize(path) {
-        Ok(real) => real,
-        // A dangling symlink: nothing readable is there.
-        Err(error) if error.kind() == io::ErrorKind::NotFound && meta.file_type().is_symlink() => {
-            return Err(ReadRefusal::Io("it is a dangling symlink".to_owned()));
-        }
-        Err(error) => return Err(io_refusal(error)),
+    let Some(real) = resolve_existing(path)? else {
+        return Ok(None);
     };
     let real_root = fs::canonicalize(root).map_err(io_refusal)?;
     read_resolved(real, &real_root)
 }
 
-/// [`read_safely`] for a file that exists, whose canonical path is `real`,
-/// against an already canonical `real_root`. The chain loader calls this
-/// with one canonical root per origin rather than resolving it per file.
+/// [`read_safely`] against an already canonical `real_root`. The chain
+/// loader calls this with one canonical root per origin rather than
+/// resolving it per file.
 pub(crate) fn read_existing(
     path: &Utf8Path,
     real_root: &std::path::Path,
 ) -> Result<Option<String>, ReadRefusal> {
+    match resolve_existing(path)? {
+        Some(real) => read_resolved(real, real_root),
+        None => Ok(None),
+    }
+}
+
+/// Where `path` really leads, or `None` when nothing is there. Both ends
+/// are canonicalized by the callers so a symlinked file, or a symlinked
+/// parent directory, is judged by where it really leads.
+fn resolve_existing(path: &Utf8Path) -> Result<Option<std::path::PathBuf>, ReadRefusal> {
     let meta = match fs::symlink_metadata(path) {
         Ok(meta) => meta,
         Err(error)
@@ -107,14 +104,13 @@ pub(crate) fn read_existing(
         }
         Err(error) => return Err(io_refusal(error)),
     };
-    let real = match fs::canonicalize(path) {
-        Ok(real) => real,
+    match fs::canonicalize(path) {
+        Ok(real) => Ok(Some(real)),
         Err(error) if error.kind() == io::ErrorKind::NotFound && meta.file_type().is_symlink() => {
-            return Err(ReadRefusal::Io("it is a dangling symlink".to_owned()));
+            Err(ReadRefusal::Io("it is a dangling symlink".to_owned()))
         }
-        Err(error) => return Err(io_refusal(error)),
-    };
-    read_resolved(real, real_root)
+        Err(error) => Err(io_refusal(error)),
+    }
 }
 
 fn read_resolved(
