@@ -1,1 +1,36 @@
-//! vak-admin (work in progress).
+//! The authenticated admin API and the `#/prompts` web UI behind
+//! `vak admin serve` (doc 45's "Admin UI", DECISIONS §10).
+//!
+//! - [`Server::bind`] resolves the home and project, loads or generates the
+//!   bearer token ([`AdminToken`]), and binds a loopback address (port 0
+//!   picks a free one); [`Server::run`] serves until the process ends.
+//! - Every request must carry a `Host` that is the address the server
+//!   listens on (a DNS-rebinding page arrives under its own name and is
+//!   refused with 403); every `/api/` request must carry
+//!   `Authorization: Bearer <token>`, compared in constant time (401).
+//!   Bodies are capped at [`MAX_BODY_BYTES`] (413); block, surface, role,
+//!   bot and chat names are validated before they touch a path (400).
+//! - The routes call the same `vak_core` functions as the CLI: the
+//!   effective prompt is `Core::budget` shaped as the `PromptReport`; saves
+//!   and resets are `Core::save_block` / `Core::reset_block` (the same
+//!   digest check → 409 and budget check → 422); the live count is
+//!   `Core::preview`. Gateway tiers are written only here, with the
+//!   loader's atomic, digest-checked save. Routes are listed in
+//!   `docs/admin-api.md`.
+//! - The page (`ui/`) is embedded with `include_str!` and fetches nothing
+//!   but this server's own API.
+//!
+//! Guardrail text is defence in depth: it instructs the model. What tools
+//! may actually do is the permission engine's decision; the UI says so on
+//! every guardrail editor and links to the read-only `#/permissions` view.
+
+mod api;
+pub mod assets;
+mod error;
+mod gateway;
+mod server;
+mod token;
+
+pub use error::AdminError;
+pub use server::{MAX_BODY_BYTES, ServeConfig, Server};
+pub use token::{AdminToken, TokenSource, token_path};

@@ -1,0 +1,611 @@
+//! The prompt routes: effective prompt, layers, save, reset, live token
+//! counts, permissions, audit. Every handler calls the same `vak_core`
+//! functions the CLI calls; nothing here composes, counts or writes by itself.
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use vak_core::prompts::{
+    AuditLog, Block, Composition, Name, NameKind, PromptLayer, ResolvedBlock, ResolvedPrompt,
+    SurfaceKind, Trust, Verdict, prompt_verdict,
+};
+use vak_core::{
+    Budget, Core, EditError, EditTarget, Preview, PromptReport, Scope, Selectors, SubLayer,
+};
+use vak_prompt_budget::BudgetReport;
+use vak_prompt_loader::{MAX_FILE_BYTES, SaveError};
+
+use crate::AdminError;
+use crate::server::AppState;
+
+type Shared = State<Arc<AppState>>;
+
+/// Turn a query-string rejection into a 400 that says what is wrong.
+pub(crate) fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, AdminError> {
+    query.map(|Query(q)| q).map_err(|e| {
+        AdminError::BadRequest(format!("the query string is malformed: {}", e.body_text()))
+    })
+}
+
+/// Parse a JSON body, answering 413 for one over the limit and 400 for one
+/// that is not the expected object.
+pub(crate) fn body<T: serde::de::DeserializeOwned>(
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<T, AdminError> {
+    let bytes = bytes.map_err(|e| {
+        if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            AdminError::TooLarge(format!(
+                "the request body is larger than the {}-byte limit",
+                crate::MAX_BODY_BYTES
+            ))
+        } else {
+            AdminError::BadRequest(format!(
+                "the request body could not be read: {}",
+                e.body_text()
+            ))
+        }
+    })?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        AdminError::BadRequest(format!(
+            "the request body is not the JSON this route expects: {e}"
+        ))
+    })
+}
+
+/// A text about to become a layer file or gateway value: held to the
+/// loader's per-file limit, which a larger text would exceed on the next read.
+pub(crate) fn check_text_size(text: &str) -> Result<(), AdminError> {
+    if text.len() as u64 > MAX_FILE_BYTES {
+        return Err(AdminError::TooLarge(format!(
+            "the text is {} bytes, over the {MAX_FILE_BYTES}-byte limit for prompt files",
+            text.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn name(kind: NameKind, raw: &str) -> Result<Name, AdminError> {
+    Name::new(kind, raw).map_err(|e| AdminError::BadRequest(e.to_string()))
+}
+
+pub(crate) fn editable_block(raw: &str) -> Result<Block, AdminError> {
+    let block: Block = raw
+        .parse()
+        .map_err(|e: vak_core::prompts::BlocksError| AdminError::BadRequest(e.to_string()))?;
+    if !block.is_editable() {
+        return Err(AdminError::BadRequest(format!(
+            "`{block}` is not editable: editable blocks are identity, operating-rules, guardrails and surface-note"
+        )));
+    }
+    Ok(block)
+}
+
+fn surface(raw: Option<&str>) -> Result<SurfaceKind, AdminError> {
+    match raw.filter(|s| !s.is_empty()) {
+        None => Ok(SurfaceKind::Cli),
+        Some(raw) => raw
+            .parse()
+            .map_err(|e: vak_core::prompts::BlocksError| AdminError::BadRequest(e.to_string())),
+    }
+}
+
+/// `?surface=&bot=&chat=&agent=&untrusted=`: which chain to resolve.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct ViewQuery {
+    surface: Option<String>,
+    bot: Option<String>,
+    chat: Option<String>,
+    agent: Option<String>,
+    untrusted: Option<bool>,
+}
+
+impl ViewQuery {
+    fn selectors(&self, state: &AppState) -> Result<Selectors, AdminError> {
+        let opt = |kind, raw: &Option<String>| {
+            raw.as_deref()
+                .filter(|s| !s.is_empty())
+                .map(|raw| name(kind, raw))
+                .transpose()
+        };
+        let selectors = Selectors {
+            surface: surface(self.surface.as_deref())?,
+            bot: opt(NameKind::Bot, &self.bot)?,
+            chat: opt(NameKind::Chat, &self.chat)?,
+            agent: opt(NameKind::Role, &self.agent)?,
+            force_untrusted: self.untrusted.unwrap_or(false),
+            ..state.selectors()
+        };
+        if selectors.chat.is_some() && selectors.bot.is_none() {
+            return Err(AdminError::BadRequest(
+                "`chat` needs `bot`: a chat is always one bot's chat".to_owned(),
+            ));
+        }
+        Ok(selectors)
+    }
+}
+
+/// `?scope=shared|project[&surface=KIND|&agent=ROLE]`: one directory layer.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct LayerQuery {
+    scope: Option<String>,
+    surface: Option<String>,
+    agent: Option<String>,
+    if_digest: Option<String>,
+}
+
+impl LayerQuery {
+    fn scope(&self) -> Result<Scope, AdminError> {
+        match self.scope.as_deref() {
+            Some("shared") => Ok(Scope::Shared),
+            Some("project") => Ok(Scope::Project),
+            Some(other) => Err(AdminError::BadRequest(format!(
+                "`scope={other}` is not a scope; use `scope=shared` or `scope=project`"
+            ))),
+            None => Err(AdminError::BadRequest(
+                "this route needs `scope=shared` or `scope=project`".to_owned(),
+            )),
+        }
+    }
+
+    fn sub(&self) -> Result<SubLayer, AdminError> {
+        let surface = self.surface.as_deref().filter(|s| !s.is_empty());
+        let agent = self.agent.as_deref().filter(|s| !s.is_empty());
+        match (surface, agent) {
+            (Some(_), Some(_)) => Err(AdminError::BadRequest(
+                "give `surface` or `agent`, not both: a file lives in one sub-layer".to_owned(),
+            )),
+            (Some(kind), None) => Ok(SubLayer::Surface(surface_kind(kind)?)),
+            (None, Some(role)) => Ok(SubLayer::Agent(name(NameKind::Role, role)?)),
+            (None, None) => Ok(SubLayer::Base),
+        }
+    }
+}
+
+fn surface_kind(raw: &str) -> Result<SurfaceKind, AdminError> {
+    raw.parse()
+        .map_err(|e: vak_core::prompts::BlocksError| AdminError::BadRequest(e.to_string()))
+}
+
+fn target(scope: Scope, sub: SubLayer, block: Block) -> Result<EditTarget, AdminError> {
+    EditTarget::new(scope, sub, block).map_err(edit_error)
+}
+
+fn core_for(state: &AppState, target: &EditTarget) -> Result<Core, AdminError> {
+    Ok(Core::for_target(state.selectors(), target)?)
+}
+
+/// The library's edit refusals as HTTP answers.
+pub(crate) fn edit_error(error: EditError) -> AdminError {
+    match error {
+        EditError::NotEditable(..) => AdminError::BadRequest(error.to_string()),
+        EditError::Core(core) => AdminError::Core(core),
+        EditError::OverBudget { ref report, .. } => {
+            let message = error.to_string();
+            AdminError::OverBudget {
+                detail: over_budget_detail(report),
+                message,
+            }
+        }
+        EditError::Save(save) => save_error(save),
+    }
+}
+
+pub(crate) fn save_error(error: SaveError) -> AdminError {
+    match error {
+        SaveError::Stale { ref actual, .. } => AdminError::Conflict {
+            current_digest: Some(actual.clone().unwrap_or_default()),
+            message: error.to_string(),
+        },
+        SaveError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
+        SaveError::TooLarge { .. } => AdminError::TooLarge(error.to_string()),
+        SaveError::Symlink(_) | SaveError::NotRegularFile(_) | SaveError::OutsideRoot { .. } => {
+            AdminError::Conflict {
+                current_digest: None,
+                message: error.to_string(),
+            }
+        }
+        SaveError::Io { .. } => AdminError::Internal(error.to_string()),
+    }
+}
+
+/// The figures a 422 carries: the totals and every user-owned layer that
+/// contributes, largest first, with its files and their counts.
+pub(crate) fn over_budget_detail(report: &BudgetReport) -> Value {
+    json!({
+        "tokens": report.summary(),
+        "over_by": report.over_by(),
+        "offenders": report.offenders(),
+    })
+}
+
+/// One block's provenance in a few words, as doc 45's sketch shows it:
+/// `from Shared`, `seed + Shared + 2`, `locked`, `runtime`.
+pub(crate) fn provenance_summary(block: &ResolvedBlock) -> String {
+    let name = |layer: PromptLayer| match layer {
+        PromptLayer::Seed => "seed".to_owned(),
+        PromptLayer::Runtime => "runtime".to_owned(),
+        other => other.label().to_owned(),
+    };
+    let layers = block.layers();
+    match block.block.composition() {
+        Composition::Fixed => "locked".to_owned(),
+        Composition::RuntimeDerived => match layers.len() {
+            0 => "runtime, empty".to_owned(),
+            1 => "runtime".to_owned(),
+            n => format!("runtime, {n} entries"),
+        },
+        Composition::NarrowestWins => match layers.first() {
+            Some(layer) => format!("from {}", name(*layer)),
+            None => "empty".to_owned(),
+        },
+        Composition::Accumulate | Composition::Additive => match layers.as_slice() {
+            [] => "empty".to_owned(),
+            [one] => name(*one),
+            [first, second] => format!("{} + {}", name(*first), name(*second)),
+            [first, second, rest @ ..] => {
+                format!("{} + {} + {}", name(*first), name(*second), rest.len())
+            }
+        },
+    }
+}
+
+fn composition_name(block: Block) -> &'static str {
+    match block.composition() {
+        Composition::NarrowestWins => "narrowest-wins",
+        Composition::Accumulate => "accumulate",
+        Composition::Fixed => "fixed",
+        Composition::RuntimeDerived => "runtime",
+        Composition::Additive => "additive",
+    }
+}
+
+/// The PromptReport, with each block's label, composition and provenance
+/// summary, and the budget.
+fn prompt_json(resolved: &ResolvedPrompt, budget: &Budget) -> Result<Value, AdminError> {
+    let mut report = serde_json::to_value(PromptReport::new(resolved))
+        .map_err(|e| AdminError::Internal(format!("cannot encode the prompt report: {e}")))?;
+    if let Some(blocks) = report.get_mut("blocks").and_then(Value::as_array_mut) {
+        for (json, block) in blocks.iter_mut().zip(&resolved.blocks) {
+            if let Value::Object(json) = json {
+                json.insert("label".to_owned(), block.block.label().into());
+                json.insert(
+                    "composition".to_owned(),
+                    composition_name(block.block).into(),
+                );
+                json.insert("summary".to_owned(), provenance_summary(block).into());
+            }
+        }
+    }
+    if let Value::Object(map) = &mut report {
+        map.insert("tokens".to_owned(), json!(budget.report.summary()));
+        map.insert("budget".to_owned(), json!(budget.report));
+        map.insert("budget_warnings".to_owned(), json!(budget.warnings));
+    }
+    Ok(report)
+}
+
+fn trust_name(trust: Trust) -> &'static str {
+    match trust {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    }
+}
+
+/// `GET /api/prompt`: the effective prompt for the selectors.
+pub(crate) async fn prompt(
+    State(state): Shared,
+    q: Result<Query<ViewQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let core = Core::open(query(q)?.selectors(&state)?)?;
+    let (resolved, budget) = core.budget()?;
+    Ok(Json(prompt_json(&resolved, &budget)?))
+}
+
+fn sub_name(sub: &SubLayer) -> String {
+    match sub {
+        SubLayer::Base => "base".to_owned(),
+        SubLayer::Surface(kind) => format!("surface/{kind}"),
+        SubLayer::Agent(role) => format!("agents/{role}"),
+    }
+}
+
+/// Roles that have a directory under either scope's `agents/`.
+fn known_roles(state: &AppState) -> Vec<String> {
+    let mut roles = std::collections::BTreeSet::new();
+    for root in [&state.home, &state.project] {
+        let dir = vak_core::prompts::prompt_dir(root).join("agents");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
+            if let Some(raw) = entry.file_name().to_str()
+                && is_dir
+                && Name::new(NameKind::Role, raw).is_ok()
+            {
+                roles.insert(raw.to_owned());
+            }
+        }
+    }
+    roles.into_iter().collect()
+}
+
+/// `GET /api/layers`: every editable block of one directory layer.
+pub(crate) async fn layers(
+    State(state): Shared,
+    q: Result<Query<LayerQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let scope = q.scope()?;
+    let sub = q.sub()?;
+    let probe = target(scope, sub.clone(), Block::Identity)?;
+    let core = core_for(&state, &probe)?;
+    let trust = core.trust()?;
+    let resolved = core.resolve()?;
+    let selectors = core.selectors().clone();
+    let mut blocks = Vec::new();
+    for block in Block::EDITABLE {
+        let target = target(scope, sub.clone(), block)?;
+        let start = core.edit_start(&target).map_err(edit_error)?;
+        let state_name = match (start.exists, start.text.trim().is_empty()) {
+            (false, _) => "inherited",
+            (true, true) => "empty",
+            (true, false) => "overridden",
+        };
+        let effective_block = target.effective_block();
+        let effective = resolved.block(effective_block);
+        let path = target.path(&selectors);
+        let verdict = prompt_verdict(&target.provenance(&selectors), effective_block, trust);
+        let not_applied = match verdict {
+            Verdict::Keep => None,
+            Verdict::Demote(reason) => Some(format!(
+                "This project is untrusted, so its `{block}` is not applied: {reason}"
+            )),
+        };
+        blocks.push(json!({
+            "block": block.wire_name(),
+            "label": block.label(),
+            "composition": composition_name(block),
+            "lands_in": effective_block.wire_name(),
+            "state": state_name,
+            "exists": start.exists,
+            "text": if start.exists { Some(&start.text) } else { None },
+            "editor_text": start.text,
+            "digest": start.digest,
+            "path": path,
+            "not_applied": not_applied,
+            "effective": effective.map(|b| json!({
+                "summary": provenance_summary(b),
+                "layers": b.layers().iter().map(|l| l.wire_name()).collect::<Vec<_>>(),
+                "sources": b.contributors.iter().map(|c| json!({
+                    "layer": c.provenance.layer.wire_name(),
+                    "label": c.provenance.layer.label(),
+                    "source": c.provenance.source,
+                    "text": c.text,
+                })).collect::<Vec<_>>(),
+                "text": b.text,
+            })),
+        }));
+    }
+    let dir = target(scope, sub.clone(), Block::Identity)?
+        .path(&selectors)
+        .parent()
+        .map(|p| p.to_string())
+        .unwrap_or_default();
+    Ok(Json(json!({
+        "scope": match scope { Scope::Shared => "shared", Scope::Project => "project" },
+        "sub": sub_name(&sub),
+        "layer": probe.layer().wire_name(),
+        "label": probe.layer().label(),
+        "dir": dir,
+        "home": state.home,
+        "project": state.project,
+        "trust": trust_name(trust),
+        "roles": known_roles(&state),
+        "surfaces": SurfaceKind::ALL.iter().map(|k| k.wire_name()).collect::<Vec<_>>(),
+        "blocks": blocks,
+    })))
+}
+
+/// The body of a save.
+#[derive(Debug, Deserialize)]
+pub(crate) struct SaveBody {
+    /// The new text.
+    pub(crate) text: String,
+    /// The digest the editor started from; `""` when the block was inherited.
+    pub(crate) if_digest: Option<String>,
+}
+
+pub(crate) fn required_digest(digest: Option<String>) -> Result<String, AdminError> {
+    digest.ok_or_else(|| {
+        AdminError::BadRequest(
+            "send `if_digest`: the digest the editor started from, or \"\" when the block was inherited"
+                .to_owned(),
+        )
+    })
+}
+
+fn preview_json(preview: &Preview) -> Value {
+    json!({
+        "tokens": preview.budget.report.summary(),
+        "tokens_before": preview.budget_before.report.summary(),
+        "lints": preview.lints,
+        "not_applied": preview.not_applied,
+    })
+}
+
+/// `PUT /api/layers/{block}`: save one block of one layer.
+pub(crate) async fn save(
+    State(state): Shared,
+    Path(block): Path<String>,
+    q: Result<Query<LayerQuery>, QueryRejection>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let block = editable_block(&block)?;
+    let body: SaveBody = body(bytes)?;
+    check_text_size(&body.text)?;
+    let if_digest = required_digest(body.if_digest)?;
+    let target = target(q.scope()?, q.sub()?, block)?;
+    let core = core_for(&state, &target)?;
+    let saved = core
+        .save_block(&target, &body.text, Some(&if_digest))
+        .map_err(edit_error)?;
+    tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
+    let mut answer = preview_json(&saved.preview);
+    if let Value::Object(map) = &mut answer {
+        map.insert("path".to_owned(), json!(saved.outcome.path));
+        map.insert("digest".to_owned(), json!(saved.outcome.digest));
+        map.insert("previous".to_owned(), json!(saved.outcome.previous));
+    }
+    Ok(Json(answer))
+}
+
+/// `DELETE /api/layers/{block}?…&if_digest=`: delete the file, inherit again.
+pub(crate) async fn reset(
+    State(state): Shared,
+    Path(block): Path<String>,
+    q: Result<Query<LayerQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let block = editable_block(&block)?;
+    let if_digest = required_digest(q.if_digest.clone())?;
+    let target = target(q.scope()?, q.sub()?, block)?;
+    let core = core_for(&state, &target)?;
+    let reset = core
+        .reset_block(&target, Some(&if_digest))
+        .map_err(edit_error)?;
+    tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
+    let mut answer = preview_json(&reset.preview);
+    if let Value::Object(map) = &mut answer {
+        map.insert("path".to_owned(), json!(reset.preview.path));
+        map.insert("removed".to_owned(), json!(reset.removed));
+    }
+    Ok(Json(answer))
+}
+
+/// The body of a live count: a candidate text for one block of one layer.
+#[derive(Debug, Deserialize)]
+pub(crate) struct TokensBody {
+    scope: Option<String>,
+    surface: Option<String>,
+    agent: Option<String>,
+    bot: Option<String>,
+    chat: Option<String>,
+    block: String,
+    text: String,
+}
+
+/// `POST /api/tokens`: what the prefix would count with a candidate text,
+/// counted by the budget crate's tokenizer, without writing anything.
+pub(crate) async fn tokens(
+    State(state): Shared,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let b: TokensBody = body(bytes)?;
+    check_text_size(&b.text)?;
+    let block = editable_block(&b.block)?;
+    let preview = match b.bot.as_deref().filter(|s| !s.is_empty()) {
+        Some(bot) => {
+            let bot = name(NameKind::Bot, bot)?;
+            let chat = b
+                .chat
+                .as_deref()
+                .filter(|s| !s.is_empty())
+                .map(|c| name(NameKind::Chat, c))
+                .transpose()?;
+            crate::gateway::preview(&state, &bot, chat.as_ref(), block, Some(&b.text))?
+        }
+        None => {
+            let q = LayerQuery {
+                scope: b.scope,
+                surface: b.surface,
+                agent: b.agent,
+                if_digest: None,
+            };
+            let target = target(q.scope()?, q.sub()?, block)?;
+            core_for(&state, &target)?
+                .preview(&target, Some(&b.text))
+                .map_err(edit_error)?
+        }
+    };
+    let report = &preview.budget.report;
+    let text_tokens: Option<usize> = report
+        .layers
+        .iter()
+        .flat_map(|l| &l.sources)
+        .find(|s| s.source.as_deref() == Some(preview.path.as_str()))
+        .map(|s| s.tokens);
+    Ok(Json(json!({
+        "prefix_tokens": report.prefix_tokens,
+        "prefix_tokens_before": preview.budget_before.report.prefix_tokens,
+        "text_tokens": text_tokens,
+        "cap": report.cap,
+        "model": report.model,
+        "context_window": report.context_window,
+        "approximate": report.approximate,
+        "over_cap": report.is_over(),
+        "refused": preview.over_budget(),
+        "not_applied": preview.not_applied,
+        "lints": preview.lints,
+    })))
+}
+
+/// `GET /api/permissions`: the effective allow/ask/deny lists and where each
+/// rule came from, plus the rules trust did not apply.
+pub(crate) async fn permissions(
+    State(state): Shared,
+    q: Result<Query<ViewQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let core = Core::open(query(q)?.selectors(&state)?)?;
+    let resolved = core.resolve()?;
+    let rules: Vec<Value> = resolved
+        .config
+        .permissions
+        .iter()
+        .map(|(kind, rule)| {
+            json!({
+                "kind": kind.wire_name(),
+                "rule": rule.value,
+                "origin": rule.origin.wire_name(),
+                "source": rule.source,
+            })
+        })
+        .collect();
+    let not_applied: Vec<Value> = resolved
+        .demoted
+        .iter()
+        .filter(|d| d.block.is_none())
+        .map(|d| {
+            json!({
+                "key": d.config_key,
+                "source": d.provenance.source,
+                "reason": d.reason.explain(),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "trust": trust_name(resolved.trust),
+        "rules": rules,
+        "not_applied": not_applied,
+    })))
+}
+
+/// `GET /api/audit`: the security events, oldest first.
+pub(crate) async fn audit(State(state): Shared) -> Result<Json<Value>, AdminError> {
+    let log = AuditLog::new(&state.home);
+    let entries = log
+        .list()
+        .map_err(|e| AdminError::Internal(e.to_string()))?;
+    Ok(Json(json!({
+        "path": log.path(),
+        "events": entries.events,
+        "skipped_unknown": entries.skipped_unknown,
+        "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
+    })))
+}

@@ -1,0 +1,484 @@
+//! The bot and chat tiers: the `prompts` objects in
+//! `$VAK_HOME/.vak/gateway/bots.json` (key `<bot>`) and `allowlist.json`
+//! (key `<bot>` → `<chat>`). This API is the only writer of those objects.
+//!
+//! An edit reads the whole file (hostile-first, like the loader), changes
+//! one key of one entry's `prompts`, and writes the file back with the
+//! loader's atomic save, checked against the digest of the file as read: a
+//! concurrent writer makes the save fail with 409 rather than being
+//! overwritten. Every other key in the file is kept (serde_json writes
+//! object keys in sorted order, so the key order may change).
+
+use std::sync::Arc;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use vak_core::prompts::{
+    Block, LoadedChain, Name, NameKind, Origin, PromptLayer, Provenance, SurfaceKind, TailContext,
+    read_safely, sha256_hex,
+};
+use vak_core::{Core, Preview, Selectors, budget_of, lints_of_text};
+use vak_prompt_loader::{ABSENT_DIGEST, save_atomic};
+
+use crate::AdminError;
+use crate::api::{
+    SaveBody, body, check_text_size, editable_block, name, over_budget_detail, query,
+    required_digest, save_error,
+};
+use crate::server::AppState;
+
+const BOTS: &str = "bots.json";
+const ALLOWLIST: &str = "allowlist.json";
+
+/// `$VAK_HOME/.vak/gateway`.
+fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
+    home.join(".vak").join("gateway")
+}
+
+/// Which entry an edit addresses.
+#[derive(Debug, Clone)]
+enum Tier {
+    Bot(Name),
+    Chat(Name, Name),
+}
+
+impl Tier {
+    fn file(&self) -> &'static str {
+        match self {
+            Tier::Bot(_) => BOTS,
+            Tier::Chat(..) => ALLOWLIST,
+        }
+    }
+
+    fn layer(&self) -> PromptLayer {
+        match self {
+            Tier::Bot(_) => PromptLayer::Bot,
+            Tier::Chat(..) => PromptLayer::Chat,
+        }
+    }
+
+    /// The source key the loader reports for `block` of this entry.
+    fn key(&self, block: Block) -> String {
+        match self {
+            Tier::Bot(bot) => format!("{BOTS}#/{bot}/prompts/{block}"),
+            Tier::Chat(bot, chat) => format!("{ALLOWLIST}#/{bot}/{chat}/prompts/{block}"),
+        }
+    }
+
+    fn bot(&self) -> &Name {
+        match self {
+            Tier::Bot(bot) | Tier::Chat(bot, _) => bot,
+        }
+    }
+
+    fn chat(&self) -> Option<&Name> {
+        match self {
+            Tier::Bot(_) => None,
+            Tier::Chat(_, chat) => Some(chat),
+        }
+    }
+
+    /// The JSON path from the file's root to the entry.
+    fn entry_path(&self) -> Vec<&str> {
+        match self {
+            Tier::Bot(bot) => vec![bot.as_str()],
+            Tier::Chat(bot, chat) => vec![bot.as_str(), chat.as_str()],
+        }
+    }
+}
+
+/// A gateway file's top-level object and the digest of its bytes.
+type GatewayFile = (Map<String, Value>, String);
+
+/// Read a gateway file as the loader would. `None` when absent.
+fn read_file(path: &Utf8Path, dir: &Utf8Path) -> Result<Option<GatewayFile>, AdminError> {
+    let text = read_safely(path, dir).map_err(|refusal| {
+        AdminError::Gateway(format!("`{path}` {refusal}; fix it by hand first"))
+    })?;
+    let Some(text) = text else { return Ok(None) };
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        AdminError::Gateway(format!(
+            "`{path}` is not valid JSON ({e}); fix it by hand first"
+        ))
+    })?;
+    match value {
+        Value::Object(map) => Ok(Some((map, sha256_hex(text.as_bytes())))),
+        _ => Err(AdminError::Gateway(format!(
+            "`{path}` is not a JSON object keyed by bot id; fix it by hand first"
+        ))),
+    }
+}
+
+/// The `prompts` text of `block` in `entry`, checking the shape on the way.
+fn prompt_of<'a>(entry: &'a Value, block: Block, key: &str) -> Result<Option<&'a str>, AdminError> {
+    let Some(prompts) = entry.get("prompts") else {
+        return Ok(None);
+    };
+    let Some(prompts) = prompts.as_object() else {
+        return Err(AdminError::Gateway(format!(
+            "`{}` is not an object of block names to strings; fix it by hand first",
+            key.rsplit_once('/').map_or(key, |(k, _)| k)
+        )));
+    };
+    match prompts.get(block.wire_name()) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(_) => Err(AdminError::Gateway(format!(
+            "`{key}` is not a string; fix it by hand first"
+        ))),
+    }
+}
+
+fn block_json(entry: Option<&Value>, tier_key: impl Fn(Block) -> String) -> Vec<Value> {
+    Block::EDITABLE
+        .iter()
+        .map(|&block| {
+            let key = tier_key(block);
+            let (state, text, problem) = match entry.map(|e| prompt_of(e, block, &key)) {
+                None | Some(Ok(None)) => ("inherited", None, None),
+                Some(Ok(Some(text))) if text.trim().is_empty() => ("empty", Some(text), None),
+                Some(Ok(Some(text))) => ("overridden", Some(text), None),
+                Some(Err(e)) => ("inherited", None, Some(e.to_string())),
+            };
+            json!({
+                "block": block.wire_name(),
+                "label": block.label(),
+                "state": state,
+                "text": text,
+                "digest": text.map_or_else(|| ABSENT_DIGEST.to_owned(), |t| sha256_hex(t.as_bytes())),
+                "key": key,
+                "problem": problem,
+            })
+        })
+        .collect()
+}
+
+/// `GET /api/gateway`: every bot and chat entry and its `prompts`.
+pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Value>, AdminError> {
+    let dir = gateway_dir(&state.home);
+    let bots_path = dir.join(BOTS);
+    let allow_path = dir.join(ALLOWLIST);
+    let bots = read_file(&bots_path, &dir)?
+        .map(|(m, _)| m)
+        .unwrap_or_default();
+    let allow = read_file(&allow_path, &dir)?
+        .map(|(m, _)| m)
+        .unwrap_or_default();
+    let mut ids: Vec<&String> = bots.keys().chain(allow.keys()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut out = Vec::new();
+    let mut problems = Vec::new();
+    for id in ids {
+        let Ok(bot) = Name::new(NameKind::Bot, id) else {
+            problems.push(format!(
+                "bot id `{id}` is not a valid name (letters, digits, `-`, `_`); it is never loaded"
+            ));
+            continue;
+        };
+        let entry = bots.get(id);
+        let mut chats = Vec::new();
+        if let Some(Value::Object(chat_map)) = allow.get(id) {
+            for (chat_id, chat_entry) in chat_map {
+                let Ok(chat) = Name::new(NameKind::Chat, chat_id) else {
+                    problems.push(format!(
+                        "chat id `{chat_id}` under bot `{id}` is not a valid name; it is never loaded"
+                    ));
+                    continue;
+                };
+                let tier = Tier::Chat(bot.clone(), chat);
+                chats.push(json!({
+                    "chat": chat_id,
+                    "name": chat_entry.get("name").and_then(Value::as_str),
+                    "prompts": block_json(Some(chat_entry), |b| tier.key(b)),
+                }));
+            }
+        }
+        let tier = Tier::Bot(bot);
+        out.push(json!({
+            "bot": id,
+            "display_name": entry.and_then(|e| e.get("display_name")).and_then(Value::as_str),
+            "prompts": block_json(entry, |b| tier.key(b)),
+            "chats": chats,
+        }));
+    }
+    Ok(Json(json!({
+        "dir": dir,
+        "bots_file": bots_path,
+        "allowlist_file": allow_path,
+        "bots": out,
+        "problems": problems,
+    })))
+}
+
+/// Put `text` in place of what `chain` holds for `provenance`/`block` (or
+/// drop it for `None`), keeping the loader's widest-first order.
+fn substitute(chain: &mut LoadedChain, block: Block, provenance: &Provenance, text: Option<&str>) {
+    chain
+        .contributions
+        .retain(|c| !(c.block == block && c.provenance == *provenance));
+    chain
+        .skipped
+        .retain(|s| !(s.block == Some(block) && s.provenance == *provenance));
+    let Some(text) = text else { return };
+    let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
+    let new = vak_core::prompts::Contribution {
+        block,
+        provenance: provenance.clone(),
+        text: text.to_owned(),
+    };
+    let key = |c: &vak_core::prompts::Contribution| {
+        (c.provenance.layer, c.provenance.origin, rank(c.block))
+    };
+    let at = chain
+        .contributions
+        .iter()
+        .position(|c| key(c) > key(&new))
+        .unwrap_or(chain.contributions.len());
+    chain.contributions.insert(at, new);
+}
+
+/// What the prompt of this bot (and chat) would be with `text` in place,
+/// on the chat surface, budgeted by the same functions as a file save.
+pub(crate) fn preview(
+    state: &AppState,
+    bot: &Name,
+    chat: Option<&Name>,
+    block: Block,
+    text: Option<&str>,
+) -> Result<Preview, AdminError> {
+    let tier = match chat {
+        Some(chat) => Tier::Chat(bot.clone(), chat.clone()),
+        None => Tier::Bot(bot.clone()),
+    };
+    preview_tier(state, &tier, block, text)
+}
+
+fn preview_tier(
+    state: &AppState,
+    tier: &Tier,
+    block: Block,
+    text: Option<&str>,
+) -> Result<Preview, AdminError> {
+    let core = Core::open(Selectors {
+        surface: SurfaceKind::Chat,
+        bot: Some(tier.bot().clone()),
+        chat: tier.chat().cloned(),
+        ..state.selectors()
+    })?;
+    let trust = core.trust()?;
+    let chain = core.load()?;
+    let before = core.compose(&chain, trust, TailContext::now());
+    let key = tier.key(block);
+    let provenance = Provenance::new(tier.layer(), Origin::Gateway, key.as_str());
+    let mut after_chain = chain;
+    substitute(&mut after_chain, block, &provenance, text);
+    let after = core.compose(&after_chain, trust, TailContext::now());
+    Ok(Preview {
+        path: Utf8PathBuf::from(key),
+        budget: budget_of(&after),
+        budget_before: budget_of(&before),
+        lints: text.map(|t| lints_of_text(block, t)).unwrap_or_default(),
+        not_applied: None,
+        before,
+        after,
+    })
+}
+
+/// Set (`Some`) or remove (`None`) one block of one gateway entry.
+fn edit(
+    state: &AppState,
+    tier: &Tier,
+    block: Block,
+    text: Option<&str>,
+    if_digest: &str,
+) -> Result<Value, AdminError> {
+    // One edit at a time in this process; the file digest below covers
+    // writers in other processes.
+    let _guard = state.gateway_lock.lock().map_err(|_| {
+        AdminError::Internal(
+            "the gateway edit lock is poisoned; restart `vak admin serve`".to_owned(),
+        )
+    })?;
+    let dir = gateway_dir(&state.home);
+    std::fs::create_dir_all(&dir).map_err(|source| AdminError::Io {
+        context: format!("cannot create `{dir}`"),
+        source,
+    })?;
+    let path = dir.join(tier.file());
+    let (mut root, file_digest) =
+        read_file(&path, &dir)?.unwrap_or_else(|| (Map::new(), ABSENT_DIGEST.to_owned()));
+    let key = tier.key(block);
+
+    let current = {
+        let mut entry: Option<&Value> = None;
+        let mut at: Option<&Map<String, Value>> = Some(&root);
+        for part in tier.entry_path() {
+            entry = at.and_then(|m| m.get(part));
+            at = entry.and_then(Value::as_object);
+        }
+        match entry {
+            Some(e) => prompt_of(e, block, &key)?.map(str::to_owned),
+            None => None,
+        }
+    };
+    let current_digest = current
+        .as_deref()
+        .map_or_else(|| ABSENT_DIGEST.to_owned(), |t| sha256_hex(t.as_bytes()));
+    if if_digest != current_digest {
+        return Err(AdminError::Conflict {
+            message: format!(
+                "`{key}` changed since you read it: its sha256 is now {}, not {}; reload it and redo your change",
+                if current.is_some() {
+                    current_digest.as_str()
+                } else {
+                    "absent (no key)"
+                },
+                if if_digest.is_empty() {
+                    "absent (no key)"
+                } else {
+                    if_digest
+                }
+            ),
+            current_digest: Some(current_digest),
+        });
+    }
+    if current.is_none() && text.is_none() {
+        return Ok(json!({ "key": key, "file": path, "removed": null, "changed": false }));
+    }
+
+    let preview = preview_tier(state, tier, block, text)?;
+    if preview.over_budget() {
+        let report = &preview.budget.report;
+        return Err(AdminError::OverBudget {
+            message: format!(
+                "refusing to save `{block}` to `{key}`: {}",
+                report.over_cap_message()
+            ),
+            detail: over_budget_detail(report),
+        });
+    }
+
+    // Walk down, creating the entry when a value is being set.
+    let mut map = &mut root;
+    for part in tier.entry_path() {
+        let slot = map
+            .entry(part.to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        map = slot.as_object_mut().ok_or_else(|| {
+            AdminError::Gateway(format!(
+                "`{}#/{part}` in `{path}` is not an object; fix it by hand first",
+                tier.file()
+            ))
+        })?;
+    }
+    let prompts = map
+        .entry("prompts".to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    let prompts_map = prompts.as_object_mut().ok_or_else(|| {
+        AdminError::Gateway(format!(
+            "`{key}`'s `prompts` is not an object; fix it by hand first"
+        ))
+    })?;
+    match text {
+        Some(text) => {
+            prompts_map.insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
+        }
+        None => {
+            prompts_map.remove(block.wire_name());
+            if prompts_map.is_empty() {
+                map.remove("prompts");
+            }
+        }
+    }
+    let mut out = serde_json::to_string_pretty(&Value::Object(root))
+        .map_err(|e| AdminError::Internal(format!("cannot encode `{path}`: {e}")))?;
+    out.push('\n');
+    let saved = save_atomic(&path, &dir, &out, Some(&file_digest)).map_err(save_error)?;
+    tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
+    Ok(json!({
+        "key": key,
+        "file": saved.path,
+        "file_digest": saved.digest,
+        "digest": text.map(|t| sha256_hex(t.as_bytes())),
+        "previous": current.map(|_| current_digest),
+        "tokens": preview.budget.report.summary(),
+        "lints": preview.lints,
+        "changed": true,
+    }))
+}
+
+/// `?if_digest=` for the gateway resets.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DigestQuery {
+    if_digest: Option<String>,
+}
+
+fn save_to(
+    state: &AppState,
+    tier: Tier,
+    block: &str,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let block = editable_block(block)?;
+    let b: SaveBody = body(bytes)?;
+    check_text_size(&b.text)?;
+    let if_digest = required_digest(b.if_digest)?;
+    Ok(Json(edit(state, &tier, block, Some(&b.text), &if_digest)?))
+}
+
+fn reset_of(
+    state: &AppState,
+    tier: Tier,
+    block: &str,
+    q: Result<Query<DigestQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let block = editable_block(block)?;
+    let if_digest = required_digest(query(q)?.if_digest)?;
+    Ok(Json(edit(state, &tier, block, None, &if_digest)?))
+}
+
+/// `PUT /api/gateway/bots/{bot}/{block}`.
+pub(crate) async fn save_bot(
+    State(state): State<Arc<AppState>>,
+    Path((bot, block)): Path<(String, String)>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+    save_to(&state, tier, &block, bytes)
+}
+
+/// `DELETE /api/gateway/bots/{bot}/{block}?if_digest=`.
+pub(crate) async fn reset_bot(
+    State(state): State<Arc<AppState>>,
+    Path((bot, block)): Path<(String, String)>,
+    q: Result<Query<DigestQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+    reset_of(&state, tier, &block, q)
+}
+
+/// `PUT /api/gateway/chats/{bot}/{chat}/{block}`.
+pub(crate) async fn save_chat(
+    State(state): State<Arc<AppState>>,
+    Path((bot, chat, block)): Path<(String, String, String)>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+    save_to(&state, tier, &block, bytes)
+}
+
+/// `DELETE /api/gateway/chats/{bot}/{chat}/{block}?if_digest=`.
+pub(crate) async fn reset_chat(
+    State(state): State<Arc<AppState>>,
+    Path((bot, chat, block)): Path<(String, String, String)>,
+    q: Result<Query<DigestQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+    reset_of(&state, tier, &block, q)
+}

@@ -1,0 +1,300 @@
+//! Binding, the router, and the guard every request passes.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::header::{
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, HOST, REFERRER_POLICY,
+    X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
+};
+use axum::http::{HeaderValue, Method};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use camino::Utf8PathBuf;
+use vak_core::{Core, Selectors};
+
+use crate::token::{AdminToken, TokenSource};
+use crate::{AdminError, api, assets, gateway};
+
+/// The largest request body accepted. Twice the loader's per-file limit, so
+/// a maximal prompt file still fits after JSON escaping; the text inside is
+/// then held to the per-file limit itself.
+pub const MAX_BODY_BYTES: usize = 2 * vak_prompt_loader::MAX_FILE_BYTES as usize;
+
+/// What `vak admin serve` was asked for.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// `$VAK_HOME`: the shared layer, the gateway files, the token file.
+    pub home: Utf8PathBuf,
+    /// The project whose layers "This project" edits.
+    pub project: Utf8PathBuf,
+    /// `IP:PORT`; port 0 picks a free port.
+    pub listen: String,
+    /// The value of `VAK_ADMIN_TOKEN`, if set. Passed in rather than read
+    /// here so tests need not touch the process environment.
+    pub env_token: Option<String>,
+}
+
+/// Shared by every request.
+#[derive(Debug)]
+pub(crate) struct AppState {
+    /// Absolute `$VAK_HOME`.
+    pub(crate) home: Utf8PathBuf,
+    /// Absolute project directory.
+    pub(crate) project: Utf8PathBuf,
+    token: AdminToken,
+    /// `Host` values this server answers to.
+    hosts: Vec<String>,
+    /// The URL people open, for error messages.
+    pub(crate) origin: String,
+    /// Serialises gateway JSON edits within this process; the loader's
+    /// digest-checked atomic save covers other writers.
+    pub(crate) gateway_lock: Mutex<()>,
+}
+
+impl AppState {
+    /// Selectors for this server's home and project.
+    pub(crate) fn selectors(&self) -> Selectors {
+        Selectors::new(self.home.clone(), self.project.clone())
+    }
+}
+
+/// A bound, not yet running, admin server.
+#[derive(Debug)]
+pub struct Server {
+    listener: std::net::TcpListener,
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    token: String,
+}
+
+impl Server {
+    /// Resolve the home and project, load or generate the token, and bind
+    /// `config.listen`. Nothing is served until [`Server::run`].
+    pub fn bind(config: ServeConfig) -> Result<Server, AdminError> {
+        let requested: SocketAddr = config
+            .listen
+            .parse()
+            .map_err(|_| AdminError::BadListen(config.listen.clone()))?;
+        if !requested.ip().is_loopback() {
+            tracing::warn!(
+                %requested,
+                "the admin server is listening beyond loopback; anyone who can reach it and has the token can edit prompts"
+            );
+        }
+        // Core::open makes the paths absolute exactly as every resolution
+        // will, so the sources the loader reports match the paths we write.
+        let core = Core::open(Selectors::new(config.home.clone(), config.project.clone()))?;
+        let home = core.selectors().home.clone();
+        let project = core.selectors().project.clone();
+        // The token file lives under the home, which may not exist yet.
+        let (token, secret) = AdminToken::load(&home, config.env_token.as_deref())?;
+        if !project.is_dir() {
+            return Err(AdminError::BadRequest(format!(
+                "project directory `{project}` does not exist; pass --project DIR"
+            )));
+        }
+        let listener =
+            std::net::TcpListener::bind(requested).map_err(|source| AdminError::Bind {
+                addr: config.listen.clone(),
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| AdminError::Bind {
+            addr: config.listen.clone(),
+            source,
+        })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| AdminError::Bind {
+                addr: config.listen.clone(),
+                source,
+            })?;
+        let state = Arc::new(AppState {
+            home,
+            project,
+            token,
+            hosts: allowed_hosts(addr),
+            origin: format!("http://{addr}"),
+            gateway_lock: Mutex::new(()),
+        });
+        Ok(Server {
+            listener,
+            addr,
+            state,
+            token: secret,
+        })
+    }
+
+    /// The address actually bound (the real port when 0 was asked for).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://IP:PORT/#/prompts`: what to open in a browser.
+    pub fn url(&self) -> String {
+        format!("{}/#/prompts", self.state.origin)
+    }
+
+    /// Where the token in force came from.
+    pub fn token_source(&self) -> &TokenSource {
+        self.state.token.source()
+    }
+
+    /// The token itself, for tests and for a caller that generated it.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// Serve until the process ends, on a single-threaded runtime: an admin
+    /// UI has one user, and one thread keeps each request's file work
+    /// strictly ordered.
+    pub fn run(self) -> Result<(), AdminError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .map_err(AdminError::Runtime)?;
+        runtime.block_on(self.serve())
+    }
+
+    /// Serve on the current tokio runtime until the process ends.
+    pub async fn serve(self) -> Result<(), AdminError> {
+        let listener =
+            tokio::net::TcpListener::from_std(self.listener).map_err(AdminError::Serve)?;
+        axum::serve(listener, router(self.state))
+            .await
+            .map_err(AdminError::Serve)
+    }
+}
+
+/// The `Host` values a browser sends for this address. A DNS-rebinding page
+/// reaches us under its own host name, which is never in this list.
+fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
+    let port = addr.port();
+    let mut hosts = vec![addr.to_string()];
+    match addr.ip() {
+        IpAddr::V4(ip) if ip.is_loopback() => hosts.push(format!("localhost:{port}")),
+        IpAddr::V6(ip) if ip.is_loopback() => hosts.push(format!("localhost:{port}")),
+        _ => {}
+    }
+    hosts
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/", get(assets::index))
+        .route("/app.js", get(assets::script))
+        .route("/app.css", get(assets::style))
+        .route("/api/prompt", get(api::prompt))
+        .route("/api/layers", get(api::layers))
+        .route("/api/layers/{block}", put(api::save).delete(api::reset))
+        .route("/api/tokens", post(api::tokens))
+        .route("/api/permissions", get(api::permissions))
+        .route("/api/audit", get(api::audit))
+        .route("/api/gateway", get(gateway::list))
+        .route(
+            "/api/gateway/bots/{bot}/{block}",
+            put(gateway::save_bot).delete(gateway::reset_bot),
+        )
+        .route(
+            "/api/gateway/chats/{bot}/{chat}/{block}",
+            put(gateway::save_chat).delete(gateway::reset_chat),
+        )
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+async fn not_found(request: Request) -> AdminError {
+    AdminError::NotFound(format!(
+        "no route `{} {}`; see docs/admin-api.md for the routes",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+async fn method_not_allowed(request: Request) -> Response {
+    let error = AdminError::NotFound(format!(
+        "`{}` does not accept {}; see docs/admin-api.md",
+        request.uri().path(),
+        request.method()
+    ));
+    let mut response = error.into_response();
+    *response.status_mut() = axum::http::StatusCode::METHOD_NOT_ALLOWED;
+    response
+}
+
+fn bearer(request: &Request) -> Option<&str> {
+    let value = request.headers().get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Every request: the `Host` must be ours (DNS-rebinding defence); every
+/// `/api/` request must carry the bearer token. Security headers go on
+/// every response.
+async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let host = request
+        .headers()
+        .get(HOST)
+        .and_then(|h| h.to_str().ok())
+        .map(str::to_owned);
+    let mut response = match host {
+        None => AdminError::WrongHost(format!(
+            "the request has no Host header; open {} in a browser",
+            state.origin
+        ))
+        .into_response(),
+        Some(host) if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) => {
+            tracing::warn!(%host, "refused a request for another host");
+            AdminError::WrongHost(format!(
+                "Host `{host}` is not the address this server listens on; open {} instead",
+                state.origin
+            ))
+            .into_response()
+        }
+        Some(_) => {
+            let path = request.uri().path();
+            let is_api = path == "/api" || path.starts_with("/api/");
+            if is_api && request.method() != Method::OPTIONS {
+                match bearer(&request) {
+                    Some(token) if state.token.matches(token) => next.run(request).await,
+                    Some(_) => AdminError::Unauthorized(format!(
+                        "the bearer token is wrong; use the token from {}",
+                        state.token.source()
+                    ))
+                    .into_response(),
+                    None => AdminError::Unauthorized(format!(
+                        "this route needs `Authorization: Bearer <token>`; the token is in {}",
+                        state.token.source()
+                    ))
+                    .into_response(),
+                }
+            } else if is_api {
+                AdminError::Unauthorized(
+                    "cross-origin requests are not served; use the page this server serves"
+                        .to_owned(),
+                )
+                .into_response()
+            } else {
+                next.run(request).await
+            }
+        }
+    };
+    let headers = response.headers_mut();
+    headers.insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; form-action 'none'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    response
+}

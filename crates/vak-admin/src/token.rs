@@ -1,0 +1,246 @@
+//! The bearer token: from `VAK_ADMIN_TOKEN`, else `$VAK_HOME/.vak/admin.token`
+//! (generated with mode 0600 on first use, reused afterwards).
+
+use std::fmt;
+use std::io::Write as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use subtle::ConstantTimeEq;
+use vak_core::prompts::sha256_hex;
+
+use crate::AdminError;
+
+/// Tokens shorter than this are refused: they would be guessable.
+const MIN_TOKEN_CHARS: usize = 16;
+
+/// Where the token in force came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// The `VAK_ADMIN_TOKEN` environment variable.
+    Env,
+    /// A file that already held a token.
+    File(Utf8PathBuf),
+    /// A file this start generated.
+    Generated(Utf8PathBuf),
+}
+
+impl fmt::Display for TokenSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TokenSource::Env => f.write_str("the VAK_ADMIN_TOKEN environment variable"),
+            TokenSource::File(path) | TokenSource::Generated(path) => write!(f, "{path}"),
+        }
+    }
+}
+
+/// The token the server accepts. Only its digest is kept, so comparison
+/// runs over two fixed-length strings whatever the caller sent.
+#[derive(Clone)]
+pub struct AdminToken {
+    digest: String,
+    source: TokenSource,
+}
+
+impl fmt::Debug for AdminToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdminToken")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `$VAK_HOME/.vak/admin.token`.
+pub fn token_path(home: &Utf8Path) -> Utf8PathBuf {
+    home.join(".vak").join("admin.token")
+}
+
+fn io_error(path: &Utf8Path, source: std::io::Error) -> AdminError {
+    AdminError::TokenFile {
+        path: path.to_owned(),
+        source,
+    }
+}
+
+fn generate() -> Result<String, AdminError> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| AdminError::Random(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+#[cfg(unix)]
+fn create_private(path: &Utf8Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn create_private(path: &Utf8Path) -> std::io::Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+}
+
+#[cfg(unix)]
+fn check_private(path: &Utf8Path, meta: &std::fs::Metadata) -> Result<(), AdminError> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(AdminError::TokenPermissions {
+            path: path.to_owned(),
+            mode,
+        });
+    }
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn check_private(_path: &Utf8Path, _meta: &std::fs::Metadata) -> Result<(), AdminError> {
+    Ok(())
+}
+
+fn read_existing(path: &Utf8Path) -> Result<Option<String>, AdminError> {
+    let meta = match std::fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(path, e)),
+    };
+    if !meta.file_type().is_file() {
+        return Err(AdminError::TokenNotRegular(path.to_owned()));
+    }
+    check_private(path, &meta)?;
+    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+    let token = text.trim().to_owned();
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(AdminError::TokenWeak(format!("`{path}`")));
+    }
+    Ok(Some(token))
+}
+
+impl AdminToken {
+    /// The token for `home`: `env` (the value of `VAK_ADMIN_TOKEN`, passed
+    /// in so callers and tests decide), else the token file, generated when
+    /// missing. Returns the token too, so a caller can hand it to a test.
+    pub fn load(home: &Utf8Path, env: Option<&str>) -> Result<(AdminToken, String), AdminError> {
+        if let Some(token) = env.map(str::trim).filter(|t| !t.is_empty()) {
+            if token.chars().count() < MIN_TOKEN_CHARS {
+                return Err(AdminError::TokenWeak("VAK_ADMIN_TOKEN".to_owned()));
+            }
+            return Ok((AdminToken::new(token, TokenSource::Env), token.to_owned()));
+        }
+        let path = token_path(home);
+        if let Some(token) = read_existing(&path)? {
+            return Ok((
+                AdminToken::new(&token, TokenSource::File(path.clone())),
+                token,
+            ));
+        }
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| io_error(&path, e))?;
+        }
+        let token = generate()?;
+        match create_private(&path) {
+            Ok(mut file) => {
+                file.write_all(format!("{token}\n").as_bytes())
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| io_error(&path, e))?;
+                tracing::info!(%path, "generated a new admin token");
+                Ok((
+                    AdminToken::new(&token, TokenSource::Generated(path.clone())),
+                    token,
+                ))
+            }
+            // Another server generated one between our read and create.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let token = read_existing(&path)?.ok_or_else(|| io_error(&path, e))?;
+                Ok((
+                    AdminToken::new(&token, TokenSource::File(path.clone())),
+                    token,
+                ))
+            }
+            Err(e) => Err(io_error(&path, e)),
+        }
+    }
+
+    fn new(token: &str, source: TokenSource) -> Self {
+        AdminToken {
+            digest: sha256_hex(token.as_bytes()),
+            source,
+        }
+    }
+
+    /// Where the token came from.
+    pub fn source(&self) -> &TokenSource {
+        &self.source
+    }
+
+    /// Whether `presented` is the token, compared in constant time (over
+    /// digests, so not even the length leaks).
+    pub fn matches(&self, presented: &str) -> bool {
+        let presented = sha256_hex(presented.as_bytes());
+        presented.as_bytes().ct_eq(self.digest.as_bytes()).into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = Utf8PathBuf::from_path_buf(dir.path().to_owned()).expect("utf8");
+        (dir, path)
+    }
+
+    #[test]
+    fn generates_once_with_mode_0600_then_reuses() {
+        let (_dir, home) = home();
+        let (first, token) = AdminToken::load(&home, None).expect("generate");
+        assert!(matches!(first.source(), TokenSource::Generated(_)));
+        assert_eq!(token.len(), 64);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(token_path(&home))
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        let (second, again) = AdminToken::load(&home, None).expect("reuse");
+        assert!(matches!(second.source(), TokenSource::File(_)));
+        assert_eq!(token, again);
+        assert!(second.matches(&token));
+        assert!(!second.matches(&format!("{token}x")));
+        assert!(!second.matches(""));
+    }
+
+    #[test]
+    fn env_wins_and_short_tokens_are_refused() {
+        let (_dir, home) = home();
+        let (token, _) = AdminToken::load(&home, Some("0123456789abcdef-env")).expect("env");
+        assert_eq!(token.source(), &TokenSource::Env);
+        assert!(token.matches("0123456789abcdef-env"));
+        assert!(!token_path(&home).exists());
+        assert!(matches!(
+            AdminToken::load(&home, Some("short")),
+            Err(AdminError::TokenWeak(_))
+        ));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_world_readable_token_file_is_refused() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_dir, home) = home();
+        AdminToken::load(&home, None).expect("generate");
+        let path = token_path(&home);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        let error = AdminToken::load(&home, None).expect_err("refused");
+        assert!(error.to_string().contains("chmod 600"), "{error}");
+    }
+}

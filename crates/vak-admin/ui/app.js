@@ -1,0 +1,543 @@
+// vak admin: the #/prompts page and its siblings. Vanilla JS, no build step,
+// no request to anything but this server's own /api/.
+//
+// Copy rule (doc 45): visible text says guardrails "instruct" the model.
+// A test scans every string literal in this file for the words it must
+// avoid, so keep user-facing text in string literals, never in identifiers.
+'use strict';
+
+const TOKEN_KEY = 'vak-admin-token';
+const state = {
+  token: sessionStorage.getItem(TOKEN_KEY) || '',
+  scope: 'project',
+  sub: 'base',
+  roles: [],
+  layer: null,
+  openEditor: null,
+};
+
+const $ = (sel) => document.querySelector(sel);
+// Built from strings so this file has no regular-expression literals (the
+// copy test reads string literals with a small tokenizer).
+const UNSAFE_ID = new RegExp('[^a-z0-9-]', 'gi');
+const HASH_PREFIX = new RegExp('^#/');
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === 'class') node.className = v;
+    else if (k === 'text') node.textContent = v;
+    else if (k.startsWith('on')) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) continue;
+    node.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return node;
+}
+
+const fmt = (n) => (typeof n === 'number' ? n.toLocaleString('en-US') : '?');
+
+function say(text) {
+  $('#status').textContent = text;
+}
+
+// ---- API ----------------------------------------------------------------
+
+async function api(method, path, body) {
+  const init = { method, headers: { Authorization: 'Bearer ' + state.token } };
+  if (body !== undefined) {
+    init.headers['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  let res;
+  try {
+    res = await fetch(path, init);
+  } catch (err) {
+    return { status: 0, ok: false, data: { error: 'The admin server did not answer; is `vak admin serve` still running?' } };
+  }
+  let data;
+  try {
+    data = await res.json();
+  } catch (err) {
+    data = { error: 'The server answered ' + res.status + ' without a JSON body.' };
+  }
+  if (res.status === 401) showLogin(data.error);
+  return { status: res.status, ok: res.ok, data };
+}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+  const s = q.toString();
+  return s ? '?' + s : '';
+}
+
+// The layer under edit, as query parameters.
+function layerParams() {
+  const p = { scope: state.scope };
+  if (state.sub.startsWith('surface/')) p.surface = state.sub.slice(8);
+  if (state.sub.startsWith('agents/')) p.agent = state.sub.slice(7);
+  return p;
+}
+
+// The chain the effective prompt is shown for: the edited layer's surface
+// and role selected.
+function viewParams() {
+  const p = layerParams();
+  return { surface: p.surface, agent: p.agent };
+}
+
+// ---- routing ------------------------------------------------------------
+
+const VIEWS = ['login', 'prompts', 'permissions', 'gateway', 'audit'];
+
+function show(view) {
+  for (const v of VIEWS) $('#view-' + v).hidden = v !== view;
+  for (const a of document.querySelectorAll('nav a')) {
+    if (a.dataset.view === view) a.setAttribute('aria-current', 'page');
+    else a.removeAttribute('aria-current');
+  }
+  $('#logout').hidden = view === 'login';
+}
+
+function showLogin(message) {
+  show('login');
+  $('#login-error').textContent = message && state.token ? message : '';
+  $('#token-input').focus();
+}
+
+async function route() {
+  if (!state.token) return showLogin();
+  const view = (location.hash.replace(HASH_PREFIX, '') || 'prompts').split('?')[0];
+  if (view === 'permissions') {
+    show('permissions');
+    return loadPermissions();
+  }
+  if (view === 'gateway') {
+    show('gateway');
+    return loadGateway();
+  }
+  if (view === 'audit') {
+    show('audit');
+    return loadAudit();
+  }
+  show('prompts');
+  return loadPrompts();
+}
+
+// ---- #/prompts ----------------------------------------------------------
+
+function renderScope() {
+  for (const b of document.querySelectorAll('.scope button')) {
+    b.setAttribute('aria-pressed', String(b.dataset.scope === state.scope));
+  }
+  const select = $('#sub-select');
+  select.replaceChildren();
+  select.append(el('option', { value: 'base', text: 'Base layer' }));
+  const surfaces = (state.layer && state.layer.surfaces) || ['cli', 'desktop', 'server', 'chat', 'background'];
+  for (const s of surfaces) select.append(el('option', { value: 'surface/' + s, text: 'Surface: ' + s }));
+  const roles = new Set(state.roles);
+  if (state.sub.startsWith('agents/')) roles.add(state.sub.slice(7));
+  for (const r of [...roles].sort()) select.append(el('option', { value: 'agents/' + r, text: 'Agent: ' + r }));
+  select.value = state.sub;
+}
+
+async function loadPrompts() {
+  const [layer, prompt] = await Promise.all([
+    api('GET', '/api/layers' + query(layerParams())),
+    api('GET', '/api/prompt' + query(viewParams())),
+  ]);
+  if (layer.status === 401 || prompt.status === 401) return;
+  if (!layer.ok) {
+    renderScope();
+    $('#cards').replaceChildren(el('p', { class: 'error', role: 'alert', text: layer.data.error }));
+  } else {
+    state.layer = layer.data;
+    state.roles = layer.data.roles || [];
+    renderScope();
+    renderLayer(layer.data);
+  }
+  if (prompt.ok) renderEffective(prompt.data);
+  else $('#effective').replaceChildren(el('li', { class: 'error', text: prompt.data.error }));
+}
+
+function renderLayer(layer) {
+  const scopeLabel = layer.scope === 'shared' ? 'Shared' : 'This project';
+  const sub = layer.sub === 'base' ? '' : ' · ' + layer.sub;
+  $('#editing').replaceChildren('Editing: ', el('strong', { text: scopeLabel + sub }), ' · ', el('code', { text: layer.dir + '/' }));
+  const note = $('#trust-note');
+  if (layer.scope === 'project' && layer.trust === 'untrusted') {
+    note.hidden = false;
+    note.textContent = 'This project is untrusted: only its guardrails apply. Identity, operating rules and surface notes saved here are kept on disk but not used until you run `vak trust` on the project.';
+  } else {
+    note.hidden = true;
+  }
+  const cards = $('#cards');
+  cards.replaceChildren(...layer.blocks.map((b) => card(layerTarget(b), b)));
+}
+
+function layerTarget(b) {
+  return { kind: 'layer', params: layerParams(), name: b.block, where: b.path };
+}
+
+const STATE_HELP = {
+  inherited: 'No file here: this layer inherits.',
+  overridden: 'This layer has its own text.',
+  empty: 'This layer says deliberately nothing.',
+};
+
+function inheritsFrom(b) {
+  if (!b.effective) return '';
+  if (b.composition === 'accumulate') return 'Adds to wider layers; nothing a wider layer said is removed.';
+  if (b.lands_in === 'agent-instructions') return 'At an agent layer this text is added as agent instructions after the universal identity; it never replaces it.';
+  if (b.state === 'inherited') return 'Inherits: ' + b.effective.summary + '.';
+  return 'In effect: ' + b.effective.summary + '.';
+}
+
+function isGuardrail(name) {
+  return name === 'guardrails';
+}
+
+function guardrailNote() {
+  return el('p', { class: 'guard-note' },
+    'Guardrails instruct the model. They are defence in depth, not a sandbox: a model may misread or ignore them. What tools may do is decided by ',
+    el('a', { href: '#/permissions' }, 'Permissions'),
+    ' before anything runs.');
+}
+
+// One editable block of one layer or gateway entry.
+function card(target, b) {
+  const id = (target.kind + '-' + (target.bot || '') + '-' + (target.chat || '') + '-' + b.block).replace(UNSAFE_ID, '_');
+  const badge = el('span', { class: 'badge badge-' + b.state, title: STATE_HELP[b.state] }, b.state);
+  const actions = el('div', { class: 'actions' });
+  const source = el('div', { class: 'source', hidden: true });
+  const editor = el('div', { class: 'editor', hidden: true });
+  const result = el('div', { class: 'result', role: 'alert', tabindex: '-1' });
+  const node = el('article', { class: 'card', id: 'card-' + id, 'data-block': b.block, 'data-state': b.state },
+    el('header', {}, el('h3', { text: b.label }), badge),
+    el('p', { class: 'meta' }, el('code', { text: target.where }), ' ', b.effective ? inheritsFrom(b) : ''),
+    b.not_applied ? el('p', { class: 'note small', text: b.not_applied }) : null,
+    b.problem ? el('p', { class: 'error small', text: b.problem }) : null,
+    actions, source, editor, result);
+
+  const overrideBtn = el('button', { type: 'button', class: 'override', onclick: () => openEditor() },
+    b.state === 'inherited' ? 'Override' : 'Edit');
+  const sourceBtn = el('button', { type: 'button', class: 'view-source', 'aria-expanded': 'false', onclick: () => toggleSource() }, 'View source');
+  const resetBtn = el('button', { type: 'button', class: 'reset', disabled: b.state === 'inherited', onclick: () => confirmReset() }, 'Reset');
+  actions.append(overrideBtn, sourceBtn, resetBtn);
+
+  function toggleSource() {
+    const open = source.hidden;
+    source.hidden = !open;
+    sourceBtn.setAttribute('aria-expanded', String(open));
+    if (!open) return;
+    source.replaceChildren();
+    if (b.state !== 'inherited') {
+      source.append(el('p', { class: 'small' }, 'This layer (', el('code', { text: target.where }), '):'),
+        el('pre', { class: 'content', text: b.text || '(empty)' }));
+    }
+    const eff = b.effective;
+    if (eff && eff.sources.length) {
+      source.append(el('p', { class: 'small', text: 'What the prompt uses now, widest layer first:' }));
+      for (const s of eff.sources) {
+        source.append(el('p', { class: 'small' }, el('strong', { text: s.label }), ' ', el('code', { text: s.source || '' })),
+          el('pre', { class: 'content', text: s.text || '(empty)' }));
+      }
+    } else if (b.state === 'inherited') {
+      source.append(el('p', { class: 'small', text: 'No layer in this chain has text here.' }));
+    }
+  }
+
+  function confirmReset() {
+    result.replaceChildren(
+      el('p', {}, 'Reset deletes this layer\u2019s text so it inherits again.'),
+      el('button', { type: 'button', class: 'danger confirm-reset', onclick: () => doReset() }, 'Confirm reset'),
+      ' ',
+      el('button', { type: 'button', onclick: () => { result.replaceChildren(); resetBtn.focus(); } }, 'Keep it'));
+    result.querySelector('.confirm-reset').focus();
+  }
+
+  async function doReset() {
+    const params = new URLSearchParams(target.params || {});
+    params.set('if_digest', b.digest || '');
+    const r = await api('DELETE', targetUrl(target, b.block) + '?' + params.toString());
+    if (r.ok) {
+      say(b.label + ' reset; it inherits again.');
+      await reload(target);
+    } else {
+      showError(result, r, b, target);
+    }
+  }
+
+  function openEditor() {
+    if (state.openEditor && state.openEditor !== editor) state.openEditor.dispatchEvent(new Event('close'));
+    state.openEditor = editor;
+    editor.hidden = false;
+    overrideBtn.disabled = true;
+    result.replaceChildren();
+    const taId = 'ta-' + id;
+    const count = el('p', { class: 'count', 'aria-live': 'polite', id: 'count-' + id }, 'Counting tokens\u2026');
+    const meter = el('meter', { min: '0', max: '1500', value: '0', 'aria-label': 'Tokens with this text against the cap' });
+    const textarea = el('textarea', { id: taId, rows: '8', spellcheck: 'true', 'aria-describedby': 'count-' + id });
+    textarea.value = b.editor_text !== undefined ? b.editor_text : (b.text || '');
+    const save = el('button', { type: 'button', class: 'primary save', onclick: () => doSave() }, 'Save');
+    const cancel = el('button', { type: 'button', class: 'cancel', onclick: () => close() }, 'Cancel');
+    editor.replaceChildren(...[
+      isGuardrail(b.block) ? guardrailNote() : null,
+      el('label', { for: taId }, 'Text for ' + b.label + ' (Ctrl+Enter saves, Escape cancels)'),
+      textarea, meter, count,
+      el('div', { class: 'actions' }, save, cancel)].filter(Boolean));
+    let timer = null;
+    let seq = 0;
+    async function recount() {
+      const mine = ++seq;
+      const r = await api('POST', '/api/tokens', { ...(target.params || {}), bot: target.bot, chat: target.chat, block: b.block, text: textarea.value });
+      if (mine !== seq) return;
+      if (!r.ok) {
+        count.textContent = r.data.error;
+        count.className = 'count over';
+        return;
+      }
+      const d = r.data;
+      meter.max = d.cap;
+      meter.high = Math.round(d.cap * 0.9);
+      meter.optimum = 0;
+      meter.value = Math.min(d.prefix_tokens, d.cap);
+      let text = 'Prompt with this text: ' + fmt(d.prefix_tokens) + ' / ' + fmt(d.cap) + ' tokens (cap)';
+      if (d.text_tokens !== null && d.text_tokens !== undefined) text += ' \u00b7 this text: ' + fmt(d.text_tokens);
+      text += ' \u00b7 ' + d.model + ' window: ' + fmt(d.context_window) + (d.approximate ? ' (approximate count)' : '');
+      if (d.refused) text += ' \u2014 over the cap by ' + fmt(d.prefix_tokens - d.cap) + '; a save would be refused.';
+      else if (d.over_cap) text += ' \u2014 still over the cap, but smaller than before, so a save is accepted.';
+      if (d.not_applied) text += ' ' + d.not_applied + '.';
+      count.textContent = text;
+      count.className = 'count' + (d.refused ? ' over' : '');
+      count.dataset.tokens = String(d.prefix_tokens);
+    }
+    textarea.addEventListener('input', () => {
+      clearTimeout(timer);
+      timer = setTimeout(recount, 250);
+    });
+    textarea.addEventListener('keydown', (e) => {
+      if (e.key === 'Escape') { e.preventDefault(); close(); }
+      if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) { e.preventDefault(); doSave(); }
+    });
+    editor.addEventListener('close', close, { once: true });
+    function close() {
+      clearTimeout(timer);
+      editor.hidden = true;
+      editor.replaceChildren();
+      result.replaceChildren();
+      overrideBtn.disabled = false;
+      if (state.openEditor === editor) state.openEditor = null;
+      overrideBtn.focus();
+    }
+    async function doSave() {
+      save.disabled = true;
+      const r = await api('PUT', targetUrl(target, b.block) + query(target.params || {}), { text: textarea.value, if_digest: b.digest });
+      save.disabled = false;
+      if (r.ok) {
+        say(b.label + ' saved to ' + (r.data.path || r.data.key || target.where) + '.');
+        state.openEditor = null;
+        await reload(target, r.data);
+      } else {
+        showError(result, r, b, target);
+      }
+    }
+    recount();
+    textarea.focus();
+  }
+  return node;
+}
+
+function targetUrl(target, block) {
+  if (target.kind === 'bot') return '/api/gateway/bots/' + encodeURIComponent(target.bot) + '/' + block;
+  if (target.kind === 'chat') return '/api/gateway/chats/' + encodeURIComponent(target.bot) + '/' + encodeURIComponent(target.chat) + '/' + block;
+  return '/api/layers/' + block;
+}
+
+async function reload(target, saved) {
+  if (target.kind === 'layer') await loadPrompts();
+  else await loadGateway();
+  if (saved && saved.lints && saved.lints.length) say('Saved, with notes: ' + saved.lints.join(' '));
+  if (saved && saved.not_applied) say('Saved. ' + saved.not_applied + '.');
+}
+
+function layerName(l) {
+  const names = { shared: 'Shared', project: 'This project', surface: 'Surface', bot: 'Bot', chat: 'Chat', agent: 'Agent role' };
+  return (names[l.layer] || l.layer) + ' (' + l.origin + ')';
+}
+
+// 409, 422 and the rest, said plainly next to the editor.
+function showError(box, r, b, target) {
+  box.replaceChildren();
+  if (r.status === 409) {
+    box.className = 'result conflict';
+    box.append(
+      el('p', {}, el('strong', { text: 'Someone else changed this since you opened it, so your save was not applied. ' }),
+        'Your text is still in the editor. Load their version, then redo your change.'),
+      el('p', { class: 'small', text: r.data.error }),
+      el('button', { type: 'button', onclick: () => reload(target) }, 'Load their version'));
+  } else if (r.status === 422) {
+    box.className = 'result refused';
+    const t = r.data.tokens || {};
+    const list = el('ul', { class: 'offenders' });
+    for (const l of r.data.offenders || []) {
+      const files = (l.sources || []).map((s) => (s.source || '?') + ' (' + s.block + ' ' + fmt(s.tokens) + ')').join(', ');
+      list.append(el('li', {}, el('strong', { text: layerName(l) + ': ' + fmt(l.tokens) + ' tokens' }), files ? ' \u2014 ' + files : ''));
+    }
+    box.append(
+      el('p', {}, el('strong', { text: 'Save refused: the prompt would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
+        ' Nothing was saved or truncated. Shorten one of these layers (largest first), or raise ', el('code', { text: 'prompts.max_tokens' }), ' in the shared config:'),
+      list);
+  } else {
+    box.className = 'result failed';
+    box.append(el('p', {}, el('strong', { text: 'Not saved (' + (r.status || 'no answer') + '): ' }), r.data.error));
+  }
+  box.focus();
+}
+
+function renderEffective(p) {
+  const t = p.tokens || {};
+  $('#effective-tokens').textContent = fmt(t.prefix) + ' / ' + fmt(t.cap);
+  const meter = $('#effective-meter');
+  meter.max = t.cap || 1500;
+  meter.high = Math.round((t.cap || 1500) * 0.9);
+  meter.value = Math.min(t.prefix || 0, t.cap || 1500);
+  $('#effective-window').textContent = 'Tokens in the assembled prompt against the cap; ' + t.model + ' has a ' + fmt(t.context_window) + '-token window. Trust: ' + p.trust + '.';
+  const list = $('#effective');
+  list.replaceChildren();
+  for (const b of p.blocks) {
+    const sources = el('ul', { class: 'sources' });
+    b.layers.forEach((layer, i) => sources.append(el('li', {}, el('strong', { text: layer }), ' ', el('code', { text: b.sources[i] || '' }))));
+    for (const s of b.shadowed || []) sources.append(el('li', { class: 'shadowed' }, 'shadows ', el('strong', { text: s.layer }), ' ', el('code', { text: s.source || '' })));
+    list.append(el('li', { 'data-block': b.block },
+      el('details', {},
+        el('summary', {}, el('span', { class: 'name', text: b.block }), ' ', el('span', { class: 'prov', text: b.summary })),
+        sources,
+        b.text ? el('pre', { class: 'content', text: b.text }) : el('p', { class: 'small', text: '(nothing)' }))));
+  }
+  const extra = $('#effective-extra');
+  extra.replaceChildren();
+  if (p.demoted && p.demoted.length) {
+    const ul = el('ul', { class: 'demoted' });
+    for (const d of p.demoted) ul.append(el('li', {}, el('strong', { text: (d.key || d.block) + ' ' }), el('code', { text: d.source || '' }), ' \u2014 ' + d.reason));
+    extra.append(el('h3', { text: 'Not applied' }), ul);
+  }
+  const warnings = (p.warnings || []).concat(p.budget_warnings || []);
+  if (warnings.length) {
+    const ul = el('ul', { class: 'warnings' });
+    for (const w of warnings) ul.append(el('li', { text: w }));
+    extra.append(el('h3', { text: 'Warnings' }), ul);
+  }
+  extra.append(el('p', { class: 'hint' }, 'Fingerprint ', el('code', { text: p.fingerprint })));
+}
+
+// ---- #/permissions ------------------------------------------------------
+
+async function loadPermissions() {
+  const r = await api('GET', '/api/permissions');
+  const box = $('#permissions');
+  if (!r.ok) return box.replaceChildren(el('p', { class: 'error', text: r.data.error }));
+  const groups = { allow: 'Allow: runs without asking', ask: 'Ask: asks a person first', deny: 'Deny: never runs' };
+  box.replaceChildren();
+  for (const [kind, title] of Object.entries(groups)) {
+    const rules = r.data.rules.filter((x) => x.kind === kind);
+    const table = el('table', { class: 'rules' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Rule' }), el('th', { scope: 'col', text: 'From' }))),
+      el('tbody', {}, ...(rules.length ? rules.map((x) => el('tr', {}, el('td', {}, el('code', { text: x.rule })), el('td', {}, x.origin + ' ', el('code', { text: x.source })))) : [el('tr', {}, el('td', { colspan: '2', text: 'None.' }))])));
+    box.append(el('h2', { id: 'perm-' + kind, text: title }), table);
+  }
+  if (r.data.not_applied.length) {
+    const ul = el('ul', {});
+    for (const d of r.data.not_applied) ul.append(el('li', {}, el('code', { text: d.key || '' }), ' from ', el('code', { text: d.source || '' }), ' \u2014 ' + d.reason));
+    box.append(el('h2', { text: 'Not applied (untrusted project)' }), ul);
+  }
+  box.append(el('p', { class: 'hint', text: 'Project trust: ' + r.data.trust + '.' }));
+}
+
+// ---- #/gateway ----------------------------------------------------------
+
+async function loadGateway() {
+  const r = await api('GET', '/api/gateway');
+  const box = $('#gateway');
+  if (!r.ok) return box.replaceChildren(el('p', { class: 'error', text: r.data.error }));
+  box.replaceChildren();
+  if (!r.data.bots.length) box.append(el('p', { text: 'No bots in ' + r.data.bots_file + ' yet.' }));
+  for (const bot of r.data.bots) {
+    const section = el('section', { class: 'bot', 'aria-label': 'Bot ' + bot.bot },
+      el('h2', {}, 'Bot ', el('code', { text: bot.bot }), bot.display_name ? ' \u00b7 ' + bot.display_name : ''));
+    const cards = el('div', { class: 'grid' });
+    for (const b of bot.prompts) cards.append(card({ kind: 'bot', bot: bot.bot, where: b.key }, b));
+    section.append(cards);
+    for (const chat of bot.chats) {
+      section.append(el('h3', {}, 'Chat ', el('code', { text: chat.chat }), chat.name ? ' \u00b7 ' + chat.name : ''));
+      const chatCards = el('div', { class: 'grid' });
+      for (const b of chat.prompts) chatCards.append(card({ kind: 'chat', bot: bot.bot, chat: chat.chat, where: b.key }, b));
+      section.append(chatCards);
+    }
+    box.append(section);
+  }
+  for (const p of r.data.problems) box.append(el('p', { class: 'error small', text: p }));
+}
+
+// ---- #/audit ------------------------------------------------------------
+
+async function loadAudit() {
+  const r = await api('GET', '/api/audit');
+  const box = $('#audit');
+  if (!r.ok) return box.replaceChildren(el('p', { class: 'error', text: r.data.error }));
+  if (!r.data.events.length) return box.replaceChildren(el('p', { text: 'No security events yet.' }));
+  const rows = r.data.events.map((e) => el('tr', {},
+    el('td', { text: e.at || '' }),
+    el('td', { text: e.type }),
+    el('td', { text: (e.bot || '') + (e.chat ? ' / ' + e.chat : '') }),
+    el('td', {}, el('code', { text: (e.old_session || '') + ' \u2192 ' + (e.new_session || '') })),
+    el('td', { text: (e.changes || []).map((c) => (c.block || '') + ' @ ' + (c.layer || '') + ' ' + (c.kind || '')).join('; ') })));
+  box.replaceChildren(el('table', { class: 'rules' },
+    el('thead', {}, el('tr', {}, ...['When', 'Event', 'Bot / chat', 'Sessions', 'What changed'].map((h) => el('th', { scope: 'col', text: h })))),
+    el('tbody', {}, ...rows)));
+  for (const w of r.data.warnings) box.append(el('p', { class: 'note small', text: w }));
+}
+
+// ---- wiring -------------------------------------------------------------
+
+document.addEventListener('DOMContentLoaded', () => {
+  $('#login-form').addEventListener('submit', async (e) => {
+    e.preventDefault();
+    state.token = $('#token-input').value.trim();
+    const r = await api('GET', '/api/layers?scope=shared');
+    if (r.status === 401) return;
+    sessionStorage.setItem(TOKEN_KEY, state.token);
+    $('#token-input').value = '';
+    if (!location.hash || location.hash === '#/') location.hash = '#/prompts';
+    else route();
+    say('Signed in.');
+  });
+  $('#logout').addEventListener('click', () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    state.token = '';
+    showLogin();
+  });
+  for (const b of document.querySelectorAll('.scope button')) {
+    b.addEventListener('click', () => {
+      state.scope = b.dataset.scope;
+      loadPrompts();
+    });
+  }
+  $('#sub-select').addEventListener('change', (e) => {
+    state.sub = e.target.value;
+    loadPrompts();
+  });
+  $('#role-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const role = $('#role-input').value.trim();
+    if (!role) return;
+    state.sub = 'agents/' + role;
+    loadPrompts();
+  });
+  window.addEventListener('hashchange', route);
+  route();
+});
