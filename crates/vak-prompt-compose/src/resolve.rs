@@ -441,12 +441,12 @@ fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
             Some(heading) => format!("{heading}\n{}", resolved.text),
             None => resolved.text.clone(),
         };
-        if resolved.block == Block::SurfaceNote {
-            if let Some(surface) = sections.last_mut() {
-                surface.push('\n');
-                surface.push_str(&body);
-                continue;
-            }
+        if resolved.block == Block::SurfaceNote
+            && let Some(surface) = sections.last_mut()
+        {
+            surface.push('\n');
+            surface.push_str(&body);
+            continue;
         }
         sections.push(body);
     }

@@ -76,18 +76,18 @@ impl Chain {
         for (index, files) in self.slots.iter().enumerate().take(upto) {
             let (layer, origin) = SLOTS[index];
             for (block, text) in Block::EDITABLE.iter().zip(files) {
-                if let Some(text) = text {
-                    if keep(index, *block) {
-                        loaded.contributions.push(Contribution {
-                            block: *block,
-                            provenance: Provenance::new(
-                                layer,
-                                origin,
-                                format!("slot{index}/{block}.md"),
-                            ),
-                            text: text.clone(),
-                        });
-                    }
+                if let Some(text) = text
+                    && keep(index, *block)
+                {
+                    loaded.contributions.push(Contribution {
+                        block: *block,
+                        provenance: Provenance::new(
+                            layer,
+                            origin,
+                            format!("slot{index}/{block}.md"),
+                        ),
+                        text: text.clone(),
+                    });
                 }
             }
         }

@@ -121,16 +121,16 @@ pub(crate) fn load_gateway(
 ) {
     let Some(bot) = bot else { return };
     let dir = gateway_dir(home);
-    if let Some(bots) = read_json(&dir.join("bots.json"), &dir, PromptLayer::Bot, skipped) {
-        if let Some(entry) = bots.get(bot.as_str()) {
-            entry_prompts(
-                entry,
-                &format!("bots.json#/{bot}"),
-                PromptLayer::Bot,
-                contributions,
-                skipped,
-            );
-        }
+    if let Some(bots) = read_json(&dir.join("bots.json"), &dir, PromptLayer::Bot, skipped)
+        && let Some(entry) = bots.get(bot.as_str())
+    {
+        entry_prompts(
+            entry,
+            &format!("bots.json#/{bot}"),
+            PromptLayer::Bot,
+            contributions,
+            skipped,
+        );
     }
     let Some(chat) = chat else { return };
     if let Some(allow) = read_json(
@@ -138,15 +138,14 @@ pub(crate) fn load_gateway(
         &dir,
         PromptLayer::Chat,
         skipped,
-    ) {
-        if let Some(entry) = allow.get(bot.as_str()).and_then(|b| b.get(chat.as_str())) {
-            entry_prompts(
-                entry,
-                &format!("allowlist.json#/{bot}/{chat}"),
-                PromptLayer::Chat,
-                contributions,
-                skipped,
-            );
-        }
+    ) && let Some(entry) = allow.get(bot.as_str()).and_then(|b| b.get(chat.as_str()))
+    {
+        entry_prompts(
+            entry,
+            &format!("allowlist.json#/{bot}/{chat}"),
+            PromptLayer::Chat,
+            contributions,
+            skipped,
+        );
     }
 }

@@ -34,18 +34,18 @@ pub fn demote_config(table: &mut toml::Table, trust: Trust) -> Vec<DemotedKey> {
         ("mcp", "servers"),
         ("update", "feed"),
     ] {
-        if let Some(toml::Value::Table(inner)) = table.get_mut(section) {
-            if inner.remove(key).is_some() {
-                drop(format!("{section}.{key}"));
-            }
+        if let Some(toml::Value::Table(inner)) = table.get_mut(section)
+            && inner.remove(key).is_some()
+        {
+            drop(format!("{section}.{key}"));
         }
     }
     if let Some(toml::Value::Table(providers)) = table.get_mut("providers") {
         for (name, provider) in providers.iter_mut() {
-            if let toml::Value::Table(provider) = provider {
-                if provider.remove("base_url").is_some() {
-                    drop(format!("providers.{name}.base_url"));
-                }
+            if let toml::Value::Table(provider) = provider
+                && provider.remove("base_url").is_some()
+            {
+                drop(format!("providers.{name}.base_url"));
             }
         }
     }
