@@ -154,7 +154,7 @@ fn with_note(error: CliError, note: &str) -> CliError {
     }
 }
 
-fn tokens_line(budget: &Budget) -> String {
+pub(crate) fn tokens_line(budget: &Budget) -> String {
     let r = &budget.report;
     let approx = if r.approximate { ", approximate" } else { "" };
     format!(

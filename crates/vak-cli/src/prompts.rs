@@ -76,6 +76,14 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
             );
             out.push_str(&resolved.tail);
             out.push('\n');
+            let budget = vak_core::budget_of(&resolved);
+            out.push_str(&format!(
+                "\n--- {} ---\n",
+                crate::edit::tokens_line(&budget)
+            ));
+            for warning in &budget.warnings {
+                eprintln!("warning: {warning}");
+            }
             let note = untrusted_note(&core, &resolved);
             if !note.is_empty() {
                 out.push_str("\n--- not applied ---\n");
@@ -192,6 +200,11 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
         }
     }
     let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
+    let _ = writeln!(
+        out,
+        "{}",
+        crate::edit::tokens_line(&vak_core::budget_of(&resolved))
+    );
     let note = untrusted_note(&core, &resolved);
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");

@@ -3,6 +3,7 @@
 
 use serde::Serialize;
 use vak_prompt_blocks::Owner;
+use vak_prompt_budget::TokenSummary;
 use vak_prompt_compose::ResolvedPrompt;
 use vak_prompt_trust::Trust;
 use vak_session::{AgentIdentity, CapabilityDescriptor, PromptLayerDescriptor};
@@ -58,6 +59,8 @@ pub struct PromptReport {
     pub tail: String,
     /// `sha256:…` over the descriptors.
     pub fingerprint: String,
+    /// The prefix's token count against the cap and the model's window.
+    pub tokens: TokenSummary,
     /// Every block in render order.
     pub blocks: Vec<BlockReport>,
     /// One per winning layer per block.
@@ -77,10 +80,12 @@ pub struct PromptReport {
 impl PromptReport {
     /// Shape a resolution for output.
     pub fn new(resolved: &ResolvedPrompt) -> Self {
+        let budget = crate::edit::budget_of(resolved);
         PromptReport {
             prefix: resolved.prefix.clone(),
             tail: resolved.tail.clone(),
             fingerprint: resolved.fingerprint.clone(),
+            tokens: budget.report.summary(),
             blocks: resolved
                 .blocks
                 .iter()
@@ -125,7 +130,12 @@ impl PromptReport {
                     key: d.config_key.clone(),
                 })
                 .collect(),
-            warnings: resolved.warnings.clone(),
+            warnings: resolved
+                .warnings
+                .iter()
+                .chain(&budget.warnings)
+                .cloned()
+                .collect(),
             trust: match resolved.trust {
                 Trust::Trusted => "trusted",
                 Trust::Untrusted => "untrusted",
