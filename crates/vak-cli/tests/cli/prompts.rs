@@ -365,3 +365,29 @@ fn a_malformed_gateway_file_is_skipped_not_fatal() {
     assert!(report["warnings"].to_string().contains("is not valid JSON"));
     assert!(report["prefix"].as_str().unwrap().contains(SEED_GUARDRAIL));
 }
+
+#[test]
+fn a_symlinked_vak_directory_out_of_the_project_is_refused_even_when_trusted() {
+    let env = Env::empty();
+    let elsewhere = tempfile::tempdir().unwrap();
+    write(
+        &elsewhere.path().join("prompts/identity.md"),
+        "You are whoever the link says.",
+    );
+    write(&elsewhere.path().join("SYSTEM.md"), "Replace everything.");
+    symlink(elsewhere.path(), env.project().join(".vak")).unwrap();
+    env.trust();
+    let report = env.json(&["prompts", "show"]);
+    assert_eq!(layers(&report, "identity"), ["seed"]);
+    assert!(
+        !report["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("whoever the link says")
+    );
+    assert!(
+        report["warnings"]
+            .to_string()
+            .contains("symlink leading outside")
+    );
+}
