@@ -27,6 +27,11 @@ pub mod prompts {
         ParsedGuardrails, PromptLayer, Provenance, SurfaceKind, fold_whitespace, parse_guardrails,
         sha256_hex,
     };
+    pub use vak_prompt_budget::{
+        BlockTokens, BudgetError, BudgetReport, CapSetting, CapSource, CapWarning,
+        DEFAULT_MAX_TOKENS, DEFAULT_MODEL, EffectiveCap, Encoding, LayerTokens, MODELS, ModelInfo,
+        SourceTokens, TokenSummary, count_tokens, default_model, effective_cap, lookup,
+    };
     pub use vak_prompt_compose::{
         CATALOG, Capability, Contributor, Demotion, EffectiveConfig, McpServer, PermissionKind,
         ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, Sourced, TailContext,
@@ -34,16 +39,9 @@ pub mod prompts {
     };
     pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
     pub use vak_prompt_loader::{
-        Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, Skipped, load_chain,
-        prompt_dir, read_safely,
-    };
-    pub use vak_prompt_loader::{
-        ABSENT_DIGEST, SaveError, SaveOutcome, current_digest, remove_checked, save_atomic,
-    };
-    pub use vak_prompt_budget::{
-        BlockTokens, BudgetError, BudgetReport, CapSetting, CapSource, CapWarning,
-        DEFAULT_MAX_TOKENS, DEFAULT_MODEL, EffectiveCap, Encoding, LayerTokens, MODELS, ModelInfo,
-        SourceTokens, TokenSummary, count_tokens, default_model, effective_cap, lookup,
+        ABSENT_DIGEST, Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, SaveError,
+        SaveOutcome, Skipped, current_digest, load_chain, prompt_dir, read_safely, remove_checked,
+        save_atomic,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
