@@ -183,6 +183,8 @@ fn check_digest(
 /// creating anything so a symlinked `.vak` cannot make us create
 /// directories elsewhere.
 fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<(), SaveError> {
+    // A first save on a fresh machine creates `$VAK_HOME` itself.
+    fs::create_dir_all(root).map_err(io_err("create the layer root", root))?;
     let real_root = fs::canonicalize(root).map_err(io_err("open the layer root", root))?;
     let outside = || SaveError::OutsideRoot {
         path: path.to_owned(),
@@ -342,6 +344,15 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["identity.md"]);
+    }
+
+    #[test]
+    fn first_save_creates_a_missing_root() {
+        let (_keep, base) = temp();
+        let root = base.join("vak-home");
+        let path = root.join(".vak/prompts/identity.md");
+        save_atomic(&path, &root, "hi", None).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "hi");
     }
 
     #[test]
