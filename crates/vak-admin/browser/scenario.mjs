@@ -83,8 +83,8 @@ async function copyIsClean(where) {
   check(!hit, 'visible copy on ' + where + ' avoids prevent/block/cannot' + (hit ? ' (found "' + hit[0] + '")' : ''));
 }
 
-const card = (name) => page.locator('#cards article[data-block="' + name + '"]');
-const effective = (name) => page.locator('#effective li[data-block="' + name + '"]');
+const card = (name) => page.locator('#cards article[data-name="' + name + '"]');
+const effective = (name) => page.locator('#effective li[data-name="' + name + '"]');
 const projectFile = (f) => path.join(project, '.vak', 'prompts', f);
 
 try {
@@ -133,7 +133,7 @@ try {
   await textarea.waitFor();
   check(await textarea.evaluate((t) => t === document.activeElement), 'the editor takes focus when opened');
   const count = rules.locator('.count');
-  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.tokens, '#cards article[data-block="operating-rules"] .count');
+  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.tokens, '#cards article[data-name="operating-rules"] .count');
   const before = Number(await count.getAttribute('data-tokens'));
   check(before > 0, 'live count shows the prefix tokens (' + before + ')');
   check((await count.innerText()).includes('/ 1,500 tokens'), 'live count is against the 1,500-token cap');
@@ -143,14 +143,14 @@ try {
   await page.keyboard.type('\n- Reply in British English, and say which files you read.');
   await page.waitForFunction(
     ([sel, n]) => { const c = document.querySelector(sel); return c && c.dataset.tokens && Number(c.dataset.tokens) !== n; },
-    ['#cards article[data-block="operating-rules"] .count', before]);
+    ['#cards article[data-name="operating-rules"] .count', before]);
   const after = Number(await count.getAttribute('data-tokens'));
   check(after > before, 'the count went up as I typed (' + before + ' -> ' + after + ')');
   await snap('override-live-count');
 
   // 4. Save with Ctrl+Enter; the effective prompt changes.
   await textarea.press('Control+Enter');
-  await page.locator('#cards article[data-block="operating-rules"][data-state="overridden"]').waitFor();
+  await page.locator('#cards article[data-name="operating-rules"][data-state="overridden"]').waitFor();
   await effective('operating-rules').filter({ hasText: 'from This project' }).waitFor();
   check(fs.readFileSync(projectFile('operating-rules.md'), 'utf8').includes('British English'), 'the save reached operating-rules.md on disk');
   await effective('operating-rules').locator('summary').click();
@@ -200,7 +200,7 @@ try {
   // 7. Reset operating rules: the file goes, the block inherits again.
   await card('operating-rules').locator('button.reset').click();
   await card('operating-rules').locator('button.confirm-reset').press('Enter');
-  await page.locator('#cards article[data-block="operating-rules"][data-state="inherited"]').waitFor();
+  await page.locator('#cards article[data-name="operating-rules"][data-state="inherited"]').waitFor();
   await effective('operating-rules').filter({ hasText: 'from Shared' }).waitFor();
   check(!fs.existsSync(projectFile('operating-rules.md')), 'reset deleted operating-rules.md');
   await snap('reset-inherits-again');

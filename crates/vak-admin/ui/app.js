@@ -216,7 +216,7 @@ function card(target, b) {
   const source = el('div', { class: 'source', hidden: true });
   const editor = el('div', { class: 'editor', hidden: true });
   const result = el('div', { class: 'result', role: 'alert', tabindex: '-1' });
-  const node = el('article', { class: 'card', id: 'card-' + id, 'data-block': b.block, 'data-state': b.state },
+  const node = el('article', { class: 'card', id: 'card-' + id, 'data-name': b.block, 'data-state': b.state },
     el('header', {}, el('h3', { text: b.label }), badge),
     el('p', { class: 'meta' }, el('code', { text: target.where }), ' ', b.effective ? inheritsFrom(b) : ''),
     b.not_applied ? el('p', { class: 'note small', text: b.not_applied }) : null,
@@ -413,7 +413,7 @@ function renderEffective(p) {
     const sources = el('ul', { class: 'sources' });
     b.layers.forEach((layer, i) => sources.append(el('li', {}, el('strong', { text: layer }), ' ', el('code', { text: b.sources[i] || '' }))));
     for (const s of b.shadowed || []) sources.append(el('li', { class: 'shadowed' }, 'shadows ', el('strong', { text: s.layer }), ' ', el('code', { text: s.source || '' })));
-    list.append(el('li', { 'data-block': b.block },
+    list.append(el('li', { 'data-name': b.block },
       el('details', {},
         el('summary', {}, el('span', { class: 'name', text: b.block }), ' ', el('span', { class: 'prov', text: b.summary })),
         sources,
