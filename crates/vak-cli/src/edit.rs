@@ -459,11 +459,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
         Format::Text => print!("{}", check_text(&budget, &lints)),
     }
     if r.is_over() {
-        return Err(CliError::OverBudget(
-            r.over_cap_message()
-                .replacen("would be", "is", 1)
-                .replace("nothing was saved or truncated. ", ""),
-        ));
+        return Err(CliError::OverBudget(r.over_cap_check_message()));
     }
     Ok(())
 }

@@ -223,13 +223,28 @@ impl BudgetReport {
     }
 
     /// A refusal a user can act on: the totals, then one line per offender.
+    /// Worded for a save that was refused.
     pub fn over_cap_message(&self) -> String {
-        let mut out = format!(
-            "the assembled prompt prefix would be {} tokens, over the cap of {} by {}; nothing was saved or truncated. Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:",
+        self.over_cap_lines(format!(
+            "the assembled prompt prefix would be {} tokens, over the cap of {} by {}; nothing was saved or truncated.",
             self.prefix_tokens,
             self.cap,
             self.over_by()
-        );
+        ))
+    }
+
+    /// The same, worded for a check of the prompt as it is.
+    pub fn over_cap_check_message(&self) -> String {
+        self.over_cap_lines(format!(
+            "the assembled prompt prefix is {} tokens, over the cap of {} by {}.",
+            self.prefix_tokens,
+            self.cap,
+            self.over_by()
+        ))
+    }
+
+    fn over_cap_lines(&self, mut out: String) -> String {
+        out.push_str(" Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:");
         let offenders = self.offenders();
         if offenders.is_empty() {
             out.push_str(
