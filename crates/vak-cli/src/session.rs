@@ -20,7 +20,7 @@ use vak_core::prompts::{
     ResumePath, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, SurfaceKind,
     TailContext, Turn, decide, diff, now_rfc3339,
 };
-use vak_core::{Core, Selectors};
+use vak_core::{Core, InboundPrompts, Selectors};
 
 use crate::CliError;
 use crate::prompts::print_json;
@@ -665,6 +665,10 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
     };
     let core = Core::open(selectors)?;
     let home = core.selectors().home.clone();
+    let meta = meta_for(core.selectors());
+    // From here on the inbound path holds only a read-only handle: nothing
+    // reachable from it writes a prompt layer (see vak_core::InboundPrompts).
+    let prompts = InboundPrompts::from_core(core);
     let store = SessionStore::new(&home);
     let audit = AuditLog::new(&home);
     let mut guard = BindingStore::new(&home).lock()?;
@@ -683,11 +687,11 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         },
         None => None,
     };
-    let current = core.resolve()?;
+    let current = prompts.resolve()?;
     let mut changes = Vec::new();
     let (outcome, session, turns, prefix, prefix_source) = match &ledger {
         None => {
-            let id = store.create(meta_for(core.selectors()), freeze(&current, None))?;
+            let id = store.create(meta.clone(), freeze(&current, None))?;
             guard.bind(&bot, &chat, id.clone());
             let outcome = if bound.is_some() {
                 Outcome::Rebound
@@ -710,7 +714,7 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
                     )
                 }
                 ResumeDecision::Rotate => {
-                    let id = store.create(meta_for(core.selectors()), freeze(&current, None))?;
+                    let id = store.create(meta.clone(), freeze(&current, None))?;
                     // The event is durable before the binding moves: a
                     // crash in between rotates again, never silently.
                     audit.append(&SecurityEvent::ConfigChange(ConfigChange {
