@@ -468,3 +468,72 @@ fn edit_runs_the_editor_on_a_copy_and_saves_with_the_same_checks() {
     assert_eq!(fs::read_to_string(kept).unwrap(), "Verbose. ".repeat(2000));
     fs::remove_file(kept).unwrap();
 }
+
+#[test]
+fn killed_vak_set_never_leaves_a_torn_file() {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let env = Env::empty();
+    // A cap high enough that large texts save, so a kill can land mid-write.
+    env.write_home(".vak/config.toml", "[prompts]\nmax_tokens = 200000\n");
+    let path = env.home().join(SHARED).join("operating-rules.md");
+    let versions = [
+        "Old rule, kept.\n".repeat(6_000),
+        "New rule, longer than the old.\n".repeat(4_000),
+    ];
+    env.vak_stdin(
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "operating-rules",
+            "-",
+        ],
+        &versions[0],
+    );
+    assert_eq!(fs::read_to_string(&path).unwrap(), versions[0]);
+
+    let started = Instant::now();
+    let mut seed = u64::from(std::process::id())
+        ^ started.elapsed().subsec_nanos() as u64
+        ^ 0x2545_f491_4f6c_dd1d;
+    let (mut runs, mut completed) = (0, 0);
+    // Bounded in count and in time, whatever the machine's load.
+    while runs < 40 && started.elapsed() < Duration::from_secs(15) {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        let text = &versions[runs % 2];
+        let mut child = env
+            .command(&[
+                "prompts",
+                "set",
+                "--scope",
+                "shared",
+                "operating-rules",
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let _ = child.stdin.take().unwrap().write_all(text.as_bytes());
+        std::thread::sleep(Duration::from_millis(150 + seed % 450));
+        let _ = child.kill(); // SIGKILL; may already have exited
+        let status = child.wait().unwrap();
+        completed += usize::from(status.success());
+        let now = fs::read_to_string(&path).unwrap();
+        assert!(
+            now == versions[0] || now == versions[1],
+            "torn file after run {runs} ({} bytes)",
+            now.len()
+        );
+        runs += 1;
+    }
+    eprintln!("crash test: {runs} runs of `vak prompts set`, {completed} finished before the kill");
+    assert!(runs >= 10, "only {runs} runs in the time bound");
+}
