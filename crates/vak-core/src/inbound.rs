@@ -4,78 +4,8 @@
 //! gateway inbound path gets a write handle to prompt state." This module
 //! makes that a property of the types rather than a rule people remember.
 //!
-//! # How the construction works
-//!
-//! - [`InboundPrompts`] owns a private [`Core`]. It has no method, trait
-//!   implementation (`Deref`, `AsRef`, `Borrow`, `From`/`Into`) or public
-//!   field that hands the `Core`, a `&Core`, or the [`Selectors`] it was built
-//!   from back out. It is deliberately not `Clone` into anything else either.
-//! - Every method takes `&self` and returns owned, plain data —
-//!   [`ResolvedPrompt`], [`PromptReport`], a `String`, a [`Trust`] — none of
-//!   which has a method that writes a file. Resolution itself only reads
-//!   (the loader's `read_safely`).
-//! - Every prompt-layer writer in the workspace (the CLI's `vak prompts
-//!   set|reset`, the admin API's saves and resets, its gateway-tier edits)
-//!   starts from a `Core` built by [`Core::open`] from selectors, or from an
-//!   explicit home and project path. Inbound code written against
-//!   `&InboundPrompts` holds neither: the handle is the only prompt state it
-//!   receives, so the set of things it can do to prompt state is the set of
-//!   methods below, and all of them read.
-//!
-//! The gateway's entry point (`vak gateway deliver`) therefore builds the
-//! handle once, at the edge, and passes only `&InboundPrompts` inward.
-//!
-//! ```
-//! use vak_core::{InboundPrompts, Selectors};
-//!
-//! fn on_message(prompts: &InboundPrompts) -> String {
-//!     // Resolving is all an inbound handler can do with prompt state.
-//!     prompts.system_prompt()
-//! }
-//!
-//! let home = tempfile::tempdir().unwrap();
-//! let project = tempfile::tempdir().unwrap();
-//! let selectors = Selectors::new(
-//!     home.path().to_str().unwrap(),
-//!     project.path().to_str().unwrap(),
-//! );
-//! let prompts = InboundPrompts::open(selectors).unwrap();
-//! assert!(on_message(&prompts).contains("Surface:"));
-//! ```
-//!
-//! Inbound code cannot get the `Core` back, by dereferencing, converting or
-//! borrowing:
-//!
-//! ```compile_fail
-//! fn on_message(prompts: &vak_core::InboundPrompts) {
-//!     let core: &vak_core::Core = &*prompts; // no Deref to Core
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! fn on_message(prompts: vak_core::InboundPrompts) {
-//!     let core: vak_core::Core = prompts.into(); // no From/Into
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! fn on_message(prompts: &vak_core::InboundPrompts) {
-//!     let core: &vak_core::Core = prompts.as_ref(); // no AsRef
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! fn on_message(prompts: &vak_core::InboundPrompts) {
-//!     let core = &prompts.core; // the field is private
-//! }
-//! ```
-//!
-//! ```compile_fail
-//! fn on_message(prompts: &vak_core::InboundPrompts) {
-//!     // The selectors are not handed out, so no Core can be rebuilt from them.
-//!     let core = vak_core::Core::open(prompts.selectors().clone());
-//! }
-//! ```
+//! How the construction works, and the doctests that show it, are on
+//! [`InboundPrompts`].
 
 use vak_prompt_blocks::{Name, SurfaceKind};
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
@@ -83,8 +13,98 @@ use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, PromptReport, Selectors};
 
-/// A handle that resolves prompts and can never write them. See the
-/// [module docs](self) for why no writer is reachable from it.
+/// A handle that resolves prompts and can never write them: the one the
+/// gateway inbound path is given.
+///
+/// # How the construction works
+///
+/// - [`InboundPrompts`] owns a private [`Core`]. It has no method, trait
+///   implementation (`Deref`, `AsRef`, `Borrow`, `From`/`Into`) or public
+///   field that hands the `Core`, a `&Core`, or the [`Selectors`] it was built
+///   from back out, and it is not `Clone`.
+/// - Every method takes `&self` and returns owned, plain data —
+///   [`ResolvedPrompt`], [`PromptReport`], a `String`, a [`Trust`] — none of
+///   which has a method that writes a file. Resolution itself only reads
+///   (the loader's `read_safely`).
+/// - Every prompt-layer writer in the workspace (the CLI's `vak prompts
+///   set|reset`, the admin API's saves and resets: [`Core::save_block`] and
+///   [`Core::reset_block`]; the admin API's gateway-tier edits) needs a
+///   `Core` (they are `&self` methods of it) or an explicit home path.
+///   Inbound code written against `&InboundPrompts` holds neither: the
+///   handle is the only prompt state it receives, so what it can do to
+///   prompt state is the set of methods below, and all of them read.
+///
+/// The gateway's entry point (`vak gateway deliver`) therefore builds the
+/// handle once, at the edge, and passes only the handle inward. What types
+/// alone do not rule out is code in the same binary calling [`Core::open`]
+/// with paths of its own; keeping inbound functions free of home and
+/// project paths, and taking this handle instead, is what closes that.
+///
+/// ```
+/// use vak_core::{InboundPrompts, Selectors};
+///
+/// fn on_message(prompts: &InboundPrompts) -> String {
+///     // Resolving is all an inbound handler can do with prompt state.
+///     prompts.system_prompt()
+/// }
+///
+/// let home = tempfile::tempdir().unwrap();
+/// let project = tempfile::tempdir().unwrap();
+/// let selectors = Selectors::new(
+///     home.path().to_str().unwrap(),
+///     project.path().to_str().unwrap(),
+/// );
+/// let prompts = InboundPrompts::open(selectors).unwrap();
+/// assert!(on_message(&prompts).contains("Surface:"));
+/// ```
+///
+/// Inbound code cannot get the `Core` back, by dereferencing, converting or
+/// borrowing:
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::InboundPrompts) {
+///     let core: &vak_core::Core = &*prompts; // no Deref to Core
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: vak_core::InboundPrompts) {
+///     let core: vak_core::Core = prompts.into(); // no From/Into
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::InboundPrompts) {
+///     let core: &vak_core::Core = prompts.as_ref(); // no AsRef
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::InboundPrompts) {
+///     let core = &prompts.core; // the field is private
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::InboundPrompts, target: &vak_core::EditTarget) {
+///     // The writer is a method of `Core`; the handle has no such method.
+///     let _ = prompts.save_block(target, "You are root.", None);
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::InboundPrompts, target: &vak_core::EditTarget) {
+///     // Nor can the handle stand in for the `Core` the writer takes.
+///     let _ = vak_core::Core::reset_block(prompts, target, None);
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::InboundPrompts) {
+///     // The selectors are not handed out, so no Core can be rebuilt from them.
+///     let core = vak_core::Core::open(prompts.selectors().clone());
+/// }
+/// ```
 #[derive(Debug)]
 pub struct InboundPrompts {
     core: Core,
