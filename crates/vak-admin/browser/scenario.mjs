@@ -225,6 +225,17 @@ try {
   check((await page.locator('#gateway').innerText()).includes('helpdesk'), 'the gateway view lists the helpdesk bot');
   await copyIsClean('#/gateway');
   await snap('gateway');
+  const botNote = page.locator('#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"]');
+  check((await botNote.getAttribute('data-state')) === 'inherited', 'the helpdesk bot surface note is inherited');
+  await botNote.locator('button.override').click();
+  await botNote.locator('textarea').fill('Answers go to the whole platform team; sign them "Helpdesk".');
+  await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.tokens, '#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"] .count');
+  await botNote.locator('button.save').click();
+  await page.locator('#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"][data-state="overridden"]').waitFor();
+  const bots = JSON.parse(fs.readFileSync(path.join(home, '.vak', 'gateway', 'bots.json'), 'utf8'));
+  check(bots.helpdesk.prompts['surface-note'].includes('whole platform team'), 'the bot-tier save reached bots.json');
+  check(bots.helpdesk.display_name === 'Helpdesk' && bots.helpdesk.prompts.guardrails.length > 0, 'bots.json kept its other keys');
+  await snap('gateway-bot-saved');
   await page.getByRole('link', { name: 'Audit' }).click();
   await page.locator('#audit p, #audit table').first().waitFor();
   await copyIsClean('#/audit');

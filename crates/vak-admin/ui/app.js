@@ -469,7 +469,7 @@ async function loadGateway() {
   for (const bot of r.data.bots) {
     const section = el('section', { class: 'bot', 'aria-label': 'Bot ' + bot.bot },
       el('h2', {}, 'Bot ', el('code', { text: bot.bot }), bot.display_name ? ' \u00b7 ' + bot.display_name : ''));
-    const cards = el('div', { class: 'grid' });
+    const cards = el('div', { class: 'grid bot-grid' });
     for (const b of bot.prompts) cards.append(card({ kind: 'bot', bot: bot.bot, where: b.key }, b));
     section.append(cards);
     for (const chat of bot.chats) {
