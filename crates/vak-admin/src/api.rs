@@ -609,3 +609,70 @@ pub(crate) async fn audit(State(state): Shared) -> Result<Json<Value>, AdminErro
         "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
     })))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vak_core::prompts::{Contributor, Origin, Provenance};
+
+    fn resolved(block: Block, layers: &[PromptLayer]) -> ResolvedBlock {
+        ResolvedBlock {
+            block,
+            contributors: layers
+                .iter()
+                .map(|&layer| Contributor {
+                    provenance: Provenance::new(layer, Origin::Home, "x"),
+                    text: "t".to_owned(),
+                })
+                .collect(),
+            shadowed: Vec::new(),
+            text: "t".to_owned(),
+        }
+    }
+
+    #[test]
+    fn provenance_reads_like_doc_45s_sketch() {
+        use PromptLayer::*;
+        let cases = [
+            (Block::Identity, vec![Shared], "from Shared"),
+            (Block::OperatingRules, vec![Seed], "from seed"),
+            (Block::Identity, vec![], "empty"),
+            (
+                Block::Guardrails,
+                vec![Seed, Shared, Project, Surface],
+                "seed + Shared + 2",
+            ),
+            (Block::Guardrails, vec![Seed, Shared], "seed + Shared"),
+            (Block::SurfaceNote, vec![Project], "This project"),
+            (Block::CapabilityContract, vec![Seed], "locked"),
+            (Block::Surface, vec![Runtime], "runtime"),
+            (Block::Skills, vec![Runtime, Runtime], "runtime, 2 entries"),
+        ];
+        for (block, layers, want) in cases {
+            assert_eq!(
+                provenance_summary(&resolved(block, &layers)),
+                want,
+                "{block}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_user_blocks_are_editable_targets() {
+        assert!(editable_block("identity").is_ok());
+        assert!(editable_block("surface-note").is_ok());
+        for bad in [
+            "capability-contract",
+            "surface",
+            "skills",
+            "agent-instructions",
+            "../x",
+            "",
+        ] {
+            assert!(
+                matches!(editable_block(bad), Err(AdminError::BadRequest(_))),
+                "{bad}"
+            );
+        }
+    }
+}

@@ -298,3 +298,32 @@ async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next)
     );
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_the_bound_address_and_localhost_only_for_loopback() {
+        let v4: SocketAddr = "127.0.0.1:4242".parse().expect("addr");
+        assert_eq!(allowed_hosts(v4), ["127.0.0.1:4242", "localhost:4242"]);
+        let v6: SocketAddr = "[::1]:4242".parse().expect("addr");
+        assert_eq!(allowed_hosts(v6), ["[::1]:4242", "localhost:4242"]);
+        let lan: SocketAddr = "192.168.1.5:4242".parse().expect("addr");
+        assert_eq!(allowed_hosts(lan), ["192.168.1.5:4242"]);
+    }
+
+    #[test]
+    fn bearer_needs_the_scheme_and_a_space() {
+        let request = |value: &str| {
+            axum::http::Request::builder()
+                .header(AUTHORIZATION, value)
+                .body(axum::body::Body::empty())
+                .expect("request")
+        };
+        assert_eq!(bearer(&request("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(&request("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(&request("Basic abc")), None);
+        assert_eq!(bearer(&request("Bearerabc")), None);
+    }
+}
