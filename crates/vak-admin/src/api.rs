@@ -346,7 +346,9 @@ pub(crate) async fn layers(
     let probe = target(scope, sub.clone(), Block::Identity)?;
     let core = core_for(&state, &probe)?;
     let trust = core.trust()?;
-    let resolved = core.resolve()?;
+    // Through the edit preview, so a role with no directory yet resolves
+    // (without its tier) instead of failing: saving is what creates it.
+    let resolved = core.preview(&probe, None).map_err(edit_error)?.before;
     let selectors = core.selectors().clone();
     let mut blocks = Vec::new();
     for block in Block::EDITABLE {

@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 use camino::Utf8PathBuf;
 use thiserror::Error;
 use vak_core::CoreError;
+use vak_core::prompts::LoaderError;
 
 /// Everything the admin server can fail with: starting up, and each request.
 ///
@@ -125,6 +126,9 @@ impl AdminError {
             AdminError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AdminError::Core(CoreError::Name(_) | CoreError::ChatWithoutBot) => {
                 StatusCode::BAD_REQUEST
+            }
+            AdminError::Core(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
+                StatusCode::NOT_FOUND
             }
             AdminError::Gateway(_) => StatusCode::CONFLICT,
             _ => StatusCode::INTERNAL_SERVER_ERROR,

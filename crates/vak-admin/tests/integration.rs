@@ -744,6 +744,24 @@ fn saves_and_resets_reach_the_files_on_disk() {
     );
     assert_eq!(prompt["tokens"]["prefix"].as_u64(), Some(tokens_before));
 
+    // A role with no directory yet: its layer lists as inherited, its
+    // prompt is a 404 that says how to create it.
+    let layers = env
+        .get("/api/layers?scope=project&agent=release")
+        .expect_ok();
+    assert!(
+        layers["blocks"]
+            .as_array()
+            .expect("blocks")
+            .iter()
+            .all(|b| b["state"] == "inherited")
+    );
+    let error = env.get("/api/prompt?agent=release").expect_error(404);
+    assert!(
+        error.contains("agent role `release` is not defined"),
+        "{error}"
+    );
+
     // Sub-layers: a shared surface note and a new agent role.
     env.put(
         "/api/layers/surface-note?scope=shared&surface=desktop",
