@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -29,6 +29,13 @@ type Shared = State<Arc<AppState>>;
 pub(crate) fn query<T>(query: Result<Query<T>, QueryRejection>) -> Result<T, AdminError> {
     query.map(|Query(q)| q).map_err(|e| {
         AdminError::BadRequest(format!("the query string is malformed: {}", e.body_text()))
+    })
+}
+
+/// Turn a path-segment rejection (bad percent-encoding) into a JSON 400.
+pub(crate) fn path<T>(path: Result<Path<T>, PathRejection>) -> Result<T, AdminError> {
+    path.map(|Path(p)| p).map_err(|e| {
+        AdminError::BadRequest(format!("the request path is malformed: {}", e.body_text()))
     })
 }
 
@@ -444,12 +451,12 @@ fn preview_json(preview: &Preview) -> Value {
 /// `PUT /api/layers/{block}`: save one block of one layer.
 pub(crate) async fn save(
     State(state): Shared,
-    Path(block): Path<String>,
+    block: Result<Path<String>, PathRejection>,
     q: Result<Query<LayerQuery>, QueryRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
     let q = query(q)?;
-    let block = editable_block(&block)?;
+    let block = editable_block(&path(block)?)?;
     let body: SaveBody = body(bytes)?;
     check_text_size(&body.text)?;
     let if_digest = required_digest(body.if_digest)?;
@@ -471,11 +478,11 @@ pub(crate) async fn save(
 /// `DELETE /api/layers/{block}?…&if_digest=`: delete the file, inherit again.
 pub(crate) async fn reset(
     State(state): Shared,
-    Path(block): Path<String>,
+    block: Result<Path<String>, PathRejection>,
     q: Result<Query<LayerQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
     let q = query(q)?;
-    let block = editable_block(&block)?;
+    let block = editable_block(&path(block)?)?;
     let if_digest = required_digest(q.if_digest.clone())?;
     let target = target(q.scope()?, q.sub()?, block)?;
     let core = core_for(&state, &target)?;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
@@ -27,7 +27,7 @@ use vak_prompt_loader::{ABSENT_DIGEST, save_atomic};
 
 use crate::AdminError;
 use crate::api::{
-    SaveBody, body, check_text_size, editable_block, name, over_budget_detail, query,
+    SaveBody, body, check_text_size, editable_block, name, over_budget_detail, path, query,
     required_digest, save_error,
 };
 use crate::server::AppState;
@@ -446,9 +446,10 @@ fn reset_of(
 /// `PUT /api/gateway/bots/{bot}/{block}`.
 pub(crate) async fn save_bot(
     State(state): State<Arc<AppState>>,
-    Path((bot, block)): Path<(String, String)>,
+    segments: Result<Path<(String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
+    let (bot, block) = path(segments)?;
     let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
     save_to(&state, tier, &block, bytes)
 }
@@ -456,9 +457,10 @@ pub(crate) async fn save_bot(
 /// `DELETE /api/gateway/bots/{bot}/{block}?if_digest=`.
 pub(crate) async fn reset_bot(
     State(state): State<Arc<AppState>>,
-    Path((bot, block)): Path<(String, String)>,
+    segments: Result<Path<(String, String)>, PathRejection>,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
+    let (bot, block) = path(segments)?;
     let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
     reset_of(&state, tier, &block, q)
 }
@@ -466,9 +468,10 @@ pub(crate) async fn reset_bot(
 /// `PUT /api/gateway/chats/{bot}/{chat}/{block}`.
 pub(crate) async fn save_chat(
     State(state): State<Arc<AppState>>,
-    Path((bot, chat, block)): Path<(String, String, String)>,
+    segments: Result<Path<(String, String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
+    let (bot, chat, block) = path(segments)?;
     let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
     save_to(&state, tier, &block, bytes)
 }
@@ -476,9 +479,10 @@ pub(crate) async fn save_chat(
 /// `DELETE /api/gateway/chats/{bot}/{chat}/{block}?if_digest=`.
 pub(crate) async fn reset_chat(
     State(state): State<Arc<AppState>>,
-    Path((bot, chat, block)): Path<(String, String, String)>,
+    segments: Result<Path<(String, String, String)>, PathRejection>,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
+    let (bot, chat, block) = path(segments)?;
     let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
     reset_of(&state, tier, &block, q)
 }

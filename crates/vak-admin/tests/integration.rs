@@ -520,6 +520,14 @@ fn every_error_status_has_a_json_sentence() {
             json!({"text": "x", "if_digest": ""}),
         ),
         (
+            "/api/layers/%FF%FE?scope=project",
+            json!({"text": "x", "if_digest": ""}),
+        ),
+        (
+            "/api/gateway/bots/%FF/identity",
+            json!({"text": "x", "if_digest": ""}),
+        ),
+        (
             "/api/gateway/bots/helpdesk/mcp",
             json!({"text": "x", "if_digest": ""}),
         ),
