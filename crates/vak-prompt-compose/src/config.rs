@@ -128,6 +128,15 @@ pub(crate) fn effective_config(
             });
         }
         match table.get("model") {
+            // DECISIONS §7 selects the model by the shared config; a trusted
+            // project may choose its own, a clone may not pick what the
+            // budget is measured against.
+            Some(toml::Value::String(_)) if file_trust == Trust::Untrusted => {
+                effective.warnings.push(format!(
+                    "`model` in `{}` is ignored: an untrusted project may not choose the model; run `vak trust` on the project to apply it",
+                    file.path
+                ))
+            }
             Some(toml::Value::String(model)) => {
                 effective.model = Some(sourced(file, model.clone(), "model"))
             }

@@ -225,6 +225,9 @@ fn hostile_clone_keeps_the_floor_and_says_what_it_dropped() {
         );
     }
     let warnings = report["warnings"].to_string();
+    // The clone may not choose what the budget is measured against.
+    assert_eq!(report["tokens"]["model"], "gpt-4o");
+    assert!(warnings.contains("may not choose the model"), "{warnings}");
     assert!(warnings.contains("symlink leading outside"), "{warnings}");
     assert!(warnings.contains("not a regular file"), "{warnings}");
     assert!(
