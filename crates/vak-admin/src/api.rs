@@ -261,7 +261,7 @@ pub(crate) fn provenance_summary(block: &ResolvedBlock) -> String {
     }
 }
 
-fn composition_name(block: Block) -> &'static str {
+pub(crate) fn composition_name(block: Block) -> &'static str {
     match block.composition() {
         Composition::NarrowestWins => "narrowest-wins",
         Composition::Accumulate => "accumulate",
@@ -342,6 +342,22 @@ fn known_roles(state: &AppState) -> Vec<String> {
     roles.into_iter().collect()
 }
 
+/// What the prompt uses for one block now: the summary, every contributing
+/// layer with its source and text, and the composed text.
+pub(crate) fn effective_json(b: &ResolvedBlock) -> Value {
+    json!({
+        "summary": provenance_summary(b),
+        "layers": b.layers().iter().map(|l| l.wire_name()).collect::<Vec<_>>(),
+        "sources": b.contributors.iter().map(|c| json!({
+            "layer": c.provenance.layer.wire_name(),
+            "label": c.provenance.layer.label(),
+            "source": c.provenance.source,
+            "text": c.text,
+        })).collect::<Vec<_>>(),
+        "text": b.text,
+    })
+}
+
 /// `GET /api/layers`: every editable block of one directory layer.
 pub(crate) async fn layers(
     State(state): Shared,
@@ -388,17 +404,7 @@ pub(crate) async fn layers(
             "digest": start.digest,
             "path": path,
             "not_applied": not_applied,
-            "effective": effective.map(|b| json!({
-                "summary": provenance_summary(b),
-                "layers": b.layers().iter().map(|l| l.wire_name()).collect::<Vec<_>>(),
-                "sources": b.contributors.iter().map(|c| json!({
-                    "layer": c.provenance.layer.wire_name(),
-                    "label": c.provenance.layer.label(),
-                    "source": c.provenance.source,
-                    "text": c.text,
-                })).collect::<Vec<_>>(),
-                "text": b.text,
-            })),
+            "effective": effective.map(effective_json),
         }));
     }
     let dir = target(scope, sub.clone(), Block::Identity)?

@@ -19,16 +19,16 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use vak_core::prompts::{
-    Block, LoadedChain, Name, NameKind, Origin, PromptLayer, Provenance, SurfaceKind, TailContext,
-    read_safely, sha256_hex,
+    Block, LoadedChain, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt,
+    SurfaceKind, TailContext, read_safely, sha256_hex,
 };
 use vak_core::{Core, Preview, Selectors, budget_of, lints_of_text};
 use vak_prompt_loader::{ABSENT_DIGEST, save_atomic};
 
 use crate::AdminError;
 use crate::api::{
-    SaveBody, body, check_text_size, editable_block, name, over_budget_detail, path, query,
-    required_digest, save_error,
+    SaveBody, body, check_text_size, composition_name, editable_block, effective_json, name,
+    over_budget_detail, path, query, required_digest, save_error,
 };
 use crate::server::AppState;
 
@@ -134,11 +134,25 @@ fn prompt_of<'a>(entry: &'a Value, block: Block, key: &str) -> Result<Option<&'a
     }
 }
 
-fn block_json(entry: Option<&Value>, tier_key: impl Fn(Block) -> String) -> Vec<Value> {
+/// The prompt this entry's tier resolves to on the chat surface, for the
+/// "what the prompt uses now" half of each block. `None` when it cannot be
+/// resolved; the entry is still listed and editable.
+fn resolve_tier(state: &AppState, tier: &Tier) -> Option<ResolvedPrompt> {
+    let core = Core::open(Selectors {
+        surface: SurfaceKind::Chat,
+        bot: Some(tier.bot().clone()),
+        chat: tier.chat().cloned(),
+        ..state.selectors()
+    })
+    .ok()?;
+    core.resolve().ok()
+}
+
+fn block_json(entry: Option<&Value>, tier: &Tier, resolved: Option<&ResolvedPrompt>) -> Vec<Value> {
     Block::EDITABLE
         .iter()
         .map(|&block| {
-            let key = tier_key(block);
+            let key = tier.key(block);
             let (state, text, problem) = match entry.map(|e| prompt_of(e, block, &key)) {
                 None | Some(Ok(None)) => ("inherited", None, None),
                 Some(Ok(Some(text))) if text.trim().is_empty() => ("empty", Some(text), None),
@@ -153,6 +167,9 @@ fn block_json(entry: Option<&Value>, tier_key: impl Fn(Block) -> String) -> Vec<
                 "digest": text.map_or_else(|| ABSENT_DIGEST.to_owned(), |t| sha256_hex(t.as_bytes())),
                 "key": key,
                 "problem": problem,
+                "composition": composition_name(block),
+                "lands_in": block.wire_name(),
+                "effective": resolved.and_then(|r| r.block(block)).map(effective_json),
             })
         })
         .collect()
@@ -195,7 +212,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
                 chats.push(json!({
                     "chat": chat_id,
                     "name": chat_entry.get("name").and_then(Value::as_str),
-                    "prompts": block_json(Some(chat_entry), |b| tier.key(b)),
+                    "prompts": block_json(Some(chat_entry), &tier, resolve_tier(&state, &tier).as_ref()),
                 }));
             }
         }
@@ -203,7 +220,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
         out.push(json!({
             "bot": id,
             "display_name": entry.and_then(|e| e.get("display_name")).and_then(Value::as_str),
-            "prompts": block_json(entry, |b| tier.key(b)),
+            "prompts": block_json(entry, &tier, resolve_tier(&state, &tier).as_ref()),
             "chats": chats,
         }));
     }

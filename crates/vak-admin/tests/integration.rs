@@ -957,6 +957,11 @@ fn gateway_edits_reach_bots_and_allowlist_atomically_keeping_other_keys() {
         "inherited"
     );
     assert_eq!(
+        gateway_prompt(&list, "helpdesk", None, "operating-rules")["effective"]["summary"],
+        "from Shared",
+        "the bot tier shows what it inherits"
+    );
+    assert_eq!(
         gateway_prompt(&list, "helpdesk", Some("42"), "guardrails")["state"],
         "overridden"
     );

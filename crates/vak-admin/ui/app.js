@@ -215,7 +215,7 @@ function card(target, b) {
   const actions = el('div', { class: 'actions' });
   const source = el('div', { class: 'source', hidden: true });
   const editor = el('div', { class: 'editor', hidden: true });
-  const result = el('div', { class: 'result', role: 'alert', tabindex: '-1' });
+  const result = el('div', { class: 'result', role: 'alert', tabindex: '-1', 'data-card': id });
   const node = el('article', { class: 'card', id: 'card-' + id, 'data-name': b.block, 'data-state': b.state },
     el('header', {}, el('h3', { text: b.label }), badge),
     el('p', { class: 'meta' }, el('code', { text: target.where }), ' ', b.effective ? inheritsFrom(b) : ''),
@@ -266,7 +266,7 @@ function card(target, b) {
     const r = await api('DELETE', targetUrl(target, b.block) + '?' + params.toString());
     if (r.ok) {
       say(b.label + ' reset; it inherits again.');
-      await reload(target);
+      await reload(target, null, id);
     } else {
       showError(result, r, b, target);
     }
@@ -341,7 +341,7 @@ function card(target, b) {
       if (r.ok) {
         say(b.label + ' saved to ' + (r.data.path || r.data.key || target.where) + '.');
         state.openEditor = null;
-        await reload(target, r.data);
+        await reload(target, r.data, id);
       } else {
         showError(result, r, b, target);
       }
@@ -358,9 +358,13 @@ function targetUrl(target, block) {
   return '/api/layers/' + block;
 }
 
-async function reload(target, saved) {
+// Re-render after a change, and put the keyboard focus back on the card
+// that changed (its nodes were replaced).
+async function reload(target, saved, id) {
   if (target.kind === 'layer') await loadPrompts();
   else await loadGateway();
+  const again = id && document.getElementById('card-' + id);
+  if (again) again.querySelector('button.override').focus();
   if (saved && saved.lints && saved.lints.length) say('Saved, with notes: ' + saved.lints.join(' '));
   if (saved && saved.not_applied) say('Saved. ' + saved.not_applied + '.');
 }
@@ -379,7 +383,7 @@ function showError(box, r, b, target) {
       el('p', {}, el('strong', { text: 'Someone else changed this since you opened it, so your save was not applied. ' }),
         'Your text is still in the editor. Load their version, then redo your change.'),
       el('p', { class: 'small', text: r.data.error }),
-      el('button', { type: 'button', onclick: () => reload(target) }, 'Load their version'));
+      el('button', { type: 'button', onclick: () => reload(target, null, box.dataset.card) }, 'Load their version'));
   } else if (r.status === 422) {
     box.className = 'result refused';
     const t = r.data.tokens || {};
