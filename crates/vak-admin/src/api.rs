@@ -10,15 +10,15 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
-    AuditLog, Block, Composition, Name, NameKind, PromptLayer, ResolvedBlock, ResolvedPrompt,
-    SurfaceKind, Trust, Verdict, prompt_verdict,
+    AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SurfaceKind,
+    Trust, Verdict, prompt_verdict,
 };
+use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
     Budget, Core, EditError, EditTarget, Preview, PromptReport, Scope, Selectors, SubLayer,
 };
-use vak_prompt_budget::BudgetReport;
-use vak_prompt_loader::{MAX_FILE_BYTES, SaveError};
 
 use crate::AdminError;
 use crate::server::AppState;
@@ -233,32 +233,7 @@ pub(crate) fn over_budget_detail(report: &BudgetReport) -> Value {
 /// One block's provenance in a few words, as doc 45's sketch shows it:
 /// `from Shared`, `seed + Shared + 2`, `locked`, `runtime`.
 pub(crate) fn provenance_summary(block: &ResolvedBlock) -> String {
-    let name = |layer: PromptLayer| match layer {
-        PromptLayer::Seed => "seed".to_owned(),
-        PromptLayer::Runtime => "runtime".to_owned(),
-        other => other.label().to_owned(),
-    };
-    let layers = block.layers();
-    match block.block.composition() {
-        Composition::Fixed => "locked".to_owned(),
-        Composition::RuntimeDerived => match layers.len() {
-            0 => "runtime, empty".to_owned(),
-            1 => "runtime".to_owned(),
-            n => format!("runtime, {n} entries"),
-        },
-        Composition::NarrowestWins => match layers.first() {
-            Some(layer) => format!("from {}", name(*layer)),
-            None => "empty".to_owned(),
-        },
-        Composition::Accumulate | Composition::Additive => match layers.as_slice() {
-            [] => "empty".to_owned(),
-            [one] => name(*one),
-            [first, second] => format!("{} + {}", name(*first), name(*second)),
-            [first, second, rest @ ..] => {
-                format!("{} + {} + {}", name(*first), name(*second), rest.len())
-            }
-        },
-    }
+    vak_core::provenance_summary(block, vak_core::LayerNaming::Label)
 }
 
 pub(crate) fn composition_name(block: Block) -> &'static str {
@@ -628,7 +603,7 @@ pub(crate) async fn audit(State(state): Shared) -> Result<Json<Value>, AdminErro
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vak_core::prompts::{Contributor, Origin, Provenance};
+    use vak_core::prompts::{Contributor, Origin, PromptLayer, Provenance};
 
     fn resolved(block: Block, layers: &[PromptLayer]) -> ResolvedBlock {
         ResolvedBlock {

@@ -18,12 +18,12 @@ use axum::extract::{Path, Query, State};
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
+use vak_core::prompts::{ABSENT_DIGEST, save_atomic};
 use vak_core::prompts::{
-    Block, LoadedChain, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt,
-    SurfaceKind, TailContext, read_safely, sha256_hex,
+    Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
+    TailContext, read_safely, sha256_hex,
 };
 use vak_core::{Core, Preview, Selectors, budget_of, lints_of_text};
-use vak_prompt_loader::{ABSENT_DIGEST, save_atomic};
 
 use crate::AdminError;
 use crate::api::{
@@ -233,33 +233,6 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
     })))
 }
 
-/// Put `text` in place of what `chain` holds for `provenance`/`block` (or
-/// drop it for `None`), keeping the loader's widest-first order.
-fn substitute(chain: &mut LoadedChain, block: Block, provenance: &Provenance, text: Option<&str>) {
-    chain
-        .contributions
-        .retain(|c| !(c.block == block && c.provenance == *provenance));
-    chain
-        .skipped
-        .retain(|s| !(s.block == Some(block) && s.provenance == *provenance));
-    let Some(text) = text else { return };
-    let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
-    let new = vak_core::prompts::Contribution {
-        block,
-        provenance: provenance.clone(),
-        text: text.to_owned(),
-    };
-    let key = |c: &vak_core::prompts::Contribution| {
-        (c.provenance.layer, c.provenance.origin, rank(c.block))
-    };
-    let at = chain
-        .contributions
-        .iter()
-        .position(|c| key(c) > key(&new))
-        .unwrap_or(chain.contributions.len());
-    chain.contributions.insert(at, new);
-}
-
 /// What the prompt of this bot (and chat) would be with `text` in place,
 /// on the chat surface, budgeted by the same functions as a file save.
 pub(crate) fn preview(
@@ -294,7 +267,7 @@ fn preview_tier(
     let key = tier.key(block);
     let provenance = Provenance::new(tier.layer(), Origin::Gateway, key.as_str());
     let mut after_chain = chain;
-    substitute(&mut after_chain, block, &provenance, text);
+    after_chain.substitute(block, &provenance, text);
     let after = core.compose(&after_chain, trust, TailContext::now());
     Ok(Preview {
         path: Utf8PathBuf::from(key),

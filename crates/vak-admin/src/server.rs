@@ -22,7 +22,7 @@ use crate::{AdminError, api, assets, gateway};
 /// The largest request body accepted. Twice the loader's per-file limit, so
 /// a maximal prompt file still fits after JSON escaping; the text inside is
 /// then held to the per-file limit itself.
-pub const MAX_BODY_BYTES: usize = 2 * vak_prompt_loader::MAX_FILE_BYTES as usize;
+pub const MAX_BODY_BYTES: usize = 2 * vak_core::prompts::MAX_FILE_BYTES as usize;
 
 /// What `vak admin serve` was asked for.
 #[derive(Debug, Clone)]

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use camino::Utf8PathBuf;
 use clap::Args;
 use vak_core::prompts::{Composition, ResolvedPrompt, Trust, TrustStore};
-use vak_core::{Core, PromptReport};
+use vak_core::{Core, LayerNaming, PromptReport, provenance_summary};
 
 use crate::CliError;
 use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
@@ -45,10 +45,7 @@ fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
             resolved.demoted.len()
         );
         for d in &resolved.demoted {
-            let what = d
-                .config_key
-                .clone()
-                .unwrap_or_else(|| d.block.map(|b| b.to_string()).unwrap_or_default());
+            let what = d.subject();
             let _ = writeln!(
                 note,
                 "  not applied: {what} from `{}`",
@@ -98,30 +95,6 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     }
 }
 
-/// One block's provenance in a few words: `from shared`, `seed + shared + 2`,
-/// `locked`, `runtime`.
-fn provenance_summary(block: &vak_core::prompts::ResolvedBlock) -> String {
-    let layers = block.layers();
-    match block.block.composition() {
-        Composition::Fixed => "locked".to_owned(),
-        Composition::RuntimeDerived => match layers.len() {
-            0 => "runtime (none)".to_owned(),
-            1 => "runtime".to_owned(),
-            n => format!("runtime ({n} entries)"),
-        },
-        Composition::NarrowestWins => match layers.first() {
-            Some(layer) => format!("from {layer}"),
-            None => "none".to_owned(),
-        },
-        Composition::Accumulate | Composition::Additive => match layers.as_slice() {
-            [] => "none".to_owned(),
-            [one] => one.to_string(),
-            [first, second] => format!("{first} + {second}"),
-            [first, second, rest @ ..] => format!("{first} + {second} + {}", rest.len()),
-        },
-    }
-}
-
 /// `vak prompts explain`: one line per block, then demotions and warnings.
 pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
@@ -154,7 +127,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
             out,
             "{:<20} {}",
             block.block.wire_name(),
-            provenance_summary(block)
+            provenance_summary(block, LayerNaming::Wire)
         );
         if block.block.composition() != Composition::Fixed {
             for c in &block.contributors {
@@ -180,10 +153,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     if !resolved.demoted.is_empty() {
         let _ = writeln!(out, "\nDemoted:");
         for d in &resolved.demoted {
-            let what = d
-                .config_key
-                .clone()
-                .unwrap_or_else(|| d.block.map(|b| b.to_string()).unwrap_or_default());
+            let what = d.subject();
             let _ = writeln!(
                 out,
                 "  {what} from {} `{}`: {}",

@@ -71,6 +71,20 @@ impl Selectors {
     }
 }
 
+impl Selectors {
+    /// What the loader is asked to read for these selectors.
+    pub fn load_request(&self) -> LoadRequest {
+        LoadRequest {
+            home: self.home.clone(),
+            project: self.project.clone(),
+            surface: self.surface,
+            bot: self.bot.clone(),
+            chat: self.chat.clone(),
+            agent: self.agent.clone(),
+        }
+    }
+}
+
 /// How the trust level was decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum TrustSource {
@@ -141,15 +155,7 @@ impl Core {
 
     /// Read every layer of the chain.
     pub fn load(&self) -> Result<LoadedChain, CoreError> {
-        let s = &self.selectors;
-        Ok(load_chain(&LoadRequest {
-            home: s.home.clone(),
-            project: s.project.clone(),
-            surface: s.surface,
-            bot: s.bot.clone(),
-            chat: s.chat.clone(),
-            agent: s.agent.clone(),
-        })?)
+        Ok(load_chain(&self.selectors.load_request())?)
     }
 
     /// Resolve the prompt, with the tail rendered for `tail`.

@@ -24,8 +24,8 @@ use vak_prompt_budget::{
 };
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
-    Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, SaveError, SaveOutcome,
-    current_digest, load_chain, read_safely, remove_checked, save_atomic,
+    LayerDirs, LoadRequest, LoadedChain, LoaderError, SaveError, SaveOutcome, current_digest,
+    load_chain, read_safely, remove_checked, save_atomic,
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
@@ -324,32 +324,6 @@ fn not_applied_note(target: &EditTarget, selectors: &Selectors, trust: Trust) ->
     }
 }
 
-/// Put `text` in place of whatever the chain holds for `provenance` and
-/// `block` (or remove it when `text` is `None`), keeping the loader's order.
-fn substitute(chain: &mut LoadedChain, block: Block, provenance: &Provenance, text: Option<&str>) {
-    let same = |c: &Contribution| c.block == block && c.provenance == *provenance;
-    chain.contributions.retain(|c| !same(c));
-    chain
-        .skipped
-        .retain(|s| !(s.block == Some(block) && s.provenance == *provenance));
-    let Some(text) = text else { return };
-    // The loader reads layers widest first, home before project within a
-    // tier, and a directory's files in `Block::EDITABLE` order.
-    let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
-    let key = |c: &Contribution| (c.provenance.layer, c.provenance.origin, rank(c.block));
-    let new = Contribution {
-        block,
-        provenance: provenance.clone(),
-        text: text.to_owned(),
-    };
-    let at = chain
-        .contributions
-        .iter()
-        .position(|c| key(c) > key(&new))
-        .unwrap_or(chain.contributions.len());
-    chain.contributions.insert(at, new);
-}
-
 /// What a save or reset would do, before anything is written.
 #[derive(Debug, Clone)]
 pub struct Preview {
@@ -430,14 +404,9 @@ impl Core {
             Err(CoreError::Loader(LoaderError::UnknownRole { .. }))
                 if matches!(target.sub, SubLayer::Agent(_)) =>
             {
-                let s = self.selectors();
                 Ok(load_chain(&LoadRequest {
-                    home: s.home.clone(),
-                    project: s.project.clone(),
-                    surface: s.surface,
-                    bot: s.bot.clone(),
-                    chat: s.chat.clone(),
                     agent: None,
+                    ..self.selectors().load_request()
                 })?)
             }
             other => other,
@@ -454,7 +423,7 @@ impl Core {
         let chain = self.load_for(target)?;
         let before = self.compose(&chain, trust, TailContext::now());
         let mut after_chain = chain;
-        substitute(&mut after_chain, target.block, &provenance, text);
+        after_chain.substitute(target.block, &provenance, text);
         if let SubLayer::Agent(_) = target.sub
             && let Some(dir) = path.parent()
             && text.is_some()

@@ -18,7 +18,7 @@ pub use edit::{
 };
 pub use error::CoreError;
 pub use inbound::InboundPrompts;
-pub use report::PromptReport;
+pub use report::{LayerNaming, PromptReport, provenance_summary};
 
 /// The public prompt-layer API, re-exported from the crates that own it.
 pub mod prompts {
@@ -39,9 +39,9 @@ pub mod prompts {
     };
     pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
     pub use vak_prompt_loader::{
-        ABSENT_DIGEST, Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError, SaveError,
-        SaveOutcome, Skipped, current_digest, load_chain, prompt_dir, read_safely, remove_checked,
-        save_atomic,
+        ABSENT_DIGEST, Contribution, LayerDirs, LoadRequest, LoadedChain, LoaderError,
+        MAX_FILE_BYTES, SaveError, SaveOutcome, Skipped, current_digest, load_chain, prompt_dir,
+        read_safely, remove_checked, save_atomic,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{

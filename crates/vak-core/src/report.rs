@@ -2,9 +2,9 @@
 //! CLI and the admin API so both say the same thing.
 
 use serde::Serialize;
-use vak_prompt_blocks::Owner;
+use vak_prompt_blocks::{Composition, Owner, PromptLayer};
 use vak_prompt_budget::TokenSummary;
-use vak_prompt_compose::ResolvedPrompt;
+use vak_prompt_compose::{ResolvedBlock, ResolvedPrompt};
 use vak_prompt_trust::Trust;
 use vak_session::{AgentIdentity, CapabilityDescriptor, PromptLayerDescriptor};
 
@@ -143,5 +143,47 @@ impl PromptReport {
             capabilities: resolved.capabilities.clone(),
             agent: resolved.agent.clone(),
         }
+    }
+}
+
+/// How layers are named in a [`provenance_summary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LayerNaming {
+    /// Wire names (`shared`, `project`), as the CLI prints them.
+    Wire,
+    /// Labels for people (`Shared`, `This project`), as the admin UI shows
+    /// them; `seed` and `runtime` stay lowercase, as doc 45's sketch has them.
+    Label,
+}
+
+/// One block's provenance in a few words, as doc 45's sketch shows it:
+/// `from shared`, `seed + shared + 2`, `locked`, `runtime, 2 entries`.
+pub fn provenance_summary(block: &ResolvedBlock, naming: LayerNaming) -> String {
+    let name = |layer: PromptLayer| match (naming, layer) {
+        (LayerNaming::Wire, _) | (_, PromptLayer::Seed | PromptLayer::Runtime) => {
+            layer.wire_name().to_owned()
+        }
+        (LayerNaming::Label, other) => other.label().to_owned(),
+    };
+    let layers = block.layers();
+    match block.block.composition() {
+        Composition::Fixed => "locked".to_owned(),
+        Composition::RuntimeDerived => match layers.len() {
+            0 => "runtime, empty".to_owned(),
+            1 => "runtime".to_owned(),
+            n => format!("runtime, {n} entries"),
+        },
+        Composition::NarrowestWins => match layers.first() {
+            Some(layer) => format!("from {}", name(*layer)),
+            None => "empty".to_owned(),
+        },
+        Composition::Accumulate | Composition::Additive => match layers.as_slice() {
+            [] => "empty".to_owned(),
+            [one] => name(*one),
+            [first, second] => format!("{} + {}", name(*first), name(*second)),
+            [first, second, rest @ ..] => {
+                format!("{} + {} + {}", name(*first), name(*second), rest.len())
+            }
+        },
     }
 }

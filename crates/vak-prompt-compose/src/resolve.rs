@@ -74,6 +74,17 @@ pub struct Demotion {
     pub reason: DemoteReason,
 }
 
+impl Demotion {
+    /// What was dropped: the config key, or the block's wire name.
+    pub fn subject(&self) -> String {
+        match (&self.config_key, self.block) {
+            (Some(key), _) => key.clone(),
+            (None, Some(block)) => block.wire_name().to_owned(),
+            (None, None) => "input".to_owned(),
+        }
+    }
+}
+
 /// The result of a resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResolvedPrompt {

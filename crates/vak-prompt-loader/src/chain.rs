@@ -116,6 +116,35 @@ pub struct LoadedChain {
     pub skipped: Vec<Skipped>,
 }
 
+impl LoadedChain {
+    /// Put `text` in place of whatever the chain holds for `block` from
+    /// `provenance` (or remove it when `text` is `None`), keeping the
+    /// loader's order, so a candidate edit can be composed before anything
+    /// is written.
+    pub fn substitute(&mut self, block: Block, provenance: &Provenance, text: Option<&str>) {
+        let same = |b: Block, p: &Provenance| b == block && p == provenance;
+        self.contributions.retain(|c| !same(c.block, &c.provenance));
+        self.skipped
+            .retain(|s| !(s.block.is_some_and(|b| same(b, &s.provenance))));
+        let Some(text) = text else { return };
+        // The loader reads layers widest first, home before project within
+        // a tier, and a directory's files in `Block::EDITABLE` order.
+        let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
+        let key = |c: &Contribution| (c.provenance.layer, c.provenance.origin, rank(c.block));
+        let new = Contribution {
+            block,
+            provenance: provenance.clone(),
+            text: text.to_owned(),
+        };
+        let at = self
+            .contributions
+            .iter()
+            .position(|c| key(c) > key(&new))
+            .unwrap_or(self.contributions.len());
+        self.contributions.insert(at, new);
+    }
+}
+
 struct Reader<'a> {
     chain: &'a mut LoadedChain,
     /// Canonical form of each layer root, resolved once per load rather
