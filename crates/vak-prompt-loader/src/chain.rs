@@ -6,7 +6,7 @@ use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKin
 use crate::LoaderError;
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
-use crate::safe_read::{ReadRefusal, read_existing, read_safely};
+use crate::safe_read::{ReadRefusal, read_existing, read_in_dir, read_safely};
 
 /// What to load: the home, the project, and the selectors that pick
 /// sub-layers.
@@ -163,17 +163,19 @@ impl Reader<'_> {
         self.chain.skipped.push(skipped);
     }
 
+    /// The canonical form of `root`, resolved once per load.
+    fn real_root(&mut self, root: &Utf8Path) -> Option<std::path::PathBuf> {
+        if let Some((_, real)) = self.real_roots.iter().find(|(r, _)| r == root) {
+            return real.clone();
+        }
+        let real = fs::canonicalize(root).ok();
+        self.real_roots.push((root.to_owned(), real.clone()));
+        real
+    }
+
     /// Read `path` as a hostile file that must stay inside `root`.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
-        let index = match self.real_roots.iter().position(|(r, _)| r == root) {
-            Some(index) => index,
-            None => {
-                self.real_roots
-                    .push((root.to_owned(), fs::canonicalize(root).ok()));
-                self.real_roots.len() - 1
-            }
-        };
-        match &self.real_roots[index].1 {
+        match &self.real_root(root) {
             Some(real_root) => read_existing(path, real_root),
             // No root directory: nothing under it exists, unless the path
             // resolves somewhere else entirely, which the full check refuses.
@@ -189,13 +191,25 @@ impl Reader<'_> {
         layer: PromptLayer,
         origin: Origin,
     ) {
+        // Resolve the directory once for its four files. No directory means
+        // nothing to read; one that leads outside its root sends every file
+        // through the full per-file check, which refuses and reports it.
+        let Ok(real_dir) = fs::canonicalize(dir) else {
+            return;
+        };
+        let real_root = self.real_root(root);
+        let inside = real_root.as_ref().is_some_and(|r| real_dir.starts_with(r));
         for block in Block::EDITABLE {
             let Some(file) = block.file_name() else {
                 continue;
             };
             let path = dir.join(file);
             let provenance = Provenance::new(layer, origin, path.as_str());
-            match self.read(&path, root) {
+            let read = match (&real_root, inside) {
+                (Some(real_root), true) => read_in_dir(&path, &real_dir, real_root),
+                _ => self.read(&path, root),
+            };
+            match read {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
                     provenance,

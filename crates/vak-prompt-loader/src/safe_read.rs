@@ -113,6 +113,38 @@ fn resolve_existing(path: &Utf8Path) -> Result<Option<std::path::PathBuf>, ReadR
     }
 }
 
+/// [`read_safely`] for `path` in a directory whose canonical form
+/// `real_dir` is already known to lie inside `real_root`. A regular file
+/// there needs no path resolution of its own (the directory layer resolves
+/// its directory once for all four block files); a symlink is resolved and
+/// judged like any other.
+pub(crate) fn read_in_dir(
+    path: &Utf8Path,
+    real_dir: &std::path::Path,
+    real_root: &std::path::Path,
+) -> Result<Option<String>, ReadRefusal> {
+    let meta = match fs::symlink_metadata(path) {
+        Ok(meta) => meta,
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(error) => return Err(io_refusal(error)),
+    };
+    let real = match (meta.file_type().is_symlink(), path.file_name()) {
+        (false, Some(name)) => real_dir.join(name),
+        _ => match resolve_existing(path)? {
+            Some(real) => real,
+            None => return Ok(None),
+        },
+    };
+    read_resolved(real, real_root)
+}
+
 fn read_resolved(
     real: std::path::PathBuf,
     real_root: &std::path::Path,
