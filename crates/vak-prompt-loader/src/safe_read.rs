@@ -92,17 +92,8 @@ pub(crate) fn read_existing(
 /// are canonicalized by the callers so a symlinked file, or a symlinked
 /// parent directory, is judged by where it really leads.
 fn resolve_existing(path: &Utf8Path) -> Result<Option<std::path::PathBuf>, ReadRefusal> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(error)
-            if matches!(
-                error.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(None);
-        }
-        Err(error) => return Err(io_refusal(error)),
+    let Some(meta) = lstat(path)? else {
+        return Ok(None);
     };
     match fs::canonicalize(path) {
         Ok(real) => Ok(Some(real)),
@@ -123,17 +114,8 @@ pub(crate) fn read_in_dir(
     real_dir: &std::path::Path,
     real_root: &std::path::Path,
 ) -> Result<Option<String>, ReadRefusal> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(error)
-            if matches!(
-                error.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(None);
-        }
-        Err(error) => return Err(io_refusal(error)),
+    let Some(meta) = lstat(path)? else {
+        return Ok(None);
     };
     let real = match (meta.file_type().is_symlink(), path.file_name()) {
         (false, Some(name)) => real_dir.join(name),
@@ -143,6 +125,23 @@ pub(crate) fn read_in_dir(
         },
     };
     read_resolved(real, real_root)
+}
+
+/// The file's own metadata (not following a final symlink), or `None` when
+/// nothing is there.
+fn lstat(path: &Utf8Path) -> Result<Option<fs::Metadata>, ReadRefusal> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) => Ok(Some(meta)),
+        Err(error)
+            if matches!(
+                error.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(error) => Err(io_refusal(error)),
+    }
 }
 
 fn read_resolved(
