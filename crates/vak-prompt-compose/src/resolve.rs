@@ -373,17 +373,18 @@ fn runtime_block(
                     origin: skill.origin,
                     source: Some(skill.path.to_string()),
                 };
-                let as_project = Provenance {
-                    layer: PromptLayer::Project,
-                    ..provenance.clone()
-                };
+                // Trust is decided by origin; the demotion is reported at the
+                // project layer, where the user would go to fix it.
                 if let Verdict::Demote(reason) =
-                    prompt_verdict(&as_project, Block::Skills, input.trust)
+                    prompt_verdict(&provenance, Block::Skills, input.trust)
                 {
                     demoted.push(Demotion {
                         block: Some(Block::Skills),
                         config_key: None,
-                        provenance: as_project,
+                        provenance: Provenance {
+                            layer: PromptLayer::Project,
+                            ..provenance
+                        },
                         reason,
                     });
                     continue;
