@@ -24,6 +24,7 @@ mod guardrail;
 mod layer;
 mod name;
 mod surface;
+mod text;
 
 pub use block::{Block, Composition, Owner};
 pub use civil::civil_from_days;
@@ -35,3 +36,7 @@ pub use guardrail::{
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
 pub use surface::SurfaceKind;
+pub use text::{
+    Escaped, ForbiddenChar, char_name, escape_line, escape_text, first_forbidden, is_forbidden,
+    is_line_break_like,
+};
