@@ -189,7 +189,9 @@ fn core_for(state: &AppState, target: &EditTarget) -> Result<Core, AdminError> {
 /// The library's edit refusals as HTTP answers.
 pub(crate) fn edit_error(error: EditError) -> AdminError {
     match error {
-        EditError::NotEditable(..) => AdminError::BadRequest(error.to_string()),
+        EditError::NotEditable(..) | EditError::ForbiddenCharacter { .. } => {
+            AdminError::BadRequest(error.to_string())
+        }
         EditError::Core(core) => AdminError::Core(core),
         EditError::OverBudget { ref report, .. } => {
             let message = error.to_string();

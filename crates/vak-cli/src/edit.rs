@@ -13,13 +13,14 @@ use std::process::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
 use serde_json::json;
-use vak_core::prompts::{Block, Name, NameKind, SaveError, SurfaceKind};
+use vak_core::prompts::{Block, Escaped, MAX_FILE_BYTES, Name, NameKind, SaveError, SurfaceKind};
 use vak_core::{
     Budget, Core, EditError, EditTarget, Preview, Scope as CoreScope, Selectors, SubLayer,
     budget_of, lints_of,
 };
 
 use crate::CliError;
+use crate::out;
 use crate::prompts::print_json;
 use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
 
@@ -141,7 +142,9 @@ fn edit_error(error: EditError) -> CliError {
             CliError::Usage(error.to_string())
         }
         EditError::Core(core) => CliError::Core(core),
-        EditError::Save(_) => CliError::Failed(error.to_string()),
+        EditError::Save(_) | EditError::ForbiddenCharacter { .. } => {
+            CliError::Failed(error.to_string())
+        }
     }
 }
 
@@ -165,24 +168,82 @@ pub(crate) fn tokens_line(budget: &Budget) -> String {
 
 /// What a successful save or reset prints: stdout for the result, stderr
 /// for what the user should notice.
-fn report_change(headline: &str, preview: &Preview) {
-    println!("{headline}");
-    println!("{}", tokens_line(&preview.budget));
+fn report_change(headline: &str, preview: &Preview) -> Result<(), CliError> {
     if preview.budget.report.is_over() {
-        eprintln!(
-            "warning: the prefix is still over the cap ({} tokens); the change was allowed because it does not make it longer",
-            preview.budget.report.prefix_tokens
+        out::notice(
+            "warning",
+            &format!(
+                "the prefix is still over the cap ({} tokens); the change was allowed because it does not make it longer",
+                preview.budget.report.prefix_tokens
+            ),
         );
     }
     for lint in &preview.lints {
-        eprintln!("lint: {lint}");
+        out::notice("lint", lint);
     }
     for warning in &preview.budget.warnings {
-        eprintln!("warning: {warning}");
+        out::notice("warning", warning);
     }
+    let mut text = format!("{headline}\n{}\n", tokens_line(&preview.budget));
     if let Some(note) = &preview.not_applied {
-        println!("note: {note}");
+        let _ = writeln!(text, "note: {}", Escaped(note));
     }
+    out::print(&text)
+}
+
+/// Read at most [`MAX_FILE_BYTES`] + 1 bytes: anything longer is refused by
+/// size before it is held in memory, however large the input is.
+fn read_bounded(mut reader: impl std::io::Read, what: &str) -> Result<String, CliError> {
+    let mut bytes = Vec::new();
+    reader
+        .by_ref()
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| CliError::Io {
+            context: format!("cannot read {what}"),
+            source,
+        })?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(CliError::Failed(format!(
+            "{what} is larger than the {MAX_FILE_BYTES}-byte limit for prompt files; nothing was saved"
+        )));
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        CliError::Failed(format!(
+            "{what} is not valid UTF-8 at byte {}; prompt files are UTF-8 text",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
+/// Open `--file F` for reading without blocking on a FIFO and without
+/// reading a device or directory: only a regular file is prompt text.
+fn open_input_file(file: &Utf8Path) -> Result<std::fs::File, CliError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let what = format!("`{}`", Escaped(file.as_str()));
+    let io = |source| CliError::Io {
+        context: format!("cannot read {what}"),
+        source,
+    };
+    // O_NONBLOCK (0o4000 on Linux): opening a FIFO with no writer must not hang.
+    let handle = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(0o4000)
+        .open(file)
+        .map_err(io)?;
+    let meta = handle.metadata().map_err(io)?;
+    if !meta.is_file() {
+        return Err(CliError::Failed(format!(
+            "{what} is not a regular file (a FIFO, device or directory); give a file with the new text"
+        )));
+    }
+    if meta.len() > MAX_FILE_BYTES {
+        return Err(CliError::Failed(format!(
+            "{what} is {} bytes, larger than the {MAX_FILE_BYTES}-byte limit for prompt files; nothing was saved",
+            meta.len()
+        )));
+    }
+    Ok(handle)
 }
 
 fn read_input(args: &SetArgs) -> Result<String, CliError> {
@@ -196,33 +257,11 @@ fn read_input(args: &SetArgs) -> Result<String, CliError> {
         (None, Some(dash)) if dash != "-" => Err(usage(format!(
             "unexpected argument `{dash}`: use `-` to read standard input, or --file F"
         ))),
-        (Some(file), None) => {
-            let bytes = std::fs::read(file).map_err(|source| CliError::Io {
-                context: format!("cannot read `{file}`"),
-                source,
-            })?;
-            String::from_utf8(bytes).map_err(|e| {
-                CliError::Failed(format!(
-                    "`{file}` is not valid UTF-8 at byte {}; prompt files are UTF-8 text",
-                    e.utf8_error().valid_up_to()
-                ))
-            })
-        }
-        (None, Some(_)) => {
-            let mut bytes = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut bytes)
-                .map_err(|source| CliError::Io {
-                    context: "cannot read standard input".to_owned(),
-                    source,
-                })?;
-            String::from_utf8(bytes).map_err(|e| {
-                CliError::Failed(format!(
-                    "standard input is not valid UTF-8 at byte {}; prompt files are UTF-8 text",
-                    e.utf8_error().valid_up_to()
-                ))
-            })
-        }
+        (Some(file), None) => read_bounded(
+            open_input_file(file)?,
+            &format!("`{}`", Escaped(file.as_str())),
+        ),
+        (None, Some(_)) => read_bounded(std::io::stdin().lock(), "standard input"),
     }
 }
 
@@ -236,11 +275,12 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
     report_change(
         &format!(
             "saved `{}` to `{}` (sha256 {})",
-            target.block, saved.outcome.path, saved.outcome.digest
+            target.block,
+            Escaped(saved.outcome.path.as_str()),
+            saved.outcome.digest
         ),
         &saved.preview,
-    );
-    Ok(())
+    )
 }
 
 /// The editor command: `$VISUAL`, then `$EDITOR`, then `vi`.
@@ -311,10 +351,10 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
     let copy = temp_copy(target.block, &start.text)?;
     let finish = || -> Result<Option<vak_core::Saved>, CliError> {
         run_editor(&copy)?;
-        let text = std::fs::read_to_string(&copy).map_err(|source| CliError::Io {
-            context: format!("cannot read the edited copy `{copy}`"),
-            source,
-        })?;
+        let text = read_bounded(
+            open_input_file(&copy)?,
+            &format!("the edited copy `{}`", Escaped(copy.as_str())),
+        )?;
         if text == start.text {
             return Ok(None);
         }
@@ -327,19 +367,19 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
     match finish() {
         Ok(None) => {
             let _ = std::fs::remove_file(&copy);
-            println!("no changes to `{}`; nothing saved", target.block);
-            Ok(())
+            out::println(&format!("no changes to `{}`; nothing saved", target.block))
         }
         Ok(Some(saved)) => {
             let _ = std::fs::remove_file(&copy);
             report_change(
                 &format!(
                     "saved `{}` to `{}` (sha256 {})",
-                    target.block, saved.outcome.path, saved.outcome.digest
+                    target.block,
+                    Escaped(saved.outcome.path.as_str()),
+                    saved.outcome.digest
                 ),
                 &saved.preview,
-            );
-            Ok(())
+            )
         }
         // The user's text is never lost: the copy stays where it is.
         Err(error) => Err(with_note(
@@ -358,22 +398,23 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
     let headline = match &reset.removed {
         Some(_) => format!(
             "reset `{}`: removed `{}`; the block inherits again",
-            target.block, reset.preview.path
+            target.block,
+            Escaped(reset.preview.path.as_str())
         ),
         None => format!(
             "nothing to reset: `{}` does not exist, so `{}` already inherits",
-            reset.preview.path, target.block
+            Escaped(reset.preview.path.as_str()),
+            target.block
         ),
     };
-    report_change(&headline, &reset.preview);
-    Ok(())
+    report_change(&headline, &reset.preview)
 }
 
 fn check_text(budget: &Budget, lints: &[String]) -> String {
     let r = &budget.report;
     let mut out = String::new();
     let cap_from = match &budget.cap.file {
-        Some(file) => format!("`prompts.max_tokens` in `{file}`"),
+        Some(file) => format!("`prompts.max_tokens` in `{}`", Escaped(file.as_str())),
         None => "the default".to_owned(),
     };
     let _ = writeln!(out, "{}", tokens_line(budget));
@@ -404,20 +445,20 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
                 "      {:>6}  {} {}",
                 s.tokens,
                 s.block,
-                s.source.as_deref().unwrap_or("")
+                Escaped(s.source.as_deref().unwrap_or(""))
             );
         }
     }
     if !lints.is_empty() {
         let _ = writeln!(out, "\nLints:");
         for lint in lints {
-            let _ = writeln!(out, "  {lint}");
+            let _ = writeln!(out, "  {}", Escaped(lint));
         }
     }
     if !budget.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings:");
         for w in &budget.warnings {
-            let _ = writeln!(out, "  {w}");
+            let _ = writeln!(out, "  {}", Escaped(w));
         }
     }
     let _ = writeln!(
@@ -456,7 +497,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
             "lints": lints,
             "warnings": budget.warnings,
         }))?,
-        Format::Text => print!("{}", check_text(&budget, &lints)),
+        Format::Text => out::print(&check_text(&budget, &lints))?,
     }
     if r.is_over() {
         return Err(CliError::OverBudget(r.over_cap_check_message()));

@@ -27,6 +27,10 @@ pub(crate) enum CliError {
     /// A save or check would put the prefix over the token cap.
     #[error("{0}")]
     OverBudget(String),
+    /// Standard output was closed by its reader (`vak … | head`): not an
+    /// error worth a word, the command just stops.
+    #[error("standard output was closed")]
+    BrokenPipe,
     /// Any other failure, as one sentence.
     #[error("{0}")]
     Failed(String),
@@ -36,6 +40,7 @@ impl CliError {
     /// The process exit code for this error.
     pub(crate) fn exit_code(&self) -> ExitCode {
         ExitCode::from(match self {
+            CliError::BrokenPipe => 0,
             CliError::Usage(_) => 2,
             CliError::DriftRefused(_) => 3,
             CliError::OverBudget(_) => 4,

@@ -4,6 +4,7 @@
 mod admin;
 mod edit;
 mod error;
+mod out;
 mod prompts;
 mod selectors;
 mod session;
@@ -74,6 +75,13 @@ enum PromptsCommand {
     Check(edit::CheckArgs),
 }
 
+/// Colour codes only for a person at a terminal who has not asked for none
+/// (`NO_COLOR`, <https://no-color.org>).
+fn colour_on_stderr() -> bool {
+    use std::io::IsTerminal as _;
+    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
+}
+
 fn init_logging() {
     // VAK_LOG=debug|info|warn|error; warnings only by default, on stderr so
     // stdout stays machine-readable.
@@ -88,6 +96,7 @@ fn init_logging() {
         .with_max_level(level)
         .with_writer(std::io::stderr)
         .with_target(false)
+        .with_ansi(colour_on_stderr())
         .without_time()
         .try_init();
 }
@@ -121,8 +130,9 @@ fn main() -> ExitCode {
     }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::BrokenPipe) => CliError::BrokenPipe.exit_code(),
         Err(error) => {
-            eprintln!("vak: {error}");
+            out::notice_lines("vak", &error.to_string());
             error.exit_code()
         }
     }

@@ -4,10 +4,13 @@ use std::fmt::Write as _;
 
 use camino::Utf8PathBuf;
 use clap::Args;
-use vak_core::prompts::{Composition, ResolvedPrompt, Trust, TrustStore};
+use vak_core::prompts::{
+    Composition, Escaped, ResolvedPrompt, Trust, TrustStore, escape_line, escape_text,
+};
 use vak_core::{Core, LayerNaming, PromptReport, provenance_summary};
 
 use crate::CliError;
+use crate::out;
 use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
 
 /// Arguments of `show` and `explain`.
@@ -20,13 +23,7 @@ pub(crate) struct ViewArgs {
     pub(crate) format: Format,
 }
 
-/// Print `value` as one line of pretty JSON.
-pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
-    let text = serde_json::to_string_pretty(value)
-        .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
-    println!("{text}");
-    Ok(())
-}
+pub(crate) use crate::out::print_json;
 
 fn resolve(args: &ViewArgs) -> Result<(Core, ResolvedPrompt), CliError> {
     let core = Core::open(args.selectors.to_selectors()?)?;
@@ -48,14 +45,15 @@ fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
             let what = d.subject();
             let _ = writeln!(
                 note,
-                "  not applied: {what} from `{}`",
-                d.provenance.source.as_deref().unwrap_or("?")
+                "  not applied: {} from `{}`",
+                Escaped(&what),
+                Escaped(d.provenance.source.as_deref().unwrap_or("?"))
             );
         }
         let _ = writeln!(
             note,
             "To apply them, trust the project: vak trust {}",
-            core.selectors().project
+            Escaped(core.selectors().project.as_str())
         );
     }
     note
@@ -67,30 +65,26 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     match args.format {
         Format::Json => print_json(&PromptReport::new(&resolved)),
         Format::Text => {
-            let mut out = resolved.prefix.clone();
-            out.push_str(
+            let mut text = escape_text(&resolved.prefix).into_owned();
+            text.push_str(
                 "\n--- tail (rendered per turn; outside the budget and the fingerprint) ---\n",
             );
-            out.push_str(&resolved.tail);
-            out.push('\n');
+            text.push_str(&escape_text(&resolved.tail));
+            text.push('\n');
             let budget = vak_core::budget_of(&resolved);
-            out.push_str(&format!(
-                "\n--- {} ---\n",
-                crate::edit::tokens_line(&budget)
-            ));
+            let _ = write!(text, "\n--- {} ---\n", crate::edit::tokens_line(&budget));
             for warning in &budget.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", warning);
             }
             let note = untrusted_note(&core, &resolved);
             if !note.is_empty() {
-                out.push_str("\n--- not applied ---\n");
-                out.push_str(&note);
+                text.push_str("\n--- not applied ---\n");
+                text.push_str(&note);
             }
             for warning in &resolved.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", warning);
             }
-            print!("{out}");
-            Ok(())
+            out::print(&text)
         }
     }
 }
@@ -110,7 +104,8 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let _ = write!(
         out,
         "Prompt for {} ({trust}) · surface {}",
-        s.project, s.surface
+        Escaped(s.project.as_str()),
+        s.surface
     );
     if let Some(bot) = &s.bot {
         let _ = write!(out, " · bot {bot}");
@@ -136,7 +131,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                     "{:<20}   {:<8} {}",
                     "",
                     c.provenance.layer,
-                    c.provenance.source.as_deref().unwrap_or("")
+                    Escaped(c.provenance.source.as_deref().unwrap_or(""))
                 );
             }
         }
@@ -146,7 +141,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                 "{:<20}   shadows {} {}",
                 "",
                 shadowed.layer,
-                shadowed.source.as_deref().unwrap_or("")
+                Escaped(shadowed.source.as_deref().unwrap_or(""))
             );
         }
     }
@@ -156,17 +151,18 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
             let what = d.subject();
             let _ = writeln!(
                 out,
-                "  {what} from {} `{}`: {}",
+                "  {} from {} `{}`: {}",
+                Escaped(&what),
                 d.provenance.layer,
-                d.provenance.source.as_deref().unwrap_or("?"),
-                d.reason
+                Escaped(d.provenance.source.as_deref().unwrap_or("?")),
+                escape_line(&d.reason.to_string())
             );
         }
     }
     if !resolved.warnings.is_empty() {
         let _ = writeln!(out, "\nWarnings:");
         for w in &resolved.warnings {
-            let _ = writeln!(out, "  {w}");
+            let _ = writeln!(out, "  {}", Escaped(w));
         }
     }
     let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
@@ -179,8 +175,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
     }
-    print!("{out}");
-    Ok(())
+    out::print(&out)
 }
 
 /// Arguments of `vak trust`.
@@ -212,16 +207,16 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     if args.list {
         for dir in store.list() {
-            println!("{dir}");
+            out::println(&escape_line(dir))?;
         }
         return Ok(());
     }
     let dir = project_dir(args.dir.as_ref())?;
     let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
-    println!(
-        "trusted {key}: its identity, operating rules, surface notes, skills and config now apply"
-    );
-    Ok(())
+    out::println(&format!(
+        "trusted {}: its identity, operating rules, surface notes, skills and config now apply",
+        Escaped(key.as_str())
+    ))
 }
 
 /// `vak untrust [DIR]`.
@@ -231,9 +226,14 @@ pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
     let dir = project_dir(args.dir.as_ref())?;
     let (key, was) = store.untrust(&dir).map_err(vak_core::CoreError::from)?;
     if was {
-        println!("untrusted {key}: only its guardrails apply now");
+        out::println(&format!(
+            "untrusted {}: only its guardrails apply now",
+            Escaped(key.as_str())
+        ))
     } else {
-        println!("{key} was not trusted; nothing changed");
+        out::println(&format!(
+            "{} was not trusted; nothing changed",
+            Escaped(key.as_str())
+        ))
     }
-    Ok(())
 }

@@ -15,8 +15,8 @@
 use camino::{Utf8Path, Utf8PathBuf};
 use thiserror::Error;
 use vak_prompt_blocks::{
-    Block, Composition, GuardrailLint, Name, Origin, PromptLayer, Provenance, SurfaceKind,
-    parse_guardrails,
+    Block, Composition, Escaped, ForbiddenChar, GuardrailLint, Name, Origin, PromptLayer,
+    Provenance, SurfaceKind, first_forbidden, parse_guardrails,
 };
 use vak_prompt_budget::{
     BudgetReport, CapSetting, Contribution as Counted, EffectiveCap, ModelInfo, default_model,
@@ -76,9 +76,10 @@ pub enum EditError {
     /// The file could not be read, written or removed, or changed meanwhile.
     #[error(transparent)]
     Save(#[from] SaveError),
-    /// The save would push the assembled prefix over the cap. Nothing was
-    /// written.
-    #[error("refusing to save `{block}` to `{path}`: {}", .report.over_cap_message())]
+    /// The save would push the assembled prefix over the cap, on the chain
+    /// named or on another chain the file takes part in (DECISIONS §12).
+    /// Nothing was written.
+    #[error("refusing to save `{block}` to `{}`{}: {}", Escaped(.path.as_str()), chain_note(.chain.as_deref()), .report.over_cap_message())]
     OverBudget {
         /// The block.
         block: Block,
@@ -86,7 +87,27 @@ pub enum EditError {
         path: Utf8PathBuf,
         /// The budget the prompt would have had.
         report: Box<BudgetReport>,
+        /// The chain that would go over, when it is not the one the
+        /// command named: `surface chat, agent reviewer`.
+        chain: Option<String>,
     },
+    /// The text holds a character no prompt may contain (DECISIONS §11).
+    #[error(
+        "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
+        Escaped(.path.as_str())
+    )]
+    ForbiddenCharacter {
+        /// The block.
+        block: Block,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The character and where it is.
+        found: ForbiddenChar,
+    },
+}
+
+fn chain_note(chain: Option<&str>) -> String {
+    chain.map_or_else(String::new, |c| format!(" (on the chain for {c})"))
 }
 
 impl EditTarget {
@@ -343,15 +364,20 @@ pub struct Preview {
     pub not_applied: Option<String>,
 }
 
+/// Whether a change from `before` to `after` must be refused: it leaves
+/// the prefix over the cap and longer than it was (a change that shortens
+/// an already-too-long prompt is always allowed).
+pub fn pushes_over(before: &BudgetReport, after: &BudgetReport) -> bool {
+    after.is_over() && after.prefix_tokens > before.prefix_tokens.max(after.cap)
+}
+
 impl Preview {
     /// Whether the change is refused for the budget: it leaves the prefix
     /// over the cap and does not shrink a prefix that was already over
     /// (shrinking must stay possible, or an over-cap prompt could never be
     /// fixed one file at a time).
     pub fn over_budget(&self) -> bool {
-        let after = &self.budget.report;
-        after.is_over()
-            && after.prefix_tokens > self.budget_before.report.prefix_tokens.max(after.cap)
+        pushes_over(&self.budget_before.report, &self.budget.report)
     }
 }
 
@@ -460,6 +486,13 @@ impl Core {
         if_digest: Option<&str>,
     ) -> Result<Saved, EditError> {
         let path = target.path(self.selectors());
+        if let Some(found) = first_forbidden(text) {
+            return Err(EditError::ForbiddenCharacter {
+                block: target.block,
+                path,
+                found,
+            });
+        }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.
         let current = current_digest(&path)?;
         if let Some(expected) = if_digest
@@ -475,8 +508,10 @@ impl Core {
                 block: target.block,
                 path,
                 report: Box::new(preview.budget.report),
+                chain: None,
             });
         }
+        self.check_reach(target, Some(text))?;
         let outcome = save_atomic(&path, target.root(self.selectors()), text, if_digest)?;
         Ok(Saved { outcome, preview })
     }
@@ -499,8 +534,10 @@ impl Core {
                 block: target.block,
                 path,
                 report: Box::new(preview.budget.report),
+                chain: None,
             });
         }
+        self.check_reach(target, None)?;
         let removed = remove_checked(&path, if_digest)?;
         Ok(Reset { removed, preview })
     }
@@ -552,6 +589,116 @@ impl Core {
             exists: false,
         })
     }
+}
+
+impl Core {
+    /// Every chain a change to `target` takes part in (DECISIONS §12): each
+    /// surface kind (or the one sub-layer's), with no role and with every
+    /// role that has a directory (or the one role's), and for a project
+    /// file in an untrusted project also as if trusted, since `vak trust`
+    /// would apply it. Refuses with the first chain the change would push
+    /// over the cap.
+    fn check_reach(&self, target: &EditTarget, text: Option<&str>) -> Result<(), EditError> {
+        let trust = self.trust()?;
+        let mut trusts = vec![trust];
+        if target.scope == Scope::Project && trust == Trust::Untrusted {
+            trusts.push(Trust::Trusted);
+        }
+        for selectors in chains_reached(self.selectors(), target) {
+            let core = Core::open(selectors)?;
+            let provenance = target.provenance(core.selectors());
+            let chain = match core.load_for(target) {
+                Ok(chain) => chain,
+                // A role directory that vanished meanwhile reaches nothing.
+                Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => continue,
+                Err(error) => return Err(error.into()),
+            };
+            let mut after_chain = chain.clone();
+            after_chain.substitute(target.block, &provenance, text);
+            for &trust in &trusts {
+                let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
+                let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
+                if pushes_over(&before.report, &after.report) {
+                    return Err(EditError::OverBudget {
+                        block: target.block,
+                        path: target.path(self.selectors()),
+                        report: Box::new(after.report),
+                        chain: Some(describe_chain(core.selectors(), trust)),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a refusal names a chain: `surface chat, agent reviewer`.
+pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
+    let mut out = format!("surface `{}`", selectors.surface);
+    if let Some(bot) = &selectors.bot {
+        out.push_str(&format!(", bot `{bot}`"));
+    }
+    if let Some(chat) = &selectors.chat {
+        out.push_str(&format!(", chat `{chat}`"));
+    }
+    if let Some(agent) = &selectors.agent {
+        out.push_str(&format!(", agent `{agent}`"));
+    }
+    if trust == Trust::Trusted {
+        out.push_str(", project trusted");
+    }
+    out
+}
+
+/// The roles that have a directory under the home or the project, sorted,
+/// each name valid. Bounded: a project that ships thousands of role
+/// directories gets its first 64 (by name) checked, not a stall.
+pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
+    const MAX_ROLES: usize = 64;
+    let mut roles: Vec<Name> = Vec::new();
+    for root in [&selectors.home, &selectors.project] {
+        let dir = vak_prompt_loader::prompt_dir(root).join("agents");
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten().take(4096) {
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if let (true, Some(name)) = (is_dir, entry.file_name().to_str()) {
+                if let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name) {
+                    roles.push(role);
+                }
+            }
+        }
+    }
+    roles.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    roles.dedup_by(|a, b| a.as_str() == b.as_str());
+    roles.truncate(MAX_ROLES);
+    roles
+}
+
+/// The chains a change to `target` reaches: see [`Core::check_reach`].
+pub fn chains_reached(base: &Selectors, target: &EditTarget) -> Vec<Selectors> {
+    let surfaces: Vec<SurfaceKind> = match &target.sub {
+        SubLayer::Surface(kind) => vec![*kind],
+        _ => SurfaceKind::ALL.to_vec(),
+    };
+    let roles: Vec<Option<Name>> = match &target.sub {
+        SubLayer::Agent(role) => vec![Some(role.clone())],
+        _ => std::iter::once(None)
+            .chain(roles_with_dirs(base).into_iter().map(Some))
+            .collect(),
+    };
+    let mut out = Vec::with_capacity(surfaces.len() * roles.len());
+    for surface in &surfaces {
+        for role in &roles {
+            out.push(Selectors {
+                surface: *surface,
+                agent: role.clone(),
+                ..base.clone()
+            });
+        }
+    }
+    out
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {

@@ -14,7 +14,7 @@ mod report;
 pub use crate::core::{Core, Selectors, default_home};
 pub use edit::{
     Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, budget_of,
-    lints_of, lints_of_text,
+    chains_reached, describe_chain, lints_of, lints_of_text, pushes_over, roles_with_dirs,
 };
 pub use error::CoreError;
 pub use inbound::InboundPrompts;
@@ -26,6 +26,10 @@ pub mod prompts {
         Block, BlocksError, Composition, Guardrail, GuardrailLint, Name, NameKind, Origin, Owner,
         ParsedGuardrails, PromptLayer, Provenance, SurfaceKind, fold_whitespace, parse_guardrails,
         sha256_hex,
+    };
+    pub use vak_prompt_blocks::{
+        Escaped, ForbiddenChar, escape_line, escape_text, first_forbidden, is_forbidden,
+        is_unsafe_for_terminal,
     };
     pub use vak_prompt_budget::{
         BlockTokens, BudgetError, BudgetReport, CapSetting, CapSource, CapWarning,

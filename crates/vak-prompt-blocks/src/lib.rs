@@ -38,5 +38,5 @@ pub use name::{Name, NameKind};
 pub use surface::SurfaceKind;
 pub use text::{
     Escaped, ForbiddenChar, char_name, escape_line, escape_text, first_forbidden, is_forbidden,
-    is_line_break_like,
+    is_line_break_like, is_unsafe_for_terminal,
 };

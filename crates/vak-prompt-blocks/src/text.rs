@@ -30,7 +30,7 @@ pub fn is_forbidden(c: char) -> bool {
 
 /// Whether `c`, printed raw, could change what a terminal shows beyond
 /// itself: every forbidden character plus the invisible direction marks.
-fn is_unsafe_for_terminal(c: char) -> bool {
+pub fn is_unsafe_for_terminal(c: char) -> bool {
     is_forbidden(c)
         || matches!(
             c,

@@ -1,0 +1,105 @@
+//! Everything `vak` prints goes through here: stdout for results, stderr
+//! for what the user should notice, both escaped (DECISIONS §11), and a
+//! closed stdout ends the command quietly instead of panicking.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use vak_core::prompts::{escape_line, is_unsafe_for_terminal};
+
+use crate::CliError;
+
+/// Write `text` to stdout as it is. The caller has escaped every piece of
+/// it that came from input. A reader that went away (`vak … | head`) is
+/// [`CliError::BrokenPipe`], which exits quietly.
+pub(crate) fn print(text: &str) -> Result<(), CliError> {
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .map_err(|source| {
+            if source.kind() == std::io::ErrorKind::BrokenPipe {
+                CliError::BrokenPipe
+            } else {
+                CliError::Io {
+                    context: "cannot write to standard output".to_owned(),
+                    source,
+                }
+            }
+        })
+}
+
+/// [`print`] and a newline.
+pub(crate) fn println(text: &str) -> Result<(), CliError> {
+    let mut line = String::with_capacity(text.len() + 1);
+    line.push_str(text);
+    line.push('\n');
+    print(&line)
+}
+
+/// One line on stderr, `label: message`, the message escaped as one line so
+/// nothing in it can start a line of its own or move the cursor. A closed
+/// stderr is ignored: there is nobody left to tell.
+pub(crate) fn notice(label: &str, message: &str) {
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "{label}: {}",
+        escape_line(message)
+    );
+}
+
+/// Text for stderr that is several lines by design (an error with a note);
+/// each line is escaped on its own.
+pub(crate) fn notice_lines(label: &str, message: &str) {
+    let mut out = String::new();
+    for (index, line) in message.split('\n').enumerate() {
+        if index == 0 {
+            let _ = writeln!(out, "{label}: {}", escape_line(line));
+        } else {
+            let _ = writeln!(out, "{}", escape_line(line));
+        }
+    }
+    let _ = std::io::stderr().lock().write_all(out.as_bytes());
+}
+
+/// JSON for a terminal: serde already escapes ASCII controls; this also
+/// writes every other character that could reorder or hide output (bidi
+/// controls, separators, tags) as a `\u` escape, which is the same JSON.
+pub(crate) fn terminal_json(json: &str) -> String {
+    if !json.chars().any(is_unsafe_for_terminal) {
+        return json.to_owned();
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if is_unsafe_for_terminal(c) {
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                let _ = write!(out, "\\u{unit:04x}");
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Print `value` as pretty JSON, escaped for a terminal.
+pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
+    let text = serde_json::to_string_pretty(value)
+        .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
+    println(&terminal_json(&text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_stays_json_without_invisible_characters() {
+        let raw = serde_json::to_string(&"a\u{202e}b\u{e0041}\u{1b}").unwrap();
+        let safe = terminal_json(&raw);
+        assert!(!safe.chars().any(is_unsafe_for_terminal), "{safe}");
+        let back: String = serde_json::from_str(&safe).unwrap();
+        assert_eq!(back, "a\u{202e}b\u{e0041}\u{1b}");
+    }
+}
