@@ -43,7 +43,7 @@ impl CliError {
             CliError::BrokenPipe => 0,
             CliError::Usage(_) => 2,
             CliError::DriftRefused(_) => 3,
-            CliError::OverBudget(_) => 4,
+            CliError::OverBudget(_) | CliError::Core(CoreError::OverContextWindow(_)) => 4,
             CliError::Core(CoreError::Name(_) | CoreError::ChatWithoutBot) => 2,
             _ => 1,
         })

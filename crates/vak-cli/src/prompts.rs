@@ -186,6 +186,10 @@ pub(crate) struct TrustArgs {
     /// List trusted directories instead.
     #[arg(long, conflicts_with = "dir")]
     pub(crate) list: bool,
+    /// Trust the project even when its newly applied layers put the prompt
+    /// prefix over the token cap.
+    #[arg(long, conflicts_with = "list")]
+    pub(crate) over_budget: bool,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -212,10 +216,38 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let dir = project_dir(args.dir.as_ref())?;
+    // Measured before the store changes: a refusal leaves it as it was.
+    let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
+    if let Some((chain, report)) = &budget.over {
+        let message = format!(
+            "refusing to trust `{}`: its layers would put the prompt prefix at {} tokens, over the cap of {} by {} (on the chain for {chain}); the trust store is unchanged. Shorten the project's layers, or pass --over-budget to trust it anyway. Layers: {}",
+            Escaped(dir.as_str()),
+            report.prefix_tokens,
+            report.cap,
+            report.over_by(),
+            report
+                .offenders()
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        if args.over_budget {
+            out::notice(
+                "warning",
+                &message.replacen("refusing to trust", "trusting", 1),
+            );
+        } else {
+            return Err(CliError::OverBudget(message));
+        }
+    }
     let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
     out::println(&format!(
-        "trusted {}: its identity, operating rules, surface notes, skills and config now apply",
-        Escaped(key.as_str())
+        "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix: {} -> {} tokens (cap {})",
+        Escaped(key.as_str()),
+        budget.before.report.prefix_tokens,
+        budget.after.report.prefix_tokens,
+        budget.after.report.cap
     ))
 }
 

@@ -15,14 +15,15 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde_json::json;
 use vak_core::prompts::{
-    AuditLog, BindingStore, ConfigChange, DriftAccepted, DriftReport, FrozenContract, Header,
-    LayerChange, Ledger, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision,
-    ResumePath, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, SurfaceKind,
-    TailContext, Turn, decide, diff, now_rfc3339,
+    AuditLog, BindingStore, ConfigChange, DriftAccepted, DriftReport, Escaped, FrozenContract,
+    Header, LayerChange, Ledger, Name, NameKind, ParentSession, Record, ResolvedPrompt,
+    ResumeDecision, ResumePath, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore,
+    SurfaceKind, TailContext, Turn, decide, diff, escape_text, now_rfc3339,
 };
 use vak_core::{Core, InboundPrompts, Selectors};
 
 use crate::CliError;
+use crate::out;
 use crate::prompts::print_json;
 use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
 
@@ -311,7 +312,11 @@ fn session_prefix<'a>(
 }
 
 fn changes_text(changes: &[LayerChange]) -> String {
-    changes.iter().map(|c| format!("  {c}\n")).collect()
+    // One line per change; a source path from a hostile tree cannot add one.
+    changes
+        .iter()
+        .map(|c| format!("  {}\n", Escaped(&c.to_string())))
+        .collect()
 }
 
 /// `vak session …`
@@ -339,6 +344,7 @@ fn new(args: &NewArgs) -> Result<(), CliError> {
         None => None,
     };
     let resolved = core.resolve()?;
+    vak_core::check_window(&resolved)?;
     let contract = freeze(&resolved, parent);
     let id = store.create(meta_for(core.selectors()), contract.clone())?;
     match args.format {
@@ -348,17 +354,16 @@ fn new(args: &NewArgs) -> Result<(), CliError> {
         })),
         Format::Text => {
             for warning in &resolved.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", warning);
             }
             let mut out = format!("session {id}\nfingerprint {}\n", contract.fingerprint);
             if let Some(agent) = &contract.agent {
                 let _ = writeln!(out, "agent {} ({})", agent.role, short(&agent.digest));
             }
             if let Some(parent) = &contract.parent {
-                let _ = writeln!(out, "parent {}", parent.session_id);
+                let _ = writeln!(out, "parent {}", Escaped(&parent.session_id));
             }
-            print!("{out}");
-            Ok(())
+            out::print(&out)
         }
     }
 }
@@ -541,7 +546,7 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let store = SessionStore::new(&home);
     let ledger = store.read(&id)?;
     for warning in &ledger.warnings {
-        eprintln!("warning: {warning}");
+        out::notice("warning", &warning.to_string());
     }
     let core = Core::open(selectors_of(&home, &id, &ledger.header.meta)?)?;
     let current = core.resolve()?;
@@ -578,7 +583,9 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
                 }),
             )?;
         }
-        ResumeDecision::Continue => {}
+        ResumeDecision::Continue => {
+            vak_core::check_window(&current)?;
+        }
         ResumeDecision::Rotate => {
             return Err(CliError::Failed(format!(
                 "session `{id}` cannot be rotated: only gateway chat bindings rotate"
@@ -606,16 +613,18 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
         }
         Format::Text => {
             if report.unknown_baseline {
-                eprintln!("note: {report}");
+                out::notice("note", &report.to_string());
             }
             if decision == ResumeDecision::ProceedOnFrozen {
-                eprintln!(
-                    "note: the prompt changed since session {id} was created; proceeding on the frozen prompt as asked (recorded in its ledger):\n{}",
-                    changes_text(&report.changes).trim_end()
+                out::notice_lines(
+                    "note",
+                    &format!(
+                        "the prompt changed since session {id} was created; proceeding on the frozen prompt as asked (recorded in its ledger):\n{}",
+                        changes_text(&report.changes).trim_end()
+                    ),
                 );
             }
-            print!("{}", request.text());
-            Ok(())
+            out::print(&escape_text(&request.text()))
         }
     }
 }
@@ -678,8 +687,11 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         Some(id) => match store.read(id) {
             Ok(ledger) => Some(ledger),
             Err(SessionError::NotFound { .. }) => {
-                eprintln!(
-                    "warning: {bot}/{chat} was bound to session {id}, whose ledger is gone; binding a fresh session"
+                out::notice(
+                    "warning",
+                    &format!(
+                        "{bot}/{chat} was bound to session {id}, whose ledger is gone; binding a fresh session"
+                    ),
                 );
                 None
             }
@@ -688,6 +700,7 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         None => None,
     };
     let current = prompts.resolve()?;
+    vak_core::check_window(&current)?;
     let mut changes = Vec::new();
     let (outcome, session, turns, prefix, prefix_source) = match &ledger {
         None => {
@@ -770,20 +783,19 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         })),
         Format::Text => {
             let line = match outcome {
-                Outcome::Created => format!("{bot}/{chat}: bound to new session {session}"),
-                Outcome::Continued => format!("{bot}/{chat}: continuing session {session}"),
-                Outcome::Rebound => format!(
-                    "{bot}/{chat}: bound to new session {session} (the old ledger was gone)"
-                ),
+                Outcome::Created => format!("bound to new session {session}"),
+                Outcome::Continued => format!("continuing session {session}"),
+                Outcome::Rebound => {
+                    format!("bound to new session {session} (the old ledger was gone)")
+                }
                 Outcome::Rotated => format!(
-                    "{bot}/{chat}: the prompt changed, rotated to new session {session}; session {} is kept and the change is in `vak audit list`:\n{}",
+                    "the prompt changed, rotated to new session {session}; session {} is kept and the change is in `vak audit list`:\n{}",
                     bound.as_ref().map_or_else(String::new, ToString::to_string),
                     changes_text(&changes).trim_end()
                 ),
             };
-            eprintln!("{line}");
-            print!("{}", request.text());
-            Ok(())
+            out::notice_lines(&format!("{bot}/{chat}"), &line);
+            out::print(&escape_text(&request.text()))
         }
     }
 }

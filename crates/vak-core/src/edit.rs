@@ -267,6 +267,81 @@ pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
     }
 }
 
+/// Refuse a resolution whose prefix is larger than its model's context
+/// window: `session new`, `exec` and `deliver` never freeze or run one.
+///
+/// # Errors
+///
+/// [`CoreError::OverContextWindow`], naming the layers to shorten.
+pub fn check_window(resolved: &ResolvedPrompt) -> Result<Budget, CoreError> {
+    let budget = budget_of(resolved);
+    if budget.report.fits_window() {
+        Ok(budget)
+    } else {
+        Err(CoreError::OverContextWindow(
+            budget.report.over_window_message(),
+        ))
+    }
+}
+
+/// What trusting a project does to the budget, on every chain it reaches.
+#[derive(Debug, Clone)]
+pub struct TrustBudget {
+    /// The named chain, untrusted.
+    pub before: Budget,
+    /// The named chain, trusted.
+    pub after: Budget,
+    /// The first chain trusting would push over the cap, named, with its
+    /// budget once trusted.
+    pub over: Option<(String, Box<BudgetReport>)>,
+}
+
+/// The budget before and after trusting `selectors.project`, on the chain
+/// named and on every surface and role chain (DECISIONS §12).
+///
+/// # Errors
+///
+/// When the chain cannot be loaded at all.
+pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
+    let core = Core::open(selectors.clone())?;
+    let chain = core.load()?;
+    let before = budget_of(&core.compose(&chain, Trust::Untrusted, TailContext::now()));
+    let after = budget_of(&core.compose(&chain, Trust::Trusted, TailContext::now()));
+    let mut over = pushes_over(&before.report, &after.report).then(|| {
+        (
+            describe_chain(core.selectors(), Trust::Untrusted),
+            Box::new(after.report.clone()),
+        )
+    });
+    if over.is_none() {
+        let roles = roles_with_dirs(core.selectors());
+        'chains: for surface in SurfaceKind::ALL {
+            for role in std::iter::once(None).chain(roles.iter().cloned().map(Some)) {
+                let other = Core::open(Selectors {
+                    surface,
+                    agent: role,
+                    ..core.selectors().clone()
+                })?;
+                let Ok(chain) = other.load() else { continue };
+                let b = budget_of(&other.compose(&chain, Trust::Untrusted, TailContext::now()));
+                let a = budget_of(&other.compose(&chain, Trust::Trusted, TailContext::now()));
+                if pushes_over(&b.report, &a.report) {
+                    over = Some((
+                        describe_chain(other.selectors(), Trust::Untrusted),
+                        Box::new(a.report),
+                    ));
+                    break 'chains;
+                }
+            }
+        }
+    }
+    Ok(TrustBudget {
+        before,
+        after,
+        over,
+    })
+}
+
 /// Lints of a resolution the user should fix: empty identity, guardrails
 /// repeated across layers (dropped), plus the per-file lints the composer
 /// reported (prose before the first bullet, duplicates within a file).
@@ -289,21 +364,31 @@ pub fn lints_of(resolved: &ResolvedPrompt) -> Vec<String> {
         ));
     }
     if let Some(guardrails) = resolved.block(Block::Guardrails) {
-        let mut seen: Vec<(String, &Provenance)> = Vec::new();
+        // Linear in the number of bullets: a hash of every key seen, first
+        // occurrence kept (a clone must not make `check` quadratic).
+        let mut seen: std::collections::HashMap<String, &Provenance> =
+            std::collections::HashMap::new();
         for c in &guardrails.contributors {
             let mut in_this: Vec<String> = Vec::new();
             for item in parse_guardrails(&c.text).items {
                 let key = item.dedup_key();
-                if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
-                    out.push(format!(
-                        "guardrail `{key}` in {} repeats one from {first} and is dropped; remove it from the narrower file",
+                match seen.get(&key) {
+                    // A project's copy reaches only this project: never
+                    // advise removing the user's own, which reaches all.
+                    Some(first)
+                        if first.origin == Origin::Project
+                            && c.provenance.origin != Origin::Project => {}
+                    Some(first) => out.push(format!(
+                        "guardrail `{}` in {} repeats one from {first} and is dropped; remove it from the narrower file",
+                        Escaped(&key),
                         c.provenance
-                    ));
-                } else {
-                    in_this.push(key);
+                    )),
+                    None => in_this.push(key),
                 }
             }
-            seen.extend(in_this.into_iter().map(|k| (k, &c.provenance)));
+            for key in in_this {
+                seen.entry(key).or_insert(&c.provenance);
+            }
         }
     }
     out

@@ -18,6 +18,10 @@ pub enum CoreError {
     /// A path given is not valid UTF-8.
     #[error("path `{0}` is not valid UTF-8; vak needs UTF-8 paths")]
     NonUtf8Path(String),
+    /// The prefix does not fit the model's context window: no session may
+    /// be frozen with it (DECISIONS §12).
+    #[error("{0}")]
+    OverContextWindow(String),
     /// A chat was selected without a bot.
     #[error("--chat needs --bot: a chat is always one bot's chat")]
     ChatWithoutBot,

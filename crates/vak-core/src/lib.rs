@@ -13,8 +13,9 @@ mod report;
 
 pub use crate::core::{Core, Selectors, default_home};
 pub use edit::{
-    Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, budget_of,
-    chains_reached, describe_chain, lints_of, lints_of_text, pushes_over, roles_with_dirs,
+    Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, TrustBudget,
+    budget_of, chains_reached, check_window, describe_chain, lints_of, lints_of_text, pushes_over,
+    roles_with_dirs, trust_budget,
 };
 pub use error::CoreError;
 pub use inbound::InboundPrompts;

@@ -97,7 +97,13 @@ impl fmt::Display for LayerTokens {
         for (index, s) in self.sources.iter().enumerate() {
             f.write_str(if index == 0 { " — " } else { ", " })?;
             match &s.source {
-                Some(source) => write!(f, "`{source}` ({} {})", s.block, s.tokens)?,
+                Some(source) => write!(
+                    f,
+                    "`{}` ({} {})",
+                    vak_prompt_blocks::Escaped(source),
+                    s.block,
+                    s.tokens
+                )?,
                 None => write!(f, "{} {}", s.block, s.tokens)?,
             }
         }
@@ -230,6 +236,15 @@ impl BudgetReport {
             self.prefix_tokens,
             self.cap,
             self.over_by()
+        ))
+    }
+
+    /// A refusal to freeze a session whose prefix does not fit the model's
+    /// context window at all (DECISIONS §12).
+    pub fn over_window_message(&self) -> String {
+        self.over_cap_lines(format!(
+            "the assembled prompt prefix is {} tokens, larger than the {}-token context window of `{}`; no session was frozen with it.",
+            self.prefix_tokens, self.context_window, self.model
         ))
     }
 

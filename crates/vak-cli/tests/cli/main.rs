@@ -9,5 +9,6 @@
 
 mod common;
 mod edit;
+mod hostile_cli;
 mod prompts;
 mod session;
