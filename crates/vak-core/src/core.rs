@@ -1,7 +1,7 @@
 use std::path::Path;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use vak_prompt_blocks::{Name, SurfaceKind};
+use vak_prompt_blocks::{Name, Origin, SurfaceKind};
 use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
 use vak_prompt_loader::{LoadRequest, LoadedChain, load_chain};
 use vak_prompt_trust::{Trust, TrustStore};
@@ -155,7 +155,35 @@ impl Core {
 
     /// Read every layer of the chain.
     pub fn load(&self) -> Result<LoadedChain, CoreError> {
-        Ok(load_chain(&self.selectors.load_request())?)
+        let mut chain = load_chain(&self.selectors.load_request())?;
+        if self.project_is_home() {
+            // Run from inside `$VAK_HOME`: its `.vak/prompts` is the shared
+            // layer, already read as such. Read a second time as a project
+            // it would be reported as "not applied" while it applies.
+            chain
+                .contributions
+                .retain(|c| c.provenance.origin != Origin::Project);
+            chain
+                .skipped
+                .retain(|s| s.provenance.origin != Origin::Project);
+            chain.configs.retain(|c| c.origin != Origin::Project);
+            chain.skills.retain(|s| s.origin != Origin::Project);
+            chain.legacy_system = None;
+            chain.role_dirs.dedup();
+        }
+        Ok(chain)
+    }
+
+    /// Whether the project directory is the vak home itself or inside its
+    /// `.vak`: the home is never a project (DECISIONS §15).
+    pub fn project_is_home(&self) -> bool {
+        let (Ok(home), Ok(project)) = (
+            std::fs::canonicalize(&self.selectors.home),
+            std::fs::canonicalize(&self.selectors.project),
+        ) else {
+            return false;
+        };
+        project == home || project.starts_with(home.join(".vak"))
     }
 
     /// Resolve the prompt, with the tail rendered for `tail`.

@@ -407,3 +407,33 @@ fn check_never_advises_deleting_the_users_guardrail_for_a_clones_copy() {
         "advised deleting the user's own guardrail:\n{text}"
     );
 }
+
+#[test]
+fn run_from_inside_the_home_the_shared_layer_is_applied_not_demoted() {
+    let env = Env::fixture("myproj");
+    let out = env
+        .command(&["prompts", "show"])
+        .current_dir(env.home())
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!text.contains("not applied"), "{text}");
+    let json: serde_json::Value = serde_json::from_slice(
+        &env.command(&["prompts", "show", "--format", "json"])
+            .current_dir(env.home())
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(json["demoted"].as_array().unwrap().len(), 0, "{json}");
+    let layers: Vec<_> = json["descriptors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["layer"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(layers.iter().any(|l| l == "shared"), "{layers:?}");
+    assert!(!layers.iter().any(|l| l == "project"), "{layers:?}");
+}
