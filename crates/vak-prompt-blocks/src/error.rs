@@ -6,7 +6,8 @@ pub enum BlocksError {
     /// A role, surface, bot, chat or session name contains characters that
     /// could escape a directory or confuse a path.
     #[error(
-        "{kind} name `{name}` is not allowed: use 1 to 64 letters, digits, `-` or `_`, not starting with `-`"
+        "{kind} name `{}` is not allowed: use 1 to 64 letters, digits, `-` or `_`, not starting with `-`",
+        crate::Escaped(.name)
     )]
     InvalidName {
         /// What the name was meant to be (role, surface, …).
@@ -15,16 +16,18 @@ pub enum BlocksError {
         name: String,
     },
     /// A surface kind that the runtime does not know.
-    #[error("unknown surface `{0}`: expected one of cli, desktop, server, chat, background")]
+    #[error("unknown surface `{}`: expected one of cli, desktop, server, chat, background", crate::Escaped(.0))]
     UnknownSurface(String),
     /// A block wire name that the runtime does not know.
     #[error(
-        "unknown block `{0}`: expected one of identity, operating-rules, guardrails, surface-note (editable) or capability-contract, surface, skills, mcp, agent-instructions"
+        "unknown block `{}`: expected one of identity, operating-rules, guardrails, surface-note (editable) or capability-contract, surface, skills, mcp, agent-instructions",
+        crate::Escaped(.0)
     )]
     UnknownBlock(String),
     /// A layer wire name that the runtime does not know.
     #[error(
-        "unknown layer `{0}`: expected one of seed, shared, project, surface, bot, chat, agent, runtime"
+        "unknown layer `{}`: expected one of seed, shared, project, surface, bot, chat, agent, runtime",
+        crate::Escaped(.0)
     )]
     UnknownLayer(String),
 }
