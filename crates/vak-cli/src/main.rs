@@ -75,13 +75,6 @@ enum PromptsCommand {
     Check(edit::CheckArgs),
 }
 
-/// Colour codes only for a person at a terminal who has not asked for none
-/// (`NO_COLOR`, <https://no-color.org>).
-fn colour_on_stderr() -> bool {
-    use std::io::IsTerminal as _;
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty()) && std::io::stderr().is_terminal()
-}
-
 fn init_logging() {
     // VAK_LOG=debug|info|warn|error; warnings only by default, on stderr so
     // stdout stays machine-readable.
@@ -94,9 +87,11 @@ fn init_logging() {
     };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
-        .with_writer(std::io::stderr)
+        .with_writer(|| out::EscapingStderr)
         .with_target(false)
-        .with_ansi(colour_on_stderr())
+        // Field values quote paths from hostile trees: escaped, never raw,
+        // so the subscriber's own colour codes are off too.
+        .with_ansi(false)
         .without_time()
         .try_init();
 }

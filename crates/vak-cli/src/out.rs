@@ -62,6 +62,28 @@ pub(crate) fn notice_lines(label: &str, message: &str) {
     let _ = std::io::stderr().lock().write_all(out.as_bytes());
 }
 
+/// Stderr for `tracing`: each event arrives as one formatted line, and is
+/// written escaped as one line, so a field quoting a hostile path cannot
+/// start a line of its own or send escape sequences.
+pub(crate) struct EscapingStderr;
+
+impl std::io::Write for EscapingStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        let (body, newline) = match text.strip_suffix('\n') {
+            Some(body) => (body, "\n"),
+            None => (text.as_ref(), ""),
+        };
+        let line = format!("{}{newline}", escape_line(body));
+        std::io::stderr().lock().write_all(line.as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().lock().flush()
+    }
+}
+
 /// JSON for a terminal: serde already escapes ASCII controls; this also
 /// writes every other character that could reorder or hide output (bidi
 /// controls, separators, tags) as a `\u` escape, which is the same JSON.
