@@ -748,10 +748,10 @@ pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
         };
         for entry in entries.flatten().take(4096) {
             let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
-            if let (true, Some(name)) = (is_dir, entry.file_name().to_str()) {
-                if let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name) {
-                    roles.push(role);
-                }
+            if let (true, Some(name)) = (is_dir, entry.file_name().to_str())
+                && let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name)
+            {
+                roles.push(role);
             }
         }
     }
