@@ -83,7 +83,7 @@ impl AuditLog {
             path: self.path.clone(),
             source,
         })?;
-        let existed = self.path.exists();
+        let existed = crate::file::is_present(&self.path);
         jsonl::append(&self.path, line, true)?;
         if !existed {
             // The log's directory entry must survive a crash too.
@@ -96,7 +96,7 @@ impl AuditLog {
 
     /// Every event, oldest first. A missing log is an empty one.
     pub fn list(&self) -> Result<AuditEntries, SessionError> {
-        if !self.path.exists() {
+        if !crate::file::is_present(&self.path) {
             return Ok(AuditEntries {
                 events: Vec::new(),
                 skipped_unknown: 0,

@@ -43,7 +43,7 @@ pub(crate) struct Parsed<T> {
 /// Read every record of `path` under a shared lock, so a concurrent append
 /// is never seen half-written.
 pub(crate) fn read<T: DeserializeOwned>(path: &Utf8Path) -> Result<Parsed<T>, SessionError> {
-    let mut file = File::open(path).map_err(|e| SessionError::io("open", path, e))?;
+    let mut file = crate::file::open(path, OpenOptions::new().read(true))?;
     file.lock_shared()
         .map_err(|e| SessionError::io("lock", path, e))?;
     let mut bytes = Vec::new();
@@ -55,7 +55,7 @@ pub(crate) fn read<T: DeserializeOwned>(path: &Utf8Path) -> Result<Parsed<T>, Se
 
 /// Read only the first record, for listings that must not cost a full read.
 pub(crate) fn read_first<T: DeserializeOwned>(path: &Utf8Path) -> Result<Option<T>, SessionError> {
-    let file = File::open(path).map_err(|e| SessionError::io("open", path, e))?;
+    let file = crate::file::open(path, OpenOptions::new().read(true))?;
     file.lock_shared()
         .map_err(|e| SessionError::io("lock", path, e))?;
     let mut line = Vec::new();
@@ -119,12 +119,10 @@ pub(crate) fn parse<T: DeserializeOwned>(
 /// A torn tail left by an earlier crashed writer is cut off first, so it
 /// never becomes a bad line in the middle of the file.
 pub(crate) fn append(path: &Utf8Path, mut line: Vec<u8>, create: bool) -> Result<(), SessionError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(create)
-        .open(path)
-        .map_err(|e| SessionError::io("open", path, e))?;
+    let mut file = crate::file::open(
+        path,
+        OpenOptions::new().read(true).append(true).create(create),
+    )?;
     file.lock().map_err(|e| SessionError::io("lock", path, e))?;
     repair_tail(&mut file, path)
         .map_err(|e| SessionError::io("repair the torn tail of", path, e))?;
@@ -179,8 +177,8 @@ fn last_line_start(file: &mut File, len: u64) -> io::Result<u64> {
 
 /// fsync a directory so a rename or link in it survives a crash.
 pub(crate) fn sync_dir(dir: &Utf8Path) -> Result<(), SessionError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+    crate::file::open_dir(dir)?
+        .sync_all()
         .map_err(|e| SessionError::io("fsync directory", dir, e))
 }
 

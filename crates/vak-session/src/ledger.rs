@@ -324,14 +324,18 @@ impl SessionStore {
         Ok(ids)
     }
 
-    /// Whether `id` has a ledger.
+    /// Whether `id` has a ledger (something is at its path: a FIFO or a
+    /// symlink there is refused when it is read, not taken for absence).
     pub fn exists(&self, id: &SessionId) -> bool {
-        self.path_of(id).is_file()
+        crate::file::is_present(&self.path_of(id))
     }
 
+    /// The path of `id`'s ledger if anything is there. What is there is
+    /// checked when it is opened, so a FIFO is "not a regular file", never
+    /// "does not exist".
     fn existing(&self, id: &SessionId) -> Result<Utf8PathBuf, SessionError> {
         let path = self.path_of(id);
-        if path.is_file() {
+        if crate::file::is_present(&path) {
             Ok(path)
         } else {
             Err(SessionError::NotFound {
@@ -343,11 +347,7 @@ impl SessionStore {
 }
 
 fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), SessionError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| SessionError::io("create", path, e))?;
+    let mut file = crate::file::open(path, OpenOptions::new().write(true).create_new(true))?;
     file.write_all(bytes)
         .map_err(|e| SessionError::io("write", path, e))?;
     file.sync_all()
@@ -469,6 +469,44 @@ mod tests {
             store.read(&id),
             Err(SessionError::MissingHeader { .. })
         ));
+    }
+
+    #[test]
+    fn a_fifo_or_symlinked_ledger_is_refused_not_missing_nor_followed() {
+        let (dir, store) = store();
+        let id = store
+            .create(SessionMeta::now(), contract())
+            .expect("create");
+        let path = store.path_of(&id);
+        let outside = Utf8PathBuf::from_path_buf(dir.path().join("outside.jsonl")).expect("utf-8");
+        std::fs::rename(&path, &outside).expect("move");
+        std::os::unix::fs::symlink(&outside, &path).expect("symlink");
+        let before = std::fs::read(&outside).expect("read");
+        let err = store
+            .append(&id, &Record::Turn(Turn::now("hi", "")))
+            .expect_err("symlink refused");
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        assert!(store.read(&id).is_err());
+        assert_eq!(std::fs::read(&outside).expect("read"), before);
+
+        std::fs::remove_file(&path).expect("rm");
+        let status = std::process::Command::new("mkfifo")
+            .arg(path.as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        for err in [
+            store.read(&id).expect_err("fifo"),
+            store.read_header(&id).expect_err("fifo"),
+            store
+                .append(&id, &Record::Turn(Turn::now("hi", "")))
+                .expect_err("fifo"),
+        ] {
+            assert!(
+                err.to_string().contains("is not a regular file (a FIFO)"),
+                "{err}"
+            );
+        }
     }
 
     #[test]

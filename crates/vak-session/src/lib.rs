@@ -21,6 +21,7 @@ mod bindings;
 mod change;
 mod contract;
 mod error;
+mod file;
 mod id;
 mod jsonl;
 mod ledger;

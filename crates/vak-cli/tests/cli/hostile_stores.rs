@@ -1,0 +1,155 @@
+//! Stores that are not what they should be (issue 8, "Stores and files that
+//! are not files", "Input forges vak's own output", paged listings): FIFOs
+//! and symlinks where ledgers, bindings and the audit log belong, foreign
+//! lines at the end of a JSON-lines store, and stores too large to list
+//! whole. Every run that could hang on a FIFO has a deadline and is killed
+//! past it, so a regression fails instead of hanging.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// Run `vak` with a deadline: a command that blocks (on a FIFO) is killed
+/// and the test fails naming it.
+fn vak_within(env: &Env, args: &[&str], limit: Duration) -> Output {
+    let mut child = env
+        .command(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("vak {args:?} did not finish within {limit:?}: it blocked");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn run(env: &Env, args: &[&str]) -> Output {
+    vak_within(env, args, Duration::from_secs(20))
+}
+
+fn mkfifo(path: &Path) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap()
+}
+
+fn ledger_path(env: &Env, id: &str) -> PathBuf {
+    env.home().join(".vak/sessions").join(format!("{id}.jsonl"))
+}
+
+fn audit_path(env: &Env) -> PathBuf {
+    env.home().join(".vak/audit/security.jsonl")
+}
+
+fn new_session(env: &Env) -> String {
+    let out = run(env, &["session", "new", "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    v["session_id"].as_str().unwrap().to_owned()
+}
+
+fn trusted_myproj() -> Env {
+    let env = Env::fixture("myproj");
+    env.trust();
+    env
+}
+
+const DELIVER: &[&str] = &[
+    "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "hello",
+];
+
+#[test]
+fn a_fifo_audit_log_bindings_or_ledger_is_refused_by_name_without_blocking() {
+    let env = trusted_myproj();
+    // The audit log.
+    mkfifo(&audit_path(&env));
+    let out = run(&env, &["audit", "list"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("security.jsonl` is not a regular file (a FIFO)"),
+        "{}",
+        stderr(&out)
+    );
+    fs::remove_file(audit_path(&env)).unwrap();
+
+    // The bindings: a delivery refuses and creates no session.
+    let bindings = env.home().join(".vak/gateway/bindings.json");
+    mkfifo(&bindings);
+    let out = run(&env, DELIVER);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bindings.json` is not a regular file (a FIFO)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.home().join(".vak/sessions").exists());
+    fs::remove_file(&bindings).unwrap();
+
+    // A ledger: "not a regular file", never "does not exist".
+    let id = new_session(&env);
+    let ledger = ledger_path(&env, &id);
+    fs::remove_file(&ledger).unwrap();
+    mkfifo(&ledger);
+    for args in [
+        vec!["session", "show", id.as_str()],
+        vec!["exec", "--session", id.as_str(), "--message", "hi"],
+        vec!["session", "new", "--parent", id.as_str()],
+    ] {
+        let out = run(&env, &args);
+        assert_eq!(code(&out), 1, "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("is not a regular file (a FIFO)"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("does not exist"), "{args:?}: {err}");
+    }
+    // A listing reports the one bad ledger and goes on.
+    let out = run(&env, &["session", "list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a regular file (a FIFO)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_symlinked_ledger_is_refused_never_appended_through() {
+    let env = Env::empty();
+    let id = new_session(&env);
+    let ledger = ledger_path(&env, &id);
+    let outside = env.project().join("elsewhere.jsonl");
+    fs::rename(&ledger, &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, &ledger).unwrap();
+    let before = fs::read(&outside).unwrap();
+    let out = run(&env, &["exec", "--session", &id, "--message", "hi"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("{id}.jsonl` is a symbolic link")),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(&outside).unwrap(), before, "nothing appended");
+}
