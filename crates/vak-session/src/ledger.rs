@@ -254,7 +254,7 @@ impl SessionStore {
             path: path.clone(),
             source,
         })?;
-        jsonl::append(&path, line, false)
+        jsonl::append::<Record>(&path, line, false)
     }
 
     /// Read `id`'s ledger. A torn last line is skipped and reported in

@@ -153,3 +153,130 @@ fn a_symlinked_ledger_is_refused_never_appended_through() {
     );
     assert_eq!(fs::read(&outside).unwrap(), before, "nothing appended");
 }
+
+/// The `.foreign-` siblings of `file`, their contents.
+fn set_aside(file: &Path) -> Vec<Vec<u8>> {
+    let name = file.file_name().unwrap().to_str().unwrap().to_owned();
+    let mut found: Vec<PathBuf> = fs::read_dir(file.parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with(&format!("{name}.foreign-"))
+        })
+        .collect();
+    found.sort();
+    found.iter().map(|p| fs::read(p).unwrap()).collect()
+}
+
+fn append_bytes(path: &Path, bytes: &[u8]) {
+    let mut all = fs::read(path).unwrap();
+    all.extend_from_slice(bytes);
+    fs::write(path, all).unwrap();
+}
+
+fn turns(env: &Env, id: &str) -> Vec<String> {
+    let out = run(env, &["session", "show", id, "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let v: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    v["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["type"] == "turn")
+        .map(|r| r["message"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+const FOREIGN: [&[u8]; 3] = [
+    b"{\"x\":1}\n",
+    b"\xff\xfe\x00 not utf-8\n",
+    b"{\"type\":\"turn\",\"at\":",
+];
+
+#[test]
+fn a_foreign_ledger_tail_is_moved_aside_before_exec_appends() {
+    for foreign in FOREIGN {
+        let env = Env::empty();
+        let id = new_session(&env);
+        let ledger = ledger_path(&env, &id);
+        append_bytes(&ledger, foreign);
+        // Readers skip the foreign last line and say so, naming the file.
+        let out = run(&env, &["session", "show", &id]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{id}.jsonl` line 2: skipped")),
+            "{}",
+            stderr(&out)
+        );
+        let out = run(&env, &["exec", "--session", &id, "--message", "kept"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(turns(&env, &id), ["kept"], "the reported turn is readable");
+        assert_eq!(set_aside(&ledger), vec![foreign.to_vec()]);
+        // A second turn builds on the repaired ledger.
+        let out = run(&env, &["exec", "--session", &id, "--message", "again"]);
+        assert_eq!(code(&out), 0, "{}", stderr(&out));
+        assert_eq!(turns(&env, &id), ["kept", "again"]);
+    }
+}
+
+#[test]
+fn a_foreign_tail_is_moved_aside_before_deliver_appends_and_audits() {
+    let env = trusted_myproj();
+    let first: Value = serde_json::from_str(&stdout(&run(
+        &env,
+        &[DELIVER, &["--format", "json"]].concat(),
+    )))
+    .unwrap();
+    let id = first["session_id"].as_str().unwrap().to_owned();
+    let ledger = ledger_path(&env, &id);
+    append_bytes(&ledger, FOREIGN[0]);
+    let out = run(&env, DELIVER);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(turns(&env, &id), ["hello", "hello"]);
+    assert_eq!(set_aside(&ledger), vec![FOREIGN[0].to_vec()]);
+
+    // The audit log: a foreign tail, then a rotation writes an event.
+    let audit = audit_path(&env);
+    fs::create_dir_all(audit.parent().unwrap()).unwrap();
+    fs::write(&audit, FOREIGN[1]).unwrap();
+    let bots = env.home().join(".vak/gateway/bots.json");
+    let mut config: Value = serde_json::from_str(&fs::read_to_string(&bots).unwrap()).unwrap();
+    config["helpdesk"]["prompts"]["identity"] = Value::from("You are the changed Helpdesk bot.");
+    fs::write(&bots, config.to_string()).unwrap();
+    let out = run(&env, DELIVER);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(stderr(&out).contains("rotated"), "{}", stderr(&out));
+    let out = run(&env, &["audit", "list", "--format", "json"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let listed: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let events = listed["events"].as_array().unwrap();
+    assert_eq!(events.len(), 1, "{listed}");
+    assert_eq!(events[0]["old_session"], id.as_str());
+    assert_eq!(set_aside(&audit), vec![FOREIGN[1].to_vec()]);
+}
+
+#[test]
+fn a_damaged_audit_line_is_skipped_and_named_not_fatal() {
+    let env = Env::empty();
+    let audit = audit_path(&env);
+    fs::create_dir_all(audit.parent().unwrap()).unwrap();
+    let event = r#"{"type":"config-change","at":"2026-01-01T00:00:00Z","bot":"b","chat":"c","old_session":"01J0000000OLDLEDGER0000000","new_session":"01J0000000NEWLEDGER0000000"}"#;
+    fs::write(&audit, format!("{event}\n{{\"x\":1}}\n{event}\n")).unwrap();
+    let out = run(&env, &["audit", "list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).matches("config-change b/c").count(),
+        2,
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("security.jsonl` line 2: skipped a line that is not a valid record"),
+        "{}",
+        stderr(&out)
+    );
+}
