@@ -64,9 +64,24 @@ pub(crate) struct ShowArgs {
     pub(crate) format: Format,
 }
 
+/// The most a listing shows by default, and the most it may be asked for:
+/// a page is held in memory, the store is not.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 10_000;
+
+fn limit(raw: &str) -> Result<usize, String> {
+    match raw.parse::<usize>() {
+        Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from 1 to {MAX_LIMIT}")),
+    }
+}
+
 /// `vak session list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ListArgs {
+    /// Show the newest N sessions, newest first [max 10000].
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, value_parser = limit)]
+    pub(crate) limit: usize,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -136,6 +151,9 @@ pub(crate) enum AuditCommand {
 /// `vak audit list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct AuditListArgs {
+    /// Show the newest N events, newest first [max 10000].
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, value_parser = limit)]
+    pub(crate) limit: usize,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -477,64 +495,90 @@ fn show_text(ledger: &Ledger) -> String {
     out
 }
 
-/// `vak session list`.
+/// `vak session list`: the newest `--limit` sessions, newest first. Only
+/// that many ids are kept while the directory is read, and only their first
+/// records are read, each reduced to a summary at once.
 fn list(args: &ListArgs) -> Result<(), CliError> {
     let store = SessionStore::new(&home_dir(args.home.as_ref())?);
+    let (ids, total) = store.list_newest(args.limit)?;
     let mut sessions = Vec::new();
     let mut problems = Vec::new();
-    for id in store.list()? {
+    for id in ids {
         match store.read_header(&id) {
-            Ok(header) => sessions.push((id, header)),
+            Ok(header) => sessions.push(summary(&id, &header)),
             Err(error) => problems.push((id, error.to_string())),
         }
     }
     match args.format {
         Format::Json => print_json(&json!({
-            "sessions": sessions.iter().map(|(id, h)| json!({
-                "session_id": id,
-                "created_at": h.meta.created_at,
-                "project": h.meta.project,
-                "surface": h.meta.surface,
-                "bot": h.meta.bot,
-                "chat": h.meta.chat,
-                "agent": h.meta.agent,
-                "fingerprint": h.contract.fingerprint,
-                "prompt_layers": h.contract.prompt_layers.len(),
-                "parent": h.contract.parent.as_ref().map(|p| &p.session_id),
-            })).collect::<Vec<_>>(),
+            "sessions": sessions,
             "problems": problems.iter().map(|(id, e)| json!({"session_id": id, "error": e})).collect::<Vec<_>>(),
+            "total": total,
+            "limit": args.limit,
         })),
         Format::Text => {
             let mut out = String::new();
-            if sessions.is_empty() && problems.is_empty() {
-                let _ = writeln!(out, "no sessions in {}", store.dir());
+            if total == 0 {
+                let _ = writeln!(out, "no sessions in {}", Escaped(store.dir().as_str()));
             }
-            for (id, h) in &sessions {
-                let _ = write!(
-                    out,
-                    "{id}  {}  {}  {}",
-                    h.meta.created_at,
-                    h.meta.surface.as_deref().unwrap_or("-"),
-                    h.meta.project.as_deref().unwrap_or("-")
-                );
-                if let (Some(bot), Some(chat)) = (&h.meta.bot, &h.meta.chat) {
-                    let _ = write!(out, "  {bot}/{chat}");
-                }
-                if let Some(agent) = &h.meta.agent {
-                    let _ = write!(out, "  agent {agent}");
-                }
-                if let Some(parent) = &h.contract.parent {
-                    let _ = write!(out, "  parent {}", parent.session_id);
-                }
+            for session in &sessions {
+                out.push_str(&summary_line(session));
                 out.push('\n');
             }
-            print!("{out}");
+            out::print(&out)?;
             for (id, error) in &problems {
-                eprintln!("warning: session {id} is unreadable: {error}");
+                out::notice("warning", &format!("session {id} is unreadable: {error}"));
+            }
+            if total > args.limit {
+                out::notice(
+                    "note",
+                    &format!(
+                        "showing the newest {} of {total} sessions; --limit N shows more",
+                        args.limit
+                    ),
+                );
             }
             Ok(())
         }
     }
+}
+
+/// A session as listed: its creation metadata, never its frozen prefix.
+fn summary(id: &SessionId, h: &Header) -> serde_json::Value {
+    json!({
+        "session_id": id,
+        "created_at": h.meta.created_at,
+        "project": h.meta.project,
+        "surface": h.meta.surface,
+        "bot": h.meta.bot,
+        "chat": h.meta.chat,
+        "agent": h.meta.agent,
+        "fingerprint": h.contract.fingerprint,
+        "prompt_layers": h.contract.prompt_layers.len(),
+        "parent": h.contract.parent.as_ref().map(|p| &p.session_id),
+    })
+}
+
+/// One line of `session list`; every field from the ledger escaped.
+fn summary_line(session: &serde_json::Value) -> String {
+    let field = |key: &str| session[key].as_str().map(|v| Escaped(v).to_string());
+    let mut line = format!(
+        "{}  {}  {}  {}",
+        field("session_id").unwrap_or_default(),
+        field("created_at").unwrap_or_default(),
+        field("surface").unwrap_or_else(|| "-".to_owned()),
+        field("project").unwrap_or_else(|| "-".to_owned()),
+    );
+    if let (Some(bot), Some(chat)) = (field("bot"), field("chat")) {
+        let _ = write!(line, "  {bot}/{chat}");
+    }
+    if let Some(agent) = field("agent") {
+        let _ = write!(line, "  agent {agent}");
+    }
+    if let Some(parent) = field("parent") {
+        let _ = write!(line, "  parent {parent}");
+    }
+    line
 }
 
 /// `vak exec`: resume a named session. Fails closed on drift (exit 3)
@@ -807,22 +851,41 @@ pub(crate) fn audit(command: &AuditCommand) -> Result<(), CliError> {
     }
 }
 
+/// `vak audit list`: the newest `--limit` events, newest first, streamed
+/// from the log so memory does not grow with it.
 fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
     let log = AuditLog::new(&home_dir(args.home.as_ref())?);
-    let entries = log.list()?;
+    let entries = log.list_newest(args.limit)?;
     match args.format {
         Format::Json => print_json(&json!({
             "events": entries.events,
+            "total": entries.total,
+            "limit": args.limit,
             "skipped_unknown": entries.skipped_unknown,
+            "skipped_lines": entries.skipped_lines,
             "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         })),
         Format::Text => {
             for warning in &entries.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", &warning.to_string());
+            }
+            if entries.skipped_lines > entries.warnings.len() {
+                out::notice(
+                    "warning",
+                    &format!(
+                        "{} more lines of `{}` that are not records were skipped",
+                        entries.skipped_lines - entries.warnings.len(),
+                        log.path()
+                    ),
+                );
             }
             let mut out = String::new();
             if entries.events.is_empty() {
-                let _ = writeln!(out, "no security events in {}", log.path());
+                let _ = writeln!(
+                    out,
+                    "no security events in {}",
+                    Escaped(log.path().as_str())
+                );
             }
             for event in &entries.events {
                 match event {
@@ -830,9 +893,9 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                         let _ = writeln!(
                             out,
                             "{} config-change {}/{}: session {} → {}",
-                            change.at,
-                            change.bot,
-                            change.chat,
+                            Escaped(&change.at),
+                            Escaped(&change.bot),
+                            Escaped(&change.chat),
                             change.old_session,
                             change.new_session
                         );
@@ -841,7 +904,16 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                     SecurityEvent::Unknown => {}
                 }
             }
-            print!("{out}");
+            out::print(&out)?;
+            if entries.total > args.limit {
+                out::notice(
+                    "note",
+                    &format!(
+                        "showing the newest {} of {} events; --limit N shows more",
+                        args.limit, entries.total
+                    ),
+                );
+            }
             Ok(())
         }
     }

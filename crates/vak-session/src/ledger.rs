@@ -5,6 +5,8 @@
 //! line is a turn, an accepted drift, or a record type a newer build added
 //! (skipped here). Every record is a JSON object with a `type` field.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 
@@ -324,6 +326,39 @@ impl SessionStore {
         Ok(ids)
     }
 
+    /// The newest `limit` session ids, newest first, and how many sessions
+    /// the store holds. The directory is streamed and only `limit` ids are
+    /// kept (a bounded heap), so memory does not grow with the store; no
+    /// ledger is opened.
+    pub fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+            Err(e) => return Err(SessionError::io("list", self.dir.clone(), e)),
+        };
+        let mut newest = BinaryHeap::with_capacity(limit.saturating_add(1).min(4096));
+        let mut total = 0;
+        for entry in entries {
+            let entry = entry.map_err(|e| SessionError::io("list", self.dir.clone(), e))?;
+            let name = entry.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .and_then(|stem| SessionId::parse(stem).ok())
+            else {
+                continue;
+            };
+            total += 1;
+            newest.push(Reverse(id));
+            if newest.len() > limit {
+                newest.pop();
+            }
+        }
+        // Ascending `Reverse` is descending ids: newest first.
+        let ids = newest.into_sorted_vec().into_iter().map(|r| r.0).collect();
+        Ok((ids, total))
+    }
+
     /// Whether `id` has a ledger (something is at its path: a FIFO or a
     /// symlink there is refused when it is read, not taken for absence).
     pub fn exists(&self, id: &SessionId) -> bool {
@@ -518,6 +553,9 @@ mod tests {
         let b = store.create(SessionMeta::now(), contract()).expect("b");
         std::fs::write(store.dir().join("notes.txt"), "x").expect("write");
         std::fs::write(store.dir().join("bad name.jsonl"), "x").expect("write");
-        assert_eq!(store.list().expect("list"), vec![a, b]);
+        assert_eq!(store.list().expect("list"), vec![a.clone(), b.clone()]);
+        assert_eq!(store.list_newest(1).expect("newest"), (vec![b.clone()], 2));
+        assert_eq!(store.list_newest(5).expect("newest"), (vec![b, a], 2));
+        assert_eq!(store.list_newest(0).expect("none").1, 2);
     }
 }

@@ -280,3 +280,106 @@ fn a_damaged_audit_line_is_skipped_and_named_not_fatal() {
         stderr(&out)
     );
 }
+
+fn json_of(out: &Output) -> Value {
+    assert_eq!(code(out), 0, "{}", stderr(out));
+    serde_json::from_str(&stdout(out)).unwrap()
+}
+
+fn event_line(n: usize) -> String {
+    format!(
+        r#"{{"type":"config-change","at":"2026-01-01T00:00:00Z","bot":"b","chat":"c{n}","old_session":"01J0000000OLDLEDGER0000000","new_session":"01J0000000NEWLEDGER0000000"}}"#
+    )
+}
+
+#[test]
+fn session_and_audit_listings_are_paged_newest_first() {
+    let env = Env::empty();
+    let id = new_session(&env);
+    let ledger = fs::read(ledger_path(&env, &id)).unwrap();
+    // 150 more ledgers, with ids older than the real one.
+    for n in 0..150 {
+        fs::write(ledger_path(&env, &format!("01A{n:023}")), &ledger).unwrap();
+    }
+    let listed = json_of(&run(&env, &["session", "list", "--format", "json"]));
+    assert_eq!(listed["total"], 151);
+    assert_eq!(listed["limit"], 100);
+    let sessions = listed["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 100, "the default page");
+    assert_eq!(sessions[0]["session_id"], id.as_str(), "newest first");
+    assert_eq!(sessions[1]["session_id"], format!("01A{:023}", 149));
+    let out = run(&env, &["session", "list", "--limit", "2"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_eq!(stdout(&out).lines().count(), 2, "{}", stdout(&out));
+    assert!(stdout(&out).starts_with(&id), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("showing the newest 2 of 151 sessions"),
+        "{}",
+        stderr(&out)
+    );
+    for bad in ["0", "10001", "-1", "x"] {
+        let out = run(&env, &["session", "list", "--limit", bad]);
+        assert_eq!(code(&out), 2, "--limit {bad}: {}", stderr(&out));
+    }
+
+    let audit = audit_path(&env);
+    fs::create_dir_all(audit.parent().unwrap()).unwrap();
+    let log: String = (0..150).map(|n| event_line(n) + "\n").collect();
+    fs::write(&audit, log).unwrap();
+    let listed = json_of(&run(
+        &env,
+        &["audit", "list", "--limit", "3", "--format", "json"],
+    ));
+    assert_eq!(listed["total"], 150);
+    let chats: Vec<_> = listed["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["chat"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(chats, ["c149", "c148", "c147"]);
+    let out = run(&env, &["audit", "list"]);
+    assert_eq!(stdout(&out).lines().count(), 100, "the default page");
+    assert!(
+        stderr(&out).contains("showing the newest 100 of 150 events"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_oversized_line_or_bindings_file_is_refused_by_size() {
+    let env = trusted_myproj();
+    // A 20 MiB single line in the audit log is skipped, not read whole.
+    let audit = audit_path(&env);
+    fs::create_dir_all(audit.parent().unwrap()).unwrap();
+    let mut bytes = event_line(1).into_bytes();
+    bytes.push(b'\n');
+    bytes.extend(std::iter::repeat_n(b'x', 20 << 20));
+    bytes.push(b'\n');
+    bytes.extend(event_line(2).into_bytes());
+    bytes.push(b'\n');
+    fs::write(&audit, bytes).unwrap();
+    let listed = json_of(&run(&env, &["audit", "list", "--format", "json"]));
+    assert_eq!(listed["total"], 2);
+    assert_eq!(listed["skipped_lines"], 1);
+    assert!(
+        listed["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("line 2: skipped a line over the 8 MiB bound"),
+        "{listed}"
+    );
+
+    // A bindings file over its bound: the delivery is refused, nothing made.
+    let bindings = env.home().join(".vak/gateway/bindings.json");
+    fs::write(&bindings, vec![b' '; 5 << 20]).unwrap();
+    let out = run(&env, DELIVER);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bindings.json` is 5242880 bytes, over the 4194304-byte bound"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.home().join(".vak/sessions").exists());
+}
