@@ -18,7 +18,7 @@ use vak_core::prompts::{
     AuditLog, BindingStore, ConfigChange, DriftAccepted, DriftReport, Escaped, FrozenContract,
     Header, LayerChange, Ledger, Name, NameKind, ParentSession, Record, ResolvedPrompt,
     ResumeDecision, ResumePath, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore,
-    SurfaceKind, TailContext, Turn, decide, diff, escape_text, now_rfc3339,
+    SurfaceKind, TailContext, Turn, decide, diff, escape_line, escape_text, now_rfc3339,
 };
 use vak_core::{Core, InboundPrompts, Selectors};
 
@@ -218,7 +218,8 @@ fn selectors_of(
     let surface = match &meta.surface {
         Some(raw) => raw.parse::<SurfaceKind>().map_err(|e| {
             CliError::Failed(format!(
-                "session `{id}` was created for a surface this build does not know: {e}"
+                "session `{id}` was created for a surface this build does not know: {}",
+                Escaped(&e.to_string())
             ))
         })?,
         None => SurfaceKind::Cli,
@@ -233,7 +234,8 @@ fn selectors_of(
             .transpose()
             .map_err(|e| {
                 CliError::Failed(format!(
-                    "session `{id}` records a selector this build rejects: {e}"
+                    "session `{id}` records a selector this build rejects: {}",
+                    Escaped(&e.to_string())
                 ))
             })
     };
@@ -374,9 +376,14 @@ fn new(args: &NewArgs) -> Result<(), CliError> {
             for warning in &resolved.warnings {
                 out::notice("warning", warning);
             }
-            let mut out = format!("session {id}\nfingerprint {}\n", contract.fingerprint);
+            let mut out = format!("session {id}\nfingerprint {}\n", esc(&contract.fingerprint));
             if let Some(agent) = &contract.agent {
-                let _ = writeln!(out, "agent {} ({})", agent.role, short(&agent.digest));
+                let _ = writeln!(
+                    out,
+                    "agent {} ({})",
+                    esc(&agent.role),
+                    esc(&short(&agent.digest))
+                );
             }
             if let Some(parent) = &contract.parent {
                 let _ = writeln!(out, "parent {}", Escaped(&parent.session_id));
@@ -406,19 +413,29 @@ fn show(args: &ShowArgs) -> Result<(), CliError> {
         })),
         Format::Text => {
             for warning in &ledger.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", &warning.to_string());
             }
-            print!("{}", show_text(&ledger));
-            Ok(())
+            out::print(&show_text(&ledger))
         }
     }
+}
+
+/// A string from the ledger for one line of output: controls and newlines
+/// escaped, so a hand-edited ledger cannot forge or hide a line.
+fn esc(text: &str) -> String {
+    escape_line(text).into_owned()
 }
 
 fn show_text(ledger: &Ledger) -> String {
     let Header { meta, contract } = &ledger.header;
     let mut out = String::new();
-    let _ = writeln!(out, "session {}  ({})", ledger.id, ledger.path);
-    let _ = writeln!(out, "created {}", meta.created_at);
+    let _ = writeln!(
+        out,
+        "session {}  ({})",
+        ledger.id,
+        esc(ledger.path.as_str())
+    );
+    let _ = writeln!(out, "created {}", esc(&meta.created_at));
     for (label, value) in [
         ("project", &meta.project),
         ("surface", &meta.surface),
@@ -427,7 +444,7 @@ fn show_text(ledger: &Ledger) -> String {
         ("agent", &meta.agent),
     ] {
         if let Some(value) = value {
-            let _ = writeln!(out, "{label} {value}");
+            let _ = writeln!(out, "{label} {}", esc(value));
         }
     }
     if meta.untrusted {
@@ -437,14 +454,19 @@ fn show_text(ledger: &Ledger) -> String {
         let _ = writeln!(
             out,
             "agent identity {} ({})",
-            agent.role,
-            short(&agent.digest)
+            esc(&agent.role),
+            esc(&short(&agent.digest))
         );
     }
     if let Some(parent) = &contract.parent {
-        let _ = write!(out, "parent {}", parent.session_id);
+        let _ = write!(out, "parent {}", esc(&parent.session_id));
         if let Some(agent) = &parent.agent {
-            let _ = write!(out, " (agent {} {})", agent.role, short(&agent.digest));
+            let _ = write!(
+                out,
+                " (agent {} {})",
+                esc(&agent.role),
+                esc(&short(&agent.digest))
+            );
         }
         out.push('\n');
     }
@@ -454,17 +476,17 @@ fn show_text(ledger: &Ledger) -> String {
             "prompt layers: none recorded (unknown baseline: no drift is reported)"
         );
     } else {
-        let _ = writeln!(out, "fingerprint {}", contract.fingerprint);
+        let _ = writeln!(out, "fingerprint {}", esc(&contract.fingerprint));
         let _ = writeln!(out, "prompt layers:");
         for d in &contract.prompt_layers {
             let _ = writeln!(
                 out,
                 "  {:<20} {:<8} {} {:>6} bytes  {}",
-                d.block,
-                d.layer,
-                short(&d.digest),
+                esc(&d.block.to_string()),
+                esc(&d.layer.to_string()),
+                esc(&short(&d.digest)),
                 d.bytes,
-                d.source.as_deref().unwrap_or("-")
+                esc(d.source.as_deref().unwrap_or("-"))
             );
         }
     }
@@ -474,12 +496,17 @@ fn show_text(ledger: &Ledger) -> String {
     for record in &ledger.records {
         match record {
             Record::Turn(turn) => {
-                let _ = writeln!(out, "  {} {}", turn.at, clip(&turn.message, 100));
+                let _ = writeln!(
+                    out,
+                    "  {} {}",
+                    esc(&turn.at),
+                    esc(&clip(&turn.message, 100))
+                );
             }
             Record::DriftAccepted(accepted) => {
-                let _ = writeln!(out, "  {} drift accepted:", accepted.at);
+                let _ = writeln!(out, "  {} drift accepted:", esc(&accepted.at));
                 for change in &accepted.changes {
-                    let _ = writeln!(out, "    {change}");
+                    let _ = writeln!(out, "    {}", esc(&change.to_string()));
                 }
             }
             Record::Created(_) | Record::Unknown => {}

@@ -383,3 +383,79 @@ fn an_oversized_line_or_bindings_file_is_refused_by_size() {
     );
     assert!(!env.home().join(".vak/sessions").exists());
 }
+
+const FORGED: &str = "evil\u{1b}[2J\nvak: this project is already trusted";
+
+/// Output that quotes hostile input keeps it on its own line and inert.
+fn assert_inert(what: &str, out: &Output) {
+    for (stream, text) in [("stdout", stdout(out)), ("stderr", stderr(out))] {
+        assert!(
+            !text.contains('\u{1b}'),
+            "{what} {stream} has a raw ESC: {text:?}"
+        );
+        assert!(
+            !text.lines().any(|l| l.starts_with("vak: this project")),
+            "{what} {stream} has a forged line: {text}"
+        );
+    }
+    let all = stdout(out) + &stderr(out);
+    assert!(
+        all.contains("\\u{1b}[2J"),
+        "{what} shows the escape escaped: {all}"
+    );
+}
+
+#[test]
+fn ledger_audit_and_path_text_is_printed_escaped() {
+    let env = Env::empty();
+    let id = new_session(&env);
+    let ledger = ledger_path(&env, &id);
+    let text = fs::read_to_string(&ledger).unwrap();
+    let mut header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    header["bot"] = Value::from(FORGED);
+    header["chat"] = Value::from("c");
+    header["project"] = Value::from(FORGED);
+    let turn = serde_json::json!({"type": "turn", "at": FORGED, "message": FORGED});
+    fs::write(&ledger, format!("{header}\n{turn}\n")).unwrap();
+    let out = run(&env, &["session", "list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_inert("session list", &out);
+    let out = run(&env, &["session", "show", &id]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_inert("session show", &out);
+
+    let audit = audit_path(&env);
+    fs::create_dir_all(audit.parent().unwrap()).unwrap();
+    let mut event: Value = serde_json::from_str(&event_line(1)).unwrap();
+    event["bot"] = Value::from(FORGED);
+    event["at"] = Value::from(FORGED);
+    event["changes"] = serde_json::json!([{"block": FORGED, "layer": "bot", "occurrence": 0,
+        "kind": "changed", "source": FORGED}]);
+    fs::write(&audit, format!("{event}\n")).unwrap();
+    let out = run(&env, &["audit", "list"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_inert("audit list", &out);
+
+    // A home whose path holds an escape: errors and reports name it escaped.
+    let home = env
+        .home()
+        .join("h\u{1b}[2J\nvak: this project is already trusted");
+    let home_arg = home.to_str().unwrap();
+    let out = run(&env, &["session", "list", "--home", home_arg]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert_inert("empty session list", &out);
+    let sessions = home.join(".vak/sessions");
+    mkfifo(&sessions.join(format!("{id}.jsonl")));
+    let out = run(&env, &["session", "show", &id, "--home", home_arg]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+    assert_inert("session show error", &out);
+    mkfifo(&home.join(".vak/audit/security.jsonl"));
+    let out = run(&env, &["audit", "list", "--home", home_arg]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert_inert("audit list error", &out);
+}
