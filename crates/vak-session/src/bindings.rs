@@ -295,6 +295,18 @@ mod tests {
         assert!(matches!(store.list(), Err(SessionError::Symlink { .. })));
         std::fs::remove_file(store.path()).expect("rm");
 
+        // The lock file too: a FIFO there is refused, not blocked on.
+        let _ = std::fs::remove_file(&store.lock_path);
+        let status = std::process::Command::new("mkfifo")
+            .arg(store.lock_path.as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let err = store.lock().expect_err("fifo lock");
+        assert!(err.to_string().contains("bindings.json.lock"), "{err}");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        std::fs::remove_file(&store.lock_path).expect("rm");
+
         let big = vec![b' '; usize::try_from(MAX_BINDINGS_BYTES).expect("fits") + 1];
         std::fs::write(store.path(), big).expect("write");
         let err = store.lock().expect_err("too large");
