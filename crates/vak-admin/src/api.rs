@@ -588,16 +588,52 @@ pub(crate) async fn permissions(
     })))
 }
 
-/// `GET /api/audit`: the security events, oldest first.
-pub(crate) async fn audit(State(state): Shared) -> Result<Json<Value>, AdminError> {
+/// `GET /api/audit?limit=N` answers this many events by default.
+const AUDIT_DEFAULT_LIMIT: usize = 100;
+/// … and never more than this many in one response.
+const AUDIT_MAX_LIMIT: usize = 1000;
+
+/// The query of `GET /api/audit`.
+#[derive(Debug, Deserialize)]
+pub(crate) struct AuditQuery {
+    /// How many of the newest events to answer.
+    #[serde(default)]
+    limit: Option<usize>,
+}
+
+/// The page size asked for, defaulted and checked against the maximum.
+fn audit_limit(asked: Option<usize>) -> Result<usize, AdminError> {
+    match asked {
+        None => Ok(AUDIT_DEFAULT_LIMIT),
+        Some(n) if (1..=AUDIT_MAX_LIMIT).contains(&n) => Ok(n),
+        Some(n) => Err(AdminError::BadRequest(format!(
+            "limit {n} is out of range: ask for 1 to {AUDIT_MAX_LIMIT} events"
+        ))),
+    }
+}
+
+/// `GET /api/audit[?limit=N]`: the newest `limit` security events (default
+/// 100, at most 1000), newest first, and how many there are in all. The
+/// log is streamed on a blocking thread under a per-line bound, keeping only
+/// one page, so neither a large log nor a FIFO stalls other requests.
+pub(crate) async fn audit(
+    State(state): Shared,
+    q: Result<Query<AuditQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let limit = audit_limit(query(q)?.limit)?;
     let log = AuditLog::new(&state.home);
-    let entries = log
-        .list()
+    let path = log.path().to_owned();
+    let entries = tokio::task::spawn_blocking(move || log.list_newest(limit))
+        .await
+        .map_err(|e| AdminError::Internal(format!("the audit log reader stopped: {e}")))?
         .map_err(|e| AdminError::Internal(e.to_string()))?;
     Ok(Json(json!({
-        "path": log.path(),
+        "path": path,
         "events": entries.events,
+        "total": entries.total,
+        "limit": limit,
         "skipped_unknown": entries.skipped_unknown,
+        "skipped_lines": entries.skipped_lines,
         "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
     })))
 }
@@ -645,6 +681,22 @@ mod tests {
                 provenance_summary(&resolved(block, &layers)),
                 want,
                 "{block}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_audit_page_has_a_default_and_a_maximum() {
+        assert_eq!(audit_limit(None).ok(), Some(AUDIT_DEFAULT_LIMIT));
+        assert_eq!(audit_limit(Some(5)).ok(), Some(5));
+        assert_eq!(
+            audit_limit(Some(AUDIT_MAX_LIMIT)).ok(),
+            Some(AUDIT_MAX_LIMIT)
+        );
+        for bad in [0, AUDIT_MAX_LIMIT + 1, usize::MAX] {
+            assert!(
+                matches!(audit_limit(Some(bad)), Err(AdminError::BadRequest(_))),
+                "{bad}"
             );
         }
     }

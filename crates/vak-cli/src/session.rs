@@ -18,7 +18,7 @@ use vak_core::prompts::{
     AuditLog, BindingStore, ConfigChange, DriftAccepted, DriftReport, Escaped, FrozenContract,
     Header, LayerChange, Ledger, Name, NameKind, ParentSession, Record, ResolvedPrompt,
     ResumeDecision, ResumePath, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore,
-    SurfaceKind, TailContext, Turn, decide, diff, escape_text, now_rfc3339,
+    SurfaceKind, TailContext, Turn, decide, diff, escape_line, escape_text, now_rfc3339,
 };
 use vak_core::{Core, InboundPrompts, Selectors};
 
@@ -64,9 +64,24 @@ pub(crate) struct ShowArgs {
     pub(crate) format: Format,
 }
 
+/// The most a listing shows by default, and the most it may be asked for:
+/// a page is held in memory, the store is not.
+const DEFAULT_LIMIT: usize = 100;
+const MAX_LIMIT: usize = 10_000;
+
+fn limit(raw: &str) -> Result<usize, String> {
+    match raw.parse::<usize>() {
+        Ok(n) if (1..=MAX_LIMIT).contains(&n) => Ok(n),
+        _ => Err(format!("expected a whole number from 1 to {MAX_LIMIT}")),
+    }
+}
+
 /// `vak session list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ListArgs {
+    /// Show the newest N sessions, newest first [max 10000].
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, value_parser = limit)]
+    pub(crate) limit: usize,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -136,6 +151,9 @@ pub(crate) enum AuditCommand {
 /// `vak audit list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct AuditListArgs {
+    /// Show the newest N events, newest first [max 10000].
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, value_parser = limit)]
+    pub(crate) limit: usize,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -200,7 +218,8 @@ fn selectors_of(
     let surface = match &meta.surface {
         Some(raw) => raw.parse::<SurfaceKind>().map_err(|e| {
             CliError::Failed(format!(
-                "session `{id}` was created for a surface this build does not know: {e}"
+                "session `{id}` was created for a surface this build does not know: {}",
+                Escaped(&e.to_string())
             ))
         })?,
         None => SurfaceKind::Cli,
@@ -215,7 +234,8 @@ fn selectors_of(
             .transpose()
             .map_err(|e| {
                 CliError::Failed(format!(
-                    "session `{id}` records a selector this build rejects: {e}"
+                    "session `{id}` records a selector this build rejects: {}",
+                    Escaped(&e.to_string())
                 ))
             })
     };
@@ -356,9 +376,14 @@ fn new(args: &NewArgs) -> Result<(), CliError> {
             for warning in &resolved.warnings {
                 out::notice("warning", warning);
             }
-            let mut out = format!("session {id}\nfingerprint {}\n", contract.fingerprint);
+            let mut out = format!("session {id}\nfingerprint {}\n", esc(&contract.fingerprint));
             if let Some(agent) = &contract.agent {
-                let _ = writeln!(out, "agent {} ({})", agent.role, short(&agent.digest));
+                let _ = writeln!(
+                    out,
+                    "agent {} ({})",
+                    esc(&agent.role),
+                    esc(&short(&agent.digest))
+                );
             }
             if let Some(parent) = &contract.parent {
                 let _ = writeln!(out, "parent {}", Escaped(&parent.session_id));
@@ -388,19 +413,29 @@ fn show(args: &ShowArgs) -> Result<(), CliError> {
         })),
         Format::Text => {
             for warning in &ledger.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", &warning.to_string());
             }
-            print!("{}", show_text(&ledger));
-            Ok(())
+            out::print(&show_text(&ledger))
         }
     }
+}
+
+/// A string from the ledger for one line of output: controls and newlines
+/// escaped, so a hand-edited ledger cannot forge or hide a line.
+fn esc(text: &str) -> String {
+    escape_line(text).into_owned()
 }
 
 fn show_text(ledger: &Ledger) -> String {
     let Header { meta, contract } = &ledger.header;
     let mut out = String::new();
-    let _ = writeln!(out, "session {}  ({})", ledger.id, ledger.path);
-    let _ = writeln!(out, "created {}", meta.created_at);
+    let _ = writeln!(
+        out,
+        "session {}  ({})",
+        ledger.id,
+        esc(ledger.path.as_str())
+    );
+    let _ = writeln!(out, "created {}", esc(&meta.created_at));
     for (label, value) in [
         ("project", &meta.project),
         ("surface", &meta.surface),
@@ -409,7 +444,7 @@ fn show_text(ledger: &Ledger) -> String {
         ("agent", &meta.agent),
     ] {
         if let Some(value) = value {
-            let _ = writeln!(out, "{label} {value}");
+            let _ = writeln!(out, "{label} {}", esc(value));
         }
     }
     if meta.untrusted {
@@ -419,14 +454,19 @@ fn show_text(ledger: &Ledger) -> String {
         let _ = writeln!(
             out,
             "agent identity {} ({})",
-            agent.role,
-            short(&agent.digest)
+            esc(&agent.role),
+            esc(&short(&agent.digest))
         );
     }
     if let Some(parent) = &contract.parent {
-        let _ = write!(out, "parent {}", parent.session_id);
+        let _ = write!(out, "parent {}", esc(&parent.session_id));
         if let Some(agent) = &parent.agent {
-            let _ = write!(out, " (agent {} {})", agent.role, short(&agent.digest));
+            let _ = write!(
+                out,
+                " (agent {} {})",
+                esc(&agent.role),
+                esc(&short(&agent.digest))
+            );
         }
         out.push('\n');
     }
@@ -436,17 +476,17 @@ fn show_text(ledger: &Ledger) -> String {
             "prompt layers: none recorded (unknown baseline: no drift is reported)"
         );
     } else {
-        let _ = writeln!(out, "fingerprint {}", contract.fingerprint);
+        let _ = writeln!(out, "fingerprint {}", esc(&contract.fingerprint));
         let _ = writeln!(out, "prompt layers:");
         for d in &contract.prompt_layers {
             let _ = writeln!(
                 out,
                 "  {:<20} {:<8} {} {:>6} bytes  {}",
-                d.block,
-                d.layer,
-                short(&d.digest),
+                esc(&d.block.to_string()),
+                esc(&d.layer.to_string()),
+                esc(&short(&d.digest)),
                 d.bytes,
-                d.source.as_deref().unwrap_or("-")
+                esc(d.source.as_deref().unwrap_or("-"))
             );
         }
     }
@@ -456,12 +496,17 @@ fn show_text(ledger: &Ledger) -> String {
     for record in &ledger.records {
         match record {
             Record::Turn(turn) => {
-                let _ = writeln!(out, "  {} {}", turn.at, clip(&turn.message, 100));
+                let _ = writeln!(
+                    out,
+                    "  {} {}",
+                    esc(&turn.at),
+                    esc(&clip(&turn.message, 100))
+                );
             }
             Record::DriftAccepted(accepted) => {
-                let _ = writeln!(out, "  {} drift accepted:", accepted.at);
+                let _ = writeln!(out, "  {} drift accepted:", esc(&accepted.at));
                 for change in &accepted.changes {
-                    let _ = writeln!(out, "    {change}");
+                    let _ = writeln!(out, "    {}", esc(&change.to_string()));
                 }
             }
             Record::Created(_) | Record::Unknown => {}
@@ -477,64 +522,90 @@ fn show_text(ledger: &Ledger) -> String {
     out
 }
 
-/// `vak session list`.
+/// `vak session list`: the newest `--limit` sessions, newest first. Only
+/// that many ids are kept while the directory is read, and only their first
+/// records are read, each reduced to a summary at once.
 fn list(args: &ListArgs) -> Result<(), CliError> {
     let store = SessionStore::new(&home_dir(args.home.as_ref())?);
+    let (ids, total) = store.list_newest(args.limit)?;
     let mut sessions = Vec::new();
     let mut problems = Vec::new();
-    for id in store.list()? {
+    for id in ids {
         match store.read_header(&id) {
-            Ok(header) => sessions.push((id, header)),
+            Ok(header) => sessions.push(summary(&id, &header)),
             Err(error) => problems.push((id, error.to_string())),
         }
     }
     match args.format {
         Format::Json => print_json(&json!({
-            "sessions": sessions.iter().map(|(id, h)| json!({
-                "session_id": id,
-                "created_at": h.meta.created_at,
-                "project": h.meta.project,
-                "surface": h.meta.surface,
-                "bot": h.meta.bot,
-                "chat": h.meta.chat,
-                "agent": h.meta.agent,
-                "fingerprint": h.contract.fingerprint,
-                "prompt_layers": h.contract.prompt_layers.len(),
-                "parent": h.contract.parent.as_ref().map(|p| &p.session_id),
-            })).collect::<Vec<_>>(),
+            "sessions": sessions,
             "problems": problems.iter().map(|(id, e)| json!({"session_id": id, "error": e})).collect::<Vec<_>>(),
+            "total": total,
+            "limit": args.limit,
         })),
         Format::Text => {
             let mut out = String::new();
-            if sessions.is_empty() && problems.is_empty() {
-                let _ = writeln!(out, "no sessions in {}", store.dir());
+            if total == 0 {
+                let _ = writeln!(out, "no sessions in {}", Escaped(store.dir().as_str()));
             }
-            for (id, h) in &sessions {
-                let _ = write!(
-                    out,
-                    "{id}  {}  {}  {}",
-                    h.meta.created_at,
-                    h.meta.surface.as_deref().unwrap_or("-"),
-                    h.meta.project.as_deref().unwrap_or("-")
-                );
-                if let (Some(bot), Some(chat)) = (&h.meta.bot, &h.meta.chat) {
-                    let _ = write!(out, "  {bot}/{chat}");
-                }
-                if let Some(agent) = &h.meta.agent {
-                    let _ = write!(out, "  agent {agent}");
-                }
-                if let Some(parent) = &h.contract.parent {
-                    let _ = write!(out, "  parent {}", parent.session_id);
-                }
+            for session in &sessions {
+                out.push_str(&summary_line(session));
                 out.push('\n');
             }
-            print!("{out}");
+            out::print(&out)?;
             for (id, error) in &problems {
-                eprintln!("warning: session {id} is unreadable: {error}");
+                out::notice("warning", &format!("session {id} is unreadable: {error}"));
+            }
+            if total > args.limit {
+                out::notice(
+                    "note",
+                    &format!(
+                        "showing the newest {} of {total} sessions; --limit N shows more",
+                        args.limit
+                    ),
+                );
             }
             Ok(())
         }
     }
+}
+
+/// A session as listed: its creation metadata, never its frozen prefix.
+fn summary(id: &SessionId, h: &Header) -> serde_json::Value {
+    json!({
+        "session_id": id,
+        "created_at": h.meta.created_at,
+        "project": h.meta.project,
+        "surface": h.meta.surface,
+        "bot": h.meta.bot,
+        "chat": h.meta.chat,
+        "agent": h.meta.agent,
+        "fingerprint": h.contract.fingerprint,
+        "prompt_layers": h.contract.prompt_layers.len(),
+        "parent": h.contract.parent.as_ref().map(|p| &p.session_id),
+    })
+}
+
+/// One line of `session list`; every field from the ledger escaped.
+fn summary_line(session: &serde_json::Value) -> String {
+    let field = |key: &str| session[key].as_str().map(|v| Escaped(v).to_string());
+    let mut line = format!(
+        "{}  {}  {}  {}",
+        field("session_id").unwrap_or_default(),
+        field("created_at").unwrap_or_default(),
+        field("surface").unwrap_or_else(|| "-".to_owned()),
+        field("project").unwrap_or_else(|| "-".to_owned()),
+    );
+    if let (Some(bot), Some(chat)) = (field("bot"), field("chat")) {
+        let _ = write!(line, "  {bot}/{chat}");
+    }
+    if let Some(agent) = field("agent") {
+        let _ = write!(line, "  agent {agent}");
+    }
+    if let Some(parent) = field("parent") {
+        let _ = write!(line, "  parent {parent}");
+    }
+    line
 }
 
 /// `vak exec`: resume a named session. Fails closed on drift (exit 3)
@@ -807,22 +878,41 @@ pub(crate) fn audit(command: &AuditCommand) -> Result<(), CliError> {
     }
 }
 
+/// `vak audit list`: the newest `--limit` events, newest first, streamed
+/// from the log so memory does not grow with it.
 fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
     let log = AuditLog::new(&home_dir(args.home.as_ref())?);
-    let entries = log.list()?;
+    let entries = log.list_newest(args.limit)?;
     match args.format {
         Format::Json => print_json(&json!({
             "events": entries.events,
+            "total": entries.total,
+            "limit": args.limit,
             "skipped_unknown": entries.skipped_unknown,
+            "skipped_lines": entries.skipped_lines,
             "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
         })),
         Format::Text => {
             for warning in &entries.warnings {
-                eprintln!("warning: {warning}");
+                out::notice("warning", &warning.to_string());
+            }
+            if entries.skipped_lines > entries.warnings.len() {
+                out::notice(
+                    "warning",
+                    &format!(
+                        "{} more lines of `{}` that are not records were skipped",
+                        entries.skipped_lines - entries.warnings.len(),
+                        log.path()
+                    ),
+                );
             }
             let mut out = String::new();
             if entries.events.is_empty() {
-                let _ = writeln!(out, "no security events in {}", log.path());
+                let _ = writeln!(
+                    out,
+                    "no security events in {}",
+                    Escaped(log.path().as_str())
+                );
             }
             for event in &entries.events {
                 match event {
@@ -830,9 +920,9 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                         let _ = writeln!(
                             out,
                             "{} config-change {}/{}: session {} → {}",
-                            change.at,
-                            change.bot,
-                            change.chat,
+                            Escaped(&change.at),
+                            Escaped(&change.bot),
+                            Escaped(&change.chat),
                             change.old_session,
                             change.new_session
                         );
@@ -841,7 +931,16 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                     SecurityEvent::Unknown => {}
                 }
             }
-            print!("{out}");
+            out::print(&out)?;
+            if entries.total > args.limit {
+                out::notice(
+                    "note",
+                    &format!(
+                        "showing the newest {} of {} events; --limit N shows more",
+                        args.limit, entries.total
+                    ),
+                );
+            }
             Ok(())
         }
     }

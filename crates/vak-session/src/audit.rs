@@ -4,7 +4,10 @@
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 
-use crate::jsonl::{self, TornLine};
+use std::collections::VecDeque;
+use std::io::BufReader;
+
+use crate::jsonl::{self, Entry, LineReader, MAX_LINE_BYTES, TornLine};
 use crate::{LayerChange, SessionError, SessionId};
 
 /// A gateway chat binding rotated to a fresh session because the prompt in
@@ -47,13 +50,24 @@ pub enum SecurityEvent {
 /// The security log as read back.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AuditEntries {
-    /// Every event this build knows, oldest first.
+    /// The events this build knows: every one oldest first from
+    /// [`AuditLog::list`], the newest `limit` newest first from
+    /// [`AuditLog::list_newest`].
     pub events: Vec<SecurityEvent>,
+    /// How many known events the log holds in all.
+    pub total: usize,
     /// How many events of unknown type were skipped.
     pub skipped_unknown: usize,
-    /// A torn last line, if one was skipped.
+    /// How many lines were skipped because they are not records (foreign,
+    /// torn or over the line bound), wherever they are in the log.
+    pub skipped_lines: usize,
+    /// The first [`MAX_WARNINGS`] skipped lines, each naming file and line.
     pub warnings: Vec<TornLine>,
 }
+
+/// How many skipped lines an [`AuditEntries`] names one by one; the rest
+/// are counted in [`AuditEntries::skipped_lines`].
+pub const MAX_WARNINGS: usize = 20;
 
 /// The security audit log of one `$VAK_HOME`.
 #[derive(Debug, Clone)]
@@ -83,8 +97,8 @@ impl AuditLog {
             path: self.path.clone(),
             source,
         })?;
-        let existed = self.path.exists();
-        jsonl::append(&self.path, line, true)?;
+        let existed = crate::file::is_present(&self.path);
+        jsonl::append::<SecurityEvent>(&self.path, line, true)?;
         if !existed {
             // The log's directory entry must survive a crash too.
             if let Some(dir) = self.path.parent() {
@@ -94,29 +108,64 @@ impl AuditLog {
         Ok(())
     }
 
-    /// Every event, oldest first. A missing log is an empty one.
+    /// Every event, oldest first. A missing log is an empty one. Memory
+    /// grows with the log: for people, use [`list_newest`](Self::list_newest).
     pub fn list(&self) -> Result<AuditEntries, SessionError> {
-        if !self.path.exists() {
-            return Ok(AuditEntries {
-                events: Vec::new(),
-                skipped_unknown: 0,
-                warnings: Vec::new(),
-            });
+        let mut entries = self.scan(None)?;
+        entries.events.reverse();
+        Ok(entries)
+    }
+
+    /// The newest `limit` events, newest first, and how many there are in
+    /// all. The log is streamed line by line under the line bound, keeping
+    /// only `limit` events, so memory does not grow with the log.
+    ///
+    /// The audit log is a report, not a contract: a line that is not a
+    /// record is skipped wherever it is, counted and named (up to
+    /// [`MAX_WARNINGS`]), so one damaged line never hides every event.
+    pub fn list_newest(&self, limit: usize) -> Result<AuditEntries, SessionError> {
+        self.scan(Some(limit))
+    }
+
+    /// Events newest first, keeping at most `keep`.
+    fn scan(&self, keep: Option<usize>) -> Result<AuditEntries, SessionError> {
+        let mut entries = AuditEntries {
+            events: Vec::new(),
+            total: 0,
+            skipped_unknown: 0,
+            skipped_lines: 0,
+            warnings: Vec::new(),
+        };
+        if !crate::file::is_present(&self.path) {
+            return Ok(entries);
         }
-        let parsed = jsonl::read::<SecurityEvent>(&self.path)?;
-        let mut events = Vec::with_capacity(parsed.records.len());
-        let mut skipped_unknown = 0;
-        for (_, event) in parsed.records {
-            match event {
-                SecurityEvent::Unknown => skipped_unknown += 1,
-                known => events.push(known),
+        let file = jsonl::open_shared(&self.path)?;
+        let mut lines = LineReader::new(BufReader::new(&file), MAX_LINE_BYTES);
+        let mut kept = VecDeque::new();
+        while let Some(raw) = lines
+            .next_line()
+            .map_err(|e| SessionError::io("read", self.path.clone(), e))?
+        {
+            match jsonl::classify::<SecurityEvent>(&self.path, raw, lines.bytes()) {
+                Entry::Record(_, SecurityEvent::Unknown) => entries.skipped_unknown += 1,
+                Entry::Record(_, event) => {
+                    entries.total += 1;
+                    kept.push_back(event);
+                    if keep.is_some_and(|keep| kept.len() > keep) {
+                        kept.pop_front();
+                    }
+                }
+                Entry::Blank => {}
+                Entry::Skipped(skipped, _) => {
+                    entries.skipped_lines += 1;
+                    if entries.warnings.len() < MAX_WARNINGS {
+                        entries.warnings.push(skipped);
+                    }
+                }
             }
         }
-        Ok(AuditEntries {
-            events,
-            skipped_unknown,
-            warnings: parsed.torn.into_iter().collect(),
-        })
+        entries.events = kept.into_iter().rev().collect();
+        Ok(entries)
     }
 }
 
@@ -164,5 +213,74 @@ mod tests {
         assert_eq!(entries.skipped_unknown, 1);
         let text = std::fs::read_to_string(log.path()).expect("read");
         assert!(text.starts_with("{\"type\":\"config-change\""), "{text}");
+        let newest = log.list_newest(1).expect("newest");
+        assert_eq!((newest.events.len(), newest.total), (1, 2));
+    }
+
+    fn event(chat: &str) -> SecurityEvent {
+        SecurityEvent::ConfigChange(ConfigChange {
+            at: crate::now_rfc3339(),
+            bot: "helpdesk".into(),
+            chat: chat.into(),
+            old_session: SessionId::generate(),
+            new_session: SessionId::generate(),
+            old_fingerprint: None,
+            new_fingerprint: None,
+            changes: Vec::new(),
+        })
+    }
+
+    fn chat_of(event: &SecurityEvent) -> &str {
+        match event {
+            SecurityEvent::ConfigChange(c) => &c.chat,
+            SecurityEvent::Unknown => "",
+        }
+    }
+
+    #[test]
+    fn foreign_lines_are_moved_aside_counted_and_never_hide_events() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let log = AuditLog::new(&home);
+        log.append(&event("1")).expect("append");
+        // A foreign last line: readers skip it, the next append moves it aside.
+        let mut bytes = std::fs::read(log.path()).expect("read");
+        bytes.extend_from_slice(b"{\"x\":1}\n");
+        std::fs::write(log.path(), &bytes).expect("write");
+        let listed = log.list_newest(10).expect("list");
+        assert_eq!((listed.total, listed.skipped_lines), (1, 1));
+        log.append(&event("2")).expect("append");
+        let listed = log.list_newest(10).expect("list");
+        assert_eq!(listed.skipped_lines, 0);
+        assert_eq!(
+            listed.events.iter().map(chat_of).collect::<Vec<_>>(),
+            ["2", "1"]
+        );
+        let aside: Vec<_> = std::fs::read_dir(log.path().parent().expect("dir"))
+            .expect("list")
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("security.jsonl.foreign-")
+            })
+            .collect();
+        assert_eq!(aside.len(), 1);
+        assert_eq!(
+            std::fs::read(aside[0].path()).expect("read"),
+            b"{\"x\":1}\n"
+        );
+        // A damaged line in the middle (by hand) is skipped and named, the
+        // events around it still listed.
+        let text = std::fs::read_to_string(log.path()).expect("read");
+        let (first, rest) = text.split_once('\n').expect("two lines");
+        std::fs::write(log.path(), format!("{first}\n\u{1b}[2Kjunk\n{rest}")).expect("write");
+        let listed = log.list_newest(1).expect("list");
+        assert_eq!(
+            (listed.events.len(), listed.total, listed.skipped_lines),
+            (1, 2, 1)
+        );
+        assert_eq!(chat_of(&listed.events[0]), "2");
+        assert_eq!(listed.warnings[0].line, 2);
     }
 }

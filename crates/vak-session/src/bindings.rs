@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Write};
+use std::io::{ErrorKind, Read, Write};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
@@ -65,12 +65,10 @@ impl BindingStore {
         if let Some(dir) = self.path.parent() {
             jsonl::ensure_dir(dir)?;
         }
-        let lock = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&self.lock_path)
-            .map_err(|e| SessionError::io("open", self.lock_path.clone(), e))?;
+        let lock = crate::file::open(
+            &self.lock_path,
+            OpenOptions::new().write(true).create(true).truncate(false),
+        )?;
         lock.lock()
             .map_err(|e| SessionError::io("lock", self.lock_path.clone(), e))?;
         let file = load(&self.path)?;
@@ -139,8 +137,14 @@ impl BindingGuard {
             })?;
         bytes.push(b'\n');
         let temp = self.path.with_extension("json.tmp");
-        let mut out =
-            File::create(&temp).map_err(|e| SessionError::io("create", temp.clone(), e))?;
+        // A stale temporary file (or anything else there) is removed, never
+        // written through: the name is then created afresh.
+        match std::fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(SessionError::io("remove", temp.clone(), e)),
+        }
+        let mut out = crate::file::open(&temp, OpenOptions::new().write(true).create_new(true))?;
         out.write_all(&bytes)
             .map_err(|e| SessionError::io("write", temp.clone(), e))?;
         out.sync_all()
@@ -155,15 +159,44 @@ impl BindingGuard {
     }
 }
 
+/// The most a bindings file may hold before it is read: about forty
+/// thousand chats, far past any one home, and small enough that a hostile
+/// file cannot make every delivery read gigabytes.
+pub(crate) const MAX_BINDINGS_BYTES: u64 = 4 * 1024 * 1024;
+
+/// Read the bindings: a regular file (never a FIFO or a symlink), bounded
+/// by [`MAX_BINDINGS_BYTES`] before a byte is read. A missing file is empty.
 fn load(path: &Utf8Path) -> Result<BindingsFile, SessionError> {
-    match std::fs::read(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|source| SessionError::BadBindings {
+    let Some(file) = crate::file::open_optional(path, OpenOptions::new().read(true))? else {
+        return Ok(BindingsFile::default());
+    };
+    let size = file
+        .metadata()
+        .map_err(|e| SessionError::io("inspect", path, e))?
+        .len();
+    if size > MAX_BINDINGS_BYTES {
+        return Err(SessionError::TooLarge {
             path: path.to_owned(),
-            source,
-        }),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(BindingsFile::default()),
-        Err(e) => Err(SessionError::io("read", path, e)),
+            size,
+            max: MAX_BINDINGS_BYTES,
+        });
     }
+    let mut bytes = Vec::new();
+    // Bounded again on the read itself, in case the file grew meanwhile.
+    file.take(MAX_BINDINGS_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| SessionError::io("read", path, e))?;
+    if bytes.len() as u64 > MAX_BINDINGS_BYTES {
+        return Err(SessionError::TooLarge {
+            path: path.to_owned(),
+            size: bytes.len() as u64,
+            max: MAX_BINDINGS_BYTES,
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(|source| SessionError::BadBindings {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 fn flatten(file: &BindingsFile) -> Vec<(String, String, Binding)> {
@@ -234,6 +267,50 @@ mod tests {
             std::fs::read_to_string(store.path()).expect("read"),
             "{not json"
         );
+    }
+
+    #[test]
+    fn fifo_symlink_and_oversized_bindings_are_refused_by_name() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let store = BindingStore::new(&home);
+        let gateway = store.path().parent().expect("parent").to_owned();
+        std::fs::create_dir_all(&gateway).expect("mkdir");
+        let status = std::process::Command::new("mkfifo")
+            .arg(store.path().as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let err = store.lock().expect_err("fifo");
+        assert!(
+            err.to_string().contains("not a regular file (a FIFO)"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("bindings.json"), "{err}");
+        std::fs::remove_file(store.path()).expect("rm");
+
+        let outside = home.join("elsewhere.json");
+        std::fs::write(&outside, "{}").expect("write");
+        std::os::unix::fs::symlink(&outside, store.path()).expect("symlink");
+        assert!(matches!(store.list(), Err(SessionError::Symlink { .. })));
+        std::fs::remove_file(store.path()).expect("rm");
+
+        // The lock file too: a FIFO there is refused, not blocked on.
+        let _ = std::fs::remove_file(&store.lock_path);
+        let status = std::process::Command::new("mkfifo")
+            .arg(store.lock_path.as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let err = store.lock().expect_err("fifo lock");
+        assert!(err.to_string().contains("bindings.json.lock"), "{err}");
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        std::fs::remove_file(&store.lock_path).expect("rm");
+
+        let big = vec![b' '; usize::try_from(MAX_BINDINGS_BYTES).expect("fits") + 1];
+        std::fs::write(store.path(), big).expect("write");
+        let err = store.lock().expect_err("too large");
+        assert!(matches!(err, SessionError::TooLarge { .. }), "{err}");
     }
 
     #[test]

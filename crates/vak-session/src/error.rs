@@ -1,6 +1,6 @@
 use camino::Utf8PathBuf;
 use thiserror::Error;
-use vak_prompt_blocks::BlocksError;
+use vak_prompt_blocks::{BlocksError, Escaped};
 
 /// Everything that can go wrong in the session store, the audit log and the
 /// gateway bindings. Each message names the file (and line or key) at fault.
@@ -14,7 +14,8 @@ pub enum SessionError {
     InvalidName(BlocksError),
     /// No ledger exists for the id.
     #[error(
-        "no session `{id}`: `{path}` does not exist; `vak session list` shows the sessions there are"
+        "no session `{}`: `{}` does not exist; `vak session list` shows the sessions there are",
+        Escaped(.id), Escaped(.path.as_str())
     )]
     NotFound {
         /// The id asked for.
@@ -23,7 +24,7 @@ pub enum SessionError {
         path: Utf8PathBuf,
     },
     /// A filesystem operation failed.
-    #[error("could not {action} `{path}`: {source}")]
+    #[error("could not {action} `{}`: {}", Escaped(.path.as_str()), Escaped(&.source.to_string()))]
     Io {
         /// What was being done, e.g. `append to`.
         action: &'static str,
@@ -36,7 +37,8 @@ pub enum SessionError {
     /// A line before the last one does not parse: the file was damaged or
     /// edited by hand, and reading on would silently drop history.
     #[error(
-        "`{path}` line {line} is not a valid record ({source}); only a torn last line is skipped, so repair or move the file"
+        "`{}` line {line} is not a valid record ({}); only a torn last line is skipped, so repair or move the file",
+        Escaped(.path.as_str()), Escaped(&.source.to_string())
     )]
     BadLine {
         /// The JSON-lines file.
@@ -49,7 +51,8 @@ pub enum SessionError {
     },
     /// The ledger does not start with its `created` record.
     #[error(
-        "`{path}` does not start with a `created` record, so it holds no frozen contract; it is not a session ledger"
+        "`{}` does not start with a `created` record, so it holds no frozen contract; it is not a session ledger",
+        Escaped(.path.as_str())
     )]
     MissingHeader {
         /// The ledger file.
@@ -57,7 +60,8 @@ pub enum SessionError {
     },
     /// A second `created` record, which would make the frozen contract ambiguous.
     #[error(
-        "`{path}` line {line} is a second `created` record; a ledger freezes its contract once"
+        "`{}` line {line} is a second `created` record; a ledger freezes its contract once",
+        Escaped(.path.as_str())
     )]
     DuplicateHeader {
         /// The ledger file.
@@ -76,7 +80,7 @@ pub enum SessionError {
         id: String,
     },
     /// A record could not be turned into JSON.
-    #[error("could not encode a record for `{path}`: {source}")]
+    #[error("could not encode a record for `{}`: {source}", Escaped(.path.as_str()))]
     Encode {
         /// The file it was meant for.
         path: Utf8PathBuf,
@@ -86,7 +90,8 @@ pub enum SessionError {
     },
     /// The bindings file is not valid JSON of the expected shape.
     #[error(
-        "`{path}` is not a valid bindings file ({source}); fix or move it, nothing was changed"
+        "`{}` is not a valid bindings file ({}); fix or move it, nothing was changed",
+        Escaped(.path.as_str()), Escaped(&.source.to_string())
     )]
     BadBindings {
         /// The bindings file.
@@ -94,6 +99,53 @@ pub enum SessionError {
         /// Why it did not parse.
         #[source]
         source: serde_json::Error,
+    },
+    /// A store file is a FIFO, device, socket or directory: reading it could
+    /// block forever, so it is never opened for reading or writing.
+    #[error(
+        "`{}` is not a regular file ({kind}); vak never reads or writes a session store through one, so move it aside",
+        Escaped(.path.as_str())
+    )]
+    NotRegular {
+        /// The file.
+        path: Utf8PathBuf,
+        /// What it is instead, e.g. `a FIFO`.
+        kind: &'static str,
+    },
+    /// A store file is a symbolic link, which could lead out of the store.
+    #[error(
+        "`{}` is a symbolic link; vak never reads or writes a session store through one, so replace it with the file itself",
+        Escaped(.path.as_str())
+    )]
+    Symlink {
+        /// The link.
+        path: Utf8PathBuf,
+    },
+    /// A line of a ledger is longer than any record vak writes.
+    #[error(
+        "`{}` line {line} is longer than the {max}-byte bound for one record; only a last line is skipped, so repair or move the file",
+        Escaped(.path.as_str())
+    )]
+    LineTooLong {
+        /// The JSON-lines file.
+        path: Utf8PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// The bindings file is larger than the bound it is read under.
+    #[error(
+        "`{}` is {size} bytes, over the {max}-byte bound for a bindings file; nothing was read or changed",
+        Escaped(.path.as_str())
+    )]
+    TooLarge {
+        /// The file.
+        path: Utf8PathBuf,
+        /// Its size.
+        size: u64,
+        /// The bound.
+        max: u64,
     },
 }
 

@@ -3,131 +3,322 @@
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use camino::{Utf8Path, Utf8PathBuf};
-use serde::de::{DeserializeOwned, IgnoredAny};
+use serde::de::DeserializeOwned;
+use vak_prompt_blocks::Escaped;
 
 use crate::SessionError;
 
-/// A last line that was cut short by a writer that stopped mid-append. It
-/// was never reported as written (appends report only after fsync), so
-/// skipping it loses nothing anyone was told about.
+/// The longest line any reader takes into memory. A record is one line; the
+/// largest vak writes is a `created` record, whose frozen prefix is bounded
+/// by the context window, far below this. A longer line is skipped (last
+/// line) or refused (a ledger's earlier line) without being read whole.
+pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// Why a line was skipped by a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SkipReason {
+    /// The last line has no newline: a writer stopped mid-append.
+    Torn,
+    /// A complete line that is not a record: not JSON, not UTF-8, or JSON
+    /// without a `type`.
+    Invalid,
+    /// A line longer than [`MAX_LINE_BYTES`].
+    TooLong,
+}
+
+/// A line a reader skipped: torn by a writer that stopped mid-append, not a
+/// valid record, or too long to read. Appends never build on one: they move
+/// it aside first (see the crate docs), so a skipped line never hides a
+/// record written after it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TornLine {
     /// The JSON-lines file.
     pub path: Utf8PathBuf,
-    /// 1-based line number of the torn line.
+    /// 1-based line number of the skipped line.
     pub line: usize,
     /// How many bytes it had.
-    pub bytes: usize,
+    pub bytes: u64,
+    /// Why it was skipped.
+    pub reason: SkipReason,
 }
 
 impl fmt::Display for TornLine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.reason {
+            SkipReason::Torn => "a torn last record left by a writer that stopped mid-append",
+            SkipReason::Invalid => "a line that is not a valid record",
+            SkipReason::TooLong => "a line over the 8 MiB bound for one record",
+        };
         write!(
             f,
-            "`{}` line {}: skipped a torn last record ({} bytes) left by a writer that stopped mid-append",
-            self.path, self.line, self.bytes
+            "`{}` line {}: skipped {what} ({} bytes)",
+            Escaped(self.path.as_str()),
+            self.line,
+            self.bytes
         )
     }
 }
 
-/// Records of one file, each with its 1-based line number, and the torn
+/// One line as the bounded reader saw it. Its bytes (when not too long) are
+/// in [`LineReader::bytes`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RawLine {
+    /// 1-based line number.
+    pub(crate) line: usize,
+    /// Its length in bytes, newline included.
+    pub(crate) len: u64,
+    /// It ends in a newline.
+    pub(crate) complete: bool,
+    /// It is longer than the bound; its bytes were not kept.
+    pub(crate) too_long: bool,
+}
+
+/// Reads lines of at most `max` bytes into one reused buffer; a longer line
+/// is counted and passed over without being kept, so memory is bounded by
+/// `max` whatever the file holds.
+pub(crate) struct LineReader<R> {
+    reader: R,
+    line: usize,
+    buf: Vec<u8>,
+    max: usize,
+}
+
+impl<R: BufRead> LineReader<R> {
+    pub(crate) fn new(reader: R, max: usize) -> Self {
+        LineReader {
+            reader,
+            line: 0,
+            buf: Vec::new(),
+            max,
+        }
+    }
+
+    /// The bytes of the line last returned (empty if it was too long).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The next line, or `None` at the end of the input.
+    pub(crate) fn next_line(&mut self) -> io::Result<Option<RawLine>> {
+        self.buf.clear();
+        let mut len = 0u64;
+        let mut too_long = false;
+        let mut complete = false;
+        loop {
+            let available = match self.reader.fill_buf() {
+                Ok(available) => available,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            };
+            if available.is_empty() {
+                break;
+            }
+            let (take, found) = match available.iter().position(|b| *b == b'\n') {
+                Some(pos) => (pos + 1, true),
+                None => (available.len(), false),
+            };
+            if !too_long {
+                if self.buf.len() + take > self.max {
+                    too_long = true;
+                    self.buf.clear();
+                } else {
+                    self.buf.extend_from_slice(&available[..take]);
+                }
+            }
+            len += take as u64;
+            self.reader.consume(take);
+            if found {
+                complete = true;
+                break;
+            }
+        }
+        if len == 0 {
+            return Ok(None);
+        }
+        self.line += 1;
+        Ok(Some(RawLine {
+            line: self.line,
+            len,
+            complete,
+            too_long,
+        }))
+    }
+}
+
+/// What one line of a JSON-lines file is.
+pub(crate) enum Entry<T> {
+    /// A record.
+    Record(usize, T),
+    /// Only whitespace: ignored by everyone.
+    Blank,
+    /// Skipped, with the parse error when there was one.
+    Skipped(TornLine, Option<serde_json::Error>),
+}
+
+/// Classify the line `raw` (whose bytes are `bytes`) of `path`.
+pub(crate) fn classify<T: DeserializeOwned>(
+    path: &Utf8Path,
+    raw: RawLine,
+    bytes: &[u8],
+) -> Entry<T> {
+    let skipped = |reason| TornLine {
+        path: path.to_owned(),
+        line: raw.line,
+        bytes: raw.len,
+        reason,
+    };
+    if raw.too_long {
+        return Entry::Skipped(skipped(SkipReason::TooLong), None);
+    }
+    if raw.complete && bytes.iter().all(u8::is_ascii_whitespace) {
+        return Entry::Blank;
+    }
+    match serde_json::from_slice::<T>(bytes) {
+        // Without its newline the append never finished, even if the bytes
+        // happen to parse; the next append moves it aside the same way.
+        Ok(_) if !raw.complete => Entry::Skipped(skipped(SkipReason::Torn), None),
+        Ok(record) => Entry::Record(raw.line, record),
+        Err(e) if !raw.complete => Entry::Skipped(skipped(SkipReason::Torn), Some(e)),
+        Err(e) => Entry::Skipped(skipped(SkipReason::Invalid), Some(e)),
+    }
+}
+
+/// Records of one file, each with its 1-based line number, and the skipped
 /// last line if there was one.
 pub(crate) struct Parsed<T> {
     pub(crate) records: Vec<(usize, T)>,
     pub(crate) torn: Option<TornLine>,
 }
 
-/// Read every record of `path` under a shared lock, so a concurrent append
-/// is never seen half-written.
-pub(crate) fn read<T: DeserializeOwned>(path: &Utf8Path) -> Result<Parsed<T>, SessionError> {
-    let mut file = File::open(path).map_err(|e| SessionError::io("open", path, e))?;
+/// Open `path` for reading (a regular file, never through a symlink) under
+/// a shared lock, so a concurrent append is never seen half-written.
+pub(crate) fn open_shared(path: &Utf8Path) -> Result<File, SessionError> {
+    let file = crate::file::open(path, OpenOptions::new().read(true))?;
     file.lock_shared()
         .map_err(|e| SessionError::io("lock", path, e))?;
-    let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)
-        .map_err(|e| SessionError::io("read", path, e))?;
-    drop(file);
-    parse(path, &bytes)
+    Ok(file)
+}
+
+/// Read every record of `path` strictly: a skipped line is tolerated only
+/// as the last one (DECISIONS §6); an earlier one is an error naming the
+/// file and line, so history is never silently dropped.
+pub(crate) fn read<T: DeserializeOwned>(path: &Utf8Path) -> Result<Parsed<T>, SessionError> {
+    let file = open_shared(path)?;
+    let mut lines = LineReader::new(BufReader::new(&file), MAX_LINE_BYTES);
+    let mut records = Vec::new();
+    let mut pending: Option<(TornLine, Option<serde_json::Error>)> = None;
+    while let Some(raw) = lines
+        .next_line()
+        .map_err(|e| SessionError::io("read", path, e))?
+    {
+        let entry = classify::<T>(path, raw, lines.bytes());
+        if matches!(entry, Entry::Blank) {
+            continue;
+        }
+        if let Some((skipped, error)) = pending.take() {
+            return Err(earlier_line_error(skipped, error));
+        }
+        match entry {
+            Entry::Record(line, record) => records.push((line, record)),
+            Entry::Skipped(skipped, error) => pending = Some((skipped, error)),
+            Entry::Blank => {}
+        }
+    }
+    Ok(Parsed {
+        records,
+        torn: pending.map(|(skipped, _)| skipped),
+    })
+}
+
+fn earlier_line_error(skipped: TornLine, error: Option<serde_json::Error>) -> SessionError {
+    match error {
+        Some(source) => SessionError::BadLine {
+            path: skipped.path,
+            line: skipped.line,
+            source,
+        },
+        None => SessionError::LineTooLong {
+            path: skipped.path,
+            line: skipped.line,
+            max: MAX_LINE_BYTES,
+        },
+    }
 }
 
 /// Read only the first record, for listings that must not cost a full read.
+/// `None` when the first line is torn, too long or absent.
 pub(crate) fn read_first<T: DeserializeOwned>(path: &Utf8Path) -> Result<Option<T>, SessionError> {
-    let file = File::open(path).map_err(|e| SessionError::io("open", path, e))?;
-    file.lock_shared()
-        .map_err(|e| SessionError::io("lock", path, e))?;
-    let mut line = Vec::new();
-    let mut reader = io::BufReader::new(&file);
-    io::BufRead::read_until(&mut reader, b'\n', &mut line)
-        .map_err(|e| SessionError::io("read", path, e))?;
-    if !line.ends_with(b"\n") {
-        // A torn (or absent) first line is no record at all.
+    let file = open_shared(path)?;
+    let mut lines = LineReader::new(BufReader::new(&file), MAX_LINE_BYTES);
+    let Some(raw) = lines
+        .next_line()
+        .map_err(|e| SessionError::io("read", path, e))?
+    else {
         return Ok(None);
+    };
+    match classify::<T>(path, raw, lines.bytes()) {
+        Entry::Record(_, record) => Ok(Some(record)),
+        Entry::Blank => Ok(None),
+        Entry::Skipped(skipped, error) => match (skipped.reason, error) {
+            (SkipReason::Invalid, Some(source)) => Err(SessionError::BadLine {
+                path: path.to_owned(),
+                line: 1,
+                source,
+            }),
+            _ => Ok(None),
+        },
     }
-    serde_json::from_slice(&line)
-        .map(Some)
-        .map_err(|source| SessionError::BadLine {
-            path: path.to_owned(),
-            line: 1,
-            source,
-        })
 }
 
+#[cfg(test)]
 pub(crate) fn parse<T: DeserializeOwned>(
     path: &Utf8Path,
     bytes: &[u8],
 ) -> Result<Parsed<T>, SessionError> {
-    let segments: Vec<&[u8]> = bytes.split_inclusive(|b| *b == b'\n').collect();
-    let mut records = Vec::with_capacity(segments.len());
-    let mut torn = None;
-    for (index, segment) in segments.iter().enumerate() {
-        let line = index + 1;
-        let is_last = index + 1 == segments.len();
-        if segment.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        let complete = segment.ends_with(b"\n");
-        match serde_json::from_slice::<T>(segment) {
-            Ok(record) if complete => records.push((line, record)),
-            Err(source) if !is_last => {
-                return Err(SessionError::BadLine {
-                    path: path.to_owned(),
-                    line,
-                    source,
-                });
-            }
-            // The last line: unparseable, or without its newline (the append
-            // never finished, even if the bytes happen to parse; the next
-            // append cuts it the same way).
-            _ => {
-                torn = Some(TornLine {
-                    path: path.to_owned(),
-                    line,
-                    bytes: segment.len(),
-                });
-            }
-        }
-    }
-    Ok(Parsed { records, torn })
+    let dir = tempfile::tempdir().map_err(|e| SessionError::io("create", path, e))?;
+    let file = Utf8PathBuf::from_path_buf(dir.path().join("f"))
+        .map_err(|_| SessionError::io("create", path, io::ErrorKind::InvalidData.into()))?;
+    std::fs::write(&file, bytes).map_err(|e| SessionError::io("write", path, e))?;
+    let parsed = read::<T>(&file).map_err(|e| match e {
+        SessionError::BadLine { line, source, .. } => SessionError::BadLine {
+            path: path.to_owned(),
+            line,
+            source,
+        },
+        other => other,
+    })?;
+    Ok(Parsed {
+        records: parsed.records,
+        torn: parsed.torn.map(|t| TornLine {
+            path: path.to_owned(),
+            ..t
+        }),
+    })
 }
 
 /// Append `line` (no newline) to `path` under an exclusive lock: one write
 /// of the full line, then fsync. Returns only once the record is durable.
 ///
-/// A torn tail left by an earlier crashed writer is cut off first, so it
-/// never becomes a bad line in the middle of the file.
-pub(crate) fn append(path: &Utf8Path, mut line: Vec<u8>, create: bool) -> Result<(), SessionError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(create)
-        .open(path)
-        .map_err(|e| SessionError::io("open", path, e))?;
+/// Before it writes, every trailing line a reader of `T` would skip (torn,
+/// not a record, too long) is moved aside into a sibling
+/// `<name>.foreign-<unix nanos>` and cut off, under the same lock: the new
+/// record never lands after a line readers skip, so it is never lost behind
+/// one, and the bytes that were there are kept.
+pub(crate) fn append<T: DeserializeOwned>(
+    path: &Utf8Path,
+    mut line: Vec<u8>,
+    create: bool,
+) -> Result<(), SessionError> {
+    let mut file = crate::file::open(
+        path,
+        OpenOptions::new().read(true).append(true).create(create),
+    )?;
     file.lock().map_err(|e| SessionError::io("lock", path, e))?;
-    repair_tail(&mut file, path)
-        .map_err(|e| SessionError::io("repair the torn tail of", path, e))?;
+    repair_tail::<T>(&mut file, path)?;
     line.push(b'\n');
     file.write_all(&line)
         .map_err(|e| SessionError::io("append to", path, e))?;
@@ -136,51 +327,116 @@ pub(crate) fn append(path: &Utf8Path, mut line: Vec<u8>, create: bool) -> Result
     Ok(())
 }
 
-/// Cut a last line that lacks its newline or does not parse as JSON.
-fn repair_tail(file: &mut File, path: &Utf8Path) -> io::Result<()> {
-    let len = file.metadata()?.len();
-    if len == 0 {
-        return Ok(());
+/// Move every trailing line a reader of `T` would skip into a sibling file
+/// and truncate `file` to the end of its last good line. Returns the sibling
+/// when anything was moved.
+fn repair_tail<T: DeserializeOwned>(
+    file: &mut File,
+    path: &Utf8Path,
+) -> Result<Option<Utf8PathBuf>, SessionError> {
+    let read_err = |e| SessionError::io("read the tail of", path, e);
+    let len = file.metadata().map_err(read_err)?.len();
+    let mut end = len;
+    while end > 0 {
+        let start = line_start(file, end).map_err(read_err)?;
+        if line_is_sound::<T>(file, start, end).map_err(read_err)? {
+            break;
+        }
+        end = start;
     }
-    let start = last_line_start(file, len)?;
-    let mut tail = Vec::new();
-    file.seek(SeekFrom::Start(start))?;
-    file.take(len - start).read_to_end(&mut tail)?;
-    let sound = tail.ends_with(b"\n")
-        && (tail.iter().all(u8::is_ascii_whitespace)
-            || serde_json::from_slice::<IgnoredAny>(&tail).is_ok());
-    if !sound {
-        tracing::warn!(%path, bytes = tail.len(), "cutting a torn last record before appending");
-        file.set_len(start)?;
-        file.sync_all()?;
+    if end == len {
+        return Ok(None);
     }
-    Ok(())
+    let aside = move_aside(file, path, end, len)?;
+    tracing::warn!(
+        "moved {} bytes that are not a valid record from the end of `{}` to `{}` before appending",
+        len - end,
+        Escaped(path.as_str()),
+        Escaped(aside.as_str())
+    );
+    Ok(Some(aside))
 }
 
-/// Offset of the first byte of the last line: just after the last newline
-/// that is not the file's final byte.
-fn last_line_start(file: &mut File, len: u64) -> io::Result<u64> {
+/// Whether the line `[start, end)` is one readers keep: complete, within the
+/// bound, and blank or a record of `T`.
+fn line_is_sound<T: DeserializeOwned>(file: &mut File, start: u64, end: u64) -> io::Result<bool> {
+    let len = end - start;
+    if len > MAX_LINE_BYTES as u64 {
+        return Ok(false);
+    }
+    let mut bytes = Vec::new();
+    file.seek(SeekFrom::Start(start))?;
+    (&*file).take(len).read_to_end(&mut bytes)?;
+    Ok(bytes.ends_with(b"\n")
+        && (bytes.iter().all(u8::is_ascii_whitespace)
+            || serde_json::from_slice::<T>(&bytes).is_ok()))
+}
+
+/// Copy `[from, len)` of `file` into a new sibling of `path` (never
+/// replacing one), make it durable, then cut `file` at `from`.
+fn move_aside(
+    file: &mut File,
+    path: &Utf8Path,
+    from: u64,
+    len: u64,
+) -> Result<Utf8PathBuf, SessionError> {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let name = path.file_name().unwrap_or("store");
+    let mut attempt = 0u128;
+    let (aside_path, mut aside) = loop {
+        let candidate = path.with_file_name(format!("{name}.foreign-{}", nanos + attempt));
+        match crate::file::open(&candidate, OpenOptions::new().write(true).create_new(true)) {
+            Ok(aside) => break (candidate, aside),
+            Err(SessionError::Io { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists && attempt < 64 =>
+            {
+                attempt += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    file.seek(SeekFrom::Start(from))
+        .and_then(|_| io::copy(&mut (&*file).take(len - from), &mut aside))
+        .map_err(|e| SessionError::io("copy foreign bytes into", aside_path.clone(), e))?;
+    aside
+        .sync_all()
+        .map_err(|e| SessionError::io("fsync", aside_path.clone(), e))?;
+    if let Some(dir) = path.parent() {
+        sync_dir(dir)?;
+    }
+    file.set_len(from)
+        .map_err(|e| SessionError::io("truncate", path, e))?;
+    file.sync_all()
+        .map_err(|e| SessionError::io("fsync", path, e))?;
+    Ok(aside_path)
+}
+
+/// Offset of the first byte of the line that ends at `end` (exclusive):
+/// just after the last newline before `end - 1`.
+fn line_start(file: &mut File, end: u64) -> io::Result<u64> {
     const CHUNK: u64 = 8192;
-    // The final byte is skipped: if it is a newline it ends the last line.
-    let mut end = len - 1;
+    // The byte at `end - 1` is skipped: if it is a newline it ends the line.
+    let mut stop = end - 1;
     let mut buf = vec![0u8; CHUNK as usize];
-    while end > 0 {
-        let start = end.saturating_sub(CHUNK);
-        let n = usize::try_from(end - start).unwrap_or(buf.len());
+    while stop > 0 {
+        let start = stop.saturating_sub(CHUNK);
+        let n = usize::try_from(stop - start).unwrap_or(buf.len());
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut buf[..n])?;
         if let Some(pos) = buf[..n].iter().rposition(|b| *b == b'\n') {
             return Ok(start + pos as u64 + 1);
         }
-        end = start;
+        stop = start;
     }
     Ok(0)
 }
 
 /// fsync a directory so a rename or link in it survives a crash.
 pub(crate) fn sync_dir(dir: &Utf8Path) -> Result<(), SessionError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
+    crate::file::open_dir(dir)?
+        .sync_all()
         .map_err(|e| SessionError::io("fsync directory", dir, e))
 }
 
@@ -226,18 +482,18 @@ mod tests {
     }
 
     #[test]
-    fn append_cuts_a_torn_tail_first() {
+    fn append_moves_a_torn_tail_aside_first() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = utf8(&dir).join("l.jsonl");
         std::fs::write(&path, b"{\"a\":1}\n{\"a\":2}\n{\"a\":3").expect("write");
-        append(&path, b"{\"a\":4}".to_vec(), false).expect("append");
+        append::<Value>(&path, b"{\"a\":4}".to_vec(), false).expect("append");
         assert_eq!(
             std::fs::read(&path).expect("read"),
             b"{\"a\":1}\n{\"a\":2}\n{\"a\":4}\n"
         );
         // A garbage last line that does end in a newline is cut as well.
         std::fs::write(&path, b"{\"a\":1}\n\0\0\0\n").expect("write");
-        append(&path, b"{\"a\":5}".to_vec(), false).expect("append");
+        append::<Value>(&path, b"{\"a\":5}".to_vec(), false).expect("append");
         let parsed: Parsed<Value> = read(&path).expect("reads");
         assert_eq!(parsed.records.len(), 2);
         assert!(parsed.torn.is_none());
@@ -249,10 +505,94 @@ mod tests {
         let path = utf8(&dir).join("big.jsonl");
         let long = format!("{{\"a\":\"{}\"}}", "x".repeat(20_000));
         std::fs::write(&path, format!("{{\"a\":1}}\n{long}")).expect("write");
-        append(&path, b"{\"a\":2}".to_vec(), false).expect("append");
+        append::<Value>(&path, b"{\"a\":2}".to_vec(), false).expect("append");
         assert_eq!(
             std::fs::read(&path).expect("read"),
             b"{\"a\":1}\n{\"a\":2}\n"
         );
+    }
+
+    /// A record type for tests: what readers keep has a `type`.
+    #[derive(serde::Deserialize)]
+    #[expect(dead_code, reason = "only parsed")]
+    struct Typed {
+        r#type: String,
+    }
+
+    fn foreign_files(dir: &Utf8Path) -> Vec<Vec<u8>> {
+        let mut found: Vec<_> = std::fs::read_dir(dir)
+            .expect("list")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.to_string_lossy().contains(".jsonl.foreign-"))
+            .collect();
+        found.sort();
+        found
+            .iter()
+            .map(|p| std::fs::read(p).expect("read"))
+            .collect()
+    }
+
+    #[test]
+    fn foreign_last_lines_are_moved_aside_and_the_append_is_readable() {
+        let good = b"{\"type\":\"a\"}\n".to_vec();
+        for foreign in [
+            b"{\"x\":1}\n".to_vec(),
+            b"\xff\xfe not utf-8\n".to_vec(),
+            b"{\"type\":\"half".to_vec(),
+            b"{\"x\":1}\n\xff\n{\"ty".to_vec(),
+        ] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let root = utf8(&dir);
+            let path = root.join("l.jsonl");
+            std::fs::write(&path, [good.clone(), foreign.clone()].concat()).expect("write");
+            append::<Typed>(&path, b"{\"type\":\"b\"}".to_vec(), false).expect("append");
+            assert_eq!(
+                std::fs::read(&path).expect("read"),
+                b"{\"type\":\"a\"}\n{\"type\":\"b\"}\n"
+            );
+            let parsed: Parsed<Typed> = read(&path).expect("reads");
+            assert_eq!(parsed.records.len(), 2);
+            assert!(parsed.torn.is_none());
+            assert_eq!(foreign_files(&root), vec![foreign]);
+        }
+    }
+
+    #[test]
+    fn a_sound_tail_and_unknown_types_are_left_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = utf8(&dir);
+        let path = root.join("l.jsonl");
+        std::fs::write(&path, b"{\"type\":\"from-a-newer-build\"}\n\n").expect("write");
+        append::<Typed>(&path, b"{\"type\":\"b\"}".to_vec(), false).expect("append");
+        let parsed: Parsed<Typed> = read(&path).expect("reads");
+        assert_eq!(parsed.records.len(), 2);
+        assert!(foreign_files(&root).is_empty());
+    }
+
+    #[test]
+    fn an_oversized_line_is_skipped_without_being_read_whole() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = utf8(&dir);
+        let path = root.join("l.jsonl");
+        let mut bytes = b"{\"type\":\"a\"}\n".to_vec();
+        bytes.extend(std::iter::repeat_n(b'x', MAX_LINE_BYTES + 10));
+        bytes.push(b'\n');
+        std::fs::write(&path, &bytes).expect("write");
+        let parsed: Parsed<Typed> = read(&path).expect("reads");
+        assert_eq!(parsed.records.len(), 1);
+        let torn = parsed.torn.expect("skipped");
+        assert_eq!(torn.reason, SkipReason::TooLong);
+        assert!(torn.to_string().contains("8 MiB bound"), "{torn}");
+        // As an earlier line it is an error naming the line.
+        std::fs::write(&path, [bytes.as_slice(), b"{\"type\":\"b\"}\n"].concat()).expect("write");
+        let err = read::<Typed>(&path).err().expect("error");
+        assert!(
+            matches!(err, SessionError::LineTooLong { line: 2, .. }),
+            "{err}"
+        );
+        // An append moves it aside.
+        std::fs::write(&path, &bytes).expect("write");
+        append::<Typed>(&path, b"{\"type\":\"b\"}".to_vec(), false).expect("append");
+        assert_eq!(read::<Typed>(&path).expect("reads").records.len(), 2);
     }
 }

@@ -5,6 +5,8 @@
 //! line is a turn, an accepted drift, or a record type a newer build added
 //! (skipped here). Every record is a JSON object with a `type` field.
 
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Write};
 
@@ -254,7 +256,7 @@ impl SessionStore {
             path: path.clone(),
             source,
         })?;
-        jsonl::append(&path, line, false)
+        jsonl::append::<Record>(&path, line, false)
     }
 
     /// Read `id`'s ledger. A torn last line is skipped and reported in
@@ -324,14 +326,51 @@ impl SessionStore {
         Ok(ids)
     }
 
-    /// Whether `id` has a ledger.
-    pub fn exists(&self, id: &SessionId) -> bool {
-        self.path_of(id).is_file()
+    /// The newest `limit` session ids, newest first, and how many sessions
+    /// the store holds. The directory is streamed and only `limit` ids are
+    /// kept (a bounded heap), so memory does not grow with the store; no
+    /// ledger is opened.
+    pub fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
+        let entries = match std::fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), 0)),
+            Err(e) => return Err(SessionError::io("list", self.dir.clone(), e)),
+        };
+        let mut newest = BinaryHeap::with_capacity(limit.saturating_add(1).min(4096));
+        let mut total = 0;
+        for entry in entries {
+            let entry = entry.map_err(|e| SessionError::io("list", self.dir.clone(), e))?;
+            let name = entry.file_name();
+            let Some(id) = name
+                .to_str()
+                .and_then(|n| n.strip_suffix(".jsonl"))
+                .and_then(|stem| SessionId::parse(stem).ok())
+            else {
+                continue;
+            };
+            total += 1;
+            newest.push(Reverse(id));
+            if newest.len() > limit {
+                newest.pop();
+            }
+        }
+        // Ascending `Reverse` is descending ids: newest first.
+        let ids = newest.into_sorted_vec().into_iter().map(|r| r.0).collect();
+        Ok((ids, total))
     }
 
+    /// Whether `id` has a ledger (something is at its path: a FIFO or a
+    /// symlink there is refused when it is read, not taken for absence).
+    pub fn exists(&self, id: &SessionId) -> bool {
+        crate::file::is_present(&self.path_of(id))
+    }
+
+    /// The path of `id`'s ledger if anything is there. What is there is
+    /// checked when it is opened, so a FIFO is "not a regular file", never
+    /// "does not exist".
     fn existing(&self, id: &SessionId) -> Result<Utf8PathBuf, SessionError> {
         let path = self.path_of(id);
-        if path.is_file() {
+        if crate::file::is_present(&path) {
             Ok(path)
         } else {
             Err(SessionError::NotFound {
@@ -343,11 +382,7 @@ impl SessionStore {
 }
 
 fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), SessionError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(|e| SessionError::io("create", path, e))?;
+    let mut file = crate::file::open(path, OpenOptions::new().write(true).create_new(true))?;
     file.write_all(bytes)
         .map_err(|e| SessionError::io("write", path, e))?;
     file.sync_all()
@@ -472,6 +507,44 @@ mod tests {
     }
 
     #[test]
+    fn a_fifo_or_symlinked_ledger_is_refused_not_missing_nor_followed() {
+        let (dir, store) = store();
+        let id = store
+            .create(SessionMeta::now(), contract())
+            .expect("create");
+        let path = store.path_of(&id);
+        let outside = Utf8PathBuf::from_path_buf(dir.path().join("outside.jsonl")).expect("utf-8");
+        std::fs::rename(&path, &outside).expect("move");
+        std::os::unix::fs::symlink(&outside, &path).expect("symlink");
+        let before = std::fs::read(&outside).expect("read");
+        let err = store
+            .append(&id, &Record::Turn(Turn::now("hi", "")))
+            .expect_err("symlink refused");
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        assert!(store.read(&id).is_err());
+        assert_eq!(std::fs::read(&outside).expect("read"), before);
+
+        std::fs::remove_file(&path).expect("rm");
+        let status = std::process::Command::new("mkfifo")
+            .arg(path.as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        for err in [
+            store.read(&id).expect_err("fifo"),
+            store.read_header(&id).expect_err("fifo"),
+            store
+                .append(&id, &Record::Turn(Turn::now("hi", "")))
+                .expect_err("fifo"),
+        ] {
+            assert!(
+                err.to_string().contains("is not a regular file (a FIFO)"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn list_ignores_strangers_and_is_sorted() {
         let (_dir, store) = store();
         assert!(store.list().expect("empty store lists").is_empty());
@@ -480,6 +553,9 @@ mod tests {
         let b = store.create(SessionMeta::now(), contract()).expect("b");
         std::fs::write(store.dir().join("notes.txt"), "x").expect("write");
         std::fs::write(store.dir().join("bad name.jsonl"), "x").expect("write");
-        assert_eq!(store.list().expect("list"), vec![a, b]);
+        assert_eq!(store.list().expect("list"), vec![a.clone(), b.clone()]);
+        assert_eq!(store.list_newest(1).expect("newest"), (vec![b.clone()], 2));
+        assert_eq!(store.list_newest(5).expect("newest"), (vec![b, a], 2));
+        assert_eq!(store.list_newest(0).expect("none").1, 2);
     }
 }

@@ -12,21 +12,28 @@
 //! | [`BindingStore`] | `gateway/bindings.json` | read-modify-write under a lock file; temp, fsync, rename, fsync dir |
 //!
 //! Every JSON-lines record carries a `type`; unknown types and unknown fields
-//! are skipped, so old and new builds read each other's files. A torn last
-//! line is reported and skipped; a bad earlier line is an error naming the
-//! file and line.
+//! are skipped, so old and new builds read each other's files. Every line is
+//! read under [`MAX_LINE_BYTES`]. In a ledger a skipped last line (torn, not
+//! a record, too long) is reported and skipped, and a bad earlier line is an
+//! error naming the file and line (DECISIONS §6); the audit log, a report,
+//! skips and names a bad line wherever it is. An append never builds on a
+//! line readers skip: under its lock it first moves every such trailing line
+//! into a sibling `<name>.foreign-<unix nanos>` (never replacing one) and
+//! truncates to the last record, so the record it reports as written is
+//! always read back.
 
 mod audit;
 mod bindings;
 mod change;
 mod contract;
 mod error;
+mod file;
 mod id;
 mod jsonl;
 mod ledger;
 mod time;
 
-pub use audit::{AuditEntries, AuditLog, ConfigChange, SecurityEvent};
+pub use audit::{AuditEntries, AuditLog, ConfigChange, MAX_WARNINGS, SecurityEvent};
 pub use bindings::{Binding, BindingGuard, BindingStore};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use contract::{
@@ -35,6 +42,6 @@ pub use contract::{
 };
 pub use error::SessionError;
 pub use id::SessionId;
-pub use jsonl::TornLine;
+pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
 pub use ledger::{DriftAccepted, Header, Ledger, Record, SessionMeta, SessionStore, Turn};
 pub use time::now_rfc3339;

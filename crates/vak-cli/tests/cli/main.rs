@@ -10,5 +10,6 @@
 mod common;
 mod edit;
 mod hostile_cli;
+mod hostile_stores;
 mod prompts;
 mod session;

@@ -1,0 +1,172 @@
+//! The one way the session crate opens a store file (DECISIONS §11,
+//! "Non-regular files everywhere"): never through a symbolic link
+//! (`O_NOFOLLOW`), never blocking on a FIFO (`O_NONBLOCK`), and checked on
+//! the open handle (`fstat`) to be a regular file before a byte is read or
+//! written. A FIFO, device, socket or directory is refused by name.
+
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+
+use camino::Utf8Path;
+
+use crate::SessionError;
+
+/// What a path that is not a regular file is, for the refusal.
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_char_device() || file_type.is_block_device() {
+        "a device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The refusal for `path`, from what is at the path now (`lstat`), for an
+/// open that failed in a way only a non-regular file causes.
+fn refusal(path: &Utf8Path, fallback: &'static str) -> SessionError {
+    let kind = std::fs::symlink_metadata(path)
+        .map(|m| kind_of(m.file_type()))
+        .unwrap_or(fallback);
+    if kind == "a symbolic link" {
+        SessionError::Symlink {
+            path: path.to_owned(),
+        }
+    } else {
+        SessionError::NotRegular {
+            path: path.to_owned(),
+            kind,
+        }
+    }
+}
+
+/// Open `path` with `options`, adding `O_NOFOLLOW | O_NONBLOCK`, and check
+/// the handle is a regular file. `Ok(None)` when nothing is at the path
+/// (and `options` does not create it).
+pub(crate) fn open_optional(
+    path: &Utf8Path,
+    options: &mut OpenOptions,
+) -> Result<Option<File>, SessionError> {
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(match e.raw_os_error() {
+                // O_NOFOLLOW on a symlink.
+                Some(libc::ELOOP) => SessionError::Symlink {
+                    path: path.to_owned(),
+                },
+                // A FIFO opened for writing with no reader; a directory
+                // opened for writing.
+                Some(libc::ENXIO) => refusal(path, "a FIFO"),
+                Some(libc::EISDIR) => refusal(path, "a directory"),
+                _ => SessionError::io("open", path, e),
+            });
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| SessionError::io("inspect", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(SessionError::NotRegular {
+            path: path.to_owned(),
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    Ok(Some(file))
+}
+
+/// [`open_optional`] for a file that must exist; a missing one is an I/O
+/// error naming it.
+pub(crate) fn open(path: &Utf8Path, options: &mut OpenOptions) -> Result<File, SessionError> {
+    open_optional(path, options)?
+        .ok_or_else(|| SessionError::io("open", path, std::io::Error::from(ErrorKind::NotFound)))
+}
+
+/// Open a directory to fsync it, without following a symlink or blocking.
+pub(crate) fn open_dir(dir: &Utf8Path) -> Result<File, SessionError> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
+        .open(dir)
+        .map_err(|e| SessionError::io("open directory", dir, e))
+}
+
+/// Whether something (of any type, a dangling symlink included) is at `path`.
+pub(crate) fn is_present(path: &Utf8Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use camino::Utf8PathBuf;
+    use std::io::Read;
+
+    fn dir() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        (dir, path)
+    }
+
+    fn mkfifo(path: &Utf8Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path.as_str())
+            .status()
+            .expect("mkfifo runs");
+        assert!(status.success());
+    }
+
+    #[test]
+    fn a_regular_file_opens_and_a_missing_one_is_none() {
+        let (_t, root) = dir();
+        let path = root.join("f");
+        std::fs::write(&path, "x").expect("write");
+        let mut text = String::new();
+        open(&path, OpenOptions::new().read(true))
+            .expect("opens")
+            .read_to_string(&mut text)
+            .expect("reads");
+        assert_eq!(text, "x");
+        assert!(
+            open_optional(&root.join("missing"), OpenOptions::new().read(true))
+                .expect("no error")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn fifo_symlink_and_directory_are_refused_without_blocking() {
+        let (_t, root) = dir();
+        let fifo = root.join("fifo");
+        mkfifo(&fifo);
+        for options in [
+            OpenOptions::new().read(true),
+            OpenOptions::new().append(true),
+            OpenOptions::new().read(true).append(true).create(true),
+        ] {
+            let err = open(&fifo, options).expect_err("fifo refused");
+            assert!(
+                err.to_string().contains("is not a regular file (a FIFO)"),
+                "{err}"
+            );
+        }
+        let target = root.join("target");
+        std::fs::write(&target, "x").expect("write");
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&target, &link).expect("symlink");
+        let err = open(&link, OpenOptions::new().append(true)).expect_err("symlink refused");
+        assert!(matches!(err, SessionError::Symlink { .. }), "{err}");
+        assert!(err.to_string().contains("link"), "{err}");
+        let err = open(&root, OpenOptions::new().read(true)).expect_err("dir refused");
+        assert!(err.to_string().contains("a directory"), "{err}");
+    }
+}
