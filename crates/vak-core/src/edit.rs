@@ -579,7 +579,7 @@ impl Core {
             });
         }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.
-        let current = current_digest(&path)?;
+        let current = current_digest(&path, target.root(self.selectors()))?;
         if let Some(expected) = if_digest
             && current.as_deref().unwrap_or("") != expected
         {
@@ -623,7 +623,9 @@ impl Core {
             });
         }
         self.check_reach(target, None)?;
-        let removed = remove_checked(&path, if_digest)?;
+        // Confined to the home or the project: a `.vak/prompts` (or any
+        // sub-layer directory) symlinked elsewhere deletes nothing there.
+        let removed = remove_checked(&path, target.root(self.selectors()), if_digest)?;
         Ok(Reset { removed, preview })
     }
 
@@ -632,9 +634,9 @@ impl Core {
     /// (accumulating blocks, whose wider items are kept anyway).
     pub fn edit_start(&self, target: &EditTarget) -> Result<EditStart, EditError> {
         let path = target.path(self.selectors());
-        let digest = current_digest(&path)?;
+        let root = target.root(self.selectors());
+        let digest = current_digest(&path, root)?;
         if digest.is_some() {
-            let root = target.root(self.selectors());
             let text = read_safely(&path, root)
                 .map_err(|refusal| {
                     EditError::Save(SaveError::Io {

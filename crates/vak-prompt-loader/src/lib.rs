@@ -9,6 +9,7 @@
 //! well-formed.
 
 mod chain;
+pub mod confine;
 mod error;
 mod gateway;
 mod paths;

@@ -10,5 +10,6 @@
 mod common;
 mod edit;
 mod hostile_cli;
+mod hostile_paths;
 mod prompts;
 mod session;
