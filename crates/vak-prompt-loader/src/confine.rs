@@ -128,6 +128,10 @@ fn real_path_of(fd: &OwnedFd, path: &Utf8Path) -> Result<PathBuf, Refusal> {
     }
 }
 
+/// `O_NOFOLLOW | O_NONBLOCK`, for callers that open a file with `std`
+/// (a lock file) and must neither follow a symlink nor block on a FIFO.
+pub const NOFOLLOW_NONBLOCK: i32 = OFlags::NOFOLLOW.union(OFlags::NONBLOCK).bits() as i32;
+
 const READ_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::NONBLOCK)
     .union(OFlags::CLOEXEC)

@@ -40,7 +40,7 @@ impl std::fmt::Display for ReadRefusal {
             ReadRefusal::SymlinkOutside { target } => {
                 write!(
                     f,
-                    "leads outside its layer root through a symlink (to `{}`); it is not read, saved or removed",
+                    "is, or is under, a symlink leading outside its home or project (to `{}`); it is not read, saved or removed",
                     Escaped(target.as_str())
                 )
             }

@@ -111,7 +111,7 @@ fn a_prompt_dir_symlinked_out_of_the_project_is_refused_like_vak() {
         assert!(!prefix.contains("OUTSIDE"), "{link}: read from outside");
         let skipped = report["warnings"].to_string() + &report["demoted"].to_string();
         assert!(
-            skipped.contains(link) && skipped.contains("leads outside"),
+            skipped.contains(link) && skipped.contains("symlink leading outside"),
             "{link}: not reported: {skipped}"
         );
     }
@@ -145,4 +145,101 @@ fn fixture(name: &str) -> std::path::PathBuf {
 #[allow(dead_code)]
 fn both(out: &std::process::Output) -> String {
     stdout(out) + &stderr(out)
+}
+
+#[test]
+fn a_fifo_trust_store_is_refused_fast_by_every_command() {
+    let env = Env::empty();
+    mkdirs(&env.home().join(".vak"));
+    let store = env.home().join(".vak/trust.toml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&store)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for args in [
+        &["prompts", "show"][..],
+        &["trust"],
+        &["untrust"],
+        &["trust", "--list"],
+    ] {
+        let started = std::time::Instant::now();
+        let out = env.vak(args);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{args:?} blocked"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", both(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("trust.toml") && err.contains("not a regular file"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn concurrent_trusts_lose_no_entry() {
+    let env = Env::empty();
+    let projects: Vec<_> = (0..20).map(|_| tempfile::tempdir().unwrap()).collect();
+    let children: Vec<_> = projects
+        .iter()
+        .map(|p| {
+            env.command(&["trust", "--over-budget", p.path().to_str().unwrap()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let listed = env.ok(&["trust", "--list"]);
+    for project in &projects {
+        let key = project.path().canonicalize().unwrap();
+        assert!(
+            listed.lines().any(|l| Path::new(l) == key),
+            "{} lost: {listed}",
+            key.display()
+        );
+    }
+    assert_eq!(listed.lines().count(), 20, "{listed}");
+}
+
+#[test]
+fn untrust_of_a_deleted_project_by_a_non_canonical_path_removes_it() {
+    let base = tempfile::tempdir().unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let base = base.to_str().unwrap();
+    std::fs::create_dir_all(format!("{base}/real")).unwrap();
+    symlink(format!("{base}/real"), format!("{base}/link")).unwrap();
+    let proj = format!("{base}/real/proj");
+    for spelling in [
+        format!("{base}/real/../real/proj"),
+        format!("{proj}/"),
+        format!("{base}/link/proj"),
+    ] {
+        let env = Env::empty();
+        mkdirs(Path::new(&proj));
+        env.ok(&["trust", &proj]);
+        std::fs::remove_dir(&proj).unwrap();
+        let out = env.ok(&["untrust", &spelling]);
+        assert!(
+            out.contains(&format!("untrusted {proj}:")),
+            "{spelling}: {out}"
+        );
+        assert!(
+            !env.ok(&["trust", "--list"]).contains(&proj),
+            "{spelling}: entry left"
+        );
+        // A directory re-created there is not trusted.
+        mkdirs(Path::new(&proj));
+        let report = env.json(&["prompts", "show", "--project", &proj]);
+        assert_eq!(report["trust"], "untrusted", "{spelling}: {report}");
+        std::fs::remove_dir(&proj).unwrap();
+    }
 }
