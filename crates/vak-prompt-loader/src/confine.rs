@@ -81,6 +81,8 @@ pub enum Refusal {
     TooLarge {
         /// The size seen (at least `limit + 1`).
         bytes: u64,
+        /// The bound.
+        limit: u64,
     },
     /// Any other I/O error.
     Io(io::Error),
@@ -316,13 +318,14 @@ fn regular(fd: OwnedFd) -> Result<File, Refusal> {
 pub fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     if size > limit {
-        return Err(Refusal::TooLarge { bytes: size });
+        return Err(Refusal::TooLarge { bytes: size, limit });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     file.take(limit + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(Refusal::TooLarge {
             bytes: bytes.len() as u64,
+            limit,
         });
     }
     Ok(bytes)

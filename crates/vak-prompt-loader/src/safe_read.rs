@@ -20,10 +20,12 @@ pub enum ReadRefusal {
     },
     /// Not a regular file: a FIFO, socket, device or directory.
     NotRegularFile,
-    /// Larger than [`MAX_FILE_BYTES`].
+    /// Larger than its limit ([`MAX_FILE_BYTES`] for prompt files).
     TooLarge {
-        /// The size seen.
+        /// The size seen (at least the limit plus one).
         bytes: u64,
+        /// The limit for this kind of file.
+        limit: u64,
     },
     /// Not valid UTF-8.
     NotUtf8 {
@@ -47,10 +49,10 @@ impl std::fmt::Display for ReadRefusal {
             ReadRefusal::NotRegularFile => {
                 f.write_str("is not a regular file (FIFO, socket, device or directory)")
             }
-            ReadRefusal::TooLarge { bytes } => {
+            ReadRefusal::TooLarge { bytes, limit } => {
                 write!(
                     f,
-                    "is {bytes} bytes, larger than the {MAX_FILE_BYTES}-byte limit for prompt files"
+                    "is {bytes} bytes or more, larger than the {limit}-byte limit; it was not read"
                 )
             }
             ReadRefusal::NotUtf8 { at_byte } => write!(f, "is not valid UTF-8 at byte {at_byte}"),
@@ -65,7 +67,7 @@ impl From<Refusal> for ReadRefusal {
             Refusal::Outside { leads_to } => ReadRefusal::SymlinkOutside { target: leads_to },
             Refusal::Dangling => ReadRefusal::Io("it is a dangling symlink".to_owned()),
             Refusal::NotRegularFile => ReadRefusal::NotRegularFile,
-            Refusal::TooLarge { bytes } => ReadRefusal::TooLarge { bytes },
+            Refusal::TooLarge { bytes, limit } => ReadRefusal::TooLarge { bytes, limit },
             Refusal::Io(error) => ReadRefusal::Io(error.to_string()),
         }
     }

@@ -185,7 +185,7 @@ fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> Sav
         },
         Refusal::Dangling => SaveError::Symlink(path.to_owned()),
         Refusal::NotRegularFile => SaveError::NotRegularFile(path.to_owned()),
-        Refusal::TooLarge { bytes } => SaveError::TooLarge {
+        Refusal::TooLarge { bytes, .. } => SaveError::TooLarge {
             path: path.to_owned(),
             bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
         },

@@ -288,7 +288,7 @@ fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {
         Err(Refusal::NotRegularFile | Refusal::Dangling | Refusal::Outside { .. }) => {
             return Err(TrustError::NotRegularFile(path.to_owned()));
         }
-        Err(Refusal::TooLarge { bytes }) => {
+        Err(Refusal::TooLarge { bytes, .. }) => {
             return Err(TrustError::TooLarge {
                 path: path.to_owned(),
                 bytes,

@@ -7,7 +7,7 @@
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use crate::common::{Env, fixtures, stderr, stdout, write};
+use crate::common::{Env, copy_tree, fixtures, stderr, stdout, write};
 
 const SHARED: &str = "- shared guardrail the user wrote\n";
 
@@ -137,14 +137,124 @@ fn a_symlink_inside_the_project_to_the_project_is_allowed() {
     );
 }
 
-#[allow(dead_code)]
-fn fixture(name: &str) -> std::path::PathBuf {
-    fixtures().join("hostile/paths").join(name)
+fn fixture_home(name: &str) -> Env {
+    let env = Env::empty();
+    copy_tree(&fixtures().join("hostile/paths").join(name), env.home());
+    env
 }
 
-#[allow(dead_code)]
 fn both(out: &std::process::Output) -> String {
     stdout(out) + &stderr(out)
+}
+
+const CHAT: [&str; 8] = [
+    "prompts",
+    "show",
+    "--surface",
+    "chat",
+    "--bot",
+    "helpdesk",
+    "--chat",
+    "ops",
+];
+
+/// Every warning of a `show --format json`, one string.
+fn warnings(env: &Env, args: &[&str]) -> (String, String) {
+    let report = env.json(args);
+    (
+        report["prefix"].as_str().unwrap().to_owned(),
+        report["warnings"].to_string(),
+    )
+}
+
+#[test]
+fn a_duplicate_gateway_key_is_reported_not_silently_resolved() {
+    let env = fixture_home("duplicate-key");
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(!prefix.contains("DUPLICATE-WINS"), "{prefix}");
+    assert!(
+        warnings.contains("bots.json")
+            && warnings.contains("#/helpdesk/prompts/identity")
+            && warnings.contains("more than once"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn gateway_entries_of_the_wrong_type_are_reported_with_file_and_key() {
+    let env = fixture_home("wrong-type");
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(!prefix.contains("WRONG-TYPE"), "{prefix}");
+    assert!(
+        warnings.contains("bots.json#/helpdesk` is a string, not an object"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("allowlist.json#/helpdesk/ops` is an array, not an object"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn a_gateway_agent_instructions_key_says_where_it_belongs() {
+    let env = fixture_home("agent-instructions");
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(!prefix.contains("AGENT-KEY"), "{prefix}");
+    assert!(
+        warnings.contains("prompts/agent-instructions") && warnings.contains("agents/<role>/"),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("code-owned"), "{warnings}");
+}
+
+#[test]
+fn oversized_gateway_json_and_config_are_refused_by_size_fast() {
+    let env = Env::empty();
+    let filler = "x".repeat(2 << 20);
+    env.write_home(
+        ".vak/gateway/bots.json",
+        &format!(r#"{{"helpdesk": {{"prompts": {{"identity": "BIG-JSON"}}, "pad": "{filler}"}}}}"#),
+    );
+    env.write_home(
+        ".vak/config.toml",
+        &format!("[prompts]\nmax_tokens = 10\npad = \"{filler}\"\n"),
+    );
+    env.write_project(".vak/config.toml", &format!("pad = \"{filler}\"\n"));
+    let started = std::time::Instant::now();
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "slow: {:?}",
+        started.elapsed()
+    );
+    assert!(!prefix.contains("BIG-JSON"), "{prefix}");
+    for file in ["bots.json", "config.toml"] {
+        assert!(
+            warnings.contains(file) && warnings.contains("byte limit"),
+            "{file}: {warnings}"
+        );
+    }
+    assert_eq!(warnings.matches("config.toml").count(), 2, "{warnings}");
+}
+
+#[test]
+fn a_fifo_gateway_file_is_refused_without_blocking() {
+    let env = Env::empty();
+    mkdirs(&env.home().join(".vak/gateway"));
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(env.home().join(".vak/gateway/bots.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = std::time::Instant::now();
+    let (_, warnings) = warnings(&env, &CHAT);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        warnings.contains("bots.json") && warnings.contains("not a regular file"),
+        "{warnings}"
+    );
 }
 
 #[test]
