@@ -876,6 +876,32 @@ mod tests {
     }
 
     #[test]
+    fn reset_save_and_edit_through_a_prompt_dir_symlinked_into_the_home_touch_nothing() {
+        // The admin API's DELETE and PUT run these same functions.
+        let (_keep, s) = env();
+        let shared = s.home.join(".vak/prompts/guardrails.md");
+        fs::create_dir_all(shared.parent().unwrap()).unwrap();
+        fs::write(&shared, "- shared\n").unwrap();
+        fs::create_dir_all(s.project.join(".vak")).unwrap();
+        std::os::unix::fs::symlink(s.home.join(".vak/prompts"), s.project.join(".vak/prompts"))
+            .unwrap();
+        let core = Core::open(s.clone()).unwrap();
+        let t = target(Scope::Project, SubLayer::Base, Block::Guardrails);
+        let err = core.reset_block(&t, None).unwrap_err().to_string();
+        assert!(
+            err.contains("refusing to remove") && err.contains(s.home.as_str()),
+            "{err}"
+        );
+        let err = core
+            .save_block(&t, "- mine\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("leads outside"), "{err}");
+        assert!(core.edit_start(&t).is_err());
+        assert_eq!(fs::read_to_string(&shared).unwrap(), "- shared\n");
+    }
+
+    #[test]
     fn save_then_reset_returns_the_inherited_text() {
         let (_keep, s) = env();
         let core = Core::open(s.clone()).unwrap();
