@@ -35,7 +35,7 @@ pub const ABSENT_DIGEST: &str = "";
 pub enum SaveError {
     /// The target is a symlink; writing through it could land anywhere.
     #[error(
-        "refusing to write `{}`: it is a symlink; remove it and save again to create a regular file", Escaped(.0.as_str())
+        "refusing to touch `{}`: it is a symlink, and vak never writes, reads for a save, or removes through one; nothing was changed (delete the link itself by hand, then save to create a regular file)", Escaped(.0.as_str())
     )]
     Symlink(Utf8PathBuf),
     /// The target exists but is not a regular file.

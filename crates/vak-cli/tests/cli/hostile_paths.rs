@@ -353,3 +353,19 @@ fn untrust_of_a_deleted_project_by_a_non_canonical_path_removes_it() {
         std::fs::remove_dir(&proj).unwrap();
     }
 }
+
+#[test]
+fn reset_of_a_file_symlinked_into_the_home_removes_neither() {
+    let env = env_with_shared();
+    mkdirs(&env.project().join(".vak/prompts"));
+    let link = env.project().join(".vak/prompts/guardrails.md");
+    symlink(env.home().join(".vak/prompts/guardrails.md"), &link).unwrap();
+    let out = env.vak(&["prompts", "reset", "--scope", "project", "guardrails"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(stderr(&out).contains("it is a symlink"), "{}", stderr(&out));
+    shared_intact(&env, ".vak/prompts");
+    assert!(
+        link.symlink_metadata().is_ok(),
+        "the link itself was removed"
+    );
+}
