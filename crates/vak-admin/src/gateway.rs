@@ -2,12 +2,13 @@
 //! `$VAK_HOME/.vak/gateway/bots.json` (key `<bot>`) and `allowlist.json`
 //! (key `<bot>` → `<chat>`). This API is the only writer of those objects.
 //!
-//! An edit reads the whole file (hostile-first, like the loader), changes
-//! one key of one entry's `prompts`, and writes the file back with the
-//! loader's atomic save, checked against the digest of the file as read: a
-//! concurrent writer makes the save fail with 409 rather than being
-//! overwritten. Every other key in the file is kept (serde_json writes
-//! object keys in sorted order, so the key order may change).
+//! The format belongs to the loader (`vak_core::prompts::read_gateway`,
+//! `write_gateway_prompt`): it reads the file hostile-first (confined,
+//! bounded, duplicate keys and wrong types refused), changes one key of one
+//! entry's `prompts`, and writes the file back with the loader's atomic
+//! save, checked against the digest of the file as read: a concurrent
+//! writer makes the save fail with 409 rather than being overwritten. This
+//! module only routes and renders.
 
 use std::sync::Arc;
 
@@ -15,13 +16,16 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
-use vak_core::prompts::{ABSENT_DIGEST, save_atomic};
+use serde_json::{Value, json};
+use vak_core::prompts::{
+    ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, gateway_dir, json_kind, prompt_of,
+    read_gateway, write_gateway_prompt,
+};
 use vak_core::prompts::{
     Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
-    TailContext, read_safely, sha256_hex,
+    TailContext, sha256_hex,
 };
 use vak_core::{Core, Preview, Selectors, budget_of, lints_of_text};
 
@@ -35,9 +39,12 @@ use crate::server::AppState;
 const BOTS: &str = "bots.json";
 const ALLOWLIST: &str = "allowlist.json";
 
-/// `$VAK_HOME/.vak/gateway`.
-fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
-    home.join(".vak").join("gateway")
+/// A loader refusal as an API error: a refused save keeps its status.
+fn gateway_error(error: GatewayError) -> AdminError {
+    match error {
+        GatewayError::Save(save) => save_error(save),
+        other => AdminError::Gateway(other.to_string()),
+    }
 }
 
 /// Which entry an edit addresses.
@@ -48,10 +55,10 @@ enum Tier {
 }
 
 impl Tier {
-    fn file(&self) -> &'static str {
+    fn file(&self) -> GatewayFile {
         match self {
-            Tier::Bot(_) => BOTS,
-            Tier::Chat(..) => ALLOWLIST,
+            Tier::Bot(_) => GatewayFile::Bots,
+            Tier::Chat(..) => GatewayFile::Allowlist,
         }
     }
 
@@ -92,48 +99,6 @@ impl Tier {
     }
 }
 
-/// A gateway file's top-level object and the digest of its bytes.
-type GatewayFile = (Map<String, Value>, String);
-
-/// Read a gateway file as the loader would. `None` when absent.
-fn read_file(path: &Utf8Path, dir: &Utf8Path) -> Result<Option<GatewayFile>, AdminError> {
-    let text = read_safely(path, dir).map_err(|refusal| {
-        AdminError::Gateway(format!("`{path}` {refusal}; fix it by hand first"))
-    })?;
-    let Some(text) = text else { return Ok(None) };
-    let value: Value = serde_json::from_str(&text).map_err(|e| {
-        AdminError::Gateway(format!(
-            "`{path}` is not valid JSON ({e}); fix it by hand first"
-        ))
-    })?;
-    match value {
-        Value::Object(map) => Ok(Some((map, sha256_hex(text.as_bytes())))),
-        _ => Err(AdminError::Gateway(format!(
-            "`{path}` is not a JSON object keyed by bot id; fix it by hand first"
-        ))),
-    }
-}
-
-/// The `prompts` text of `block` in `entry`, checking the shape on the way.
-fn prompt_of<'a>(entry: &'a Value, block: Block, key: &str) -> Result<Option<&'a str>, AdminError> {
-    let Some(prompts) = entry.get("prompts") else {
-        return Ok(None);
-    };
-    let Some(prompts) = prompts.as_object() else {
-        return Err(AdminError::Gateway(format!(
-            "`{}` is not an object of block names to strings; fix it by hand first",
-            key.rsplit_once('/').map_or(key, |(k, _)| k)
-        )));
-    };
-    match prompts.get(block.wire_name()) {
-        None => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(_) => Err(AdminError::Gateway(format!(
-            "`{key}` is not a string; fix it by hand first"
-        ))),
-    }
-}
-
 /// The prompt this entry's tier resolves to on the chat surface, for the
 /// "what the prompt uses now" half of each block. `None` when it cannot be
 /// resolved; the entry is still listed and editable.
@@ -153,7 +118,8 @@ fn block_json(entry: Option<&Value>, tier: &Tier, resolved: Option<&ResolvedProm
         .iter()
         .map(|&block| {
             let key = tier.key(block);
-            let (state, text, problem) = match entry.map(|e| prompt_of(e, block, &key)) {
+            let entry_key = key.rsplit_once("/prompts/").map_or(key.as_str(), |(k, _)| k);
+            let (state, text, problem) = match entry.map(|e| prompt_of(e, block, entry_key)) {
                 None | Some(Ok(None)) => ("inherited", None, None),
                 Some(Ok(Some(text))) if text.trim().is_empty() => ("empty", Some(text), None),
                 Some(Ok(Some(text))) => ("overridden", Some(text), None),
@@ -178,13 +144,15 @@ fn block_json(entry: Option<&Value>, tier: &Tier, resolved: Option<&ResolvedProm
 /// `GET /api/gateway`: every bot and chat entry and its `prompts`.
 pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Value>, AdminError> {
     let dir = gateway_dir(&state.home);
-    let bots_path = dir.join(BOTS);
-    let allow_path = dir.join(ALLOWLIST);
-    let bots = read_file(&bots_path, &dir)?
-        .map(|(m, _)| m)
+    let bots_path = GatewayFile::Bots.path(&state.home);
+    let allow_path = GatewayFile::Allowlist.path(&state.home);
+    let bots = read_gateway(&state.home, GatewayFile::Bots)
+        .map_err(gateway_error)?
+        .map(|d| d.entries)
         .unwrap_or_default();
-    let allow = read_file(&allow_path, &dir)?
-        .map(|(m, _)| m)
+    let allow = read_gateway(&state.home, GatewayFile::Allowlist)
+        .map_err(gateway_error)?
+        .map(|d| d.entries)
         .unwrap_or_default();
     let mut ids: Vec<&String> = bots.keys().chain(allow.keys()).collect();
     ids.sort();
@@ -199,9 +167,34 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
             continue;
         };
         let entry = bots.get(id);
+        if let Some(wrong) = entry.filter(|e| !e.is_object()) {
+            problems.push(format!(
+                "`{BOTS}#/{}` is {}, not an object; it is not used",
+                Escaped(id),
+                json_kind(wrong)
+            ));
+        }
+        let entry = entry.filter(|e| e.is_object());
         let mut chats = Vec::new();
+        match allow.get(id) {
+            Some(Value::Object(_)) | None => {}
+            Some(wrong) => problems.push(format!(
+                "`{ALLOWLIST}#/{}` is {}, not an object of chat ids; it is not used",
+                Escaped(id),
+                json_kind(wrong)
+            )),
+        }
         if let Some(Value::Object(chat_map)) = allow.get(id) {
             for (chat_id, chat_entry) in chat_map {
+                if !chat_entry.is_object() {
+                    problems.push(format!(
+                        "`{ALLOWLIST}#/{}/{}` is {}, not an object; it is not used",
+                        Escaped(id),
+                        Escaped(chat_id),
+                        json_kind(chat_entry)
+                    ));
+                    continue;
+                }
                 let Ok(chat) = Name::new(NameKind::Chat, chat_id) else {
                     problems.push(format!(
                         "chat id `{chat_id}` under bot `{id}` is not a valid name; it is never loaded"
@@ -297,25 +290,21 @@ fn edit(
     })?;
     let dir = gateway_dir(&state.home);
     std::fs::create_dir_all(&dir).map_err(|source| AdminError::Io {
-        context: format!("cannot create `{dir}`"),
+        context: format!("cannot create `{}`", Escaped(dir.as_str())),
         source,
     })?;
-    let path = dir.join(tier.file());
-    let (mut root, file_digest) =
-        read_file(&path, &dir)?.unwrap_or_else(|| (Map::new(), ABSENT_DIGEST.to_owned()));
+    let path = tier.file().path(&state.home);
+    let doc = read_gateway(&state.home, tier.file()).map_err(gateway_error)?;
+    let file_digest = doc
+        .as_ref()
+        .map_or_else(|| ABSENT_DIGEST.to_owned(), |d| d.digest.clone());
     let key = tier.key(block);
-
-    let current = {
-        let mut entry: Option<&Value> = None;
-        let mut at: Option<&Map<String, Value>> = Some(&root);
-        for part in tier.entry_path() {
-            entry = at.and_then(|m| m.get(part));
-            at = entry.and_then(Value::as_object);
-        }
-        match entry {
-            Some(e) => prompt_of(e, block, &key)?.map(str::to_owned),
-            None => None,
-        }
+    let current = match &doc {
+        Some(doc) => doc
+            .prompt(&tier.entry_path(), block)
+            .map_err(gateway_error)?
+            .map(str::to_owned),
+        None => None,
     };
     let current_digest = current
         .as_deref()
@@ -354,42 +343,15 @@ fn edit(
         });
     }
 
-    // Walk down, creating the entry when a value is being set.
-    let mut map = &mut root;
-    for part in tier.entry_path() {
-        let slot = map
-            .entry(part.to_owned())
-            .or_insert_with(|| Value::Object(Map::new()));
-        map = slot.as_object_mut().ok_or_else(|| {
-            AdminError::Gateway(format!(
-                "`{}#/{part}` in `{path}` is not an object; fix it by hand first",
-                tier.file()
-            ))
-        })?;
-    }
-    let prompts = map
-        .entry("prompts".to_owned())
-        .or_insert_with(|| Value::Object(Map::new()));
-    let prompts_map = prompts.as_object_mut().ok_or_else(|| {
-        AdminError::Gateway(format!(
-            "`{key}`'s `prompts` is not an object; fix it by hand first"
-        ))
-    })?;
-    match text {
-        Some(text) => {
-            prompts_map.insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
-        }
-        None => {
-            prompts_map.remove(block.wire_name());
-            if prompts_map.is_empty() {
-                map.remove("prompts");
-            }
-        }
-    }
-    let mut out = serde_json::to_string_pretty(&Value::Object(root))
-        .map_err(|e| AdminError::Internal(format!("cannot encode `{path}`: {e}")))?;
-    out.push('\n');
-    let saved = save_atomic(&path, &dir, &out, Some(&file_digest)).map_err(save_error)?;
+    let saved = write_gateway_prompt(
+        &state.home,
+        tier.file(),
+        &tier.entry_path(),
+        block,
+        text,
+        &file_digest,
+    )
+    .map_err(gateway_error)?;
     tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
     Ok(json!({
         "key": key,

@@ -256,16 +256,18 @@ pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
     let home = home_dir(args.home.as_ref())?;
     let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     let dir = project_dir(args.dir.as_ref())?;
-    let (key, was) = store.untrust(&dir).map_err(vak_core::CoreError::from)?;
-    if was {
+    let done = store.untrust(&dir).map_err(vak_core::CoreError::from)?;
+    if done.removed.is_empty() {
+        return out::println(&format!(
+            "{} was not trusted; nothing changed",
+            Escaped(done.key.as_str())
+        ));
+    }
+    for removed in &done.removed {
         out::println(&format!(
             "untrusted {}: only its guardrails apply now",
-            Escaped(key.as_str())
-        ))
-    } else {
-        out::println(&format!(
-            "{} was not trusted; nothing changed",
-            Escaped(key.as_str())
-        ))
+            Escaped(removed.as_str())
+        ))?;
     }
+    Ok(())
 }

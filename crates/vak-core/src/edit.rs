@@ -579,7 +579,7 @@ impl Core {
             });
         }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.
-        let current = current_digest(&path)?;
+        let current = current_digest(&path, target.root(self.selectors()))?;
         if let Some(expected) = if_digest
             && current.as_deref().unwrap_or("") != expected
         {
@@ -623,7 +623,9 @@ impl Core {
             });
         }
         self.check_reach(target, None)?;
-        let removed = remove_checked(&path, if_digest)?;
+        // Confined to the home or the project: a `.vak/prompts` (or any
+        // sub-layer directory) symlinked elsewhere deletes nothing there.
+        let removed = remove_checked(&path, target.root(self.selectors()), if_digest)?;
         Ok(Reset { removed, preview })
     }
 
@@ -632,9 +634,9 @@ impl Core {
     /// (accumulating blocks, whose wider items are kept anyway).
     pub fn edit_start(&self, target: &EditTarget) -> Result<EditStart, EditError> {
         let path = target.path(self.selectors());
-        let digest = current_digest(&path)?;
+        let root = target.root(self.selectors());
+        let digest = current_digest(&path, root)?;
         if digest.is_some() {
-            let root = target.root(self.selectors());
             let text = read_safely(&path, root)
                 .map_err(|refusal| {
                     EditError::Save(SaveError::Io {
@@ -871,6 +873,32 @@ mod tests {
             assert!(t.path(&s).as_str().ends_with(want), "{}", t.path(&s));
             assert_eq!(t.layer(), layer);
         }
+    }
+
+    #[test]
+    fn reset_save_and_edit_through_a_prompt_dir_symlinked_into_the_home_touch_nothing() {
+        // The admin API's DELETE and PUT run these same functions.
+        let (_keep, s) = env();
+        let shared = s.home.join(".vak/prompts/guardrails.md");
+        fs::create_dir_all(shared.parent().unwrap()).unwrap();
+        fs::write(&shared, "- shared\n").unwrap();
+        fs::create_dir_all(s.project.join(".vak")).unwrap();
+        std::os::unix::fs::symlink(s.home.join(".vak/prompts"), s.project.join(".vak/prompts"))
+            .unwrap();
+        let core = Core::open(s.clone()).unwrap();
+        let t = target(Scope::Project, SubLayer::Base, Block::Guardrails);
+        let err = core.reset_block(&t, None).unwrap_err().to_string();
+        assert!(
+            err.contains("refusing to remove") && err.contains(s.home.as_str()),
+            "{err}"
+        );
+        let err = core
+            .save_block(&t, "- mine\n", None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("leads outside"), "{err}");
+        assert!(core.edit_start(&t).is_err());
+        assert_eq!(fs::read_to_string(&shared).unwrap(), "- shared\n");
     }
 
     #[test]

@@ -48,6 +48,10 @@ pub mod prompts {
         MAX_FILE_BYTES, SaveError, SaveOutcome, Skipped, current_digest, load_chain, prompt_dir,
         read_safely, remove_checked, save_atomic,
     };
+    pub use vak_prompt_loader::{
+        GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, entry_key, gateway_dir,
+        json_kind, prompt_of, read_gateway, write_gateway_prompt,
+    };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
         AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore,

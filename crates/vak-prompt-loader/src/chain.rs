@@ -1,12 +1,11 @@
-use std::fs;
-
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
 use crate::LoaderError;
+use crate::confine::{ConfinedDir, ConfinedRoot};
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
-use crate::safe_read::{ReadRefusal, read_existing, read_in_dir, read_safely};
+use crate::safe_read::{ReadRefusal, read_in_dir, read_in_root};
 
 /// What to load: the home, the project, and the selectors that pick
 /// sub-layers.
@@ -147,9 +146,9 @@ impl LoadedChain {
 
 struct Reader<'a> {
     chain: &'a mut LoadedChain,
-    /// Canonical form of each layer root, resolved once per load rather
-    /// than once per file; `None` when the root does not exist.
-    real_roots: Vec<(Utf8PathBuf, Option<std::path::PathBuf>)>,
+    /// Each layer root, resolved once per load rather than once per file;
+    /// `None` when the root does not exist.
+    roots: Vec<(Utf8PathBuf, Option<ConfinedRoot>)>,
 }
 
 impl Reader<'_> {
@@ -163,53 +162,74 @@ impl Reader<'_> {
         self.chain.skipped.push(skipped);
     }
 
-    /// The canonical form of `root`, resolved once per load.
-    fn real_root(&mut self, root: &Utf8Path) -> Option<std::path::PathBuf> {
-        if let Some((_, real)) = self.real_roots.iter().find(|(r, _)| r == root) {
-            return real.clone();
+    /// `root` resolved, once per load.
+    fn root(&mut self, root: &Utf8Path) -> Result<Option<ConfinedRoot>, ReadRefusal> {
+        if let Some((_, real)) = self.roots.iter().find(|(r, _)| r == root) {
+            return Ok(real.clone());
         }
-        let real = fs::canonicalize(root).ok();
-        self.real_roots.push((root.to_owned(), real.clone()));
-        real
+        let real = ConfinedRoot::new(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+        self.roots.push((root.to_owned(), real.clone()));
+        Ok(real)
     }
 
     /// Read `path` as a hostile file that must stay inside `root`.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
-        match &self.real_root(root) {
-            Some(real_root) => read_existing(path, real_root),
-            // No root directory: nothing under it exists, unless the path
-            // resolves somewhere else entirely, which the full check refuses.
-            None => read_safely(path, root),
+        match self.root(root)? {
+            Some(root) => read_in_root(path, &root),
+            None => Ok(None),
         }
     }
 
-    /// Read the editable block files of one directory layer.
+    /// Open a layer directory confined to `root`, reporting one that leads
+    /// outside it (once, naming the directory). `None` when there is
+    /// nothing to read.
+    fn open_dir(
+        &mut self,
+        dir: &Utf8Path,
+        root: &Utf8Path,
+        layer: PromptLayer,
+        origin: Origin,
+    ) -> Option<(ConfinedDir, ConfinedRoot)> {
+        let provenance = || Provenance::new(layer, origin, dir.as_str());
+        let root = match self.root(root) {
+            Ok(Some(root)) => root,
+            Ok(None) => return None,
+            Err(refusal) => {
+                self.skip(None, provenance(), refusal);
+                return None;
+            }
+        };
+        match ConfinedDir::open(dir, &root) {
+            Ok(Some(opened)) => Some((opened, root)),
+            Ok(None) => None,
+            Err(refusal) => {
+                self.skip(None, provenance(), ReadRefusal::from(refusal));
+                None
+            }
+        }
+    }
+
+    /// Read the editable block files of one directory layer. Returns
+    /// whether the directory exists inside its root.
     fn directory_layer(
         &mut self,
         dir: &Utf8Path,
         root: &Utf8Path,
         layer: PromptLayer,
         origin: Origin,
-    ) {
-        // Resolve the directory once for its four files. No directory means
-        // nothing to read; one that leads outside its root sends every file
-        // through the full per-file check, which refuses and reports it.
-        let Ok(real_dir) = fs::canonicalize(dir) else {
-            return;
+    ) -> bool {
+        // The directory is opened and checked once for its four files; each
+        // file is opened relative to that handle.
+        let Some((opened, root)) = self.open_dir(dir, root, layer, origin) else {
+            return false;
         };
-        let real_root = self.real_root(root);
-        let inside = real_root.as_ref().is_some_and(|r| real_dir.starts_with(r));
         for block in Block::EDITABLE {
             let Some(file) = block.file_name() else {
                 continue;
             };
             let path = dir.join(file);
             let provenance = Provenance::new(layer, origin, path.as_str());
-            let read = match (&real_root, inside) {
-                (Some(real_root), true) => read_in_dir(&path, &real_dir, real_root),
-                _ => self.read(&path, root),
-            };
-            match read {
+            match read_in_dir(&opened, file, &root) {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
                     provenance,
@@ -219,23 +239,18 @@ impl Reader<'_> {
                 Err(refusal) => self.skip(Some(block), provenance, refusal),
             }
         }
+        true
     }
 }
 
-/// Whether `inner`, once symlinks are followed, stays inside `outer`. A
-/// missing `inner` is fine: there is nothing to read.
+/// Whether the directory `inner`, once symlinks are followed, stays inside
+/// `outer`. A missing `inner` is fine: there is nothing to read.
 fn stays_inside(inner: &Utf8Path, outer: &Utf8Path) -> Result<(), ReadRefusal> {
-    let Ok(real_inner) = fs::canonicalize(inner) else {
+    let Some(root) = ConfinedRoot::new(outer).map_err(|e| ReadRefusal::Io(e.to_string()))? else {
         return Ok(());
     };
-    let real_outer = fs::canonicalize(outer).map_err(|e| ReadRefusal::Io(e.to_string()))?;
-    if real_inner.starts_with(&real_outer) {
-        Ok(())
-    } else {
-        Err(ReadRefusal::SymlinkOutside {
-            target: Utf8PathBuf::from(real_inner.to_string_lossy().into_owned()),
-        })
-    }
+    ConfinedDir::open(inner, &root)?;
+    Ok(())
 }
 
 /// Load every layer of the chain `request` selects.
@@ -252,7 +267,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let mut chain = LoadedChain::default();
     let mut reader = Reader {
         chain: &mut chain,
-        real_roots: Vec::new(),
+        roots: Vec::new(),
     };
 
     // A project's whole `.vak` may itself be a symlink out of the checkout;
@@ -270,8 +285,10 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         }
     };
 
-    let home_root = prompt_dir(&request.home);
-    let project_root = prompt_dir(&request.project);
+    // One rule for every layer file (DECISIONS §11 "Paths"): it must stay
+    // inside its home or its project once every symlink is resolved.
+    let home_root = request.home.clone();
+    let project_root = request.project.clone();
 
     reader.directory_layer(
         &home_dirs.base,
@@ -321,22 +338,21 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         ];
         for (dir, root, origin, allowed) in candidates {
             let Some(dir) = dir else { continue };
-            if allowed && dir.is_dir() {
+            if allowed && reader.directory_layer(dir, root, PromptLayer::Agent, origin) {
                 reader.chain.role_dirs.push(dir.clone());
-                reader.directory_layer(dir, root, PromptLayer::Agent, origin);
             }
         }
         if reader.chain.role_dirs.is_empty() {
             return Err(LoaderError::UnknownRole {
                 role: role.to_string(),
-                home_dir: home_root.join("agents").join(role.as_str()),
+                home_dir: prompt_dir(&request.home).join("agents").join(role.as_str()),
             });
         }
     }
 
     if project_ok {
         let path = project_vak.join("SYSTEM.md");
-        match reader.read(&path, &project_vak) {
+        match reader.read(&path, &project_root) {
             Ok(Some(text)) => reader.chain.legacy_system = Some(LegacySystem { path, text }),
             Ok(None) => {}
             Err(refusal) => reader.skip(
@@ -348,14 +364,24 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     }
 
     let home_vak = request.home.join(".vak");
-    let mut config_roots = vec![(home_vak.clone(), Origin::Home, PromptLayer::Shared)];
+    let mut config_roots = vec![(
+        home_vak.clone(),
+        home_root.clone(),
+        Origin::Home,
+        PromptLayer::Shared,
+    )];
     if project_ok {
-        config_roots.push((project_vak.clone(), Origin::Project, PromptLayer::Project));
+        config_roots.push((
+            project_vak.clone(),
+            project_root.clone(),
+            Origin::Project,
+            PromptLayer::Project,
+        ));
     }
-    for (vak_dir, origin, layer) in &config_roots {
+    for (vak_dir, root, origin, layer) in &config_roots {
         let path = vak_dir.join("config.toml");
         let provenance = Provenance::new(*layer, *origin, path.as_str());
-        match reader.read(&path, vak_dir) {
+        match reader.read(&path, root) {
             Ok(Some(text)) => match text.parse::<toml::Table>() {
                 Ok(table) => reader.chain.configs.push(ConfigFile {
                     origin: *origin,
@@ -373,14 +399,20 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         }
     }
 
-    for (vak_dir, origin, layer) in &config_roots {
-        load_skills(&mut reader, vak_dir, *origin, *layer);
+    for (vak_dir, root, origin, layer) in &config_roots {
+        load_skills(&mut reader, vak_dir, root, *origin, *layer);
     }
 
     Ok(chain)
 }
 
-fn load_skills(reader: &mut Reader<'_>, vak_dir: &Utf8Path, origin: Origin, layer: PromptLayer) {
+fn load_skills(
+    reader: &mut Reader<'_>,
+    vak_dir: &Utf8Path,
+    root: &Utf8Path,
+    origin: Origin,
+    layer: PromptLayer,
+) {
     let skills_dir = vak_dir.join("skills");
     let Ok(entries) = skills_dir.read_dir_utf8() else {
         return;
@@ -401,7 +433,7 @@ fn load_skills(reader: &mut Reader<'_>, vak_dir: &Utf8Path, origin: Origin, laye
             );
             continue;
         }
-        match reader.read(&path, vak_dir) {
+        match reader.read(&path, root) {
             Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
                 name,
                 origin,

@@ -1,55 +1,523 @@
-//! The gateway tiers: `bots.json` (bot) and `allowlist.json` (chat).
+//! The gateway tiers: `bots.json` (bot) and `allowlist.json` (chat). The
+//! loader is the one owner of this format: it reads it for the chain and
+//! reads and writes it for the admin API ([`read_gateway`],
+//! [`write_gateway_prompt`]), so a fix lands once.
 //!
 //! Each bot or chat entry may carry a `prompts` object whose keys are block
 //! wire names and whose values are strings. A present key decides, an empty
 //! string means deliberately nothing, an absent key inherits: the same rule
 //! as file presence in a directory layer.
+//!
+//! Honest about what it does not use: a file over [`MAX_GATEWAY_BYTES`],
+//! not valid JSON, or with a key given twice in one object (JSON parsers
+//! differ on which wins) is refused whole and reported; an entry of the
+//! wrong type (a string or array where an object belongs) is reported with
+//! the file and key, never ignored silently.
 
-use camino::Utf8Path;
-use serde_json::Value;
-use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance};
+use std::fmt;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
+use thiserror::Error;
+use vak_prompt_blocks::{
+    Block, Escaped, Name, Origin, Owner, PromptLayer, Provenance, Sha256Hex, sha256_hex,
+};
 
 use crate::chain::{Contribution, Skipped};
-use crate::safe_read::read_safely;
+use crate::confine::{ConfinedRoot, read_confined};
+use crate::safe_read::ReadRefusal;
+use crate::write::{SaveError, SaveOutcome, save_atomic};
 
-/// The directory holding the gateway's JSON files.
-fn gateway_dir(home: &Utf8Path) -> camino::Utf8PathBuf {
+/// The largest gateway JSON file read.
+pub const MAX_GATEWAY_BYTES: u64 = 1024 * 1024;
+
+/// `$VAK_HOME/.vak/gateway`: the directory holding the gateway's JSON files.
+pub fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
     home.join(".vak").join("gateway")
 }
 
-fn read_json(
-    path: &Utf8Path,
-    root: &Utf8Path,
-    layer: PromptLayer,
-    skipped: &mut Vec<Skipped>,
-) -> Option<Value> {
-    let provenance = Provenance::new(layer, Origin::Gateway, path.as_str());
-    match read_safely(path, root) {
-        Ok(Some(text)) => match serde_json::from_str(&text) {
-            Ok(value) => Some(value),
-            Err(error) => {
-                skipped.push(Skipped {
-                    block: None,
-                    provenance,
-                    reason: format!("is not valid JSON: {error}"),
-                });
-                None
+/// One of the two gateway files that carry prompts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GatewayFile {
+    /// `bots.json`: `{ "<bot>": { "prompts": { … } } }`.
+    Bots,
+    /// `allowlist.json`: `{ "<bot>": { "<chat>": { "prompts": { … } } } }`.
+    Allowlist,
+}
+
+impl GatewayFile {
+    /// The file's name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            GatewayFile::Bots => "bots.json",
+            GatewayFile::Allowlist => "allowlist.json",
+        }
+    }
+
+    /// The tier its prompts are.
+    pub fn layer(self) -> PromptLayer {
+        match self {
+            GatewayFile::Bots => PromptLayer::Bot,
+            GatewayFile::Allowlist => PromptLayer::Chat,
+        }
+    }
+
+    /// The file's path under `home`.
+    pub fn path(self, home: &Utf8Path) -> Utf8PathBuf {
+        gateway_dir(home).join(self.file_name())
+    }
+}
+
+/// Why a gateway file, entry or key is not used. Each message names the
+/// file and the key.
+#[derive(Debug, Error)]
+pub enum GatewayError {
+    /// The file could not be read safely.
+    #[error("`{}` {reason}; fix it by hand", Escaped(.path.as_str()))]
+    Unreadable {
+        /// The file.
+        path: Utf8PathBuf,
+        /// Why (a sentence fragment).
+        reason: ReadRefusal,
+    },
+    /// Not JSON.
+    #[error("`{}` is not valid JSON ({}); fix it by hand", Escaped(.path.as_str()), Escaped(.message))]
+    NotJson {
+        /// The file.
+        path: Utf8PathBuf,
+        /// The parser's message.
+        message: String,
+    },
+    /// A key appears twice in one object.
+    #[error(
+        "`{}` gives the key `{}` more than once; which one applies is ambiguous, so the file is not used: remove the duplicate",
+        Escaped(.path.as_str()),
+        Escaped(.pointer)
+    )]
+    DuplicateKey {
+        /// The file.
+        path: Utf8PathBuf,
+        /// The JSON pointer of the repeated key, e.g. `#/helpdesk/prompts`.
+        pointer: String,
+    },
+    /// A value of the wrong type where an object belongs.
+    #[error(
+        "`{}` is {found}, not an object{expected}; fix it by hand",
+        Escaped(.key),
+        found = .found,
+        expected = .expected
+    )]
+    NotObject {
+        /// The source key, e.g. `bots.json#/helpdesk`.
+        key: String,
+        /// What was found (`a string`, `an array`, …).
+        found: &'static str,
+        /// What the object holds, for the message.
+        expected: &'static str,
+    },
+    /// A prompt value that is not a string.
+    #[error("`{}` is {found}, not a string; fix it by hand", Escaped(.key))]
+    NotString {
+        /// The source key.
+        key: String,
+        /// What was found.
+        found: &'static str,
+    },
+    /// The write failed or was refused.
+    #[error(transparent)]
+    Save(#[from] SaveError),
+}
+
+/// `a string`, `an array`… for messages.
+pub fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A gateway file as read: its top-level object and the digest of its
+/// bytes (what a write checks it still has).
+#[derive(Debug, Clone)]
+pub struct GatewayDoc {
+    /// The file.
+    pub path: Utf8PathBuf,
+    /// Which file.
+    pub file: GatewayFile,
+    /// Its top-level object.
+    pub entries: Map<String, Value>,
+    /// The sha256 of its bytes.
+    pub digest: Sha256Hex,
+}
+
+/// Parse JSON, refusing a key repeated within one object.
+struct Checked<'a> {
+    pointer: String,
+    duplicate: &'a mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Checked<'_> {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Checked<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Checked {
+            pointer: format!("{}/{}", self.pointer, out.len()),
+            duplicate: &mut *self.duplicate,
+        })? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let pointer = format!("{}/{key}", self.pointer);
+            let value = map.next_value_seed(Checked {
+                pointer: pointer.clone(),
+                duplicate: &mut *self.duplicate,
+            })?;
+            if out.contains_key(&key) && self.duplicate.is_none() {
+                *self.duplicate = Some(pointer);
             }
-        },
-        Ok(None) => None,
-        Err(refusal) => {
-            skipped.push(Skipped {
-                block: None,
-                provenance,
-                reason: refusal.to_string(),
-            });
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// Parse `text` as the JSON of `path`, refusing duplicate keys.
+pub fn parse_gateway_json(path: &Utf8Path, text: &str) -> Result<Value, GatewayError> {
+    let mut duplicate = None;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = Checked {
+        pointer: "#".to_owned(),
+        duplicate: &mut duplicate,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|v| deserializer.end().map(|()| v))
+    .map_err(|e| GatewayError::NotJson {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    match duplicate {
+        Some(pointer) => Err(GatewayError::DuplicateKey {
+            path: path.to_owned(),
+            pointer,
+        }),
+        None => Ok(value),
+    }
+}
+
+/// Read one gateway file under `home`: confined to the home, at most
+/// [`MAX_GATEWAY_BYTES`], valid JSON without duplicate keys, an object at
+/// the top. `Ok(None)` when there is no file.
+///
+/// # Errors
+///
+/// See [`GatewayError`].
+pub fn read_gateway(
+    home: &Utf8Path,
+    file: GatewayFile,
+) -> Result<Option<GatewayDoc>, GatewayError> {
+    let path = file.path(home);
+    let unreadable = |reason| GatewayError::Unreadable {
+        path: path.clone(),
+        reason,
+    };
+    let root = match ConfinedRoot::new(home) {
+        Ok(Some(root)) => root,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(unreadable(ReadRefusal::Io(e.to_string()))),
+    };
+    let bytes = match read_confined(&path, &root, MAX_GATEWAY_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(None),
+        Err(refusal) => return Err(unreadable(refusal.into())),
+    };
+    let digest = sha256_hex(&bytes);
+    let text = String::from_utf8(bytes).map_err(|e| {
+        unreadable(ReadRefusal::NotUtf8 {
+            at_byte: e.utf8_error().valid_up_to(),
+        })
+    })?;
+    match parse_gateway_json(&path, &text)? {
+        Value::Object(entries) => Ok(Some(GatewayDoc {
+            path,
+            file,
+            entries,
+            digest,
+        })),
+        other => Err(GatewayError::NotObject {
+            key: format!("{}#", file.file_name()),
+            found: json_kind(&other),
+            expected: " keyed by bot id",
+        }),
+    }
+}
+
+impl GatewayDoc {
+    /// The entry at `entry_path` (`[bot]` or `[bot, chat]`), checking that
+    /// every step is an object. `Ok(None)` when absent.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError::NotObject`] naming the key that is not.
+    pub fn entry(&self, entry_path: &[&str]) -> Result<Option<&Value>, GatewayError> {
+        let mut key = format!("{}#", self.file.file_name());
+        let mut at = &self.entries;
+        let mut found = None;
+        for (i, part) in entry_path.iter().enumerate() {
+            key.push('/');
+            key.push_str(part);
+            let Some(value) = at.get(*part) else {
+                return Ok(None);
+            };
+            match value {
+                Value::Object(map) => at = map,
+                other => {
+                    return Err(GatewayError::NotObject {
+                        key,
+                        found: json_kind(other),
+                        expected: entry_expectation(self.file, i + 1 < entry_path.len()),
+                    });
+                }
+            }
+            found = Some(value);
+        }
+        Ok(found)
+    }
+
+    /// The text of `block` in the entry at `entry_path`. `Ok(None)` when
+    /// the entry or the key is absent.
+    ///
+    /// # Errors
+    ///
+    /// A wrong type anywhere on the way.
+    pub fn prompt(&self, entry_path: &[&str], block: Block) -> Result<Option<&str>, GatewayError> {
+        match self.entry(entry_path)? {
+            Some(entry) => prompt_of(entry, block, &entry_key(self.file, entry_path)),
+            None => Ok(None),
+        }
+    }
+}
+
+fn entry_expectation(file: GatewayFile, intermediate: bool) -> &'static str {
+    match (file, intermediate) {
+        (GatewayFile::Allowlist, true) => " of chat ids to chat entries",
+        _ => " (an entry, with an optional `prompts` object of block names to strings)",
+    }
+}
+
+/// `bots.json#/<bot>` or `allowlist.json#/<bot>/<chat>`.
+pub fn entry_key(file: GatewayFile, entry_path: &[&str]) -> String {
+    let mut key = format!("{}#", file.file_name());
+    for part in entry_path {
+        key.push('/');
+        key.push_str(part);
+    }
+    key
+}
+
+/// The text of `block` in one entry (`key` is the entry's source key).
+///
+/// # Errors
+///
+/// A `prompts` that is not an object, or a value that is not a string.
+pub fn prompt_of<'a>(
+    entry: &'a Value,
+    block: Block,
+    key: &str,
+) -> Result<Option<&'a str>, GatewayError> {
+    let Some(prompts) = entry.get("prompts") else {
+        return Ok(None);
+    };
+    let Some(prompts) = prompts.as_object() else {
+        return Err(GatewayError::NotObject {
+            key: format!("{key}/prompts"),
+            found: json_kind(prompts),
+            expected: " of block names to strings",
+        });
+    };
+    match prompts.get(block.wire_name()) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text)),
+        Some(other) => Err(GatewayError::NotString {
+            key: format!("{key}/prompts/{block}"),
+            found: json_kind(other),
+        }),
+    }
+}
+
+/// Set (`Some`) or remove (`None`) `block` in the entry at `entry_path`
+/// of a gateway file under `home`, creating the entry when a value is
+/// set, keeping every other key. The file must still have the digest
+/// `expected` (the digest of the [`GatewayDoc`] the caller read, or
+/// [`crate::ABSENT_DIGEST`] for no file); the write is the loader's atomic,
+/// confined save.
+///
+/// # Errors
+///
+/// A wrong type on the way, or a refused save (a stale digest is
+/// [`SaveError::Stale`]).
+pub fn write_gateway_prompt(
+    home: &Utf8Path,
+    file: GatewayFile,
+    entry_path: &[&str],
+    block: Block,
+    text: Option<&str>,
+    expected: &str,
+) -> Result<SaveOutcome, GatewayError> {
+    let path = file.path(home);
+    let mut root = read_gateway(home, file)?
+        .map(|d| d.entries)
+        .unwrap_or_default();
+    let mut key = format!("{}#", file.file_name());
+    let mut map = &mut root;
+    for (i, part) in entry_path.iter().enumerate() {
+        key.push('/');
+        key.push_str(part);
+        let slot = map
+            .entry((*part).to_owned())
+            .or_insert_with(|| Value::Object(Map::new()));
+        let found = json_kind(slot);
+        map = slot
+            .as_object_mut()
+            .ok_or_else(|| GatewayError::NotObject {
+                key: key.clone(),
+                found,
+                expected: entry_expectation(file, i + 1 < entry_path.len()),
+            })?;
+    }
+    let prompts = map
+        .entry("prompts".to_owned())
+        .or_insert_with(|| Value::Object(Map::new()));
+    let found = json_kind(prompts);
+    let prompts_map = prompts
+        .as_object_mut()
+        .ok_or_else(|| GatewayError::NotObject {
+            key: format!("{key}/prompts"),
+            found,
+            expected: " of block names to strings",
+        })?;
+    match text {
+        Some(text) => {
+            prompts_map.insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
+        }
+        None => {
+            prompts_map.remove(block.wire_name());
+            if prompts_map.is_empty() {
+                map.remove("prompts");
+            }
+        }
+    }
+    let mut out =
+        serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| GatewayError::NotJson {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+    out.push('\n');
+    if out.len() as u64 > MAX_GATEWAY_BYTES {
+        return Err(GatewayError::Save(SaveError::TooLarge {
+            path,
+            bytes: out.len(),
+        }));
+    }
+    Ok(save_atomic(&path, home, &out, Some(expected))?)
+}
+
+fn skip(
+    skipped: &mut Vec<Skipped>,
+    block: Option<Block>,
+    layer: PromptLayer,
+    source: String,
+    reason: String,
+) {
+    skipped.push(Skipped {
+        block,
+        provenance: Provenance::new(layer, Origin::Gateway, source),
+        reason,
+    });
+}
+
+/// The reason a whole file is not used, as a fragment after its name.
+fn file_reason(error: &GatewayError) -> String {
+    match error {
+        GatewayError::Unreadable { reason, .. } => reason.to_string(),
+        GatewayError::NotJson { message, .. } => {
+            format!("is not valid JSON: {}", Escaped(message))
+        }
+        GatewayError::DuplicateKey { pointer, .. } => format!(
+            "gives the key `{}` more than once; which one applies is ambiguous, so the file is not used: remove the duplicate",
+            Escaped(pointer)
+        ),
+        GatewayError::NotObject {
+            found, expected, ..
+        } => {
+            format!("is {found}, not an object{expected}")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn read_for_chain(
+    home: &Utf8Path,
+    file: GatewayFile,
+    skipped: &mut Vec<Skipped>,
+) -> Option<GatewayDoc> {
+    match read_gateway(home, file) {
+        Ok(doc) => doc,
+        Err(error) => {
+            let source = match &error {
+                GatewayError::NotObject { key, .. } => key.clone(),
+                _ => file.path(home).to_string(),
+            };
+            skip(skipped, None, file.layer(), source, file_reason(&error));
             None
         }
     }
 }
 
 /// Contributions from one entry's `prompts` object. `key_prefix` is the
-/// JSON pointer of the entry, e.g. `bots.json#/helpdesk`.
+/// source key of the entry, e.g. `bots.json#/helpdesk`.
 fn entry_prompts(
     entry: &Value,
     key_prefix: &str,
@@ -61,11 +529,16 @@ fn entry_prompts(
         return;
     };
     let Some(prompts) = prompts.as_object() else {
-        skipped.push(Skipped {
-            block: None,
-            provenance: Provenance::new(layer, Origin::Gateway, format!("{key_prefix}/prompts")),
-            reason: "is not an object of block names to strings".to_owned(),
-        });
+        skip(
+            skipped,
+            None,
+            layer,
+            format!("{key_prefix}/prompts"),
+            format!(
+                "is {}, not an object of block names to strings",
+                json_kind(prompts)
+            ),
+        );
         return;
     };
     // Read in the fixed block order, not the JSON's key order, so the
@@ -74,40 +547,63 @@ fn entry_prompts(
         let Some(value) = prompts.get(block.wire_name()) else {
             continue;
         };
-        let provenance = Provenance::new(
-            layer,
-            Origin::Gateway,
-            format!("{key_prefix}/prompts/{block}"),
-        );
+        let source = format!("{key_prefix}/prompts/{block}");
         match value.as_str() {
             Some(text) => contributions.push(Contribution {
                 block,
-                provenance,
+                provenance: Provenance::new(layer, Origin::Gateway, source),
                 text: text.to_owned(),
             }),
-            None => skipped.push(Skipped {
-                block: Some(block),
-                provenance,
-                reason: "is not a string".to_owned(),
-            }),
+            None => skip(
+                skipped,
+                Some(block),
+                layer,
+                source,
+                format!("is {}, not a string", json_kind(value)),
+            ),
         }
     }
     for key in prompts.keys() {
-        if !Block::EDITABLE.iter().any(|b| b.wire_name() == key) {
-            let reason = match key.parse::<Block>() {
-                Ok(_) => "names a code-owned block that no layer may set".to_owned(),
-                Err(_) => "is not a block name (expected identity, operating-rules, guardrails or surface-note)".to_owned(),
-            };
-            skipped.push(Skipped {
-                block: None,
-                provenance: Provenance::new(
-                    layer,
-                    Origin::Gateway,
-                    format!("{key_prefix}/prompts/{key}"),
-                ),
-                reason,
-            });
+        if Block::EDITABLE.iter().any(|b| b.wire_name() == key) {
+            continue;
         }
+        let reason = match key.parse::<Block>() {
+            Ok(Block::AgentInstructions) => "cannot be set by a gateway entry: `agent-instructions` is made from an agent role's `identity.md` and `operating-rules.md` (in `.vak/prompts/agents/<role>/`); put the text there, or use this entry's `identity`/`operating-rules`".to_owned(),
+            Ok(block) if block.owner() == Owner::Code => format!(
+                "names `{block}`, which the runtime writes; no layer may set it (editable: identity, operating-rules, guardrails, surface-note)"
+            ),
+            Ok(block) => format!(
+                "names `{block}`, which no gateway entry may set (editable: identity, operating-rules, guardrails, surface-note)"
+            ),
+            Err(_) => "is not a block name (expected identity, operating-rules, guardrails or surface-note)".to_owned(),
+        };
+        skip(
+            skipped,
+            None,
+            layer,
+            format!("{key_prefix}/prompts/{}", Escaped(key)),
+            reason,
+        );
+    }
+}
+
+/// Report an entry that is there but not an object.
+fn wrong_entry(skipped: &mut Vec<Skipped>, layer: PromptLayer, error: GatewayError) {
+    if let GatewayError::NotObject {
+        key,
+        found,
+        expected,
+    } = &error
+    {
+        skip(
+            skipped,
+            None,
+            layer,
+            key.clone(),
+            format!("is {found}, not an object{expected}; it is not used"),
+        );
+    } else {
+        skip(skipped, None, layer, String::new(), error.to_string());
     }
 }
 
@@ -120,32 +616,154 @@ pub(crate) fn load_gateway(
     skipped: &mut Vec<Skipped>,
 ) {
     let Some(bot) = bot else { return };
-    let dir = gateway_dir(home);
-    if let Some(bots) = read_json(&dir.join("bots.json"), &dir, PromptLayer::Bot, skipped)
-        && let Some(entry) = bots.get(bot.as_str())
-    {
-        entry_prompts(
-            entry,
-            &format!("bots.json#/{bot}"),
-            PromptLayer::Bot,
-            contributions,
-            skipped,
-        );
+    if let Some(doc) = read_for_chain(home, GatewayFile::Bots, skipped) {
+        let path = [bot.as_str()];
+        match doc.entry(&path) {
+            Ok(Some(entry)) => entry_prompts(
+                entry,
+                &entry_key(GatewayFile::Bots, &path),
+                PromptLayer::Bot,
+                contributions,
+                skipped,
+            ),
+            Ok(None) => {}
+            Err(error) => wrong_entry(skipped, PromptLayer::Bot, error),
+        }
     }
     let Some(chat) = chat else { return };
-    if let Some(allow) = read_json(
-        &dir.join("allowlist.json"),
-        &dir,
-        PromptLayer::Chat,
-        skipped,
-    ) && let Some(entry) = allow.get(bot.as_str()).and_then(|b| b.get(chat.as_str()))
-    {
-        entry_prompts(
-            entry,
-            &format!("allowlist.json#/{bot}/{chat}"),
-            PromptLayer::Chat,
-            contributions,
-            skipped,
+    if let Some(doc) = read_for_chain(home, GatewayFile::Allowlist, skipped) {
+        let path = [bot.as_str(), chat.as_str()];
+        match doc.entry(&path) {
+            Ok(Some(entry)) => entry_prompts(
+                entry,
+                &entry_key(GatewayFile::Allowlist, &path),
+                PromptLayer::Chat,
+                contributions,
+                skipped,
+            ),
+            Ok(None) => {}
+            Err(error) => wrong_entry(skipped, PromptLayer::Chat, error),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn home() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        std::fs::create_dir_all(gateway_dir(&path)).unwrap();
+        (dir, path)
+    }
+
+    fn load(home: &Utf8Path, chat: bool) -> (Vec<Contribution>, Vec<Skipped>) {
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").unwrap();
+        let chat_name = Name::new(vak_prompt_blocks::NameKind::Chat, "ops").unwrap();
+        let (mut c, mut s) = (Vec::new(), Vec::new());
+        load_gateway(home, Some(&bot), chat.then_some(&chat_name), &mut c, &mut s);
+        (c, s)
+    }
+
+    #[test]
+    fn a_duplicate_key_refuses_the_file_and_names_the_key() {
+        let (_keep, home) = home();
+        std::fs::write(
+            GatewayFile::Bots.path(&home),
+            r#"{"helpdesk": {"prompts": {"identity": "first", "identity": "second"}}}"#,
+        )
+        .unwrap();
+        let (c, s) = load(&home, false);
+        assert!(c.is_empty(), "{c:?}");
+        assert_eq!(s.len(), 1, "{s:?}");
+        assert!(
+            s[0].reason
+                .contains("`#/helpdesk/prompts/identity` more than once"),
+            "{}",
+            s[0]
+        );
+    }
+
+    #[test]
+    fn wrong_types_are_reported_with_file_and_key() {
+        let (_keep, home) = home();
+        std::fs::write(GatewayFile::Bots.path(&home), r#"{"helpdesk": "be nice"}"#).unwrap();
+        std::fs::write(
+            GatewayFile::Allowlist.path(&home),
+            r#"{"helpdesk": {"ops": ["x"]}}"#,
+        )
+        .unwrap();
+        let (_, s) = load(&home, true);
+        let text: Vec<String> = s.iter().map(ToString::to_string).collect();
+        assert!(
+            text[0].contains("`bots.json#/helpdesk` is a string, not an object"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].contains("`allowlist.json#/helpdesk/ops` is an array, not an object"),
+            "{text:?}"
+        );
+    }
+
+    #[test]
+    fn agent_instructions_key_gets_its_own_message() {
+        let (_keep, home) = home();
+        std::fs::write(
+            GatewayFile::Bots.path(&home),
+            r#"{"helpdesk": {"prompts": {"agent-instructions": "x"}}}"#,
+        )
+        .unwrap();
+        let (_, s) = load(&home, false);
+        assert!(s[0].reason.contains("agents/<role>"), "{}", s[0]);
+        assert!(!s[0].reason.contains("code-owned"), "{}", s[0]);
+    }
+
+    #[test]
+    fn oversized_is_refused_by_size() {
+        let (_keep, home) = home();
+        let big = format!(r#"{{"helpdesk": {{"x": "{}"}}}}"#, "a".repeat(2 << 20));
+        std::fs::write(GatewayFile::Bots.path(&home), big).unwrap();
+        let (_, s) = load(&home, false);
+        assert!(
+            s[0].reason.contains("larger than") || s[0].reason.contains("bytes"),
+            "{}",
+            s[0]
+        );
+    }
+
+    #[test]
+    fn write_keeps_other_keys_and_checks_the_digest() {
+        let (_keep, home) = home();
+        let path = GatewayFile::Bots.path(&home);
+        std::fs::write(&path, r#"{"helpdesk": {"display_name": "Help"}}"#).unwrap();
+        let doc = read_gateway(&home, GatewayFile::Bots).unwrap().unwrap();
+        write_gateway_prompt(
+            &home,
+            GatewayFile::Bots,
+            &["helpdesk"],
+            Block::Identity,
+            Some("hi"),
+            &doc.digest,
+        )
+        .unwrap();
+        let doc2 = read_gateway(&home, GatewayFile::Bots).unwrap().unwrap();
+        assert_eq!(
+            doc2.prompt(&["helpdesk"], Block::Identity).unwrap(),
+            Some("hi")
+        );
+        assert_eq!(doc2.entries["helpdesk"]["display_name"], "Help");
+        let stale = write_gateway_prompt(
+            &home,
+            GatewayFile::Bots,
+            &["helpdesk"],
+            Block::Identity,
+            None,
+            &doc.digest,
+        );
+        assert!(
+            matches!(stale, Err(GatewayError::Save(SaveError::Stale { .. }))),
+            "{stale:?}"
         );
     }
 }

@@ -9,6 +9,7 @@
 //! well-formed.
 
 mod chain;
+pub mod confine;
 mod error;
 mod gateway;
 mod paths;
@@ -20,6 +21,10 @@ pub use chain::{
     load_chain,
 };
 pub use error::LoaderError;
+pub use gateway::{
+    GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, entry_key, gateway_dir, json_kind,
+    parse_gateway_json, prompt_of, read_gateway, write_gateway_prompt,
+};
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
 pub use write::{

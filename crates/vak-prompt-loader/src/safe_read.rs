@@ -1,7 +1,8 @@
-use std::fs;
-use std::io::{self, Read};
-
 use camino::{Utf8Path, Utf8PathBuf};
+
+use vak_prompt_blocks::Escaped;
+
+use crate::confine::{ConfinedDir, ConfinedRoot, Refusal, read_bounded, read_confined};
 
 /// The largest layer file the loader reads. Prompt text is spent on every
 /// turn; anything near this size is a mistake or an attack.
@@ -19,10 +20,12 @@ pub enum ReadRefusal {
     },
     /// Not a regular file: a FIFO, socket, device or directory.
     NotRegularFile,
-    /// Larger than [`MAX_FILE_BYTES`].
+    /// Larger than its limit ([`MAX_FILE_BYTES`] for prompt files).
     TooLarge {
-        /// The size seen.
+        /// The size seen (at least the limit plus one).
         bytes: u64,
+        /// The limit for this kind of file.
+        limit: u64,
     },
     /// Not valid UTF-8.
     NotUtf8 {
@@ -39,16 +42,17 @@ impl std::fmt::Display for ReadRefusal {
             ReadRefusal::SymlinkOutside { target } => {
                 write!(
                     f,
-                    "is a symlink leading outside its layer directory (to `{target}`)"
+                    "is, or is under, a symlink leading outside its home or project (to `{}`); it is not read, saved or removed",
+                    Escaped(target.as_str())
                 )
             }
             ReadRefusal::NotRegularFile => {
                 f.write_str("is not a regular file (FIFO, socket, device or directory)")
             }
-            ReadRefusal::TooLarge { bytes } => {
+            ReadRefusal::TooLarge { bytes, limit } => {
                 write!(
                     f,
-                    "is {bytes} bytes, larger than the {MAX_FILE_BYTES}-byte limit for prompt files"
+                    "is {bytes} bytes or more, larger than the {limit}-byte limit; it was not read"
                 )
             }
             ReadRefusal::NotUtf8 { at_byte } => write!(f, "is not valid UTF-8 at byte {at_byte}"),
@@ -57,138 +61,67 @@ impl std::fmt::Display for ReadRefusal {
     }
 }
 
-fn io_refusal(error: io::Error) -> ReadRefusal {
-    ReadRefusal::Io(error.to_string())
+impl From<Refusal> for ReadRefusal {
+    fn from(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Outside { leads_to } => ReadRefusal::SymlinkOutside { target: leads_to },
+            Refusal::Dangling => ReadRefusal::Io("it is a dangling symlink".to_owned()),
+            Refusal::NotRegularFile => ReadRefusal::NotRegularFile,
+            Refusal::TooLarge { bytes, limit } => ReadRefusal::TooLarge { bytes, limit },
+            Refusal::Io(error) => ReadRefusal::Io(error.to_string()),
+        }
+    }
 }
 
 /// Read `path` as a prompt file, treating it as hostile.
 ///
 /// Returns `Ok(None)` when nothing is there (the layer inherits). The file,
-/// after following any symlinks, must stay inside `root` (the prompt
-/// directory of its origin), be a regular file of at most
-/// [`MAX_FILE_BYTES`], and be UTF-8.
+/// and every directory on the way to it, after following any symlinks, must
+/// stay inside `root` (the home or the project the layer belongs to),
+/// checked on the open handle ([`crate::confine`]); it must be a regular
+/// file of at most [`MAX_FILE_BYTES`], and be UTF-8.
 pub fn read_safely(path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
-    let Some(real) = resolve_existing(path)? else {
-        return Ok(None);
-    };
-    let real_root = fs::canonicalize(root).map_err(io_refusal)?;
-    read_resolved(real, &real_root)
+    match ConfinedRoot::new(root) {
+        Ok(Some(root)) => read_in_root(path, &root),
+        // No root: nothing under it exists.
+        Ok(None) => Ok(None),
+        Err(error) => Err(ReadRefusal::Io(error.to_string())),
+    }
 }
 
-/// [`read_safely`] against an already canonical `real_root`. The chain
-/// loader calls this with one canonical root per origin rather than
-/// resolving it per file.
-pub(crate) fn read_existing(
+/// [`read_safely`] against an already resolved root.
+pub(crate) fn read_in_root(
     path: &Utf8Path,
-    real_root: &std::path::Path,
+    root: &ConfinedRoot,
 ) -> Result<Option<String>, ReadRefusal> {
-    match resolve_existing(path)? {
-        Some(real) => read_resolved(real, real_root),
+    match read_confined(path, root, MAX_FILE_BYTES)? {
+        Some(bytes) => utf8(bytes).map(Some),
         None => Ok(None),
     }
 }
 
-/// Where `path` really leads, or `None` when nothing is there. Both ends
-/// are canonicalized by the callers so a symlinked file, or a symlinked
-/// parent directory, is judged by where it really leads.
-fn resolve_existing(path: &Utf8Path) -> Result<Option<std::path::PathBuf>, ReadRefusal> {
-    let Some(meta) = lstat(path)? else {
-        return Ok(None);
-    };
-    match fs::canonicalize(path) {
-        Ok(real) => Ok(Some(real)),
-        Err(error) if error.kind() == io::ErrorKind::NotFound && meta.file_type().is_symlink() => {
-            Err(ReadRefusal::Io("it is a dangling symlink".to_owned()))
-        }
-        Err(error) => Err(io_refusal(error)),
-    }
-}
-
-/// [`read_safely`] for `path` in a directory whose canonical form
-/// `real_dir` is already known to lie inside `real_root`. A regular file
-/// there needs no path resolution of its own (the directory layer resolves
-/// its directory once for all four block files); a symlink is resolved and
-/// judged like any other.
+/// Read the file `name` of an already opened and checked directory.
 pub(crate) fn read_in_dir(
-    path: &Utf8Path,
-    real_dir: &std::path::Path,
-    real_root: &std::path::Path,
+    dir: &ConfinedDir,
+    name: &str,
+    root: &ConfinedRoot,
 ) -> Result<Option<String>, ReadRefusal> {
-    let Some(meta) = lstat(path)? else {
-        return Ok(None);
-    };
-    let real = match (meta.file_type().is_symlink(), path.file_name()) {
-        (false, Some(name)) => real_dir.join(name),
-        _ => match resolve_existing(path)? {
-            Some(real) => real,
-            None => return Ok(None),
-        },
-    };
-    read_resolved(real, real_root)
-}
-
-/// The file's own metadata (not following a final symlink), or `None` when
-/// nothing is there.
-fn lstat(path: &Utf8Path) -> Result<Option<fs::Metadata>, ReadRefusal> {
-    match fs::symlink_metadata(path) {
-        Ok(meta) => Ok(Some(meta)),
-        Err(error)
-            if matches!(
-                error.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            Ok(None)
-        }
-        Err(error) => Err(io_refusal(error)),
+    match dir.open_file(name, root)? {
+        Some(file) => utf8(read_bounded(file, MAX_FILE_BYTES)?).map(Some),
+        None => Ok(None),
     }
 }
 
-fn read_resolved(
-    real: std::path::PathBuf,
-    real_root: &std::path::Path,
-) -> Result<Option<String>, ReadRefusal> {
-    if !real.starts_with(real_root) {
-        return Err(ReadRefusal::SymlinkOutside {
-            target: Utf8PathBuf::from_path_buf(real)
-                .unwrap_or_else(|p| Utf8PathBuf::from(p.to_string_lossy().into_owned())),
-        });
-    }
-    // Checked before opening: opening a FIFO would block.
-    let target_meta = fs::metadata(&real).map_err(io_refusal)?;
-    if !target_meta.is_file() {
-        return Err(ReadRefusal::NotRegularFile);
-    }
-    if target_meta.len() > MAX_FILE_BYTES {
-        return Err(ReadRefusal::TooLarge {
-            bytes: target_meta.len(),
-        });
-    }
-    let file = fs::File::open(&real).map_err(io_refusal)?;
-    // The file may have been swapped since the check: judge the open handle
-    // too, and never read more than the limit.
-    if !file.metadata().map_err(io_refusal)?.is_file() {
-        return Err(ReadRefusal::NotRegularFile);
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(target_meta.len()).unwrap_or(0));
-    file.take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(io_refusal)?;
-    if bytes.len() as u64 > MAX_FILE_BYTES {
-        return Err(ReadRefusal::TooLarge {
-            bytes: bytes.len() as u64,
-        });
-    }
-    String::from_utf8(bytes)
-        .map(Some)
-        .map_err(|error| ReadRefusal::NotUtf8 {
-            at_byte: error.utf8_error().valid_up_to(),
-        })
+fn utf8(bytes: Vec<u8>) -> Result<String, ReadRefusal> {
+    String::from_utf8(bytes).map_err(|error| ReadRefusal::NotUtf8 {
+        at_byte: error.utf8_error().valid_up_to(),
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
         let dir = tempfile::tempdir().unwrap();

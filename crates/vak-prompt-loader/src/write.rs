@@ -13,14 +13,17 @@
 //! under an exclusive lock on the directory, so two savers through this
 //! module cannot both win.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write as _};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use camino::{Utf8Path, Utf8PathBuf};
+use rustix::fs::FileType;
+use sha2::{Digest as _, Sha256};
 use thiserror::Error;
-use vak_prompt_blocks::{Sha256Hex, sha256_hex};
+use vak_prompt_blocks::{Escaped, Sha256Hex, sha256_hex};
 
+use crate::confine::{ConfinedDir, ConfinedRoot, Refusal, read_bounded};
 use crate::safe_read::MAX_FILE_BYTES;
 
 /// The digest that stands for "no file": pass it to refuse a save when
@@ -32,41 +35,50 @@ pub const ABSENT_DIGEST: &str = "";
 pub enum SaveError {
     /// The target is a symlink; writing through it could land anywhere.
     #[error(
-        "refusing to write `{0}`: it is a symlink; remove it and save again to create a regular file"
+        "refusing to touch `{}`: it is a symlink, and vak never writes, reads for a save, or removes through one; nothing was changed (delete the link itself by hand, then save to create a regular file)", Escaped(.0.as_str())
     )]
     Symlink(Utf8PathBuf),
     /// The target exists but is not a regular file.
     #[error(
-        "refusing to write `{0}`: it is not a regular file (directory, FIFO, socket or device)"
+        "refusing to touch `{}`: it is not a regular file (directory, FIFO, socket or device)", Escaped(.0.as_str())
     )]
     NotRegularFile(Utf8PathBuf),
-    /// The target's directory resolves outside the layer's root.
+    /// The target, or a directory on the way to it, resolves outside the
+    /// layer's root.
     #[error(
-        "refusing to write `{path}`: its directory leads outside `{root}` (a symlinked directory?)"
+        "refusing to {action} `{}`: it leads outside `{}`{} through a symlinked directory; nothing was changed (remove the symlink, or work in the directory it points to)",
+        Escaped(.path.as_str()),
+        Escaped(.root.as_str()),
+        leads_to_note(.leads_to.as_deref())
     )]
     OutsideRoot {
+        /// `write` or `remove`.
+        action: &'static str,
         /// The target.
         path: Utf8PathBuf,
         /// The root it must stay in.
         root: Utf8PathBuf,
+        /// Where it really leads, when known.
+        leads_to: Option<Utf8PathBuf>,
     },
-    /// The new text is larger than the loader would ever read.
+    /// The new text, or the file already there, is larger than the loader
+    /// would ever read.
     #[error(
-        "refusing to write `{path}`: {bytes} bytes is over the {MAX_FILE_BYTES}-byte limit for prompt files"
+        "`{}`: {bytes} bytes is over the {MAX_FILE_BYTES}-byte limit for prompt files; nothing was read or written", Escaped(.path.as_str())
     )]
     TooLarge {
         /// The target.
         path: Utf8PathBuf,
-        /// The size of the new text.
+        /// The size of the new text, or at least the size of the file.
         bytes: usize,
     },
     /// `--if-digest` is not a digest.
     #[error(
-        "`--if-digest {0}` is not a sha256: give 64 lowercase hex digits, or an empty string for \"the file does not exist\""
+        "`--if-digest {}` is not a sha256: give 64 lowercase hex digits, or an empty string for \"the file does not exist\"", Escaped(.0)
     )]
     BadDigest(String),
     /// The file changed since the digest the caller started from.
-    #[error("`{path}` changed since you read it: its sha256 is now {}, not {}; read it again and redo your change", show_digest(.actual.as_deref()), show_digest(Some(.expected)))]
+    #[error("`{}` changed since you read it: its sha256 is now {}, not {}; read it again and redo your change", Escaped(.path.as_str()), show_digest(.actual.as_deref()), show_digest(Some(.expected)))]
     Stale {
         /// The target.
         path: Utf8PathBuf,
@@ -76,7 +88,7 @@ pub enum SaveError {
         actual: Option<Sha256Hex>,
     },
     /// An I/O error, with what was being done.
-    #[error("cannot {action} `{path}`: {source}")]
+    #[error("cannot {action} `{}`: {source}", Escaped(.path.as_str()))]
     Io {
         /// What was being done.
         action: &'static str,
@@ -85,6 +97,13 @@ pub enum SaveError {
         /// The underlying error.
         source: io::Error,
     },
+}
+
+fn leads_to_note(leads_to: Option<&Utf8Path>) -> String {
+    match leads_to {
+        Some(target) => format!(" (to `{}`)", Escaped(target.as_str())),
+        None => String::new(),
+    }
 }
 
 fn show_digest(digest: Option<&str>) -> String {
@@ -114,32 +133,106 @@ pub struct SaveOutcome {
     pub previous: Option<Sha256Hex>,
 }
 
-/// The sha256 of the file at `path`, `None` when there is none.
+/// The sha256 of the file at `path`, `None` when there is none. The file
+/// must stay inside `root` (see [`crate::confine`]) and is read only up to
+/// [`MAX_FILE_BYTES`].
 ///
 /// # Errors
 ///
-/// A symlink or non-regular file is refused, as a save to it would be.
-pub fn current_digest(path: &Utf8Path) -> Result<Option<Sha256Hex>, SaveError> {
-    let meta = match fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-            ) =>
-        {
-            return Ok(None);
-        }
-        Err(e) => return Err(io_err("inspect", path)(e)),
+/// A symlink, a non-regular file, a path that leads outside `root` or a
+/// file over the limit is refused, as a save to it would be.
+pub fn current_digest(path: &Utf8Path, root: &Utf8Path) -> Result<Option<Sha256Hex>, SaveError> {
+    let Some(root) = ConfinedRoot::new(root).map_err(io_err("open the layer root", root))? else {
+        return Ok(None);
     };
-    if meta.file_type().is_symlink() {
-        return Err(SaveError::Symlink(path.to_owned()));
+    let Some((dir, name)) = open_parent(path, &root, "read")? else {
+        return Ok(None);
+    };
+    digest_in(&dir, name, path, Some(MAX_FILE_BYTES))
+}
+
+/// `path`'s directory opened inside `root`, and its file name. `None` when
+/// the directory does not exist.
+fn open_parent<'p>(
+    path: &'p Utf8Path,
+    root: &ConfinedRoot,
+    action: &'static str,
+) -> Result<Option<(ConfinedDir, &'p str)>, SaveError> {
+    let outside = |leads_to| SaveError::OutsideRoot {
+        action,
+        path: path.to_owned(),
+        root: root.path().to_owned(),
+        leads_to,
+    };
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(outside(None));
+    };
+    match ConfinedDir::open(dir, root) {
+        Ok(Some(opened)) => Ok(Some((opened, name))),
+        Ok(None) => Ok(None),
+        Err(Refusal::Outside { leads_to }) => Err(outside(Some(leads_to))),
+        Err(refusal) => Err(refusal_error(refusal, action, path)),
     }
-    if !meta.is_file() {
-        return Err(SaveError::NotRegularFile(path.to_owned()));
+}
+
+fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> SaveError {
+    match refusal {
+        Refusal::Outside { leads_to } => SaveError::OutsideRoot {
+            action,
+            path: path.to_owned(),
+            root: path.to_owned(),
+            leads_to: Some(leads_to),
+        },
+        Refusal::Dangling => SaveError::Symlink(path.to_owned()),
+        Refusal::NotRegularFile => SaveError::NotRegularFile(path.to_owned()),
+        Refusal::TooLarge { bytes, .. } => SaveError::TooLarge {
+            path: path.to_owned(),
+            bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
+        },
+        Refusal::Io(source) => SaveError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        },
     }
-    let bytes = fs::read(path).map_err(io_err("read", path))?;
-    Ok(Some(sha256_hex(bytes)))
+}
+
+/// The digest of `name` in `dir`, refusing symlinks and non-regular files.
+/// With a `limit`, a larger file is refused; without one it is hashed in
+/// chunks, never held in memory whole.
+fn digest_in(
+    dir: &ConfinedDir,
+    name: &str,
+    path: &Utf8Path,
+    limit: Option<u64>,
+) -> Result<Option<Sha256Hex>, SaveError> {
+    match dir.kind_of(name).map_err(io_err("inspect", path))? {
+        None => return Ok(None),
+        Some(FileType::Symlink) => return Err(SaveError::Symlink(path.to_owned())),
+        Some(FileType::RegularFile) => {}
+        Some(_) => return Err(SaveError::NotRegularFile(path.to_owned())),
+    }
+    let file = match dir.open_regular_nofollow(name) {
+        Ok(Some(file)) => file,
+        Ok(None) => return Ok(None),
+        Err(refusal) => return Err(refusal_error(refusal, "read", path)),
+    };
+    match limit {
+        Some(limit) => {
+            let bytes = read_bounded(file, limit).map_err(|r| refusal_error(r, "read", path))?;
+            Ok(Some(sha256_hex(bytes)))
+        }
+        None => {
+            let mut hasher = Sha256::new();
+            io::copy(&mut io::BufReader::new(file), &mut hasher).map_err(io_err("read", path))?;
+            let digest = hasher.finalize();
+            let mut hex = String::with_capacity(64);
+            for byte in digest {
+                hex.push_str(&format!("{byte:02x}"));
+            }
+            Ok(Some(hex))
+        }
+    }
 }
 
 fn validate_digest(if_digest: Option<&str>) -> Result<(), SaveError> {
@@ -181,43 +274,57 @@ fn check_digest(
 
 /// Make sure `dir` exists and resolves inside `root`, checking before
 /// creating anything so a symlinked `.vak` cannot make us create
-/// directories elsewhere.
-fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<(), SaveError> {
+/// directories elsewhere; then open it, confined.
+fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<ConfinedDir, SaveError> {
     // A first save on a fresh machine creates `$VAK_HOME` itself.
     fs::create_dir_all(root).map_err(io_err("create the layer root", root))?;
-    let real_root = fs::canonicalize(root).map_err(io_err("open the layer root", root))?;
-    let outside = || SaveError::OutsideRoot {
+    let confined = ConfinedRoot::new(root)
+        .map_err(io_err("open the layer root", root))?
+        .ok_or_else(|| SaveError::Io {
+            action: "open the layer root",
+            path: root.to_owned(),
+            source: io::ErrorKind::NotFound.into(),
+        })?;
+    let outside = |leads_to: Option<std::path::PathBuf>| SaveError::OutsideRoot {
+        action: "write",
         path: path.to_owned(),
         root: root.to_owned(),
+        leads_to: leads_to.map(|p| Utf8PathBuf::from(p.to_string_lossy().into_owned())),
     };
     let mut existing = dir;
     while !existing.exists() {
-        existing = existing.parent().ok_or_else(outside)?;
+        existing = existing.parent().ok_or_else(|| outside(None))?;
     }
     let real = fs::canonicalize(existing).map_err(io_err("open", existing))?;
-    if !real.starts_with(&real_root) {
-        return Err(outside());
+    if !real.starts_with(confined.real()) {
+        return Err(outside(Some(real)));
     }
     fs::create_dir_all(dir).map_err(io_err("create the directory", dir))?;
-    let real = fs::canonicalize(dir).map_err(io_err("open", dir))?;
-    if !real.starts_with(&real_root) {
-        return Err(outside());
+    match open_parent(path, &confined, "write")? {
+        Some((opened, _)) => Ok(opened),
+        None => Err(SaveError::Io {
+            action: "open the directory of",
+            path: path.to_owned(),
+            source: io::ErrorKind::NotFound.into(),
+        }),
     }
-    Ok(())
 }
 
 /// Hold an exclusive lock on `dir` for the check-then-rename window.
-fn lock_dir(dir: &Utf8Path) -> Result<File, SaveError> {
-    let handle = File::open(dir).map_err(io_err("open the directory", dir))?;
-    handle.lock().map_err(io_err("lock the directory", dir))?;
+fn lock_dir(dir: &ConfinedDir) -> Result<File, SaveError> {
+    let handle = dir
+        .as_file()
+        .map_err(io_err("open the directory", dir.path()))?;
+    handle
+        .lock()
+        .map_err(io_err("lock the directory", dir.path()))?;
     Ok(handle)
 }
 
-fn temp_path(path: &Utf8Path) -> Utf8PathBuf {
+fn temp_name(name: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().unwrap_or("block.md");
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.vak-tmp.{}.{n}", std::process::id()))
+    format!(".{name}.vak-tmp.{}.{n}", std::process::id())
 }
 
 /// Write `text` to `path` atomically, creating parent directories, unless
@@ -243,26 +350,32 @@ pub fn save_atomic(
         });
     }
     let dir = path.parent().ok_or_else(|| SaveError::OutsideRoot {
+        action: "write",
         path: path.to_owned(),
         root: root.to_owned(),
+        leads_to: None,
     })?;
-    prepare_dir(path, dir, root)?;
-    let lock = lock_dir(dir)?;
-    let previous = current_digest(path)?;
+    let name = path.file_name().unwrap_or_default();
+    let opened = prepare_dir(path, dir, root)?;
+    let lock = lock_dir(&opened)?;
+    let previous = digest_in(&opened, name, path, Some(MAX_FILE_BYTES))?;
     check_digest(path, if_digest, previous.as_deref())?;
 
-    let temp = temp_path(path);
-    let written = write_temp(&temp, path, text)
-        .and_then(|()| fs::rename(&temp, path).map_err(io_err("rename into place", path)));
+    let temp = temp_name(name);
+    let written = write_temp(&opened, &temp, name, path, text).and_then(|()| {
+        opened
+            .rename(&temp, name)
+            .map_err(io_err("rename into place", path))
+    });
     if let Err(error) = written {
-        let _ = fs::remove_file(&temp);
+        let _ = opened.unlink(&temp);
         return Err(error);
     }
     // The rename is only durable once the directory entry is.
     lock.sync_all().map_err(io_err("sync the directory", dir))?;
     drop(lock);
     let digest = sha256_hex(text);
-    tracing::info!(%path, %digest, "prompt layer file saved");
+    tracing::info!(path = %Escaped(path.as_str()), %digest, "prompt layer file saved");
     Ok(SaveOutcome {
         path: path.to_owned(),
         digest,
@@ -270,16 +383,18 @@ pub fn save_atomic(
     })
 }
 
-fn write_temp(temp: &Utf8Path, target: &Utf8Path, text: &str) -> Result<(), SaveError> {
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(temp)
-        .map_err(io_err("create a temporary file for", target))?;
+fn write_temp(
+    dir: &ConfinedDir,
+    temp: &str,
+    name: &str,
+    target: &Utf8Path,
+    text: &str,
+) -> Result<(), SaveError> {
     // Keep the permissions a user gave the file they are replacing.
-    if let Ok(meta) = fs::metadata(target) {
-        let _ = file.set_permissions(meta.permissions());
-    }
+    let mode = dir.mode_of(name).unwrap_or(0o644);
+    let mut file = dir
+        .create_new(temp, mode)
+        .map_err(io_err("create a temporary file for", target))?;
     file.write_all(text.as_bytes())
         .map_err(io_err("write a temporary file for", target))?;
     file.sync_all()
@@ -291,25 +406,38 @@ fn write_temp(temp: &Utf8Path, target: &Utf8Path, text: &str) -> Result<(), Save
 /// changed since `if_digest`. Returns the removed file's digest, `None` when
 /// there was nothing to remove.
 ///
+/// `root` is the home or the project the layer belongs to: the file and
+/// every directory on the way to it must resolve inside it (checked on the
+/// open directory handle; the unlink happens relative to that handle).
+///
 /// # Errors
 ///
-/// See [`SaveError`]; a symlink or non-regular file is refused, not removed.
+/// See [`SaveError`]; a symlink, a non-regular file, or a path that leads
+/// outside `root` is refused and nothing is deleted.
 pub fn remove_checked(
     path: &Utf8Path,
+    root: &Utf8Path,
     if_digest: Option<&str>,
 ) -> Result<Option<Sha256Hex>, SaveError> {
     validate_digest(if_digest)?;
-    let Some(dir) = path.parent().filter(|d| d.is_dir()) else {
+    let confined = ConfinedRoot::new(root).map_err(io_err("open the layer root", root))?;
+    let opened = match confined {
+        Some(confined) => open_parent(path, &confined, "remove")?,
+        None => None,
+    };
+    let Some((dir, name)) = opened else {
         check_digest(path, if_digest, None)?;
         return Ok(None);
     };
-    let lock = lock_dir(dir)?;
-    let previous = current_digest(path)?;
+    let lock = lock_dir(&dir)?;
+    // Hashed in chunks: an oversized file can still be reset.
+    let previous = digest_in(&dir, name, path, None)?;
     check_digest(path, if_digest, previous.as_deref())?;
     if previous.is_some() {
-        fs::remove_file(path).map_err(io_err("remove", path))?;
-        lock.sync_all().map_err(io_err("sync the directory", dir))?;
-        tracing::info!(%path, "prompt layer file removed");
+        dir.unlink(name).map_err(io_err("remove", path))?;
+        lock.sync_all()
+            .map_err(io_err("sync the directory", dir.path()))?;
+        tracing::info!(path = %Escaped(path.as_str()), "prompt layer file removed");
     }
     Ok(previous)
 }
@@ -372,16 +500,19 @@ mod tests {
             save_atomic(&path, &root, "x", Some("ABC")),
             Err(SaveError::BadDigest(_))
         ));
-        let err = remove_checked(&path, Some(&stale)).unwrap_err();
+        let err = remove_checked(&path, &root, Some(&stale)).unwrap_err();
         assert!(matches!(err, SaveError::Stale { .. }));
         assert_eq!(
-            remove_checked(&path, Some(&sha256_hex("mine"))).unwrap(),
+            remove_checked(&path, &root, Some(&sha256_hex("mine"))).unwrap(),
             Some(sha256_hex("mine"))
         );
         assert!(!path.exists());
-        assert_eq!(remove_checked(&path, Some(ABSENT_DIGEST)).unwrap(), None);
+        assert_eq!(
+            remove_checked(&path, &root, Some(ABSENT_DIGEST)).unwrap(),
+            None
+        );
         assert!(matches!(
-            remove_checked(&path, Some(&stale)),
+            remove_checked(&path, &root, Some(&stale)),
             Err(SaveError::Stale { .. })
         ));
     }
@@ -396,7 +527,7 @@ mod tests {
         let err = save_atomic(&root.join("p/identity.md"), &root, "x", None).unwrap_err();
         assert!(matches!(err, SaveError::Symlink(_)), "{err}");
         assert!(matches!(
-            remove_checked(&root.join("p/identity.md"), None),
+            remove_checked(&root.join("p/identity.md"), &root, None),
             Err(SaveError::Symlink(_))
         ));
         assert_eq!(
@@ -417,11 +548,57 @@ mod tests {
             "created a directory outside the root"
         );
 
+        // A reset through a symlinked directory into another root deletes
+        // nothing there.
+        let (_keep3, home) = temp();
+        fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+        fs::write(home.join(".vak/prompts/guardrails.md"), "- shared\n").unwrap();
+        let proj = root.join("proj");
+        fs::create_dir_all(proj.join(".vak")).unwrap();
+        symlink(home.join(".vak/prompts"), proj.join(".vak/prompts")).unwrap();
+        let target = proj.join(".vak/prompts/guardrails.md");
+        let err = remove_checked(&target, &proj, None).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                SaveError::OutsideRoot {
+                    action: "remove",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains(home.as_str()), "{err}");
+        assert!(home.join(".vak/prompts/guardrails.md").exists());
+        assert!(matches!(
+            save_atomic(&target, &proj, "x", None),
+            Err(SaveError::OutsideRoot { .. })
+        ));
+        assert!(matches!(
+            current_digest(&target, &proj),
+            Err(SaveError::OutsideRoot { .. })
+        ));
+        assert_eq!(
+            fs::read_to_string(home.join(".vak/prompts/guardrails.md")).unwrap(),
+            "- shared\n"
+        );
+
         let big = "a".repeat(MAX_FILE_BYTES as usize + 1);
         assert!(matches!(
             save_atomic(&root.join("big.md"), &root, &big, None),
             Err(SaveError::TooLarge { .. })
         ));
+        // An oversized file already there: its digest is not read whole,
+        // yet a reset still removes it.
+        fs::write(root.join("big.md"), &big).unwrap();
+        assert!(matches!(
+            current_digest(&root.join("big.md"), &root),
+            Err(SaveError::TooLarge { .. })
+        ));
+        assert_eq!(
+            remove_checked(&root.join("big.md"), &root, None).unwrap(),
+            Some(sha256_hex(&big))
+        );
     }
 
     const CHILD_ENV: &str = "VAK_CRASH_WRITER_TARGET";

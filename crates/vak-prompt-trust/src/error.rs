@@ -1,11 +1,12 @@
 use camino::Utf8PathBuf;
 use thiserror::Error;
+use vak_prompt_blocks::Escaped;
 
 /// Errors reading or writing the trust store.
 #[derive(Debug, Error)]
 pub enum TrustError {
     /// The trust store could not be read.
-    #[error("could not read the trust store `{path}`: {source}")]
+    #[error("could not read the trust store `{}`: {source}", Escaped(.path.as_str()))]
     Read {
         /// The store's path.
         path: Utf8PathBuf,
@@ -14,7 +15,9 @@ pub enum TrustError {
     },
     /// The trust store is not valid TOML of the expected shape.
     #[error(
-        "the trust store `{path}` is malformed: {message}; fix or delete it (it lists trusted project directories)"
+        "the trust store `{}` is malformed: {}; fix or delete it (it lists trusted project directories)",
+        Escaped(.path.as_str()),
+        Escaped(.message)
     )]
     Malformed {
         /// The store's path.
@@ -22,8 +25,26 @@ pub enum TrustError {
         /// The parser's message.
         message: String,
     },
+    /// The trust store is a symlink, FIFO, device or directory.
+    #[error(
+        "the trust store `{}` is not a regular file (a symlink, FIFO, device or directory); vak will not read it: delete it and trust your projects again",
+        Escaped(.0.as_str())
+    )]
+    NotRegularFile(Utf8PathBuf),
+    /// The trust store is larger than any list of directories should be.
+    #[error(
+        "the trust store `{}` is {bytes} bytes or more, over the {}-byte limit; vak will not read it: fix or delete it",
+        Escaped(.path.as_str()),
+        crate::store::MAX_STORE_BYTES
+    )]
+    TooLarge {
+        /// The store's path.
+        path: Utf8PathBuf,
+        /// The size seen.
+        bytes: u64,
+    },
     /// The trust store could not be written.
-    #[error("could not write the trust store `{path}`: {source}")]
+    #[error("could not write the trust store `{}`: {source}", Escaped(.path.as_str()))]
     Write {
         /// The store's path.
         path: Utf8PathBuf,
@@ -31,6 +52,9 @@ pub enum TrustError {
         source: std::io::Error,
     },
     /// A directory to trust does not exist or its path is not UTF-8.
-    #[error("cannot trust `{0}`: it does not exist or is not a UTF-8 directory path")]
+    #[error(
+        "cannot trust `{}`: it does not exist or is not a UTF-8 directory path",
+        Escaped(.0)
+    )]
     BadDirectory(String),
 }

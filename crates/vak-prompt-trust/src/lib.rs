@@ -20,4 +20,4 @@ mod store;
 pub use config::{DemotedKey, demote_config};
 pub use error::TrustError;
 pub use policy::{DemoteReason, Trust, Verdict, prompt_verdict};
-pub use store::TrustStore;
+pub use store::{MAX_STORE_BYTES, TrustStore, Untrusted};

@@ -1,12 +1,17 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
+use vak_prompt_loader::confine::{Refusal, read_plain};
 
 use crate::TrustError;
 use crate::policy::Trust;
+
+/// The largest trust store read: it is a list of directories.
+pub const MAX_STORE_BYTES: u64 = 1024 * 1024;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct StoreFile {
@@ -17,10 +22,27 @@ struct StoreFile {
 /// The user's list of trusted project directories,
 /// `$VAK_HOME/.vak/trust.toml`, keyed by canonical path. A project not
 /// listed is untrusted.
+///
+/// The file is read only if it is a regular file (never a symlink, FIFO or
+/// device: opened non-blocking and checked on the handle) of at most
+/// [`MAX_STORE_BYTES`]. Every change re-reads it under an exclusive lock on
+/// `trust.toml.lock`, then writes a temporary file, fsyncs it, renames it
+/// into place and fsyncs the directory, so concurrent `vak trust` and
+/// `vak untrust` never lose an entry.
 #[derive(Debug, Clone)]
 pub struct TrustStore {
     path: Utf8PathBuf,
     trusted: BTreeSet<String>,
+}
+
+/// What [`TrustStore::untrust`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Untrusted {
+    /// The path the store was asked about, as it keys it when it can
+    /// (canonical, or normalised when the directory no longer exists).
+    pub key: String,
+    /// The entries removed; empty when none matched.
+    pub removed: Vec<String>,
 }
 
 /// The canonical, UTF-8 form of `dir`, as the store keys it.
@@ -34,6 +56,76 @@ fn canonical(dir: &Utf8Path) -> Result<String, TrustError> {
         .map_err(|_| TrustError::BadDirectory(dir.to_string()))
 }
 
+/// `path` made absolute and normalised lexically: `.` dropped, `..` pops,
+/// trailing slashes gone. For a directory that no longer exists.
+fn lexical(path: &Utf8Path) -> Utf8PathBuf {
+    let absolute = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        std::env::current_dir()
+            .ok()
+            .and_then(|cwd| Utf8PathBuf::from_path_buf(cwd).ok())
+            .map_or_else(|| path.to_owned(), |cwd| cwd.join(path))
+    };
+    let mut out = Utf8PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Utf8Component::CurDir => {}
+            Utf8Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_str()),
+        }
+    }
+    out
+}
+
+/// Every key a (possibly deleted) directory could have been stored under:
+/// its canonical path when it exists; otherwise its nearest existing
+/// ancestor resolved (through any symlinked parent) with the rest
+/// appended, and its plain lexical normalisation.
+fn candidate_keys(dir: &Utf8Path) -> Vec<String> {
+    if let Ok(key) = canonical(dir) {
+        return vec![key];
+    }
+    let normal = lexical(dir);
+    let mut keys = Vec::new();
+    // Walk up the path as given (so `..` after a symlink is resolved the
+    // way the kernel would), to the nearest ancestor that exists.
+    let given = if dir.is_absolute() {
+        dir.to_owned()
+    } else {
+        lexical(Utf8Path::new(".")).join(dir)
+    };
+    let mut rest = Vec::new();
+    let mut ancestor = given.as_path();
+    while let Some(parent) = ancestor.parent() {
+        if let Some(name) = ancestor.file_name() {
+            rest.push(name.to_owned());
+        }
+        ancestor = parent;
+        if let Ok(real) = fs::canonicalize(ancestor)
+            && let Ok(real) = Utf8PathBuf::from_path_buf(real)
+        {
+            let mut key = real;
+            for part in rest.iter().rev() {
+                key.push(part);
+            }
+            keys.push(lexical(&key).into_string());
+            break;
+        }
+    }
+    keys.push(normal.into_string());
+    keys.dedup();
+    keys
+}
+
+fn temp_suffix() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    format!("{}.{n}", std::process::id())
+}
+
 impl TrustStore {
     /// The store's path under `home`.
     pub fn path_in(home: &Utf8Path) -> Utf8PathBuf {
@@ -41,21 +133,16 @@ impl TrustStore {
     }
 
     /// Load the store under `home`; a missing file is an empty store.
+    ///
+    /// # Errors
+    ///
+    /// [`TrustError::NotRegularFile`] for a symlink, FIFO or device (never
+    /// opened in a way that could block), [`TrustError::TooLarge`] over
+    /// [`MAX_STORE_BYTES`], [`TrustError::Malformed`] for bad TOML.
     pub fn load(home: &Utf8Path) -> Result<Self, TrustError> {
         let path = Self::path_in(home);
-        let text = match fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
-            Err(source) => return Err(TrustError::Read { path, source }),
-        };
-        let file: StoreFile = toml::from_str(&text).map_err(|error| TrustError::Malformed {
-            path: path.clone(),
-            message: error.message().to_owned(),
-        })?;
-        Ok(TrustStore {
-            path,
-            trusted: file.trusted,
-        })
+        let trusted = read_store(&path)?;
+        Ok(TrustStore { path, trusted })
     }
 
     /// How far `project` is trusted. A directory that cannot be
@@ -68,20 +155,44 @@ impl TrustStore {
     }
 
     /// Trust `project`; returns its canonical path.
+    ///
+    /// # Errors
+    ///
+    /// A directory that does not exist, or a store that cannot be read or
+    /// written (see [`TrustError`]).
     pub fn trust(&mut self, project: &Utf8Path) -> Result<String, TrustError> {
         let key = canonical(project)?;
-        self.trusted.insert(key.clone());
-        self.save()?;
+        self.update(|trusted| {
+            trusted.insert(key.clone());
+        })?;
         Ok(key)
     }
 
-    /// Stop trusting `project`; returns its canonical path and whether it
-    /// was listed.
-    pub fn untrust(&mut self, project: &Utf8Path) -> Result<(String, bool), TrustError> {
-        let key = canonical(project).unwrap_or_else(|_| project.to_string());
-        let was = self.trusted.remove(&key);
-        self.save()?;
-        Ok((key, was))
+    /// Stop trusting `project`, given by any path that named it, even if it
+    /// no longer exists (a deleted checkout, a trailing slash, `..`, a
+    /// symlinked parent): every entry it matches, by canonical path or by
+    /// normalised path, is removed and returned.
+    ///
+    /// # Errors
+    ///
+    /// A store that cannot be read or written (see [`TrustError`]).
+    pub fn untrust(&mut self, project: &Utf8Path) -> Result<Untrusted, TrustError> {
+        let keys = candidate_keys(project);
+        let mut removed = Vec::new();
+        self.update(|trusted| {
+            removed = trusted
+                .iter()
+                .filter(|entry| keys.iter().any(|key| key == *entry))
+                .cloned()
+                .collect();
+            for entry in &removed {
+                trusted.remove(entry);
+            }
+        })?;
+        Ok(Untrusted {
+            key: keys.into_iter().next().unwrap_or_default(),
+            removed,
+        })
     }
 
     /// Every trusted directory, sorted.
@@ -89,28 +200,119 @@ impl TrustStore {
         self.trusted.iter().map(String::as_str)
     }
 
-    /// Write the store atomically: a temporary file beside it, fsynced,
-    /// renamed over the old one.
-    fn save(&self) -> Result<(), TrustError> {
+    /// Re-read the store under its lock, apply `change`, and write it
+    /// back atomically (only when something changed).
+    fn update(&mut self, change: impl FnOnce(&mut BTreeSet<String>)) -> Result<(), TrustError> {
         let write_err = |source| TrustError::Write {
             path: self.path.clone(),
             source,
         };
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
         fs::create_dir_all(dir).map_err(write_err)?;
-        let body = toml::to_string(&StoreFile {
-            trusted: self.trusted.clone(),
-        })
-        .map_err(|error| write_err(std::io::Error::other(error.to_string())))?;
-        let tmp = dir.join(format!(".trust.toml.{}.tmp", std::process::id()));
-        let mut file = fs::File::create(&tmp).map_err(write_err)?;
-        file.write_all(b"# Project directories whose .vak/ prompt layers and config apply in full.\n# Edit with `vak trust DIR` and `vak untrust DIR`.\n")
-            .and_then(|()| file.write_all(body.as_bytes()))
-            .and_then(|()| file.sync_all())
-            .map_err(write_err)?;
-        fs::rename(&tmp, &self.path).map_err(write_err)?;
+        let lock_path = dir.join("trust.toml.lock");
+        let lock = open_lock(&lock_path).map_err(|source| TrustError::Write {
+            path: lock_path.clone(),
+            source,
+        })?;
+        lock.lock().map_err(|source| TrustError::Write {
+            path: lock_path.clone(),
+            source,
+        })?;
+        let mut trusted = read_store(&self.path)?;
+        let before = trusted.clone();
+        change(&mut trusted);
+        if trusted != before {
+            self.save(dir, &trusted)?;
+        }
+        self.trusted = trusted;
+        drop(lock);
         Ok(())
     }
+
+    /// Write the store atomically: a temporary file beside it, fsynced,
+    /// renamed over the old one, then the directory fsynced.
+    fn save(&self, dir: &Utf8Path, trusted: &BTreeSet<String>) -> Result<(), TrustError> {
+        let write_err = |source| TrustError::Write {
+            path: self.path.clone(),
+            source,
+        };
+        let body = toml::to_string(&StoreFile {
+            trusted: trusted.clone(),
+        })
+        .map_err(|error| write_err(std::io::Error::other(error.to_string())))?;
+        let tmp = dir.join(format!(".trust.toml.{}.tmp", temp_suffix()));
+        let written = (|| {
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&tmp)?;
+            file.write_all(b"# Project directories whose .vak/ prompt layers and config apply in full.\n# Edit with `vak trust DIR` and `vak untrust DIR`.\n")?;
+            file.write_all(body.as_bytes())?;
+            file.sync_all()?;
+            fs::rename(&tmp, &self.path)?;
+            fs::File::open(dir)?.sync_all()
+        })();
+        if let Err(error) = written {
+            let _ = fs::remove_file(&tmp);
+            return Err(write_err(error));
+        }
+        Ok(())
+    }
+}
+
+/// The lock file, never followed through a symlink, never a FIFO.
+fn open_lock(path: &Utf8Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(NOFOLLOW_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other(
+            "it is not a regular file (FIFO, device or directory); delete it",
+        ));
+    }
+    Ok(file)
+}
+
+const NOFOLLOW_NONBLOCK: i32 = vak_prompt_loader::confine::NOFOLLOW_NONBLOCK;
+
+/// The trusted set on disk; empty when there is no file.
+fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {
+    let bytes = match read_plain(path, MAX_STORE_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(BTreeSet::new()),
+        Err(Refusal::NotRegularFile | Refusal::Dangling | Refusal::Outside { .. }) => {
+            return Err(TrustError::NotRegularFile(path.to_owned()));
+        }
+        Err(Refusal::TooLarge { bytes, .. }) => {
+            return Err(TrustError::TooLarge {
+                path: path.to_owned(),
+                bytes,
+            });
+        }
+        Err(Refusal::Io(source)) => {
+            return Err(TrustError::Read {
+                path: path.to_owned(),
+                source,
+            });
+        }
+    };
+    let text = String::from_utf8(bytes).map_err(|error| TrustError::Malformed {
+        path: path.to_owned(),
+        message: format!(
+            "not valid UTF-8 at byte {}",
+            error.utf8_error().valid_up_to()
+        ),
+    })?;
+    let file: StoreFile = toml::from_str(&text).map_err(|error| TrustError::Malformed {
+        path: path.to_owned(),
+        message: error.message().to_owned(),
+    })?;
+    Ok(file.trusted)
 }
 
 #[cfg(test)]
@@ -130,11 +332,67 @@ mod tests {
         let reloaded = TrustStore::load(home).unwrap();
         assert_eq!(reloaded.trust_of(&dotted), Trust::Trusted);
         let mut store = reloaded;
-        assert!(store.untrust(project_path).unwrap().1);
+        assert_eq!(
+            store.untrust(project_path).unwrap().removed,
+            [canonical(project_path).unwrap()]
+        );
         assert_eq!(
             TrustStore::load(home).unwrap().trust_of(project_path),
             Trust::Untrusted
         );
+    }
+
+    #[test]
+    fn untrust_of_a_deleted_project_by_any_path_that_named_it() {
+        let base = tempfile::tempdir().unwrap();
+        let base = Utf8PathBuf::from_path_buf(base.path().canonicalize().unwrap()).unwrap();
+        let home = base.join("home");
+        fs::create_dir_all(base.join("real")).unwrap();
+        std::os::unix::fs::symlink(base.join("real"), base.join("link")).unwrap();
+        let spellings = [
+            format!("{base}/real/../real/proj"),
+            format!("{base}/real/proj/"),
+            format!("{base}/link/proj"),
+            format!("{base}/real/./proj//"),
+        ];
+        for spelling in spellings {
+            let proj = base.join("real/proj");
+            fs::create_dir_all(&proj).unwrap();
+            let mut store = TrustStore::load(&home).unwrap();
+            store.trust(&proj).unwrap();
+            fs::remove_dir(&proj).unwrap();
+            let done = store.untrust(Utf8Path::new(&spelling)).unwrap();
+            assert_eq!(done.removed, [proj.to_string()], "{spelling}");
+            fs::create_dir_all(&proj).unwrap();
+            assert_eq!(
+                TrustStore::load(&home).unwrap().trust_of(&proj),
+                Trust::Untrusted,
+                "{spelling}"
+            );
+            fs::remove_dir(&proj).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_fifo_or_symlinked_store_is_refused_fast() {
+        let home = tempfile::tempdir().unwrap();
+        let home = Utf8Path::from_path(home.path()).unwrap();
+        fs::create_dir_all(home.join(".vak")).unwrap();
+        let store = home.join(".vak/trust.toml");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&store)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let error = TrustStore::load(home).unwrap_err();
+        assert!(matches!(error, TrustError::NotRegularFile(_)), "{error}");
+        fs::remove_file(&store).unwrap();
+        fs::write(home.join("elsewhere.toml"), "trusted = []").unwrap();
+        std::os::unix::fs::symlink(home.join("elsewhere.toml"), &store).unwrap();
+        let error = TrustStore::load(home).unwrap_err();
+        assert!(error.to_string().contains("trust.toml"), "{error}");
     }
 
     #[test]

@@ -10,6 +10,7 @@
 mod common;
 mod edit;
 mod hostile_cli;
+mod hostile_paths;
 mod hostile_stores;
 mod prompts;
 mod session;

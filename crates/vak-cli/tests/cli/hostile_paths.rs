@@ -1,0 +1,371 @@
+//! Hostile paths (DECISIONS §11 "Paths", "Sizes", "Non-regular files"): a
+//! project whose `.vak`, `.vak/prompts` or a sub-layer directory is a
+//! symlink into the shared layer or out of the checkout; the trust store as
+//! a FIFO, written concurrently, untrusted by a path that no longer
+//! resolves; oversized and ill-formed gateway JSON and config.
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use crate::common::{Env, copy_tree, fixtures, stderr, stdout, write};
+
+const SHARED: &str = "- shared guardrail the user wrote\n";
+
+/// An env whose home has shared guardrails at every directory layer a
+/// project could be pointed at.
+fn env_with_shared() -> Env {
+    let env = Env::empty();
+    for dir in [
+        ".vak/prompts",
+        ".vak/prompts/surface/cli",
+        ".vak/prompts/agents/reviewer",
+    ] {
+        env.write_home(&format!("{dir}/guardrails.md"), SHARED);
+    }
+    env
+}
+
+fn shared_intact(env: &Env, dir: &str) {
+    let path = env.home().join(dir).join("guardrails.md");
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap_or_default(),
+        SHARED,
+        "{} was deleted or changed",
+        path.display()
+    );
+}
+
+fn mkdirs(path: &Path) {
+    std::fs::create_dir_all(path).unwrap();
+}
+
+#[test]
+fn reset_through_a_symlinked_prompt_dir_never_deletes_the_shared_file() {
+    // (project link, its target in the home, reset arguments, shared dir hit)
+    let cases: [(&str, &str, &[&str], &str); 4] = [
+        (".vak/prompts", ".vak/prompts", &[], ".vak/prompts"),
+        (".vak", ".vak", &[], ".vak/prompts"),
+        (
+            ".vak/prompts/surface/cli",
+            ".vak/prompts/surface/cli",
+            &["--surface", "cli"],
+            ".vak/prompts/surface/cli",
+        ),
+        (
+            ".vak/prompts/agents/reviewer",
+            ".vak/prompts/agents/reviewer",
+            &["--agent", "reviewer"],
+            ".vak/prompts/agents/reviewer",
+        ),
+    ];
+    for (link, target, sub, hit) in cases {
+        let env = env_with_shared();
+        let link_path = env.project().join(link);
+        mkdirs(link_path.parent().unwrap());
+        symlink(env.home().join(target), &link_path).unwrap();
+        let mut args = vec!["prompts", "reset", "--scope", "project"];
+        args.extend_from_slice(sub);
+        args.push("guardrails");
+        let out = env.vak(&args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{link}: {err}");
+        assert!(err.contains("refusing to remove"), "{link}: {err}");
+        assert!(err.contains("leads outside"), "{link}: {err}");
+        shared_intact(&env, hit);
+        // The admin API's DELETE runs the same core function; a save is
+        // refused the same way and writes nothing there.
+        let out = env.vak_stdin(
+            &[
+                &["prompts", "set", "--scope", "project"][..],
+                sub,
+                &["guardrails", "-"],
+            ]
+            .concat(),
+            "- from the project\n",
+        );
+        assert_eq!(out.status.code(), Some(1), "{link}: {}", stderr(&out));
+        assert!(stderr(&out).contains("leads outside"), "{}", stderr(&out));
+        shared_intact(&env, hit);
+    }
+}
+
+#[test]
+fn a_prompt_dir_symlinked_out_of_the_project_is_refused_like_vak() {
+    let outside = tempfile::tempdir().unwrap();
+    write(
+        &outside.path().join("prompts/identity.md"),
+        "OUTSIDE-IDENTITY",
+    );
+    write(
+        &outside.path().join("vak/prompts/identity.md"),
+        "OUTSIDE-VAK",
+    );
+    for (link, target) in [(".vak/prompts", "prompts"), (".vak", "vak")] {
+        let env = Env::empty();
+        let link_path = env.project().join(link);
+        mkdirs(link_path.parent().unwrap());
+        symlink(outside.path().join(target), &link_path).unwrap();
+        env.trust();
+        let report = env.json(&["prompts", "show"]);
+        let prefix = report["prefix"].as_str().unwrap();
+        assert!(!prefix.contains("OUTSIDE"), "{link}: read from outside");
+        let skipped = report["warnings"].to_string() + &report["demoted"].to_string();
+        assert!(
+            skipped.contains(link) && skipped.contains("symlink leading outside"),
+            "{link}: not reported: {skipped}"
+        );
+    }
+}
+
+#[test]
+fn a_symlink_inside_the_project_to_the_project_is_allowed() {
+    let env = Env::empty();
+    env.write_project("docs/guardrails.md", "- INSIDE-PROJECT rule\n");
+    mkdirs(&env.project().join(".vak/prompts"));
+    symlink(
+        "../../docs/guardrails.md",
+        env.project().join(".vak/prompts/guardrails.md"),
+    )
+    .unwrap();
+    let report = env.json(&["prompts", "show"]);
+    assert!(
+        report["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("INSIDE-PROJECT"),
+        "{report}"
+    );
+}
+
+fn fixture_home(name: &str) -> Env {
+    let env = Env::empty();
+    copy_tree(&fixtures().join("hostile/paths").join(name), env.home());
+    env
+}
+
+fn both(out: &std::process::Output) -> String {
+    stdout(out) + &stderr(out)
+}
+
+const CHAT: [&str; 8] = [
+    "prompts",
+    "show",
+    "--surface",
+    "chat",
+    "--bot",
+    "helpdesk",
+    "--chat",
+    "ops",
+];
+
+/// Every warning of a `show --format json`, one string.
+fn warnings(env: &Env, args: &[&str]) -> (String, String) {
+    let report = env.json(args);
+    (
+        report["prefix"].as_str().unwrap().to_owned(),
+        report["warnings"].to_string(),
+    )
+}
+
+#[test]
+fn a_duplicate_gateway_key_is_reported_not_silently_resolved() {
+    let env = fixture_home("duplicate-key");
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(!prefix.contains("DUPLICATE-WINS"), "{prefix}");
+    assert!(
+        warnings.contains("bots.json")
+            && warnings.contains("#/helpdesk/prompts/identity")
+            && warnings.contains("more than once"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn gateway_entries_of_the_wrong_type_are_reported_with_file_and_key() {
+    let env = fixture_home("wrong-type");
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(!prefix.contains("WRONG-TYPE"), "{prefix}");
+    assert!(
+        warnings.contains("bots.json#/helpdesk` is a string, not an object"),
+        "{warnings}"
+    );
+    assert!(
+        warnings.contains("allowlist.json#/helpdesk/ops` is an array, not an object"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn a_gateway_agent_instructions_key_says_where_it_belongs() {
+    let env = fixture_home("agent-instructions");
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(!prefix.contains("AGENT-KEY"), "{prefix}");
+    assert!(
+        warnings.contains("prompts/agent-instructions") && warnings.contains("agents/<role>/"),
+        "{warnings}"
+    );
+    assert!(!warnings.contains("code-owned"), "{warnings}");
+}
+
+#[test]
+fn oversized_gateway_json_and_config_are_refused_by_size_fast() {
+    let env = Env::empty();
+    let filler = "x".repeat(2 << 20);
+    env.write_home(
+        ".vak/gateway/bots.json",
+        &format!(r#"{{"helpdesk": {{"prompts": {{"identity": "BIG-JSON"}}, "pad": "{filler}"}}}}"#),
+    );
+    env.write_home(
+        ".vak/config.toml",
+        &format!("[prompts]\nmax_tokens = 10\npad = \"{filler}\"\n"),
+    );
+    env.write_project(".vak/config.toml", &format!("pad = \"{filler}\"\n"));
+    let started = std::time::Instant::now();
+    let (prefix, warnings) = warnings(&env, &CHAT);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "slow: {:?}",
+        started.elapsed()
+    );
+    assert!(!prefix.contains("BIG-JSON"), "{prefix}");
+    for file in ["bots.json", "config.toml"] {
+        assert!(
+            warnings.contains(file) && warnings.contains("byte limit"),
+            "{file}: {warnings}"
+        );
+    }
+    assert_eq!(warnings.matches("config.toml").count(), 2, "{warnings}");
+}
+
+#[test]
+fn a_fifo_gateway_file_is_refused_without_blocking() {
+    let env = Env::empty();
+    mkdirs(&env.home().join(".vak/gateway"));
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(env.home().join(".vak/gateway/bots.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let started = std::time::Instant::now();
+    let (_, warnings) = warnings(&env, &CHAT);
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        warnings.contains("bots.json") && warnings.contains("not a regular file"),
+        "{warnings}"
+    );
+}
+
+#[test]
+fn a_fifo_trust_store_is_refused_fast_by_every_command() {
+    let env = Env::empty();
+    mkdirs(&env.home().join(".vak"));
+    let store = env.home().join(".vak/trust.toml");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&store)
+            .status()
+            .unwrap()
+            .success()
+    );
+    for args in [
+        &["prompts", "show"][..],
+        &["trust"],
+        &["untrust"],
+        &["trust", "--list"],
+    ] {
+        let started = std::time::Instant::now();
+        let out = env.vak(args);
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(10),
+            "{args:?} blocked"
+        );
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", both(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains("trust.toml") && err.contains("not a regular file"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn concurrent_trusts_lose_no_entry() {
+    let env = Env::empty();
+    let projects: Vec<_> = (0..20).map(|_| tempfile::tempdir().unwrap()).collect();
+    let children: Vec<_> = projects
+        .iter()
+        .map(|p| {
+            env.command(&["trust", "--over-budget", p.path().to_str().unwrap()])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let listed = env.ok(&["trust", "--list"]);
+    for project in &projects {
+        let key = project.path().canonicalize().unwrap();
+        assert!(
+            listed.lines().any(|l| Path::new(l) == key),
+            "{} lost: {listed}",
+            key.display()
+        );
+    }
+    assert_eq!(listed.lines().count(), 20, "{listed}");
+}
+
+#[test]
+fn untrust_of_a_deleted_project_by_a_non_canonical_path_removes_it() {
+    let base = tempfile::tempdir().unwrap();
+    let base = base.path().canonicalize().unwrap();
+    let base = base.to_str().unwrap();
+    std::fs::create_dir_all(format!("{base}/real")).unwrap();
+    symlink(format!("{base}/real"), format!("{base}/link")).unwrap();
+    let proj = format!("{base}/real/proj");
+    for spelling in [
+        format!("{base}/real/../real/proj"),
+        format!("{proj}/"),
+        format!("{base}/link/proj"),
+    ] {
+        let env = Env::empty();
+        mkdirs(Path::new(&proj));
+        env.ok(&["trust", &proj]);
+        std::fs::remove_dir(&proj).unwrap();
+        let out = env.ok(&["untrust", &spelling]);
+        assert!(
+            out.contains(&format!("untrusted {proj}:")),
+            "{spelling}: {out}"
+        );
+        assert!(
+            !env.ok(&["trust", "--list"]).contains(&proj),
+            "{spelling}: entry left"
+        );
+        // A directory re-created there is not trusted.
+        mkdirs(Path::new(&proj));
+        let report = env.json(&["prompts", "show", "--project", &proj]);
+        assert_eq!(report["trust"], "untrusted", "{spelling}: {report}");
+        std::fs::remove_dir(&proj).unwrap();
+    }
+}
+
+#[test]
+fn reset_of_a_file_symlinked_into_the_home_removes_neither() {
+    let env = env_with_shared();
+    mkdirs(&env.project().join(".vak/prompts"));
+    let link = env.project().join(".vak/prompts/guardrails.md");
+    symlink(env.home().join(".vak/prompts/guardrails.md"), &link).unwrap();
+    let out = env.vak(&["prompts", "reset", "--scope", "project", "guardrails"]);
+    assert_eq!(out.status.code(), Some(1), "{}", both(&out));
+    assert!(stderr(&out).contains("it is a symlink"), "{}", stderr(&out));
+    shared_intact(&env, ".vak/prompts");
+    assert!(
+        link.symlink_metadata().is_ok(),
+        "the link itself was removed"
+    );
+}

@@ -1,0 +1,468 @@
+//! One confinement rule for every read, save and removal of a layer file
+//! (DECISIONS §11 "Paths").
+//!
+//! A layer file is touched only if it stays inside its layer root (the home
+//! or the project) after every symlink is resolved, and that is checked on
+//! the open handle, never on a path that can change in between:
+//!
+//! - a directory is opened (`O_DIRECTORY`), and the path the kernel reports
+//!   for the handle (`/proc/self/fd/N`) must lie inside the canonical root;
+//! - a file is then opened *relative to that handle* with `O_NOFOLLOW`, so
+//!   it cannot leave the checked directory; a file that is itself a symlink
+//!   is opened by path and its handle judged the same way;
+//! - every open is `O_NONBLOCK`, and the handle's `fstat` must say "regular
+//!   file" before a byte is read, so a FIFO or device never blocks;
+//! - reads are bounded with `take(limit + 1)`, never a whole-file read.
+//!
+//! Saves and removals go through the same [`ConfinedDir`]: the rename and the
+//! unlink happen relative to the checked directory handle.
+
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::io::Errno;
+
+/// A layer root, resolved once: the home or the project directory.
+#[derive(Debug, Clone)]
+pub struct ConfinedRoot {
+    path: Utf8PathBuf,
+    real: PathBuf,
+}
+
+impl ConfinedRoot {
+    /// Resolve `root`. `Ok(None)` when it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// Any I/O error other than "not found".
+    pub fn new(root: &Utf8Path) -> io::Result<Option<Self>> {
+        match std::fs::canonicalize(root) {
+            Ok(real) => Ok(Some(ConfinedRoot {
+                path: root.to_owned(),
+                real,
+            })),
+            Err(e) if is_missing(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The root as given.
+    pub fn path(&self) -> &Utf8Path {
+        &self.path
+    }
+
+    /// The root with every symlink resolved.
+    pub fn real(&self) -> &Path {
+        &self.real
+    }
+
+    fn contains(&self, real: &Path) -> bool {
+        real.starts_with(&self.real)
+    }
+}
+
+/// Why a confined open was refused.
+#[derive(Debug)]
+pub enum Refusal {
+    /// The file, or a directory on the way to it, resolves outside the root.
+    Outside {
+        /// Where it really leads.
+        leads_to: Utf8PathBuf,
+    },
+    /// A symlink whose target does not exist.
+    Dangling,
+    /// Not a regular file (FIFO, socket, device or directory).
+    NotRegularFile,
+    /// Larger than the bound.
+    TooLarge {
+        /// The size seen (at least `limit + 1`).
+        bytes: u64,
+        /// The bound.
+        limit: u64,
+    },
+    /// Any other I/O error.
+    Io(io::Error),
+}
+
+impl From<io::Error> for Refusal {
+    fn from(error: io::Error) -> Self {
+        Refusal::Io(error)
+    }
+}
+
+impl From<Errno> for Refusal {
+    fn from(errno: Errno) -> Self {
+        Refusal::Io(errno.into())
+    }
+}
+
+pub(crate) fn is_missing(error: &io::Error) -> bool {
+    matches!(
+        error.kind(),
+        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+    )
+}
+
+fn lossy(path: PathBuf) -> Utf8PathBuf {
+    Utf8PathBuf::from_path_buf(path)
+        .unwrap_or_else(|p| Utf8PathBuf::from(p.to_string_lossy().into_owned()))
+}
+
+/// Where the kernel says an open handle lives. Falls back to resolving
+/// `path` and checking it names the same inode when `/proc` is unavailable.
+fn real_path_of(fd: &OwnedFd, path: &Utf8Path) -> Result<PathBuf, Refusal> {
+    if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+        return Ok(real);
+    }
+    let real = std::fs::canonicalize(path)?;
+    let by_path = rustix::fs::stat(&real)?;
+    let by_handle = rustix::fs::fstat(fd)?;
+    if by_path.st_dev == by_handle.st_dev && by_path.st_ino == by_handle.st_ino {
+        Ok(real)
+    } else {
+        Err(Refusal::Io(io::Error::other(
+            "it changed while it was being opened",
+        )))
+    }
+}
+
+/// `O_NOFOLLOW | O_NONBLOCK`, for callers that open a file with `std`
+/// (a lock file) and must neither follow a symlink nor block on a FIFO.
+pub const NOFOLLOW_NONBLOCK: i32 = OFlags::NOFOLLOW.union(OFlags::NONBLOCK).bits() as i32;
+
+const READ_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::NONBLOCK)
+    .union(OFlags::CLOEXEC)
+    .union(OFlags::NOCTTY);
+
+/// A directory inside a layer root, held open: everything done through it
+/// stays in the directory that was checked.
+#[derive(Debug)]
+pub struct ConfinedDir {
+    fd: OwnedFd,
+    path: Utf8PathBuf,
+    real: PathBuf,
+}
+
+impl ConfinedDir {
+    /// Open `dir` and check it lies inside `root`. `Ok(None)` when it does
+    /// not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Refusal::Outside`] when the directory (through any symlink on the
+    /// way) leads outside the root.
+    pub fn open(dir: &Utf8Path, root: &ConfinedRoot) -> Result<Option<Self>, Refusal> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let fd = match rustix::fs::open(dir.as_std_path(), flags, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let real = real_path_of(&fd, dir)?;
+        if !root.contains(&real) {
+            return Err(Refusal::Outside {
+                leads_to: lossy(real),
+            });
+        }
+        Ok(Some(ConfinedDir {
+            fd,
+            path: dir.to_owned(),
+            real,
+        }))
+    }
+
+    /// The directory as given.
+    pub fn path(&self) -> &Utf8Path {
+        &self.path
+    }
+
+    /// The directory's handle, e.g. to lock or fsync it.
+    pub fn as_file(&self) -> io::Result<File> {
+        Ok(File::from(self.fd.try_clone()?))
+    }
+
+    /// Open `name` in this directory for reading: a regular file inside the
+    /// root, never blocking. `Ok(None)` when nothing is there.
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn open_file(&self, name: &str, root: &ConfinedRoot) -> Result<Option<File>, Refusal> {
+        let fd = match rustix::fs::openat(
+            &self.fd,
+            name,
+            READ_FLAGS | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
+            // A symlink: judge where it leads, on the handle.
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
+                return self.open_link(name, root).map(Some);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        regular(fd).map(Some)
+    }
+
+    /// Open the regular file `name` in this directory without following a
+    /// symlink. `Ok(None)` when nothing is there.
+    ///
+    /// # Errors
+    ///
+    /// [`Refusal::NotRegularFile`] for a symlink or anything not a file.
+    pub fn open_regular_nofollow(&self, name: &str) -> Result<Option<File>, Refusal> {
+        match rustix::fs::openat(&self.fd, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty()) {
+            Ok(fd) => regular(fd).map(Some),
+            Err(e) if e == Errno::NOENT => Ok(None),
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => Err(Refusal::NotRegularFile),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn open_link(&self, name: &str, root: &ConfinedRoot) -> Result<File, Refusal> {
+        let path = self.path.join(name);
+        let fd = match rustix::fs::openat(&self.fd, name, READ_FLAGS, Mode::empty()) {
+            Ok(fd) => fd,
+            Err(e) if e == Errno::NOENT => return Err(Refusal::Dangling),
+            Err(e) => return Err(e.into()),
+        };
+        let real = real_path_of(&fd, &path)?;
+        if !root.contains(&real) {
+            return Err(Refusal::Outside {
+                leads_to: lossy(real),
+            });
+        }
+        regular(fd)
+    }
+
+    /// What `name` is in this directory, without following a symlink.
+    /// `Ok(None)` when nothing is there.
+    ///
+    /// # Errors
+    ///
+    /// An I/O error other than "not found".
+    pub fn kind_of(&self, name: &str) -> io::Result<Option<FileType>> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(stat) => Ok(Some(FileType::from_raw_mode(stat.st_mode))),
+            Err(e) if e == Errno::NOENT => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Create `name` exclusively for writing (never through a symlink).
+    ///
+    /// # Errors
+    ///
+    /// Any I/O error, including "already exists".
+    pub fn create_new(&self, name: &str, mode: u32) -> io::Result<File> {
+        let flags =
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode))?;
+        Ok(File::from(fd))
+    }
+
+    /// The permission bits of the regular file `name`, if there is one.
+    pub fn mode_of(&self, name: &str) -> Option<u32> {
+        rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW)
+            .ok()
+            .filter(|s| FileType::from_raw_mode(s.st_mode) == FileType::RegularFile)
+            .map(|s| s.st_mode & 0o7777)
+    }
+
+    /// Rename `from` over `to`, both in this directory.
+    ///
+    /// # Errors
+    ///
+    /// Any I/O error.
+    pub fn rename(&self, from: &str, to: &str) -> io::Result<()> {
+        rustix::fs::renameat(&self.fd, from, &self.fd, to)?;
+        Ok(())
+    }
+
+    /// Remove the file `name` from this directory.
+    ///
+    /// # Errors
+    ///
+    /// Any I/O error.
+    pub fn unlink(&self, name: &str) -> io::Result<()> {
+        rustix::fs::unlinkat(&self.fd, name, AtFlags::empty())?;
+        Ok(())
+    }
+
+    /// The directory's real path.
+    pub fn real(&self) -> &Path {
+        &self.real
+    }
+}
+
+/// The handle as a file, if it is a regular file.
+fn regular(fd: OwnedFd) -> Result<File, Refusal> {
+    let stat = rustix::fs::fstat(fd.as_fd())?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
+        return Err(Refusal::NotRegularFile);
+    }
+    Ok(File::from(fd))
+}
+
+/// Read at most `limit` bytes from `file`; more is [`Refusal::TooLarge`].
+///
+/// # Errors
+///
+/// See [`Refusal`].
+pub fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    if size > limit {
+        return Err(Refusal::TooLarge { bytes: size, limit });
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(Refusal::TooLarge {
+            bytes: bytes.len() as u64,
+            limit,
+        });
+    }
+    Ok(bytes)
+}
+
+/// Open `path` for reading, confined to `root`: its directory through
+/// [`ConfinedDir::open`], the file through [`ConfinedDir::open_file`].
+///
+/// # Errors
+///
+/// See [`Refusal`].
+pub fn open_confined(path: &Utf8Path, root: &ConfinedRoot) -> Result<Option<File>, Refusal> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Refusal::NotRegularFile);
+    };
+    match ConfinedDir::open(dir, root)? {
+        Some(dir) => dir.open_file(name, root),
+        None => Ok(None),
+    }
+}
+
+/// Read `path`, confined to `root` and bounded by `limit`. `Ok(None)` when
+/// nothing is there.
+///
+/// # Errors
+///
+/// See [`Refusal`].
+pub fn read_confined(
+    path: &Utf8Path,
+    root: &ConfinedRoot,
+    limit: u64,
+) -> Result<Option<Vec<u8>>, Refusal> {
+    match open_confined(path, root)? {
+        Some(file) => read_bounded(file, limit).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Read one standalone file that must be a regular file (not a symlink, FIFO
+/// or device) of at most `limit` bytes — the trust store, a gateway JSON file.
+/// `Ok(None)` when nothing is there.
+///
+/// # Errors
+///
+/// [`Refusal::NotRegularFile`] for a symlink too (it is not followed).
+pub fn read_plain(path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
+    let fd = match rustix::fs::open(
+        path.as_std_path(),
+        READ_FLAGS | OFlags::NOFOLLOW,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
+        Err(e) if e == Errno::LOOP || e == Errno::MLINK => return Err(Refusal::NotRegularFile),
+        Err(e) => return Err(e.into()),
+    };
+    read_bounded(regular(fd)?, limit).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+    use std::os::unix::fs::symlink;
+
+    fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn inside_is_read_and_a_link_inside_is_allowed() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        fs::create_dir_all(proj.join(".vak/prompts")).unwrap();
+        fs::create_dir_all(proj.join("docs")).unwrap();
+        fs::write(proj.join("docs/g.md"), "inside").unwrap();
+        symlink("../../docs/g.md", proj.join(".vak/prompts/guardrails.md")).unwrap();
+        let root = ConfinedRoot::new(&proj).unwrap().unwrap();
+        let bytes = read_confined(&proj.join(".vak/prompts/guardrails.md"), &root, 100)
+            .unwrap()
+            .unwrap();
+        assert_eq!(bytes, b"inside");
+        assert!(
+            read_confined(&proj.join(".vak/prompts/identity.md"), &root, 100)
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn a_symlinked_directory_out_of_the_root_is_refused() {
+        let (_keep, base) = temp();
+        let home = base.join("home/.vak/prompts");
+        fs::create_dir_all(&home).unwrap();
+        fs::write(home.join("guardrails.md"), "shared").unwrap();
+        let proj = base.join("proj");
+        fs::create_dir_all(proj.join(".vak")).unwrap();
+        symlink(&home, proj.join(".vak/prompts")).unwrap();
+        let root = ConfinedRoot::new(&proj).unwrap().unwrap();
+        let err = read_confined(&proj.join(".vak/prompts/guardrails.md"), &root, 100).unwrap_err();
+        assert!(
+            matches!(&err, Refusal::Outside { leads_to } if leads_to.as_str() == home.as_str()),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn fifo_and_oversize_are_refused_without_blocking() {
+        let (_keep, root_path) = temp();
+        let fifo = root_path.join("trust.toml");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
+        assert!(matches!(
+            read_confined(&fifo, &root, 10),
+            Err(Refusal::NotRegularFile)
+        ));
+        assert!(matches!(
+            read_plain(&fifo, 10),
+            Err(Refusal::NotRegularFile)
+        ));
+        fs::write(root_path.join("big"), [b'a'; 11]).unwrap();
+        assert!(matches!(
+            read_plain(&root_path.join("big"), 10),
+            Err(Refusal::TooLarge { .. })
+        ));
+        symlink(root_path.join("big"), root_path.join("link")).unwrap();
+        assert!(matches!(
+            read_plain(&root_path.join("link"), 100),
+            Err(Refusal::NotRegularFile)
+        ));
+    }
+}
