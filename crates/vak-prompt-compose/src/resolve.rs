@@ -35,13 +35,14 @@ pub struct Contributor {
     /// Where it came from.
     pub provenance: Provenance,
     /// Exactly the text it contributed: the file's text after the load's
-    /// character rule ([`clean`]) and with its ends trimmed, so a CRLF
+    /// character rule ([`clean`]), without leading blank lines and trailing
+    /// whitespace (for a block that is not a list, trimmed), so a CRLF
     /// conversion or a trailing newline changes neither this nor its digest.
     pub text: String,
 }
 
 /// The text a layer contributes (DECISIONS §6, §11): forbidden characters
-/// removed or turned into line breaks, ends trimmed. Every input text
+/// removed or turned into line breaks, blank ends trimmed. Every input text
 /// passes through here exactly once, on its way into the resolution; a
 /// file that needed it is warned about once, naming the first character.
 fn contributed(text: &str, what: &dyn std::fmt::Display, warnings: &mut Vec<String>) -> String {
@@ -51,7 +52,19 @@ fn contributed(text: &str, what: &dyn std::fmt::Display, warnings: &mut Vec<Stri
             "{what}: {found} is a control or invisible character; it and any others are removed from the prompt"
         ));
     }
-    cleaned.text.trim().to_owned()
+    trim_lines(&cleaned.text).to_owned()
+}
+
+/// `text` without leading blank lines and trailing whitespace. The first
+/// line keeps its indentation: in a guardrails file, it decides whether
+/// that line is a bullet.
+fn trim_lines(text: &str) -> &str {
+    let text = text.trim_end();
+    let body = text.trim_start();
+    let line_start = text[..text.len() - body.len()]
+        .rfind('\n')
+        .map_or(0, |newline| newline + 1);
+    &text[line_start..]
 }
 
 /// An input string that is rendered inside one line (a skill name or
@@ -302,12 +315,18 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
 
     let mut blocks = Vec::with_capacity(Block::ALL.len());
     for block in Block::ALL {
+        // A list parses its lines; any other block is its text, trimmed.
+        let accumulates = block.composition() == Composition::Accumulate;
         let candidates: Vec<Contributor> = kept
             .iter()
             .filter(|c| c.block == block)
             .map(|c| Contributor {
                 provenance: c.provenance.clone(),
-                text: c.text.clone(),
+                text: if accumulates {
+                    c.text.clone()
+                } else {
+                    c.text.trim().to_owned()
+                },
             })
             .collect();
         let resolved = match block.composition() {
