@@ -433,6 +433,39 @@ proptest! {
     }
 }
 
+/// A formatting-only edit of one file: a trailing newline, CRLF line ends,
+/// trailing blank lines.
+fn reformat(text: &str, how: usize) -> String {
+    match how {
+        0 => format!("{text}\n"),
+        1 => text.replace('\n', "\r\n"),
+        _ => format!("{}\r\n\r\n  \n", text.replace('\n', "\r\n")),
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// DECISIONS §6: a descriptor hashes the text a layer contributed, so an
+    /// edit that leaves the prefix as it was is not drift.
+    #[test]
+    fn formatting_only_edits_are_not_drift(chain in chain(), trust in trust(), how in 0usize..3) {
+        let loaded = chain.loaded(SLOTS.len(), |_, _| true);
+        let mut edited = loaded.clone();
+        for c in &mut edited.contributions {
+            c.text = reformat(&c.text, how);
+        }
+        if let Some(legacy) = &mut edited.legacy_system {
+            legacy.text = reformat(&legacy.text, how);
+        }
+        let before = resolve(&loaded, trust);
+        let after = resolve(&edited, trust);
+        prop_assert_eq!(&before.prefix, &after.prefix);
+        prop_assert_eq!(&before.descriptors, &after.descriptors);
+        prop_assert_eq!(&before.fingerprint, &after.fingerprint);
+    }
+}
+
 fn guardrails_only(text: &str) -> LoadedChain {
     LoadedChain {
         contributions: vec![Contribution {
