@@ -10,5 +10,6 @@
 mod common;
 mod edit;
 mod hostile_cli;
+mod hostile_text;
 mod prompts;
 mod session;
