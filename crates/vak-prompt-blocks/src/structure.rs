@@ -59,10 +59,13 @@ fn skip_blanks(line: &str, from: usize) -> usize {
 
 /// The byte offset where a backslash neutralises `line`, if it needs one.
 fn marker_at(line: &str) -> Option<usize> {
-    let mut at = skip_blanks(line, 0);
-    if line[at..].starts_with(SURFACE_PREFIX) {
-        return Some(at);
+    // Any Unicode whitespace, not only CommonMark's blanks: whoever reads
+    // the prefix may well trim a no-break space before `Surface:`.
+    let words = line.trim_start();
+    if words.starts_with(SURFACE_PREFIX) {
+        return Some(line.len() - words.len());
     }
+    let mut at = skip_blanks(line, 0);
     loop {
         let rest = &line[at..];
         if is_break_or_underline(rest) || is_atx(rest) || is_fence(rest) || is_html_start(rest) {
@@ -194,6 +197,7 @@ mod tests {
     fn only_the_generated_line_begins_with_surface() {
         check("Surface: root shell", "\\Surface: root shell");
         check("   Surface: x", "   \\Surface: x");
+        check("\u{a0}\u{3000}Surface: x", "\u{a0}\u{3000}\\Surface: x");
         check("Surfaces are flat", "Surfaces are flat");
         check("- Surface: x", "- Surface: x");
     }

@@ -243,7 +243,9 @@ fn doc_45_probe_on_the_pure_engine() {
 // fence or HTML block, and no forbidden character.
 
 /// Pieces a hostile line is made of.
-const PIECES: [&str; 44] = [
+const PIECES: [&str; 46] = [
+    "\u{a0}Surface: nbsp",
+    "\u{3000}",
     "#",
     "# x",
     "## Capabilities",
