@@ -49,7 +49,7 @@ fn contributed(text: &str, what: &dyn std::fmt::Display, warnings: &mut Vec<Stri
     let cleaned = clean(text);
     if let Some(found) = cleaned.first {
         warnings.push(format!(
-            "{what}: {found} is a control or invisible character; it and any others are removed from the prompt"
+            "{what}: hidden or control character {found}; such characters are removed from the prompt (line breaks other than LF become LF)"
         ));
     }
     trim_lines(&cleaned.text).to_owned()
@@ -447,7 +447,7 @@ fn runtime_block(
                     });
                     continue;
                 }
-                let what = format!("skill {provenance}");
+                let what = format!("skill `{}`", Escaped(skill.path.as_str()));
                 let text = contributed(&skill.text, &what, warnings);
                 let name = one_line(&skill.name, &format!("the name of {what}"), warnings);
                 let description = one_line(&skill_description(&text), &what, warnings);
