@@ -1,6 +1,8 @@
 //! `resolve_prompt`: a loaded chain in, a prefix, a tail and descriptors out.
 //! Pure: no I/O, no clock (the tail's instant comes in with the input).
 
+use std::borrow::Cow;
+
 use vak_prompt_blocks::{
     Block, Composition, Escaped, Guardrail, GuardrailLint, Name, Origin, Owner, PromptLayer,
     Provenance, SurfaceKind, clean, neutralise, parse_guardrails, sha256_hex,
@@ -45,9 +47,10 @@ pub struct Contributor {
 /// removed or turned into line breaks, blank ends trimmed. Every input text
 /// passes through here exactly once, on its way into the resolution; a
 /// file that needed it is warned about once, naming the first character.
-fn contributed(text: &str, what: &dyn std::fmt::Display, warnings: &mut Vec<String>) -> String {
+fn contributed(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
     let cleaned = clean(text);
     if let Some(found) = cleaned.first {
+        let what = what();
         warnings.push(format!(
             "{what}: hidden or control character {found}; such characters are removed from the prompt (line breaks other than LF become LF)"
         ));
@@ -69,7 +72,7 @@ fn trim_lines(text: &str) -> &str {
 
 /// An input string that is rendered inside one line (a skill name or
 /// description, an MCP inventory line): cleaned, line breaks folded.
-fn one_line(text: &str, what: &dyn std::fmt::Display, warnings: &mut Vec<String>) -> String {
+fn one_line(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
     contributed(text, what, warnings)
         .split('\n')
         .map(str::trim)
@@ -245,7 +248,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         let mut contribution = contribution.clone();
         contribution.text = contributed(
             &contribution.text,
-            &format!("`{}` in {}", contribution.block, contribution.provenance),
+            || format!("`{}` in {}", contribution.block, contribution.provenance),
             &mut warnings,
         );
         if contribution.provenance.layer == PromptLayer::Agent
@@ -268,7 +271,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     if let Some(legacy) = &chain.legacy_system {
         let provenance =
             Provenance::new(PromptLayer::Project, Origin::Project, legacy.path.as_str());
-        let legacy_text = contributed(&legacy.text, &provenance, &mut warnings);
+        let legacy_text = contributed(&legacy.text, || provenance.to_string(), &mut warnings);
         if input.trust == Trust::Untrusted {
             demoted.push(Demotion {
                 block: Some(Block::Identity),
@@ -379,8 +382,10 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         let mut resolved = resolved;
         // Structural containment (DECISIONS §11): a line of user text, or of
         // a name from input, never reads as the prefix's own structure.
-        if block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp) {
-            resolved.text = neutralise(&resolved.text).into_owned();
+        if (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
+            && let Cow::Owned(text) = neutralise(&resolved.text)
+        {
+            resolved.text = text;
         }
         blocks.push(resolved);
     }
@@ -447,10 +452,10 @@ fn runtime_block(
                     });
                     continue;
                 }
-                let what = format!("skill `{}`", Escaped(skill.path.as_str()));
-                let text = contributed(&skill.text, &what, warnings);
-                let name = one_line(&skill.name, &format!("the name of {what}"), warnings);
-                let description = one_line(&skill_description(&text), &what, warnings);
+                let what = || format!("skill `{}`", Escaped(skill.path.as_str()));
+                let text = contributed(&skill.text, what, warnings);
+                let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
+                let description = one_line(&skill_description(&text), what, warnings);
                 lines.push(Contributor {
                     provenance,
                     text: format!("- `{name}`: {description}"),
@@ -469,7 +474,7 @@ fn runtime_block(
                 },
                 text: one_line(
                     &server.value.line,
-                    &format!("MCP server `{}`", Escaped(&server.source)),
+                    || format!("MCP server `{}`", Escaped(&server.source)),
                     warnings,
                 ),
             })
