@@ -58,6 +58,7 @@ fn skip_blanks(line: &str, from: usize) -> usize {
 }
 
 /// The byte offset where a backslash neutralises `line`, if it needs one.
+/// Linear in the length of `line`, however deeply its containers nest.
 fn marker_at(line: &str) -> Option<usize> {
     // Any Unicode whitespace, not only CommonMark's blanks: whoever reads
     // the prefix may well trim a no-break space before `Surface:`.
@@ -65,10 +66,17 @@ fn marker_at(line: &str) -> Option<usize> {
     if words.starts_with(SURFACE_PREFIX) {
         return Some(line.len() - words.len());
     }
+    let mut shape: Option<Shape> = None;
     let mut at = skip_blanks(line, 0);
     loop {
         let rest = &line[at..];
-        if is_break_or_underline(rest) || is_atx(rest) || is_fence(rest) || is_html_start(rest) {
+        if rest.starts_with(RULE_CHARS) {
+            let shape = shape.get_or_insert_with(|| Shape::of(line));
+            if shape.is_break_or_underline(line, at) {
+                return Some(at);
+            }
+        }
+        if is_atx(rest) || is_fence(rest) || is_html_start(rest) {
             return Some(at);
         }
         // Look through one container marker: a block quote `>` or a list
@@ -84,6 +92,66 @@ fn marker_at(line: &str) -> Option<usize> {
     }
 }
 
+/// The characters a thematic break or a setext underline is made of.
+const RULE_CHARS: [char; 4] = ['-', '*', '_', '='];
+
+/// What [`marker_at`] needs to know about a whole line, found in one pass,
+/// so that each nested container costs constant time: for each of
+/// [`RULE_CHARS`], the offset just past the last character of the line
+/// (trailing blanks aside) that is not it, and just past the last that is
+/// neither it nor a blank. The rest of the line from `at` is made of that
+/// character alone (or with blanks) exactly when the offset is `<= at`.
+struct Shape {
+    end: usize,
+    not: [usize; 4],
+    not_nor_blank: [usize; 4],
+}
+
+impl Shape {
+    fn of(line: &str) -> Shape {
+        let end = line.trim_end_matches([' ', '\t']).len();
+        let mut shape = Shape {
+            end,
+            not: [0; 4],
+            not_nor_blank: [0; 4],
+        };
+        for (i, ch) in line[..end].char_indices() {
+            let past = i + ch.len_utf8();
+            for (k, rule) in RULE_CHARS.iter().enumerate() {
+                if ch != *rule {
+                    shape.not[k] = past;
+                    if ch != ' ' && ch != '\t' {
+                        shape.not_nor_blank[k] = past;
+                    }
+                }
+            }
+        }
+        shape
+    }
+
+    /// A thematic break (three or more of one of `-*_`, blanks between) or
+    /// a setext underline (a run of `=` or `-`) from `at` to the end.
+    /// Both are neutralised wherever they stand: an underline is one only
+    /// after a paragraph line, but escaping it elsewhere changes nothing
+    /// visible.
+    fn is_break_or_underline(&self, line: &str, at: usize) -> bool {
+        let Some(first) = line[at..self.end].chars().next() else {
+            return false;
+        };
+        let Some(k) = RULE_CHARS.iter().position(|c| *c == first) else {
+            return false;
+        };
+        if matches!(first, '=' | '-') && self.not[k] <= at {
+            return true;
+        }
+        // Reached at most three times per line: past a rest made of one
+        // character with fewer than three of it, no further break starts.
+        matches!(first, '-' | '*' | '_')
+            && self.not_nor_blank[k] <= at
+            && line[at..self.end].matches(first).count() >= 3
+    }
+}
+
 /// `-`, `*`, `+`, or 1–9 digits and `.`/`)`, followed by a space or tab.
 fn list_marker_len(rest: &str) -> Option<usize> {
     let len = if rest.starts_with(['-', '*', '+']) {
@@ -96,23 +164,6 @@ fn list_marker_len(rest: &str) -> Option<usize> {
         digits + 1
     };
     rest[len..].starts_with([' ', '\t']).then_some(len)
-}
-
-/// A thematic break (three or more of one of `-*_`, blanks between) or a
-/// setext underline (a run of `=` or `-`, trailing blanks). Both are
-/// neutralised wherever they stand: an underline is one only after a
-/// paragraph line, but escaping it elsewhere changes nothing visible.
-fn is_break_or_underline(rest: &str) -> bool {
-    let body = rest.trim_end_matches([' ', '\t']);
-    let Some(first) = body.chars().next() else {
-        return false;
-    };
-    if matches!(first, '=' | '-') && body.chars().all(|c| c == first) {
-        return true;
-    }
-    matches!(first, '-' | '*' | '_')
-        && body.chars().all(|c| c == first || c == ' ' || c == '\t')
-        && body.chars().filter(|&c| c == first).count() >= 3
 }
 
 /// One to six `#`, then a blank or the end of the line. `#general` is not a
@@ -207,6 +258,19 @@ mod tests {
         assert!(matches!(neutralise("plain\ntext"), Cow::Borrowed(_)));
         assert_eq!(neutralise("a\n===\nb\n## c"), "a\n\\===\nb\n\\## c");
         assert!(is_structural("```") && !is_structural("text"));
+    }
+
+    #[test]
+    fn deeply_nested_lines_cost_linear_time() {
+        let deep = "- ".repeat(100_000) + "x";
+        assert_eq!(neutralise_line(&deep), deep);
+        let deep_heading = "> ".repeat(100_000) + "# x";
+        assert!(neutralise_line(&deep_heading).ends_with("> \\# x"));
+        let spaced = format!("-{}-", " ".repeat(200_000));
+        assert_eq!(
+            neutralise_line(&spaced),
+            format!("-{}\\-", " ".repeat(200_000))
+        );
     }
 
     proptest! {
