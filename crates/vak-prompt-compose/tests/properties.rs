@@ -243,7 +243,19 @@ fn doc_45_probe_on_the_pure_engine() {
 // fence or HTML block, and no forbidden character.
 
 /// Pieces a hostile line is made of.
-const PIECES: [&str; 46] = [
+const PIECES: [&str; 58] = [
+    "\\",
+    "[x]: y",
+    "<a href=x>",
+    "***",
+    "+++",
+    "1) # x",
+    "> > ",
+    "<https://x>",
+    ">",
+    "-\t#",
+    "\t#",
+    "2.",
     "\u{a0}Surface: nbsp",
     "\u{3000}",
     "#",
