@@ -4,8 +4,10 @@
 //! (`-`, `*`, `+`, or `1.` / `1)`). Indented lines and following non-bullet
 //! lines continue the bullet above them. Prose before the first bullet is kept
 //! as one guardrail, because dropping text from the safety floor is worse than
-//! an odd-looking item, and is reported as a lint. Headings (`#`) are
-//! structure, not instructions: they are skipped and reported.
+//! an odd-looking item, and is reported as a lint. A markdown heading is no
+//! exception: it is kept as guardrail text like any other line (the
+//! renderer escapes it, DECISIONS §11) and reported. `#general` is not a
+//! heading at all (CommonMark needs a blank after the `#`s).
 
 /// One guardrail: the text of a bullet, its continuation lines included.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -51,8 +53,8 @@ pub enum GuardrailLint {
         /// The guardrail, whitespace folded.
         text: String,
     },
-    /// A markdown heading, skipped.
-    HeadingSkipped {
+    /// A markdown heading, kept as guardrail text.
+    HeadingKept {
         /// 1-based line number of the heading.
         line: usize,
     },
@@ -68,9 +70,10 @@ impl std::fmt::Display for GuardrailLint {
             GuardrailLint::Duplicate { line, text } => {
                 write!(f, "line {line}: duplicate guardrail `{text}` is dropped")
             }
-            GuardrailLint::HeadingSkipped { line } => {
-                write!(f, "line {line}: heading skipped; guardrails are bullets")
-            }
+            GuardrailLint::HeadingKept { line } => write!(
+                f,
+                "line {line}: a heading is kept as guardrail text; guardrails are bullets"
+            ),
         }
     }
 }
@@ -123,7 +126,7 @@ fn bullet_body(line: &str) -> Option<&str> {
 }
 
 /// Parse a guardrails file into guardrails and lints. Never fails: every
-/// byte of non-heading text ends up in some guardrail.
+/// word of the text ends up in some guardrail.
 pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut parsed = ParsedGuardrails::default();
     let mut current: Option<(usize, Vec<&str>)> = None;
@@ -152,11 +155,11 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     for (index, raw_line) in text.lines().enumerate() {
         let line_no = index + 1;
         let line = raw_line.trim_end();
-        if line.trim_start().starts_with('#') && !line.starts_with("  ") {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if indent <= 3 && crate::structure::is_atx(&line[indent..]) {
             parsed
                 .lints
-                .push(GuardrailLint::HeadingSkipped { line: line_no });
-            continue;
+                .push(GuardrailLint::HeadingKept { line: line_no });
         }
         if let Some(body) = bullet_body(line) {
             finish(&mut current, &mut parsed);
@@ -245,10 +248,27 @@ mod tests {
     }
 
     #[test]
-    fn headings_are_skipped() {
-        let parsed = parse_guardrails("# Guardrails\n- a\n");
-        assert_eq!(texts(&parsed), ["a"]);
-        assert_eq!(parsed.lints, [GuardrailLint::HeadingSkipped { line: 1 }]);
+    fn headings_are_kept_and_linted() {
+        let parsed = parse_guardrails("# Guardrails\n- a\n## More\n- b\n");
+        assert_eq!(texts(&parsed), ["# Guardrails", "a\n## More", "b"]);
+        assert_eq!(
+            parsed.lints,
+            [
+                GuardrailLint::HeadingKept { line: 1 },
+                GuardrailLint::ProseBeforeFirstBullet { line: 1 },
+                GuardrailLint::HeadingKept { line: 3 },
+            ]
+        );
+    }
+
+    #[test]
+    fn hash_words_are_not_headings() {
+        let parsed = parse_guardrails("- Post status updates only in\n#general, never in DMs.\n");
+        assert_eq!(
+            texts(&parsed),
+            ["Post status updates only in\n#general, never in DMs."]
+        );
+        assert!(parsed.lints.is_empty());
     }
 
     #[test]
@@ -258,9 +278,9 @@ mod tests {
     }
 
     proptest! {
-        /// No word of non-heading text is ever lost by the parser.
+        /// No word is ever lost by the parser, headings included.
         #[test]
-        fn every_word_survives(lines in proptest::collection::vec("[-*+ a-z0-9.]{0,12}", 0..12)) {
+        fn every_word_survives(lines in proptest::collection::vec("[-*+# a-z0-9.]{0,12}", 0..12)) {
             let text = lines.join("\n");
             let parsed = parse_guardrails(&text);
             let all: String = parsed.items.iter().map(|g| g.text.clone()).collect::<Vec<_>>().join(" ");

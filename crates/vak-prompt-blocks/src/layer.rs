@@ -167,7 +167,7 @@ impl Provenance {
 impl fmt::Display for Provenance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.source {
-            Some(source) => write!(f, "{} layer `{}`", self.layer, source),
+            Some(source) => write!(f, "{} layer `{}`", self.layer, crate::Escaped(source)),
             None => write!(f, "{} layer", self.layer),
         }
     }

@@ -23,6 +23,7 @@ mod error;
 mod guardrail;
 mod layer;
 mod name;
+mod structure;
 mod surface;
 mod text;
 
@@ -35,8 +36,9 @@ pub use guardrail::{
 };
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
+pub use structure::{SURFACE_PREFIX, is_structural, neutralise, neutralise_line};
 pub use surface::SurfaceKind;
 pub use text::{
-    Escaped, ForbiddenChar, char_name, escape_line, escape_text, first_forbidden, is_forbidden,
-    is_line_break_like, is_unsafe_for_terminal,
+    Cleaned, Escaped, ForbiddenChar, char_name, clean, escape_line, escape_text, first_forbidden,
+    is_forbidden, is_line_break_like, is_unsafe_for_terminal,
 };

@@ -94,6 +94,62 @@ pub fn first_forbidden(text: &str) -> Option<ForbiddenChar> {
     None
 }
 
+/// A text as a load keeps it ([`clean`]), and the first character the
+/// load had to change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cleaned<'a> {
+    /// The text with LF line ends only and no forbidden character.
+    pub text: Cow<'a, str>,
+    /// The first character that was removed or turned into a line break,
+    /// where it was in the original text; `None` when only CRLF line ends
+    /// were changed (a formatting choice, not a hidden character).
+    pub first: Option<ForbiddenChar>,
+}
+
+/// The text a load keeps (DECISIONS §11): a CRLF pair and a lone CR become
+/// LF, and so do VT, FF, NEL, U+2028 and U+2029 ([`is_line_break_like`]);
+/// every other forbidden character ([`is_forbidden`]) is removed. Linear in
+/// the length of `text`; borrows when there is nothing to change.
+pub fn clean(text: &str) -> Cleaned<'_> {
+    if !text.chars().any(is_forbidden) {
+        return Cleaned {
+            text: Cow::Borrowed(text),
+            first: None,
+        };
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut first = None;
+    let (mut line, mut column) = (1, 0);
+    let mut chars = text.chars().peekable();
+    while let Some(ch) = chars.next() {
+        if ch == '\n' {
+            line += 1;
+            column = 0;
+            out.push(ch);
+            continue;
+        }
+        column += 1;
+        if !is_forbidden(ch) {
+            out.push(ch);
+            continue;
+        }
+        if ch == '\r' && chars.peek() == Some(&'\n') {
+            // A CRLF line end: the LF that follows is kept.
+            continue;
+        }
+        if first.is_none() {
+            first = Some(ForbiddenChar { ch, line, column });
+        }
+        if is_line_break_like(ch) {
+            out.push('\n');
+        }
+    }
+    Cleaned {
+        text: Cow::Owned(out),
+        first,
+    }
+}
+
 /// `U+202E`: how a character is named in a message.
 pub fn char_name(c: char) -> String {
     format!("U+{:04X}", u32::from(c))
@@ -174,6 +230,27 @@ mod tests {
         assert!(!is_forbidden('\n') && !is_forbidden('\t') && !is_forbidden('é'));
     }
 
+    #[test]
+    fn clean_turns_breaks_into_lf_and_removes_the_rest() {
+        let plain = clean("a\nb\tc");
+        assert!(matches!(plain.text, Cow::Borrowed("a\nb\tc")) && plain.first.is_none());
+        let crlf = clean("a\r\nb\r\n");
+        assert_eq!((crlf.text.as_ref(), crlf.first), ("a\nb\n", None));
+        let hostile = clean(
+            "\u{feff}- Never\u{202e} x\u{0}y\u{b}one\u{c}two\rthree\u{2028}four\u{85}five\u{e0041}",
+        );
+        assert_eq!(hostile.text, "- Never xy\none\ntwo\nthree\nfour\nfive");
+        assert_eq!(
+            hostile.first.unwrap().to_string(),
+            "U+FEFF at line 1, column 1"
+        );
+        let later = clean("ok\r\nab\u{202e}c");
+        assert_eq!(
+            later.first.unwrap().to_string(),
+            "U+202E at line 2, column 3"
+        );
+    }
+
     proptest! {
         #[test]
         fn escaped_lines_hold_no_control_characters(text in any::<String>()) {
@@ -182,6 +259,15 @@ mod tests {
             prop_assert!(!line.chars().any(is_unsafe_for_terminal));
             let multi = escape_text(&text);
             prop_assert!(!multi.chars().any(|c| c.is_control() && c != '\t' && c != '\n'));
+        }
+
+        #[test]
+        fn cleaned_text_holds_no_forbidden_character(text in any::<String>()) {
+            let cleaned = clean(&text);
+            prop_assert!(!cleaned.text.chars().any(is_forbidden));
+            prop_assert_eq!(clean(&cleaned.text).text, cleaned.text.clone());
+            let only_crlf = !text.replace("\r\n", "\n").chars().any(is_forbidden);
+            prop_assert_eq!(cleaned.first.is_none(), only_crlf);
         }
     }
 }

@@ -1,9 +1,11 @@
 //! `resolve_prompt`: a loaded chain in, a prefix, a tail and descriptors out.
 //! Pure: no I/O, no clock (the tail's instant comes in with the input).
 
+use std::borrow::Cow;
+
 use vak_prompt_blocks::{
-    Block, Composition, Guardrail, GuardrailLint, Name, Origin, PromptLayer, Provenance,
-    SurfaceKind, parse_guardrails, sha256_hex,
+    Block, Composition, Escaped, Guardrail, GuardrailLint, Name, Origin, Owner, PromptLayer,
+    Provenance, SurfaceKind, clean, neutralise, parse_guardrails, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -34,8 +36,49 @@ pub struct ResolveInput<'a> {
 pub struct Contributor {
     /// Where it came from.
     pub provenance: Provenance,
-    /// Exactly the text it contributed.
+    /// Exactly the text it contributed: the file's text after the load's
+    /// character rule ([`clean`]), without leading blank lines and trailing
+    /// whitespace (for a block that is not a list, trimmed), so a CRLF
+    /// conversion or a trailing newline changes neither this nor its digest.
     pub text: String,
+}
+
+/// The text a layer contributes (DECISIONS §6, §11): forbidden characters
+/// removed or turned into line breaks, blank ends trimmed. Every input text
+/// passes through here exactly once, on its way into the resolution; a
+/// file that needed it is warned about once, naming the first character.
+fn contributed(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
+    let cleaned = clean(text);
+    if let Some(found) = cleaned.first {
+        let what = what();
+        warnings.push(format!(
+            "{what}: hidden or control character {found}; such characters are removed from the prompt (line breaks other than LF become LF)"
+        ));
+    }
+    trim_lines(&cleaned.text).to_owned()
+}
+
+/// `text` without leading blank lines and trailing whitespace. The first
+/// line keeps its indentation: in a guardrails file, it decides whether
+/// that line is a bullet.
+fn trim_lines(text: &str) -> &str {
+    let text = text.trim_end();
+    let body = text.trim_start();
+    let line_start = text[..text.len() - body.len()]
+        .rfind('\n')
+        .map_or(0, |newline| newline + 1);
+    &text[line_start..]
+}
+
+/// An input string that is rendered inside one line (a skill name or
+/// description, an MCP inventory line): cleaned, line breaks folded.
+fn one_line(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
+    contributed(text, what, warnings)
+        .split('\n')
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// One block of the resolved prompt.
@@ -194,7 +237,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         .map(|s| Contribution {
             block: s.block,
             provenance: Provenance::seed(s.file),
-            text: s.text.to_owned(),
+            text: s.text.trim().to_owned(),
         })
         .collect();
     let project_base_sets_identity = chain.contributions.iter().any(|c| {
@@ -203,6 +246,11 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     });
     for contribution in &chain.contributions {
         let mut contribution = contribution.clone();
+        contribution.text = contributed(
+            &contribution.text,
+            || format!("`{}` in {}", contribution.block, contribution.provenance),
+            &mut warnings,
+        );
         if contribution.provenance.layer == PromptLayer::Agent
             && matches!(contribution.block, Block::Identity | Block::OperatingRules)
         {
@@ -223,6 +271,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     if let Some(legacy) = &chain.legacy_system {
         let provenance =
             Provenance::new(PromptLayer::Project, Origin::Project, legacy.path.as_str());
+        let legacy_text = contributed(&legacy.text, || provenance.to_string(), &mut warnings);
         if input.trust == Trust::Untrusted {
             demoted.push(Demotion {
                 block: Some(Block::Identity),
@@ -252,7 +301,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                     Contribution {
                         block: Block::Identity,
                         provenance: provenance.clone(),
-                        text: legacy.text.clone(),
+                        text: legacy_text,
                     },
                     Contribution {
                         block: Block::OperatingRules,
@@ -269,12 +318,18 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
 
     let mut blocks = Vec::with_capacity(Block::ALL.len());
     for block in Block::ALL {
+        // A list parses its lines; any other block is its text, trimmed.
+        let accumulates = block.composition() == Composition::Accumulate;
         let candidates: Vec<Contributor> = kept
             .iter()
             .filter(|c| c.block == block)
             .map(|c| Contributor {
                 provenance: c.provenance.clone(),
-                text: c.text.clone(),
+                text: if accumulates {
+                    c.text.clone()
+                } else {
+                    c.text.trim().to_owned()
+                },
             })
             .collect();
         let resolved = match block.composition() {
@@ -283,10 +338,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 let winner = candidates.pop();
                 ResolvedBlock {
                     block,
-                    text: winner
-                        .as_ref()
-                        .map(|w| w.text.trim().to_owned())
-                        .unwrap_or_default(),
+                    text: winner.as_ref().map(|w| w.text.clone()).unwrap_or_default(),
                     shadowed: candidates.into_iter().map(|c| c.provenance).collect(),
                     contributors: winner.into_iter().collect(),
                 }
@@ -300,7 +352,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             Composition::Additive => {
                 let text = candidates
                     .iter()
-                    .map(|c| c.text.trim())
+                    .map(|c| c.text.as_str())
                     .filter(|t| !t.is_empty())
                     .collect::<Vec<_>>()
                     .join("\n\n");
@@ -323,8 +375,18 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                     shadowed: Vec::new(),
                 }
             }
-            Composition::RuntimeDerived => runtime_block(block, input, &config, &mut demoted),
+            Composition::RuntimeDerived => {
+                runtime_block(block, input, &config, &mut demoted, &mut warnings)
+            }
         };
+        let mut resolved = resolved;
+        // Structural containment (DECISIONS §11): a line of user text, or of
+        // a name from input, never reads as the prefix's own structure.
+        if (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
+            && let Cow::Owned(text) = neutralise(&resolved.text)
+        {
+            resolved.text = text;
+        }
         blocks.push(resolved);
     }
 
@@ -359,6 +421,7 @@ fn runtime_block(
     input: &ResolveInput<'_>,
     config: &EffectiveConfig,
     demoted: &mut Vec<Demotion>,
+    warnings: &mut Vec<String>,
 ) -> ResolvedBlock {
     let contributors: Vec<Contributor> = match block {
         Block::Surface => vec![Contributor {
@@ -389,9 +452,13 @@ fn runtime_block(
                     });
                     continue;
                 }
+                let what = || format!("skill `{}`", Escaped(skill.path.as_str()));
+                let text = contributed(&skill.text, what, warnings);
+                let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
+                let description = one_line(&skill_description(&text), what, warnings);
                 lines.push(Contributor {
                     provenance,
-                    text: format!("- `{}`: {}", skill.name, skill_description(&skill.text)),
+                    text: format!("- `{name}`: {description}"),
                 });
             }
             lines
@@ -405,7 +472,11 @@ fn runtime_block(
                     origin: server.origin,
                     source: Some(server.source.clone()),
                 },
-                text: server.value.line.clone(),
+                text: one_line(
+                    &server.value.line,
+                    || format!("MCP server `{}`", Escaped(&server.source)),
+                    warnings,
+                ),
             })
             .collect(),
         _ => Vec::new(),

@@ -52,19 +52,45 @@ impl fmt::Display for DriftReport {
     }
 }
 
-/// (block, layer, n-th occurrence of that pair). The source path is not
-/// part of the identity, as in [`vak_session::fingerprint`]: moving a home
-/// directory does not change the instructions.
-type Key<'a> = (&'a str, &'a str, usize);
+/// (block, layer, inventory name, n-th occurrence of the rest). The source
+/// path is not part of the identity, as in [`vak_session::fingerprint`]:
+/// moving a home directory does not change the instructions. An inventory
+/// entry (a skill, an MCP server) is named, so adding one is one `added`,
+/// not a shift of every entry after it.
+type Key<'a> = (&'a str, &'a str, Option<&'a str>, usize);
+
+/// The name an inventory descriptor is paired by: a skill's directory
+/// (`…/skills/<name>/SKILL.md`), an MCP server's key (`…#mcp.servers.<name>`).
+/// `None` for every other block, which pair by occurrence.
+fn inventory_name<'a>(block: &str, source: Option<&'a str>) -> Option<&'a str> {
+    let source = source?;
+    if block == Block::Skills.wire_name() {
+        let mut parts = source.rsplit(['/', '\\']);
+        let file = parts.next();
+        return Some(match (file, parts.next()) {
+            (Some(_), Some(dir)) => dir,
+            _ => source,
+        });
+    }
+    if block == Block::Mcp.wire_name() {
+        return Some(
+            source
+                .rsplit_once("#mcp.servers.")
+                .map_or(source, |(_, name)| name),
+        );
+    }
+    None
+}
 
 fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor)> {
-    let mut seen: HashMap<(&str, &str), usize> = HashMap::with_capacity(list.len());
+    let mut seen: HashMap<(&str, &str, Option<&str>), usize> = HashMap::with_capacity(list.len());
     list.iter()
         .map(|d| {
+            let name = inventory_name(&d.block, d.source.as_deref());
             let n = seen
-                .entry((d.block.as_str(), d.layer.as_str()))
+                .entry((d.block.as_str(), d.layer.as_str(), name))
                 .or_insert(0);
-            let key = (d.block.as_str(), d.layer.as_str(), *n);
+            let key = (d.block.as_str(), d.layer.as_str(), name, *n);
             *n += 1;
             (key, d)
         })
@@ -74,7 +100,8 @@ fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor
 /// Compare the `frozen` descriptors of a session with the `current` ones.
 ///
 /// An empty `frozen` list is an unknown baseline and reports nothing.
-/// Descriptors are paired by block, layer and occurrence; a pair whose
+/// Descriptors are paired by block, layer and occurrence (inventory
+/// entries by block, layer and name, see [`Key`]); a pair whose
 /// digest differs is `changed`, one only in `current` is `added`, one only
 /// in `frozen` is `removed`.
 pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor]) -> DriftReport {
@@ -110,7 +137,7 @@ pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor])
 }
 
 fn change(
-    (block, layer, occurrence): Key<'_>,
+    (block, layer, _, occurrence): Key<'_>,
     kind: ChangeKind,
     old: Option<&PromptLayerDescriptor>,
     new: Option<&PromptLayerDescriptor>,
@@ -126,7 +153,8 @@ fn change(
     }
 }
 
-/// Blocks in render order, layers widest first; names this build does not
+/// Blocks in render order, layers widest first, inventory entries by name;
+/// names this build does not
 /// know (from a newer ledger) after the known ones, alphabetically. The
 /// order depends only on the keys, so swapping the arguments of [`diff`]
 /// swaps added and removed and nothing else.
@@ -140,9 +168,11 @@ fn order(a: &LayerChange, b: &LayerChange) -> Ordering {
             s,
         )
     }
+    let name = |c: &LayerChange| inventory_name(&c.block, c.source.as_deref()).map(str::to_owned);
     block_rank(&a.block)
         .cmp(&block_rank(&b.block))
         .then_with(|| layer_rank(&a.layer).cmp(&layer_rank(&b.layer)))
+        .then_with(|| name(a).cmp(&name(b)))
         .then_with(|| a.occurrence.cmp(&b.occurrence))
 }
 
@@ -234,6 +264,61 @@ mod tests {
     }
 
     #[test]
+    fn inventory_entries_pair_by_name() {
+        let skill = |name: &str, text: &str| {
+            d(
+                "skills",
+                "runtime",
+                text,
+                &format!("/h/.vak/skills/{name}/SKILL.md"),
+            )
+        };
+        let frozen = vec![
+            d("identity", "seed", "x", "builtin:identity"),
+            skill("alpha", "a"),
+            skill("gamma", "g"),
+        ];
+        let current = vec![
+            d("identity", "seed", "x", "builtin:identity"),
+            skill("alpha", "a"),
+            skill("beta", "b"),
+            skill("gamma", "g"),
+        ];
+        let report = diff(&frozen, &current);
+        assert_eq!(report.changes.len(), 1, "{report}");
+        let added = &report.changes[0];
+        assert_eq!((added.kind, added.occurrence), (ChangeKind::Added, 0));
+        assert_eq!(
+            added.source.as_deref(),
+            Some("/h/.vak/skills/beta/SKILL.md")
+        );
+        assert!(!report.to_string().contains('#'), "{report}");
+
+        let mcp = |name: &str, text: &str| {
+            d(
+                "mcp",
+                "runtime",
+                text,
+                &format!("/h/.vak/config.toml#mcp.servers.{name}"),
+            )
+        };
+        let frozen = vec![mcp("db", "1"), mcp("web", "2")];
+        let current = vec![mcp("web", "2")];
+        let report = diff(&frozen, &current);
+        assert_eq!(report.changes.len(), 1, "{report}");
+        assert_eq!(report.changes[0].kind, ChangeKind::Removed);
+        assert!(report.to_string().contains("mcp.servers.db"), "{report}");
+        // A moved home does not change which skill is which.
+        let moved = vec![d(
+            "skills",
+            "runtime",
+            "a",
+            "/elsewhere/.vak/skills/alpha/SKILL.md",
+        )];
+        assert!(!diff(&[skill("alpha", "a")], &moved).is_drifted());
+    }
+
+    #[test]
     fn unknown_baseline_reports_nothing() {
         let report = diff(&[], &[d("identity", "seed", "x", "builtin:identity")]);
         assert!(report.unknown_baseline);
@@ -269,15 +354,24 @@ mod tests {
                 "operating-rules",
                 "guardrails",
                 "surface-note",
+                "skills",
+                "mcp",
                 "x-new",
             ]),
             prop::sample::select(vec![
                 "seed", "shared", "project", "surface", "chat", "runtime",
             ]),
             "[ab]{0,2}",
-            "[pq]",
+            prop::sample::select(vec![
+                "p",
+                "q",
+                "/h/.vak/skills/s1/SKILL.md",
+                "/p/.vak/skills/s2/SKILL.md",
+                "/h/.vak/config.toml#mcp.servers.m1",
+                "/p/.vak/config.toml#mcp.servers.m2",
+            ]),
         )
-            .prop_map(|(b, l, text, src)| d(b, l, &text, &src))
+            .prop_map(|(b, l, text, src)| d(b, l, &text, src))
     }
 
     fn list() -> impl Strategy<Value = Vec<PromptLayerDescriptor>> {
@@ -316,6 +410,21 @@ mod tests {
             }
         }
 
+        /// Inserting one named skill anywhere reports exactly that skill.
+        #[test]
+        fn adding_a_skill_reports_only_it(names in prop::collection::btree_set("[a-z]{1,6}", 0..8), new in "[A-Z]{1,6}", at in 0usize..8) {
+            let skill = |name: &str| d("skills", "runtime", name, &format!("/h/.vak/skills/{name}/SKILL.md"));
+            let mut frozen: Vec<_> = names.iter().map(|n| skill(n)).collect();
+            frozen.insert(0, d("identity", "seed", "x", "builtin:identity"));
+            let mut current = frozen.clone();
+            current.insert((at % frozen.len()) + 1, skill(&new));
+            let report = diff(&frozen, &current);
+            prop_assert_eq!(report.changes.len(), 1);
+            prop_assert_eq!(report.changes[0].kind, ChangeKind::Added);
+            let want = format!("/h/.vak/skills/{new}/SKILL.md");
+            prop_assert_eq!(report.changes[0].source.as_deref(), Some(want.as_str()));
+        }
+
         #[test]
         fn every_change_names_a_real_difference(a in list(), b in list()) {
             prop_assume!(!a.is_empty());
@@ -323,7 +432,8 @@ mod tests {
             for c in &report.changes {
                 prop_assert!(c.frozen_digest != c.current_digest);
             }
-            if a.iter().map(|d| (&d.block, &d.layer, &d.digest)).eq(b.iter().map(|d| (&d.block, &d.layer, &d.digest))) {
+            let identity = |d: &PromptLayerDescriptor| (d.block.clone(), d.layer.clone(), d.digest.clone(), inventory_name(&d.block, d.source.as_deref()).map(str::to_owned));
+            if a.iter().map(identity).eq(b.iter().map(identity)) {
                 prop_assert!(!report.is_drifted());
             }
         }

@@ -12,5 +12,6 @@ mod edit;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;
+mod hostile_text;
 mod prompts;
 mod session;

@@ -88,11 +88,13 @@ fn descriptors_digest_exactly_the_contributed_text() {
         .find(|d| d["block"] == "identity")
         .unwrap();
     assert_eq!(d["layer"], "project");
-    assert_eq!(d["bytes"], identity.len());
-    let sha = Command::new("sha256sum")
-        .arg(env.project().join(".vak/prompts/identity.md"))
-        .output()
-        .unwrap();
+    // DECISIONS §6: the text the layer contributed, which is the file's
+    // text with its blank ends trimmed (a trailing newline is not drift).
+    let contributed = identity.trim();
+    assert_eq!(d["bytes"], contributed.len());
+    let trimmed = env.project().join("contributed.txt");
+    fs::write(&trimmed, contributed).unwrap();
+    let sha = Command::new("sha256sum").arg(&trimmed).output().unwrap();
     let sha = String::from_utf8(sha.stdout).unwrap();
     assert_eq!(
         d["digest"].as_str().unwrap(),
