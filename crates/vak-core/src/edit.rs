@@ -571,6 +571,7 @@ impl Core {
         if_digest: Option<&str>,
     ) -> Result<Saved, EditError> {
         let path = target.path(self.selectors());
+        self.stays_out_of_home(target, &path, "write")?;
         if let Some(found) = first_forbidden(text) {
             return Err(EditError::ForbiddenCharacter {
                 block: target.block,
@@ -613,6 +614,7 @@ impl Core {
         if_digest: Option<&str>,
     ) -> Result<Reset, EditError> {
         let path = target.path(self.selectors());
+        self.stays_out_of_home(target, &path, "remove")?;
         let preview = self.preview(target, None)?;
         if preview.over_budget() {
             return Err(EditError::OverBudget {
@@ -627,6 +629,48 @@ impl Core {
         // sub-layer directory) symlinked elsewhere deletes nothing there.
         let removed = remove_checked(&path, target.root(self.selectors()), if_digest)?;
         Ok(Reset { removed, preview })
+    }
+
+    /// A project that contains the vak home (the project is `~`, the home
+    /// `~/vak-home`) can reach the shared layer through a symlink that never
+    /// leaves the project, which the loader's confinement allows; a
+    /// project-scope save or reset must still never touch a file of the home.
+    fn stays_out_of_home(
+        &self,
+        target: &EditTarget,
+        path: &Utf8Path,
+        action: &'static str,
+    ) -> Result<(), EditError> {
+        let selectors = self.selectors();
+        if target.scope != Scope::Project {
+            return Ok(());
+        }
+        let (Ok(home), Ok(project)) = (
+            std::fs::canonicalize(&selectors.home),
+            std::fs::canonicalize(&selectors.project),
+        ) else {
+            return Ok(());
+        };
+        if !home.starts_with(&project) {
+            return Ok(());
+        }
+        // The file itself when it exists, else its nearest existing directory.
+        let mut probe = Some(path);
+        while let Some(candidate) = probe {
+            if let Ok(real) = std::fs::canonicalize(candidate) {
+                if real.starts_with(&home) {
+                    return Err(EditError::Save(SaveError::OutsideRoot {
+                        action,
+                        path: path.to_owned(),
+                        root: selectors.project.clone(),
+                        leads_to: Utf8PathBuf::from_path_buf(real).ok(),
+                    }));
+                }
+                return Ok(());
+            }
+            probe = candidate.parent();
+        }
+        Ok(())
     }
 
     /// What an editor should open for `target`: the file, or when there is

@@ -369,3 +369,33 @@ fn reset_of_a_file_symlinked_into_the_home_removes_neither() {
         "the link itself was removed"
     );
 }
+
+#[test]
+fn a_project_that_contains_the_home_cannot_reset_the_shared_layer_through_a_link() {
+    // The project is `~` and the home `~/vak-home`: a link from the
+    // project's prompt directory into the home never leaves the project, so
+    // only the home check stops the reset.
+    let env = Env::empty();
+    let home = env.project().join("vak-home");
+    write(&home.join(".vak/prompts/guardrails.md"), SHARED);
+    symlink(home.join(".vak"), env.project().join(".vak")).unwrap();
+    for args in [
+        &["prompts", "reset", "--scope", "project", "guardrails"][..],
+        &["prompts", "set", "--scope", "project", "guardrails", "-"][..],
+    ] {
+        let out = env
+            .command(args)
+            .env("VAK_HOME", &home)
+            .stdin(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains("leads outside"), "{args:?}: {err}");
+        assert_eq!(
+            std::fs::read_to_string(home.join(".vak/prompts/guardrails.md")).unwrap(),
+            SHARED,
+            "{args:?} changed the shared guardrails"
+        );
+    }
+}
