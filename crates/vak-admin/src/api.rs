@@ -353,7 +353,31 @@ pub(crate) async fn layers(
     let mut blocks = Vec::new();
     for block in Block::EDITABLE {
         let target = target(scope, sub.clone(), block)?;
-        let start = core.edit_start(&target).map_err(edit_error)?;
+        let path = target.path(&selectors);
+        // One unreadable file (over the size bound, a FIFO, a link leading
+        // out of its layer) is that card's problem, not the whole page's:
+        // the user must still see the other blocks and be able to reset it.
+        let start = match core.edit_start(&target) {
+            Ok(start) => start,
+            Err(error) => {
+                blocks.push(json!({
+                    "block": block.wire_name(),
+                    "label": block.label(),
+                    "composition": composition_name(block),
+                    "lands_in": target.effective_block().wire_name(),
+                    "state": "unreadable",
+                    "exists": true,
+                    "text": null,
+                    "editor_text": "",
+                    "digest": null,
+                    "path": path,
+                    "problem": error.to_string(),
+                    "not_applied": null,
+                    "effective": resolved.block(target.effective_block()).map(effective_json),
+                }));
+                continue;
+            }
+        };
         let state_name = match (start.exists, start.text.trim().is_empty()) {
             (false, _) => "inherited",
             (true, true) => "empty",
@@ -361,7 +385,6 @@ pub(crate) async fn layers(
         };
         let effective_block = target.effective_block();
         let effective = resolved.block(effective_block);
-        let path = target.path(&selectors);
         let verdict = prompt_verdict(&target.provenance(&selectors), effective_block, trust);
         let not_applied = match verdict {
             Verdict::Keep => None,
