@@ -32,5 +32,5 @@ mod server;
 mod token;
 
 pub use error::AdminError;
-pub use server::{MAX_BODY_BYTES, ServeConfig, Server};
+pub use server::{Limits, MAX_BODY_BYTES, ServeConfig, Server};
 pub use token::{AdminToken, TokenSource, token_path};

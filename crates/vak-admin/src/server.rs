@@ -1,7 +1,11 @@
 //! Binding, the router, and the guard every request passes.
 
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -14,6 +18,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use camino::Utf8PathBuf;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use vak_core::{Core, Selectors};
 
 use crate::token::{AdminToken, TokenSource};
@@ -69,6 +79,7 @@ pub struct Server {
     addr: SocketAddr,
     state: Arc<AppState>,
     token: String,
+    limits: Limits,
 }
 
 impl Server {
@@ -125,6 +136,7 @@ impl Server {
             addr,
             state,
             token: secret,
+            limits: Limits::default(),
         })
     }
 
@@ -148,24 +160,272 @@ impl Server {
         &self.token
     }
 
-    /// Serve until the process ends, on a single-threaded runtime: an admin
-    /// UI has one user, and one thread keeps each request's file work
+    /// Replace the default [`Limits`] (tests use short timeouts).
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
+    }
+
+    /// Serve until Ctrl-C or SIGTERM, on a single-threaded runtime: an
+    /// admin UI has one user, and one thread keeps each request's file work
     /// strictly ordered.
     pub fn run(self) -> Result<(), AdminError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .enable_time()
             .build()
             .map_err(AdminError::Runtime)?;
         runtime.block_on(self.serve())
     }
 
-    /// Serve on the current tokio runtime until the process ends.
+    /// Serve on the current tokio runtime (which needs IO and time enabled)
+    /// until Ctrl-C or SIGTERM, then let requests in flight finish.
     pub async fn serve(self) -> Result<(), AdminError> {
+        let signal = stop_signal().map_err(AdminError::Serve)?;
+        self.serve_until(signal).await
+    }
+
+    /// Serve until `stop` completes, then stop accepting, let requests in
+    /// flight finish (at most [`Limits::shutdown_grace`]) and return.
+    ///
+    /// At most [`Limits::max_connections`] connections are served at once;
+    /// further ones wait in the kernel's backlog until one ends. A client
+    /// that sends no complete request head within
+    /// [`Limits::header_read_timeout`] (including between keep-alive
+    /// requests), or moves no byte for [`Limits::idle_timeout`], is
+    /// disconnected. Accept errors (out of descriptors) are logged and
+    /// retried after a short pause, never fatal.
+    pub async fn serve_until(self, stop: impl Future<Output = ()>) -> Result<(), AdminError> {
         let listener =
             tokio::net::TcpListener::from_std(self.listener).map_err(AdminError::Serve)?;
-        axum::serve(listener, router(self.state))
+        let limits = self.limits;
+        let service = TowerToHyperService::new(router(self.state));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .keep_alive(true);
+        let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let graceful = GracefulShutdown::new();
+        tokio::pin!(stop);
+        loop {
+            let slot = tokio::select! {
+                () = &mut stop => break,
+                slot = Arc::clone(&slots).acquire_owned() => slot,
+            };
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                () = &mut stop => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) if is_per_connection(&error) => {
+                    tracing::debug!(%error, "a connection failed before it was accepted");
+                    continue;
+                }
+                Err(error) => {
+                    tracing::warn!(
+                        %error,
+                        pause_ms = ACCEPT_BACKOFF.as_millis() as u64,
+                        "cannot accept admin connections (out of file descriptors?); pausing"
+                    );
+                    tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    continue;
+                }
+            };
+            let activity = Activity::new();
+            let io = TokioIo::new(Tracked {
+                inner: stream,
+                activity: activity.clone(),
+            });
+            let connection = graceful.watch(http.serve_connection(io, service.clone()));
+            tokio::spawn(async move {
+                drive(connection, &activity, limits.idle_timeout).await;
+                drop(slot);
+            });
+        }
+        drop(listener);
+        tracing::info!("admin server stopping; finishing requests in flight");
+        if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
             .await
-            .map_err(AdminError::Serve)
+            .is_err()
+        {
+            tracing::warn!(
+                grace_s = limits.shutdown_grace.as_secs(),
+                "requests still in flight after the grace period were dropped"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// How long accepting pauses after an error such as EMFILE.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Bounds on connections and time. The defaults suit one person's browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Time a client has to send a complete request head, from the
+    /// connection's start or from the end of the previous response (so it
+    /// is also how long an idle keep-alive connection is kept).
+    pub header_read_timeout: Duration,
+    /// A connection that reads and writes nothing for this long, in the
+    /// middle of a request or a response, is closed.
+    pub idle_timeout: Duration,
+    /// After Ctrl-C or SIGTERM, how long requests in flight may take.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 256,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Errors that concern one connection only: accept again at once.
+fn is_per_connection(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::Interrupted
+            | std::io::ErrorKind::WouldBlock
+    )
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM.
+fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+/// Drive one connection until it ends or moves no byte for `idle`.
+async fn drive<F, E>(connection: F, activity: &Activity, idle: Duration)
+where
+    F: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(connection);
+    loop {
+        let deadline = activity.last() + idle;
+        tokio::select! {
+            result = &mut connection => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "admin connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if activity.last() + idle <= Instant::now() {
+                    tracing::debug!(idle_s = idle.as_secs(), "closed an idle admin connection");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// When a connection last moved a byte, shared between its stream and the
+/// task that drives it.
+#[derive(Debug, Clone)]
+struct Activity {
+    start: Instant,
+    /// Milliseconds after `start`.
+    last_ms: Arc<AtomicU64>,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last_ms: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A stream that records every read or write that moved bytes.
+struct Tracked<S> {
+    inner: S,
+    activity: Activity,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        result
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 

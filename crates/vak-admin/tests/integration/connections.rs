@@ -1,0 +1,122 @@
+//! Connections and time: many idle clients neither crash the server nor
+//! keep a real request from being served; a stop lets it end cleanly.
+
+use std::io::Read as _;
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use vak_admin::Limits;
+
+use super::{Env, send};
+
+/// Short timeouts so the test sees them expire.
+fn quick() -> Limits {
+    Limits {
+        header_read_timeout: Duration::from_secs(1),
+        idle_timeout: Duration::from_secs(2),
+        shutdown_grace: Duration::from_secs(1),
+        ..Limits::default()
+    }
+}
+
+#[test]
+fn twelve_hundred_idle_connections_neither_crash_nor_starve_the_server() {
+    let (env, server) = Env::with(None, quick());
+    let mut idle = Vec::new();
+    for _ in 0..1200 {
+        // Past the cap a connection waits in the kernel's backlog, or (if
+        // that is full) is not accepted at all: both are fine.
+        if let Ok(stream) = TcpStream::connect_timeout(&env.addr, Duration::from_millis(500)) {
+            idle.push(stream);
+        }
+    }
+    assert!(idle.len() > 1000, "only {} connected", idle.len());
+    // A real request queues behind them and is served once the idle ones
+    // time out, a cap's worth at a time.
+    let started = Instant::now();
+    let layers = env.get("/api/layers?scope=project").expect_ok();
+    assert_eq!(layers["scope"], "project");
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "served only after {:?}",
+        started.elapsed()
+    );
+    assert!(!server.is_finished(), "the server stopped");
+    // The idle connections were closed by the server, without an answer.
+    for stream in idle.iter_mut().take(50) {
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut buf = [0u8; 64];
+        let read = stream.read(&mut buf);
+        assert!(
+            matches!(read, Ok(0))
+                || read.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+            "an idle connection was not closed"
+        );
+    }
+    drop(idle);
+    // And the server still answers.
+    env.get("/api/layers?scope=shared").expect_ok();
+    assert!(!server.is_finished(), "the server stopped");
+}
+
+#[test]
+fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
+    let (env, _server) = Env::with(None, quick());
+    let mut stream = TcpStream::connect(env.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "GET /api/audit HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        env.host(),
+        env.token
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("write");
+    let started = Instant::now();
+    let mut bytes = Vec::new();
+    // Keep-alive: the answer comes, then the server closes the connection
+    // once no next request arrives within the header timeout.
+    stream.read_to_end(&mut bytes).expect("read until closed");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        "closed after {waited:?}"
+    );
+}
+
+#[test]
+fn a_stop_ends_the_server_cleanly_and_it_accepts_no_more() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().expect("canon"))
+        .expect("utf8");
+    let project = root.join("project");
+    std::fs::create_dir_all(&project).expect("project");
+    let server = vak_admin::Server::bind(vak_admin::ServeConfig {
+        home: root.join("home"),
+        project,
+        listen: "127.0.0.1:0".to_owned(),
+        env_token: None,
+    })
+    .expect("bind")
+    .with_limits(quick());
+    let addr = server.local_addr();
+    let token = server.token().to_owned();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = super::serve_in_background(server, async move {
+        let _ = stopped.await;
+    });
+    let host = addr.to_string();
+    let r = send(addr, "GET", "/api/audit", Some(&host), Some(&token), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    stop.send(()).expect("stop");
+    let result = thread.join().expect("server thread");
+    assert!(result.is_ok(), "{result:?}");
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "still accepting after the stop"
+    );
+}
