@@ -119,7 +119,7 @@ impl AdminError {
         match self {
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            AdminError::WrongHost(_) => StatusCode::FORBIDDEN,
+            AdminError::WrongHost(_) => StatusCode::MISDIRECTED_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::Conflict { .. } => StatusCode::CONFLICT,
             AdminError::OverBudget { .. } => StatusCode::UNPROCESSABLE_ENTITY,

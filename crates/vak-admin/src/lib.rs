@@ -4,9 +4,11 @@
 //! - [`Server::bind`] resolves the home and project, loads or generates the
 //!   bearer token ([`AdminToken`]), and binds a loopback address (port 0
 //!   picks a free one); [`Server::run`] serves until the process ends.
-//! - Every request must carry a `Host` that is the address the server
-//!   listens on (a DNS-rebinding page arrives under its own name and is
-//!   refused with 403); every `/api/` request must carry
+//! - Every request must have an origin-form target (`/api/…`; 400 for
+//!   `http://host/…`, `host:port` or `*`) and exactly one `Host` (400 for
+//!   none or several), naming the address the server listens on (a
+//!   DNS-rebinding page arrives under its own name and is refused with
+//!   421); every `/api/` request must carry
 //!   `Authorization: Bearer <token>`, compared in constant time (401).
 //!   Bodies are capped at [`MAX_BODY_BYTES`] (413); block, surface, role,
 //!   bot and chat names are validated before they touch a path (400).

@@ -494,30 +494,70 @@ fn bearer(request: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Every request: the `Host` must be ours (DNS-rebinding defence); every
-/// `/api/` request must carry the bearer token. Security headers go on
-/// every response.
-async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let host = request
-        .headers()
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned);
-    let mut response = match host {
-        None => AdminError::WrongHost(format!(
-            "the request has no Host header; open {} in a browser",
-            state.origin
-        ))
-        .into_response(),
-        Some(host) if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) => {
-            tracing::warn!(%host, "refused a request for another host");
-            AdminError::WrongHost(format!(
-                "Host `{host}` is not the address this server listens on; open {} instead",
+/// What every request must be before anything else looks at it: an
+/// origin-form target (`/api/…`; never `http://host/…`, `host:port` or `*`)
+/// and exactly one `Host` header naming the address this server listens on
+/// (the DNS-rebinding defence: a rebinding page arrives under its own name).
+fn admit(state: &AppState, request: &Request) -> Result<(), AdminError> {
+    let uri = request.uri();
+    if uri.scheme().is_some() || uri.authority().is_some() || !uri.path().starts_with('/') {
+        let target = escape_target(&uri.to_string());
+        return Err(AdminError::BadRequest(format!(
+            "the request target `{target}` is not origin-form; send only the path, such as `GET /api/prompt`, with `Host: {}`",
+            state.hosts.first().map_or("", String::as_str)
+        )));
+    }
+    let mut hosts = request.headers().get_all(HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+        let count = request.headers().get_all(HOST).iter().count();
+        return Err(AdminError::BadRequest(if count == 0 {
+            format!(
+                "the request has no Host header; open {} in a browser",
                 state.origin
-            ))
-            .into_response()
+            )
+        } else {
+            format!(
+                "the request has {count} Host headers; send exactly one, naming {}",
+                state.origin
+            )
+        }));
+    };
+    let host = String::from_utf8_lossy(host.as_bytes());
+    if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+        let host = escape_target(&host);
+        tracing::warn!(%host, "refused a request for another host");
+        return Err(AdminError::WrongHost(format!(
+            "Host `{host}` is not the address this server listens on; open {} instead",
+            state.origin
+        )));
+    }
+    Ok(())
+}
+
+/// A request target or Host, quoted in an error: at most 200 characters,
+/// control characters escaped.
+fn escape_target(text: &str) -> String {
+    let mut out = String::new();
+    for (index, c) in text.chars().enumerate() {
+        if index == 200 {
+            out.push('…');
+            break;
         }
-        Some(_) => {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every request: [`admit`] first; then every `/api/` request must carry
+/// the bearer token. Security headers go on every response.
+async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let mut response = match admit(&state, &request) {
+        Err(refusal) => refusal.into_response(),
+        Ok(()) => {
             let path = request.uri().path();
             let is_api = path == "/api" || path.starts_with("/api/");
             if is_api && request.method() != Method::OPTIONS {
@@ -571,6 +611,13 @@ mod tests {
         assert_eq!(allowed_hosts(v6), ["[::1]:4242", "localhost:4242"]);
         let lan: SocketAddr = "192.168.1.5:4242".parse().expect("addr");
         assert_eq!(allowed_hosts(lan), ["192.168.1.5:4242"]);
+    }
+
+    #[test]
+    fn quoted_targets_are_escaped_and_bounded() {
+        assert_eq!(escape_target("evil\u{1b}[2J\nx"), "evil\\u{1b}[2J\\nx");
+        let long = "a".repeat(500);
+        assert_eq!(escape_target(&long).chars().count(), 201);
     }
 
     #[test]

@@ -18,6 +18,8 @@ use serde_json::{Value, json};
 use vak_admin::{Limits, ServeConfig, Server, TokenSource};
 #[path = "integration/connections.rs"]
 mod connections;
+#[path = "integration/request_line.rs"]
+mod request_line;
 
 use vak_core::prompts::{
     AuditLog, ChangeKind, ConfigChange, LayerChange, SecurityEvent, SessionId, TrustStore,
@@ -378,7 +380,7 @@ fn auth_matrix_no_token_wrong_token_right_token_wrong_host() {
         // Right token but the wrong Host: refused before auth matters.
         for bad_host in ["evil.example:80", "attacker.test", "127.0.0.1:1"] {
             let r = send(env.addr, method, path, Some(bad_host), Some(&env.token), b);
-            let error = r.expect_error(403);
+            let error = r.expect_error(421);
             assert!(error.contains(bad_host), "{error}");
             assert!(error.contains(&host), "says where to go instead: {error}");
         }
@@ -436,11 +438,11 @@ fn the_page_is_served_without_a_token_but_only_to_our_host() {
             None,
             None,
         );
-        r.expect_error(403);
+        r.expect_error(421);
     }
     // No Host at all (HTTP/1.0 style) is refused too.
     let r = raw(env.addr, b"GET / HTTP/1.0\r\n\r\n", b"");
-    assert!(r.status == 400 || r.status == 403, "{}", r.status);
+    assert!(r.expect_error(400).contains("no Host header"), "{}", r.body);
 }
 
 #[test]
