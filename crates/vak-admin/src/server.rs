@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::{
-    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, HOST, REFERRER_POLICY,
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, HOST, REFERRER_POLICY,
     X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::http::{HeaderValue, Method};
@@ -531,7 +531,24 @@ fn admit(state: &AppState, request: &Request) -> Result<(), AdminError> {
             state.origin
         )));
     }
+    // A declared length over the limit is refused before a byte of the body
+    // is read; a chunked body is cut off at the limit as it is read.
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(bytes) = declared.filter(|&b| b > MAX_BODY_BYTES as u64) {
+        return Err(body_too_large(bytes));
+    }
     Ok(())
+}
+
+/// The 413 for a request body that declares more than [`MAX_BODY_BYTES`].
+fn body_too_large(bytes: u64) -> AdminError {
+    AdminError::TooLarge(format!(
+        "the request body is {bytes} bytes, over the {MAX_BODY_BYTES}-byte limit for request bodies; nothing was read or saved"
+    ))
 }
 
 /// A request target or Host, quoted in an error: at most 200 characters,

@@ -16,6 +16,8 @@ use std::time::Duration;
 use camino::{Utf8Path, Utf8PathBuf};
 use serde_json::{Value, json};
 use vak_admin::{Limits, ServeConfig, Server, TokenSource};
+#[path = "integration/bodies.rs"]
+mod bodies;
 #[path = "integration/connections.rs"]
 mod connections;
 #[path = "integration/request_line.rs"]
