@@ -43,11 +43,29 @@ pub enum AdminError {
         /// Its permission bits.
         mode: u32,
     },
-    /// The token file is not a regular file (a symlink, a directory, …).
+    /// The token file is not a regular file (a symlink, FIFO, socket,
+    /// device or directory).
     #[error(
-        "the admin token file `{0}` is not a regular file; delete it so a new token can be generated"
+        "the admin token file `{0}` is not a regular file (a symlink, FIFO, socket, device or directory); delete it so a new token can be generated"
     )]
     TokenNotRegular(Utf8PathBuf),
+    /// The token file is larger than a token could be.
+    #[error(
+        "the admin token file `{path}` is {bytes} bytes, over the {limit}-byte limit for a token file; delete it so a new token can be generated"
+    )]
+    TokenFileTooLarge {
+        /// The token file.
+        path: Utf8PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The token file does not hold UTF-8 text.
+    #[error(
+        "the admin token file `{0}` is not UTF-8 text; delete it so a new token can be generated"
+    )]
+    TokenNotText(Utf8PathBuf),
     /// A configured token is too short to be a secret.
     #[error(
         "the admin token from {0} is shorter than 16 characters; use a longer random token (or unset VAK_ADMIN_TOKEN / delete the file to generate one)"
