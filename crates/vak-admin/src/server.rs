@@ -189,8 +189,9 @@ impl Server {
     /// Serve until `stop` completes, then stop accepting, let requests in
     /// flight finish (at most [`Limits::shutdown_grace`]) and return.
     ///
-    /// At most [`Limits::max_connections`] connections are served at once;
-    /// further ones wait in the kernel's backlog until one ends. A client
+    /// At most [`Limits::max_connections`] connections (fewer when the
+    /// descriptor limit is low) are served at once; further ones wait in
+    /// the kernel's backlog until one ends. A client
     /// that sends no complete request head within
     /// [`Limits::header_read_timeout`] (including between keep-alive
     /// requests), or moves no byte for [`Limits::idle_timeout`], is
@@ -205,7 +206,7 @@ impl Server {
         http.timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
             .keep_alive(true);
-        let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
         let graceful = GracefulShutdown::new();
         tokio::pin!(stop);
         loop {
@@ -288,6 +289,41 @@ impl Default for Limits {
             shutdown_grace: Duration::from_secs(10),
         }
     }
+}
+
+/// Descriptors kept free for what requests open (layer files, stores) and
+/// for the runtime itself.
+const RESERVED_DESCRIPTORS: u64 = 32;
+
+/// `wanted`, lowered so that the connections and the files their requests
+/// open fit in the process's descriptor limit (`ulimit -n`): half of what
+/// is left after [`RESERVED_DESCRIPTORS`], at least one.
+#[cfg(unix)]
+fn connection_cap(wanted: usize) -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let cap = fit_in_descriptors(wanted, soft);
+    if cap < wanted {
+        tracing::warn!(
+            wanted,
+            cap,
+            descriptors = soft,
+            "the descriptor limit (ulimit -n) is low; serving fewer admin connections at once"
+        );
+    }
+    cap
+}
+
+#[cfg(not(unix))]
+fn connection_cap(wanted: usize) -> usize {
+    wanted.max(1)
+}
+
+/// [`connection_cap`] for a soft descriptor limit (`None`: unlimited).
+fn fit_in_descriptors(wanted: usize, soft_limit: Option<u64>) -> usize {
+    let fit = soft_limit.map_or(usize::MAX, |soft| {
+        usize::try_from(soft.saturating_sub(RESERVED_DESCRIPTORS) / 2).unwrap_or(usize::MAX)
+    });
+    wanted.min(fit).max(1)
 }
 
 /// Errors that concern one connection only: accept again at once.
@@ -628,6 +664,16 @@ mod tests {
         assert_eq!(allowed_hosts(v6), ["[::1]:4242", "localhost:4242"]);
         let lan: SocketAddr = "192.168.1.5:4242".parse().expect("addr");
         assert_eq!(allowed_hosts(lan), ["192.168.1.5:4242"]);
+    }
+
+    #[test]
+    fn the_cap_fits_in_the_descriptor_limit() {
+        assert_eq!(fit_in_descriptors(256, None), 256);
+        assert_eq!(fit_in_descriptors(256, Some(20_000)), 256);
+        assert_eq!(fit_in_descriptors(256, Some(256)), 112);
+        assert_eq!(fit_in_descriptors(256, Some(48)), 8);
+        assert_eq!(fit_in_descriptors(256, Some(10)), 1);
+        assert_eq!(fit_in_descriptors(0, None), 1);
     }
 
     #[test]

@@ -111,11 +111,10 @@ const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 /// follows refuses it).
 #[cfg(unix)]
 fn open_no_follow(path: &Utf8Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW)
-        .open(path)
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path.as_std_path(), flags, Mode::empty())?;
+    Ok(std::fs::File::from(fd))
 }
 
 #[cfg(not(unix))]
@@ -178,7 +177,7 @@ fn read_existing(path: &Utf8Path) -> Result<Option<String>, AdminError> {
 }
 
 #[cfg(unix)]
-const ELOOP: i32 = libc::ELOOP;
+const ELOOP: i32 = rustix::io::Errno::LOOP.raw_os_error();
 #[cfg(not(unix))]
 const ELOOP: i32 = -1;
 

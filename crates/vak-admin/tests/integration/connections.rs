@@ -120,3 +120,112 @@ fn a_stop_ends_the_server_cleanly_and_it_accepts_no_more() {
         "still accepting after the stop"
     );
 }
+
+/// Set in the child that [`out_of_descriptors_the_server_pauses_and_recovers`]
+/// starts; [`descriptor_starved_server`] does nothing without it.
+const CHILD: &str = "VAK_ADMIN_TEST_STARVED_CHILD";
+
+/// The child: a server whose process has used up its descriptors for two
+/// seconds, as a flood of connections would. Prints `serving ADDR TOKEN`
+/// and serves until its standard input closes.
+#[test]
+#[ignore = "run by out_of_descriptors_the_server_pauses_and_recovers in a child process"]
+fn descriptor_starved_server() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let (env, _server) = Env::with(None, quick());
+    // Once it serves (its runtime and listener are up), use up every
+    // descriptor, then announce it.
+    env.get("/api/audit").expect_ok();
+    let mut hog = Vec::new();
+    while let Ok(file) = std::fs::File::open("/dev/null") {
+        hog.push(file);
+    }
+    println!("\nserving {} {}", env.addr, env.token);
+    std::thread::sleep(Duration::from_secs(2));
+    drop(hog);
+    let mut rest = String::new();
+    let _ = std::io::stdin().read_to_string(&mut rest);
+}
+
+/// Kills the child server when the test ends, passed or not.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn out_of_descriptors_the_server_pauses_and_recovers() {
+    use std::io::BufRead as _;
+    use std::process::{Command, Stdio};
+    let exe = std::env::current_exe().expect("test binary");
+    let mut child = KillOnDrop(
+        Command::new("prlimit")
+            .arg("--nofile=256:256")
+            .arg("--")
+            .arg(exe)
+            .args([
+                "--exact",
+                "connections::descriptor_starved_server",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(CHILD, "1")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start the child server (needs prlimit)"),
+    );
+    let stdout = child.0.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // Read every line (a closed pipe would fail the child's last words).
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if let Some(found) = line.strip_prefix("serving ") {
+                let _ = tx.send(found.to_owned());
+            }
+        }
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the child announces its server in time");
+    let mut parts = line.split_whitespace();
+    let addr: std::net::SocketAddr = parts.next().expect("addr").parse().expect("addr");
+    let token = parts.next().expect("token").to_owned();
+    // While it has no descriptor to spare, accept fails with EMFILE: the
+    // server pauses instead of dying, and serves once descriptors are back.
+    let host = addr.to_string();
+    let r = send(addr, "GET", "/api/audit", Some(&host), Some(&token), None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        child.0.try_wait().expect("child").is_none(),
+        "the server died"
+    );
+    let r = send(
+        addr,
+        "GET",
+        "/api/layers?scope=project",
+        Some(&host),
+        Some(&token),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(
+        child.0.try_wait().expect("child").is_none(),
+        "the server died"
+    );
+    drop(child.0.stdin.take());
+    let status = child.0.wait().expect("child exit");
+    assert!(status.success(), "the child server failed: {status}");
+}
