@@ -205,6 +205,7 @@ impl Server {
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
+            .max_header_size(MAX_HEAD_BYTES)
             .keep_alive(true);
         let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
         let graceful = GracefulShutdown::new();
@@ -260,6 +261,10 @@ impl Server {
         Ok(())
     }
 }
+
+/// The largest request head (request line and headers) read; a larger one
+/// is answered `431` by hyper and the connection closed.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
 
 /// How long accepting pauses after an error such as EMFILE.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);

@@ -76,3 +76,17 @@ fn exactly_one_host_naming_this_server() {
         );
     }
 }
+
+#[test]
+fn an_oversized_request_head_is_refused_and_the_server_carries_on() {
+    let env = Env::new();
+    let host = env.host();
+    let padding = "x".repeat(100 * 1024);
+    let head = format!(
+        "GET /api/audit HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {}\r\nX-Padding: {padding}\r\nConnection: close\r\n\r\n",
+        env.token
+    );
+    let r = raw(env.addr, head.as_bytes(), b"");
+    assert_eq!(r.status, 431, "{}", r.body);
+    env.get("/api/audit").expect_ok();
+}
