@@ -3,7 +3,13 @@
 //!
 //! - [`Server::bind`] resolves the home and project, loads or generates the
 //!   bearer token ([`AdminToken`]), and binds a loopback address (port 0
-//!   picks a free one); [`Server::run`] serves until the process ends.
+//!   picks a free one); [`Server::run`] serves until Ctrl-C or SIGTERM,
+//!   then lets requests in flight finish.
+//! - Connections are bounded ([`Limits`]): at most 256 at once (fewer under
+//!   a low `ulimit -n`; the rest wait in the kernel's backlog), a request
+//!   head within 10 s (also the keep-alive idle limit) and of at most
+//!   64 KiB (431), no connection silent for 60 s; accept errors such as
+//!   EMFILE pause the accept loop briefly, never end it.
 //! - Every request must have an origin-form target (`/api/…`; 400 for
 //!   `http://host/…`, `host:port` or `*`) and exactly one `Host` (400 for
 //!   none or several), naming the address the server listens on (a

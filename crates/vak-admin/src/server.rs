@@ -209,6 +209,9 @@ impl Server {
             .keep_alive(true);
         let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
         let graceful = GracefulShutdown::new();
+        // Whether accepting is failing: warned once when it starts, noted
+        // when it ends, not every pause.
+        let mut starved = false;
         tokio::pin!(stop);
         loop {
             let slot = tokio::select! {
@@ -227,15 +230,22 @@ impl Server {
                     continue;
                 }
                 Err(error) => {
-                    tracing::warn!(
-                        %error,
-                        pause_ms = ACCEPT_BACKOFF.as_millis() as u64,
-                        "cannot accept admin connections (out of file descriptors?); pausing"
-                    );
-                    tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    continue;
+                    if !starved {
+                        tracing::warn!(
+                            %error,
+                            "cannot accept admin connections (out of file descriptors?); retrying every 100 ms"
+                        );
+                        starved = true;
+                    }
+                    tokio::select! {
+                        () = &mut stop => break,
+                        () = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                    }
                 }
             };
+            if std::mem::take(&mut starved) {
+                tracing::info!("accepting admin connections again");
+            }
             let activity = Activity::new();
             let io = TokioIo::new(Tracked {
                 inner: stream,
