@@ -89,6 +89,36 @@ fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
 }
 
 #[test]
+fn a_client_that_stalls_in_the_middle_of_a_body_is_disconnected() {
+    let (env, server) = Env::with(None, quick());
+    let mut stream = TcpStream::connect(env.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "PUT /api/layers/identity?scope=project HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"text\": ",
+        env.host(),
+        env.token
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("write");
+    let started = Instant::now();
+    let mut buf = [0u8; 256];
+    let read = stream.read(&mut buf);
+    let waited = started.elapsed();
+    assert!(
+        matches!(read, Ok(0))
+            || read.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the stalled connection was not closed"
+    );
+    assert!(
+        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(6),
+        "closed after {waited:?}"
+    );
+    assert!(!server.is_finished(), "the server stopped");
+    env.get("/api/audit").expect_ok();
+}
+
+#[test]
 fn a_stop_ends_the_server_cleanly_and_it_accepts_no_more() {
     let dir = tempfile::tempdir().expect("tempdir");
     let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().expect("canon"))
