@@ -109,6 +109,9 @@ pub enum AdminError {
         /// The token figures and the offending layers, for the UI.
         detail: serde_json::Value,
     },
+    /// The request body did not arrive in time.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// The request body, or a text in it, is too large.
     #[error("{0}")]
     TooLarge(String),
@@ -142,6 +145,7 @@ impl AdminError {
             AdminError::Conflict { .. } => StatusCode::CONFLICT,
             AdminError::OverBudget { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AdminError::Core(CoreError::Name(_) | CoreError::ChatWithoutBot) => {
                 StatusCode::BAD_REQUEST
             }

@@ -16,7 +16,8 @@
 //!   DNS-rebinding page arrives under its own name and is refused with
 //!   421); every `/api/` request must carry
 //!   `Authorization: Bearer <token>`, compared in constant time (401).
-//!   Bodies are capped at [`MAX_BODY_BYTES`] (413); block, surface, role,
+//!   Bodies are capped at [`MAX_BODY_BYTES`] (413) and must arrive
+//!   within 30 s (408); block, surface, role,
 //!   bot and chat names are validated before they touch a path (400).
 //! - The routes call the same `vak_core` functions as the CLI: the
 //!   effective prompt is `Core::budget` shaped as the `PromptReport`; saves

@@ -201,7 +201,7 @@ impl Server {
         let listener =
             tokio::net::TcpListener::from_std(self.listener).map_err(AdminError::Serve)?;
         let limits = self.limits;
-        let service = TowerToHyperService::new(router(self.state));
+        let service = TowerToHyperService::new(router(self.state, limits.body_read_timeout));
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(limits.header_read_timeout)
@@ -291,6 +291,9 @@ pub struct Limits {
     /// A connection that reads and writes nothing for this long, in the
     /// middle of a request or a response, is closed.
     pub idle_timeout: Duration,
+    /// How long an authenticated request's body may take to arrive, however
+    /// steadily it trickles.
+    pub body_read_timeout: Duration,
     /// After Ctrl-C or SIGTERM, how long requests in flight may take.
     pub shutdown_grace: Duration,
 }
@@ -301,6 +304,7 @@ impl Default for Limits {
             max_connections: 256,
             header_read_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
         }
     }
@@ -493,7 +497,7 @@ fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
     hosts
 }
 
-fn router(state: Arc<AppState>) -> Router {
+fn router(state: Arc<AppState>, body_read_timeout: Duration) -> Router {
     Router::new()
         .route("/", get(assets::index))
         .route("/app.js", get(assets::script))
@@ -515,7 +519,13 @@ fn router(state: Arc<AppState>) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .layer(axum::middleware::from_fn_with_state(
+            Guard {
+                state: state.clone(),
+                body_read_timeout,
+            },
+            guard,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -622,15 +632,58 @@ fn escape_target(text: &str) -> String {
 
 /// Every request: [`admit`] first; then every `/api/` request must carry
 /// the bearer token. Security headers go on every response.
-async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let mut response = match admit(&state, &request) {
+/// What [`guard`] needs: the shared state and how long a body may take.
+#[derive(Debug, Clone)]
+struct Guard {
+    state: Arc<AppState>,
+    body_read_timeout: Duration,
+}
+
+/// Read an authenticated request's body before any handler sees it:
+/// bounded by [`MAX_BODY_BYTES`] as it is read (a chunked body has no
+/// `Content-Length` for [`admit`] to judge) and by `deadline`, so a client
+/// that trickles a body cannot hold a connection.
+async fn read_body(request: Request, deadline: Duration) -> Result<Request, AdminError> {
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Err(_) => Err(AdminError::BodyTimeout(format!(
+            "the request body did not arrive within {} s; send it in one go",
+            deadline.as_secs()
+        ))),
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            if error
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(AdminError::TooLarge(format!(
+                    "the request body is larger than the {MAX_BODY_BYTES}-byte limit for request bodies; nothing was saved"
+                )))
+            } else {
+                Err(AdminError::BadRequest(format!(
+                    "the request body could not be read: {error}"
+                )))
+            }
+        }
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+    }
+}
+
+async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let state = &guard.state;
+    let mut response = match admit(state, &request) {
         Err(refusal) => refusal.into_response(),
         Ok(()) => {
             let path = request.uri().path();
             let is_api = path == "/api" || path.starts_with("/api/");
             if is_api && request.method() != Method::OPTIONS {
                 match bearer(&request) {
-                    Some(token) if state.token.matches(token) => next.run(request).await,
+                    Some(token) if state.token.matches(token) => {
+                        match read_body(request, guard.body_read_timeout).await {
+                            Ok(request) => next.run(request).await,
+                            Err(refusal) => refusal.into_response(),
+                        }
+                    }
                     Some(_) => AdminError::Unauthorized(format!(
                         "the bearer token is wrong; use the token from {}",
                         state.token.source()

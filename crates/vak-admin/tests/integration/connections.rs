@@ -14,6 +14,7 @@ fn quick() -> Limits {
     Limits {
         header_read_timeout: Duration::from_secs(1),
         idle_timeout: Duration::from_secs(2),
+        body_read_timeout: Duration::from_secs(1),
         shutdown_grace: Duration::from_secs(1),
         ..Limits::default()
     }
@@ -90,7 +91,12 @@ fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
 
 #[test]
 fn a_client_that_stalls_in_the_middle_of_a_body_is_disconnected() {
-    let (env, server) = Env::with(None, quick());
+    // The body deadline is far off: the idle timeout ends this one.
+    let limits = Limits {
+        body_read_timeout: Duration::from_secs(30),
+        ..quick()
+    };
+    let (env, server) = Env::with(None, limits);
     let mut stream = TcpStream::connect(env.addr).expect("connect");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
@@ -113,6 +119,44 @@ fn a_client_that_stalls_in_the_middle_of_a_body_is_disconnected() {
     assert!(
         waited >= Duration::from_millis(1500) && waited < Duration::from_secs(6),
         "closed after {waited:?}"
+    );
+    assert!(!server.is_finished(), "the server stopped");
+    env.get("/api/audit").expect_ok();
+}
+
+#[test]
+fn a_body_that_trickles_in_is_cut_off_with_a_json_408() {
+    let (env, server) = Env::with(None, quick());
+    let mut stream = TcpStream::connect(env.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "PUT /api/layers/identity?scope=project HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
+        env.host(),
+        env.token
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("write");
+    // One byte every 200 ms: never idle, never done.
+    let mut writer = stream.try_clone().expect("clone");
+    std::thread::spawn(move || {
+        for _ in 0..50 {
+            if std::io::Write::write_all(&mut writer, b" ").is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let started = Instant::now();
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("did not arrive within 1 s"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
     );
     assert!(!server.is_finished(), "the server stopped");
     env.get("/api/audit").expect_ok();
