@@ -303,3 +303,61 @@ fn out_of_descriptors_the_server_pauses_and_recovers() {
     let status = child.0.wait().expect("child exit");
     assert!(status.success(), "the child server failed: {status}");
 }
+
+#[test]
+fn a_stop_lets_a_request_in_flight_finish() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().expect("canon"))
+        .expect("utf8");
+    let project = root.join("project");
+    std::fs::create_dir_all(&project).expect("project");
+    let server = vak_admin::Server::bind(vak_admin::ServeConfig {
+        home: root.join("home"),
+        project,
+        listen: "127.0.0.1:0".to_owned(),
+        env_token: None,
+    })
+    .expect("bind")
+    .with_limits(Limits {
+        shutdown_grace: Duration::from_secs(10),
+        ..quick()
+    });
+    let addr = server.local_addr();
+    let token = server.token().to_owned();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let thread = super::serve_in_background(server, async move {
+        let _ = stopped.await;
+    });
+    // Half a request is in flight when the stop comes.
+    let body =
+        serde_json::json!({"scope": "project", "block": "guardrails", "text": "- Ask first.\n"})
+            .to_string();
+    let (first, second) = body.as_bytes().split_at(body.len() / 2);
+    let mut stream = TcpStream::connect(addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    let head = format!(
+        "POST /api/tokens HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, head.as_bytes()).expect("write head");
+    std::io::Write::write_all(&mut stream, first).expect("write half");
+    std::thread::sleep(Duration::from_millis(200));
+    stop.send(()).expect("stop");
+    std::thread::sleep(Duration::from_millis(200));
+    // New connections are no longer accepted…
+    assert!(
+        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
+        "still accepting after the stop"
+    );
+    // …but the request in flight is answered.
+    std::io::Write::write_all(&mut stream, second).expect("write rest");
+    let mut bytes = Vec::new();
+    let _ = stream.read_to_end(&mut bytes);
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("prefix_tokens"), "{text}");
+    let result = thread.join().expect("server thread");
+    assert!(result.is_ok(), "{result:?}");
+}
