@@ -43,11 +43,29 @@ pub enum AdminError {
         /// Its permission bits.
         mode: u32,
     },
-    /// The token file is not a regular file (a symlink, a directory, …).
+    /// The token file is not a regular file (a symlink, FIFO, socket,
+    /// device or directory).
     #[error(
-        "the admin token file `{0}` is not a regular file; delete it so a new token can be generated"
+        "the admin token file `{0}` is not a regular file (a symlink, FIFO, socket, device or directory); delete it so a new token can be generated"
     )]
     TokenNotRegular(Utf8PathBuf),
+    /// The token file is larger than a token could be.
+    #[error(
+        "the admin token file `{path}` is {bytes} bytes, over the {limit}-byte limit for a token file; delete it so a new token can be generated"
+    )]
+    TokenFileTooLarge {
+        /// The token file.
+        path: Utf8PathBuf,
+        /// Its size.
+        bytes: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// The token file does not hold UTF-8 text.
+    #[error(
+        "the admin token file `{0}` is not UTF-8 text; delete it so a new token can be generated"
+    )]
+    TokenNotText(Utf8PathBuf),
     /// A configured token is too short to be a secret.
     #[error(
         "the admin token from {0} is shorter than 16 characters; use a longer random token (or unset VAK_ADMIN_TOKEN / delete the file to generate one)"
@@ -91,6 +109,9 @@ pub enum AdminError {
         /// The token figures and the offending layers, for the UI.
         detail: serde_json::Value,
     },
+    /// The request body did not arrive in time.
+    #[error("{0}")]
+    BodyTimeout(String),
     /// The request body, or a text in it, is too large.
     #[error("{0}")]
     TooLarge(String),
@@ -119,11 +140,12 @@ impl AdminError {
         match self {
             AdminError::BadRequest(_) => StatusCode::BAD_REQUEST,
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
-            AdminError::WrongHost(_) => StatusCode::FORBIDDEN,
+            AdminError::WrongHost(_) => StatusCode::MISDIRECTED_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
             AdminError::Conflict { .. } => StatusCode::CONFLICT,
             AdminError::OverBudget { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             AdminError::Core(CoreError::Name(_) | CoreError::ChatWithoutBot) => {
                 StatusCode::BAD_REQUEST
             }

@@ -1,12 +1,16 @@
 //! Binding, the router, and the guard every request passes.
 
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::header::{
-    AUTHORIZATION, CACHE_CONTROL, CONTENT_SECURITY_POLICY, HOST, REFERRER_POLICY,
+    AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_SECURITY_POLICY, HOST, REFERRER_POLICY,
     X_CONTENT_TYPE_OPTIONS, X_FRAME_OPTIONS,
 };
 use axum::http::{HeaderValue, Method};
@@ -14,6 +18,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use camino::Utf8PathBuf;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Semaphore;
+use tokio::time::Instant;
 use vak_core::{Core, Selectors};
 
 use crate::token::{AdminToken, TokenSource};
@@ -69,6 +79,7 @@ pub struct Server {
     addr: SocketAddr,
     state: Arc<AppState>,
     token: String,
+    limits: Limits,
 }
 
 impl Server {
@@ -125,6 +136,7 @@ impl Server {
             addr,
             state,
             token: secret,
+            limits: Limits::default(),
         })
     }
 
@@ -148,24 +160,327 @@ impl Server {
         &self.token
     }
 
-    /// Serve until the process ends, on a single-threaded runtime: an admin
-    /// UI has one user, and one thread keeps each request's file work
+    /// Replace the default [`Limits`] (tests use short timeouts).
+    #[must_use]
+    pub fn with_limits(mut self, limits: Limits) -> Server {
+        self.limits = limits;
+        self
+    }
+
+    /// Serve until Ctrl-C or SIGTERM, on a single-threaded runtime: an
+    /// admin UI has one user, and one thread keeps each request's file work
     /// strictly ordered.
     pub fn run(self) -> Result<(), AdminError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .enable_time()
             .build()
             .map_err(AdminError::Runtime)?;
         runtime.block_on(self.serve())
     }
 
-    /// Serve on the current tokio runtime until the process ends.
+    /// Serve on the current tokio runtime (which needs IO and time enabled)
+    /// until Ctrl-C or SIGTERM, then let requests in flight finish.
     pub async fn serve(self) -> Result<(), AdminError> {
+        let signal = stop_signal().map_err(AdminError::Serve)?;
+        self.serve_until(signal).await
+    }
+
+    /// Serve until `stop` completes, then stop accepting, let requests in
+    /// flight finish (at most [`Limits::shutdown_grace`]) and return.
+    ///
+    /// At most [`Limits::max_connections`] connections (fewer when the
+    /// descriptor limit is low) are served at once; further ones wait in
+    /// the kernel's backlog until one ends. A client
+    /// that sends no complete request head within
+    /// [`Limits::header_read_timeout`] (including between keep-alive
+    /// requests), or moves no byte for [`Limits::idle_timeout`], is
+    /// disconnected. Accept errors (out of descriptors) are logged and
+    /// retried after a short pause, never fatal.
+    pub async fn serve_until(self, stop: impl Future<Output = ()>) -> Result<(), AdminError> {
         let listener =
             tokio::net::TcpListener::from_std(self.listener).map_err(AdminError::Serve)?;
-        axum::serve(listener, router(self.state))
+        let limits = self.limits;
+        let service = TowerToHyperService::new(router(self.state, limits.body_read_timeout));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new())
+            .header_read_timeout(limits.header_read_timeout)
+            .max_header_size(MAX_HEAD_BYTES)
+            .keep_alive(true);
+        let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
+        let graceful = GracefulShutdown::new();
+        // Whether accepting is failing: warned once when it starts, noted
+        // when it ends, not every pause.
+        let mut starved = false;
+        tokio::pin!(stop);
+        loop {
+            let slot = tokio::select! {
+                () = &mut stop => break,
+                slot = Arc::clone(&slots).acquire_owned() => slot,
+            };
+            let Ok(slot) = slot else { break };
+            let accepted = tokio::select! {
+                () = &mut stop => break,
+                accepted = listener.accept() => accepted,
+            };
+            let stream = match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) if is_per_connection(&error) => {
+                    tracing::debug!(%error, "a connection failed before it was accepted");
+                    continue;
+                }
+                Err(error) => {
+                    if !starved {
+                        tracing::warn!(
+                            %error,
+                            "cannot accept admin connections (out of file descriptors?); retrying every 100 ms"
+                        );
+                        starved = true;
+                    }
+                    tokio::select! {
+                        () = &mut stop => break,
+                        () = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                    }
+                }
+            };
+            if std::mem::take(&mut starved) {
+                tracing::info!("accepting admin connections again");
+            }
+            let activity = Activity::new();
+            let io = TokioIo::new(Tracked {
+                inner: stream,
+                activity: activity.clone(),
+            });
+            let connection = graceful.watch(http.serve_connection(io, service.clone()));
+            tokio::spawn(async move {
+                drive(connection, &activity, limits.idle_timeout).await;
+                drop(slot);
+            });
+        }
+        drop(listener);
+        tracing::info!("admin server stopping; finishing requests in flight");
+        if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
             .await
-            .map_err(AdminError::Serve)
+            .is_err()
+        {
+            tracing::warn!(
+                grace_s = limits.shutdown_grace.as_secs(),
+                "requests still in flight after the grace period were dropped"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The largest request head (request line and headers) read; a larger one
+/// is answered `431` by hyper and the connection closed.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+
+/// How long accepting pauses after an error such as EMFILE.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// Bounds on connections and time. The defaults suit one person's browser.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Connections served at once; more wait in the kernel's backlog.
+    pub max_connections: usize,
+    /// Time a client has to send a complete request head, from the
+    /// connection's start or from the end of the previous response (so it
+    /// is also how long an idle keep-alive connection is kept).
+    pub header_read_timeout: Duration,
+    /// A connection that reads and writes nothing for this long, in the
+    /// middle of a request or a response, is closed.
+    pub idle_timeout: Duration,
+    /// How long an authenticated request's body may take to arrive, however
+    /// steadily it trickles.
+    pub body_read_timeout: Duration,
+    /// After Ctrl-C or SIGTERM, how long requests in flight may take.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_connections: 256,
+            header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            body_read_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Descriptors kept free for what requests open (layer files, stores) and
+/// for the runtime itself.
+const RESERVED_DESCRIPTORS: u64 = 32;
+
+/// `wanted`, lowered so that the connections and the files their requests
+/// open fit in the process's descriptor limit (`ulimit -n`): half of what
+/// is left after [`RESERVED_DESCRIPTORS`], at least one.
+#[cfg(unix)]
+fn connection_cap(wanted: usize) -> usize {
+    let soft = rustix::process::getrlimit(rustix::process::Resource::Nofile).current;
+    let cap = fit_in_descriptors(wanted, soft);
+    if cap < wanted {
+        tracing::warn!(
+            wanted,
+            cap,
+            descriptors = soft,
+            "the descriptor limit (ulimit -n) is low; serving fewer admin connections at once"
+        );
+    }
+    cap
+}
+
+#[cfg(not(unix))]
+fn connection_cap(wanted: usize) -> usize {
+    wanted.max(1)
+}
+
+/// [`connection_cap`] for a soft descriptor limit (`None`: unlimited).
+fn fit_in_descriptors(wanted: usize, soft_limit: Option<u64>) -> usize {
+    let fit = soft_limit.map_or(usize::MAX, |soft| {
+        usize::try_from(soft.saturating_sub(RESERVED_DESCRIPTORS) / 2).unwrap_or(usize::MAX)
+    });
+    wanted.min(fit).max(1)
+}
+
+/// Errors that concern one connection only: accept again at once.
+fn is_per_connection(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::ConnectionAborted
+            | std::io::ErrorKind::ConnectionReset
+            | std::io::ErrorKind::ConnectionRefused
+            | std::io::ErrorKind::Interrupted
+            | std::io::ErrorKind::WouldBlock
+    )
+}
+
+/// Completes on Ctrl-C or, on Unix, SIGTERM.
+fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+    #[cfg(unix)]
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = terminate.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+/// Drive one connection until it ends or moves no byte for `idle`.
+async fn drive<F, E>(connection: F, activity: &Activity, idle: Duration)
+where
+    F: Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
+{
+    tokio::pin!(connection);
+    loop {
+        let deadline = activity.last() + idle;
+        tokio::select! {
+            result = &mut connection => {
+                if let Err(error) = result {
+                    tracing::debug!(%error, "admin connection ended with an error");
+                }
+                return;
+            }
+            () = tokio::time::sleep_until(deadline) => {
+                if activity.last() + idle <= Instant::now() {
+                    tracing::debug!(idle_s = idle.as_secs(), "closed an idle admin connection");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// When a connection last moved a byte, shared between its stream and the
+/// task that drives it.
+#[derive(Debug, Clone)]
+struct Activity {
+    start: Instant,
+    /// Milliseconds after `start`.
+    last_ms: Arc<AtomicU64>,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last_ms: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+}
+
+/// A stream that records every read or write that moved bytes.
+struct Tracked<S> {
+    inner: S,
+    activity: Activity,
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        result
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
 
@@ -182,7 +497,7 @@ fn allowed_hosts(addr: SocketAddr) -> Vec<String> {
     hosts
 }
 
-fn router(state: Arc<AppState>) -> Router {
+fn router(state: Arc<AppState>, body_read_timeout: Duration) -> Router {
     Router::new()
         .route("/", get(assets::index))
         .route("/app.js", get(assets::script))
@@ -204,7 +519,13 @@ fn router(state: Arc<AppState>) -> Router {
         )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(state.clone(), guard))
+        .layer(axum::middleware::from_fn_with_state(
+            Guard {
+                state: state.clone(),
+                body_read_timeout,
+            },
+            guard,
+        ))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -234,35 +555,135 @@ fn bearer(request: &Request) -> Option<&str> {
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-/// Every request: the `Host` must be ours (DNS-rebinding defence); every
-/// `/api/` request must carry the bearer token. Security headers go on
-/// every response.
-async fn guard(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let host = request
-        .headers()
-        .get(HOST)
-        .and_then(|h| h.to_str().ok())
-        .map(str::to_owned);
-    let mut response = match host {
-        None => AdminError::WrongHost(format!(
-            "the request has no Host header; open {} in a browser",
-            state.origin
-        ))
-        .into_response(),
-        Some(host) if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) => {
-            tracing::warn!(%host, "refused a request for another host");
-            AdminError::WrongHost(format!(
-                "Host `{host}` is not the address this server listens on; open {} instead",
+/// What every request must be before anything else looks at it: an
+/// origin-form target (`/api/…`; never `http://host/…`, `host:port` or `*`)
+/// and exactly one `Host` header naming the address this server listens on
+/// (the DNS-rebinding defence: a rebinding page arrives under its own name).
+fn admit(state: &AppState, request: &Request) -> Result<(), AdminError> {
+    let uri = request.uri();
+    if uri.scheme().is_some() || uri.authority().is_some() || !uri.path().starts_with('/') {
+        let target = escape_target(&uri.to_string());
+        return Err(AdminError::BadRequest(format!(
+            "the request target `{target}` is not origin-form; send only the path, such as `GET /api/prompt`, with `Host: {}`",
+            state.hosts.first().map_or("", String::as_str)
+        )));
+    }
+    let mut hosts = request.headers().get_all(HOST).iter();
+    let (Some(host), None) = (hosts.next(), hosts.next()) else {
+        let count = request.headers().get_all(HOST).iter().count();
+        return Err(AdminError::BadRequest(if count == 0 {
+            format!(
+                "the request has no Host header; open {} in a browser",
                 state.origin
-            ))
-            .into_response()
+            )
+        } else {
+            format!(
+                "the request has {count} Host headers; send exactly one, naming {}",
+                state.origin
+            )
+        }));
+    };
+    let host = String::from_utf8_lossy(host.as_bytes());
+    if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
+        let host = escape_target(&host);
+        tracing::warn!(%host, "refused a request for another host");
+        return Err(AdminError::WrongHost(format!(
+            "Host `{host}` is not the address this server listens on; open {} instead",
+            state.origin
+        )));
+    }
+    // A declared length over the limit is refused before a byte of the body
+    // is read; a chunked body is cut off at the limit as it is read.
+    let declared = request
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if let Some(bytes) = declared.filter(|&b| b > MAX_BODY_BYTES as u64) {
+        return Err(body_too_large(bytes));
+    }
+    Ok(())
+}
+
+/// The 413 for a request body that declares more than [`MAX_BODY_BYTES`].
+fn body_too_large(bytes: u64) -> AdminError {
+    AdminError::TooLarge(format!(
+        "the request body is {bytes} bytes, over the {MAX_BODY_BYTES}-byte limit for request bodies; nothing was read or saved"
+    ))
+}
+
+/// A request target or Host, quoted in an error: at most 200 characters,
+/// control characters escaped.
+fn escape_target(text: &str) -> String {
+    let mut out = String::new();
+    for (index, c) in text.chars().enumerate() {
+        if index == 200 {
+            out.push('…');
+            break;
         }
-        Some(_) => {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Every request: [`admit`] first; then every `/api/` request must carry
+/// the bearer token. Security headers go on every response.
+/// What [`guard`] needs: the shared state and how long a body may take.
+#[derive(Debug, Clone)]
+struct Guard {
+    state: Arc<AppState>,
+    body_read_timeout: Duration,
+}
+
+/// Read an authenticated request's body before any handler sees it:
+/// bounded by [`MAX_BODY_BYTES`] as it is read (a chunked body has no
+/// `Content-Length` for [`admit`] to judge) and by `deadline`, so a client
+/// that trickles a body cannot hold a connection.
+async fn read_body(request: Request, deadline: Duration) -> Result<Request, AdminError> {
+    let (parts, body) = request.into_parts();
+    match tokio::time::timeout(deadline, axum::body::to_bytes(body, MAX_BODY_BYTES)).await {
+        Err(_) => Err(AdminError::BodyTimeout(format!(
+            "the request body did not arrive within {} s; send it in one go",
+            deadline.as_secs()
+        ))),
+        Ok(Err(error)) => {
+            let error = error.into_inner();
+            if error
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(AdminError::TooLarge(format!(
+                    "the request body is larger than the {MAX_BODY_BYTES}-byte limit for request bodies; nothing was saved"
+                )))
+            } else {
+                Err(AdminError::BadRequest(format!(
+                    "the request body could not be read: {error}"
+                )))
+            }
+        }
+        Ok(Ok(bytes)) => Ok(Request::from_parts(parts, axum::body::Body::from(bytes))),
+    }
+}
+
+async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let state = &guard.state;
+    let mut response = match admit(state, &request) {
+        Err(refusal) => refusal.into_response(),
+        Ok(()) => {
             let path = request.uri().path();
             let is_api = path == "/api" || path.starts_with("/api/");
             if is_api && request.method() != Method::OPTIONS {
                 match bearer(&request) {
-                    Some(token) if state.token.matches(token) => next.run(request).await,
+                    Some(token) if state.token.matches(token) => {
+                        match read_body(request, guard.body_read_timeout).await {
+                            Ok(request) => next.run(request).await,
+                            Err(refusal) => refusal.into_response(),
+                        }
+                    }
                     Some(_) => AdminError::Unauthorized(format!(
                         "the bearer token is wrong; use the token from {}",
                         state.token.source()
@@ -311,6 +732,23 @@ mod tests {
         assert_eq!(allowed_hosts(v6), ["[::1]:4242", "localhost:4242"]);
         let lan: SocketAddr = "192.168.1.5:4242".parse().expect("addr");
         assert_eq!(allowed_hosts(lan), ["192.168.1.5:4242"]);
+    }
+
+    #[test]
+    fn the_cap_fits_in_the_descriptor_limit() {
+        assert_eq!(fit_in_descriptors(256, None), 256);
+        assert_eq!(fit_in_descriptors(256, Some(20_000)), 256);
+        assert_eq!(fit_in_descriptors(256, Some(256)), 112);
+        assert_eq!(fit_in_descriptors(256, Some(48)), 8);
+        assert_eq!(fit_in_descriptors(256, Some(10)), 1);
+        assert_eq!(fit_in_descriptors(0, None), 1);
+    }
+
+    #[test]
+    fn quoted_targets_are_escaped_and_bounded() {
+        assert_eq!(escape_target("evil\u{1b}[2J\nx"), "evil\\u{1b}[2J\\nx");
+        let long = "a".repeat(500);
+        assert_eq!(escape_target(&long).chars().count(), 201);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! (generated with mode 0600 on first use, reused afterwards).
 
 use std::fmt;
-use std::io::Write as _;
+use std::io::{Read as _, Write as _};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use subtle::ConstantTimeEq;
@@ -103,6 +103,30 @@ fn check_private(_path: &Utf8Path, _meta: &std::fs::Metadata) -> Result<(), Admi
     Ok(())
 }
 
+/// The most a token file may hold: a token and a newline, with room to spare.
+const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// Open `path` for reading without following a final symlink and without
+/// blocking (a FIFO opened this way returns at once; the handle check that
+/// follows refuses it).
+#[cfg(unix)]
+fn open_no_follow(path: &Utf8Path) -> std::io::Result<std::fs::File> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let fd = rustix::fs::open(path.as_std_path(), flags, Mode::empty())?;
+    Ok(std::fs::File::from(fd))
+}
+
+#[cfg(not(unix))]
+fn open_no_follow(path: &Utf8Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+/// The token in an existing token file, or `None` when there is none.
+/// The file is treated like a prompt file: a symlink, FIFO, socket, device
+/// or directory is refused before it is opened, the open does not follow a
+/// symlink or block, the open handle is checked again (the path may have
+/// changed in between), and the read is bounded.
 fn read_existing(path: &Utf8Path) -> Result<Option<String>, AdminError> {
     let meta = match std::fs::symlink_metadata(path) {
         Ok(meta) => meta,
@@ -112,14 +136,50 @@ fn read_existing(path: &Utf8Path) -> Result<Option<String>, AdminError> {
     if !meta.file_type().is_file() {
         return Err(AdminError::TokenNotRegular(path.to_owned()));
     }
+    let file = match open_no_follow(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // ELOOP: a symlink was put there after the check.
+        Err(e) if e.raw_os_error() == Some(ELOOP) => {
+            return Err(AdminError::TokenNotRegular(path.to_owned()));
+        }
+        Err(e) => return Err(io_error(path, e)),
+    };
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(AdminError::TokenNotRegular(path.to_owned()));
+    }
     check_private(path, &meta)?;
-    let text = std::fs::read_to_string(path).map_err(|e| io_error(path, e))?;
+    if meta.len() > MAX_TOKEN_FILE_BYTES {
+        return Err(AdminError::TokenFileTooLarge {
+            path: path.to_owned(),
+            bytes: meta.len(),
+            limit: MAX_TOKEN_FILE_BYTES,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(MAX_TOKEN_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    if bytes.len() as u64 > MAX_TOKEN_FILE_BYTES {
+        return Err(AdminError::TokenFileTooLarge {
+            path: path.to_owned(),
+            bytes: bytes.len() as u64,
+            limit: MAX_TOKEN_FILE_BYTES,
+        });
+    }
+    let text = String::from_utf8(bytes).map_err(|_| AdminError::TokenNotText(path.to_owned()))?;
     let token = text.trim().to_owned();
     if token.chars().count() < MIN_TOKEN_CHARS {
         return Err(AdminError::TokenWeak(format!("`{path}`")));
     }
     Ok(Some(token))
 }
+
+#[cfg(unix)]
+const ELOOP: i32 = rustix::io::Errno::LOOP.raw_os_error();
+#[cfg(not(unix))]
+const ELOOP: i32 = -1;
 
 impl AdminToken {
     /// The token for `home`: `env` (the value of `VAK_ADMIN_TOKEN`, passed
@@ -242,5 +302,92 @@ mod tests {
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
         let error = AdminToken::load(&home, None).expect_err("refused");
         assert!(error.to_string().contains("chmod 600"), "{error}");
+    }
+
+    /// `AdminToken::load` on another thread, failing the test if it blocks.
+    #[cfg(unix)]
+    fn load_within_two_seconds(home: &Utf8Path) -> Result<(AdminToken, String), AdminError> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let home = home.to_owned();
+        std::thread::spawn(move || {
+            let _ = tx.send(AdminToken::load(&home, None));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(2))
+            .expect("loading the token blocked")
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_token_file_that_is_not_a_regular_file_is_refused_without_blocking() {
+        let (_dir, home) = home();
+        let path = token_path(&home);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        let valid = home.join("elsewhere.token");
+        std::fs::write(&valid, "0123456789abcdef0123456789abcdef\n").expect("write");
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&valid, std::fs::Permissions::from_mode(0o600))
+                .expect("chmod");
+        }
+        // A FIFO (opening it for reading would block), a symlink to a valid
+        // token, a symlink to a device, a dangling symlink, a directory.
+        let status = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+        let error = load_within_two_seconds(&home).expect_err("FIFO refused");
+        assert!(matches!(error, AdminError::TokenNotRegular(_)), "{error}");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        for target in [valid.as_str(), "/dev/zero", "/nonexistent/token"] {
+            std::fs::remove_file(&path).expect("rm");
+            std::os::unix::fs::symlink(target, &path).expect("symlink");
+            let error = load_within_two_seconds(&home).expect_err("symlink refused");
+            assert!(
+                matches!(error, AdminError::TokenNotRegular(_)),
+                "{target}: {error}"
+            );
+            // Nothing was written through the link.
+            assert!(
+                std::fs::symlink_metadata(&path)
+                    .expect("lstat")
+                    .is_symlink()
+            );
+        }
+        std::fs::remove_file(&path).expect("rm");
+        std::fs::create_dir(&path).expect("mkdir");
+        let error = load_within_two_seconds(&home).expect_err("directory refused");
+        assert!(matches!(error, AdminError::TokenNotRegular(_)), "{error}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_huge_or_binary_token_file_is_refused_by_size_and_encoding() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let (_dir, home) = home();
+        let path = token_path(&home);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(&path, vec![b'a'; 1 << 20]).expect("write");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let error = load_within_two_seconds(&home).expect_err("too large");
+        assert!(error.to_string().contains("4096-byte limit"), "{error}");
+        std::fs::write(&path, b"0123456789abcdef\xff\xfe").expect("write");
+        let error = load_within_two_seconds(&home).expect_err("not UTF-8");
+        assert!(error.to_string().contains("not UTF-8"), "{error}");
+    }
+
+    #[test]
+    fn comparison_is_over_fixed_length_digests() {
+        let token = AdminToken::new("0123456789abcdef-secret", TokenSource::Env);
+        assert_eq!(token.digest.len(), 64);
+        assert!(token.matches("0123456789abcdef-secret"));
+        for wrong in [
+            "",
+            "0",
+            "0123456789abcdef-secre",
+            "0123456789abcdef-secret\0",
+        ] {
+            assert!(!token.matches(wrong), "{wrong:?}");
+        }
     }
 }

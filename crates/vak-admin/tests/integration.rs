@@ -15,7 +15,14 @@ use std::time::Duration;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde_json::{Value, json};
-use vak_admin::{ServeConfig, Server, TokenSource};
+use vak_admin::{Limits, ServeConfig, Server, TokenSource};
+#[path = "integration/bodies.rs"]
+mod bodies;
+#[path = "integration/connections.rs"]
+mod connections;
+#[path = "integration/request_line.rs"]
+mod request_line;
+
 use vak_core::prompts::{
     AuditLog, ChangeKind, ConfigChange, LayerChange, SecurityEvent, SessionId, TrustStore,
     sha256_hex,
@@ -54,6 +61,17 @@ impl Env {
     }
 
     fn with_token(env_token: Option<&str>) -> Env {
+        Env::with(env_token, Limits::default()).0
+    }
+
+    /// An environment whose server has `limits`, and the thread serving it.
+    fn with(
+        env_token: Option<&str>,
+        limits: Limits,
+    ) -> (
+        Env,
+        std::thread::JoinHandle<Result<(), vak_admin::AdminError>>,
+    ) {
         let dir = tempfile::tempdir().expect("tempdir");
         let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().expect("canon"))
             .expect("utf8 tempdir");
@@ -65,14 +83,15 @@ impl Env {
             .expect("trust store")
             .trust(&project)
             .expect("trust");
-        let (addr, token) = start(&home, &project, env_token);
-        Env {
+        let (addr, token, thread) = start(&home, &project, env_token, limits);
+        let env = Env {
             _dir: dir,
             home,
             project,
             addr,
             token,
-        }
+        };
+        (env, thread)
     }
 
     fn host(&self) -> String {
@@ -134,7 +153,16 @@ impl Env {
 
 /// Bind on port 0 and serve on a background thread; the thread ends with
 /// the test process.
-fn start(home: &Utf8Path, project: &Utf8Path, env_token: Option<&str>) -> (SocketAddr, String) {
+fn start(
+    home: &Utf8Path,
+    project: &Utf8Path,
+    env_token: Option<&str>,
+    limits: Limits,
+) -> (
+    SocketAddr,
+    String,
+    std::thread::JoinHandle<Result<(), vak_admin::AdminError>>,
+) {
     let server = Server::bind(ServeConfig {
         home: home.to_owned(),
         project: project.to_owned(),
@@ -146,8 +174,25 @@ fn start(home: &Utf8Path, project: &Utf8Path, env_token: Option<&str>) -> (Socke
     assert_ne!(addr.port(), 0, "port 0 must resolve to the real port");
     assert_eq!(server.url(), format!("http://{addr}/#/prompts"));
     let token = server.token().to_owned();
-    std::thread::spawn(move || server.run());
-    (addr, token)
+    let thread = serve_in_background(server.with_limits(limits), std::future::pending());
+    (addr, token, thread)
+}
+
+/// Serve on a thread of its own, on the same single-threaded runtime
+/// `Server::run` builds, until `stop` completes. (Not `run` itself: its
+/// Ctrl-C handler would keep Ctrl-C from stopping the test run.)
+fn serve_in_background(
+    server: Server,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::thread::JoinHandle<Result<(), vak_admin::AdminError>> {
+    std::thread::spawn(move || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .expect("runtime")
+            .block_on(server.serve_until(stop))
+    })
 }
 
 #[derive(Debug)]
@@ -337,7 +382,7 @@ fn auth_matrix_no_token_wrong_token_right_token_wrong_host() {
         // Right token but the wrong Host: refused before auth matters.
         for bad_host in ["evil.example:80", "attacker.test", "127.0.0.1:1"] {
             let r = send(env.addr, method, path, Some(bad_host), Some(&env.token), b);
-            let error = r.expect_error(403);
+            let error = r.expect_error(421);
             assert!(error.contains(bad_host), "{error}");
             assert!(error.contains(&host), "says where to go instead: {error}");
         }
@@ -395,11 +440,11 @@ fn the_page_is_served_without_a_token_but_only_to_our_host() {
             None,
             None,
         );
-        r.expect_error(403);
+        r.expect_error(421);
     }
     // No Host at all (HTTP/1.0 style) is refused too.
     let r = raw(env.addr, b"GET / HTTP/1.0\r\n\r\n", b"");
-    assert!(r.status == 400 || r.status == 403, "{}", r.status);
+    assert!(r.expect_error(400).contains("no Host header"), "{}", r.body);
 }
 
 #[test]
@@ -417,7 +462,7 @@ fn token_file_is_generated_0600_and_reused_and_env_wins() {
         assert_eq!(mode & 0o777, 0o600);
     }
     // A second server on the same home reuses it.
-    let (addr, token) = start(&env.home, &env.project, None);
+    let (addr, token, _thread) = start(&env.home, &env.project, None, Limits::default());
     assert_eq!(token, env.token);
     let r = send(
         addr,
@@ -438,7 +483,7 @@ fn token_file_is_generated_0600_and_reused_and_env_wins() {
     .expect("bind");
     assert_eq!(server.token_source(), &TokenSource::Env);
     let addr = server.local_addr();
-    std::thread::spawn(move || server.run());
+    serve_in_background(server, std::future::pending());
     let host = addr.to_string();
     let r = send(
         addr,

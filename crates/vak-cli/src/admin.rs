@@ -2,10 +2,11 @@
 
 use camino::Utf8PathBuf;
 use clap::{Args, Subcommand};
-use vak_admin::{AdminError, ServeConfig, Server};
+use vak_admin::{AdminError, ServeConfig, Server, TokenSource};
+use vak_core::prompts::escape_line;
 
-use crate::CliError;
 use crate::selectors::{home_dir, project_dir};
+use crate::{CliError, out};
 
 /// `vak admin …`
 #[derive(Debug, Clone, Subcommand)]
@@ -28,12 +29,25 @@ pub(crate) struct ServeArgs {
     pub(crate) project: Option<Utf8PathBuf>,
 }
 
+/// The error as one escaped line: admin errors quote addresses and paths
+/// from input, and none of them may start a line of its own.
 fn cli_error(error: AdminError) -> CliError {
     match error {
-        AdminError::BadListen(_) => CliError::Usage(error.to_string()),
+        AdminError::BadListen(_) => CliError::Usage(escape_line(&error.to_string()).into_owned()),
         AdminError::Core(core) => CliError::Core(core),
-        other => CliError::Failed(other.to_string()),
+        other => CliError::Failed(escape_line(&other.to_string()).into_owned()),
     }
+}
+
+/// `token: <where>`, the second line `serve` prints, escaped: the token
+/// file's path comes from `--home` or `$VAK_HOME`.
+fn token_line(source: &TokenSource) -> String {
+    let fresh = matches!(source, TokenSource::Generated(_));
+    format!(
+        "token: {}{}",
+        escape_line(&source.to_string()),
+        if fresh { " (generated just now)" } else { "" }
+    )
 }
 
 /// `vak admin …`
@@ -43,7 +57,8 @@ pub(crate) fn admin(command: &AdminCommand) -> Result<(), CliError> {
     }
 }
 
-/// Bind, say where to go and where the token is, then serve until killed.
+/// Bind, say where to go and where the token is, then serve until Ctrl-C
+/// or SIGTERM.
 fn serve(args: &ServeArgs) -> Result<(), CliError> {
     let server = Server::bind(ServeConfig {
         home: home_dir(args.home.as_ref())?,
@@ -53,12 +68,72 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
     })
     .map_err(cli_error)?;
     // The URL is the first line on its own, so scripts can read it.
-    println!("{}", server.url());
-    let fresh = matches!(server.token_source(), vak_admin::TokenSource::Generated(_));
-    println!(
-        "token: {}{}",
-        server.token_source(),
-        if fresh { " (generated just now)" } else { "" }
-    );
+    out::println(&escape_line(&server.url()))?;
+    out::println(&token_line(server.token_source()))?;
     server.run().map_err(cli_error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HOSTILE: &str = "home\n\u{1b}[2Jtoken: forged\u{202e}";
+
+    fn is_one_clean_line(text: &str) -> bool {
+        !text.contains('\n') && !text.contains('\u{1b}') && !text.contains('\u{202e}')
+    }
+
+    #[test]
+    fn token_lines_are_escaped_one_line() {
+        let path = Utf8PathBuf::from(HOSTILE).join(".vak/admin.token");
+        for source in [
+            TokenSource::File(path.clone()),
+            TokenSource::Generated(path),
+        ] {
+            let line = token_line(&source);
+            assert!(is_one_clean_line(&line), "{line:?}");
+            assert!(line.starts_with("token: home\\n\\u{1b}[2J"), "{line:?}");
+        }
+        assert_eq!(
+            token_line(&TokenSource::Env),
+            "token: the VAK_ADMIN_TOKEN environment variable"
+        );
+    }
+
+    #[test]
+    fn errors_quoting_input_are_escaped_one_line() {
+        let errors = [
+            AdminError::BadListen(HOSTILE.to_owned()),
+            AdminError::TokenNotRegular(Utf8PathBuf::from(HOSTILE)),
+            AdminError::Bind {
+                addr: HOSTILE.to_owned(),
+                source: std::io::Error::other("in use"),
+            },
+        ];
+        for error in errors {
+            let message = cli_error(error).to_string();
+            assert!(is_one_clean_line(&message), "{message:?}");
+            assert!(message.contains("home\\n\\u{1b}[2J"), "{message:?}");
+        }
+    }
+
+    #[test]
+    fn a_hostile_home_is_printed_escaped_when_the_server_binds() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = Utf8PathBuf::from_path_buf(dir.path().to_owned()).expect("utf8");
+        let home = root.join(HOSTILE);
+        let project = root.join("project");
+        std::fs::create_dir_all(&project).expect("project");
+        let server = Server::bind(ServeConfig {
+            home,
+            project,
+            listen: "127.0.0.1:0".to_owned(),
+            env_token: None,
+        })
+        .expect("bind");
+        let line = token_line(server.token_source());
+        assert!(is_one_clean_line(&line), "{line:?}");
+        assert!(line.ends_with(" (generated just now)"), "{line}");
+        assert!(is_one_clean_line(&escape_line(&server.url())));
+    }
 }
