@@ -897,6 +897,40 @@ fn an_untrusted_project_save_is_kept_and_says_it_does_not_apply() {
 }
 
 #[test]
+fn a_huge_layer_file_is_its_cards_problem_and_is_never_read_whole() {
+    let env = Env::new();
+    TrustStore::load(&env.home)
+        .expect("store")
+        .untrust(&env.project)
+        .expect("untrust");
+    // A sparse 1 GiB guardrails file: reading it whole would take seconds
+    // and a gigabyte; the listing must answer at once and still show the
+    // other blocks.
+    let file = std::fs::File::create(env.project_file("guardrails.md")).expect("create");
+    file.set_len(1 << 30).expect("grow");
+    let started = std::time::Instant::now();
+    let layers = env.get("/api/layers?scope=project").expect_ok();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    let guardrails = block(&layers, "guardrails");
+    assert_eq!(guardrails["state"], "unreadable");
+    assert!(
+        guardrails["problem"]
+            .as_str()
+            .expect("problem")
+            .contains("guardrails.md")
+    );
+    assert_eq!(block(&layers, "identity")["state"], "overridden");
+    // The prompt still resolves without it.
+    let prompt = env.get("/api/prompt").expect_ok();
+    assert!(
+        prompt["prefix"]
+            .as_str()
+            .expect("prefix")
+            .contains("## Guardrails")
+    );
+}
+
+#[test]
 fn live_counts_use_the_real_tokenizer_and_match_the_effective_prompt() {
     let env = Env::new();
     let prompt = env.get("/api/prompt").expect_ok();

@@ -187,7 +187,7 @@ const STATE_HELP = {
   inherited: 'No file here: this layer inherits.',
   overridden: 'This layer has its own text.',
   empty: 'This layer says deliberately nothing.',
-  unreadable: 'This layer has a file vak refuses to read; reset it to inherit again.',
+  unreadable: 'This layer has a file vak refuses to read; remove it (`vak prompts reset`) to inherit again.',
 };
 
 function inheritsFrom(b) {
