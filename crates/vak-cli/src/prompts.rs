@@ -226,7 +226,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             report.cap,
             report.over_by(),
             report
-                .offenders()
+                .project_layers()
                 .iter()
                 .map(ToString::to_string)
                 .collect::<Vec<_>>()

@@ -218,6 +218,19 @@ impl BudgetReport {
         out
     }
 
+    /// What a project brings (its layers, and the skills and config it
+    /// ships, which the runtime renders), largest first: what trusting it
+    /// adds, and so what a refused `vak trust` names.
+    pub fn project_layers(&self) -> Vec<&LayerTokens> {
+        let mut out: Vec<&LayerTokens> = self
+            .layers
+            .iter()
+            .filter(|l| l.origin == Origin::Project)
+            .collect();
+        out.sort_by(|a, b| b.tokens.cmp(&a.tokens).then(a.layer.cmp(&b.layer)));
+        out
+    }
+
     /// The `tokens` object for JSON output.
     pub fn summary(&self) -> TokenSummary {
         TokenSummary {

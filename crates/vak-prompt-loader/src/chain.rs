@@ -406,6 +406,11 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     Ok(chain)
 }
 
+/// The most skill directories one layer contributes.
+pub const MAX_SKILLS: usize = 256;
+/// The most directory entries looked at to choose them.
+const MAX_SKILL_ENTRIES: usize = 65_536;
+
 fn load_skills(
     reader: &mut Reader<'_>,
     vak_dir: &Utf8Path,
@@ -417,11 +422,27 @@ fn load_skills(
     let Ok(entries) = skills_dir.read_dir_utf8() else {
         return;
     };
+    // A clone can ship any number of skill directories; listing and
+    // reading them all would let it make every command slow. The first
+    // MAX_SKILLS by name are read, and the cut is reported once.
     let mut names: Vec<String> = entries
         .filter_map(Result::ok)
+        .take(MAX_SKILL_ENTRIES)
         .map(|entry| entry.file_name().to_owned())
         .collect();
     names.sort();
+    if names.len() > MAX_SKILLS {
+        let first_skipped = skills_dir.join(&names[MAX_SKILLS]);
+        reader.skip(
+            Some(Block::Skills),
+            Provenance::new(layer, origin, first_skipped.as_str()),
+            format!(
+                "is past the first {MAX_SKILLS} skill directories of this layer; it and the rest are skipped"
+            )
+            .as_str(),
+        );
+        names.truncate(MAX_SKILLS);
+    }
     for name in names {
         let path = skills_dir.join(&name).join("SKILL.md");
         let provenance = Provenance::new(layer, origin, path.as_str());

@@ -437,3 +437,29 @@ fn run_from_inside_the_home_the_shared_layer_is_applied_not_demoted() {
     assert!(layers.iter().any(|l| l == "shared"), "{layers:?}");
     assert!(!layers.iter().any(|l| l == "project"), "{layers:?}");
 }
+
+#[test]
+fn a_clone_with_thousands_of_skills_gets_the_first_256_and_a_warning() {
+    let env = Env::empty();
+    for i in 0..300 {
+        env.write_project(
+            &format!(".vak/skills/s{i:04}/SKILL.md"),
+            &format!("---\nname: s{i:04}\ndescription: skill {i}\n---\nbody\n"),
+        );
+    }
+    // 300 skills are over the cap: trust names what the project brings.
+    let refused = env.vak(&["trust"]);
+    assert_eq!(refused.status.code(), Some(4), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("skills"), "{}", stderr(&refused));
+    env.write_home(".vak/config.toml", "[prompts]\nmax_tokens = 20000\n");
+    env.trust();
+    let out = env.vak(&["prompts", "show"]);
+    let text = stdout(&out);
+    assert!(text.contains("`s0255`"), "{text}");
+    assert!(!text.contains("`s0256`"), "{text}");
+    assert!(
+        stderr(&out).contains("past the first 256 skill directories"),
+        "{}",
+        stderr(&out)
+    );
+}
