@@ -407,7 +407,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
 }
 
 /// The most skill directories one layer contributes.
-pub const MAX_SKILLS: usize = 256;
+const MAX_SKILLS: usize = 256;
 /// The most directory entries looked at to choose them.
 const MAX_SKILL_ENTRIES: usize = 65_536;
 
