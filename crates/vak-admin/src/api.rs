@@ -142,6 +142,8 @@ pub(crate) struct LayerQuery {
     scope: Option<String>,
     surface: Option<String>,
     agent: Option<String>,
+    /// A directory sub-layer of the project, relative to its root.
+    dir: Option<String>,
     if_digest: Option<String>,
 }
 
@@ -162,6 +164,15 @@ impl LayerQuery {
     fn sub(&self) -> Result<SubLayer, AdminError> {
         let surface = self.surface.as_deref().filter(|s| !s.is_empty());
         let agent = self.agent.as_deref().filter(|s| !s.is_empty());
+        if let Some(dir) = self.dir.as_deref().filter(|s| !s.is_empty()) {
+            if surface.is_some() || agent.is_some() {
+                return Err(AdminError::BadRequest(
+                    "give `dir`, `surface` or `agent`, not two: a file lives in one sub-layer"
+                        .to_owned(),
+                ));
+            }
+            return Ok(SubLayer::Directory(dir.into()));
+        }
         match (surface, agent) {
             (Some(_), Some(_)) => Err(AdminError::BadRequest(
                 "give `surface` or `agent`, not both: a file lives in one sub-layer".to_owned(),
@@ -189,9 +200,9 @@ fn core_for(state: &AppState, target: &EditTarget) -> Result<Core, AdminError> {
 /// The library's edit refusals as HTTP answers.
 pub(crate) fn edit_error(error: EditError) -> AdminError {
     match error {
-        EditError::NotEditable(..) | EditError::ForbiddenCharacter { .. } => {
-            AdminError::BadRequest(error.to_string())
-        }
+        EditError::NotEditable(..)
+        | EditError::ForbiddenCharacter { .. }
+        | EditError::BadDirectory(_) => AdminError::BadRequest(error.to_string()),
         EditError::Core(core) => AdminError::Core(core),
         EditError::OverBudget { ref report, .. } => {
             let message = error.to_string();
@@ -295,6 +306,7 @@ fn sub_name(sub: &SubLayer) -> String {
         SubLayer::Base => "base".to_owned(),
         SubLayer::Surface(kind) => format!("surface/{kind}"),
         SubLayer::Agent(role) => format!("agents/{role}"),
+        SubLayer::Directory(dir) => format!("dir/{dir}"),
     }
 }
 
@@ -510,6 +522,8 @@ pub(crate) struct TokensBody {
     scope: Option<String>,
     surface: Option<String>,
     agent: Option<String>,
+    #[serde(default)]
+    dir: Option<String>,
     bot: Option<String>,
     chat: Option<String>,
     block: String,
@@ -541,6 +555,7 @@ pub(crate) async fn tokens(
                 scope: b.scope,
                 surface: b.surface,
                 agent: b.agent,
+                dir: b.dir,
                 if_digest: None,
             };
             let target = target(q.scope()?, q.sub()?, block)?;

@@ -49,6 +49,10 @@ pub enum SubLayer {
     Surface(SurfaceKind),
     /// `agents/<role>/` (agent tier).
     Agent(Name),
+    /// `<dir>/.vak/prompts/` of a directory below the project root, given
+    /// relative to the root (`services/payments`): a directory sub-layer of
+    /// the project tier (DECISIONS §15). Project scope only.
+    Directory(Utf8PathBuf),
 }
 
 /// One block file of one layer: what `set`, `edit` and `reset` address.
@@ -91,6 +95,13 @@ pub enum EditError {
         /// command named: `surface chat, agent reviewer`.
         chain: Option<String>,
     },
+    /// A directory sub-layer was named for the shared scope, or with a path
+    /// that is not a plain relative path below the project root.
+    #[error(
+        "`{}` is not a directory sub-layer: name a directory inside the project, relative to its root (project scope only)",
+        Escaped(.0.as_str())
+    )]
+    BadDirectory(Utf8PathBuf),
     /// The text holds a character no prompt may contain (DECISIONS §11).
     #[error(
         "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
@@ -125,6 +136,15 @@ impl EditTarget {
             };
             return Err(EditError::NotEditable(block, why));
         }
+        if let SubLayer::Directory(dir) = &sub {
+            let plain = !dir.as_str().is_empty()
+                && dir
+                    .components()
+                    .all(|c| matches!(c, camino::Utf8Component::Normal(_)));
+            if scope != Scope::Project || !plain {
+                return Err(EditError::BadDirectory(dir.clone()));
+            }
+        }
         Ok(EditTarget { scope, sub, block })
     }
 
@@ -132,7 +152,8 @@ impl EditTarget {
     pub fn layer(&self) -> PromptLayer {
         match (&self.sub, self.scope) {
             (SubLayer::Base, Scope::Shared) => PromptLayer::Shared,
-            (SubLayer::Base, Scope::Project) => PromptLayer::Project,
+            (SubLayer::Base | SubLayer::Directory(_), Scope::Project) => PromptLayer::Project,
+            (SubLayer::Directory(_), Scope::Shared) => PromptLayer::Shared,
             (SubLayer::Surface(_), _) => PromptLayer::Surface,
             (SubLayer::Agent(_), _) => PromptLayer::Agent,
         }
@@ -157,13 +178,17 @@ impl EditTarget {
     /// The file's path.
     pub fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
         let (surface, agent) = match &self.sub {
-            SubLayer::Base => (selectors.surface, None),
+            SubLayer::Base | SubLayer::Directory(_) => (selectors.surface, None),
             SubLayer::Surface(kind) => (*kind, None),
             SubLayer::Agent(role) => (selectors.surface, Some(role)),
         };
-        let dirs = LayerDirs::new(self.root(selectors), surface, agent);
+        let root = match &self.sub {
+            SubLayer::Directory(dir) => self.root(selectors).join(dir),
+            _ => self.root(selectors).to_owned(),
+        };
+        let dirs = LayerDirs::new(&root, surface, agent);
         let dir = match (&self.sub, dirs.agent) {
-            (SubLayer::Base, _) => dirs.base,
+            (SubLayer::Base | SubLayer::Directory(_), _) => dirs.base,
             (SubLayer::Surface(_), _) => dirs.surface,
             (SubLayer::Agent(_), Some(agent)) => agent,
             (SubLayer::Agent(_), None) => dirs.base,
@@ -184,6 +209,18 @@ impl EditTarget {
             SubLayer::Base => {}
             SubLayer::Surface(kind) => base.surface = *kind,
             SubLayer::Agent(role) => base.agent = Some(role.clone()),
+            SubLayer::Directory(dir) => {
+                // The chain must hold the directory's layer; a working
+                // directory already below it keeps its deeper layers.
+                let target = base.project.join(dir);
+                let keep = base
+                    .workdir
+                    .as_ref()
+                    .is_some_and(|w| w.starts_with(&target));
+                if !keep {
+                    base.workdir = Some(target);
+                }
+            }
         }
         base
     }

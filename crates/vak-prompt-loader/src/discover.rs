@@ -1,0 +1,184 @@
+//! Where the project is (DECISIONS §15): the nearest ancestor of the
+//! working directory that has `.git` (a directory, or a file in worktrees
+//! and submodules); if none has, the nearest that has `.vak`; else the
+//! working directory itself. `$VAK_HOME` and everything inside it is never a
+//! project, and the walk never crosses into another filesystem.
+//!
+//! Only names are looked at (`lstat`): nothing under a candidate is opened
+//! or read here, so a hostile tree cannot make discovery block or read.
+
+use std::io;
+use std::os::unix::fs::MetadataExt;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// Why the root is where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootKind {
+    /// The nearest directory with `.git` (directory or file).
+    Git,
+    /// No `.git` on the way up; the nearest directory with `.vak`.
+    Vak,
+    /// Neither: the working directory itself.
+    WorkingDir,
+    /// The working directory is `$VAK_HOME` or inside it: there is no
+    /// project, and the home stands in for it (its layers are the shared
+    /// ones, never read twice).
+    Home,
+}
+
+/// The project found from a working directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    /// The project root, canonical.
+    pub root: Utf8PathBuf,
+    /// The working directory, canonical; `root` or inside it.
+    pub workdir: Utf8PathBuf,
+    /// Why `root` was chosen.
+    pub kind: RootKind,
+}
+
+fn canonical(path: &Utf8Path) -> io::Result<Utf8PathBuf> {
+    let real = std::fs::canonicalize(path)?;
+    Utf8PathBuf::from_path_buf(real).map_err(|p| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("`{}` is not valid UTF-8", p.display()),
+        )
+    })
+}
+
+fn has(dir: &Utf8Path, name: &str) -> bool {
+    std::fs::symlink_metadata(dir.join(name)).is_ok()
+}
+
+/// Find the project for a command run in `start`, under `home`.
+///
+/// # Errors
+///
+/// `start` cannot be resolved (it does not exist, or is not UTF-8).
+pub fn discover_project(start: &Utf8Path, home: Option<&Utf8Path>) -> io::Result<Discovered> {
+    let start = canonical(start)?;
+    if let Some(home) = home.and_then(|h| canonical(h).ok())
+        && start.starts_with(&home)
+    {
+        return Ok(Discovered {
+            root: home.clone(),
+            workdir: home,
+            kind: RootKind::Home,
+        });
+    }
+    let device = std::fs::metadata(&start)?.dev();
+    let mut nearest_vak = None;
+    for dir in start.ancestors() {
+        // A mount point's parent is another filesystem: stop before it.
+        match std::fs::metadata(dir) {
+            Ok(meta) if meta.dev() == device => {}
+            _ => break,
+        }
+        if has(dir, ".git") {
+            return Ok(Discovered {
+                root: dir.to_owned(),
+                workdir: start.clone(),
+                kind: RootKind::Git,
+            });
+        }
+        if nearest_vak.is_none() && has(dir, ".vak") {
+            nearest_vak = Some(dir.to_owned());
+        }
+    }
+    Ok(match nearest_vak {
+        Some(root) => Discovered {
+            root,
+            workdir: start,
+            kind: RootKind::Vak,
+        },
+        None => Discovered {
+            root: start.clone(),
+            workdir: start,
+            kind: RootKind::WorkingDir,
+        },
+    })
+}
+
+/// The directories strictly below `root` down to `workdir` inclusive,
+/// widest first: the candidates for directory sub-layers. Empty when
+/// `workdir` is `root` or not inside it.
+pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
+    let Ok(rest) = workdir.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut dir = root.to_owned();
+    let mut levels = Vec::new();
+    for component in rest.components() {
+        match component {
+            camino::Utf8Component::Normal(name) => {
+                dir.push(name);
+                levels.push(dir.clone());
+            }
+            // A `..` or root component would leave the project.
+            _ => return Vec::new(),
+        }
+    }
+    levels
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = canonical(Utf8Path::from_path(dir.path()).unwrap()).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn git_wins_over_a_nearer_vak_and_a_file_counts() {
+        let (_keep, base) = temp();
+        let deep = base.join("repo/sub/deep");
+        fs::create_dir_all(&deep).unwrap();
+        fs::create_dir_all(base.join("repo/sub/.vak")).unwrap();
+        fs::write(base.join("repo/.git"), "gitdir: /elsewhere\n").unwrap();
+        let found = discover_project(&deep, None).unwrap();
+        assert_eq!(found.root, base.join("repo"));
+        assert_eq!(found.kind, RootKind::Git);
+        assert_eq!(found.workdir, deep);
+    }
+
+    #[test]
+    fn nearest_vak_without_git_else_the_working_dir() {
+        let (_keep, base) = temp();
+        let deep = base.join("a/b/c");
+        fs::create_dir_all(&deep).unwrap();
+        fs::create_dir_all(base.join("a/.vak")).unwrap();
+        fs::create_dir_all(base.join("a/b/.vak")).unwrap();
+        let found = discover_project(&deep, None).unwrap();
+        assert_eq!((found.root, found.kind), (base.join("a/b"), RootKind::Vak));
+        let (_keep2, lone) = temp();
+        let found = discover_project(&lone, None).unwrap();
+        assert_eq!((found.root, found.kind), (lone, RootKind::WorkingDir));
+    }
+
+    #[test]
+    fn the_home_and_everything_inside_it_is_never_a_project() {
+        let (_keep, base) = temp();
+        let home = base.join("home");
+        fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+        fs::create_dir_all(base.join(".git")).unwrap();
+        let found = discover_project(&home.join(".vak/prompts"), Some(&home)).unwrap();
+        assert_eq!((found.root, found.kind), (home.clone(), RootKind::Home));
+    }
+
+    #[test]
+    fn levels_are_widest_first_and_stay_inside() {
+        let root = Utf8Path::new("/r");
+        assert_eq!(
+            levels_between(root, Utf8Path::new("/r/a/b")),
+            [Utf8PathBuf::from("/r/a"), Utf8PathBuf::from("/r/a/b")]
+        );
+        assert!(levels_between(root, root).is_empty());
+        assert!(levels_between(root, Utf8Path::new("/elsewhere")).is_empty());
+    }
+}
