@@ -8,6 +8,7 @@
 )]
 
 mod common;
+mod discovery;
 mod edit;
 mod hostile_cli;
 mod hostile_paths;
