@@ -8,6 +8,7 @@
 )]
 
 mod common;
+mod completions;
 mod discovery;
 mod edit;
 mod hostile_cli;
