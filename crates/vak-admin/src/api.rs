@@ -109,6 +109,9 @@ pub(crate) struct ViewQuery {
     chat: Option<String>,
     agent: Option<String>,
     untrusted: Option<bool>,
+    /// A directory of the project, relative to its root, whose directory
+    /// layers apply (DECISIONS §15).
+    dir: Option<String>,
 }
 
 impl ViewQuery {
@@ -119,13 +122,19 @@ impl ViewQuery {
                 .map(|raw| name(kind, raw))
                 .transpose()
         };
+        let base = state.selectors();
+        let workdir = match self.dir.as_deref().filter(|s| !s.is_empty()) {
+            Some(dir) => Some(base.project.join(plain_dir(dir)?)),
+            None => base.workdir.clone(),
+        };
         let selectors = Selectors {
+            workdir,
             surface: surface(self.surface.as_deref())?,
             bot: opt(NameKind::Bot, &self.bot)?,
             chat: opt(NameKind::Chat, &self.chat)?,
             agent: opt(NameKind::Role, &self.agent)?,
             force_untrusted: self.untrusted.unwrap_or(false),
-            ..state.selectors()
+            ..base
         };
         if selectors.chat.is_some() && selectors.bot.is_none() {
             return Err(AdminError::BadRequest(
@@ -171,7 +180,7 @@ impl LayerQuery {
                         .to_owned(),
                 ));
             }
-            return Ok(SubLayer::Directory(dir.into()));
+            return Ok(SubLayer::Directory(plain_dir(dir)?.into()));
         }
         match (surface, agent) {
             (Some(_), Some(_)) => Err(AdminError::BadRequest(
@@ -181,6 +190,21 @@ impl LayerQuery {
             (None, Some(role)) => Ok(SubLayer::Agent(name(NameKind::Role, role)?)),
             (None, None) => Ok(SubLayer::Base),
         }
+    }
+}
+
+/// `dir=services/payments`: plain names below the project root only.
+fn plain_dir(raw: &str) -> Result<&str, AdminError> {
+    let plain = raw.split('/').all(|part| {
+        !part.is_empty() && part != "." && part != ".." && !part.contains(['\\', '\0'])
+    });
+    if plain && !raw.starts_with('/') {
+        Ok(raw)
+    } else {
+        Err(AdminError::BadRequest(format!(
+            "`dir={}` is not a directory inside the project, relative to its root",
+            vak_core::prompts::Escaped(raw)
+        )))
     }
 }
 
@@ -434,6 +458,10 @@ pub(crate) async fn layers(
         "project": state.project,
         "trust": trust_name(trust),
         "roles": known_roles(&state),
+        "directories": vak_core::prompts::directory_layers(
+            &state.project,
+            &vak_core::prompts::DEFAULT_INTEROP,
+        ),
         "surfaces": SurfaceKind::ALL.iter().map(|k| k.wire_name()).collect::<Vec<_>>(),
         "blocks": blocks,
     })))

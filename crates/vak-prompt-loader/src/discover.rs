@@ -123,6 +123,45 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
     levels
 }
 
+/// How deep below the root [`directory_layers`] looks.
+const MAX_DEPTH: usize = 8;
+/// How many directories [`directory_layers`] visits at most.
+const MAX_VISITED: usize = 20_000;
+/// How many directory layers [`directory_layers`] lists at most.
+const MAX_LAYERS: usize = 256;
+
+/// Every directory below `root` that has its own `.vak/prompts/` or one of
+/// `interop` (`AGENTS.md`): the directory layers a project-scope save with
+/// `--dir` can reach, relative to the root, sorted. Bounded in depth, in
+/// directories visited and in results; symlinks are not followed, and
+/// hidden directories (`.git`, `.vak`), `node_modules` and `target` are not
+/// entered.
+pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
+    let skip = |name: &str| name.starts_with('.') || name == "node_modules" || name == "target";
+    let mut found = Vec::new();
+    let walk = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .max_depth(MAX_DEPTH)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| e.file_type().is_dir() && !e.file_name().to_str().is_none_or(skip));
+    for entry in walk.take(MAX_VISITED).flatten() {
+        let Some(path) = Utf8Path::from_path(entry.path()) else {
+            continue;
+        };
+        let is_layer = std::fs::symlink_metadata(path.join(".vak").join("prompts")).is_ok()
+            || interop.iter().any(|name| has(path, name));
+        if is_layer && let Ok(rel) = path.strip_prefix(root) {
+            found.push(rel.to_owned());
+            if found.len() >= MAX_LAYERS {
+                break;
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,6 +208,24 @@ mod tests {
         fs::create_dir_all(base.join(".git")).unwrap();
         let found = discover_project(&home.join(".vak/prompts"), Some(&home)).unwrap();
         assert_eq!((found.root, found.kind), (home.clone(), RootKind::Home));
+    }
+
+    #[test]
+    fn directory_layers_are_listed_relative_and_bounded() {
+        let (_keep, root) = temp();
+        fs::create_dir_all(root.join("services/payments/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join("services/web")).unwrap();
+        fs::write(root.join("services/web/AGENTS.md"), "x").unwrap();
+        fs::create_dir_all(root.join("node_modules/x/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join(".git/y/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join("plain")).unwrap();
+        assert_eq!(
+            directory_layers(&root, &["AGENTS.md"]),
+            [
+                Utf8PathBuf::from("services/payments"),
+                Utf8PathBuf::from("services/web")
+            ]
+        );
     }
 
     #[test]

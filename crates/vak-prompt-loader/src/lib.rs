@@ -21,7 +21,7 @@ pub use chain::{
     ConfigFile, Contribution, DEFAULT_INTEROP, LegacySystem, LoadRequest, LoadedChain, SkillEntry,
     Skipped, load_chain,
 };
-pub use discover::{Discovered, RootKind, discover_project, levels_between};
+pub use discover::{Discovered, RootKind, directory_layers, discover_project, levels_between};
 pub use error::LoaderError;
 pub use gateway::{
     GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, entry_key, gateway_dir, json_kind,
