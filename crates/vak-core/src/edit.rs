@@ -812,6 +812,9 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     if let Some(agent) = &selectors.agent {
         out.push_str(&format!(", agent `{agent}`"));
     }
+    if let Some(dir) = selectors.subdir() {
+        out.push_str(&format!(", directory `{}`", Escaped(dir.as_str())));
+    }
     if trust == Trust::Trusted {
         out.push_str(", project trusted");
     }
@@ -856,14 +859,47 @@ pub fn chains_reached(base: &Selectors, target: &EditTarget) -> Vec<Selectors> {
             .chain(roles_with_dirs(base).into_iter().map(Some))
             .collect(),
     };
-    let mut out = Vec::with_capacity(surfaces.len() * roles.len());
-    for surface in &surfaces {
-        for role in &roles {
-            out.push(Selectors {
-                surface: *surface,
-                agent: role.clone(),
-                ..base.clone()
-            });
+    let workdirs = workdirs_reached(base, target);
+    let mut out = Vec::with_capacity(surfaces.len() * roles.len() * workdirs.len());
+    for workdir in &workdirs {
+        for surface in &surfaces {
+            for role in &roles {
+                out.push(Selectors {
+                    surface: *surface,
+                    agent: role.clone(),
+                    workdir: workdir.clone(),
+                    ..base.clone()
+                });
+            }
+        }
+    }
+    out
+}
+
+/// At most this many directory layers are budgeted besides the named chain.
+const MAX_DIRECTORY_CHAINS: usize = 16;
+
+/// The working directories whose chains a change reaches (DECISIONS §12,
+/// §15): the named one, and each deepest directory layer of the project
+/// that the changed file is on the way to (every one for a shared or
+/// project-root file, those at or below it for a directory layer's file).
+/// A deepest directory's chain holds every wider directory's layer too.
+fn workdirs_reached(base: &Selectors, target: &EditTarget) -> Vec<Option<Utf8PathBuf>> {
+    let mut out = vec![base.workdir.clone()];
+    let below = match &target.sub {
+        SubLayer::Directory(dir) => Some(dir.as_path()),
+        _ => None,
+    };
+    let dirs =
+        vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
+    let leaves = dirs.iter().filter(|d| {
+        below.is_none_or(|b| d.starts_with(b))
+            && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
+    });
+    for dir in leaves.take(MAX_DIRECTORY_CHAINS) {
+        let workdir = Some(base.project.join(dir));
+        if !out.contains(&workdir) {
+            out.push(workdir);
         }
     }
     out

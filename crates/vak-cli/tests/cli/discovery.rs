@@ -449,3 +449,44 @@ fn the_interop_list_comes_from_the_shared_config_only() {
     let json = env.json(&["prompts", "show"]);
     assert!(json["warnings"].to_string().contains("prompts.interop"));
 }
+
+#[test]
+fn a_root_save_is_budgeted_on_every_directory_chain_it_reaches() {
+    let env = monorepo();
+    env.trust();
+    let payments = env.project().join("services/payments");
+    let tokens = |dir: &Path| {
+        json_in(&env, dir, &["prompts", "show"])["tokens"]["prefix"]
+            .as_u64()
+            .unwrap()
+    };
+    let bullet = |words: u64| format!("- {}\n", "lorem ".repeat(words as usize));
+    // Fill the payments chain to just under the cap of 1500.
+    let base = tokens(&payments);
+    let mut words = 1400 - base;
+    for _ in 0..3 {
+        write(
+            &payments.join(".vak/prompts/guardrails.md"),
+            &format!("- Never log card numbers.\n{}", bullet(words)),
+        );
+        let now = tokens(&payments);
+        if (1440..1490).contains(&now) {
+            break;
+        }
+        words = (words as i64 + (1465 - now as i64)).max(1) as u64;
+    }
+    let filled = tokens(&payments);
+    assert!((1440..1500).contains(&filled), "{filled}");
+    assert!(tokens(env.project()) < 1000);
+    // A root save that fits the root's own chain but not the payments one.
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        &format!("- Never push directly to `main`.\n{}", bullet(120)),
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("directory `services/payments`"),
+        "{}",
+        stderr(&out)
+    );
+}
