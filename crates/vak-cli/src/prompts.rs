@@ -247,6 +247,21 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         }
     }
     let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
+    if args.dir.is_some()
+        && let Ok(found) = vak_core::Selectors::discover(home.clone(), &dir)
+        && found.project.as_str() != key.as_str()
+        && found.workdir.is_some()
+    {
+        out::notice(
+            "note",
+            &format!(
+                "`{}` is inside the project `{}`: commands run there find that root and use its trust; run `vak trust {}` to trust the project",
+                Escaped(key.as_str()),
+                Escaped(found.project.as_str()),
+                Escaped(found.project.as_str())
+            ),
+        );
+    }
     out::println(&format!(
         "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix: {} -> {} tokens (cap {})",
         Escaped(key.as_str()),

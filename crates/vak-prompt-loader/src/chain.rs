@@ -335,6 +335,26 @@ const MAX_INTEROP_NAMES: usize = 16;
 /// applies; one bad entry is reported and skipped.
 fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
     let default = || DEFAULT_INTEROP.iter().map(|n| (*n).to_owned()).collect();
+    let from_project: Vec<Utf8PathBuf> = reader
+        .chain
+        .configs
+        .iter()
+        .filter(|c| c.origin == Origin::Project)
+        .filter(|c| {
+            c.table
+                .get("prompts")
+                .and_then(|p| p.as_table())
+                .is_some_and(|p| p.contains_key("interop"))
+        })
+        .map(|c| c.path.clone())
+        .collect();
+    for path in from_project {
+        reader.skip(
+            None,
+            Provenance::new(PromptLayer::Project, Origin::Project, path.as_str()),
+            "sets `prompts.interop`, which only the shared config may set (a project never names files for vak to read); it is ignored",
+        );
+    }
     let Some(config) = reader
         .chain
         .configs

@@ -58,6 +58,18 @@ fn has(dir: &Utf8Path, name: &str) -> bool {
 ///
 /// `start` cannot be resolved (it does not exist, or is not UTF-8).
 pub fn discover_project(start: &Utf8Path, home: Option<&Utf8Path>) -> io::Result<Discovered> {
+    discover_with(start, home, |dir| {
+        std::fs::metadata(dir).ok().map(|m| m.dev())
+    })
+}
+
+/// [`discover_project`] with the device of a directory looked up by
+/// `device_of` (`None`: cannot be looked at, which ends the walk too).
+fn discover_with(
+    start: &Utf8Path,
+    home: Option<&Utf8Path>,
+    device_of: impl Fn(&Utf8Path) -> Option<u64>,
+) -> io::Result<Discovered> {
     let start = canonical(start)?;
     if let Some(home) = home.and_then(|h| canonical(h).ok())
         && start.starts_with(&home)
@@ -68,13 +80,12 @@ pub fn discover_project(start: &Utf8Path, home: Option<&Utf8Path>) -> io::Result
             kind: RootKind::Home,
         });
     }
-    let device = std::fs::metadata(&start)?.dev();
+    let device = device_of(&start);
     let mut nearest_vak = None;
     for dir in start.ancestors() {
         // A mount point's parent is another filesystem: stop before it.
-        match std::fs::metadata(dir) {
-            Ok(meta) if meta.dev() == device => {}
-            _ => break,
+        if device.is_none() || device_of(dir) != device {
+            break;
         }
         if has(dir, ".git") {
             return Ok(Discovered {
@@ -208,6 +219,28 @@ mod tests {
         fs::create_dir_all(base.join(".git")).unwrap();
         let found = discover_project(&home.join(".vak/prompts"), Some(&home)).unwrap();
         assert_eq!((found.root, found.kind), (home.clone(), RootKind::Home));
+    }
+
+    #[test]
+    fn the_walk_stops_at_a_filesystem_boundary() {
+        let (_keep, base) = temp();
+        let inner = base.join("outer/mnt/work");
+        fs::create_dir_all(&inner).unwrap();
+        fs::create_dir_all(base.join("outer/.git")).unwrap();
+        // `outer/mnt` is a mount point: it and below are device 2.
+        let mount = base.join("outer/mnt");
+        let device = |dir: &Utf8Path| Some(if dir.starts_with(&mount) { 2 } else { 1 });
+        let found = discover_with(&inner, None, device).unwrap();
+        assert_eq!(
+            (found.root, found.kind),
+            (inner.clone(), RootKind::WorkingDir)
+        );
+        // Without the boundary the outer repository is found.
+        let found = discover_with(&inner, None, |_| Some(1)).unwrap();
+        assert_eq!(
+            (found.root, found.kind),
+            (base.join("outer"), RootKind::Git)
+        );
     }
 
     #[test]

@@ -96,6 +96,18 @@ fn a_directory_of_a_trusted_project_without_its_own_vak_or_git() {
     // `vak trust` from inside trusts the root, not the sub-directory.
     let listed = env.ok(&["trust", "--list"]);
     assert_eq!(listed.lines().count(), 1, "{listed}");
+    // Named explicitly, a directory inside a project is trusted as asked,
+    // with a note that commands run there use the root's trust.
+    let out = env.vak(&["trust", sub.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "is inside the project `{}`",
+            real(env.project()).display()
+        )),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
@@ -441,8 +453,14 @@ fn the_interop_list_comes_from_the_shared_config_only() {
     // A project's config cannot name files to read.
     write(&env.home().join(".vak/config.toml"), &config);
     env.write_project(".vak/config.toml", "[prompts]\ninterop = [\"CLAUDE.md\"]\n");
-    let text = prefix(&env.json(&["prompts", "show"]));
-    assert!(text.contains("From AGENTS.md."), "{text}");
+    let json = env.json(&["prompts", "show"]);
+    assert!(prefix(&json).contains("From AGENTS.md."), "{json}");
+    assert!(
+        json["warnings"]
+            .to_string()
+            .contains("only the shared config may set"),
+        "{json}"
+    );
     // A name with a path in it is refused, naming the key.
     let bad = config.replace("[prompts]\n", "[prompts]\ninterop = [\"../x.md\"]\n");
     write(&env.home().join(".vak/config.toml"), &bad);
