@@ -352,11 +352,16 @@ pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
     });
     if over.is_none() {
         let roles = roles_with_dirs(core.selectors());
-        'chains: for surface in SurfaceKind::ALL {
+        let workdirs = deepest_directories(core.selectors(), None);
+        'chains: for (workdir, surface) in workdirs
+            .iter()
+            .flat_map(|w| SurfaceKind::ALL.map(|s| (w.clone(), s)))
+        {
             for role in std::iter::once(None).chain(roles.iter().cloned().map(Some)) {
                 let other = Core::open(Selectors {
                     surface,
                     agent: role,
+                    workdir: workdir.clone(),
                     ..core.selectors().clone()
                 })?;
                 let Ok(chain) = other.load() else { continue };
@@ -885,11 +890,18 @@ const MAX_DIRECTORY_CHAINS: usize = 16;
 /// project-root file, those at or below it for a directory layer's file).
 /// A deepest directory's chain holds every wider directory's layer too.
 fn workdirs_reached(base: &Selectors, target: &EditTarget) -> Vec<Option<Utf8PathBuf>> {
-    let mut out = vec![base.workdir.clone()];
     let below = match &target.sub {
         SubLayer::Directory(dir) => Some(dir.as_path()),
         _ => None,
     };
+    deepest_directories(base, below)
+}
+
+/// The named working directory, then each deepest directory layer of the
+/// project (at or below `below`, when given), at most
+/// [`MAX_DIRECTORY_CHAINS`] of them.
+fn deepest_directories(base: &Selectors, below: Option<&Utf8Path>) -> Vec<Option<Utf8PathBuf>> {
+    let mut out = vec![base.workdir.clone()];
     let dirs =
         vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
     let leaves = dirs.iter().filter(|d| {

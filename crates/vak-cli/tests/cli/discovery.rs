@@ -508,3 +508,20 @@ fn a_root_save_is_budgeted_on_every_directory_chain_it_reaches() {
         stderr(&out)
     );
 }
+
+#[test]
+fn trusting_is_budgeted_on_every_directory_chain() {
+    let env = monorepo();
+    write(
+        &env.project().join("services/payments/AGENTS.md"),
+        &"Mind the ledger. ".repeat(400),
+    );
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("directory `services/payments`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.ok(&["trust", "--list"]), "");
+}
