@@ -525,3 +525,25 @@ fn trusting_is_budgeted_on_every_directory_chain() {
     );
     assert_eq!(env.ok(&["trust", "--list"]), "");
 }
+
+#[test]
+fn legacy_system_md_stands_in_for_the_root_identity_only() {
+    let env = Env::empty();
+    copy_tree(&fixtures().join("home"), env.home());
+    fs::create_dir(env.project().join(".git")).unwrap();
+    env.write_project(".vak/SYSTEM.md", "You are the legacy agent.");
+    env.write_project("AGENTS.md", "Run the root checks.");
+    env.write_project(
+        "svc/.vak/prompts/operating-rules.md",
+        "Run the service checks.",
+    );
+    env.trust();
+    let text = prefix(&json_in(&env, env.project(), &["prompts", "show"]));
+    assert!(text.contains("You are the legacy agent."), "{text}");
+    // The root's AGENTS.md is still its operating rules.
+    assert!(text.contains("Run the root checks."), "{text}");
+    // A directory below the root still decides for itself.
+    let svc = json_in(&env, &env.project().join("svc"), &["prompts", "show"]);
+    assert!(prefix(&svc).contains("Run the service checks."));
+    assert!(prefix(&svc).contains("You are the legacy agent."));
+}
