@@ -547,3 +547,44 @@ fn legacy_system_md_stands_in_for_the_root_identity_only() {
     assert!(prefix(&svc).contains("Run the service checks."));
     assert!(prefix(&svc).contains("You are the legacy agent."));
 }
+
+#[test]
+fn dir_with_an_explicit_project_and_a_symlink_out_of_it() {
+    let env = monorepo();
+    env.trust();
+    let project = env.project().to_str().unwrap().to_owned();
+    let json = env.json(&[
+        "prompts",
+        "show",
+        "--project",
+        &project,
+        "--dir",
+        "services/payments",
+    ]);
+    assert!(prefix(&json).contains("Never log card numbers"));
+    let root_only = env.json(&["prompts", "show", "--project", &project]);
+    assert!(!prefix(&root_only).contains("Never log card numbers"));
+
+    // A directory that leads out of the project: no read, no write.
+    let outside = tempfile::tempdir().unwrap();
+    write(
+        &outside.path().join(".vak/prompts/guardrails.md"),
+        "- OUTSIDE\n",
+    );
+    std::os::unix::fs::symlink(outside.path(), env.project().join("out")).unwrap();
+    let json = env.json(&["prompts", "show", "--dir", "out"]);
+    assert!(!prefix(&json).contains("OUTSIDE"));
+    assert!(
+        json["warnings"]
+            .to_string()
+            .contains("not inside the project")
+    );
+    let out = env.vak_stdin(
+        &[
+            "prompts", "set", "--scope", "project", "--dir", "out", "identity", "-",
+        ],
+        "x",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!outside.path().join(".vak/prompts/identity.md").exists());
+}
