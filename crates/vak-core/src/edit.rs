@@ -572,11 +572,10 @@ impl Core {
         let selectors = self.selectors();
         let trust = self.trust()?;
         let path = target.path(selectors);
-        let provenance = target.provenance(selectors);
         let chain = self.load_for(target)?;
         let before = self.compose(&chain, trust, TailContext::now());
         let mut after_chain = chain;
-        after_chain.substitute(target.block, &provenance, text);
+        substitute_target(&mut after_chain, target, selectors, text);
         if let SubLayer::Agent(_) = target.sub
             && let Some(dir) = path.parent()
             && text.is_some()
@@ -779,7 +778,6 @@ impl Core {
         }
         for selectors in chains_reached(self.selectors(), target) {
             let core = Core::open(selectors)?;
-            let provenance = target.provenance(core.selectors());
             let chain = match core.load_for(target) {
                 Ok(chain) => chain,
                 // A role directory that vanished meanwhile reaches nothing.
@@ -787,7 +785,7 @@ impl Core {
                 Err(error) => return Err(error.into()),
             };
             let mut after_chain = chain.clone();
-            after_chain.substitute(target.block, &provenance, text);
+            substitute_target(&mut after_chain, target, core.selectors(), text);
             for &trust in &trusts {
                 let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                 let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
@@ -802,6 +800,54 @@ impl Core {
             }
         }
         Ok(())
+    }
+}
+
+/// Put `text` in place of `target`'s file in a loaded chain (`None`: the
+/// file removed), as the loader would read the directory afterwards: a
+/// project directory's `operating-rules.md` and its interop file
+/// (`AGENTS.md`) exclude each other (DECISIONS §15), so saving the one drops
+/// the other, and removing it brings the interop file back in.
+fn substitute_target(
+    chain: &mut LoadedChain,
+    target: &EditTarget,
+    selectors: &Selectors,
+    text: Option<&str>,
+) {
+    let provenance = target.provenance(selectors);
+    chain.substitute(target.block, &provenance, text);
+    let path = target.path(selectors);
+    let level = path
+        .parent()
+        .and_then(Utf8Path::parent)
+        .and_then(Utf8Path::parent);
+    let (true, Some(level)) = (
+        target.scope == Scope::Project
+            && target.block == Block::OperatingRules
+            && matches!(target.sub, SubLayer::Base | SubLayer::Directory(_)),
+        level,
+    ) else {
+        return;
+    };
+    let names = chain.interop_names.clone();
+    let is_interop = |p: &Provenance| {
+        p.source.as_deref().is_some_and(|source| {
+            let source = Utf8Path::new(source);
+            source.parent() == Some(level)
+                && source
+                    .file_name()
+                    .is_some_and(|name| names.iter().any(|n| n == name))
+        })
+    };
+    chain.contributions.retain(|c| !is_interop(&c.provenance));
+    chain.skipped.retain(|s| !is_interop(&s.provenance));
+    if text.is_none() {
+        let (contribution, skipped) =
+            vak_prompt_loader::interop_of_level(level, &selectors.project, &names);
+        if let Some(c) = contribution {
+            chain.substitute(c.block, &c.provenance, Some(&c.text));
+        }
+        chain.skipped.extend(skipped);
     }
 }
 

@@ -123,6 +123,8 @@ pub struct LoadedChain {
     /// each directory down to the working directory. A project-origin
     /// source belongs to the deepest level it lies under.
     pub project_levels: Vec<Utf8PathBuf>,
+    /// The interop file names in force (`[prompts] interop`), in order.
+    pub interop_names: Vec<String>,
 }
 
 impl LoadedChain {
@@ -323,6 +325,24 @@ impl Reader<'_> {
     }
 }
 
+/// What `level`'s interop file contributes when the level has no
+/// `operating-rules.md` (for an edit preview that removes that file): read
+/// exactly as a load reads it, confined to `root`. The contribution, or the
+/// refusal that names the file, or neither when no interop file is there.
+pub fn interop_of_level(
+    level: &Utf8Path,
+    root: &Utf8Path,
+    names: &[String],
+) -> (Option<Contribution>, Option<Skipped>) {
+    let mut chain = LoadedChain::default();
+    let mut reader = Reader {
+        chain: &mut chain,
+        roots: Vec::new(),
+    };
+    reader.interop_file(level, &prompt_dir(level), root, names);
+    (chain.contributions.pop(), chain.skipped.pop())
+}
+
 /// The interop file names the default list holds.
 pub const DEFAULT_INTEROP: [&str; 1] = ["AGENTS.md"];
 
@@ -493,6 +513,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     }
 
     let interop = interop_names(&mut reader);
+    reader.chain.interop_names.clone_from(&interop);
 
     reader.directory_layer(
         &home_dirs.base,

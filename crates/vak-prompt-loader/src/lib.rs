@@ -19,7 +19,7 @@ mod write;
 
 pub use chain::{
     ConfigFile, Contribution, DEFAULT_INTEROP, LegacySystem, LoadRequest, LoadedChain, SkillEntry,
-    Skipped, load_chain,
+    Skipped, interop_of_level, load_chain,
 };
 pub use discover::{Discovered, RootKind, directory_layers, discover_project, levels_between};
 pub use error::LoaderError;

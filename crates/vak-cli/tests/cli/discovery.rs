@@ -588,3 +588,54 @@ fn dir_with_an_explicit_project_and_a_symlink_out_of_it() {
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!outside.path().join(".vak/prompts/identity.md").exists());
 }
+
+#[test]
+fn a_reset_that_brings_agents_md_back_is_budgeted_with_it() {
+    let env = monorepo();
+    env.trust();
+    let payments = env.project().join("services/payments");
+    // The directory's own rules hide a huge AGENTS.md.
+    write(
+        &payments.join(".vak/prompts/operating-rules.md"),
+        "Be brief.",
+    );
+    write(
+        &payments.join("AGENTS.md"),
+        &"Mind the ledger. ".repeat(400),
+    );
+    let shown = prefix(&json_in(&env, &payments, &["prompts", "show"]));
+    assert!(shown.contains("Be brief.") && !shown.contains("Mind the ledger."));
+    // Removing operating-rules.md would put AGENTS.md in: over the cap.
+    let out = vak_in(
+        &env,
+        &payments,
+        &[
+            "prompts",
+            "reset",
+            "--scope",
+            "project",
+            "--dir",
+            "services/payments",
+            "operating-rules",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(payments.join(".vak/prompts/operating-rules.md").exists());
+    // With a short AGENTS.md the reset goes through and AGENTS.md applies.
+    write(&payments.join("AGENTS.md"), "Mind the ledger.");
+    ok_in(
+        &env,
+        &payments,
+        &[
+            "prompts",
+            "reset",
+            "--scope",
+            "project",
+            "--dir",
+            "services/payments",
+            "operating-rules",
+        ],
+    );
+    let shown = prefix(&json_in(&env, &payments, &["prompts", "show"]));
+    assert!(shown.contains("Mind the ledger.") && !shown.contains("Be brief."));
+}
