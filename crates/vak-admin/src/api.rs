@@ -236,6 +236,10 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             }
         }
         EditError::Save(save) => save_error(save),
+        EditError::ProjectInHome { .. } => AdminError::Conflict {
+            current_digest: None,
+            message: error.to_string(),
+        },
     }
 }
 

@@ -157,9 +157,9 @@ fn edit_error(error: EditError) -> CliError {
         | EditError::BadDirectory(_)
         | EditError::Save(SaveError::BadDigest(_)) => CliError::Usage(error.to_string()),
         EditError::Core(core) => CliError::Core(core),
-        EditError::Save(_) | EditError::ForbiddenCharacter { .. } => {
-            CliError::Failed(error.to_string())
-        }
+        EditError::Save(_)
+        | EditError::ForbiddenCharacter { .. }
+        | EditError::ProjectInHome { .. } => CliError::Failed(error.to_string()),
     }
 }
 

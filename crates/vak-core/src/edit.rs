@@ -102,6 +102,19 @@ pub enum EditError {
         Escaped(.0.as_str())
     )]
     BadDirectory(Utf8PathBuf),
+    /// A project-scope save or reset for a directory inside the vak home,
+    /// which is never a project.
+    #[error(
+        "refusing to change `{}`: `{}` is inside the vak home, and the home is never a project; use --scope shared, or run from the project",
+        Escaped(.path.as_str()),
+        Escaped(.project.as_str())
+    )]
+    ProjectInHome {
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The directory given as the project.
+        project: Utf8PathBuf,
+    },
     /// The text holds a character no prompt may contain (DECISIONS §11).
     #[error(
         "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
@@ -692,6 +705,14 @@ impl Core {
         ) else {
             return Ok(());
         };
+        // Inside the home there is no project (DECISIONS §15): a file saved
+        // there would never be read as one.
+        if project != home && project.starts_with(&home) {
+            return Err(EditError::ProjectInHome {
+                path: path.to_owned(),
+                project: selectors.project.clone(),
+            });
+        }
         if !home.starts_with(&project) {
             return Ok(());
         }

@@ -180,6 +180,23 @@ fn inside_the_vak_home_there_is_no_project() {
     assert!(!prefix(&json).contains("Not a project."));
     let warnings = json["warnings"].to_string();
     assert!(warnings.contains("never a project"), "{warnings}");
+    // And nothing is saved there as a project layer.
+    let out = env.vak_stdin(
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "project",
+            "--project",
+            sub.to_str().unwrap(),
+            "guardrails",
+            "-",
+        ],
+        "- x\n",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("never a project"), "{}", stderr(&out));
+    assert!(!sub.join(".vak/prompts/guardrails.md").exists());
 }
 
 #[test]
