@@ -42,6 +42,9 @@ trap cleanup EXIT
 
 cp -a "$root/fixtures/home" "$work/home"
 cp -a "$root/fixtures/projects/myproj" "$work/myproj"
+# A directory layer below the project root, for the scope control (DECISIONS §15).
+mkdir -p "$work/myproj/services/payments/.vak/prompts"
+printf -- '- Never log card numbers.\n' >"$work/myproj/services/payments/.vak/prompts/guardrails.md"
 "$vak" trust --home "$work/home" "$work/myproj" >/dev/null
 
 rm -rf "$shots"

@@ -123,7 +123,19 @@ try {
   check((await card('surface-note').getAttribute('data-state')) === 'overridden', 'Shared surface/chat has its surface note');
   await snap('scope-shared-surface-chat');
   await page.locator('#sub-select').selectOption('base');
+  check(await page.locator('#sub-select option[value^="dir/"]').count() === 0, 'Shared offers no directory layers');
   await page.getByRole('button', { name: 'This project', exact: true }).click();
+  await page.locator('#editing').filter({ hasText: 'This project' }).waitFor();
+
+  // 2b. A directory layer of the project (a monorepo's services/payments).
+  await page.locator('#sub-select option[value="dir/services/payments"]').waitFor({ state: 'attached' });
+  await page.locator('#sub-select').selectOption('dir/services/payments');
+  await page.locator('#editing').filter({ hasText: 'dir/services/payments' }).waitFor();
+  check((await card('guardrails').getAttribute('data-state')) === 'overridden', 'the directory layer has its own guardrails');
+  await effective('guardrails').filter({ hasText: '2 directories' }).waitFor();
+  check((await effective('guardrails').innerText()).includes('2 directories'), 'effective guardrails count both project directories');
+  await snap('scope-project-directory');
+  await page.locator('#sub-select').selectOption('base');
   await page.locator('#editing').filter({ hasText: 'This project' }).waitFor();
 
   // 3. Override operating rules in the project; watch the count change.

@@ -109,6 +109,9 @@ pub(crate) struct ViewQuery {
     chat: Option<String>,
     agent: Option<String>,
     untrusted: Option<bool>,
+    /// A directory of the project, relative to its root, whose directory
+    /// layers apply (DECISIONS §15).
+    dir: Option<String>,
 }
 
 impl ViewQuery {
@@ -119,13 +122,19 @@ impl ViewQuery {
                 .map(|raw| name(kind, raw))
                 .transpose()
         };
+        let base = state.selectors();
+        let workdir = match self.dir.as_deref().filter(|s| !s.is_empty()) {
+            Some(dir) => Some(base.project.join(plain_dir(dir)?)),
+            None => base.workdir.clone(),
+        };
         let selectors = Selectors {
+            workdir,
             surface: surface(self.surface.as_deref())?,
             bot: opt(NameKind::Bot, &self.bot)?,
             chat: opt(NameKind::Chat, &self.chat)?,
             agent: opt(NameKind::Role, &self.agent)?,
             force_untrusted: self.untrusted.unwrap_or(false),
-            ..state.selectors()
+            ..base
         };
         if selectors.chat.is_some() && selectors.bot.is_none() {
             return Err(AdminError::BadRequest(
@@ -142,6 +151,8 @@ pub(crate) struct LayerQuery {
     scope: Option<String>,
     surface: Option<String>,
     agent: Option<String>,
+    /// A directory sub-layer of the project, relative to its root.
+    dir: Option<String>,
     if_digest: Option<String>,
 }
 
@@ -162,6 +173,15 @@ impl LayerQuery {
     fn sub(&self) -> Result<SubLayer, AdminError> {
         let surface = self.surface.as_deref().filter(|s| !s.is_empty());
         let agent = self.agent.as_deref().filter(|s| !s.is_empty());
+        if let Some(dir) = self.dir.as_deref().filter(|s| !s.is_empty()) {
+            if surface.is_some() || agent.is_some() {
+                return Err(AdminError::BadRequest(
+                    "give `dir`, `surface` or `agent`, not two: a file lives in one sub-layer"
+                        .to_owned(),
+                ));
+            }
+            return Ok(SubLayer::Directory(plain_dir(dir)?.into()));
+        }
         match (surface, agent) {
             (Some(_), Some(_)) => Err(AdminError::BadRequest(
                 "give `surface` or `agent`, not both: a file lives in one sub-layer".to_owned(),
@@ -170,6 +190,21 @@ impl LayerQuery {
             (None, Some(role)) => Ok(SubLayer::Agent(name(NameKind::Role, role)?)),
             (None, None) => Ok(SubLayer::Base),
         }
+    }
+}
+
+/// `dir=services/payments`: plain names below the project root only.
+fn plain_dir(raw: &str) -> Result<&str, AdminError> {
+    let plain = raw.split('/').all(|part| {
+        !part.is_empty() && part != "." && part != ".." && !part.contains(['\\', '\0'])
+    });
+    if plain && !raw.starts_with('/') {
+        Ok(raw)
+    } else {
+        Err(AdminError::BadRequest(format!(
+            "`dir={}` is not a directory inside the project, relative to its root",
+            vak_core::prompts::Escaped(raw)
+        )))
     }
 }
 
@@ -189,9 +224,9 @@ fn core_for(state: &AppState, target: &EditTarget) -> Result<Core, AdminError> {
 /// The library's edit refusals as HTTP answers.
 pub(crate) fn edit_error(error: EditError) -> AdminError {
     match error {
-        EditError::NotEditable(..) | EditError::ForbiddenCharacter { .. } => {
-            AdminError::BadRequest(error.to_string())
-        }
+        EditError::NotEditable(..)
+        | EditError::ForbiddenCharacter { .. }
+        | EditError::BadDirectory(_) => AdminError::BadRequest(error.to_string()),
         EditError::Core(core) => AdminError::Core(core),
         EditError::OverBudget { ref report, .. } => {
             let message = error.to_string();
@@ -201,6 +236,10 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             }
         }
         EditError::Save(save) => save_error(save),
+        EditError::ProjectInHome { .. } => AdminError::Conflict {
+            current_digest: None,
+            message: error.to_string(),
+        },
     }
 }
 
@@ -295,6 +334,7 @@ fn sub_name(sub: &SubLayer) -> String {
         SubLayer::Base => "base".to_owned(),
         SubLayer::Surface(kind) => format!("surface/{kind}"),
         SubLayer::Agent(role) => format!("agents/{role}"),
+        SubLayer::Directory(dir) => format!("dir/{dir}"),
     }
 }
 
@@ -422,6 +462,10 @@ pub(crate) async fn layers(
         "project": state.project,
         "trust": trust_name(trust),
         "roles": known_roles(&state),
+        "directories": vak_core::prompts::directory_layers(
+            &state.project,
+            &vak_core::prompts::DEFAULT_INTEROP,
+        ),
         "surfaces": SurfaceKind::ALL.iter().map(|k| k.wire_name()).collect::<Vec<_>>(),
         "blocks": blocks,
     })))
@@ -510,6 +554,8 @@ pub(crate) struct TokensBody {
     scope: Option<String>,
     surface: Option<String>,
     agent: Option<String>,
+    #[serde(default)]
+    dir: Option<String>,
     bot: Option<String>,
     chat: Option<String>,
     block: String,
@@ -541,6 +587,7 @@ pub(crate) async fn tokens(
                 scope: b.scope,
                 surface: b.surface,
                 agent: b.agent,
+                dir: b.dir,
                 if_digest: None,
             };
             let target = target(q.scope()?, q.sub()?, block)?;

@@ -1417,3 +1417,67 @@ fn served_copy_says_instruct_never_prevent_block_or_cannot() {
     assert!(js.contains("el('button', { type: 'button'"));
     assert!(js.contains("href: '#/permissions'"));
 }
+
+#[test]
+fn the_scope_control_lists_and_edits_directory_layers() {
+    let env = Env::new();
+    let payments = env.project.join("services/payments");
+    std::fs::create_dir_all(payments.join(".vak/prompts")).expect("mkdir");
+    std::fs::write(
+        payments.join(".vak/prompts/guardrails.md"),
+        "- Never log card numbers.\n",
+    )
+    .expect("write");
+    std::fs::create_dir_all(env.project.join("services/web")).expect("mkdir");
+    std::fs::write(env.project.join("services/web/AGENTS.md"), "Use pnpm.\n").expect("write");
+
+    let layers = env.get("/api/layers?scope=project").expect_ok();
+    assert_eq!(
+        layers["directories"],
+        json!(["services/payments", "services/web"])
+    );
+
+    // One directory layer: its cards, and a save that lands in its file.
+    let dir_layers = env
+        .get("/api/layers?scope=project&dir=services/payments")
+        .expect_ok();
+    assert_eq!(dir_layers["sub"], "dir/services/payments");
+    assert_eq!(block(&dir_layers, "guardrails")["state"], "overridden");
+    env.put(
+        "/api/layers/identity?scope=project&dir=services/payments",
+        &json!({"text": "You are Vak, on payments.", "if_digest": ""}),
+    )
+    .expect_ok();
+    assert_eq!(
+        std::fs::read_to_string(payments.join(".vak/prompts/identity.md")).expect("saved"),
+        "You are Vak, on payments."
+    );
+    // The effective prompt for that directory shows it; the root's does not.
+    let prompt = env.get("/api/prompt?dir=services/payments").expect_ok();
+    assert!(
+        prompt["prefix"]
+            .as_str()
+            .expect("prefix")
+            .contains("on payments.")
+    );
+    assert!(
+        prompt["prefix"]
+            .as_str()
+            .expect("prefix")
+            .contains("Never log card numbers")
+    );
+    let root = env.get("/api/prompt").expect_ok();
+    assert!(
+        !root["prefix"]
+            .as_str()
+            .expect("prefix")
+            .contains("on payments.")
+    );
+
+    // Only plain names below the root, and only at project scope.
+    env.get("/api/layers?scope=project&dir=../elsewhere")
+        .expect_error(400);
+    env.get("/api/prompt?dir=/etc").expect_error(400);
+    env.get("/api/layers?scope=shared&dir=services/payments")
+        .expect_error(400);
+}

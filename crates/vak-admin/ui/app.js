@@ -80,6 +80,7 @@ function layerParams() {
   const p = { scope: state.scope };
   if (state.sub.startsWith('surface/')) p.surface = state.sub.slice(8);
   if (state.sub.startsWith('agents/')) p.agent = state.sub.slice(7);
+  if (state.sub.startsWith('dir/')) p.dir = state.sub.slice(4);
   return p;
 }
 
@@ -87,7 +88,7 @@ function layerParams() {
 // and role selected.
 function viewParams() {
   const p = layerParams();
-  return { surface: p.surface, agent: p.agent };
+  return { surface: p.surface, agent: p.agent, dir: p.dir };
 }
 
 // ---- routing ------------------------------------------------------------
@@ -142,6 +143,13 @@ function renderScope() {
   const roles = new Set(state.roles);
   if (state.sub.startsWith('agents/')) roles.add(state.sub.slice(7));
   for (const r of [...roles].sort()) select.append(el('option', { value: 'agents/' + r, text: 'Agent: ' + r }));
+  // Directory layers of a monorepo: each directory below the project root
+  // with its own .vak/prompts/ or AGENTS.md (project scope only).
+  if (state.scope === 'project') {
+    const dirs = new Set((state.layer && state.layer.directories) || []);
+    if (state.sub.startsWith('dir/')) dirs.add(state.sub.slice(4));
+    for (const d of [...dirs].sort()) select.append(el('option', { value: 'dir/' + d, text: 'Directory: ' + d }));
+  }
   select.value = state.sub;
 }
 
@@ -529,6 +537,7 @@ document.addEventListener('DOMContentLoaded', () => {
   for (const b of document.querySelectorAll('.scope button')) {
     b.addEventListener('click', () => {
       state.scope = b.dataset.scope;
+      if (state.scope !== 'project' && state.sub.startsWith('dir/')) state.sub = 'base';
       loadPrompts();
     });
   }

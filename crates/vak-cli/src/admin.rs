@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use vak_admin::{AdminError, ServeConfig, Server, TokenSource};
 use vak_core::prompts::escape_line;
 
-use crate::selectors::{home_dir, project_dir};
+use crate::selectors::{home_dir, project_in};
 use crate::{CliError, out};
 
 /// `vak admin …`
@@ -24,7 +24,9 @@ pub(crate) struct ServeArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The project directory [default: the current directory].
+    /// The project root, exactly [default: found from the current directory:
+    /// the nearest ancestor with .git, else with .vak, else the current
+    /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
 }
@@ -60,9 +62,10 @@ pub(crate) fn admin(command: &AdminCommand) -> Result<(), CliError> {
 /// Bind, say where to go and where the token is, then serve until Ctrl-C
 /// or SIGTERM.
 fn serve(args: &ServeArgs) -> Result<(), CliError> {
+    let home = home_dir(args.home.as_ref())?;
     let server = Server::bind(ServeConfig {
-        home: home_dir(args.home.as_ref())?,
-        project: project_dir(args.project.as_ref())?,
+        project: project_in(args.project.as_ref(), &home)?,
+        home,
         listen: args.listen.clone(),
         env_token: std::env::var("VAK_ADMIN_TOKEN").ok(),
     })

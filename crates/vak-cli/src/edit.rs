@@ -22,7 +22,7 @@ use vak_core::{
 use crate::CliError;
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
+use crate::selectors::{Format, SelectorArgs, current_dir, home_dir, subdir};
 
 /// Which directory layer a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -45,10 +45,17 @@ pub(crate) struct TargetArgs {
     /// Write the agents/ROLE sub-layer instead.
     #[arg(long, value_name = "ROLE")]
     pub(crate) agent: Option<String>,
+    /// Write the directory sub-layer SUBDIR/.vak/prompts/ of the project
+    /// (relative to the project root; --scope project only) instead of the
+    /// root's [default: the project root, wherever the command runs].
+    #[arg(long, value_name = "SUBDIR", conflicts_with_all = ["surface", "agent"])]
+    pub(crate) dir: Option<Utf8PathBuf>,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The project directory [default: the current directory].
+    /// The project root, exactly [default: found from the current directory:
+    /// the nearest ancestor with .git, else with .vak, else the current
+    /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
     /// The block: identity, operating-rules, guardrails or surface-note.
@@ -111,6 +118,13 @@ impl TargetArgs {
             .parse()
             .map_err(|e: vak_core::prompts::BlocksError| usage(e.to_string()))?;
         let sub = match (&self.surface, &self.agent) {
+            _ if self.dir.is_some() => SubLayer::Directory(
+                self.dir
+                    .as_deref()
+                    .map(subdir)
+                    .transpose()?
+                    .unwrap_or_default(),
+            ),
             (Some(kind), _) => SubLayer::Surface(
                 kind.parse::<SurfaceKind>()
                     .map_err(|e| usage(e.to_string()))?,
@@ -125,10 +139,11 @@ impl TargetArgs {
             Scope::Project => CoreScope::Project,
         };
         let target = EditTarget::new(scope, sub, block).map_err(edit_error)?;
-        let selectors = Selectors::new(
-            home_dir(self.home.as_ref())?,
-            project_dir(self.project.as_ref())?,
-        );
+        let home = home_dir(self.home.as_ref())?;
+        let selectors = match &self.project {
+            Some(project) => Selectors::new(home, project.clone()),
+            None => Selectors::discover(home, &current_dir()?)?,
+        };
         let core = Core::for_target(selectors, &target)?;
         Ok((core, target))
     }
@@ -138,13 +153,13 @@ impl TargetArgs {
 fn edit_error(error: EditError) -> CliError {
     match error {
         EditError::OverBudget { .. } => CliError::OverBudget(error.to_string()),
-        EditError::NotEditable(..) | EditError::Save(SaveError::BadDigest(_)) => {
-            CliError::Usage(error.to_string())
-        }
+        EditError::NotEditable(..)
+        | EditError::BadDirectory(_)
+        | EditError::Save(SaveError::BadDigest(_)) => CliError::Usage(error.to_string()),
         EditError::Core(core) => CliError::Core(core),
-        EditError::Save(_) | EditError::ForbiddenCharacter { .. } => {
-            CliError::Failed(error.to_string())
-        }
+        EditError::Save(_)
+        | EditError::ForbiddenCharacter { .. }
+        | EditError::ProjectInHome { .. } => CliError::Failed(error.to_string()),
     }
 }
 

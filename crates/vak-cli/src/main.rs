@@ -11,7 +11,7 @@ mod session;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub(crate) use error::CliError;
 
@@ -56,6 +56,13 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// Print a shell completion script, generated from these very
+    /// definitions: `vak completions bash > ~/.local/share/bash-completion/completions/vak`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -90,10 +97,20 @@ fn init_logging() {
         .with_writer(|| out::EscapingStderr)
         .with_target(false)
         // Field values quote paths from hostile trees: escaped, never raw,
-        // so the subscriber's own colour codes are off too.
+        // so the subscriber's own colour codes are off too — always, which
+        // covers a stderr that is not a terminal and `NO_COLOR` alike
+        // (an escape sequence would reach the user as `\u{1b}[…`).
         .with_ansi(false)
         .without_time()
         .try_init();
+}
+
+/// `vak completions SHELL`: the script clap_complete generates from the
+/// command definitions, so it can never disagree with them.
+fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "vak", &mut script);
+    out::print(&String::from_utf8_lossy(&script))
 }
 
 fn run(cli: &Cli) -> Result<(), CliError> {
@@ -113,6 +130,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Gateway { command } => session::gateway(command),
         Command::Audit { command } => session::audit(command),
         Command::Admin { command } => admin::admin(command),
+        Command::Completions { shell } => completions(*shell),
     }
 }
 

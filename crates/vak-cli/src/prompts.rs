@@ -11,7 +11,7 @@ use vak_core::{Core, LayerNaming, PromptReport, provenance_summary};
 
 use crate::CliError;
 use crate::out;
-use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
+use crate::selectors::{Format, SelectorArgs, home_dir, project_in};
 
 /// Arguments of `show` and `explain`.
 #[derive(Debug, Clone, Args)]
@@ -107,6 +107,9 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
         Escaped(s.project.as_str()),
         s.surface
     );
+    if let Some(dir) = s.subdir() {
+        let _ = write!(out, " · directory {}", Escaped(dir.as_str()));
+    }
     if let Some(bot) = &s.bot {
         let _ = write!(out, " · bot {bot}");
     }
@@ -181,7 +184,8 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
 /// Arguments of `vak trust`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct TrustArgs {
-    /// The project directory [default: the current directory].
+    /// The project directory [default: the project root found from the
+    /// current directory].
     pub(crate) dir: Option<Utf8PathBuf>,
     /// List trusted directories instead.
     #[arg(long, conflicts_with = "dir")]
@@ -198,7 +202,8 @@ pub(crate) struct TrustArgs {
 /// Arguments of `vak untrust`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct UntrustArgs {
-    /// The project directory [default: the current directory].
+    /// The project directory [default: the project root found from the
+    /// current directory].
     pub(crate) dir: Option<Utf8PathBuf>,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
@@ -215,7 +220,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    let dir = project_dir(args.dir.as_ref())?;
+    let dir = project_in(args.dir.as_ref(), &home)?;
     // Measured before the store changes: a refusal leaves it as it was.
     let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
     if let Some((chain, report)) = &budget.over {
@@ -242,6 +247,21 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         }
     }
     let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
+    if args.dir.is_some()
+        && let Ok(found) = vak_core::Selectors::discover(home.clone(), &dir)
+        && found.project.as_str() != key.as_str()
+        && found.workdir.is_some()
+    {
+        out::notice(
+            "note",
+            &format!(
+                "`{}` is inside the project `{}`: commands run there find that root and use its trust; run `vak trust {}` to trust the project",
+                Escaped(key.as_str()),
+                Escaped(found.project.as_str()),
+                Escaped(found.project.as_str())
+            ),
+        );
+    }
     out::println(&format!(
         "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix: {} -> {} tokens (cap {})",
         Escaped(key.as_str()),
@@ -255,7 +275,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
 pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
     let home = home_dir(args.home.as_ref())?;
     let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
-    let dir = project_dir(args.dir.as_ref())?;
+    let dir = project_in(args.dir.as_ref(), &home)?;
     let done = store.untrust(&dir).map_err(vak_core::CoreError::from)?;
     if done.removed.is_empty() {
         return out::println(&format!(

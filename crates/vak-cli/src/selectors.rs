@@ -1,6 +1,6 @@
 //! The selectors every `vak prompts` command takes.
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
 use vak_core::prompts::{Name, NameKind, SurfaceKind};
 use vak_core::{Selectors, default_home};
@@ -24,9 +24,17 @@ pub(crate) struct SelectorArgs {
     /// The vak home holding the shared layer [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The project directory [default: the current directory].
+    /// The project root, exactly [default: found from the current directory:
+    /// the nearest ancestor with .git, else with .vak, else the current
+    /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
+    /// A directory inside the project, relative to its root, whose directory
+    /// layers apply (each directory from the root down to it with its own
+    /// .vak/prompts/ or AGENTS.md) [default: the current directory's place
+    /// in the project; none with --project].
+    #[arg(long, value_name = "SUBDIR")]
+    pub(crate) dir: Option<Utf8PathBuf>,
     /// The surface kind: cli, desktop, server, chat or background.
     #[arg(long, value_name = "KIND", default_value = "cli")]
     pub(crate) surface: String,
@@ -52,19 +60,50 @@ pub(crate) fn home_dir(home: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliErr
     }
 }
 
-/// The project directory from `--project` or the current directory.
-pub(crate) fn project_dir(project: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliError> {
+/// The current directory.
+pub(crate) fn current_dir() -> Result<Utf8PathBuf, CliError> {
+    let cwd = std::env::current_dir().map_err(|source| CliError::Io {
+        context: "cannot read the current directory".to_owned(),
+        source,
+    })?;
+    Utf8PathBuf::from_path_buf(cwd)
+        .map_err(|p| CliError::Usage(format!("current directory `{}` is not UTF-8", p.display())))
+}
+
+/// The project from `--project` (exactly that directory), or the root
+/// found from the current directory (DECISIONS §15), never inside `home`.
+pub(crate) fn project_in(
+    project: Option<&Utf8PathBuf>,
+    home: &Utf8Path,
+) -> Result<Utf8PathBuf, CliError> {
     match project {
         Some(project) => Ok(project.clone()),
-        None => {
-            let cwd = std::env::current_dir().map_err(|source| CliError::Io {
-                context: "cannot read the current directory".to_owned(),
-                source,
-            })?;
-            Utf8PathBuf::from_path_buf(cwd).map_err(|p| {
-                CliError::Usage(format!("current directory `{}` is not UTF-8", p.display()))
-            })
-        }
+        None => Ok(Selectors::discover(home, &current_dir()?)?.project),
+    }
+}
+
+/// [`project_in`] under the default home, for commands without `--home`.
+pub(crate) fn project_dir(project: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliError> {
+    project_in(project, &default_home()?)
+}
+
+/// `--dir SUBDIR`: relative to the project root, and only plain names (no
+/// `..`, no absolute path), so it can never name a directory outside it.
+pub(crate) fn subdir(dir: &Utf8Path) -> Result<Utf8PathBuf, CliError> {
+    let plain = dir
+        .components()
+        .all(|c| matches!(c, Utf8Component::Normal(_) | Utf8Component::CurDir));
+    let normal: Utf8PathBuf = dir
+        .components()
+        .filter(|c| matches!(c, Utf8Component::Normal(_)))
+        .collect();
+    if plain && !normal.as_str().is_empty() {
+        Ok(normal)
+    } else {
+        Err(CliError::Usage(format!(
+            "--dir `{}` must be a directory inside the project, relative to its root, without `..`",
+            vak_core::prompts::Escaped(dir.as_str())
+        )))
     }
 }
 
@@ -80,16 +119,21 @@ impl SelectorArgs {
             .surface
             .parse()
             .map_err(|e: vak_core::prompts::BlocksError| CliError::Usage(e.to_string()))?;
+        let home = home_dir(self.home.as_ref())?;
+        let mut base = match &self.project {
+            Some(project) => Selectors::new(home, project.clone()),
+            None => Selectors::discover(home, &current_dir()?)?,
+        };
+        if let Some(dir) = &self.dir {
+            base.workdir = Some(base.project.join(subdir(dir)?));
+        }
         let selectors = Selectors {
             surface,
             bot: name(NameKind::Bot, self.bot.as_ref())?,
             chat: name(NameKind::Chat, self.chat.as_ref())?,
             agent: name(NameKind::Role, self.agent.as_ref())?,
             force_untrusted: self.untrusted,
-            ..Selectors::new(
-                home_dir(self.home.as_ref())?,
-                project_dir(self.project.as_ref())?,
-            )
+            ..base
         };
         if selectors.chat.is_some() && selectors.bot.is_none() {
             return Err(CliError::Usage(

@@ -3,7 +3,7 @@ use std::path::Path;
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Name, Origin, SurfaceKind};
 use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
-use vak_prompt_loader::{LoadRequest, LoadedChain, load_chain};
+use vak_prompt_loader::{LoadRequest, LoadedChain, RootKind, discover_project, load_chain};
 use vak_prompt_trust::{Trust, TrustStore};
 
 use crate::CoreError;
@@ -54,6 +54,10 @@ pub struct Selectors {
     pub agent: Option<Name>,
     /// Force demotion, for inspecting what a clone would get.
     pub force_untrusted: bool,
+    /// The working directory inside the project, when it is not the root:
+    /// each directory from the root down to it with its own `.vak/prompts/`
+    /// (or interop file) is a narrower project sub-layer (DECISIONS §15).
+    pub workdir: Option<Utf8PathBuf>,
 }
 
 impl Selectors {
@@ -67,7 +71,42 @@ impl Selectors {
             chat: None,
             agent: None,
             force_untrusted: false,
+            workdir: None,
         }
+    }
+
+    /// Selectors for a command run in `start` (DECISIONS §15): the project
+    /// is the root found upwards from it (`.git`, else `.vak`, else `start`;
+    /// never `$VAK_HOME` or anything inside it, never across a filesystem
+    /// boundary), and `start` is the working directory whose directory
+    /// sub-layers apply.
+    ///
+    /// # Errors
+    ///
+    /// `start` does not exist or is not UTF-8.
+    pub fn discover(home: impl Into<Utf8PathBuf>, start: &Utf8Path) -> Result<Self, CoreError> {
+        let home = home.into();
+        let found = discover_project(start, Some(&absolute(&home)?)).map_err(|error| {
+            CoreError::Discovery {
+                start: start.to_owned(),
+                error,
+            }
+        })?;
+        let workdir =
+            (found.kind != RootKind::Home && found.workdir != found.root).then_some(found.workdir);
+        Ok(Selectors {
+            workdir,
+            ..Selectors::new(home, found.root)
+        })
+    }
+
+    /// The working directory relative to the project root, when it is below
+    /// the root: `services/payments`.
+    pub fn subdir(&self) -> Option<&Utf8Path> {
+        self.workdir
+            .as_deref()
+            .and_then(|w| w.strip_prefix(&self.project).ok())
+            .filter(|rel| !rel.as_str().is_empty())
     }
 }
 
@@ -81,6 +120,7 @@ impl Selectors {
             bot: self.bot.clone(),
             chat: self.chat.clone(),
             agent: self.agent.clone(),
+            workdir: self.workdir.clone(),
         }
     }
 }
@@ -108,6 +148,9 @@ impl Core {
         }
         selectors.home = absolute(&selectors.home)?;
         selectors.project = absolute(&selectors.project)?;
+        if let Some(workdir) = &selectors.workdir {
+            selectors.workdir = Some(absolute(workdir)?);
+        }
         let trust_source = if selectors.force_untrusted {
             TrustSource::Forced(Trust::Untrusted)
         } else {
@@ -157,6 +200,21 @@ impl Core {
     pub fn load(&self) -> Result<LoadedChain, CoreError> {
         let mut chain = load_chain(&self.selectors.load_request())?;
         if self.project_is_home() {
+            if let (Ok(home), Ok(project)) = (
+                std::fs::canonicalize(&self.selectors.home),
+                std::fs::canonicalize(&self.selectors.project),
+            ) && home != project
+            {
+                chain.skipped.push(vak_prompt_loader::Skipped {
+                    block: None,
+                    provenance: vak_prompt_blocks::Provenance::new(
+                        vak_prompt_blocks::PromptLayer::Project,
+                        Origin::Home,
+                        self.selectors.project.as_str(),
+                    ),
+                    reason: "is inside the vak home, and the home is never a project (DECISIONS §15): only the shared layers apply".to_owned(),
+                });
+            }
             // Run from inside `$VAK_HOME`: its `.vak/prompts` is the shared
             // layer, already read as such. Read a second time as a project
             // it would be reported as "not applied" while it applies.
@@ -174,8 +232,9 @@ impl Core {
         Ok(chain)
     }
 
-    /// Whether the project directory is the vak home itself or inside its
-    /// `.vak`: the home is never a project (DECISIONS §15).
+    /// Whether the project directory is the vak home itself or anywhere
+    /// inside it: the home and everything inside it is never a project
+    /// (DECISIONS §15), whether named by `--project` or found by discovery.
     pub fn project_is_home(&self) -> bool {
         let (Ok(home), Ok(project)) = (
             std::fs::canonicalize(&self.selectors.home),
@@ -183,7 +242,7 @@ impl Core {
         ) else {
             return false;
         };
-        project == home || project.starts_with(home.join(".vak"))
+        project.starts_with(home)
     }
 
     /// Resolve the prompt, with the tail rendered for `tail`.

@@ -49,6 +49,10 @@ pub enum SubLayer {
     Surface(SurfaceKind),
     /// `agents/<role>/` (agent tier).
     Agent(Name),
+    /// `<dir>/.vak/prompts/` of a directory below the project root, given
+    /// relative to the root (`services/payments`): a directory sub-layer of
+    /// the project tier (DECISIONS §15). Project scope only.
+    Directory(Utf8PathBuf),
 }
 
 /// One block file of one layer: what `set`, `edit` and `reset` address.
@@ -91,6 +95,26 @@ pub enum EditError {
         /// command named: `surface chat, agent reviewer`.
         chain: Option<String>,
     },
+    /// A directory sub-layer was named for the shared scope, or with a path
+    /// that is not a plain relative path below the project root.
+    #[error(
+        "`{}` is not a directory sub-layer: name a directory inside the project, relative to its root (project scope only)",
+        Escaped(.0.as_str())
+    )]
+    BadDirectory(Utf8PathBuf),
+    /// A project-scope save or reset for a directory inside the vak home,
+    /// which is never a project.
+    #[error(
+        "refusing to change `{}`: `{}` is inside the vak home, and the home is never a project; use --scope shared, or run from the project",
+        Escaped(.path.as_str()),
+        Escaped(.project.as_str())
+    )]
+    ProjectInHome {
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The directory given as the project.
+        project: Utf8PathBuf,
+    },
     /// The text holds a character no prompt may contain (DECISIONS §11).
     #[error(
         "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
@@ -125,6 +149,15 @@ impl EditTarget {
             };
             return Err(EditError::NotEditable(block, why));
         }
+        if let SubLayer::Directory(dir) = &sub {
+            let plain = !dir.as_str().is_empty()
+                && dir
+                    .components()
+                    .all(|c| matches!(c, camino::Utf8Component::Normal(_)));
+            if scope != Scope::Project || !plain {
+                return Err(EditError::BadDirectory(dir.clone()));
+            }
+        }
         Ok(EditTarget { scope, sub, block })
     }
 
@@ -132,7 +165,8 @@ impl EditTarget {
     pub fn layer(&self) -> PromptLayer {
         match (&self.sub, self.scope) {
             (SubLayer::Base, Scope::Shared) => PromptLayer::Shared,
-            (SubLayer::Base, Scope::Project) => PromptLayer::Project,
+            (SubLayer::Base | SubLayer::Directory(_), Scope::Project) => PromptLayer::Project,
+            (SubLayer::Directory(_), Scope::Shared) => PromptLayer::Shared,
             (SubLayer::Surface(_), _) => PromptLayer::Surface,
             (SubLayer::Agent(_), _) => PromptLayer::Agent,
         }
@@ -157,13 +191,17 @@ impl EditTarget {
     /// The file's path.
     pub fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
         let (surface, agent) = match &self.sub {
-            SubLayer::Base => (selectors.surface, None),
+            SubLayer::Base | SubLayer::Directory(_) => (selectors.surface, None),
             SubLayer::Surface(kind) => (*kind, None),
             SubLayer::Agent(role) => (selectors.surface, Some(role)),
         };
-        let dirs = LayerDirs::new(self.root(selectors), surface, agent);
+        let root = match &self.sub {
+            SubLayer::Directory(dir) => self.root(selectors).join(dir),
+            _ => self.root(selectors).to_owned(),
+        };
+        let dirs = LayerDirs::new(&root, surface, agent);
         let dir = match (&self.sub, dirs.agent) {
-            (SubLayer::Base, _) => dirs.base,
+            (SubLayer::Base | SubLayer::Directory(_), _) => dirs.base,
             (SubLayer::Surface(_), _) => dirs.surface,
             (SubLayer::Agent(_), Some(agent)) => agent,
             (SubLayer::Agent(_), None) => dirs.base,
@@ -184,6 +222,18 @@ impl EditTarget {
             SubLayer::Base => {}
             SubLayer::Surface(kind) => base.surface = *kind,
             SubLayer::Agent(role) => base.agent = Some(role.clone()),
+            SubLayer::Directory(dir) => {
+                // The chain must hold the directory's layer; a working
+                // directory already below it keeps its deeper layers.
+                let target = base.project.join(dir);
+                let keep = base
+                    .workdir
+                    .as_ref()
+                    .is_some_and(|w| w.starts_with(&target));
+                if !keep {
+                    base.workdir = Some(target);
+                }
+            }
         }
         base
     }
@@ -315,11 +365,16 @@ pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
     });
     if over.is_none() {
         let roles = roles_with_dirs(core.selectors());
-        'chains: for surface in SurfaceKind::ALL {
+        let workdirs = deepest_directories(core.selectors(), None);
+        'chains: for (workdir, surface) in workdirs
+            .iter()
+            .flat_map(|w| SurfaceKind::ALL.map(|s| (w.clone(), s)))
+        {
             for role in std::iter::once(None).chain(roles.iter().cloned().map(Some)) {
                 let other = Core::open(Selectors {
                     surface,
                     agent: role,
+                    workdir: workdir.clone(),
                     ..core.selectors().clone()
                 })?;
                 let Ok(chain) = other.load() else { continue };
@@ -530,11 +585,10 @@ impl Core {
         let selectors = self.selectors();
         let trust = self.trust()?;
         let path = target.path(selectors);
-        let provenance = target.provenance(selectors);
         let chain = self.load_for(target)?;
         let before = self.compose(&chain, trust, TailContext::now());
         let mut after_chain = chain;
-        after_chain.substitute(target.block, &provenance, text);
+        substitute_target(&mut after_chain, target, selectors, text);
         if let SubLayer::Agent(_) = target.sub
             && let Some(dir) = path.parent()
             && text.is_some()
@@ -651,6 +705,14 @@ impl Core {
         ) else {
             return Ok(());
         };
+        // Inside the home there is no project (DECISIONS §15): a file saved
+        // there would never be read as one.
+        if project != home && project.starts_with(&home) {
+            return Err(EditError::ProjectInHome {
+                path: path.to_owned(),
+                project: selectors.project.clone(),
+            });
+        }
         if !home.starts_with(&project) {
             return Ok(());
         }
@@ -737,7 +799,6 @@ impl Core {
         }
         for selectors in chains_reached(self.selectors(), target) {
             let core = Core::open(selectors)?;
-            let provenance = target.provenance(core.selectors());
             let chain = match core.load_for(target) {
                 Ok(chain) => chain,
                 // A role directory that vanished meanwhile reaches nothing.
@@ -745,7 +806,7 @@ impl Core {
                 Err(error) => return Err(error.into()),
             };
             let mut after_chain = chain.clone();
-            after_chain.substitute(target.block, &provenance, text);
+            substitute_target(&mut after_chain, target, core.selectors(), text);
             for &trust in &trusts {
                 let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                 let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
@@ -763,6 +824,54 @@ impl Core {
     }
 }
 
+/// Put `text` in place of `target`'s file in a loaded chain (`None`: the
+/// file removed), as the loader would read the directory afterwards: a
+/// project directory's `operating-rules.md` and its interop file
+/// (`AGENTS.md`) exclude each other (DECISIONS §15), so saving the one drops
+/// the other, and removing it brings the interop file back in.
+fn substitute_target(
+    chain: &mut LoadedChain,
+    target: &EditTarget,
+    selectors: &Selectors,
+    text: Option<&str>,
+) {
+    let provenance = target.provenance(selectors);
+    chain.substitute(target.block, &provenance, text);
+    let path = target.path(selectors);
+    let level = path
+        .parent()
+        .and_then(Utf8Path::parent)
+        .and_then(Utf8Path::parent);
+    let (true, Some(level)) = (
+        target.scope == Scope::Project
+            && target.block == Block::OperatingRules
+            && matches!(target.sub, SubLayer::Base | SubLayer::Directory(_)),
+        level,
+    ) else {
+        return;
+    };
+    let names = chain.interop_names.clone();
+    let is_interop = |p: &Provenance| {
+        p.source.as_deref().is_some_and(|source| {
+            let source = Utf8Path::new(source);
+            source.parent() == Some(level)
+                && source
+                    .file_name()
+                    .is_some_and(|name| names.iter().any(|n| n == name))
+        })
+    };
+    chain.contributions.retain(|c| !is_interop(&c.provenance));
+    chain.skipped.retain(|s| !is_interop(&s.provenance));
+    if text.is_none() {
+        let (contribution, skipped) =
+            vak_prompt_loader::interop_of_level(level, &selectors.project, &names);
+        if let Some(c) = contribution {
+            chain.substitute(c.block, &c.provenance, Some(&c.text));
+        }
+        chain.skipped.extend(skipped);
+    }
+}
+
 /// How a refusal names a chain: `surface chat, agent reviewer`.
 pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     let mut out = format!("surface `{}`", selectors.surface);
@@ -774,6 +883,9 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     }
     if let Some(agent) = &selectors.agent {
         out.push_str(&format!(", agent `{agent}`"));
+    }
+    if let Some(dir) = selectors.subdir() {
+        out.push_str(&format!(", directory `{}`", Escaped(dir.as_str())));
     }
     if trust == Trust::Trusted {
         out.push_str(", project trusted");
@@ -819,14 +931,54 @@ pub fn chains_reached(base: &Selectors, target: &EditTarget) -> Vec<Selectors> {
             .chain(roles_with_dirs(base).into_iter().map(Some))
             .collect(),
     };
-    let mut out = Vec::with_capacity(surfaces.len() * roles.len());
-    for surface in &surfaces {
-        for role in &roles {
-            out.push(Selectors {
-                surface: *surface,
-                agent: role.clone(),
-                ..base.clone()
-            });
+    let workdirs = workdirs_reached(base, target);
+    let mut out = Vec::with_capacity(surfaces.len() * roles.len() * workdirs.len());
+    for workdir in &workdirs {
+        for surface in &surfaces {
+            for role in &roles {
+                out.push(Selectors {
+                    surface: *surface,
+                    agent: role.clone(),
+                    workdir: workdir.clone(),
+                    ..base.clone()
+                });
+            }
+        }
+    }
+    out
+}
+
+/// At most this many directory layers are budgeted besides the named chain.
+const MAX_DIRECTORY_CHAINS: usize = 16;
+
+/// The working directories whose chains a change reaches (DECISIONS §12,
+/// §15): the named one, and each deepest directory layer of the project
+/// that the changed file is on the way to (every one for a shared or
+/// project-root file, those at or below it for a directory layer's file).
+/// A deepest directory's chain holds every wider directory's layer too.
+fn workdirs_reached(base: &Selectors, target: &EditTarget) -> Vec<Option<Utf8PathBuf>> {
+    let below = match &target.sub {
+        SubLayer::Directory(dir) => Some(dir.as_path()),
+        _ => None,
+    };
+    deepest_directories(base, below)
+}
+
+/// The named working directory, then each deepest directory layer of the
+/// project (at or below `below`, when given), at most
+/// [`MAX_DIRECTORY_CHAINS`] of them.
+fn deepest_directories(base: &Selectors, below: Option<&Utf8Path>) -> Vec<Option<Utf8PathBuf>> {
+    let mut out = vec![base.workdir.clone()];
+    let dirs =
+        vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
+    let leaves = dirs.iter().filter(|d| {
+        below.is_none_or(|b| d.starts_with(b))
+            && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
+    });
+    for dir in leaves.take(MAX_DIRECTORY_CHAINS) {
+        let workdir = Some(base.project.join(dir));
+        if !out.contains(&workdir) {
+            out.push(workdir);
         }
     }
     out

@@ -22,6 +22,14 @@ pub enum CoreError {
     /// be frozen with it (DECISIONS §12).
     #[error("{0}")]
     OverContextWindow(String),
+    /// The working directory the project is found from cannot be resolved.
+    #[error("cannot find the project from `{}`: {error}", vak_prompt_blocks::Escaped(.start.as_str()))]
+    Discovery {
+        /// Where the walk would have started.
+        start: camino::Utf8PathBuf,
+        /// What went wrong.
+        error: std::io::Error,
+    },
     /// A chat was selected without a bot.
     #[error("--chat needs --bot: a chat is always one bot's chat")]
     ChatWithoutBot,

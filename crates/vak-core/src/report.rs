@@ -177,13 +177,73 @@ pub fn provenance_summary(block: &ResolvedBlock, naming: LayerNaming) -> String 
             Some(layer) => format!("from {}", name(*layer)),
             None => "empty".to_owned(),
         },
-        Composition::Accumulate | Composition::Additive => match layers.as_slice() {
-            [] => "empty".to_owned(),
-            [one] => name(*one),
-            [first, second] => format!("{} + {}", name(*first), name(*second)),
-            [first, second, rest @ ..] => {
-                format!("{} + {} + {}", name(*first), name(*second), rest.len())
-            }
-        },
+        Composition::Accumulate | Composition::Additive => {
+            // Directory sub-layers (DECISIONS §15) are one tier, `project`,
+            // from several directories: named once, with the count.
+            let directories = layers
+                .iter()
+                .filter(|l| **l == PromptLayer::Project)
+                .count();
+            let mut distinct = layers.clone();
+            distinct.dedup();
+            let note = if directories > 1 {
+                format!(" ({directories} directories)")
+            } else {
+                String::new()
+            };
+            let joined = match distinct.as_slice() {
+                [] => return "empty".to_owned(),
+                [one] => name(*one),
+                [first, second] => format!("{} + {}", name(*first), name(*second)),
+                all if directories > 1 => {
+                    all.iter().map(|l| name(*l)).collect::<Vec<_>>().join(" + ")
+                }
+                [first, second, rest @ ..] => {
+                    format!("{} + {} + {}", name(*first), name(*second), rest.len())
+                }
+            };
+            format!("{joined}{note}")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vak_prompt_blocks::{Block, Origin, Provenance};
+    use vak_prompt_compose::Contributor;
+
+    fn block(layers: &[PromptLayer]) -> ResolvedBlock {
+        ResolvedBlock {
+            block: Block::Guardrails,
+            contributors: layers
+                .iter()
+                .map(|l| Contributor {
+                    provenance: Provenance::new(*l, Origin::Project, "x"),
+                    text: String::new(),
+                })
+                .collect(),
+            shadowed: Vec::new(),
+            text: String::new(),
+        }
+    }
+
+    #[test]
+    fn directory_layers_are_one_tier_with_a_count() {
+        use PromptLayer::{Project, Seed, Shared, Surface};
+        let summary = |l: &[PromptLayer]| provenance_summary(&block(l), LayerNaming::Wire);
+        assert_eq!(
+            summary(&[Seed, Shared, Project, Project]),
+            "seed + shared + project (2 directories)"
+        );
+        assert_eq!(summary(&[Seed, Shared, Project]), "seed + shared + 1");
+        assert_eq!(
+            summary(&[Seed, Project, Project]),
+            "seed + project (2 directories)"
+        );
+        assert_eq!(
+            summary(&[Seed, Shared, Project, Project, Surface]),
+            "seed + shared + project + surface (2 directories)"
+        );
     }
 }

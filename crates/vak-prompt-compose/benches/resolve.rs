@@ -93,6 +93,7 @@ fn bench(c: &mut Criterion) {
         bot: Some(Name::new(NameKind::Bot, "helpdesk").unwrap()),
         chat: Some(Name::new(NameKind::Chat, "42").unwrap()),
         agent: Some(Name::new(NameKind::Role, "reviewer").unwrap()),
+        workdir: None,
     };
     let role = request.agent.clone().unwrap();
     let loaded = load_chain(&request).unwrap();

@@ -240,10 +240,29 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             text: s.text.trim().to_owned(),
         })
         .collect();
+    // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
+    // directory sub-layer below the root, or the root's `AGENTS.md`, is not
+    // "the project's own identity.md or operating-rules.md" (DECISIONS §4,
+    // §15).
+    let root_prompts = chain
+        .project_levels
+        .first()
+        .map(|root| root.join(".vak").join("prompts"));
+    let at_root = |c: &Contribution| {
+        c.provenance.layer == PromptLayer::Project && chain.level_of(&c.provenance) == 0
+    };
     let project_base_sets_identity = chain.contributions.iter().any(|c| {
-        c.provenance.layer == PromptLayer::Project
+        at_root(c)
             && matches!(c.block, Block::Identity | Block::OperatingRules)
+            && match (&root_prompts, c.provenance.source.as_deref()) {
+                (Some(dir), Some(source)) => camino::Utf8Path::new(source).starts_with(dir),
+                _ => true,
+            }
     });
+    let root_has_rules = chain
+        .contributions
+        .iter()
+        .any(|c| at_root(c) && c.block == Block::OperatingRules);
     for contribution in &chain.contributions {
         let mut contribution = contribution.clone();
         contribution.text = contributed(
@@ -289,27 +308,31 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 "`{}` is deprecated: it now stands in for `identity` only (operating-rules empty); move it to `.vak/prompts/identity.md`",
                 legacy.path
             ));
-            // Project-layer text goes after the shared layer and before the
-            // surface tier, where a project identity.md would have been.
+            // Root-level project text goes after the shared layer and the
+            // root's other files, before any directory sub-layer and the
+            // surface tier, where a root identity.md would have been.
             let at = kept
                 .iter()
-                .rposition(|c| c.provenance.layer <= PromptLayer::Project)
+                .rposition(|c| {
+                    c.provenance.layer < PromptLayer::Project
+                        || (c.provenance.layer == PromptLayer::Project
+                            && chain.level_of(&c.provenance) == 0)
+                })
                 .map_or(0, |i| i + 1);
-            kept.splice(
-                at..at,
-                [
-                    Contribution {
-                        block: Block::Identity,
-                        provenance: provenance.clone(),
-                        text: legacy_text,
-                    },
-                    Contribution {
-                        block: Block::OperatingRules,
-                        provenance,
-                        text: String::new(),
-                    },
-                ],
-            );
+            let mut legacy = vec![Contribution {
+                block: Block::Identity,
+                provenance: provenance.clone(),
+                text: legacy_text,
+            }];
+            // The root's AGENTS.md stays its operating rules.
+            if !root_has_rules {
+                legacy.push(Contribution {
+                    block: Block::OperatingRules,
+                    provenance,
+                    text: String::new(),
+                });
+            }
+            kept.splice(at..at, legacy);
         }
     }
 

@@ -82,11 +82,30 @@ fn inventory_name<'a>(block: &str, source: Option<&'a str>) -> Option<&'a str> {
     None
 }
 
+/// What a descriptor is paired by besides block, layer and occurrence: an
+/// inventory entry's name, or for the `project` layer the directory whose
+/// layer it is (DECISIONS §15: `<dir>/.vak/prompts/<file>`,
+/// `<dir>/AGENTS.md` and `<dir>/.vak/SYSTEM.md` all name `<dir>`), so a
+/// directory sub-layer added between two others is reported as that
+/// directory's, not as a shift of every directory below it.
+fn pairing_name<'a>(block: &str, layer: &str, source: Option<&'a str>) -> Option<&'a str> {
+    if let Some(name) = inventory_name(block, source) {
+        return Some(name);
+    }
+    if layer != vak_prompt_blocks::PromptLayer::Project.wire_name() {
+        return None;
+    }
+    let source = source?;
+    let dir = source.rsplit_once('/').map_or(source, |(dir, _)| dir);
+    let dir = dir.strip_suffix("/.vak/prompts").unwrap_or(dir);
+    Some(dir.strip_suffix("/.vak").unwrap_or(dir))
+}
+
 fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor)> {
     let mut seen: HashMap<(&str, &str, Option<&str>), usize> = HashMap::with_capacity(list.len());
     list.iter()
         .map(|d| {
-            let name = inventory_name(&d.block, d.source.as_deref());
+            let name = pairing_name(&d.block, &d.layer, d.source.as_deref());
             let n = seen
                 .entry((d.block.as_str(), d.layer.as_str(), name))
                 .or_insert(0);
@@ -153,7 +172,8 @@ fn change(
     }
 }
 
-/// Blocks in render order, layers widest first, inventory entries by name;
+/// Blocks in render order, layers widest first, inventory entries by name
+/// and project directory layers by directory (widest first);
 /// names this build does not
 /// know (from a newer ledger) after the known ones, alphabetically. The
 /// order depends only on the keys, so swapping the arguments of [`diff`]
@@ -168,7 +188,8 @@ fn order(a: &LayerChange, b: &LayerChange) -> Ordering {
             s,
         )
     }
-    let name = |c: &LayerChange| inventory_name(&c.block, c.source.as_deref()).map(str::to_owned);
+    let name =
+        |c: &LayerChange| pairing_name(&c.block, &c.layer, c.source.as_deref()).map(str::to_owned);
     block_rank(&a.block)
         .cmp(&block_rank(&b.block))
         .then_with(|| layer_rank(&a.layer).cmp(&layer_rank(&b.layer)))
@@ -261,6 +282,73 @@ mod tests {
             .map(|c| (c.occurrence, c.kind))
             .collect();
         assert_eq!(kinds, [(0, ChangeKind::Changed), (1, ChangeKind::Removed)]);
+    }
+
+    #[test]
+    fn project_directory_layers_pair_by_directory() {
+        let frozen = vec![
+            d(
+                "guardrails",
+                "project",
+                "a",
+                "/p/.vak/prompts/guardrails.md",
+            ),
+            d(
+                "guardrails",
+                "project",
+                "c",
+                "/p/s/pay/.vak/prompts/guardrails.md",
+            ),
+            d("operating-rules", "project", "r", "/p/s/pay/AGENTS.md"),
+        ];
+        let current = vec![
+            d(
+                "guardrails",
+                "project",
+                "a",
+                "/p/.vak/prompts/guardrails.md",
+            ),
+            d(
+                "guardrails",
+                "project",
+                "b",
+                "/p/s/.vak/prompts/guardrails.md",
+            ),
+            d(
+                "guardrails",
+                "project",
+                "c",
+                "/p/s/pay/.vak/prompts/guardrails.md",
+            ),
+            d(
+                "operating-rules",
+                "project",
+                "r2",
+                "/p/s/pay/.vak/prompts/operating-rules.md",
+            ),
+        ];
+        let report = diff(&frozen, &current);
+        let changes: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| (c.block.as_str(), c.kind, c.source.as_deref()))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (
+                    "operating-rules",
+                    ChangeKind::Changed,
+                    Some("/p/s/pay/.vak/prompts/operating-rules.md")
+                ),
+                (
+                    "guardrails",
+                    ChangeKind::Added,
+                    Some("/p/s/.vak/prompts/guardrails.md")
+                ),
+            ],
+            "{report}"
+        );
     }
 
     #[test]
@@ -432,7 +520,7 @@ mod tests {
             for c in &report.changes {
                 prop_assert!(c.frozen_digest != c.current_digest);
             }
-            let identity = |d: &PromptLayerDescriptor| (d.block.clone(), d.layer.clone(), d.digest.clone(), inventory_name(&d.block, d.source.as_deref()).map(str::to_owned));
+            let identity = |d: &PromptLayerDescriptor| (d.block.clone(), d.layer.clone(), d.digest.clone(), pairing_name(&d.block, &d.layer, d.source.as_deref()).map(str::to_owned));
             if a.iter().map(identity).eq(b.iter().map(identity)) {
                 prop_assert!(!report.is_drifted());
             }

@@ -3,6 +3,7 @@ use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKin
 
 use crate::LoaderError;
 use crate::confine::{ConfinedDir, ConfinedRoot};
+use crate::discover::levels_between;
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
 use crate::safe_read::{ReadRefusal, read_in_dir, read_in_root};
@@ -23,6 +24,11 @@ pub struct LoadRequest {
     pub chat: Option<Name>,
     /// Selects `agents/<role>/`.
     pub agent: Option<Name>,
+    /// The working directory inside the project: every directory between
+    /// the project (exclusive) and it (inclusive) with its own
+    /// `.vak/prompts/` or interop file is a narrower project sub-layer
+    /// (DECISIONS §15). `None` reads the project root alone.
+    pub workdir: Option<Utf8PathBuf>,
 }
 
 /// One layer's text for one block, with where it came from.
@@ -113,6 +119,12 @@ pub struct LoadedChain {
     pub role_dirs: Vec<Utf8PathBuf>,
     /// Inputs refused, with reasons.
     pub skipped: Vec<Skipped>,
+    /// The project's directory levels, widest first: the project root, then
+    /// each directory down to the working directory. A project-origin
+    /// source belongs to the deepest level it lies under.
+    pub project_levels: Vec<Utf8PathBuf>,
+    /// The interop file names in force (`[prompts] interop`), in order.
+    pub interop_names: Vec<String>,
 }
 
 impl LoadedChain {
@@ -129,7 +141,14 @@ impl LoadedChain {
         // The loader reads layers widest first, home before project within
         // a tier, and a directory's files in `Block::EDITABLE` order.
         let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
-        let key = |c: &Contribution| (c.provenance.layer, c.provenance.origin, rank(c.block));
+        let key = |c: &Contribution| {
+            (
+                c.provenance.layer,
+                c.provenance.origin,
+                self.level_of(&c.provenance),
+                rank(c.block),
+            )
+        };
         let new = Contribution {
             block,
             provenance: provenance.clone(),
@@ -141,6 +160,22 @@ impl LoadedChain {
             .position(|c| key(c) > key(&new))
             .unwrap_or(self.contributions.len());
         self.contributions.insert(at, new);
+    }
+
+    /// Which directory level of the project `provenance` belongs to: 0 for
+    /// the root (and for everything that is not a project directory layer),
+    /// 1 for the first directory below it, and so on.
+    pub fn level_of(&self, provenance: &Provenance) -> usize {
+        if provenance.origin != Origin::Project || provenance.layer != PromptLayer::Project {
+            return 0;
+        }
+        let Some(source) = provenance.source.as_deref() else {
+            return 0;
+        };
+        self.project_levels
+            .iter()
+            .rposition(|level| Utf8Path::new(source).starts_with(level))
+            .unwrap_or(0)
     }
 }
 
@@ -243,6 +278,157 @@ impl Reader<'_> {
     }
 }
 
+impl Reader<'_> {
+    /// The interop file of one project level (DECISIONS §15): the first of
+    /// `names` present in `level` contributes that level's
+    /// `operating-rules`, unless `prompts/operating-rules.md` is there
+    /// (present, empty or refused: the level decided). Read like every
+    /// layer file: confined to the project, bounded, UTF-8; a refusal names
+    /// the file and the next name is not tried.
+    fn interop_file(
+        &mut self,
+        level: &Utf8Path,
+        prompts: &Utf8Path,
+        root: &Utf8Path,
+        names: &[String],
+    ) {
+        let own = prompts.join("operating-rules.md");
+        let decided = |p: &Provenance| p.source.as_deref() == Some(own.as_str());
+        if self
+            .chain
+            .contributions
+            .iter()
+            .any(|c| decided(&c.provenance))
+            || self.chain.skipped.iter().any(|s| decided(&s.provenance))
+        {
+            return;
+        }
+        for name in names {
+            let path = level.join(name);
+            let provenance = Provenance::new(PromptLayer::Project, Origin::Project, path.as_str());
+            match self.read(&path, root) {
+                Ok(Some(text)) => {
+                    self.chain.contributions.push(Contribution {
+                        block: Block::OperatingRules,
+                        provenance,
+                        text,
+                    });
+                    return;
+                }
+                Ok(None) => {}
+                Err(refusal) => {
+                    self.skip(Some(Block::OperatingRules), provenance, refusal);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// What `level`'s interop file contributes when the level has no
+/// `operating-rules.md` (for an edit preview that removes that file): read
+/// exactly as a load reads it, confined to `root`. The contribution, or the
+/// refusal that names the file, or neither when no interop file is there.
+pub fn interop_of_level(
+    level: &Utf8Path,
+    root: &Utf8Path,
+    names: &[String],
+) -> (Option<Contribution>, Option<Skipped>) {
+    let mut chain = LoadedChain::default();
+    let mut reader = Reader {
+        chain: &mut chain,
+        roots: Vec::new(),
+    };
+    reader.interop_file(level, &prompt_dir(level), root, names);
+    (chain.contributions.pop(), chain.skipped.pop())
+}
+
+/// The interop file names the default list holds.
+pub const DEFAULT_INTEROP: [&str; 1] = ["AGENTS.md"];
+
+/// At most this many interop names are honoured.
+const MAX_INTEROP_NAMES: usize = 16;
+
+/// `[prompts] interop` from the *shared* config (a project's config never
+/// names files to read), else [`DEFAULT_INTEROP`]. A value that is not a
+/// list of plain file names is reported (naming the key) and the default
+/// applies; one bad entry is reported and skipped.
+fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
+    let default = || DEFAULT_INTEROP.iter().map(|n| (*n).to_owned()).collect();
+    let from_project: Vec<Utf8PathBuf> = reader
+        .chain
+        .configs
+        .iter()
+        .filter(|c| c.origin == Origin::Project)
+        .filter(|c| {
+            c.table
+                .get("prompts")
+                .and_then(|p| p.as_table())
+                .is_some_and(|p| p.contains_key("interop"))
+        })
+        .map(|c| c.path.clone())
+        .collect();
+    for path in from_project {
+        reader.skip(
+            None,
+            Provenance::new(PromptLayer::Project, Origin::Project, path.as_str()),
+            "sets `prompts.interop`, which only the shared config may set (a project never names files for vak to read); it is ignored",
+        );
+    }
+    let Some(config) = reader
+        .chain
+        .configs
+        .iter()
+        .find(|c| c.origin == Origin::Home)
+    else {
+        return default();
+    };
+    let path = config.path.clone();
+    let Some(value) = config
+        .table
+        .get("prompts")
+        .and_then(|p| p.as_table())
+        .and_then(|p| p.get("interop"))
+        .cloned()
+    else {
+        return default();
+    };
+    let provenance = || Provenance::new(PromptLayer::Shared, Origin::Home, path.as_str());
+    let Some(list) = value.as_array() else {
+        reader.skip(
+            None,
+            provenance(),
+            "key `prompts.interop` is not a list of file names; the default (`AGENTS.md`) applies",
+        );
+        return default();
+    };
+    let mut names = Vec::new();
+    for item in list {
+        let name = item.as_str().unwrap_or_default();
+        let plain = !name.is_empty()
+            && name.len() <= 255
+            && name != "."
+            && name != ".."
+            && !name.contains(['/', '\\', '\0'])
+            && !name.chars().any(vak_prompt_blocks::is_forbidden);
+        if !plain || names.len() >= MAX_INTEROP_NAMES {
+            reader.skip(
+                None,
+                provenance(),
+                format!(
+                    "key `prompts.interop` holds `{}`, which is not a plain file name in a directory (or is past the {MAX_INTEROP_NAMES}-name limit); it is ignored",
+                    vak_prompt_blocks::Escaped(&item.to_string())
+                ),
+            );
+            continue;
+        }
+        if !names.iter().any(|n| n == name) {
+            names.push(name.to_owned());
+        }
+    }
+    names
+}
+
 /// Whether the directory `inner`, once symlinks are followed, stays inside
 /// `outer`. A missing `inner` is fine: there is nothing to read.
 fn stays_inside(inner: &Utf8Path, outer: &Utf8Path) -> Result<(), ReadRefusal> {
@@ -290,12 +476,56 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let home_root = request.home.clone();
     let project_root = request.project.clone();
 
+    let home_vak = request.home.join(".vak");
+    let mut config_roots = vec![(
+        home_vak.clone(),
+        home_root.clone(),
+        Origin::Home,
+        PromptLayer::Shared,
+    )];
+    if project_ok {
+        config_roots.push((
+            project_vak.clone(),
+            project_root.clone(),
+            Origin::Project,
+            PromptLayer::Project,
+        ));
+    }
+    for (vak_dir, root, origin, layer) in &config_roots {
+        let path = vak_dir.join("config.toml");
+        let provenance = Provenance::new(*layer, *origin, path.as_str());
+        match reader.read(&path, root) {
+            Ok(Some(text)) => match text.parse::<toml::Table>() {
+                Ok(table) => reader.chain.configs.push(ConfigFile {
+                    origin: *origin,
+                    path,
+                    table,
+                }),
+                Err(error) => reader.skip(
+                    None,
+                    provenance,
+                    format!("is not valid TOML: {}", error.message()),
+                ),
+            },
+            Ok(None) => {}
+            Err(refusal) => reader.skip(None, provenance, refusal),
+        }
+    }
+
+    let interop = interop_names(&mut reader);
+    reader.chain.interop_names.clone_from(&interop);
+
     reader.directory_layer(
         &home_dirs.base,
         &home_root,
         PromptLayer::Shared,
         Origin::Home,
     );
+    // The project root, then each directory down to the working directory
+    // (DECISIONS §15), widest first: the same four files, project-owned,
+    // and where a level has no `operating-rules.md` its interop file
+    // (`AGENTS.md`) stands in for it.
+    reader.chain.project_levels.push(request.project.clone());
     if project_ok {
         reader.directory_layer(
             &project_dirs.base,
@@ -303,6 +533,32 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
             PromptLayer::Project,
             Origin::Project,
         );
+    }
+    reader.interop_file(
+        &request.project,
+        &project_dirs.base,
+        &project_root,
+        &interop,
+    );
+    if let Some(workdir) = &request.workdir {
+        if !workdir.starts_with(&request.project) {
+            reader.skip(
+                None,
+                Provenance::new(PromptLayer::Project, Origin::Project, workdir.as_str()),
+                "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
+            );
+        }
+        for level in levels_between(&request.project, workdir) {
+            reader.chain.project_levels.push(level.clone());
+            let prompts = prompt_dir(&level);
+            reader.directory_layer(
+                &prompts,
+                &project_root,
+                PromptLayer::Project,
+                Origin::Project,
+            );
+            reader.interop_file(&level, &prompts, &project_root, &interop);
+        }
     }
     reader.directory_layer(
         &home_dirs.surface,
@@ -360,42 +616,6 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 Provenance::new(PromptLayer::Project, Origin::Project, path.as_str()),
                 refusal,
             ),
-        }
-    }
-
-    let home_vak = request.home.join(".vak");
-    let mut config_roots = vec![(
-        home_vak.clone(),
-        home_root.clone(),
-        Origin::Home,
-        PromptLayer::Shared,
-    )];
-    if project_ok {
-        config_roots.push((
-            project_vak.clone(),
-            project_root.clone(),
-            Origin::Project,
-            PromptLayer::Project,
-        ));
-    }
-    for (vak_dir, root, origin, layer) in &config_roots {
-        let path = vak_dir.join("config.toml");
-        let provenance = Provenance::new(*layer, *origin, path.as_str());
-        match reader.read(&path, root) {
-            Ok(Some(text)) => match text.parse::<toml::Table>() {
-                Ok(table) => reader.chain.configs.push(ConfigFile {
-                    origin: *origin,
-                    path,
-                    table,
-                }),
-                Err(error) => reader.skip(
-                    None,
-                    provenance,
-                    format!("is not valid TOML: {}", error.message()),
-                ),
-            },
-            Ok(None) => {}
-            Err(refusal) => reader.skip(None, provenance, refusal),
         }
     }
 

@@ -10,6 +10,7 @@
 
 mod chain;
 pub mod confine;
+mod discover;
 mod error;
 mod gateway;
 mod paths;
@@ -17,9 +18,10 @@ mod safe_read;
 mod write;
 
 pub use chain::{
-    ConfigFile, Contribution, LegacySystem, LoadRequest, LoadedChain, SkillEntry, Skipped,
-    load_chain,
+    ConfigFile, Contribution, DEFAULT_INTEROP, LegacySystem, LoadRequest, LoadedChain, SkillEntry,
+    Skipped, interop_of_level, load_chain,
 };
+pub use discover::{Discovered, RootKind, directory_layers, discover_project, levels_between};
 pub use error::LoaderError;
 pub use gateway::{
     GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, entry_key, gateway_dir, json_kind,

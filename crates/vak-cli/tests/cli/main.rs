@@ -8,6 +8,8 @@
 )]
 
 mod common;
+mod completions;
+mod discovery;
 mod edit;
 mod hostile_cli;
 mod hostile_paths;

@@ -1,0 +1,255 @@
+//! Property tests for directory sub-layers (DECISIONS §15): a project root
+//! and the directories below it down to the working directory, each with
+//! the four files and an optional `AGENTS.md`, as the loader emits them
+//! (widest first, project layer, project origin).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeSet;
+
+use proptest::prelude::*;
+use vak_prompt_blocks::{Block, Origin, PromptLayer, Provenance, SurfaceKind, parse_guardrails};
+use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
+use vak_prompt_loader::{Contribution, LoadedChain};
+use vak_prompt_trust::Trust;
+
+const WORDS: [&str; 6] = [
+    "never push",
+    "ask first",
+    "no secrets",
+    "stay in tree",
+    "cite sources",
+    "be brief",
+];
+
+/// One directory level's files.
+#[derive(Debug, Clone)]
+struct Level {
+    identity: Option<String>,
+    rules: Option<String>,
+    guardrails: Option<String>,
+    agents_md: Option<String>,
+}
+
+fn prose() -> impl Strategy<Value = String> {
+    prop_oneof![Just(String::new()), "[a-z]{1,8}( [a-z]{1,8}){0,3}"]
+}
+
+fn guardrails() -> impl Strategy<Value = String> {
+    prop::collection::vec(prop::sample::select(WORDS.to_vec()), 0..4)
+        .prop_map(|items| items.iter().map(|i| format!("- {i}\n")).collect())
+}
+
+fn level() -> impl Strategy<Value = Level> {
+    (
+        prop::option::of(prose()),
+        prop::option::of(prose()),
+        prop::option::of(guardrails()),
+        prop::option::of(prose()),
+    )
+        .prop_map(|(identity, rules, guardrails, agents_md)| Level {
+            identity,
+            rules,
+            guardrails,
+            agents_md,
+        })
+}
+
+fn levels() -> impl Strategy<Value = (Option<String>, Vec<Level>)> {
+    (
+        prop::option::of(guardrails()),
+        prop::collection::vec(level(), 1..5),
+    )
+}
+
+fn dir(index: usize) -> String {
+    let mut path = "/p".to_owned();
+    for i in 1..=index {
+        path.push_str(&format!("/d{i}"));
+    }
+    path
+}
+
+/// The chain the loader would read: the shared guardrails, then every level
+/// widest first; a level's `AGENTS.md` stands in for its rules only when it
+/// has no `operating-rules.md`.
+fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
+    let mut chain = LoadedChain::default();
+    let mut push = |block, layer, origin, source: String, text: &String| {
+        chain.contributions.push(Contribution {
+            block,
+            provenance: Provenance::new(layer, origin, source),
+            text: text.clone(),
+        });
+    };
+    if let Some(text) = shared {
+        push(
+            Block::Guardrails,
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/.vak/prompts/guardrails.md".to_owned(),
+            text,
+        );
+    }
+    for (index, level) in levels.iter().enumerate() {
+        let base = format!("{}/.vak/prompts", dir(index));
+        let project = |name: &str| format!("{base}/{name}");
+        if let Some(text) = &level.identity {
+            push(
+                Block::Identity,
+                PromptLayer::Project,
+                Origin::Project,
+                project("identity.md"),
+                text,
+            );
+        }
+        match (&level.rules, &level.agents_md) {
+            (Some(text), _) => push(
+                Block::OperatingRules,
+                PromptLayer::Project,
+                Origin::Project,
+                project("operating-rules.md"),
+                text,
+            ),
+            (None, Some(text)) => push(
+                Block::OperatingRules,
+                PromptLayer::Project,
+                Origin::Project,
+                format!("{}/AGENTS.md", dir(index)),
+                text,
+            ),
+            (None, None) => {}
+        }
+        if let Some(text) = &level.guardrails {
+            push(
+                Block::Guardrails,
+                PromptLayer::Project,
+                Origin::Project,
+                project("guardrails.md"),
+                text,
+            );
+        }
+    }
+    chain.project_levels = (0..levels.len()).map(|i| dir(i).into()).collect();
+    chain
+}
+
+fn resolve(chain: &LoadedChain, trust: Trust) -> ResolvedPrompt {
+    resolve_prompt(&ResolveInput {
+        chain,
+        trust,
+        surface: SurfaceKind::Cli,
+        agent: None,
+        tail: TailContext::default(),
+    })
+}
+
+fn guardrail_keys(resolved: &ResolvedPrompt) -> BTreeSet<String> {
+    parse_guardrails(&resolved.block(Block::Guardrails).unwrap().text)
+        .items
+        .iter()
+        .map(|g| g.dedup_key())
+        .collect()
+}
+
+fn trust() -> impl Strategy<Value = Trust> {
+    prop_oneof![Just(Trust::Trusted), Just(Trust::Untrusted)]
+}
+
+/// The text the narrowest level holding `pick` gives, else the seed's.
+fn expected(levels: &[Level], pick: impl Fn(&Level) -> Option<&String>) -> Option<String> {
+    levels.iter().rev().find_map(|l| pick(l).cloned())
+}
+
+fn rules_of(level: &Level) -> Option<&String> {
+    level.rules.as_ref().or(level.agents_md.as_ref())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// Going one directory deeper never loses a guardrail, trusted or not.
+    #[test]
+    fn the_floor_never_shrinks_going_deeper((shared, levels) in levels(), trust in trust()) {
+        for depth in 1..levels.len() {
+            let wider = guardrail_keys(&resolve(&loaded(&shared, &levels[..depth]), trust));
+            let deeper = guardrail_keys(&resolve(&loaded(&shared, &levels[..=depth]), trust));
+            prop_assert!(wider.is_subset(&deeper), "level {depth} lost {:?}", wider.difference(&deeper).collect::<Vec<_>>());
+        }
+    }
+
+    /// Trusted, the narrowest directory that has the file wins, and
+    /// `AGENTS.md` is that directory's operating rules.
+    #[test]
+    fn the_narrowest_directory_wins((shared, levels) in levels()) {
+        let resolved = resolve(&loaded(&shared, &levels), Trust::Trusted);
+        for (block, want) in [
+            (Block::Identity, expected(&levels, |l| l.identity.as_ref())),
+            (Block::OperatingRules, expected(&levels, rules_of)),
+        ] {
+            let got = resolved.block(block).unwrap();
+            if let Some(want) = want {
+                prop_assert_eq!(&got.text, want.trim());
+                prop_assert_eq!(got.contributors[0].provenance.layer, PromptLayer::Project);
+            } else {
+                prop_assert_ne!(got.contributors.first().map(|c| c.provenance.layer), Some(PromptLayer::Project));
+            }
+        }
+        // Untrusted, no directory says who the agent is or how it works.
+        let untrusted = resolve(&loaded(&shared, &levels), Trust::Untrusted);
+        for block in [Block::Identity, Block::OperatingRules] {
+            let got = untrusted.block(block).unwrap();
+            prop_assert!(got.contributors.iter().all(|c| c.provenance.origin != Origin::Project));
+        }
+    }
+
+    /// Removing one directory's file gives exactly what it would have
+    /// inherited: the same resolution as a chain that never had the file.
+    #[test]
+    fn removing_a_directory_file_returns_the_inherited_text(
+        (shared, levels) in levels(),
+        at in any::<prop::sample::Index>(),
+        which in 0usize..3,
+        trust in trust(),
+    ) {
+        let i = at.index(levels.len());
+        let mut without = levels.clone();
+        let (block, name) = match which {
+            0 => { without[i].identity = None; (Block::Identity, "identity.md") }
+            1 => { without[i].rules = None; (Block::OperatingRules, "operating-rules.md") }
+            _ => { without[i].guardrails = None; (Block::Guardrails, "guardrails.md") }
+        };
+        // Through the same substitution an edit preview uses.
+        let mut substituted = loaded(&shared, &levels);
+        let provenance = Provenance::new(
+            PromptLayer::Project,
+            Origin::Project,
+            format!("{}/.vak/prompts/{name}", dir(i)),
+        );
+        substituted.substitute(block, &provenance, None);
+        let mut expected_chain = loaded(&shared, &without);
+        if block == Block::OperatingRules && levels[i].rules.is_some() {
+            // The loader would now read that directory's AGENTS.md; the
+            // substitution cannot know it was there, so compare without.
+            expected_chain.contributions.retain(|c| c.provenance.source.as_deref() != Some(&format!("{}/AGENTS.md", dir(i))));
+        }
+        let got = resolve(&substituted, trust);
+        let want = resolve(&expected_chain, trust);
+        prop_assert_eq!(&got.prefix, &want.prefix);
+        prop_assert_eq!(&got.descriptors, &want.descriptors);
+        // And putting a text back lands at its own level, not after deeper ones.
+        let original_text = match which {
+            0 => &levels[i].identity,
+            1 => &levels[i].rules,
+            _ => &levels[i].guardrails,
+        };
+        if let Some(text) = original_text
+            && (which != 1 || levels[i].agents_md.is_none())
+        {
+            let mut back = loaded(&shared, &without);
+            back.substitute(block, &provenance, Some(text));
+            let original = resolve(&loaded(&shared, &levels), trust);
+            prop_assert_eq!(resolve(&back, trust).prefix, original.prefix);
+        }
+    }
+}

@@ -1,0 +1,274 @@
+//! Where the project is (DECISIONS §15): the nearest ancestor of the
+//! working directory that has `.git` (a directory, or a file in worktrees
+//! and submodules); if none has, the nearest that has `.vak`; else the
+//! working directory itself. `$VAK_HOME` and everything inside it is never a
+//! project, and the walk never crosses into another filesystem.
+//!
+//! Only names are looked at (`lstat`): nothing under a candidate is opened
+//! or read here, so a hostile tree cannot make discovery block or read.
+
+use std::io;
+use std::os::unix::fs::MetadataExt;
+
+use camino::{Utf8Path, Utf8PathBuf};
+
+/// Why the root is where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RootKind {
+    /// The nearest directory with `.git` (directory or file).
+    Git,
+    /// No `.git` on the way up; the nearest directory with `.vak`.
+    Vak,
+    /// Neither: the working directory itself.
+    WorkingDir,
+    /// The working directory is `$VAK_HOME` or inside it: there is no
+    /// project, and the home stands in for it (its layers are the shared
+    /// ones, never read twice).
+    Home,
+}
+
+/// The project found from a working directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Discovered {
+    /// The project root, canonical.
+    pub root: Utf8PathBuf,
+    /// The working directory, canonical; `root` or inside it.
+    pub workdir: Utf8PathBuf,
+    /// Why `root` was chosen.
+    pub kind: RootKind,
+}
+
+fn canonical(path: &Utf8Path) -> io::Result<Utf8PathBuf> {
+    let real = std::fs::canonicalize(path)?;
+    Utf8PathBuf::from_path_buf(real).map_err(|p| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("`{}` is not valid UTF-8", p.display()),
+        )
+    })
+}
+
+fn has(dir: &Utf8Path, name: &str) -> bool {
+    std::fs::symlink_metadata(dir.join(name)).is_ok()
+}
+
+/// Find the project for a command run in `start`, under `home`.
+///
+/// # Errors
+///
+/// `start` cannot be resolved (it does not exist, or is not UTF-8).
+pub fn discover_project(start: &Utf8Path, home: Option<&Utf8Path>) -> io::Result<Discovered> {
+    discover_with(start, home, |dir| {
+        std::fs::metadata(dir).ok().map(|m| m.dev())
+    })
+}
+
+/// [`discover_project`] with the device of a directory looked up by
+/// `device_of` (`None`: cannot be looked at, which ends the walk too).
+fn discover_with(
+    start: &Utf8Path,
+    home: Option<&Utf8Path>,
+    device_of: impl Fn(&Utf8Path) -> Option<u64>,
+) -> io::Result<Discovered> {
+    let start = canonical(start)?;
+    if let Some(home) = home.and_then(|h| canonical(h).ok())
+        && start.starts_with(&home)
+    {
+        return Ok(Discovered {
+            root: home.clone(),
+            workdir: home,
+            kind: RootKind::Home,
+        });
+    }
+    let device = device_of(&start);
+    let mut nearest_vak = None;
+    for dir in start.ancestors() {
+        // A mount point's parent is another filesystem: stop before it.
+        if device.is_none() || device_of(dir) != device {
+            break;
+        }
+        if has(dir, ".git") {
+            return Ok(Discovered {
+                root: dir.to_owned(),
+                workdir: start.clone(),
+                kind: RootKind::Git,
+            });
+        }
+        if nearest_vak.is_none() && has(dir, ".vak") {
+            nearest_vak = Some(dir.to_owned());
+        }
+    }
+    Ok(match nearest_vak {
+        Some(root) => Discovered {
+            root,
+            workdir: start,
+            kind: RootKind::Vak,
+        },
+        None => Discovered {
+            root: start.clone(),
+            workdir: start,
+            kind: RootKind::WorkingDir,
+        },
+    })
+}
+
+/// The directories strictly below `root` down to `workdir` inclusive,
+/// widest first: the candidates for directory sub-layers. Empty when
+/// `workdir` is `root` or not inside it.
+pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
+    let Ok(rest) = workdir.strip_prefix(root) else {
+        return Vec::new();
+    };
+    let mut dir = root.to_owned();
+    let mut levels = Vec::new();
+    for component in rest.components() {
+        match component {
+            camino::Utf8Component::Normal(name) => {
+                dir.push(name);
+                levels.push(dir.clone());
+            }
+            // A `..` or root component would leave the project.
+            _ => return Vec::new(),
+        }
+    }
+    levels
+}
+
+/// How deep below the root [`directory_layers`] looks.
+const MAX_DEPTH: usize = 8;
+/// How many directories [`directory_layers`] visits at most.
+const MAX_VISITED: usize = 20_000;
+/// How many directory layers [`directory_layers`] lists at most.
+const MAX_LAYERS: usize = 256;
+
+/// Every directory below `root` that has its own `.vak/prompts/` or one of
+/// `interop` (`AGENTS.md`): the directory layers a project-scope save with
+/// `--dir` can reach, relative to the root, sorted. Bounded in depth, in
+/// directories visited and in results; symlinks are not followed, and
+/// hidden directories (`.git`, `.vak`), `node_modules` and `target` are not
+/// entered.
+pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
+    let skip = |name: &str| name.starts_with('.') || name == "node_modules" || name == "target";
+    let mut found = Vec::new();
+    let walk = walkdir::WalkDir::new(root)
+        .min_depth(1)
+        .max_depth(MAX_DEPTH)
+        .follow_links(false)
+        .into_iter()
+        .filter_entry(|e| e.file_type().is_dir() && !e.file_name().to_str().is_none_or(skip));
+    for entry in walk.take(MAX_VISITED).flatten() {
+        let Some(path) = Utf8Path::from_path(entry.path()) else {
+            continue;
+        };
+        let is_layer = std::fs::symlink_metadata(path.join(".vak").join("prompts")).is_ok()
+            || interop.iter().any(|name| has(path, name));
+        if is_layer && let Ok(rel) = path.strip_prefix(root) {
+            found.push(rel.to_owned());
+            if found.len() >= MAX_LAYERS {
+                break;
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = canonical(Utf8Path::from_path(dir.path()).unwrap()).unwrap();
+        (dir, path)
+    }
+
+    #[test]
+    fn git_wins_over_a_nearer_vak_and_a_file_counts() {
+        let (_keep, base) = temp();
+        let deep = base.join("repo/sub/deep");
+        fs::create_dir_all(&deep).unwrap();
+        fs::create_dir_all(base.join("repo/sub/.vak")).unwrap();
+        fs::write(base.join("repo/.git"), "gitdir: /elsewhere\n").unwrap();
+        let found = discover_project(&deep, None).unwrap();
+        assert_eq!(found.root, base.join("repo"));
+        assert_eq!(found.kind, RootKind::Git);
+        assert_eq!(found.workdir, deep);
+    }
+
+    #[test]
+    fn nearest_vak_without_git_else_the_working_dir() {
+        let (_keep, base) = temp();
+        let deep = base.join("a/b/c");
+        fs::create_dir_all(&deep).unwrap();
+        fs::create_dir_all(base.join("a/.vak")).unwrap();
+        fs::create_dir_all(base.join("a/b/.vak")).unwrap();
+        let found = discover_project(&deep, None).unwrap();
+        assert_eq!((found.root, found.kind), (base.join("a/b"), RootKind::Vak));
+        let (_keep2, lone) = temp();
+        let found = discover_project(&lone, None).unwrap();
+        assert_eq!((found.root, found.kind), (lone, RootKind::WorkingDir));
+    }
+
+    #[test]
+    fn the_home_and_everything_inside_it_is_never_a_project() {
+        let (_keep, base) = temp();
+        let home = base.join("home");
+        fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+        fs::create_dir_all(base.join(".git")).unwrap();
+        let found = discover_project(&home.join(".vak/prompts"), Some(&home)).unwrap();
+        assert_eq!((found.root, found.kind), (home.clone(), RootKind::Home));
+    }
+
+    #[test]
+    fn the_walk_stops_at_a_filesystem_boundary() {
+        let (_keep, base) = temp();
+        let inner = base.join("outer/mnt/work");
+        fs::create_dir_all(&inner).unwrap();
+        fs::create_dir_all(base.join("outer/.git")).unwrap();
+        // `outer/mnt` is a mount point: it and below are device 2.
+        let mount = base.join("outer/mnt");
+        let device = |dir: &Utf8Path| Some(if dir.starts_with(&mount) { 2 } else { 1 });
+        let found = discover_with(&inner, None, device).unwrap();
+        assert_eq!(
+            (found.root, found.kind),
+            (inner.clone(), RootKind::WorkingDir)
+        );
+        // Without the boundary the outer repository is found.
+        let found = discover_with(&inner, None, |_| Some(1)).unwrap();
+        assert_eq!(
+            (found.root, found.kind),
+            (base.join("outer"), RootKind::Git)
+        );
+    }
+
+    #[test]
+    fn directory_layers_are_listed_relative_and_bounded() {
+        let (_keep, root) = temp();
+        fs::create_dir_all(root.join("services/payments/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join("services/web")).unwrap();
+        fs::write(root.join("services/web/AGENTS.md"), "x").unwrap();
+        fs::create_dir_all(root.join("node_modules/x/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join(".git/y/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join("plain")).unwrap();
+        assert_eq!(
+            directory_layers(&root, &["AGENTS.md"]),
+            [
+                Utf8PathBuf::from("services/payments"),
+                Utf8PathBuf::from("services/web")
+            ]
+        );
+    }
+
+    #[test]
+    fn levels_are_widest_first_and_stay_inside() {
+        let root = Utf8Path::new("/r");
+        assert_eq!(
+            levels_between(root, Utf8Path::new("/r/a/b")),
+            [Utf8PathBuf::from("/r/a"), Utf8PathBuf::from("/r/a/b")]
+        );
+        assert!(levels_between(root, root).is_empty());
+        assert!(levels_between(root, Utf8Path::new("/elsewhere")).is_empty());
+    }
+}
