@@ -2,8 +2,6 @@
 //! loader, discovery and the facade: random levels of files between a
 //! project root and a working directory.
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 use std::fs;
 

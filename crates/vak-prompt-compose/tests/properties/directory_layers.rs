@@ -3,8 +3,6 @@
 //! the four files and an optional `AGENTS.md`, as the loader emits them
 //! (widest first, project layer, project origin).
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
-
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;

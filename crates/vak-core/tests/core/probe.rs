@@ -2,8 +2,6 @@
 //! `.vak/SYSTEM.md` tries to replace the prompt still gets the full
 //! capability contract and every seed and shared guardrail.
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::process::Command;
 
@@ -36,7 +34,7 @@ fn untrusted_system_md_keeps_the_contract_and_every_guardrail() {
     let status = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "untrusted_system_md_keeps_the_contract_and_every_guardrail",
+            "probe::untrusted_system_md_keeps_the_contract_and_every_guardrail",
             "--nocapture",
         ])
         .env("VAK_HOME", home.path())

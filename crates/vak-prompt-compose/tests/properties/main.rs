@@ -2,6 +2,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod directory_layers;
+
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;

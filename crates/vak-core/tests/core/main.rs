@@ -1,0 +1,7 @@
+//! Integration tests of the facade: doc 45's probe and directory layers on
+//! a real filesystem. One test binary for the crate; each topic a module.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod directory_layers;
+mod probe;
