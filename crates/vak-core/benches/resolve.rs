@@ -1,6 +1,11 @@
-//! `resolve`: a chain with every tier populated, cold (files read and
-//! parsed) and warm (composition only), beside the floor it is compared to:
-//! merely reading and hashing the same files.
+//! `resolve`: a chain with every tier populated (32 inputs), beside the
+//! floor it is compared to, merely reading and hashing the same files:
+//!
+//! - `cold`: every file read and parsed, then composed;
+//! - `warm`: nothing changed since the last resolution, answered by
+//!   `CachedResolver` (one check of the change notifications, an `Arc`);
+//! - `compose_only`: composing an already-loaded chain (what `warm` measured
+//!   before the cache).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,10 +14,11 @@ use std::path::Path;
 
 use camino::Utf8PathBuf;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use vak_prompt_blocks::{Name, NameKind, SurfaceKind, sha256_hex};
-use vak_prompt_compose::{ResolveInput, TailContext, resolve_prompt};
-use vak_prompt_loader::{LoadRequest, load_chain};
-use vak_prompt_trust::Trust;
+use vak_core::prompts::{
+    LoadRequest, Name, NameKind, ResolveInput, SurfaceKind, TailContext, Trust, TrustStore,
+    load_chain, resolve_prompt, sha256_hex,
+};
+use vak_core::{CachedResolver, Selectors};
 
 fn write(path: &Path, text: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -119,7 +125,23 @@ fn bench(c: &mut Criterion) {
             }))
         })
     });
-    group.bench_function("warm", |b| {
+    let mut store = TrustStore::load(&request.home).unwrap();
+    store.trust(&request.project).unwrap();
+    let cached = CachedResolver::open(Selectors {
+        home: request.home.clone(),
+        project: request.project.clone(),
+        surface: request.surface,
+        bot: request.bot.clone(),
+        chat: request.chat.clone(),
+        agent: request.agent.clone(),
+        force_untrusted: false,
+    })
+    .unwrap();
+    let first = cached.resolve().unwrap();
+    assert!(cached.is_watching());
+    assert!(std::sync::Arc::ptr_eq(&first, &cached.resolve().unwrap()));
+    group.bench_function("warm", |b| b.iter(|| black_box(cached.resolve().unwrap())));
+    group.bench_function("compose_only", |b| {
         b.iter(|| {
             black_box(resolve_prompt(&ResolveInput {
                 chain: &loaded,

@@ -1,0 +1,212 @@
+//! `CachedResolver` never serves stale text: every way a layer can change
+//! is seen by the next `resolve`, and nothing changing is answered from
+//! memory (the same `Arc`).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use vak_core::prompts::{ResolvedPrompt, TrustStore};
+use vak_core::{CachedResolver, Selectors};
+
+struct Fixture {
+    home: tempfile::TempDir,
+    project: tempfile::TempDir,
+    prompts: CachedResolver,
+}
+
+fn fixture() -> Fixture {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(home.path().join(".vak/prompts")).unwrap();
+    fs::write(
+        home.path().join(".vak/prompts/identity.md"),
+        "You are AAAA.",
+    )
+    .unwrap();
+    let selectors = Selectors::new(
+        home.path().to_str().unwrap(),
+        project.path().to_str().unwrap(),
+    );
+    let prompts = CachedResolver::open(selectors).unwrap();
+    Fixture {
+        home,
+        project,
+        prompts,
+    }
+}
+
+impl Fixture {
+    fn shared(&self, file: &str) -> std::path::PathBuf {
+        self.home.path().join(".vak/prompts").join(file)
+    }
+
+    /// Resolve twice: the second answer must come from memory.
+    fn resolve(&self) -> Arc<ResolvedPrompt> {
+        let first = self.prompts.resolve().unwrap();
+        let again = self.prompts.resolve().unwrap();
+        assert!(self.prompts.is_watching(), "inotify is available here");
+        assert!(Arc::ptr_eq(&first, &again), "nothing changed: from memory");
+        first
+    }
+
+    fn sees(&self, text: &str) {
+        let prompt = self.resolve();
+        assert!(
+            prompt.prefix.contains(text),
+            "{text:?} not in\n{}",
+            prompt.prefix
+        );
+    }
+
+    fn does_not_see(&self, text: &str) {
+        let prompt = self.resolve();
+        assert!(
+            !prompt.prefix.contains(text),
+            "{text:?} still in the prefix"
+        );
+    }
+}
+
+fn set_mtime(path: &Path, to: SystemTime) {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(to)
+        .unwrap();
+}
+
+#[test]
+fn nothing_changed_is_answered_from_memory_and_state_files_do_not_count() {
+    let f = fixture();
+    let first = f.resolve();
+    // The stores vak writes beside the prompt files are not prompt input.
+    fs::create_dir_all(f.home.path().join(".vak/gateway")).unwrap();
+    let again = f.prompts.resolve().unwrap(); // the directory appearing counts
+    fs::write(f.home.path().join(".vak/gateway/bindings.json"), "{}").unwrap();
+    fs::write(f.home.path().join(".vak/trust.toml.lock"), "").unwrap();
+    let after = f.prompts.resolve().unwrap();
+    assert!(Arc::ptr_eq(&again, &after));
+    assert_eq!(first.prefix, after.prefix);
+}
+
+#[test]
+fn an_edit_of_the_same_size_within_one_clock_tick_is_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    let before = fs::metadata(f.shared("identity.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    fs::write(f.shared("identity.md"), "You are BBBB.").unwrap();
+    f.sees("You are BBBB.");
+    // Same size, and the mtime put back: only the ctime (and the event) says so.
+    fs::write(f.shared("identity.md"), "You are CCCC.").unwrap();
+    set_mtime(&f.shared("identity.md"), before);
+    f.sees("You are CCCC.");
+}
+
+#[test]
+fn a_touch_keeping_the_mtime_is_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    let path = f.shared("identity.md");
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    // Content replaced in place, same size, then the mtime restored exactly.
+    fs::write(&path, "You are DDDD.").unwrap();
+    set_mtime(&path, mtime);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    f.sees("You are DDDD.");
+    // A bare touch to the same mtime (ctime changes, content does not).
+    set_mtime(&path, mtime);
+    f.sees("You are DDDD.");
+}
+
+#[test]
+fn renames_are_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    // Moved away: the shared identity is gone.
+    fs::rename(f.shared("identity.md"), f.home.path().join("elsewhere.md")).unwrap();
+    f.does_not_see("You are AAAA.");
+    // Another file renamed onto the name (an editor's atomic save).
+    fs::write(f.shared(".identity.md.swp"), "You are EEEE.").unwrap();
+    fs::rename(f.shared(".identity.md.swp"), f.shared("identity.md")).unwrap();
+    f.sees("You are EEEE.");
+}
+
+#[test]
+fn a_symlink_swap_and_an_edit_through_a_symlink_are_seen() {
+    let f = fixture();
+    // Outside `.vak` (still inside the home): watched because a read file is there.
+    let targets = f.home.path().join("targets");
+    fs::create_dir_all(&targets).unwrap();
+    fs::write(targets.join("a.md"), "You are FFFF.").unwrap();
+    fs::write(targets.join("b.md"), "You are GGGG.").unwrap();
+    fs::remove_file(f.shared("identity.md")).unwrap();
+    symlink(targets.join("a.md"), f.shared("identity.md")).unwrap();
+    f.sees("You are FFFF.");
+    // Swap the link atomically to the other target.
+    symlink(targets.join("b.md"), f.shared("identity.md.new")).unwrap();
+    fs::rename(f.shared("identity.md.new"), f.shared("identity.md")).unwrap();
+    f.sees("You are GGGG.");
+    // Edit the target the link leads to.
+    fs::write(targets.join("b.md"), "You are HHHH.").unwrap();
+    f.sees("You are HHHH.");
+}
+
+#[test]
+fn a_layer_file_appearing_where_none_was_is_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    // The project has no `.vak` at all yet; an untrusted project may still
+    // add guardrails.
+    let dir = f.project.path().join(".vak/prompts/surface/cli");
+    fs::create_dir_all(&dir).unwrap();
+    f.does_not_see("never deploy on fridays");
+    fs::write(dir.join("guardrails.md"), "- never deploy on fridays\n").unwrap();
+    f.sees("never deploy on fridays");
+    // And a file in a directory that already existed.
+    fs::write(f.shared("operating-rules.md"), "- Read IIII first.\n").unwrap();
+    f.sees("Read IIII first.");
+}
+
+#[test]
+fn trusting_the_project_is_seen() {
+    let f = fixture();
+    let dir = f.project.path().join(".vak/prompts");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("identity.md"), "You are the JJJJ project agent.").unwrap();
+    f.does_not_see("JJJJ");
+    let mut store = TrustStore::load(f.home.path().to_str().unwrap().into()).unwrap();
+    store
+        .trust(f.project.path().to_str().unwrap().into())
+        .unwrap();
+    f.sees("JJJJ");
+}
+
+#[test]
+fn a_replaced_parent_directory_is_seen() {
+    let parent = tempfile::tempdir().unwrap();
+    let home = parent.path().join("home");
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+    fs::write(home.join(".vak/prompts/identity.md"), "You are KKKK.").unwrap();
+    let prompts = CachedResolver::open(Selectors::new(
+        home.to_str().unwrap(),
+        project.path().to_str().unwrap(),
+    ))
+    .unwrap();
+    assert!(prompts.resolve().unwrap().prefix.contains("KKKK"));
+    // The home is renamed away and another put in its place.
+    fs::rename(&home, parent.path().join("old-home")).unwrap();
+    fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+    fs::write(home.join(".vak/prompts/identity.md"), "You are LLLL.").unwrap();
+    std::thread::sleep(Duration::from_millis(1));
+    assert!(prompts.resolve().unwrap().prefix.contains("LLLL"));
+}
