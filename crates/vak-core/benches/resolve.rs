@@ -153,6 +153,38 @@ fn bench(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // How a cache may learn that nothing changed, for the same inputs: an
+    // identity check (`stat` of every input file and of every directory on
+    // the way to one, whose entries decide which files exist) against one
+    // look at the change notifications.
+    let mut paths: Vec<std::path::PathBuf> = Vec::new();
+    for file in &files {
+        let mut at = file.as_path();
+        paths.push(at.to_path_buf());
+        while let Some(dir) = at.parent() {
+            if dir == home.path() || dir == project.path() || dir.as_os_str().is_empty() {
+                break;
+            }
+            paths.push(dir.to_path_buf());
+            at = dir;
+        }
+    }
+    paths.extend([home.path().to_path_buf(), project.path().to_path_buf()]);
+    paths.sort();
+    paths.dedup();
+    let mut group = c.benchmark_group("change_check");
+    group.bench_function(format!("stat_{}_paths", paths.len()), |b| {
+        b.iter(|| {
+            for path in &paths {
+                black_box(fs::metadata(path).unwrap());
+            }
+        })
+    });
+    group.bench_function("notifications", |b| {
+        b.iter(|| black_box(cached.resolve().unwrap()))
+    });
+    group.finish();
 }
 
 criterion_group!(benches, bench);
