@@ -4,7 +4,8 @@
 //! - per encoding, three little-endian `u32`/byte blobs included in the
 //!   binary: the token bytes in rank order (`arena`), where each rank's bytes
 //!   start (`offsets`, one more entry than ranks) and an open-addressing hash
-//!   table of `rank + 1` (`table`, 0 = empty, linear probing, load ≤ 0.4);
+//!   table of `rank + 1` (`table`, 0 = empty, linear probing, load ≤ 0.4)
+//!   with a hash tag in each slot's high bits (`src/rank_hash.rs`);
 //! - the Unicode general-category ranges the pre-tokenizer patterns use,
 //!   taken from `regex-syntax` (the Unicode tables the reference
 //!   implementations' regex engines use), as a sorted Rust table.
@@ -55,19 +56,28 @@ fn write_ranks(
     offsets.extend_from_slice(&u32::try_from(arena.len())?.to_le_bytes());
     let slots = (n * 5 / 2).next_power_of_two();
     let mask = slots - 1;
+    if n + 1 >= 1 << rank_hash::RANK_BITS {
+        return Err(format!(
+            "{name}: {n} ranks do not fit in {} bits",
+            rank_hash::RANK_BITS
+        )
+        .into());
+    }
+    let rank_mask = (1u32 << rank_hash::RANK_BITS) - 1;
     let mut table = vec![0u32; slots];
     for (rank, &(start, len)) in tokens.iter().enumerate() {
         let key = &arena[start..start + len];
-        let mut i = (rank_hash::rank_hash(key) as usize) & mask;
+        let hash = rank_hash::rank_hash(key);
+        let mut i = (hash as usize) & mask;
         while table[i] != 0 {
-            let other = (table[i] - 1) as usize;
+            let other = ((table[i] & rank_mask) - 1) as usize;
             let (s, l) = tokens[other];
             if &arena[s..s + l] == key {
                 return Err(format!("{name}: ranks {other} and {rank} share bytes").into());
             }
             i = (i + 1) & mask;
         }
-        table[i] = u32::try_from(rank)? + 1;
+        table[i] = (rank_hash::rank_tag(hash) << rank_hash::RANK_BITS) | (u32::try_from(rank)? + 1);
     }
     let table: Vec<u8> = table.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(out.join(format!("{name}.arena")), &arena)?;

@@ -2,15 +2,18 @@
 //!
 //! Loading is free: the tables are byte slices in the binary's read-only
 //! data, paged in by the kernel as lookups touch them. A lookup hashes the
-//! bytes ([`rank_hash`]), probes the open-addressing table and compares
-//! against the token's bytes in the arena. The merge is OpenAI's: merge the
+//! bytes ([`rank_hash`]), probes the open-addressing table, skips slots
+//! whose tag differs and compares the rest against the token's bytes in the
+//! arena. The merge is OpenAI's: merge the
 //! lowest-ranked adjacent pair, leftmost first, until none is in the
 //! vocabulary.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::rank_hash::rank_hash;
+use crate::rank_hash::{RANK_BITS, rank_hash, rank_tag};
+
+const RANK_MASK: u32 = (1 << RANK_BITS) - 1;
 
 /// One encoding's rank table.
 pub(crate) struct Ranks {
@@ -61,14 +64,19 @@ impl Ranks {
     /// The rank of exactly these bytes, if they are one token.
     pub(crate) fn rank(&self, key: &[u8]) -> Option<u32> {
         let mask = self.slots() - 1;
-        let mut i = (rank_hash(key) as usize) & mask;
+        let hash = rank_hash(key);
+        let tag = rank_tag(hash);
+        let mut i = (hash as usize) & mask;
         loop {
             let v = word(self.table, i);
             if v == 0 {
                 return None;
             }
-            if self.token(v - 1) == key {
-                return Some(v - 1);
+            if v >> RANK_BITS == tag {
+                let rank = (v & RANK_MASK) - 1;
+                if self.token(rank) == key {
+                    return Some(rank);
+                }
             }
             i = (i + 1) & mask;
         }

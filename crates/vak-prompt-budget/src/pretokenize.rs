@@ -61,7 +61,24 @@ fn class_of(c: char) -> Class {
     }
 }
 
-/// A character and its class, with a table-free path for ASCII.
+/// The classes of the ASCII characters, without a search.
+static ASCII: [Class; 128] = {
+    let mut table = [Class::Other; 128];
+    let mut i = 0;
+    while i < 128 {
+        table[i] = match i as u8 {
+            b'A'..=b'Z' => Class::Upper,
+            b'a'..=b'z' => Class::Lower,
+            b'0'..=b'9' => Class::Number,
+            b'\t' | b'\n' | 0x0b | 0x0c | b'\r' | b' ' => Class::Space,
+            _ => Class::Other,
+        };
+        i += 1;
+    }
+    table
+};
+
+/// A character and its class, with a table for ASCII.
 #[derive(Clone, Copy)]
 struct Ch {
     c: char,
@@ -70,16 +87,9 @@ struct Ch {
 
 impl Ch {
     fn new(c: char) -> Self {
-        let class = if c.is_ascii() {
-            match c {
-                'A'..='Z' => Class::Upper,
-                'a'..='z' => Class::Lower,
-                '0'..='9' => Class::Number,
-                '\t' | '\n' | '\x0b' | '\x0c' | '\r' | ' ' => Class::Space,
-                _ => Class::Other,
-            }
-        } else {
-            class_of(c)
+        let class = match ASCII.get(c as usize) {
+            Some(&class) => class,
+            None => class_of(c),
         };
         Ch { c, class }
     }

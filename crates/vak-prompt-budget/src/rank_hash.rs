@@ -13,3 +13,14 @@ pub(crate) fn rank_hash(bytes: &[u8]) -> u64 {
     }
     h ^ (h >> 31)
 }
+
+/// Ranks take the low bits of a table slot (`rank + 1`, 0 = empty); the high
+/// bits hold a tag from the hash's top bits, so a probe rejects almost every
+/// slot holding another token without reading that token's bytes.
+pub(crate) const RANK_BITS: u32 = 18;
+
+/// The tag stored above the rank for a key hashing to `hash`.
+#[inline]
+pub(crate) fn rank_tag(hash: u64) -> u32 {
+    (hash >> (64 - (32 - RANK_BITS))) as u32
+}
