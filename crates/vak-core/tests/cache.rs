@@ -210,3 +210,116 @@ fn a_replaced_parent_directory_is_seen() {
     std::thread::sleep(Duration::from_millis(1));
     assert!(prompts.resolve().unwrap().prefix.contains("LLLL"));
 }
+
+mod random_changes {
+    //! Property: after any sequence of changes to the layer files, the
+    //! cached resolution equals a fresh, uncached one.
+
+    use super::*;
+    use proptest::prelude::*;
+    use vak_core::Core;
+
+    const FILES: [&str; 4] = [
+        ".vak/prompts/identity.md",
+        ".vak/prompts/guardrails.md",
+        ".vak/prompts/surface/cli/surface-note.md",
+        ".vak/prompts/surface/cli/guardrails.md",
+    ];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Write `text` to file `i` of the home (`true`) or the project.
+        Write(bool, usize, String),
+        Remove(bool, usize),
+        /// Rename file `i` onto file `j` (same origin).
+        Rename(bool, usize, usize),
+        /// Replace file `i` by a symlink to a fresh file holding `text`.
+        Link(bool, usize, String),
+        /// Rewrite file `i` in place (same size) and restore its mtime.
+        SameMtime(bool, usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let text = "[a-z]{1,6}".prop_map(|w| format!("- rule {w}\n"));
+        prop_oneof![
+            (any::<bool>(), 0..4usize, text.clone()).prop_map(|(h, i, t)| Op::Write(h, i, t)),
+            (any::<bool>(), 0..4usize).prop_map(|(h, i)| Op::Remove(h, i)),
+            (any::<bool>(), 0..4usize, 0..4usize).prop_map(|(h, i, j)| Op::Rename(h, i, j)),
+            (any::<bool>(), 0..4usize, text).prop_map(|(h, i, t)| Op::Link(h, i, t)),
+            (any::<bool>(), 0..4usize).prop_map(|(h, i)| Op::SameMtime(h, i)),
+        ]
+    }
+
+    fn apply(root: &Path, op: &Op, n: usize) {
+        let file = |i: usize| root.join(FILES[i]);
+        match op {
+            Op::Write(_, i, text) => {
+                fs::create_dir_all(file(*i).parent().unwrap()).unwrap();
+                let _ = fs::remove_file(file(*i)); // not through a link
+                fs::write(file(*i), text).unwrap();
+            }
+            Op::Remove(_, i) => {
+                let _ = fs::remove_file(file(*i));
+            }
+            Op::Rename(_, i, j) => {
+                if i != j && fs::symlink_metadata(file(*i)).is_ok() {
+                    fs::create_dir_all(file(*j).parent().unwrap()).unwrap();
+                    fs::rename(file(*i), file(*j)).unwrap();
+                }
+            }
+            Op::Link(_, i, text) => {
+                let target = root.join(format!("targets/t{n}.md"));
+                fs::create_dir_all(target.parent().unwrap()).unwrap();
+                fs::write(&target, text).unwrap();
+                fs::create_dir_all(file(*i).parent().unwrap()).unwrap();
+                let tmp = file(*i).with_extension("tmp-link");
+                symlink(&target, &tmp).unwrap();
+                fs::rename(&tmp, file(*i)).unwrap();
+            }
+            Op::SameMtime(_, i) => {
+                if let Ok(meta) = fs::metadata(file(*i)) {
+                    let old = fs::read(file(*i)).unwrap();
+                    let flipped: Vec<u8> = old
+                        .iter()
+                        .map(|b| {
+                            if b.is_ascii_lowercase() {
+                                b'a' + (b - b'a' + 1) % 26
+                            } else {
+                                *b
+                            }
+                        })
+                        .collect();
+                    fs::write(file(*i), flipped).unwrap();
+                    set_mtime(&file(*i), meta.modified().unwrap());
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn cached_equals_fresh_after_any_changes(ops in proptest::collection::vec(op(), 1..12)) {
+            let f = fixture();
+            let mut store = TrustStore::load(f.home.path().to_str().unwrap().into()).unwrap();
+            store.trust(f.project.path().to_str().unwrap().into()).unwrap();
+            let core = Core::open(Selectors::new(
+                f.home.path().to_str().unwrap(),
+                f.project.path().to_str().unwrap(),
+            ))
+            .unwrap();
+            f.prompts.resolve().unwrap();
+            for (n, op) in ops.iter().enumerate() {
+                let (Op::Write(home, ..) | Op::Remove(home, _) | Op::Rename(home, ..)
+                | Op::Link(home, ..) | Op::SameMtime(home, _)) = op;
+                let root = if *home { f.home.path() } else { f.project.path() };
+                apply(root, op, n);
+                let cached = f.prompts.resolve().unwrap();
+                let fresh = core.resolve().unwrap();
+                prop_assert_eq!(&cached.prefix, &fresh.prefix, "after {:?}", op);
+                prop_assert_eq!(&cached.fingerprint, &fresh.fingerprint);
+            }
+        }
+    }
+}
