@@ -4,7 +4,7 @@
 //! - per encoding, three little-endian `u32`/byte blobs included in the
 //!   binary: the token bytes in rank order (`arena`), where each rank's bytes
 //!   start (`offsets`, one more entry than ranks) and an open-addressing hash
-//!   table of `rank + 1` (`table`, 0 = empty, linear probing, load ≤ 0.4)
+//!   table of `rank + 1` (`table`, 0 = empty, linear probing, load ≤ 0.8)
 //!   with a hash tag in each slot's high bits (`src/rank_hash.rs`);
 //! - the Unicode general-category ranges the pre-tokenizer patterns use,
 //!   taken from `regex-syntax` (the Unicode tables the reference
@@ -54,7 +54,7 @@ fn write_ranks(
         arena.extend_from_slice(&bytes);
     }
     offsets.extend_from_slice(&u32::try_from(arena.len())?.to_le_bytes());
-    let slots = (n * 5 / 2).next_power_of_two();
+    let slots = (n * 5 / 4).next_power_of_two();
     let mask = slots - 1;
     if n + 1 >= 1 << rank_hash::RANK_BITS {
         return Err(format!(
