@@ -211,6 +211,41 @@ fn a_replaced_parent_directory_is_seen() {
     assert!(prompts.resolve().unwrap().prefix.contains("LLLL"));
 }
 
+#[test]
+fn an_edit_through_another_hard_link_is_seen() {
+    let f = fixture();
+    let elsewhere = f.home.path().join("drafts");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::hard_link(f.shared("identity.md"), elsewhere.join("identity.md")).unwrap();
+    f.sees("You are AAAA.");
+    // Written in place through the other name: the same inode changes.
+    fs::write(elsewhere.join("identity.md"), "You are MMMM.").unwrap();
+    f.sees("You are MMMM.");
+}
+
+#[test]
+fn a_skill_named_like_a_store_is_seen() {
+    let f = fixture();
+    let core = vak_core::Core::open(Selectors::new(
+        f.home.path().to_str().unwrap(),
+        f.project.path().to_str().unwrap(),
+    ))
+    .unwrap();
+    let before = f.resolve();
+    for name in ["sessions", "audit", "bindings.json"] {
+        let dir = f.home.path().join(".vak/skills").join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("SKILL.md"),
+            format!("---\ndescription: the {name} NNNN skill\n---\nbody\n"),
+        )
+        .unwrap();
+        let cached = f.prompts.resolve().unwrap();
+        assert_eq!(cached.prefix, core.resolve().unwrap().prefix, "{name}");
+    }
+    assert_ne!(before.prefix, f.resolve().prefix);
+}
+
 mod random_changes {
     //! Property: after any sequence of changes to the layer files, the
     //! cached resolution equals a fresh, uncached one.

@@ -17,20 +17,22 @@
 //! What is watched, all of it before the chain is read:
 //!
 //! - the home and the project directories themselves, every event;
-//! - every directory under `<home>/.vak` and `<project>/.vak`, following
-//!   symlinked directories (so a symlink's target directory is watched as
-//!   well as the directory holding the link), except the stores that are not
-//!   prompt input (`sessions`, `audit`);
-//! - the directory that really holds each file the chain reports (a symlink
-//!   leading elsewhere inside the root is followed to it), added after the
-//!   read and then the chain is read again, so the watch is in place before
-//!   the text it covers is read;
+//! - every directory and file under `<home>/.vak` and `<project>/.vak`,
+//!   following symlinks (so a symlink's target is watched as well as the
+//!   directory holding the link), except the stores that are not prompt
+//!   input (`sessions`, `audit`, the bindings); a file's own watch sees an
+//!   edit made through another hard link, which its directory's does not;
+//! - each file the chain reports, and the directory that really holds it (a
+//!   symlink leading outside `.vak` is followed to it), when not watched
+//!   already: added after the read, and then the chain is read again, so the
+//!   watch is in place before the text it covers is read;
 //! - every ancestor of the home and the project, for the one entry on the
 //!   way (a renamed or replaced parent directory is seen).
 //!
-//! Any event is a change, except events naming files that are known not to
-//! be prompt input (the session store's bindings, the admin token, lock
-//! files, quarantined `*.foreign-*` lines). A lost event (queue overflow) or
+//! Any event is a change, except, in a `.vak` directory and its `gateway`
+//! directory only, events naming files vak writes there as state (the
+//! session and audit stores, the bindings, the admin token, lock files,
+//! quarantined `*.foreign-*` lines). A lost event (queue overflow) or
 //! a removed watch is a change. When notifications are unavailable (not
 //! Linux, the per-user limit on instances or watches reached, more than
 //! [`MAX_WATCHES`] directories), [`InputWatch::changed`] always says yes:
@@ -57,8 +59,10 @@ const MAX_DEPTH: usize = 8;
 /// Directories under a `.vak` that hold state, not prompt input.
 const NOT_INPUT_DIRS: [&str; 2] = ["sessions", "audit"];
 
-/// Whether an event naming `name` may be ignored: files that vak writes as
-/// state, never reads as prompt input.
+/// Whether an event naming `name`, in a `.vak` directory or its `gateway`
+/// directory, may be ignored: files that vak writes there as state, never
+/// reads as prompt input. Anywhere else every name counts (a skill may be
+/// called `sessions`).
 fn not_input(name: &[u8]) -> bool {
     let name = String::from_utf8_lossy(name);
     NOT_INPUT_DIRS.contains(&name.as_ref())
@@ -73,6 +77,9 @@ fn not_input(name: &[u8]) -> bool {
 enum Filter {
     /// Every event.
     All,
+    /// Every event except those naming state files ([`not_input`]): a
+    /// `.vak` directory and its `gateway` directory.
+    State,
     /// Only events naming these entries (an ancestor of a root), and the
     /// directory's own removal or move.
     Names(HashSet<Vec<u8>>),
@@ -101,6 +108,8 @@ const DIR_EVENTS: WatchFlags = WatchFlags::MODIFY
     .union(WatchFlags::DELETE_SELF)
     .union(WatchFlags::MOVE_SELF)
     .union(WatchFlags::ONLYDIR);
+
+const FILE_EVENTS: WatchFlags = DIR_EVENTS.difference(WatchFlags::ONLYDIR);
 
 /// `IN_Q_OVERFLOW` and `IN_IGNORED`: events were lost, or a watch is gone.
 const LOST: u32 = 0x4000 | 0x8000;
@@ -171,6 +180,16 @@ impl InputWatch {
             let Ok(real) = std::fs::canonicalize(path) else {
                 continue;
             };
+            // The file itself too (an edit through another hard link reports
+            // to the file's watch, not to this directory's).
+            if !real.is_dir() {
+                let before = live.filters.len();
+                if !live.add_file(&real) {
+                    self.live = None;
+                    return false;
+                }
+                added |= live.filters.len() > before;
+            }
             let dir = if real.is_dir() {
                 Some(real.as_path())
             } else {
@@ -214,15 +233,25 @@ impl InputWatch {
 }
 
 impl Live {
+    /// Watch the file at `path` (its inode, whatever path changes it).
+    fn add_file(&mut self, path: &Path) -> bool {
+        self.add_with(path, Filter::All, FILE_EVENTS)
+    }
+
     /// Watch `dir`; `false` when it exists and cannot be watched.
     fn add(&mut self, dir: &Path, filter: Filter) -> bool {
-        match inotify::add_watch(&self.fd, dir, DIR_EVENTS) {
+        self.add_with(dir, filter, DIR_EVENTS)
+    }
+
+    fn add_with(&mut self, dir: &Path, filter: Filter, events: WatchFlags) -> bool {
+        match inotify::add_watch(&self.fd, dir, events) {
             Ok(wd) => {
                 if self.filters.len() >= MAX_WATCHES && !self.filters.contains_key(&wd) {
                     return false;
                 }
                 let merged = match (self.filters.remove(&wd), filter) {
                     (Some(Filter::All), _) | (_, Filter::All) => Filter::All,
+                    (Some(Filter::State), _) | (_, Filter::State) => Filter::State,
                     (Some(Filter::Names(mut a)), Filter::Names(b)) => {
                         a.extend(b);
                         Filter::Names(a)
@@ -262,7 +291,13 @@ impl Live {
         if !meta.is_dir() || !seen.insert((meta.dev(), meta.ino())) {
             return true;
         }
-        if !self.add(dir, Filter::All) {
+        let holds_state = depth == 0 || (depth == 1 && dir.ends_with("gateway"));
+        let filter = if holds_state {
+            Filter::State
+        } else {
+            Filter::All
+        };
+        if !self.add(dir, filter) {
             return false;
         }
         if depth >= MAX_DEPTH {
@@ -278,8 +313,15 @@ impl Live {
                 continue;
             }
             let path = entry.path();
-            if std::fs::metadata(&path).is_ok_and(|m| m.is_dir()) {
-                subdirs.push(path);
+            match std::fs::metadata(&path) {
+                Ok(meta) if meta.is_dir() => subdirs.push(path),
+                Ok(meta) if meta.is_file() => {
+                    let state = holds_state && not_input(name.as_encoded_bytes());
+                    if !state && !self.add_file(&path) {
+                        return false;
+                    }
+                }
+                _ => {}
             }
         }
         subdirs.iter().all(|sub| self.walk(sub, depth + 1, seen))
@@ -305,7 +347,8 @@ impl Live {
                 return true;
             }
             match self.filters.get(&wd) {
-                Some(Filter::All) if name.is_empty() || !not_input(name) => return true,
+                Some(Filter::All) => return true,
+                Some(Filter::State) if name.is_empty() || !not_input(name) => return true,
                 Some(Filter::Names(names)) if names.contains(name) => return true,
                 Some(_) => {}
                 None => return true,
