@@ -43,6 +43,12 @@ fn word(bytes: &[u8], i: usize) -> u32 {
     }
 }
 
+/// Byte equality without a call into `memcmp`: keys are a few bytes long.
+#[inline]
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
 /// Pieces longer than this merge through a heap (n log n) rather than by
 /// rescanning (n²): a 256 KiB run of `=` stays fast.
 const HEAP_ABOVE: usize = 128;
@@ -74,7 +80,7 @@ impl Ranks {
             }
             if v >> RANK_BITS == tag {
                 let rank = (v & RANK_MASK) - 1;
-                if self.token(rank) == key {
+                if same(self.token(rank), key) {
                     return Some(rank);
                 }
             }
