@@ -236,9 +236,51 @@ fn common_tail(text: &str, pos: usize, first: Ch, slash: bool) -> usize {
         .map_or(ws_end, |(i, _)| pos + i)
 }
 
+/// The ASCII shapes most pieces have, matched without classifying
+/// characters: an optional ASCII prefix (`[^\r\n\p{L}\p{N}]`), then ASCII
+/// letters, where `cased` says whether o200k's case split applies
+/// (`[A-Z]*[a-z]+|[A-Z]+[a-z]*`) or cl100k's `[A-Za-z]+`. `None` whenever the
+/// run touches a non-ASCII byte (a mark or a letter beyond ASCII could
+/// continue it) or holds no letter: the general path decides those.
+fn ascii_word(text: &str, pos: usize, cased: bool) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let letter_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_alphabetic);
+    let mut i = pos;
+    let first = *bytes.get(i)?;
+    if !first.is_ascii() {
+        return None;
+    }
+    if !first.is_ascii_alphanumeric() && first != b'\r' && first != b'\n' {
+        i += 1; // the prefix
+    }
+    let start = i;
+    if cased {
+        while bytes.get(i).is_some_and(u8::is_ascii_uppercase) {
+            i += 1;
+        }
+        while bytes.get(i).is_some_and(u8::is_ascii_lowercase) {
+            i += 1;
+        }
+    } else {
+        while letter_at(i) {
+            i += 1;
+        }
+    }
+    // An uppercase run followed by lowercase is one piece only when the case
+    // split allows it, which the loops above follow; what stops the run must
+    // be ASCII, and not a letter (`AbC` splits before `C`: handled below).
+    if i == start || bytes.get(i).is_some_and(|b| !b.is_ascii()) {
+        return None;
+    }
+    Some(i)
+}
+
 /// The end of the `o200k_base` piece that starts at `pos` (`pos < text.len()`,
 /// on a character boundary).
 pub(crate) fn o200k_next(text: &str, pos: usize) -> usize {
+    if let Some(end) = ascii_word(text, pos, true) {
+        return contraction(text, end).unwrap_or(end);
+    }
     let Some(first) = at(text, pos) else {
         return text.len();
     };
@@ -260,6 +302,9 @@ pub(crate) fn cl100k_next(text: &str, pos: usize) -> usize {
     };
     // (?i:'s|'t|'re|'ve|'m|'ll|'d)
     if let Some(end) = contraction(text, pos) {
+        return end;
+    }
+    if let Some(end) = ascii_word(text, pos, false) {
         return end;
     }
     // [^\r\n\p{L}\p{N}]?\p{L}+
