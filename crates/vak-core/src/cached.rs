@@ -41,6 +41,25 @@ const MAX_REARMS: usize = 3;
 /// let again = prompts.resolve().unwrap(); // nothing changed: the same value
 /// assert!(std::sync::Arc::ptr_eq(&first, &again) || !prompts.is_watching());
 /// ```
+///
+/// It is `Send + Sync` (share one behind an `Arc`), and like
+/// [`crate::InboundPrompts`] it never gives its `Core` back:
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::CachedResolver) {
+///     let core: &vak_core::Core = &*prompts; // no Deref to Core
+/// }
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(prompts: &vak_core::CachedResolver) {
+///     let core = &prompts.core; // the field is private
+/// }
+/// ```
+///
+/// Each resolver holds one inotify instance (two while it reloads); the
+/// kernel's per-user limit (`fs.inotify.max_user_instances`, 128 by default)
+/// bounds how many can watch at once, and one past it reloads every time.
 #[derive(Debug)]
 pub struct CachedResolver {
     core: Core,
@@ -110,5 +129,16 @@ impl CachedResolver {
             watch: InputWatch::unavailable(),
             prompt,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn can_be_shared_between_threads() {
+        fn shared<T: Send + Sync>() {}
+        shared::<CachedResolver>();
     }
 }
