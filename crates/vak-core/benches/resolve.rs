@@ -4,6 +4,8 @@
 //! - `cold`: every file read and parsed, then composed;
 //! - `warm`: nothing changed since the last resolution, answered by
 //!   `CachedResolver` (one check of the change notifications, an `Arc`);
+//! - `changed_one_file`: one input touched, so the cache arms its watch again
+//!   and reads and composes (what a change costs through the cache);
 //! - `compose_only`: composing an already-loaded chain (what `warm` measured
 //!   before the cache).
 
@@ -141,6 +143,16 @@ fn bench(c: &mut Criterion) {
     assert!(cached.is_watching());
     assert!(std::sync::Arc::ptr_eq(&first, &cached.resolve().unwrap()));
     group.bench_function("warm", |b| b.iter(|| black_box(cached.resolve().unwrap())));
+    // One input changed (its mtime set, so the text stays the same): the
+    // cache re-arms its watch and reads and composes again.
+    let touched = fs::File::options().write(true).open(&files[0]).unwrap();
+    let mtime = touched.metadata().unwrap().modified().unwrap();
+    group.bench_function("changed_one_file", |b| {
+        b.iter(|| {
+            touched.set_modified(mtime).unwrap();
+            black_box(cached.resolve().unwrap())
+        })
+    });
     group.bench_function("compose_only", |b| {
         b.iter(|| {
             black_box(resolve_prompt(&ResolveInput {

@@ -96,8 +96,8 @@ impl CachedResolver {
         {
             return Ok(Arc::clone(&cached.prompt));
         }
-        *state = None;
-        let fresh = self.load()?;
+        let previous = state.take().map(|cached| cached.watch);
+        let fresh = self.load(previous)?;
         let prompt = Arc::clone(&fresh.prompt);
         *state = Some(fresh);
         Ok(prompt)
@@ -110,10 +110,15 @@ impl CachedResolver {
         state.as_ref().is_some_and(|c| c.watch.is_live())
     }
 
-    /// Arm the watch, then read and compose; read again while the read
-    /// reached a directory the watch did not cover yet.
-    fn load(&self) -> Result<Cached, CoreError> {
-        let mut watch = InputWatch::arm(&self.core.selectors().load_request());
+    /// Arm the watch (or re-arm the previous one: cheaper than a new
+    /// instance), then read and compose; read again while the read reached a
+    /// directory the watch did not cover yet.
+    fn load(&self, previous: Option<InputWatch>) -> Result<Cached, CoreError> {
+        let request = self.core.selectors().load_request();
+        let mut watch = match previous {
+            Some(watch) => watch.rearm(&request),
+            None => InputWatch::arm(&request),
+        };
         for _ in 0..MAX_REARMS {
             let chain = self.core.load()?;
             let trust = self.core.trust()?;
