@@ -266,9 +266,9 @@ fn ascii_word(text: &str, pos: usize, cased: bool) -> Option<usize> {
             i += 1;
         }
     }
-    // An uppercase run followed by lowercase is one piece only when the case
-    // split allows it, which the loops above follow; what stops the run must
-    // be ASCII, and not a letter (`AbC` splits before `C`: handled below).
+    // The loops follow the case split (`HTTPServer` is one piece, `AbC`
+    // stops before `C`, which starts the next piece). Only an ASCII byte may
+    // stop the run: a non-ASCII one could be a letter or mark continuing it.
     if i == start || bytes.get(i).is_some_and(|b| !b.is_ascii()) {
         return None;
     }
