@@ -153,6 +153,15 @@ proptest! {
         }
     }
 
+    /// Printable ASCII and its whitespace: where the pre-tokenizer's ASCII
+    /// fast path runs.
+    #[test]
+    fn agrees_with_reference_on_ascii(text in "[ -~\t\n\r]{0,80}") {
+        for encoding in Encoding::ALL {
+            prop_assert_eq!(encoding.encode(&text), reference_ids(encoding, &text));
+        }
+    }
+
     #[test]
     fn agrees_with_every_candidate_on_every_class(text in every_class()) {
         for encoding in Encoding::ALL {
