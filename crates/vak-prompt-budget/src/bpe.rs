@@ -17,14 +17,17 @@ const RANK_MASK: u32 = (1 << RANK_BITS) - 1;
 
 /// One encoding's rank table.
 pub(crate) struct Ranks {
+    /// Which encoding, for the memo (never 0).
+    id: u8,
     arena: &'static [u8],
     offsets: &'static [u8],
     table: &'static [u8],
 }
 
 macro_rules! ranks {
-    ($name:literal) => {
+    ($id:literal, $name:literal) => {
         Ranks {
+            id: $id,
             arena: include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".arena")),
             offsets: include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".offsets")),
             table: include_bytes!(concat!(env!("OUT_DIR"), "/", $name, ".table")),
@@ -32,8 +35,40 @@ macro_rules! ranks {
     };
 }
 
-pub(crate) static O200K_BASE: Ranks = ranks!("o200k_base");
-pub(crate) static CL100K_BASE: Ranks = ranks!("cl100k_base");
+pub(crate) static O200K_BASE: Ranks = ranks!(1, "o200k_base");
+pub(crate) static CL100K_BASE: Ranks = ranks!(2, "cl100k_base");
+
+/// Longest piece the memo keeps, and most tokens it keeps for one.
+const MEMO_KEY: usize = 16;
+const MEMO_IDS: usize = 4;
+/// Direct-mapped slots per thread (a power of two; 2048 × 36 bytes).
+const MEMO_SLOTS: usize = 2048;
+
+/// One remembered piece: its bytes and its tokens.
+#[derive(Clone, Copy)]
+struct Memo {
+    /// The encoding's `Ranks::id`; 0 = empty.
+    owner: u8,
+    len: u8,
+    n: u8,
+    key: [u8; MEMO_KEY],
+    ids: [u32; MEMO_IDS],
+}
+
+const EMPTY_MEMO: Memo = Memo {
+    owner: 0,
+    len: 0,
+    n: 0,
+    key: [0; MEMO_KEY],
+    ids: [0; MEMO_IDS],
+};
+
+thread_local! {
+    /// Pieces recur (the same prompt is counted on every edit): a small hot
+    /// table of the recent ones saves the walk through the big rank table.
+    static MEMO: std::cell::RefCell<Box<[Memo]>> =
+        std::cell::RefCell::new(vec![EMPTY_MEMO; MEMO_SLOTS].into_boxed_slice());
+}
 
 fn word(bytes: &[u8], i: usize) -> u32 {
     let at = 4 * i;
@@ -69,8 +104,11 @@ impl Ranks {
 
     /// The rank of exactly these bytes, if they are one token.
     pub(crate) fn rank(&self, key: &[u8]) -> Option<u32> {
+        self.rank_hashed(key, rank_hash(key))
+    }
+
+    fn rank_hashed(&self, key: &[u8], hash: u64) -> Option<u32> {
         let mask = self.slots() - 1;
-        let hash = rank_hash(key);
         let tag = rank_tag(hash);
         let mut i = (hash as usize) & mask;
         loop {
@@ -90,7 +128,50 @@ impl Ranks {
 
     /// Appends the tokens of one pre-tokenized piece to `out`.
     pub(crate) fn encode_piece(&self, piece: &[u8], out: &mut impl Extend<u32>) {
-        if let Some(rank) = self.rank(piece) {
+        let hash = rank_hash(piece);
+        if piece.len() > MEMO_KEY {
+            self.encode_uncached(piece, hash, out);
+            return;
+        }
+        let slot = (hash >> 40) as usize & (MEMO_SLOTS - 1);
+        let remembered = MEMO
+            .try_with(|memo| {
+                let memo = memo.try_borrow().ok()?;
+                let entry = memo.get(slot)?;
+                let len = usize::from(entry.len);
+                (entry.owner == self.id && len == piece.len() && entry.key[..len] == *piece)
+                    .then_some((entry.ids, usize::from(entry.n)))
+            })
+            .ok()
+            .flatten();
+        if let Some((ids, n)) = remembered {
+            out.extend(ids.into_iter().take(n));
+            return;
+        }
+        let mut ids = Vec::with_capacity(MEMO_IDS);
+        self.encode_uncached(piece, hash, &mut ids);
+        if ids.len() <= MEMO_IDS {
+            let mut entry = Memo {
+                owner: self.id,
+                len: piece.len() as u8,
+                n: ids.len() as u8,
+                ..EMPTY_MEMO
+            };
+            entry.key[..piece.len()].copy_from_slice(piece);
+            entry.ids[..ids.len()].copy_from_slice(&ids);
+            let _ = MEMO.try_with(|memo| {
+                if let Ok(mut memo) = memo.try_borrow_mut()
+                    && let Some(place) = memo.get_mut(slot)
+                {
+                    *place = entry;
+                }
+            });
+        }
+        out.extend(ids);
+    }
+
+    fn encode_uncached(&self, piece: &[u8], hash: u64, out: &mut impl Extend<u32>) {
+        if let Some(rank) = self.rank_hashed(piece, hash) {
             out.extend([rank]);
             return;
         }
@@ -233,6 +314,21 @@ mod tests {
         }
         assert_eq!(CL100K_BASE.rank(b"hello"), Some(15339));
         assert_eq!(CL100K_BASE.rank(b"not a token at all"), None);
+    }
+
+    #[test]
+    fn the_memo_keeps_encodings_and_pieces_apart() {
+        for _ in 0..3 {
+            let mut a = Vec::new();
+            O200K_BASE.encode_piece(b"hello world", &mut a);
+            let mut b = Vec::new();
+            CL100K_BASE.encode_piece(b"hello world", &mut b);
+            assert_eq!(a, [24912, 2375]);
+            assert_eq!(b, [15339, 1917]);
+            let mut c = Vec::new();
+            CL100K_BASE.encode_piece(b"hello", &mut c);
+            assert_eq!(c, [15339]);
+        }
     }
 
     proptest! {
