@@ -103,6 +103,15 @@ fn tiktoken_ids(encoding: Encoding, text: &str) -> Vec<u32> {
 }
 
 #[test]
+fn the_reference_not_the_previous_crate_decides_long_s() {
+    let text = "t'ſ'St";
+    let ids = Encoding::O200kBase.encode(text);
+    assert_eq!(ids, [83, 6, 70067, 6, 695]);
+    assert_eq!(ids, reference_ids(Encoding::O200kBase, text));
+    assert_ne!(ids, tiktoken_ids(Encoding::O200kBase, text));
+}
+
+#[test]
 fn agrees_on_edge_cases() {
     let long_equals = "=".repeat(70_000);
     let long_mixed = "aB'sſ\u{301}Ⅻ  \n".repeat(3_000);
@@ -167,7 +176,13 @@ proptest! {
         for encoding in Encoding::ALL {
             let ids = encoding.encode(&text);
             prop_assert_eq!(&ids, &reference_ids(encoding, &text));
-            prop_assert_eq!(&ids, &tiktoken_ids(encoding, &text));
+            // The `tiktoken` crate (our previous choice) departs from
+            // OpenAI's reference around `ſ`: on "t'ſ'St" it gives
+            // [83, 6, 70067, 31233, 83] where the reference, and we, give
+            // [83, 6, 70067, 6, 695]. Found by this test.
+            if !text.contains('ſ') {
+                prop_assert_eq!(&ids, &tiktoken_ids(encoding, &text));
+            }
             prop_assert_eq!(count_tokens(encoding, &text), ids.len());
             prop_assert_eq!(bpe_openai_count(encoding, &text), ids.len());
         }
