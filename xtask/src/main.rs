@@ -1,10 +1,13 @@
 //! `cargo xtask regen-seed` writes the built-in seed module from the
 //! markdown under `crates/vak-prompt-compose/seed/`; `cargo xtask
-//! check-seed` fails when that module is stale or the seed is too large.
+//! check-seed` fails when that module is stale or the seed is too large;
+//! `cargo xtask bench-process` is BENCHMARKS.md's whole-process comparison
+//! (`vak prompts show` against `vak --version`, release build).
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant};
 
 use vak_prompt_blocks::{Block, SurfaceKind, sha256_hex};
 use vak_prompt_budget::{DEFAULT_MAX_TOKENS, Encoding, count_tokens};
@@ -103,10 +106,96 @@ fn run(task: &str) -> Result<(), String> {
             );
             Ok(())
         }
+        "bench-process" => bench_process(&root),
         other => Err(format!(
-            "unknown task `{other}`: expected regen-seed or check-seed"
+            "unknown task `{other}`: expected regen-seed, check-seed or bench-process"
         )),
     }
+}
+
+/// Issue 10's target: `show` costs at most this many `--version`s.
+const SHOW_OVER_VERSION: f64 = 3.0;
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    fs::create_dir_all(to).map_err(|e| format!("cannot create `{}`: {e}", to.display()))?;
+    let entries =
+        fs::read_dir(from).map_err(|e| format!("cannot list `{}`: {e}", from.display()))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_tree(&src, &dst)?;
+        } else {
+            fs::copy(&src, &dst).map_err(|e| format!("cannot copy `{}`: {e}", src.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// One run of `vak args…` with `VAK_HOME=home`, output discarded.
+fn time_once(vak: &Path, home: &Path, args: &[&str]) -> Result<Duration, String> {
+    let started = Instant::now();
+    let status = Command::new(vak)
+        .args(args)
+        .env("VAK_HOME", home)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map_err(|e| format!("cannot run `{}`: {e}", vak.display()))?;
+    let elapsed = started.elapsed();
+    if !status.success() {
+        return Err(format!("`vak {}` failed: {status}", args.join(" ")));
+    }
+    Ok(elapsed)
+}
+
+fn median(mut runs: Vec<Duration>) -> Duration {
+    runs.sort();
+    runs.get(runs.len() / 2).copied().unwrap_or_default()
+}
+
+/// Builds the release `vak`, puts the fixture home in a scratch directory
+/// with the fixture project trusted, then times `--version` and `prompts
+/// show` alternately (side by side, so load on the machine hits both) and
+/// reports the medians and their ratio against the target.
+fn bench_process(root: &Path) -> Result<(), String> {
+    let status = Command::new(env!("CARGO"))
+        .args(["build", "--release", "--quiet", "-p", "vak-cli"])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if !status.success() {
+        return Err("cargo build --release -p vak-cli failed".into());
+    }
+    let vak = root.join("target/release/vak");
+    let home = std::env::temp_dir().join(format!("vak-bench-process-{}", std::process::id()));
+    copy_tree(&root.join("fixtures/home"), &home)?;
+    let project = root.join("fixtures/projects/myproj");
+    let project = project.to_str().ok_or("the checkout path is not UTF-8")?;
+    let result = (|| {
+        time_once(&vak, &home, &["trust", project])?;
+        let show = ["prompts", "show", "--project", project];
+        let (mut version_runs, mut show_runs) = (Vec::new(), Vec::new());
+        for round in 0..45 {
+            let v = time_once(&vak, &home, &["--version"])?;
+            let s = time_once(&vak, &home, &show)?;
+            if round >= 5 {
+                version_runs.push(v);
+                show_runs.push(s);
+            }
+        }
+        Ok::<_, String>((median(version_runs), median(show_runs)))
+    })();
+    let _ = fs::remove_dir_all(&home);
+    let (version, show) = result?;
+    let ratio = show.as_secs_f64() / version.as_secs_f64().max(1e-9);
+    println!(
+        "median of 40 side-by-side runs: vak --version {version:.2?}, vak prompts show {show:.2?}: {ratio:.1}x (target <= {SHOW_OVER_VERSION}x)"
+    );
+    if ratio > SHOW_OVER_VERSION {
+        return Err(format!("`vak prompts show` is {ratio:.1}x `vak --version`"));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

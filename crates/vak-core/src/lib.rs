@@ -5,12 +5,14 @@
 //! It picks the home and the trust level, calls the crates below, and shapes
 //! the result for callers.
 
+mod cached;
 mod core;
 mod edit;
 mod error;
 mod inbound;
 mod report;
 
+pub use crate::cached::CachedResolver;
 pub use crate::core::{Core, Selectors, default_home};
 pub use edit::{
     Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, TrustBudget,

@@ -1,16 +1,19 @@
 //! Exact token counts.
 //!
-//! Counting goes through the `tiktoken` crate (a pure-Rust port of OpenAI's
-//! tokenizer, chosen by measurement; see the crate README). Its BPE ranks are
-//! compiled into the binary, so counting never touches the network or the
-//! filesystem. Each encoder is built once per process, on first use.
+//! The rank tables are laid out at build time and included in the binary
+//! (`bpe.rs`), and the pre-tokenizer patterns are hand-written
+//! (`pretokenize.rs`), so there is nothing to load: the first count in a
+//! process costs what every other one does. Chosen by measurement against
+//! the `tiktoken`, `tiktoken-rs` and `bpe-openai` crates (see the crate
+//! README); the cross-check tests keep the ids identical to theirs. Counting
+//! never touches the network or the filesystem.
 
 use std::fmt;
 use std::str::FromStr;
-use std::sync::OnceLock;
-use std::time::Instant;
 
 use crate::BudgetError;
+use crate::bpe::{self, Counter, Ranks};
+use crate::pretokenize;
 
 /// A BPE vocabulary the runtime can count with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
@@ -38,12 +41,16 @@ impl Encoding {
     /// `<|endoftext|>` count as the characters they are, because that is how
     /// a provider treats them inside a system prompt.
     pub fn count(self, text: &str) -> usize {
-        encoder(self).count(text)
+        let mut counter = Counter(0);
+        self.encode_into(text, &mut counter);
+        counter.0
     }
 
     /// The token ids of `text`, as plain text (see [`count`](Self::count)).
     pub fn encode(self, text: &str) -> Vec<u32> {
-        encoder(self).encode(text)
+        let mut ids = Vec::with_capacity(text.len() / 3);
+        self.encode_into(text, &mut ids);
+        ids
     }
 }
 
@@ -52,25 +59,23 @@ pub fn count_tokens(encoding: Encoding, text: &str) -> usize {
     encoding.count(text)
 }
 
-fn encoder(encoding: Encoding) -> &'static tiktoken::CoreBpe {
-    static O200K: OnceLock<tiktoken::CoreBpe> = OnceLock::new();
-    static CL100K: OnceLock<tiktoken::CoreBpe> = OnceLock::new();
-    let (cell, build): (_, fn() -> tiktoken::CoreBpe) = match encoding {
-        Encoding::O200kBase => (&O200K, tiktoken::encoding::o200k_base),
-        Encoding::Cl100kBase => (&CL100K, tiktoken::encoding::cl100k_base),
-    };
-    cell.get_or_init(|| {
-        // Building the rank table is the one slow step (tens of milliseconds
-        // in release builds); log it so a slow start can be attributed.
-        let started = Instant::now();
-        let bpe = build();
-        tracing::debug!(
-            encoding = encoding.wire_name(),
-            elapsed_ms = started.elapsed().as_millis() as u64,
-            "token encoder loaded"
-        );
-        bpe
-    })
+impl Encoding {
+    fn tables(self) -> (&'static Ranks, fn(&str, usize) -> usize) {
+        match self {
+            Encoding::O200kBase => (&bpe::O200K_BASE, pretokenize::o200k_next),
+            Encoding::Cl100kBase => (&bpe::CL100K_BASE, pretokenize::cl100k_next),
+        }
+    }
+
+    fn encode_into(self, text: &str, out: &mut impl Extend<u32>) {
+        let (ranks, next) = self.tables();
+        let mut pos = 0;
+        while pos < text.len() {
+            let end = next(text, pos);
+            ranks.encode_piece(&text.as_bytes()[pos..end], out);
+            pos = end;
+        }
+    }
 }
 
 impl fmt::Display for Encoding {

@@ -13,10 +13,13 @@
 //!
 //! This crate does no I/O: callers pass the texts and the config values.
 
+mod bpe;
 mod cap;
 mod encoding;
 mod error;
 mod model;
+mod pretokenize;
+mod rank_hash;
 mod report;
 
 pub use cap::{

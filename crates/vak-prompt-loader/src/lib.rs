@@ -15,6 +15,7 @@ mod error;
 mod gateway;
 mod paths;
 mod safe_read;
+mod watch;
 mod write;
 
 pub use chain::{
@@ -29,6 +30,7 @@ pub use gateway::{
 };
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
+pub use watch::{InputWatch, MAX_WATCHES};
 pub use write::{
     ABSENT_DIGEST, SaveError, SaveOutcome, current_digest, remove_checked, save_atomic,
 };

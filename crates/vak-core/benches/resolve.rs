@@ -1,6 +1,13 @@
-//! `resolve`: a chain with every tier populated, cold (files read and
-//! parsed) and warm (composition only), beside the floor it is compared to:
-//! merely reading and hashing the same files.
+//! `resolve`: a chain with every tier populated (32 inputs), beside the
+//! floor it is compared to, merely reading and hashing the same files:
+//!
+//! - `cold`: every file read and parsed, then composed;
+//! - `warm`: nothing changed since the last resolution, answered by
+//!   `CachedResolver` (one check of the change notifications, an `Arc`);
+//! - `changed_one_file`: one input touched, so the cache arms its watch again
+//!   and reads and composes (what a change costs through the cache);
+//! - `compose_only`: composing an already-loaded chain (what `warm` measured
+//!   before the cache).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -9,10 +16,11 @@ use std::path::Path;
 
 use camino::Utf8PathBuf;
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use vak_prompt_blocks::{Name, NameKind, SurfaceKind, sha256_hex};
-use vak_prompt_compose::{ResolveInput, TailContext, resolve_prompt};
-use vak_prompt_loader::{LoadRequest, load_chain};
-use vak_prompt_trust::Trust;
+use vak_core::prompts::{
+    LoadRequest, Name, NameKind, ResolveInput, SurfaceKind, TailContext, Trust, TrustStore,
+    load_chain, resolve_prompt, sha256_hex,
+};
+use vak_core::{CachedResolver, Selectors};
 
 fn write(path: &Path, text: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -120,7 +128,33 @@ fn bench(c: &mut Criterion) {
             }))
         })
     });
-    group.bench_function("warm", |b| {
+    let mut store = TrustStore::load(&request.home).unwrap();
+    store.trust(&request.project).unwrap();
+    let cached = CachedResolver::open(Selectors {
+        home: request.home.clone(),
+        project: request.project.clone(),
+        surface: request.surface,
+        bot: request.bot.clone(),
+        chat: request.chat.clone(),
+        agent: request.agent.clone(),
+        force_untrusted: false,
+    })
+    .unwrap();
+    let first = cached.resolve().unwrap();
+    assert!(cached.is_watching());
+    assert!(std::sync::Arc::ptr_eq(&first, &cached.resolve().unwrap()));
+    group.bench_function("warm", |b| b.iter(|| black_box(cached.resolve().unwrap())));
+    // One input changed (its mtime set, so the text stays the same): the
+    // cache re-arms its watch and reads and composes again.
+    let touched = fs::File::options().write(true).open(&files[0]).unwrap();
+    let mtime = touched.metadata().unwrap().modified().unwrap();
+    group.bench_function("changed_one_file", |b| {
+        b.iter(|| {
+            touched.set_modified(mtime).unwrap();
+            black_box(cached.resolve().unwrap())
+        })
+    });
+    group.bench_function("compose_only", |b| {
         b.iter(|| {
             black_box(resolve_prompt(&ResolveInput {
                 chain: &loaded,
@@ -130,6 +164,38 @@ fn bench(c: &mut Criterion) {
                 tail: TailContext::default(),
             }))
         })
+    });
+    group.finish();
+
+    // How a cache may learn that nothing changed, for the same inputs: an
+    // identity check (`stat` of every input file and of every directory on
+    // the way to one, whose entries decide which files exist) against one
+    // look at the change notifications.
+    let mut paths: Vec<std::path::PathBuf> = Vec::new();
+    for file in &files {
+        let mut at = file.as_path();
+        paths.push(at.to_path_buf());
+        while let Some(dir) = at.parent() {
+            if dir == home.path() || dir == project.path() || dir.as_os_str().is_empty() {
+                break;
+            }
+            paths.push(dir.to_path_buf());
+            at = dir;
+        }
+    }
+    paths.extend([home.path().to_path_buf(), project.path().to_path_buf()]);
+    paths.sort();
+    paths.dedup();
+    let mut group = c.benchmark_group("change_check");
+    group.bench_function(format!("stat_{}_paths", paths.len()), |b| {
+        b.iter(|| {
+            for path in &paths {
+                black_box(fs::metadata(path).unwrap());
+            }
+        })
+    });
+    group.bench_function("notifications", |b| {
+        b.iter(|| black_box(cached.resolve().unwrap()))
     });
     group.finish();
 }

@@ -1,0 +1,360 @@
+//! `CachedResolver` never serves stale text: every way a layer can change
+//! is seen by the next `resolve`, and nothing changing is answered from
+//! memory (the same `Arc`).
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use vak_core::prompts::{ResolvedPrompt, TrustStore};
+use vak_core::{CachedResolver, Selectors};
+
+struct Fixture {
+    home: tempfile::TempDir,
+    project: tempfile::TempDir,
+    prompts: CachedResolver,
+}
+
+fn fixture() -> Fixture {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(home.path().join(".vak/prompts")).unwrap();
+    fs::write(
+        home.path().join(".vak/prompts/identity.md"),
+        "You are AAAA.",
+    )
+    .unwrap();
+    let selectors = Selectors::new(
+        home.path().to_str().unwrap(),
+        project.path().to_str().unwrap(),
+    );
+    let prompts = CachedResolver::open(selectors).unwrap();
+    Fixture {
+        home,
+        project,
+        prompts,
+    }
+}
+
+impl Fixture {
+    fn shared(&self, file: &str) -> std::path::PathBuf {
+        self.home.path().join(".vak/prompts").join(file)
+    }
+
+    /// Resolve twice: the second answer must come from memory.
+    fn resolve(&self) -> Arc<ResolvedPrompt> {
+        let first = self.prompts.resolve().unwrap();
+        let again = self.prompts.resolve().unwrap();
+        assert!(self.prompts.is_watching(), "inotify is available here");
+        assert!(Arc::ptr_eq(&first, &again), "nothing changed: from memory");
+        first
+    }
+
+    fn sees(&self, text: &str) {
+        let prompt = self.resolve();
+        assert!(
+            prompt.prefix.contains(text),
+            "{text:?} not in\n{}",
+            prompt.prefix
+        );
+    }
+
+    fn does_not_see(&self, text: &str) {
+        let prompt = self.resolve();
+        assert!(
+            !prompt.prefix.contains(text),
+            "{text:?} still in the prefix"
+        );
+    }
+}
+
+fn set_mtime(path: &Path, to: SystemTime) {
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(to)
+        .unwrap();
+}
+
+#[test]
+fn nothing_changed_is_answered_from_memory_and_state_files_do_not_count() {
+    let f = fixture();
+    let first = f.resolve();
+    // The stores vak writes beside the prompt files are not prompt input.
+    fs::create_dir_all(f.home.path().join(".vak/gateway")).unwrap();
+    let again = f.prompts.resolve().unwrap(); // the directory appearing counts
+    fs::write(f.home.path().join(".vak/gateway/bindings.json"), "{}").unwrap();
+    fs::write(f.home.path().join(".vak/trust.toml.lock"), "").unwrap();
+    let after = f.prompts.resolve().unwrap();
+    assert!(Arc::ptr_eq(&again, &after));
+    assert_eq!(first.prefix, after.prefix);
+}
+
+#[test]
+fn an_edit_of_the_same_size_within_one_clock_tick_is_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    let before = fs::metadata(f.shared("identity.md"))
+        .unwrap()
+        .modified()
+        .unwrap();
+    fs::write(f.shared("identity.md"), "You are BBBB.").unwrap();
+    f.sees("You are BBBB.");
+    // Same size, and the mtime put back: only the ctime (and the event) says so.
+    fs::write(f.shared("identity.md"), "You are CCCC.").unwrap();
+    set_mtime(&f.shared("identity.md"), before);
+    f.sees("You are CCCC.");
+}
+
+#[test]
+fn a_touch_keeping_the_mtime_is_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    let path = f.shared("identity.md");
+    let mtime = fs::metadata(&path).unwrap().modified().unwrap();
+    // Content replaced in place, same size, then the mtime restored exactly.
+    fs::write(&path, "You are DDDD.").unwrap();
+    set_mtime(&path, mtime);
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), mtime);
+    f.sees("You are DDDD.");
+    // A bare touch to the same mtime (ctime changes, content does not).
+    set_mtime(&path, mtime);
+    f.sees("You are DDDD.");
+}
+
+#[test]
+fn renames_are_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    // Moved away: the shared identity is gone.
+    fs::rename(f.shared("identity.md"), f.home.path().join("elsewhere.md")).unwrap();
+    f.does_not_see("You are AAAA.");
+    // Another file renamed onto the name (an editor's atomic save).
+    fs::write(f.shared(".identity.md.swp"), "You are EEEE.").unwrap();
+    fs::rename(f.shared(".identity.md.swp"), f.shared("identity.md")).unwrap();
+    f.sees("You are EEEE.");
+}
+
+#[test]
+fn a_symlink_swap_and_an_edit_through_a_symlink_are_seen() {
+    let f = fixture();
+    // Outside `.vak` (still inside the home): watched because a read file is there.
+    let targets = f.home.path().join("targets");
+    fs::create_dir_all(&targets).unwrap();
+    fs::write(targets.join("a.md"), "You are FFFF.").unwrap();
+    fs::write(targets.join("b.md"), "You are GGGG.").unwrap();
+    fs::remove_file(f.shared("identity.md")).unwrap();
+    symlink(targets.join("a.md"), f.shared("identity.md")).unwrap();
+    f.sees("You are FFFF.");
+    // Swap the link atomically to the other target.
+    symlink(targets.join("b.md"), f.shared("identity.md.new")).unwrap();
+    fs::rename(f.shared("identity.md.new"), f.shared("identity.md")).unwrap();
+    f.sees("You are GGGG.");
+    // Edit the target the link leads to.
+    fs::write(targets.join("b.md"), "You are HHHH.").unwrap();
+    f.sees("You are HHHH.");
+}
+
+#[test]
+fn a_layer_file_appearing_where_none_was_is_seen() {
+    let f = fixture();
+    f.sees("You are AAAA.");
+    // The project has no `.vak` at all yet; an untrusted project may still
+    // add guardrails.
+    let dir = f.project.path().join(".vak/prompts/surface/cli");
+    fs::create_dir_all(&dir).unwrap();
+    f.does_not_see("never deploy on fridays");
+    fs::write(dir.join("guardrails.md"), "- never deploy on fridays\n").unwrap();
+    f.sees("never deploy on fridays");
+    // And a file in a directory that already existed.
+    fs::write(f.shared("operating-rules.md"), "- Read IIII first.\n").unwrap();
+    f.sees("Read IIII first.");
+}
+
+#[test]
+fn trusting_the_project_is_seen() {
+    let f = fixture();
+    let dir = f.project.path().join(".vak/prompts");
+    fs::create_dir_all(&dir).unwrap();
+    fs::write(dir.join("identity.md"), "You are the JJJJ project agent.").unwrap();
+    f.does_not_see("JJJJ");
+    let mut store = TrustStore::load(f.home.path().to_str().unwrap().into()).unwrap();
+    store
+        .trust(f.project.path().to_str().unwrap().into())
+        .unwrap();
+    f.sees("JJJJ");
+}
+
+#[test]
+fn a_replaced_parent_directory_is_seen() {
+    let parent = tempfile::tempdir().unwrap();
+    let home = parent.path().join("home");
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+    fs::write(home.join(".vak/prompts/identity.md"), "You are KKKK.").unwrap();
+    let prompts = CachedResolver::open(Selectors::new(
+        home.to_str().unwrap(),
+        project.path().to_str().unwrap(),
+    ))
+    .unwrap();
+    assert!(prompts.resolve().unwrap().prefix.contains("KKKK"));
+    // The home is renamed away and another put in its place.
+    fs::rename(&home, parent.path().join("old-home")).unwrap();
+    fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+    fs::write(home.join(".vak/prompts/identity.md"), "You are LLLL.").unwrap();
+    std::thread::sleep(Duration::from_millis(1));
+    assert!(prompts.resolve().unwrap().prefix.contains("LLLL"));
+}
+
+#[test]
+fn an_edit_through_another_hard_link_is_seen() {
+    let f = fixture();
+    let elsewhere = f.home.path().join("drafts");
+    fs::create_dir_all(&elsewhere).unwrap();
+    fs::hard_link(f.shared("identity.md"), elsewhere.join("identity.md")).unwrap();
+    f.sees("You are AAAA.");
+    // Written in place through the other name: the same inode changes.
+    fs::write(elsewhere.join("identity.md"), "You are MMMM.").unwrap();
+    f.sees("You are MMMM.");
+}
+
+#[test]
+fn a_skill_named_like_a_store_is_seen() {
+    let f = fixture();
+    let core = vak_core::Core::open(Selectors::new(
+        f.home.path().to_str().unwrap(),
+        f.project.path().to_str().unwrap(),
+    ))
+    .unwrap();
+    let before = f.resolve();
+    for name in ["sessions", "audit", "bindings.json"] {
+        let dir = f.home.path().join(".vak/skills").join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(
+            dir.join("SKILL.md"),
+            format!("---\ndescription: the {name} NNNN skill\n---\nbody\n"),
+        )
+        .unwrap();
+        let cached = f.prompts.resolve().unwrap();
+        assert_eq!(cached.prefix, core.resolve().unwrap().prefix, "{name}");
+    }
+    assert_ne!(before.prefix, f.resolve().prefix);
+}
+
+mod random_changes {
+    //! Property: after any sequence of changes to the layer files, the
+    //! cached resolution equals a fresh, uncached one.
+
+    use super::*;
+    use proptest::prelude::*;
+    use vak_core::Core;
+
+    const FILES: [&str; 4] = [
+        ".vak/prompts/identity.md",
+        ".vak/prompts/guardrails.md",
+        ".vak/prompts/surface/cli/surface-note.md",
+        ".vak/prompts/surface/cli/guardrails.md",
+    ];
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        /// Write `text` to file `i` of the home (`true`) or the project.
+        Write(bool, usize, String),
+        Remove(bool, usize),
+        /// Rename file `i` onto file `j` (same origin).
+        Rename(bool, usize, usize),
+        /// Replace file `i` by a symlink to a fresh file holding `text`.
+        Link(bool, usize, String),
+        /// Rewrite file `i` in place (same size) and restore its mtime.
+        SameMtime(bool, usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let text = "[a-z]{1,6}".prop_map(|w| format!("- rule {w}\n"));
+        prop_oneof![
+            (any::<bool>(), 0..4usize, text.clone()).prop_map(|(h, i, t)| Op::Write(h, i, t)),
+            (any::<bool>(), 0..4usize).prop_map(|(h, i)| Op::Remove(h, i)),
+            (any::<bool>(), 0..4usize, 0..4usize).prop_map(|(h, i, j)| Op::Rename(h, i, j)),
+            (any::<bool>(), 0..4usize, text).prop_map(|(h, i, t)| Op::Link(h, i, t)),
+            (any::<bool>(), 0..4usize).prop_map(|(h, i)| Op::SameMtime(h, i)),
+        ]
+    }
+
+    fn apply(root: &Path, op: &Op, n: usize) {
+        let file = |i: usize| root.join(FILES[i]);
+        match op {
+            Op::Write(_, i, text) => {
+                fs::create_dir_all(file(*i).parent().unwrap()).unwrap();
+                let _ = fs::remove_file(file(*i)); // not through a link
+                fs::write(file(*i), text).unwrap();
+            }
+            Op::Remove(_, i) => {
+                let _ = fs::remove_file(file(*i));
+            }
+            Op::Rename(_, i, j) => {
+                if i != j && fs::symlink_metadata(file(*i)).is_ok() {
+                    fs::create_dir_all(file(*j).parent().unwrap()).unwrap();
+                    fs::rename(file(*i), file(*j)).unwrap();
+                }
+            }
+            Op::Link(_, i, text) => {
+                let target = root.join(format!("targets/t{n}.md"));
+                fs::create_dir_all(target.parent().unwrap()).unwrap();
+                fs::write(&target, text).unwrap();
+                fs::create_dir_all(file(*i).parent().unwrap()).unwrap();
+                let tmp = file(*i).with_extension("tmp-link");
+                symlink(&target, &tmp).unwrap();
+                fs::rename(&tmp, file(*i)).unwrap();
+            }
+            Op::SameMtime(_, i) => {
+                if let Ok(meta) = fs::metadata(file(*i)) {
+                    let old = fs::read(file(*i)).unwrap();
+                    let flipped: Vec<u8> = old
+                        .iter()
+                        .map(|b| {
+                            if b.is_ascii_lowercase() {
+                                b'a' + (b - b'a' + 1) % 26
+                            } else {
+                                *b
+                            }
+                        })
+                        .collect();
+                    fs::write(file(*i), flipped).unwrap();
+                    set_mtime(&file(*i), meta.modified().unwrap());
+                }
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+        #[test]
+        fn cached_equals_fresh_after_any_changes(ops in proptest::collection::vec(op(), 1..12)) {
+            let f = fixture();
+            let mut store = TrustStore::load(f.home.path().to_str().unwrap().into()).unwrap();
+            store.trust(f.project.path().to_str().unwrap().into()).unwrap();
+            let core = Core::open(Selectors::new(
+                f.home.path().to_str().unwrap(),
+                f.project.path().to_str().unwrap(),
+            ))
+            .unwrap();
+            f.prompts.resolve().unwrap();
+            for (n, op) in ops.iter().enumerate() {
+                let (Op::Write(home, ..) | Op::Remove(home, _) | Op::Rename(home, ..)
+                | Op::Link(home, ..) | Op::SameMtime(home, _)) = op;
+                let root = if *home { f.home.path() } else { f.project.path() };
+                apply(root, op, n);
+                let cached = f.prompts.resolve().unwrap();
+                let fresh = core.resolve().unwrap();
+                prop_assert_eq!(&cached.prefix, &fresh.prefix, "after {:?}", op);
+                prop_assert_eq!(&cached.fingerprint, &fresh.fingerprint);
+            }
+        }
+    }
+}
