@@ -138,6 +138,7 @@ fn bench(c: &mut Criterion) {
         chat: request.chat.clone(),
         agent: request.agent.clone(),
         force_untrusted: false,
+        workdir: None,
     })
     .unwrap();
     let first = cached.resolve().unwrap();

@@ -182,6 +182,16 @@ impl InputWatch {
             let mut seen = HashSet::new();
             ok &= live.walk(&root.join(".vak"), 0, &mut seen);
         }
+        // Directory sub-layers (DECISIONS §15): each level between the root
+        // and the working directory, where a `.vak/prompts/` or an interop
+        // file such as `AGENTS.md` may appear at any time.
+        if let Some(workdir) = &request.workdir {
+            let mut seen = HashSet::new();
+            for level in crate::discover::levels_between(&request.project, workdir) {
+                ok &= live.add(level.as_std_path(), Filter::All);
+                ok &= live.walk(&level.as_std_path().join(".vak"), 0, &mut seen);
+            }
+        }
         if !ok {
             tracing::debug!("could not watch every prompt input directory; reloading every time");
             return Self::unavailable();

@@ -3,5 +3,6 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod cache;
 mod directory_layers;
 mod probe;

@@ -2,8 +2,6 @@
 //! is seen by the next `resolve`, and nothing changing is answered from
 //! memory (the same `Arc`).
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
-
 use std::fs;
 use std::os::unix::fs::symlink;
 use std::path::Path;
@@ -357,4 +355,40 @@ mod random_changes {
             }
         }
     }
+}
+
+#[test]
+fn a_directory_layer_or_agents_md_appearing_below_the_root_is_seen() {
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let workdir = project.path().join("services/payments/src");
+    fs::create_dir_all(&workdir).unwrap();
+    TrustStore::load(&camino::Utf8PathBuf::from(home.path().to_str().unwrap()))
+        .unwrap()
+        .trust(&camino::Utf8PathBuf::from(project.path().to_str().unwrap()))
+        .unwrap();
+    let mut selectors = Selectors::new(
+        home.path().to_str().unwrap(),
+        project.path().to_str().unwrap(),
+    );
+    selectors.workdir = Some(workdir.to_str().unwrap().into());
+    let prompts = CachedResolver::open(selectors).unwrap();
+    let first = prompts.resolve().unwrap();
+    assert!(Arc::ptr_eq(&first, &prompts.resolve().unwrap()));
+    // A level's interop file, then a level's own guardrails directory.
+    fs::write(
+        project.path().join("services/payments/AGENTS.md"),
+        "Run make check before committing PPPP.\n",
+    )
+    .unwrap();
+    let prompt = prompts.resolve().unwrap();
+    assert!(prompt.prefix.contains("PPPP"), "{}", prompt.prefix);
+    fs::create_dir_all(project.path().join("services/.vak/prompts")).unwrap();
+    fs::write(
+        project.path().join("services/.vak/prompts/guardrails.md"),
+        "- never touch the ledger QQQQ\n",
+    )
+    .unwrap();
+    let prompt = prompts.resolve().unwrap();
+    assert!(prompt.prefix.contains("QQQQ"), "{}", prompt.prefix);
 }
