@@ -27,7 +27,10 @@
 //!   already: added after the read, and then the chain is read again, so the
 //!   watch is in place before the text it covers is read;
 //! - every ancestor of the home and the project, for the one entry on the
-//!   way (a renamed or replaced parent directory is seen).
+//!   way (a renamed or replaced parent directory is seen);
+//! - each directory level between the project root and the working
+//!   directory, and its `.vak` tree (directory sub-layers and interop files
+//!   such as `AGENTS.md` may appear there).
 //!
 //! After a change the caller re-arms the same instance ([`InputWatch::rearm`]:
 //! drain, watch again, read again) rather than open a new one, because
