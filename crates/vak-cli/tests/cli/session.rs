@@ -564,3 +564,29 @@ fn concurrent_deliveries_to_one_chat_bind_once_and_rotate_once() {
     assert_eq!(messages(&env, &id), expected, "the old ledger is untouched");
     assert_eq!(messages(&env, &new).len(), 6);
 }
+
+#[test]
+fn a_delivery_off_the_allowlist_is_refused_and_writes_nothing() {
+    let env = trusted_myproj();
+    for (bot, chat, says) in [
+        (
+            "stranger",
+            "42",
+            "bot `stranger` has no entry in `bots.json`",
+        ),
+        (
+            "helpdesk",
+            "99",
+            "chat `99` has no entry under bot `helpdesk`",
+        ),
+    ] {
+        let out = env.vak(&[
+            "gateway", "deliver", "--bot", bot, "--chat", chat, "--text", "hi",
+        ]);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+    assert!(!env.home().join(".vak/sessions").exists());
+    assert!(!env.home().join(".vak/gateway/bindings.json").exists());
+    assert!(!env.home().join(".vak/audit").exists());
+}

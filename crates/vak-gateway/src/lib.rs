@@ -1,0 +1,21 @@
+//! The session lifecycle as library code with typed outcomes (DECISIONS
+//! §13): create a session, resume a named one, deliver a message to a
+//! gateway chat (continue, rotate or rebind), over one [`Store`].
+//!
+//! The `vak` binary and the gateway service only parse input and render
+//! these outcomes. The delivery path receives nothing but the read-only
+//! [`InboundPrompts`] handle and a store.
+//!
+//! [`Store`]: vak_core::prompts::Store
+//! [`InboundPrompts`]: vak_core::InboundPrompts
+
+mod error;
+mod lifecycle;
+mod request;
+
+pub use error::LifecycleError;
+pub use lifecycle::{
+    Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, exec, freeze, meta_for,
+    new_session, selectors_of,
+};
+pub use request::{Request, clip, render_tail_for};

@@ -1,0 +1,236 @@
+//! One store interface for ledgers, chat bindings and audit events, and its
+//! file backend (today's files under `$VAK_HOME/.vak/`).
+//!
+//! The interface is synchronous. The file backend is blocking file I/O
+//! under `flock`, and a PostgreSQL backend runs its queries on a small
+//! pool of blocking connections; an async service calls the store from a
+//! blocking task (`spawn_blocking`), so a slow lock never stalls its
+//! reactor, and the CLI needs no runtime at all.
+//!
+//! A delivery to a chat is one call, [`Store::deliver`]: the store takes
+//! the chat's lock, looks the binding up, hands the bound ledger to the
+//! caller's pure `plan`, and writes what the plan says (create, audit
+//! event, bind, turn) before it lets the next delivery for that chat in.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::Name;
+
+use crate::{
+    AuditEntries, AuditLog, Binding, BindingStore, ConfigChange, FrozenContract, Header, Ledger,
+    Record, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, Turn,
+};
+
+/// What a chat's binding points at when a delivery looks it up.
+#[derive(Debug)]
+pub enum Bound {
+    /// The chat has no binding.
+    Unbound,
+    /// The chat is bound to a session whose ledger is gone.
+    Gone(SessionId),
+    /// The chat is bound to this live session.
+    Live(Box<Ledger>),
+}
+
+/// What a delivery writes, decided by the caller from [`Bound`].
+#[derive(Debug, Clone)]
+pub enum ChatPlan {
+    /// Append `turn` to the bound session.
+    Continue {
+        /// The turn to record.
+        turn: Turn,
+    },
+    /// Create a session, record its `config-change` event (if rotating),
+    /// bind the chat to it, and append the first turn.
+    Fresh(Box<FreshSession>),
+}
+
+/// The session a [`ChatPlan::Fresh`] creates.
+#[derive(Debug, Clone)]
+pub struct FreshSession {
+    /// The new session's metadata.
+    pub meta: SessionMeta,
+    /// What it freezes.
+    pub contract: FrozenContract,
+    /// The rotation's `config-change` event; the store fills in
+    /// `new_session` with the id it created.
+    pub change: Option<ConfigChange>,
+    /// The first turn.
+    pub turn: Turn,
+}
+
+/// What a delivery committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The session the turn was appended to.
+    pub session: SessionId,
+}
+
+/// Ledgers, bindings and audit events behind one interface.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Where the store lives, for messages (`file store at …`).
+    fn describe(&self) -> String;
+
+    /// Create a session freezing `contract`; returns its fresh id.
+    fn create(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError>;
+
+    /// Append a record to an existing session.
+    fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError>;
+
+    /// A whole ledger.
+    fn read(&self, id: &SessionId) -> Result<Ledger, SessionError>;
+
+    /// A ledger's first record only.
+    fn read_header(&self, id: &SessionId) -> Result<Header, SessionError>;
+
+    /// The newest `limit` session ids, newest first, and how many there are.
+    fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError>;
+
+    /// The newest `limit` audit events, newest first.
+    fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError>;
+
+    /// Every binding as `(bot, chat, binding)`, for display.
+    fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError>;
+
+    /// One delivery to `bot`/`chat`, all or nothing under the chat's lock:
+    /// look the binding up, ask `plan` what to write, write it. `plan` runs
+    /// under the lock (so it may resolve the prompt there: a resolution made
+    /// before the lock could undo a newer rotation); when it answers `None`
+    /// nothing is written and `Ok(None)` is returned.
+    fn deliver(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError>;
+}
+
+/// The file backend: `sessions/<id>.jsonl`, `audit/security.jsonl` and
+/// `gateway/bindings.json` under `$VAK_HOME/.vak/`.
+///
+/// A delivery holds the bindings lock file (`flock`, so across processes)
+/// from lookup to commit. The writes are ordered so a crash part-way
+/// leaves no acknowledged turn lost and never a silent rotation: the new
+/// ledger, then the `config-change` event, then the turn, then the binding.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    home: Utf8PathBuf,
+    sessions: SessionStore,
+    audit: AuditLog,
+    bindings: BindingStore,
+}
+
+impl FileStore {
+    /// The file store of `home`.
+    pub fn new(home: &Utf8Path) -> Self {
+        FileStore {
+            home: home.to_owned(),
+            sessions: SessionStore::new(home),
+            audit: AuditLog::new(home),
+            bindings: BindingStore::new(home),
+        }
+    }
+
+    /// The ledger directory.
+    pub fn sessions_dir(&self) -> &Utf8Path {
+        self.sessions.dir()
+    }
+
+    /// The audit log file.
+    pub fn audit_path(&self) -> &Utf8Path {
+        self.audit.path()
+    }
+}
+
+impl Store for FileStore {
+    fn describe(&self) -> String {
+        format!("the file store in `{}`", self.home.join(".vak"))
+    }
+
+    fn create(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        self.sessions.create(meta, contract)
+    }
+
+    fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError> {
+        self.sessions.append(id, record)
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Ledger, SessionError> {
+        self.sessions.read(id)
+    }
+
+    fn read_header(&self, id: &SessionId) -> Result<Header, SessionError> {
+        self.sessions.read_header(id)
+    }
+
+    fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
+        self.sessions.list_newest(limit)
+    }
+
+    fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError> {
+        self.audit.list_newest(limit)
+    }
+
+    fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        self.bindings.list()
+    }
+
+    fn deliver(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
+        let mut guard = self.bindings.lock()?;
+        let bound = match guard.get(bot, chat).map(|b| b.session_id.clone()) {
+            None => Bound::Unbound,
+            Some(id) => match self.sessions.read(&id) {
+                Ok(ledger) => Bound::Live(Box::new(ledger)),
+                Err(SessionError::NotFound { .. }) => Bound::Gone(id),
+                Err(error) => return Err(error),
+            },
+        };
+        let Some(planned) = plan(&bound) else {
+            return Ok(None);
+        };
+        let session = match planned {
+            ChatPlan::Continue { turn } => {
+                let Bound::Live(ledger) = &bound else {
+                    return Err(SessionError::PlanMismatch {
+                        bot: bot.to_string(),
+                        chat: chat.to_string(),
+                    });
+                };
+                self.sessions.append(&ledger.id, &Record::Turn(turn))?;
+                ledger.id.clone()
+            }
+            ChatPlan::Fresh(fresh) => {
+                let FreshSession {
+                    meta,
+                    contract,
+                    change,
+                    turn,
+                } = *fresh;
+                let id = self.sessions.create(meta, contract)?;
+                if let Some(mut change) = change {
+                    change.new_session = id.clone();
+                    // Durable before the binding moves: a crash in between
+                    // rotates again, never silently.
+                    self.audit.append(&SecurityEvent::ConfigChange(change))?;
+                }
+                self.sessions.append(&id, &Record::Turn(turn))?;
+                guard.bind(bot, chat, id.clone());
+                id
+            }
+        };
+        guard.commit()?;
+        Ok(Some(Committed { session }))
+    }
+}
