@@ -8,6 +8,7 @@ mod out;
 mod prompts;
 mod selectors;
 mod session;
+mod store;
 
 use std::process::ExitCode;
 
@@ -50,6 +51,11 @@ enum Command {
     Audit {
         #[command(subcommand)]
         command: session::AuditCommand,
+    },
+    /// Migrate a store's schema; move a file store into PostgreSQL.
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
     },
     /// The admin API and web UI.
     Admin {
@@ -112,6 +118,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Exec(args) => session::exec(args),
         Command::Gateway { command } => session::gateway(command),
         Command::Audit { command } => session::audit(command),
+        Command::Store { command } => store::store(command),
         Command::Admin { command } => admin::admin(command),
     }
 }

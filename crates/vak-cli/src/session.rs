@@ -14,8 +14,8 @@ use camino::Utf8PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use vak_core::prompts::{
-    DriftReport, Escaped, FileStore, Header, LayerChange, Ledger, Name, NameKind, Record,
-    SecurityEvent, SessionError, SessionId, Store, SurfaceKind, Turn, escape_line, escape_text,
+    DriftReport, Escaped, Header, LayerChange, Ledger, Name, NameKind, Record, SecurityEvent,
+    SessionError, SessionId, SurfaceKind, Turn, escape_line, escape_text,
 };
 use vak_core::{Core, InboundPrompts, Selectors};
 use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, clip};
@@ -44,6 +44,9 @@ pub(crate) struct NewArgs {
     /// The parent session, for a child session.
     #[arg(long, value_name = "ID")]
     pub(crate) parent: Option<String>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -57,6 +60,9 @@ pub(crate) struct ShowArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -83,6 +89,9 @@ pub(crate) struct ListArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -103,6 +112,9 @@ pub(crate) struct ExecArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -131,6 +143,9 @@ pub(crate) struct DeliverArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// The project directory the bot works in [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
@@ -155,6 +170,9 @@ pub(crate) struct AuditListArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -209,9 +227,9 @@ pub(crate) fn session(command: &SessionCommand) -> Result<(), CliError> {
 /// `vak session new`: resolve, freeze, write the ledger's first record.
 fn new(args: &NewArgs) -> Result<(), CliError> {
     let core = Core::open(args.selectors.to_selectors()?)?;
-    let store = FileStore::new(&core.selectors().home);
+    let store = vak_gateway::open_store(&core.selectors().home, args.store.as_deref())?;
     let parent = args.parent.as_deref().map(session_id).transpose()?;
-    let created = vak_gateway::new_session(&store, &core, parent.as_ref())?;
+    let created = vak_gateway::new_session(&*store, &core, parent.as_ref())?;
     let (id, contract) = (&created.id, &created.contract);
     match args.format {
         Format::Json => print_json(&json!({
@@ -246,7 +264,7 @@ fn short(digest: &str) -> String {
 /// `vak session show`.
 fn show(args: &ShowArgs) -> Result<(), CliError> {
     let id = session_id(&args.id)?;
-    let store = FileStore::new(&home_dir(args.home.as_ref())?);
+    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
     let ledger = store.read(&id)?;
     match args.format {
         Format::Json => print_json(&json!({
@@ -372,7 +390,7 @@ fn show_text(ledger: &Ledger) -> String {
 /// that many ids are kept while the directory is read, and only their first
 /// records are read, each reduced to a summary at once.
 fn list(args: &ListArgs) -> Result<(), CliError> {
-    let store = FileStore::new(&home_dir(args.home.as_ref())?);
+    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
     let (ids, total) = store.list_newest(args.limit)?;
     let mut sessions = Vec::new();
     let mut problems = Vec::new();
@@ -392,11 +410,7 @@ fn list(args: &ListArgs) -> Result<(), CliError> {
         Format::Text => {
             let mut out = String::new();
             if total == 0 {
-                let _ = writeln!(
-                    out,
-                    "no sessions in {}",
-                    Escaped(store.sessions_dir().as_str())
-                );
+                let _ = writeln!(out, "no sessions in {}", Escaped(&store.describe()));
             }
             for session in &sessions {
                 out.push_str(&summary_line(session));
@@ -464,9 +478,9 @@ fn summary_line(session: &serde_json::Value) -> String {
 pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let id = session_id(&args.session)?;
     let home = home_dir(args.home.as_ref())?;
-    let store = FileStore::new(&home);
+    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
     let (outcome, warnings) = vak_gateway::exec(
-        &store,
+        &*store,
         &home,
         &id,
         args.accept_drift,
@@ -534,12 +548,12 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         )
     };
     let core = Core::open(selectors)?;
-    let store = FileStore::new(&core.selectors().home);
+    let store = vak_gateway::open_store(&core.selectors().home, args.store.as_deref())?;
     let meta = vak_gateway::meta_for(core.selectors());
     // From here on the inbound path holds only a read-only handle: nothing
     // reachable from it writes a prompt layer (see vak_core::InboundPrompts).
     let prompts = InboundPrompts::from_core(core);
-    let delivered = vak_gateway::deliver(&store, &prompts, &meta, &args.text)?;
+    let delivered = vak_gateway::deliver(&*store, &prompts, &meta, &args.text)?;
     let session = &delivered.session;
     match args.format {
         Format::Json => print_json(&delivered.to_json()),
@@ -577,7 +591,7 @@ pub(crate) fn audit(command: &AuditCommand) -> Result<(), CliError> {
 /// `vak audit list`: the newest `--limit` events, newest first, streamed
 /// from the log so memory does not grow with it.
 fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
-    let store = FileStore::new(&home_dir(args.home.as_ref())?);
+    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
     let entries = store.audit_newest(args.limit)?;
     match args.format {
         Format::Json => print_json(&json!({
@@ -596,19 +610,15 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                 out::notice(
                     "warning",
                     &format!(
-                        "{} more lines of `{}` that are not records were skipped",
+                        "{} more lines in {} that are not records were skipped",
                         entries.skipped_lines - entries.warnings.len(),
-                        store.audit_path()
+                        Escaped(&store.describe())
                     ),
                 );
             }
             let mut out = String::new();
             if entries.events.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "no security events in {}",
-                    Escaped(store.audit_path().as_str())
-                );
+                let _ = writeln!(out, "no security events in {}", Escaped(&store.describe()));
             }
             for event in &entries.events {
                 match event {

@@ -49,6 +49,28 @@ pub enum LifecycleError {
         /// The chat.
         chat: String,
     },
+    /// A store URL that names no backend.
+    #[error(
+        "the store URL from {from} is neither `file` nor `postgres://user@host:port/db`; fix it"
+    )]
+    BadStoreUrl {
+        /// Where it came from.
+        from: String,
+    },
+    /// The shared config could not be read for `[store] url`.
+    #[error("`{}`: {}", Escaped(.path.as_str()), Escaped(.reason))]
+    SharedConfig {
+        /// The shared config file.
+        path: camino::Utf8PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// `vak store import` found the copy differs from the original.
+    #[error("the import did not verify: {what}; the file store is unchanged")]
+    ImportMismatch {
+        /// What differs.
+        what: String,
+    },
     /// A session's recorded selectors are not valid for this build.
     #[error("session `{id}` {what}: {}", Escaped(.reason))]
     RecordedSelectors {

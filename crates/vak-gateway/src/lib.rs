@@ -12,6 +12,7 @@
 mod error;
 mod lifecycle;
 mod request;
+mod store;
 
 pub use error::LifecycleError;
 pub use lifecycle::{
@@ -19,3 +20,7 @@ pub use lifecycle::{
     new_session, selectors_of,
 };
 pub use request::{Request, clip, render_tail_for};
+pub use store::{
+    Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
+    open_store,
+};

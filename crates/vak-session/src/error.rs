@@ -88,6 +88,14 @@ pub enum SessionError {
         #[source]
         source: serde_json::Error,
     },
+    /// A database store failed; `store` names it (never its password).
+    #[error("{store}: {reason}")]
+    Backend {
+        /// The store, as `Store::describe` names it.
+        store: String,
+        /// What failed, as one sentence.
+        reason: String,
+    },
     /// A delivery plan asked to continue a chat that has no live session:
     /// a bug in the caller, refused before anything is written.
     #[error(

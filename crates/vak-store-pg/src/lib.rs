@@ -1,0 +1,32 @@
+//! The PostgreSQL backend of the session store ([`vak_session::Store`]).
+//!
+//! Ledgers, chat bindings and audit events live in four tables (see
+//! `migrations/`); every record is kept as the exact JSON text the file
+//! backend writes as one line, so a store moved from files keeps its
+//! digests and unknown fields survive.
+//!
+//! # Sync, on a small pool
+//!
+//! The interface is synchronous (the `postgres` crate: `tokio-postgres` on
+//! a private current-thread runtime per connection). The CLI needs no
+//! runtime, and the service calls the store from `spawn_blocking`, where a
+//! delivery waiting on a chat's lock holds a blocking thread rather than a
+//! reactor. A pool of at most [`DEFAULT_POOL`] connections per process is
+//! shared by all threads.
+//!
+//! # One delivery, one transaction
+//!
+//! [`PgStore::deliver`] runs lookup, plan, create, audit event, turn and
+//! bind in one transaction that first takes the chat's lock, so however
+//! many processes deliver to one chat, the plan always sees the last
+//! committed binding. The lock is a transaction-scoped advisory lock on the
+//! chat ([`LockMode::Advisory`], the default) or a row lock on the binding
+//! ([`LockMode::Row`]); `docs/gateway.md` has the measurement behind the
+//! default.
+
+mod migrate;
+mod pool;
+mod store;
+
+pub use migrate::{MIGRATIONS, Migration};
+pub use store::{DEFAULT_POOL, LockMode, PgStore};
