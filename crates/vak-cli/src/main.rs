@@ -81,15 +81,16 @@ enum PromptsCommand {
     Check(edit::CheckArgs),
 }
 
-fn init_logging() {
-    // VAK_LOG=debug|info|warn|error; warnings only by default, on stderr so
+fn init_logging(default: tracing::Level) {
+    // VAK_LOG=debug|info|warn|error; `default` otherwise, on stderr so
     // stdout stays machine-readable.
     let level = match std::env::var("VAK_LOG").as_deref() {
         Ok("trace") => tracing::Level::TRACE,
         Ok("debug") => tracing::Level::DEBUG,
         Ok("info") => tracing::Level::INFO,
+        Ok("warn") => tracing::Level::WARN,
         Ok("error") => tracing::Level::ERROR,
-        _ => tracing::Level::WARN,
+        _ => default,
     };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
@@ -127,8 +128,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.
-    if std::env::var_os("VAK_LOG").is_some() {
-        init_logging();
+    let service = matches!(
+        &cli.command,
+        Command::Gateway {
+            command: session::GatewayCommand::Serve(_)
+        }
+    );
+    if service {
+        // A service logs one line per delivery by default.
+        init_logging(tracing::Level::INFO);
+    } else if std::env::var_os("VAK_LOG").is_some() {
+        init_logging(tracing::Level::WARN);
     }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -126,6 +126,37 @@ pub(crate) enum GatewayCommand {
     /// Deliver an inbound chat message: bind the chat to a session, rotating
     /// it when the prompt drifted.
     Deliver(DeliverArgs),
+    /// Serve deliveries over HTTP: POST /v1/bots/{bot}/chats/{chat}/messages, signed per bot.
+    Serve(ServeArgs),
+    /// Print a bot's request-signing secret, creating it (mode 0600) if absent.
+    Secret(SecretArgs),
+}
+
+/// `vak gateway serve`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (port 0 picks a free one).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8788")]
+    pub(crate) listen: String,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
+    /// The project directory the bots work in [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<Utf8PathBuf>,
+}
+
+/// `vak gateway secret`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SecretArgs {
+    /// The bot id.
+    pub(crate) bot: String,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
 }
 
 /// `vak gateway deliver`.
@@ -530,6 +561,8 @@ fn refusal(id: &SessionId, report: &DriftReport) -> String {
 pub(crate) fn gateway(command: &GatewayCommand) -> Result<(), CliError> {
     match command {
         GatewayCommand::Deliver(args) => deliver(args),
+        GatewayCommand::Serve(args) => serve(args),
+        GatewayCommand::Secret(args) => secret(args),
     }
 }
 
@@ -579,6 +612,37 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
             out::print(&escape_text(&delivered.request.text()))
         }
     }
+}
+
+/// `vak gateway serve`: bind, print the base URL as the first line, serve
+/// until SIGTERM or Ctrl-C.
+fn serve(args: &ServeArgs) -> Result<(), CliError> {
+    let service = vak_gateway::Service::bind(vak_gateway::ServiceConfig {
+        home: home_dir(args.home.as_ref())?,
+        project: project_dir(args.project.as_ref())?,
+        listen: args.listen.clone(),
+        store: args.store.clone(),
+    })?;
+    // The URL alone on the first line of stdout, for scripts; the rest on
+    // stderr, so a reader that stops after one line cannot stop the service.
+    out::println(&escape_line(&service.url()))?;
+    out::notice("store", &service.store_description());
+    service.run()?;
+    Ok(())
+}
+
+/// `vak gateway secret BOT`.
+fn secret(args: &SecretArgs) -> Result<(), CliError> {
+    let bot = name(NameKind::Bot, &args.bot)?;
+    let home = home_dir(args.home.as_ref())?;
+    let (secret, created) = vak_gateway::ensure_secret(&home, &bot)?;
+    if created {
+        out::notice(
+            "note",
+            &format!("created {}", vak_gateway::secret_path(&home, &bot)),
+        );
+    }
+    out::println(&escape_line(&secret))
 }
 
 /// `vak audit …`

@@ -71,6 +71,28 @@ pub enum LifecycleError {
         /// What differs.
         what: String,
     },
+    /// A bot's signing secret could not be read or created.
+    #[error("the signing secret `{}` {}", Escaped(.path.as_str()), Escaped(.reason))]
+    Secret {
+        /// The secret file.
+        path: camino::Utf8PathBuf,
+        /// Why, as a phrase.
+        reason: String,
+    },
+    /// The service could not listen.
+    #[error("cannot listen on `{}`: {}", Escaped(.addr), Escaped(.reason))]
+    Listen {
+        /// The address asked for.
+        addr: String,
+        /// Why.
+        reason: String,
+    },
+    /// The service failed while serving.
+    #[error("the gateway service failed: {}", Escaped(.reason))]
+    Serve {
+        /// Why.
+        reason: String,
+    },
     /// A session's recorded selectors are not valid for this build.
     #[error("session `{id}` {what}: {}", Escaped(.reason))]
     RecordedSelectors {

@@ -12,6 +12,8 @@
 mod error;
 mod lifecycle;
 mod request;
+mod secret;
+mod service;
 mod store;
 
 pub use error::LifecycleError;
@@ -20,6 +22,11 @@ pub use lifecycle::{
     new_session, selectors_of,
 };
 pub use request::{Request, clip, render_tail_for};
+pub use secret::{
+    REPLAY_WINDOW_SECS, SignatureRefusal, ensure_secret, hex, read_secret, secret_path, sign,
+    verify,
+};
+pub use service::{MAX_BODY_BYTES, Service, ServiceConfig};
 pub use store::{
     Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
     open_store,
