@@ -9,6 +9,7 @@
 
 mod common;
 mod edit;
+mod gateway_scale;
 mod gateway_service;
 mod hostile_cli;
 mod hostile_paths;
