@@ -2,6 +2,8 @@
 //! markdown under `crates/vak-prompt-compose/seed/`; `cargo xtask
 //! check-seed` fails when that module is stale or the seed is too large.
 
+mod gateway_load;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -71,6 +73,10 @@ fn shipped_prompt_tokens() -> Vec<(SurfaceKind, usize)> {
 
 fn run(task: &str) -> Result<(), String> {
     let root = workspace_root();
+    if task == "gateway-load" {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        return gateway_load::run(&args, &root);
+    }
     let (generated, bytes) = generate(&root)?;
     let target = root.join(GENERATED);
     match task {
@@ -104,7 +110,7 @@ fn run(task: &str) -> Result<(), String> {
             Ok(())
         }
         other => Err(format!(
-            "unknown task `{other}`: expected regen-seed or check-seed"
+            "unknown task `{other}`: expected regen-seed, check-seed or gateway-load"
         )),
     }
 }

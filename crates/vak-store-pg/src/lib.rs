@@ -19,10 +19,12 @@
 //! [`PgStore::deliver`] runs lookup, plan, create, audit event, turn and
 //! bind in one transaction that first takes the chat's lock, so however
 //! many processes deliver to one chat, the plan always sees the last
-//! committed binding. The lock is a transaction-scoped advisory lock on the
-//! chat ([`LockMode::Advisory`], the default) or a row lock on the binding
-//! ([`LockMode::Row`]); `docs/gateway.md` has the measurement behind the
-//! default.
+//! committed binding. The lock is a row lock on the chat's binding
+//! ([`LockMode::Row`], the default) or a transaction-scoped advisory lock
+//! on a hash of the chat ([`LockMode::Advisory`]); `docs/gateway.md` has
+//! the measurement behind the default: equal at 50 chats, the row lock
+//! 13–55 % more deliveries per second when 32 clients share one or two
+//! chats.
 
 mod migrate;
 mod pool;

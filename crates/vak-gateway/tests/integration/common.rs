@@ -73,7 +73,10 @@ pub fn scratch_database(url: &str) -> String {
 #[derive(Debug, Clone, Copy)]
 pub enum Backend {
     File,
+    /// PostgreSQL with the default lock (the binding row).
     Postgres,
+    /// PostgreSQL with `?vak_lock=advisory`.
+    PostgresAdvisory,
 }
 
 /// A home, a project and a store.
@@ -91,6 +94,7 @@ impl Env {
         let url = match backend {
             Backend::File => None,
             Backend::Postgres => Some(scratch_database(&pg_url()?)),
+            Backend::PostgresAdvisory => Some(scratch_database(&pg_url()?) + "?vak_lock=advisory"),
         };
         let home = tempfile::tempdir().unwrap();
         let project = tempfile::tempdir().unwrap();

@@ -23,6 +23,12 @@ macro_rules! on_both {
                     super::$name(&env);
                 }
             }
+            #[test]
+            fn postgres_advisory_lock() {
+                if let Some(env) = super::Env::new(super::Backend::PostgresAdvisory) {
+                    super::$name(&env);
+                }
+            }
         }
     )*};
 }
