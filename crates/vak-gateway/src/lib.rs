@@ -9,6 +9,7 @@
 //! [`Store`]: vak_core::prompts::Store
 //! [`InboundPrompts`]: vak_core::InboundPrompts
 
+mod cache;
 mod error;
 mod lifecycle;
 mod request;
@@ -16,10 +17,11 @@ mod secret;
 mod service;
 mod store;
 
+pub use cache::{MAX_ENTRIES, RACY_SECS, ResolutionCache};
 pub use error::LifecycleError;
 pub use lifecycle::{
-    Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, exec, freeze, meta_for,
-    new_session, selectors_of,
+    Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, exec, freeze,
+    meta_for, new_session, selectors_of,
 };
 pub use request::{Request, clip, render_tail_for};
 pub use secret::{

@@ -11,7 +11,7 @@ use vak_core::prompts::{
 };
 use vak_core::{Admission, Core, InboundPrompts, Selectors};
 
-use crate::{LifecycleError, Request, render_tail_for};
+use crate::{LifecycleError, Request, ResolutionCache, render_tail_for};
 
 /// What a new session freezes, from a fresh resolution.
 pub fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
@@ -392,6 +392,18 @@ pub fn deliver(
     meta: &SessionMeta,
     text: &str,
 ) -> Result<Delivered, LifecycleError> {
+    deliver_cached(store, prompts, meta, text, None)
+}
+
+/// [`deliver`], resolving through `cache` when one is given (the service
+/// does; the resolution still happens under the chat's lock).
+pub fn deliver_cached(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    cache: Option<&ResolutionCache>,
+) -> Result<Delivered, LifecycleError> {
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
     };
@@ -413,7 +425,7 @@ pub fn deliver(
     let mut failure: Option<LifecycleError> = None;
     let mut planned: Option<(DeliveryOutcome, Request)> = None;
     let mut plan = |bound: &Bound| -> Option<ChatPlan> {
-        match plan_delivery(prompts, meta, &bot, &chat, bound, text) {
+        match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text) {
             Ok((plan, outcome, request)) => {
                 planned = Some((outcome, request));
                 Some(plan)
@@ -446,14 +458,21 @@ pub fn deliver(
 /// The pure half of a delivery, run under the chat's lock.
 fn plan_delivery(
     prompts: &InboundPrompts,
+    cache: Option<&ResolutionCache>,
     meta: &SessionMeta,
     bot: &Name,
     chat: &Name,
     bound: &Bound,
     text: &str,
 ) -> Result<(ChatPlan, DeliveryOutcome, Request), LifecycleError> {
-    let current = prompts.resolve()?;
-    vak_core::check_window(&current)?;
+    let current = match cache {
+        Some(cache) => cache.resolve(prompts)?,
+        None => {
+            let current = prompts.resolve()?;
+            vak_core::check_window(&current)?;
+            std::sync::Arc::new(current)
+        }
+    };
     let fresh = |outcome: DeliveryOutcome, change: Option<ConfigChange>| {
         let tail = render_tail_for(&[], Some(text));
         let request = Request {

@@ -23,7 +23,9 @@ use serde_json::{Value, json};
 use vak_core::prompts::{Name, NameKind, Store, SurfaceKind};
 use vak_core::{CoreError, InboundPrompts, Selectors};
 
-use crate::{LifecycleError, REPLAY_WINDOW_SECS, deliver, meta_for, open_store};
+use crate::{
+    LifecycleError, REPLAY_WINDOW_SECS, ResolutionCache, deliver_cached, meta_for, open_store,
+};
 
 /// The largest request body accepted (413 above it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -53,6 +55,8 @@ struct Shared {
     home: Utf8PathBuf,
     project: Utf8PathBuf,
     store: Box<dyn Store>,
+    /// Resolutions reused while their inputs are unchanged.
+    cache: ResolutionCache,
     /// Signatures accepted within the replay window, so the same signed
     /// request is taken once per process.
     seen: Mutex<HashMap<String, i64>>,
@@ -76,6 +80,7 @@ impl Service {
         Ok(Service {
             listener,
             state: Arc::new(Shared {
+                cache: ResolutionCache::new(&config.home, &config.project),
                 home: config.home,
                 project: config.project,
                 store,
@@ -167,11 +172,20 @@ fn refusal(status: StatusCode, message: &str) -> Response {
 
 async fn healthz(State(state): State<Arc<Shared>>) -> Response {
     let probe = tokio::task::spawn_blocking(move || {
-        state.store.list_newest(1).map(|_| state.store.describe())
+        let (hits, misses) = state.cache.counts();
+        state
+            .store
+            .list_newest(1)
+            .map(|_| (state.store.describe(), hits, misses))
     })
     .await;
     match probe {
-        Ok(Ok(store)) => axum::Json(json!({"status": "ok", "store": store})).into_response(),
+        Ok(Ok((store, hits, misses))) => axum::Json(json!({
+            "status": "ok",
+            "store": store,
+            "resolution_cache": {"hits": hits, "misses": misses},
+        }))
+        .into_response(),
         _ => refusal(StatusCode::SERVICE_UNAVAILABLE, "the store does not answer"),
     }
 }
@@ -350,7 +364,7 @@ fn handle(
         Ok(prompts) => prompts,
         Err(error) => return failure(&LifecycleError::Core(error)),
     };
-    match deliver(&*state.store, &prompts, &meta, &text) {
+    match deliver_cached(&*state.store, &prompts, &meta, &text, Some(&state.cache)) {
         Ok(delivered) => {
             let mut response = axum::Json(delivered.to_json()).into_response();
             response.extensions_mut().insert(Delivery {

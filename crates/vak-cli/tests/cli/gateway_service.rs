@@ -215,11 +215,49 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     assert_eq!(cli["outcome"], "continued");
 }
 
+/// Set every file's modification time under `dir` an hour back, and wait
+/// out the resolution cache's racy window for the directories, so the
+/// service caches what it resolves.
+fn settle(dir: &std::path::Path) {
+    fn backdate(dir: &std::path::Path, to: SystemTime) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                backdate(&path, to);
+            } else {
+                let file = std::fs::File::options().append(true).open(&path).unwrap();
+                file.set_modified(to).unwrap();
+            }
+        }
+    }
+    backdate(dir, SystemTime::now() - Duration::from_secs(3600));
+}
+
+fn get(addr: &str, path: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let json = raw
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
 #[test]
 fn an_edit_while_serving_rotates_the_very_next_delivery() {
     let env = Env::fixture("myproj");
     env.trust();
     let key = secret(&env, "helpdesk");
+    settle(env.home());
+    settle(env.project());
+    std::thread::sleep(Duration::from_millis(2100));
     let served = serve(&env, &[]);
     let path = messages("helpdesk", "42");
     let send = |text: &str| {
@@ -230,6 +268,9 @@ fn an_edit_while_serving_rotates_the_very_next_delivery() {
     };
     let first = send("one");
     assert_eq!(send("two")["outcome"], "continued");
+    let (status, health) = get(&served.addr, "/healthz");
+    assert_eq!(status, 200);
+    assert_eq!(health["resolution_cache"]["hits"], 1, "{health}");
     let rules = env.home().join(".vak/prompts/guardrails.md");
     let mut text = std::fs::read_to_string(&rules).unwrap();
     text.push_str("\n- Edited while the service runs.\n");
@@ -238,6 +279,8 @@ fn an_edit_while_serving_rotates_the_very_next_delivery() {
     assert_eq!(third["outcome"], "rotated", "{third}");
     assert_eq!(third["previous_session"], first["session_id"]);
     assert_eq!(send("four")["outcome"], "continued");
+    let (_, health) = get(&served.addr, "/healthz");
+    assert_eq!(health["resolution_cache"]["misses"], 3, "{health}");
     let events = env.json(&["audit", "list"])["events"]
         .as_array()
         .unwrap()
