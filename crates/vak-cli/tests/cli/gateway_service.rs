@@ -305,3 +305,58 @@ fn sigterm_stops_the_service_cleanly() {
     let status = served.child.wait().unwrap();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn sigterm_finishes_the_delivery_in_flight() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let mut served = serve(&env, &[]);
+    // Hold the file store's chat lock, so the delivery below is in flight
+    // (waiting for it) when the service is told to stop.
+    let lock_path = env.home().join(".vak/gateway/bindings.json.lock");
+    std::fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
+    let lock = std::fs::File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .unwrap();
+    lock.lock().unwrap();
+    let addr = served.addr.clone();
+    let in_flight = std::thread::spawn(move || {
+        let body = r#"{"text":"delivered while stopping"}"#;
+        post(
+            &addr,
+            &messages("helpdesk", "42"),
+            &signed(&key, body),
+            body.as_bytes(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = served.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "the service waits for the delivery in flight"
+    );
+    assert!(
+        TcpStream::connect(&served.addr).is_err(),
+        "no new connection is accepted while stopping"
+    );
+    lock.unlock().unwrap();
+    let (status, answer) = in_flight.join().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "created");
+    let status = served.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let ledger = env.json(&["session", "show", answer["session_id"].as_str().unwrap()]);
+    assert_eq!(ledger["records"][0]["message"], "delivered while stopping");
+}
