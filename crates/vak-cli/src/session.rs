@@ -627,8 +627,25 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
     // stderr, so a reader that stops after one line cannot stop the service.
     out::println(&escape_line(&service.url()))?;
     out::notice("store", &service.store_description());
-    service.run()?;
-    Ok(())
+    let (listener, router) = service.into_parts();
+    let limits = vak_admin::Limits {
+        // Deliveries in flight may wait on a busy chat's lock.
+        shutdown_grace: std::time::Duration::from_secs(30),
+        ..vak_admin::Limits::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(64)
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the gateway's runtime: {e}")))?;
+    runtime
+        .block_on(async move {
+            let stop = vak_admin::stop_signal().map_err(vak_admin::AdminError::Serve)?;
+            vak_admin::serve_router(listener, router, limits, "gateway", stop).await
+        })
+        .map_err(crate::admin::cli_error)
 }
 
 /// `vak gateway secret BOT`.

@@ -28,7 +28,7 @@ pub use secret::{
     REPLAY_WINDOW_SECS, SignatureRefusal, ensure_secret, hex, read_secret, secret_path, sign,
     verify,
 };
-pub use service::{MAX_BODY_BYTES, Service, ServiceConfig};
+pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig};
 pub use store::{
     Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
     open_store,

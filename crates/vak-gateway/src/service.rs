@@ -4,8 +4,11 @@
 //! signed per bot, answers 200 with the object `vak gateway deliver
 //! --format json` prints; `GET /healthz` answers 200 when the store
 //! answers. Every refusal is a JSON `{"error": …, "status": …}` and writes
-//! nothing. Deliveries run on blocking threads (the store is synchronous);
-//! SIGTERM or Ctrl-C stops accepting and lets deliveries in flight finish.
+//! nothing. Deliveries run on blocking threads (the store is synchronous).
+//! [`Service::into_parts`] hands the listener and router to an accept loop
+//! (`vak gateway serve` uses `vak_admin::serve_router`: connection cap,
+//! header and idle timeouts, and on SIGTERM or Ctrl-C it stops accepting and
+//! lets deliveries in flight finish).
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -29,6 +32,9 @@ use crate::{
 
 /// The largest request body accepted (413 above it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// How long a request body may take to arrive, however steadily (408).
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What `vak gateway serve` was asked for.
 #[derive(Debug, Clone)]
@@ -105,36 +111,11 @@ impl Service {
         self.state.store.describe()
     }
 
-    /// Serve until SIGTERM or Ctrl-C, then finish deliveries in flight.
-    pub fn run(self) -> Result<(), LifecycleError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .max_blocking_threads(64)
-            .enable_io()
-            .enable_time()
-            .build()
-            .map_err(|e| LifecycleError::Serve {
-                reason: e.to_string(),
-            })?;
-        runtime.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(self.listener).map_err(|e| {
-                LifecycleError::Serve {
-                    reason: e.to_string(),
-                }
-            })?;
-            let stop = stop_signal().map_err(|e| LifecycleError::Serve {
-                reason: e.to_string(),
-            })?;
-            axum::serve(listener, router(self.state))
-                .with_graceful_shutdown(async move {
-                    stop.await;
-                    tracing::info!("gateway stopping; finishing deliveries in flight");
-                })
-                .await
-                .map_err(|e| LifecycleError::Serve {
-                    reason: e.to_string(),
-                })
-        })
+    /// The bound listener and the router, for an accept loop to serve
+    /// (`vak gateway serve` uses the admin server's hardened one:
+    /// connection cap, header and idle timeouts, graceful stop).
+    pub fn into_parts(self) -> (std::net::TcpListener, Router) {
+        (self.listener, router(self.state))
     }
 }
 
@@ -149,17 +130,6 @@ fn router(state: Arc<Shared>) -> Router {
             )
         })
         .with_state(state)
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-fn stop_signal() -> std::io::Result<impl std::future::Future<Output = ()>> {
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-    Ok(async move {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = terminate.recv() => {}
-        }
-    })
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response {
@@ -224,7 +194,23 @@ async fn messages(
             refusal(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB"),
         );
     }
-    let Ok(body) = axum::body::to_bytes(body, MAX_BODY_BYTES).await else {
+    let Ok(read) = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    )
+    .await
+    else {
+        return logged(
+            &bot,
+            &chat,
+            started,
+            refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive within 30 s",
+            ),
+        );
+    };
+    let Ok(body) = read else {
         return logged(
             &bot,
             &chat,
