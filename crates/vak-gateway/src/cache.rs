@@ -5,7 +5,8 @@
 //! project's `.vak` directories (each directory's sorted names; each file's
 //! path, size, inode, modification and status-change times, following
 //! symlinks), minus the stores that change on every delivery (`sessions/`,
-//! `audit/`, `gateway/bindings.json*`, `gateway/secrets/`, `admin.token`). A file created, removed, renamed or
+//! `audit/`, `gateway/bindings.json*`, `gateway/secrets/`, `gateway/replay/`,
+//! `admin.token`). A file created, removed, renamed or
 //! written anywhere a layer, the gateway JSON, a config, a skill or the
 //! trust store lives changes the stamp, so the next delivery resolves
 //! afresh. As in git's "racy" rule, a stamp that contains an entry changed
@@ -37,6 +38,7 @@ const HOME_STORES: &[&str] = &[
     "sessions",
     "audit",
     "gateway/secrets",
+    "gateway/replay",
     "gateway/bindings.json",
     "admin.token",
 ];

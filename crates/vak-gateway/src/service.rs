@@ -10,9 +10,8 @@
 //! header and idle timeouts, and on SIGTERM or Ctrl-C it stops accepting and
 //! lets deliveries in flight finish).
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
@@ -63,9 +62,6 @@ struct Shared {
     store: Box<dyn Store>,
     /// Resolutions reused while their inputs are unchanged.
     cache: ResolutionCache,
-    /// Signatures accepted within the replay window, so the same signed
-    /// request is taken once per process.
-    seen: Mutex<HashMap<String, i64>>,
 }
 
 impl Service {
@@ -90,7 +86,6 @@ impl Service {
                 home: config.home,
                 project: config.project,
                 store,
-                seen: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -307,20 +302,18 @@ fn handle(
         Ok(at) => at,
         Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
     };
+    match state
+        .store
+        .claim_once(signature.unwrap_or_default().trim(), at, REPLAY_WINDOW_SECS)
     {
-        let mut seen = state
-            .seen
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        seen.retain(|_, t| (now - *t).abs() <= REPLAY_WINDOW_SECS);
-        let key = signature.unwrap_or_default().trim().to_owned();
-        if seen.contains_key(&key) {
+        Ok(true) => {}
+        Ok(false) => {
             return refusal(
                 StatusCode::UNAUTHORIZED,
                 "this signed request was already received (a replay); sign each request afresh",
             );
         }
-        seen.insert(key, at);
+        Err(error) => return failure(&LifecycleError::Store(error)),
     }
     let text = match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => match map.get("text") {

@@ -95,6 +95,12 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Every binding as `(bot, chat, binding)`, for display.
     fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError>;
 
+    /// Claim `key` (a request signature) once across every process using
+    /// this store: `true` the first time, `false` if it was claimed before.
+    /// `at` is the request's Unix time; claims older than twice
+    /// `window_secs` may be forgotten.
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError>;
+
     /// One delivery to `bot`/`chat`, all or nothing under the chat's lock:
     /// look the binding up, ask `plan` what to write, write it. `plan` runs
     /// under the lock (so it may resolve the prompt there: a resolution made
@@ -145,6 +151,33 @@ impl FileStore {
     }
 }
 
+/// Claims made by this process, to prune markers now and then.
+static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Remove replay markers modified more than twice `window_secs` before `at`.
+fn prune(dir: &Utf8Path, at: i64, window_secs: i64) {
+    let Some(cutoff) = u64::try_from(at - 2 * window_secs)
+        .ok()
+        .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
+    else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .is_some_and(|m| m < cutoff);
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
 impl Store for FileStore {
     fn describe(&self) -> String {
         format!("the file store in `{}`", self.home.join(".vak"))
@@ -180,6 +213,31 @@ impl Store for FileStore {
 
     fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
         self.bindings.list()
+    }
+
+    /// A marker file `gateway/replay/<sha256 of key>` created `O_EXCL`, so
+    /// the claim holds across processes sharing the home; every 256th
+    /// claim removes markers older than twice the window.
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
+        let dir = self.home.join(".vak").join("gateway").join("replay");
+        crate::jsonl::ensure_dir(&dir)?;
+        let path = dir.join(vak_prompt_blocks::sha256_hex(key.as_bytes()));
+        let claimed = match crate::file::open_optional(
+            &path,
+            std::fs::OpenOptions::new().write(true).create_new(true),
+        ) {
+            Ok(_) => true,
+            Err(SessionError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                false
+            }
+            Err(error) => return Err(error),
+        };
+        if claimed && CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+            prune(&dir, at, window_secs);
+        }
+        Ok(claimed)
     }
 
     fn deliver(

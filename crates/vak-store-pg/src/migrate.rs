@@ -16,11 +16,18 @@ pub struct Migration {
 }
 
 /// Every migration this build knows, in order.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "sessions",
-    sql: include_str!("migrations/0001_sessions.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "sessions",
+        sql: include_str!("migrations/0001_sessions.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "replay",
+        sql: include_str!("migrations/0002_replay.sql"),
+    },
+];
 
 /// A key for `pg_advisory_lock` that only migrations take.
 const MIGRATION_LOCK: i64 = 0x0076_616b_5f6d_6967; // "vak_mig"

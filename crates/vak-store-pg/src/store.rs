@@ -14,6 +14,9 @@ use vak_session::{
 use crate::migrate;
 use crate::pool::Pool;
 
+/// Claims made by this process, to prune old ones now and then.
+static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// How many connections one process opens at most.
 pub const DEFAULT_POOL: usize = 8;
 
@@ -504,6 +507,26 @@ impl Store for PgStore {
                 ))
             })
             .collect()
+    }
+
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
+        let claimed = self
+            .pool
+            .with(|client| {
+                let n = client.execute(
+                    "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&key, &at],
+                )?;
+                if n == 1 && CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+                    client.execute(
+                        "DELETE FROM vak_replay WHERE at < $1",
+                        &[&(at - 2 * window_secs)],
+                    )?;
+                }
+                Ok(n == 1)
+            })
+            .map_err(|e| self.err(&e))?;
+        Ok(claimed)
     }
 
     fn deliver(

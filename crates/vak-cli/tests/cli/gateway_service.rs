@@ -360,3 +360,19 @@ fn sigterm_finishes_the_delivery_in_flight() {
     let ledger = env.json(&["session", "show", answer["session_id"].as_str().unwrap()]);
     assert_eq!(ledger["records"][0]["message"], "delivered while stopping");
 }
+
+#[test]
+fn a_request_replayed_to_another_node_is_refused() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let a = serve(&env, &[]);
+    let b = serve(&env, &[]);
+    let body = r#"{"text":"once only"}"#;
+    let headers = signed(&key, body);
+    let path = messages("helpdesk", "42");
+    assert_eq!(post(&a.addr, &path, &headers, body.as_bytes()).0, 200);
+    let (status, answer) = post(&b.addr, &path, &headers, body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("replay"));
+}

@@ -39,6 +39,7 @@ on_both!(
     concurrent_deliveries_rotate_once,
     named_sessions_refuse_or_proceed_on_frozen,
     listings_page_newest_first,
+    a_signature_is_claimed_once,
 );
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
@@ -244,4 +245,16 @@ fn listings_page_newest_first(env: &Env) {
         store.read(&missing),
         Err(vak_core::prompts::SessionError::NotFound { .. })
     ));
+}
+
+fn a_signature_is_claimed_once(env: &Env) {
+    let store = env.store();
+    let other = env.store();
+    assert!(store.claim_once("v1=abc", 1_000, 300).unwrap());
+    assert!(!store.claim_once("v1=abc", 1_000, 300).unwrap());
+    assert!(
+        !other.claim_once("v1=abc", 1_001, 300).unwrap(),
+        "a second handle sees the claim"
+    );
+    assert!(other.claim_once("v1=abd", 1_001, 300).unwrap());
 }
