@@ -234,7 +234,11 @@ impl Store for FileStore {
             }
             Err(error) => return Err(error),
         };
-        if claimed && CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+        if claimed
+            && CLAIMS
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .is_multiple_of(256)
+        {
             prune(&dir, at, window_secs);
         }
         Ok(claimed)

@@ -517,7 +517,11 @@ impl Store for PgStore {
                     "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
                     &[&key, &at],
                 )?;
-                if n == 1 && CLAIMS.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 256 == 0 {
+                if n == 1
+                    && CLAIMS
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        .is_multiple_of(256)
+                {
                     client.execute(
                         "DELETE FROM vak_replay WHERE at < $1",
                         &[&(at - 2 * window_secs)],
