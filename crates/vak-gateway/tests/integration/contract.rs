@@ -258,3 +258,47 @@ fn a_signature_is_claimed_once(env: &Env) {
     );
     assert!(other.claim_once("v1=abd", 1_001, 300).unwrap());
 }
+
+#[test]
+fn import_moves_a_file_store_and_verifies_it() {
+    let Some(url) = crate::common::pg_url() else {
+        return;
+    };
+    let env = Env::new(Backend::File).unwrap();
+    let files = env.store();
+    deliver_to(&env, &*files, "42", "one");
+    deliver_to(&env, &*files, "42", "two");
+    env.edit_prompt("Changed before the move.");
+    let rotated = deliver_to(&env, &*files, "42", "three");
+    let core = Core::open(vak_core::Selectors::new(
+        env.home.clone(),
+        env.project.clone(),
+    ))
+    .unwrap();
+    let named = vak_gateway::new_session(&*files, &core, None).unwrap();
+
+    let target = crate::common::scratch_database(&url);
+    let imported = vak_gateway::import_file(&env.home, &target).unwrap();
+    assert_eq!(imported.sessions, 3);
+    assert_eq!(imported.records, 3);
+    assert_eq!(imported.events, 1);
+    assert_eq!(imported.bindings, 1);
+    let again = vak_gateway::import_file(&env.home, &target).unwrap();
+    assert_eq!(
+        (again.sessions, again.already_there, again.events),
+        (0, 3, 0)
+    );
+
+    let pg = vak_store_pg::PgStore::open(&target).unwrap();
+    for id in [&rotated.session, &named.id] {
+        assert_eq!(
+            vak_gateway::ledger_digest(&pg.read(id).unwrap()).unwrap(),
+            vak_gateway::ledger_digest(&files.read(id).unwrap()).unwrap()
+        );
+    }
+    assert_eq!(pg.bindings().unwrap()[0].2.session_id, rotated.session);
+    // The moved chat continues on PostgreSQL.
+    let next = deliver_to(&env, &pg, "42", "four");
+    assert_eq!(next.outcome, DeliveryOutcome::Continued);
+    assert_eq!(next.session, rotated.session);
+}
