@@ -19,10 +19,20 @@ pg_start() {
     run_as=(runuser -u vakpg --)
   fi
   "${run_as[@]}" "$PG_BIN/initdb" -D "$PG_DIR/data" -U vak --auth=trust -E UTF8 --no-sync >"$PG_DIR/initdb.log"
-  PG_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
   trap pg_stop EXIT
-  "${run_as[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DIR -c max_connections=200" start >/dev/null
+  # A random high loopback port; another one if it is taken.
+  local attempt
+  for attempt in 1 2 3 4 5 6 7 8; do
+    PG_PORT="$(shuf -i 20000-60999 -n 1)"
+    if "${run_as[@]}" "$PG_BIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
+      -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_DIR -c max_connections=200" start >/dev/null; then
+      break
+    fi
+    if [ "$attempt" = 8 ]; then
+      cat "$PG_DIR/server.log" >&2
+      return 1
+    fi
+  done
   "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U vak vak_test
   export VAK_TEST_PG_URL="postgres://vak@127.0.0.1:$PG_PORT/vak_test"
   PG_RUN_AS=("${run_as[@]}")
