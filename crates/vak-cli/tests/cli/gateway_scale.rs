@@ -5,6 +5,9 @@
 //! event, and every 200's turn is in its session's ledger — also when one
 //! node is killed with SIGKILL mid-run.
 //!
+//! The same run on the file store (two nodes sharing one home's files)
+//! checks that its file lock gives the same guarantees across processes.
+//!
 //! Sizes: `VAK_SCALE_DELIVERIES` (default 2000), 50 chats, 32 clients.
 //! PostgreSQL comes from `VAK_TEST_PG_URL` (`.ci/test` starts one); under
 //! `CI` a missing URL fails, elsewhere the test is skipped with a note.
@@ -93,9 +96,20 @@ struct Run {
     refused: usize,
 }
 
-fn run(kill_one: bool) {
-    let Some(url) = pg_url() else { return };
-    let db = scratch_database(&url, if kill_one { "kill" } else { "two" });
+/// Which store the two nodes share.
+enum Shared {
+    Postgres,
+    Files,
+}
+
+fn run(kill_one: bool, shared: &Shared) {
+    let db = match shared {
+        Shared::Postgres => {
+            let Some(url) = pg_url() else { return };
+            scratch_database(&url, if kill_one { "kill" } else { "two" })
+        }
+        Shared::Files => "file".to_owned(),
+    };
     let env = Env::fixture("myproj");
     env.trust();
     allow_chats(&env);
@@ -219,10 +233,17 @@ fn run(kill_one: bool) {
 
 #[test]
 fn two_nodes_one_database_rotate_each_chat_once() {
-    run(false);
+    run(false, &Shared::Postgres);
 }
 
 #[test]
 fn a_node_killed_mid_run_loses_nothing_acknowledged() {
-    run(true);
+    run(true, &Shared::Postgres);
+}
+
+/// The file store gives the same guarantees across processes (its lock
+/// is a file lock on the home).
+#[test]
+fn two_nodes_on_one_file_store_rotate_each_chat_once() {
+    run(false, &Shared::Files);
 }

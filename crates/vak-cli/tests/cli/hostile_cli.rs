@@ -384,7 +384,10 @@ fn no_session_is_frozen_over_the_context_window_and_check_stays_fast() {
         "gateway", "deliver", "--bot", "b", "--chat", "c", "--text", "hi",
     ]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(!env.home().join(".vak/sessions").exists(), "a session was frozen");
+    assert!(
+        !env.home().join(".vak/sessions").exists(),
+        "a session was frozen"
+    );
 
     let started = Instant::now();
     let out = env.vak(&["prompts", "check"]);
