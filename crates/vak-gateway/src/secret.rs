@@ -68,6 +68,12 @@ pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), Life
             let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
         }
     }
+    // The directories exist now: check them through the confined reader
+    // before writing, so a `gateway` or `secrets` that leads outside the
+    // home gets no secret written into it.
+    if let Some(secret) = read_secret(home, bot)? {
+        return Ok((secret, false));
+    }
     let mut bytes = [0u8; 32];
     getrandom::fill(&mut bytes).map_err(|e| fail(format!("no random bytes: {e}")))?;
     let secret = hex(&bytes);
