@@ -24,7 +24,7 @@ use crate::gateway_service::{post, secret, serve, signed};
 const CHATS: usize = 50;
 const CLIENTS: usize = 32;
 
-fn pg_url() -> Option<String> {
+pub fn pg_url() -> Option<String> {
     if let Ok(url) = std::env::var("VAK_TEST_PG_URL")
         && !url.is_empty()
     {

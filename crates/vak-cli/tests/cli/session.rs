@@ -590,3 +590,72 @@ fn a_delivery_off_the_allowlist_is_refused_and_writes_nothing() {
     assert!(!env.home().join(".vak/gateway/bindings.json").exists());
     assert!(!env.home().join(".vak/audit").exists());
 }
+
+#[test]
+fn session_and_audit_listings_read_a_postgres_store() {
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "list");
+    let env = trusted_myproj();
+    let out = env.vak(&["session", "list", "--store", &db]);
+    assert_eq!(code(&out), 1, "an unmigrated database is refused");
+    assert!(
+        stderr(&out).contains("vak store migrate"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        env.ok(&["store", "migrate", "--store", &db])
+            .contains("applied migration 1, 2")
+    );
+    assert!(
+        env.ok(&["store", "migrate", "--store", &db])
+            .contains("up to date")
+    );
+    let deliver = |text: &str| {
+        env.json(&[
+            "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", text, "--store",
+            &db,
+        ])
+    };
+    let first = deliver("one");
+    env.write_home(".vak/prompts/guardrails.md", "- Changed.\n");
+    let second = deliver("two");
+    assert_eq!(second["outcome"], "rotated");
+    assert!(
+        !env.home().join(".vak/sessions").exists(),
+        "nothing went to the file store"
+    );
+
+    let listed = env.json(&["session", "list", "--store", &db, "--limit", "1"]);
+    assert_eq!(listed["total"], 2);
+    assert_eq!(listed["sessions"][0]["session_id"], second["session_id"]);
+    let text = env.vak(&["session", "list", "--store", &db, "--limit", "1"]);
+    assert!(
+        stderr(&text).contains("showing the newest 1 of 2"),
+        "{}",
+        stderr(&text)
+    );
+    let events = env.json(&["audit", "list", "--store", &db]);
+    assert_eq!(events["total"], 1);
+    assert_eq!(events["events"][0]["old_session"], first["session_id"]);
+    // VAK_STORE chooses the same store.
+    let out = env
+        .command(&["session", "show", second["session_id"].as_str().unwrap()])
+        .env("VAK_STORE", &db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("turns: 1"));
+    // So does `[store] url` in the shared config; a project config never does.
+    let shared = env.home().join(".vak/config.toml");
+    let mut config = fs::read_to_string(&shared).unwrap_or_default();
+    config.push_str(&format!("\n[store]\nurl = \"{db}\"\n"));
+    fs::write(&shared, config).unwrap();
+    env.write_project(
+        ".vak/config.toml",
+        "[store]\nurl = \"postgres://attacker@203.0.113.1/x\"\n",
+    );
+    assert_eq!(env.json(&["session", "list"])["total"], 2);
+}
