@@ -178,6 +178,31 @@ fn prune(dir: &Utf8Path, at: i64, window_secs: i64) {
     }
 }
 
+impl FileStore {
+    /// The session a rotation from `change.old_session` already created and
+    /// recorded in the audit log for this chat, with the same frozen
+    /// fingerprint as `contract`, if a crash kept it from being bound.
+    fn interrupted_rotation(
+        &self,
+        change: &ConfigChange,
+        contract: &FrozenContract,
+    ) -> Result<Option<SessionId>, SessionError> {
+        let events = self.audit.list()?;
+        let found = events.events.iter().rev().find_map(|event| match event {
+            SecurityEvent::ConfigChange(done)
+                if done.bot == change.bot
+                    && done.chat == change.chat
+                    && done.old_session == change.old_session
+                    && done.new_fingerprint.as_deref() == Some(contract.fingerprint.as_str()) =>
+            {
+                Some(done.new_session.clone())
+            }
+            _ => None,
+        });
+        Ok(found.filter(|id| self.sessions.exists(id)))
+    }
+}
+
 impl Store for FileStore {
     fn describe(&self) -> String {
         format!("the file store in `{}`", self.home.join(".vak"))
@@ -280,13 +305,26 @@ impl Store for FileStore {
                     change,
                     turn,
                 } = *fresh;
-                let id = self.sessions.create(meta, contract)?;
-                if let Some(mut change) = change {
-                    change.new_session = id.clone();
-                    // Durable before the binding moves: a crash in between
-                    // rotates again, never silently.
-                    self.audit.append(&SecurityEvent::ConfigChange(change))?;
-                }
+                // A rotation a crash interrupted after its event was written
+                // (and before the binding moved) is finished, not repeated:
+                // one rotation, one `config-change` event.
+                let resumed = match &change {
+                    Some(change) => self.interrupted_rotation(change, &contract)?,
+                    None => None,
+                };
+                let id = match resumed {
+                    Some(id) => id,
+                    None => {
+                        let id = self.sessions.create(meta, contract)?;
+                        if let Some(mut change) = change {
+                            change.new_session = id.clone();
+                            // Durable before the binding moves: a crash in
+                            // between is finished by the next delivery.
+                            self.audit.append(&SecurityEvent::ConfigChange(change))?;
+                        }
+                        id
+                    }
+                };
                 self.sessions.append(&id, &Record::Turn(turn))?;
                 guard.bind(bot, chat, id.clone());
                 id

@@ -302,3 +302,47 @@ fn import_moves_a_file_store_and_verifies_it() {
     assert_eq!(next.outcome, DeliveryOutcome::Continued);
     assert_eq!(next.session, rotated.session);
 }
+
+/// A file-store rotation a crash interrupted after its `config-change`
+/// event (the new ledger and event written, the binding not moved) is
+/// finished by the next delivery, not repeated.
+#[test]
+fn an_interrupted_rotation_is_finished_not_repeated() {
+    use vak_core::prompts::{AuditLog, ConfigChange, now_rfc3339};
+    let env = Env::new(Backend::File).unwrap();
+    let store = env.store();
+    let first = deliver_to(&env, &*store, "42", "one");
+    env.edit_prompt("Changed, then the process died.");
+    // What the crashed delivery left: the new session and its event.
+    let selectors = env.selectors("helpdesk", "42");
+    let resolved = vak_core::InboundPrompts::open(selectors.clone())
+        .unwrap()
+        .resolve()
+        .unwrap();
+    let orphan = store
+        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
+        .unwrap();
+    let old = store.read(&first.session).unwrap();
+    AuditLog::new(&env.home)
+        .append(&SecurityEvent::ConfigChange(ConfigChange {
+            at: now_rfc3339(),
+            bot: "helpdesk".to_owned(),
+            chat: "42".to_owned(),
+            old_session: first.session.clone(),
+            new_session: orphan.clone(),
+            old_fingerprint: Some(old.contract().fingerprint.clone()),
+            new_fingerprint: Some(resolved.fingerprint.clone()),
+            changes: Vec::new(),
+        }))
+        .unwrap();
+
+    let next = deliver_to(&env, &*store, "42", "two");
+    assert!(matches!(next.outcome, DeliveryOutcome::Rotated { .. }));
+    assert_eq!(next.session, orphan, "the interrupted rotation is finished");
+    assert_eq!(config_changes(&*store).len(), 1, "one config-change event");
+    assert_eq!(store.bindings().unwrap()[0].2.session_id, orphan);
+    assert_eq!(
+        deliver_to(&env, &*store, "42", "three").outcome,
+        DeliveryOutcome::Continued
+    );
+}
