@@ -376,3 +376,50 @@ fn a_request_replayed_to_another_node_is_refused() {
     assert_eq!(status, 401, "{answer}");
     assert!(answer["error"].as_str().unwrap().contains("replay"));
 }
+
+#[test]
+fn one_log_line_per_delivery_without_text_or_secret() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let log = env.home().join("serve.log");
+    let mut child = env
+        .command(&["gateway", "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first.trim().trim_start_matches("http://").to_owned();
+    let body = r#"{"text":"a secret plan: hunter2"}"#;
+    let (status, answer) = post(
+        &addr,
+        &messages("helpdesk", "42"),
+        &signed(&key, body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = post(&addr, &messages("helpdesk", "42"), &[], body.as_bytes());
+    assert_eq!(status, 401);
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let deliveries: Vec<&str> = text.lines().filter(|l| l.contains(" delivery ")).collect();
+    assert_eq!(deliveries.len(), 2, "{text}");
+    let session = answer["session_id"].as_str().unwrap();
+    assert!(deliveries[0].contains(r#"bot="helpdesk""#) && deliveries[0].contains(r#"chat="42""#));
+    assert!(deliveries[0].contains(r#"outcome="created""#) && deliveries[0].contains(session));
+    assert!(deliveries[0].contains("duration_ms="), "{text}");
+    assert!(deliveries[1].contains("status=401"), "{text}");
+    assert!(
+        !text.contains("hunter2") && !text.contains("secret plan"),
+        "{text}"
+    );
+    assert!(!text.contains(&key), "the secret is never logged");
+}
