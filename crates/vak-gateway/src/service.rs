@@ -16,6 +16,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -124,6 +125,12 @@ fn router(state: Arc<Shared>) -> Router {
                 "no such route; deliveries go to POST /v1/bots/{bot}/chats/{chat}/messages",
             )
         })
+        .method_not_allowed_fallback(|| async {
+            refusal(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "wrong method: deliveries are POST, /healthz is GET",
+            )
+        })
         .with_state(state)
 }
 
@@ -163,11 +170,17 @@ fn now_secs() -> i64 {
 
 async fn messages(
     State(state): State<Arc<Shared>>,
-    Path((bot, chat)): Path<(String, String)>,
+    path: Result<Path<(String, String)>, PathRejection>,
     headers: HeaderMap,
     body: Body,
 ) -> Response {
     let started = Instant::now();
+    let Ok(Path((bot, chat))) = path else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "the bot and chat in the path are not valid UTF-8",
+        );
+    };
     let (Ok(bot), Ok(chat)) = (
         Name::new(NameKind::Bot, &bot),
         Name::new(NameKind::Chat, &chat),

@@ -292,8 +292,19 @@ fn an_edit_while_serving_rotates_the_very_next_delivery() {
 fn sigterm_stops_the_service_cleanly() {
     let env = Env::fixture("myproj");
     let mut served = serve(&env, &[]);
-    let (status, _) = post(&served.addr, "/healthz", &[], b"");
+    let (status, answer) = post(&served.addr, "/healthz", &[], b"");
     assert_eq!(status, 405, "healthz is GET");
+    assert_eq!(answer["status"], 405, "a JSON error: {answer}");
+    let (status, answer) = post(&served.addr, "/v1/bots/%FF/chats/1/messages", &[], b"{}");
+    assert_eq!(
+        (status, answer["status"].clone()),
+        (400, serde_json::json!(400))
+    );
+    let (status, answer) = post(&served.addr, "/nowhere", &[], b"{}");
+    assert_eq!(
+        (status, answer["status"].clone()),
+        (404, serde_json::json!(404))
+    );
     let pid = served.child.id().to_string();
     assert!(
         std::process::Command::new("kill")
