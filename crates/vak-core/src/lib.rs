@@ -55,9 +55,9 @@ pub mod prompts {
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
         AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore, Bound,
-        CapabilityDescriptor, ChangeKind, ChatPlan, Committed, ConfigChange, DriftAccepted,
-        FileStore, FreshSession, FrozenContract, Header, LayerChange, Ledger, ParentSession,
-        PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId, SessionMeta,
-        SessionStore, Store, TornLine, Turn, fingerprint, now_rfc3339, short_digest,
+        BoundSession, CapabilityDescriptor, ChangeKind, ChatPlan, Committed, ConfigChange,
+        DriftAccepted, FileStore, FreshSession, FrozenContract, Header, LayerChange, Ledger,
+        ParentSession, PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId,
+        SessionMeta, SessionStore, Store, TornLine, Turn, fingerprint, now_rfc3339, short_digest,
     };
 }

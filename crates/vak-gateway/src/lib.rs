@@ -23,7 +23,7 @@ pub use lifecycle::{
     Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, exec, freeze,
     meta_for, new_session, selectors_of,
 };
-pub use request::{Request, clip, render_tail_for};
+pub use request::{Request, clip, render_tail_for, render_tail_from};
 pub use secret::{
     REPLAY_WINDOW_SECS, SignatureRefusal, ensure_secret, hex, read_secret, secret_path, sign,
     verify,

@@ -11,7 +11,7 @@ use vak_core::prompts::{
 };
 use vak_core::{Admission, Core, InboundPrompts, Selectors};
 
-use crate::{LifecycleError, Request, ResolutionCache, render_tail_for};
+use crate::{LifecycleError, Request, ResolutionCache, render_tail_for, render_tail_from};
 
 /// What a new session freezes, from a fresh resolution.
 pub fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
@@ -499,8 +499,12 @@ fn plan_delivery(
             let report = diff(&ledger.contract().prompt_layers, &current.descriptors);
             match decide(ResumePath::ChatBinding, &report) {
                 ResumeDecision::Continue => {
-                    let turns: Vec<&Turn> = ledger.turns().collect();
-                    let tail = render_tail_for(&turns, Some(text));
+                    let tail = render_tail_from(
+                        ledger.first_turn.as_ref(),
+                        ledger.last_turn.as_ref(),
+                        ledger.turns,
+                        Some(text),
+                    );
                     let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
                     Ok((
                         ChatPlan::Continue {

@@ -57,17 +57,31 @@ pub fn clip(text: &str, max: usize) -> String {
 /// instant, the session's intent (its first message) and where the thread
 /// stands. Rendered fresh every turn, never frozen.
 pub fn render_tail_for(turns: &[&Turn], message: Option<&str>) -> String {
-    let intent = turns
-        .first()
+    render_tail_from(
+        turns.first().copied(),
+        turns.last().copied(),
+        turns.len(),
+        message,
+    )
+}
+
+/// [`render_tail_for`] from the first and last of `count` turns.
+pub fn render_tail_from(
+    first: Option<&Turn>,
+    last: Option<&Turn>,
+    count: usize,
+    message: Option<&str>,
+) -> String {
+    let intent = first
         .map(|t| t.message.as_str())
         .or(message)
         .filter(|m| !m.trim().is_empty())
         .map(|m| clip(m, 200));
-    let thread = turns.last().map(|last| {
+    let thread = last.map(|last| {
         format!(
             "{} earlier turn{}; the last was: {}",
-            turns.len(),
-            if turns.len() == 1 { "" } else { "s" },
+            count,
+            if count == 1 { "" } else { "s" },
             clip(&last.message, 200)
         )
     });

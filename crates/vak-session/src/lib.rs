@@ -45,5 +45,5 @@ pub use error::SessionError;
 pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
 pub use ledger::{DriftAccepted, Header, Ledger, Record, SessionMeta, SessionStore, Turn};
-pub use store::{Bound, ChatPlan, Committed, FileStore, FreshSession, Store};
+pub use store::{Bound, BoundSession, ChatPlan, Committed, FileStore, FreshSession, Store};
 pub use time::now_rfc3339;

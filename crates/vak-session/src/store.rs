@@ -28,7 +28,51 @@ pub enum Bound {
     /// The chat is bound to a session whose ledger is gone.
     Gone(SessionId),
     /// The chat is bound to this live session.
-    Live(Box<Ledger>),
+    Live(Box<BoundSession>),
+}
+
+/// What a delivery needs of the bound session: its contract and, for the
+/// tail, its first and last turns and how many there are — not every turn,
+/// so a long chat does not make each delivery read its whole history from
+/// a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundSession {
+    /// The session.
+    pub id: SessionId,
+    /// Its `created` record.
+    pub header: Header,
+    /// Its first turn, if any.
+    pub first_turn: Option<Turn>,
+    /// Its last turn, if any.
+    pub last_turn: Option<Turn>,
+    /// How many turns it has.
+    pub turns: usize,
+}
+
+impl BoundSession {
+    /// The frozen contract.
+    pub fn contract(&self) -> &FrozenContract {
+        &self.header.contract
+    }
+
+    /// The summary of a whole ledger.
+    pub fn of(ledger: Ledger) -> Self {
+        let mut turns = ledger.records.into_iter().filter_map(|r| match r {
+            Record::Turn(t) => Some(t),
+            _ => None,
+        });
+        let first_turn = turns.next();
+        let (rest, last_turn) = turns.fold((0, None), |(n, _), t| (n + 1, Some(t)));
+        let count = usize::from(first_turn.is_some()) + rest;
+        let last_turn = last_turn.or_else(|| first_turn.clone());
+        BoundSession {
+            id: ledger.id,
+            header: ledger.header,
+            first_turn,
+            last_turn,
+            turns: count,
+        }
+    }
 }
 
 /// What a delivery writes, decided by the caller from [`Bound`].
@@ -279,7 +323,7 @@ impl Store for FileStore {
         let bound = match guard.get(bot, chat).map(|b| b.session_id.clone()) {
             None => Bound::Unbound,
             Some(id) => match self.sessions.read(&id) {
-                Ok(ledger) => Bound::Live(Box::new(ledger)),
+                Ok(ledger) => Bound::Live(Box::new(BoundSession::of(ledger))),
                 Err(SessionError::NotFound { .. }) => Bound::Gone(id),
                 Err(error) => return Err(error),
             },
@@ -332,5 +376,38 @@ impl Store for FileStore {
         };
         guard.commit()?;
         Ok(Some(Committed { session }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bound_session_keeps_the_first_and_last_turn_and_the_count() {
+        let ledger = |records: Vec<Record>| Ledger {
+            id: SessionId::generate(),
+            path: Utf8PathBuf::from("x"),
+            header: Header {
+                meta: SessionMeta::default(),
+                contract: FrozenContract::default(),
+            },
+            records,
+            skipped_unknown: 0,
+            warnings: Vec::new(),
+        };
+        let turn = |m: &str| Record::Turn(Turn::now(m, ""));
+        let none = BoundSession::of(ledger(vec![]));
+        assert_eq!(
+            (none.first_turn, none.last_turn, none.turns),
+            (None, None, 0)
+        );
+        let one = BoundSession::of(ledger(vec![turn("a")]));
+        assert_eq!(one.turns, 1);
+        assert_eq!(one.last_turn.map(|t| t.message), Some("a".to_owned()));
+        let three = BoundSession::of(ledger(vec![turn("a"), turn("b"), turn("c")]));
+        assert_eq!(three.turns, 3);
+        assert_eq!(three.first_turn.map(|t| t.message), Some("a".to_owned()));
+        assert_eq!(three.last_turn.map(|t| t.message), Some("c".to_owned()));
     }
 }

@@ -7,8 +7,8 @@ use postgres::config::Host;
 use postgres::{Config, GenericClient};
 use vak_prompt_blocks::Name;
 use vak_session::{
-    AuditEntries, Binding, Bound, ChatPlan, Committed, FreshSession, Header, Ledger, Record,
-    SecurityEvent, SessionError, SessionId, SessionMeta, Store,
+    AuditEntries, Binding, Bound, BoundSession, ChatPlan, Committed, FreshSession, Header, Ledger,
+    Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Turn,
 };
 
 use crate::migrate;
@@ -236,6 +236,70 @@ fn read_ledger(
         records,
         skipped_unknown,
         warnings: Vec::new(),
+    }))
+}
+
+/// A turn record as the store writes it begins with its tag.
+const TURN_PREFIX: &str = r#"{"type":"turn",%"#;
+
+/// The bound session for a delivery: header, first and last turn, count —
+/// three indexed queries instead of the whole history.
+fn read_bound(
+    store: &PgStore,
+    client: &mut impl GenericClient,
+    id: &SessionId,
+) -> Result<Result<BoundSession, SessionError>, postgres::Error> {
+    let Some(row) = client.query_opt(
+        "SELECT header FROM vak_sessions WHERE id = $1",
+        &[&id.as_str()],
+    )?
+    else {
+        return Ok(Err(not_found(id)));
+    };
+    let header_text: String = row.get(0);
+    let header = match serde_json::from_str::<Header>(&header_text) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(store.bad(id, "a created record", &e))),
+    };
+    let mut turn = |order: &str| -> Result<Result<Option<Turn>, SessionError>, postgres::Error> {
+        let row = client.query_opt(
+            &format!(
+                "SELECT record FROM vak_records WHERE session_id = $1 AND record LIKE $2 ORDER BY seq {order} LIMIT 1"
+            ),
+            &[&id.as_str(), &TURN_PREFIX],
+        )?;
+        Ok(match row {
+            None => Ok(None),
+            Some(row) => {
+                let text: String = row.get(0);
+                match serde_json::from_str::<Record>(&text) {
+                    Ok(Record::Turn(turn)) => Ok(Some(turn)),
+                    Ok(_) => Ok(None),
+                    Err(e) => Err(store.bad(id, "a record", &e)),
+                }
+            }
+        })
+    };
+    let first_turn = match turn("ASC")? {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    let last_turn = match turn("DESC")? {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM vak_records WHERE session_id = $1 AND record LIKE $2",
+            &[&id.as_str(), &TURN_PREFIX],
+        )?
+        .get(0);
+    Ok(Ok(BoundSession {
+        id: id.clone(),
+        header,
+        first_turn,
+        last_turn,
+        turns: usize::try_from(count).unwrap_or(0),
     }))
 }
 
@@ -578,8 +642,8 @@ impl Store for PgStore {
                                 return Ok(());
                             }
                         };
-                        match read_ledger(self, &mut tx, &id)? {
-                            Ok(ledger) => Bound::Live(Box::new(ledger)),
+                        match read_bound(self, &mut tx, &id)? {
+                            Ok(session) => Bound::Live(Box::new(session)),
                             Err(SessionError::NotFound { .. }) => Bound::Gone(id),
                             Err(e) => {
                                 outcome = Err(e);

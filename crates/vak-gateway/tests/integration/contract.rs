@@ -40,6 +40,7 @@ on_both!(
     named_sessions_refuse_or_proceed_on_frozen,
     listings_page_newest_first,
     a_signature_is_claimed_once,
+    the_tail_sees_the_first_and_last_turns,
 );
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
@@ -344,5 +345,19 @@ fn an_interrupted_rotation_is_finished_not_repeated() {
     assert_eq!(
         deliver_to(&env, &*store, "42", "three").outcome,
         DeliveryOutcome::Continued
+    );
+}
+
+fn the_tail_sees_the_first_and_last_turns(env: &Env) {
+    let store = env.store();
+    for text in ["the build is red", "which job?", "the deploy job"] {
+        deliver_to(env, &*store, "42", text);
+    }
+    let next = deliver_to(env, &*store, "42", "fixed?");
+    let tail = &next.request.tail;
+    assert!(tail.contains("the build is red"), "{tail}");
+    assert!(
+        tail.contains("3 earlier turns; the last was: the deploy job"),
+        "{tail}"
     );
 }
