@@ -25,8 +25,8 @@ pub const DEFAULT_POOL: usize = 8;
 pub enum LockMode {
     /// `SELECT … FOR UPDATE` on the binding row (inserted empty first when
     /// absent, so a chat's first delivery is serialised too). The default:
-    /// measured faster under contention (see `docs/gateway.md`), and the
-    /// lock is the chat's own row, so two chats never share one.
+    /// measured level with the advisory lock (see `docs/gateway.md`), and
+    /// the lock is the chat's own row, so two chats never share one.
     Row,
     /// `pg_advisory_xact_lock` on a 64-bit hash of `bot/chat`, released at
     /// commit (`?vak_lock=advisory`).
