@@ -124,6 +124,9 @@ fn run(kill_one: bool, shared: &Shared) {
     let next = AtomicUsize::new(0);
     let edited = AtomicBool::new(false);
     let killed = AtomicBool::new(false);
+    // Requests that found node B dead (refused or cut off mid-delivery)
+    // and were sent again, signed afresh, to node A.
+    let retried = AtomicUsize::new(0);
     let result = Mutex::new(Run {
         acked: Vec::new(),
         refused: 0,
@@ -162,7 +165,10 @@ fn run(kill_one: bool, shared: &Shared) {
                             post(&addrs[node], &path, &signed(&key, &body), body.as_bytes())
                         }) {
                             Ok(answer) => break answer,
-                            Err(_) if kill_one => node = 0,
+                            Err(_) if kill_one => {
+                                retried.fetch_add(1, Ordering::Relaxed);
+                                node = 0;
+                            }
                             Err(panic) => std::panic::resume_unwind(panic),
                         }
                     };
@@ -185,7 +191,12 @@ fn run(kill_one: bool, shared: &Shared) {
     });
     drop(node_b);
     let run = result.into_inner().unwrap();
-    if !kill_one {
+    if kill_one {
+        assert!(
+            retried.load(Ordering::Relaxed) > 0,
+            "the kill interrupted deliveries to node B"
+        );
+    } else {
         assert_eq!(run.acked.len(), total, "every delivery answered 200");
     }
     assert!(run.acked.len() + run.refused == total);
