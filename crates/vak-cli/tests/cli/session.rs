@@ -659,3 +659,32 @@ fn session_and_audit_listings_read_a_postgres_store() {
     );
     assert_eq!(env.json(&["session", "list"])["total"], 2);
 }
+
+#[test]
+fn store_import_moves_the_file_store_into_postgres() {
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "import");
+    let env = trusted_myproj();
+    let first = deliver(&env, "one");
+    let out = env.vak(&["store", "import", "--from", "file"]);
+    assert_eq!(
+        code(&out),
+        2,
+        "import needs a PostgreSQL store: {}",
+        stderr(&out)
+    );
+    let report = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(report["sessions"], 1);
+    assert_eq!(report["records"], 1);
+    assert_eq!(report["bindings"], 1);
+    assert_eq!(report["verified"], true);
+    let text = env.ok(&["store", "import", "--from", "file", "--store", &db]);
+    assert!(text.contains("1 sessions were already there"), "{text}");
+    let moved = env.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "two", "--store", &db,
+    ]);
+    assert_eq!(moved["outcome"], "continued");
+    assert_eq!(moved["session_id"], first["session_id"]);
+}
