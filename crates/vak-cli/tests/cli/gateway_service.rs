@@ -280,7 +280,15 @@ fn an_edit_while_serving_rotates_the_very_next_delivery() {
     assert_eq!(third["previous_session"], first["session_id"]);
     assert_eq!(send("four")["outcome"], "continued");
     let (_, health) = get(&served.addr, "/healthz");
-    assert_eq!(health["resolution_cache"]["misses"], 3, "{health}");
+    // "three" missed (the edit); "four" misses too unless it came more
+    // than the racy window after the edit.
+    let cache = &health["resolution_cache"];
+    let (hits, misses) = (
+        cache["hits"].as_u64().unwrap(),
+        cache["misses"].as_u64().unwrap(),
+    );
+    assert_eq!(hits + misses, 4, "{health}");
+    assert!(misses >= 2, "{health}");
     let events = env.json(&["audit", "list"])["events"]
         .as_array()
         .unwrap()
