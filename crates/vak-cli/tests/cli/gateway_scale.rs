@@ -35,9 +35,15 @@ pub fn pg_url() -> Option<String> {
         !ci,
         "VAK_TEST_PG_URL is unset under CI: run the tests through .ci/test, which starts PostgreSQL"
     );
-    eprintln!(
-        "note: VAK_TEST_PG_URL is unset, so the gateway scale test is skipped (.ci/test sets it)"
-    );
+    // Written past the test harness's capture, once, so the skip is seen.
+    static NOTED: std::sync::Once = std::sync::Once::new();
+    NOTED.call_once(|| {
+        use std::io::Write as _;
+        let _ = writeln!(
+            std::io::stderr(),
+            "note: VAK_TEST_PG_URL is unset, so the PostgreSQL CLI tests are skipped (.ci/test sets it)"
+        );
+    });
     None
 }
 
