@@ -29,6 +29,9 @@ use crate::LifecycleError;
 pub const RACY_SECS: u64 = 2;
 /// A tree with more entries than this is not cached.
 pub const MAX_ENTRIES: usize = 4096;
+/// At most this many chats' resolutions are held; past it the cache starts
+/// over, so memory does not grow with the number of chats.
+pub const MAX_CACHED: usize = 4096;
 const MAX_DEPTH: usize = 8;
 
 /// Paths under `$VAK_HOME/.vak` that are stores, not inputs; a path equal
@@ -104,7 +107,11 @@ impl ResolutionCache {
         if let (Some(before), Some(after)) = (before, self.stamp())
             && before == after
         {
-            self.lock().insert(
+            let mut entries = self.lock();
+            if entries.len() >= MAX_CACHED && !entries.contains_key(&key) {
+                entries.clear();
+            }
+            entries.insert(
                 key,
                 Entry {
                     stamp: after,

@@ -17,7 +17,7 @@ mod secret;
 mod service;
 mod store;
 
-pub use cache::{MAX_ENTRIES, RACY_SECS, ResolutionCache};
+pub use cache::{MAX_CACHED, MAX_ENTRIES, RACY_SECS, ResolutionCache};
 pub use error::LifecycleError;
 pub use lifecycle::{
     Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, exec, freeze,
