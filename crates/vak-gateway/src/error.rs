@@ -87,12 +87,6 @@ pub enum LifecycleError {
         /// Why.
         reason: String,
     },
-    /// The service failed while serving.
-    #[error("the gateway service failed: {}", Escaped(.reason))]
-    Serve {
-        /// Why.
-        reason: String,
-    },
     /// A session's recorded selectors are not valid for this build.
     #[error("session `{id}` {what}: {}", Escaped(.reason))]
     RecordedSelectors {
