@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use camino::Utf8PathBuf;
 use serde_json::{Value, json};
 use vak_core::prompts::{Name, NameKind, Store, SurfaceKind};
-use vak_core::{CoreError, InboundPrompts, Selectors};
+use vak_core::{Admission, CoreError, InboundPrompts, Selectors};
 
 use crate::{
     LifecycleError, REPLAY_WINDOW_SECS, ResolutionCache, deliver_cached, meta_for, open_store,
@@ -315,19 +315,6 @@ fn handle(
         Ok(at) => at,
         Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
     };
-    match state
-        .store
-        .claim_once(signature.unwrap_or_default().trim(), at, REPLAY_WINDOW_SECS)
-    {
-        Ok(true) => {}
-        Ok(false) => {
-            return refusal(
-                StatusCode::UNAUTHORIZED,
-                "this signed request was already received (a replay); sign each request afresh",
-            );
-        }
-        Err(error) => return failure(&LifecycleError::Store(error)),
-    }
     let text = match serde_json::from_slice::<Value>(body) {
         Ok(Value::Object(map)) => match map.get("text") {
             Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
@@ -356,6 +343,33 @@ fn handle(
         Ok(prompts) => prompts,
         Err(error) => return failure(&LifecycleError::Core(error)),
     };
+    // Off the allowlist is 403 before the signature is taken, so a refusal
+    // writes nothing at all.
+    match prompts.admission() {
+        Ok(Admission::Admitted) => {}
+        Ok(refused) => {
+            let bot = prompts.bot().map(ToString::to_string).unwrap_or_default();
+            let chat = prompts.chat().map(ToString::to_string).unwrap_or_default();
+            return failure(&match refused {
+                Admission::UnknownBot => LifecycleError::UnknownBot { bot },
+                _ => LifecycleError::UnknownChat { bot, chat },
+            });
+        }
+        Err(error) => return failure(&LifecycleError::Core(error)),
+    }
+    match state
+        .store
+        .claim_once(signature.unwrap_or_default().trim(), at, REPLAY_WINDOW_SECS)
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                "this signed request was already received (a replay); sign each request afresh",
+            );
+        }
+        Err(error) => return failure(&LifecycleError::Store(error)),
+    }
     match deliver_cached(&*state.store, &prompts, &meta, &text, Some(&state.cache)) {
         Ok(delivered) => {
             let mut response = axum::Json(delivered.to_json()).into_response();

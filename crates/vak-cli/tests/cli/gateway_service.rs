@@ -187,6 +187,10 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
         "a refusal wrote a session"
     );
     assert!(!env.home().join(".vak/gateway/bindings.json").exists());
+    assert!(
+        !env.home().join(".vak/gateway/replay").exists(),
+        "a refusal took no signature"
+    );
 
     let headers = signed(&key, body);
     let (status, answer) = post(addr, &path, &headers, body.as_bytes());
