@@ -76,6 +76,10 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("vak");
         }
+        // An unreachable database is an error in seconds, not a hang.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
         let described = describe(&config);
         Ok(PgStore {
             pool: Pool::new(config, pool),
@@ -131,7 +135,10 @@ impl PgStore {
                 db.message(),
                 db.code().code()
             ),
-            None => error.to_string(),
+            None => match std::error::Error::source(error) {
+                Some(cause) => format!("{error} ({cause})"),
+                None => error.to_string(),
+            },
         };
         self.fail(reason)
     }
