@@ -6,7 +6,7 @@
 //! path, size, inode, modification and status-change times, following
 //! symlinks), minus the stores that change on every delivery (`sessions/`,
 //! `audit/`, `gateway/bindings.json*`, `gateway/secrets/`, `gateway/replay/`,
-//! `admin.token`). A file created, removed, renamed or
+//! `gateway/locks/`, `admin.token`). A file created, removed, renamed or
 //! written anywhere a layer, the gateway JSON, a config, a skill or the
 //! trust store lives changes the stamp, so the next delivery resolves
 //! afresh. As in git's "racy" rule, a stamp that contains an entry changed
@@ -42,6 +42,7 @@ const HOME_STORES: &[&str] = &[
     "audit",
     "gateway/secrets",
     "gateway/replay",
+    "gateway/locks",
     "gateway/bindings.json",
     "admin.token",
 ];

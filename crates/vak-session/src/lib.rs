@@ -35,7 +35,7 @@ mod store;
 mod time;
 
 pub use audit::{AuditEntries, AuditLog, ConfigChange, MAX_WARNINGS, SecurityEvent};
-pub use bindings::{Binding, BindingGuard, BindingStore};
+pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use contract::{
     AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,

@@ -161,8 +161,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
 /// The file backend: `sessions/<id>.jsonl`, `audit/security.jsonl` and
 /// `gateway/bindings.json` under `$VAK_HOME/.vak/`.
 ///
-/// A delivery holds the bindings lock file (`flock`, so across processes)
-/// from lookup to commit. The writes are ordered so a crash part-way
+/// A delivery holds its chat's lock file (`gateway/locks/<bot>/<chat>.lock`,
+/// `flock`, so across processes) from lookup to commit, and the bindings
+/// lock only while the binding moves; deliveries to different chats run
+/// side by side. The writes are ordered so a crash part-way
 /// leaves no acknowledged turn lost and never a silent rotation: the new
 /// ledger, then the `config-change` event, then the turn, then the binding.
 #[derive(Debug, Clone)]
@@ -319,8 +321,10 @@ impl Store for FileStore {
         chat: &Name,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
-        let mut guard = self.bindings.lock()?;
-        let bound = match guard.get(bot, chat).map(|b| b.session_id.clone()) {
+        // This chat's lock for the whole delivery; the bindings lock only
+        // for the moment the binding moves, so other chats run meanwhile.
+        let _chat = self.bindings.lock_chat(bot, chat)?;
+        let bound = match self.bindings.binding(bot, chat)?.map(|b| b.session_id) {
             None => Bound::Unbound,
             Some(id) => match self.sessions.read(&id) {
                 Ok(ledger) => Bound::Live(Box::new(BoundSession::of(ledger))),
@@ -370,11 +374,12 @@ impl Store for FileStore {
                     }
                 };
                 self.sessions.append(&id, &Record::Turn(turn))?;
+                let mut guard = self.bindings.lock()?;
                 guard.bind(bot, chat, id.clone());
+                guard.commit()?;
                 id
             }
         };
-        guard.commit()?;
         Ok(Some(Committed { session }))
     }
 }
