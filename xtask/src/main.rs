@@ -4,6 +4,8 @@
 //! `cargo xtask bench-process` is BENCHMARKS.md's whole-process comparison
 //! (`vak prompts show` against `vak --version`, release build).
 
+mod gateway_load;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -74,6 +76,10 @@ fn shipped_prompt_tokens() -> Vec<(SurfaceKind, usize)> {
 
 fn run(task: &str) -> Result<(), String> {
     let root = workspace_root();
+    if task == "gateway-load" {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        return gateway_load::run(&args, &root);
+    }
     let (generated, bytes) = generate(&root)?;
     let target = root.join(GENERATED);
     match task {
@@ -108,7 +114,7 @@ fn run(task: &str) -> Result<(), String> {
         }
         "bench-process" => bench_process(&root),
         other => Err(format!(
-            "unknown task `{other}`: expected regen-seed, check-seed or bench-process"
+            "unknown task `{other}`: expected regen-seed, check-seed, bench-process or gateway-load"
         )),
     }
 }

@@ -41,5 +41,5 @@ mod server;
 mod token;
 
 pub use error::AdminError;
-pub use server::{Limits, MAX_BODY_BYTES, ServeConfig, Server};
+pub use server::{Limits, MAX_BODY_BYTES, ServeConfig, Server, serve_router, stop_signal};
 pub use token::{AdminToken, TokenSource, token_path};

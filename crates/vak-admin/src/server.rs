@@ -198,78 +198,92 @@ impl Server {
     /// disconnected. Accept errors (out of descriptors) are logged and
     /// retried after a short pause, never fatal.
     pub async fn serve_until(self, stop: impl Future<Output = ()>) -> Result<(), AdminError> {
-        let listener =
-            tokio::net::TcpListener::from_std(self.listener).map_err(AdminError::Serve)?;
-        let limits = self.limits;
-        let service = TowerToHyperService::new(router(self.state, limits.body_read_timeout));
-        let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(TokioTimer::new())
-            .header_read_timeout(limits.header_read_timeout)
-            .max_header_size(MAX_HEAD_BYTES)
-            .keep_alive(true);
-        let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
-        let graceful = GracefulShutdown::new();
-        // Whether accepting is failing: warned once when it starts, noted
-        // when it ends, not every pause.
-        let mut starved = false;
-        tokio::pin!(stop);
-        loop {
-            let slot = tokio::select! {
-                () = &mut stop => break,
-                slot = Arc::clone(&slots).acquire_owned() => slot,
-            };
-            let Ok(slot) = slot else { break };
-            let accepted = tokio::select! {
-                () = &mut stop => break,
-                accepted = listener.accept() => accepted,
-            };
-            let stream = match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(error) if is_per_connection(&error) => {
-                    tracing::debug!(%error, "a connection failed before it was accepted");
-                    continue;
-                }
-                Err(error) => {
-                    if !starved {
-                        tracing::warn!(
-                            %error,
-                            "cannot accept admin connections (out of file descriptors?); retrying every 100 ms"
-                        );
-                        starved = true;
-                    }
-                    tokio::select! {
-                        () = &mut stop => break,
-                        () = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
-                    }
-                }
-            };
-            if std::mem::take(&mut starved) {
-                tracing::info!("accepting admin connections again");
-            }
-            let activity = Activity::new();
-            let io = TokioIo::new(Tracked {
-                inner: stream,
-                activity: activity.clone(),
-            });
-            let connection = graceful.watch(http.serve_connection(io, service.clone()));
-            tokio::spawn(async move {
-                drive(connection, &activity, limits.idle_timeout).await;
-                drop(slot);
-            });
-        }
-        drop(listener);
-        tracing::info!("admin server stopping; finishing requests in flight");
-        if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
-            .await
-            .is_err()
-        {
-            tracing::warn!(
-                grace_s = limits.shutdown_grace.as_secs(),
-                "requests still in flight after the grace period were dropped"
-            );
-        }
-        Ok(())
+        let app = router(self.state, self.limits.body_read_timeout);
+        serve_router(self.listener, app, self.limits, "admin", stop).await
     }
+}
+
+/// Serve `app` on `listener` with this accept loop until `stop` completes,
+/// then stop accepting, let requests in flight finish (at most
+/// [`Limits::shutdown_grace`]) and return. `label` names the server in its
+/// log lines (`admin`, `gateway`). Shared by `vak admin serve` and `vak
+/// gateway serve`; see [`Server::serve_until`] for the bounds it keeps.
+pub async fn serve_router(
+    listener: std::net::TcpListener,
+    app: Router,
+    limits: Limits,
+    label: &'static str,
+    stop: impl Future<Output = ()>,
+) -> Result<(), AdminError> {
+    let listener = tokio::net::TcpListener::from_std(listener).map_err(AdminError::Serve)?;
+    let service = TowerToHyperService::new(app);
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_header_size(MAX_HEAD_BYTES)
+        .keep_alive(true);
+    let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
+    let graceful = GracefulShutdown::new();
+    // Whether accepting is failing: warned once when it starts, noted
+    // when it ends, not every pause.
+    let mut starved = false;
+    tokio::pin!(stop);
+    loop {
+        let slot = tokio::select! {
+            () = &mut stop => break,
+            slot = Arc::clone(&slots).acquire_owned() => slot,
+        };
+        let Ok(slot) = slot else { break };
+        let accepted = tokio::select! {
+            () = &mut stop => break,
+            accepted = listener.accept() => accepted,
+        };
+        let stream = match accepted {
+            Ok((stream, _peer)) => stream,
+            Err(error) if is_per_connection(&error) => {
+                tracing::debug!(%error, "a connection failed before it was accepted");
+                continue;
+            }
+            Err(error) => {
+                if !starved {
+                    tracing::warn!(
+                        %error,
+                        "cannot accept {label} connections (out of file descriptors?); retrying every 100 ms"
+                    );
+                    starved = true;
+                }
+                tokio::select! {
+                    () = &mut stop => break,
+                    () = tokio::time::sleep(ACCEPT_BACKOFF) => continue,
+                }
+            }
+        };
+        if std::mem::take(&mut starved) {
+            tracing::info!("accepting {label} connections again");
+        }
+        let activity = Activity::new();
+        let io = TokioIo::new(Tracked {
+            inner: stream,
+            activity: activity.clone(),
+        });
+        let connection = graceful.watch(http.serve_connection(io, service.clone()));
+        tokio::spawn(async move {
+            drive(connection, &activity, limits.idle_timeout).await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tracing::info!("{label} server stopping; finishing requests in flight");
+    if tokio::time::timeout(limits.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            grace_s = limits.shutdown_grace.as_secs(),
+            "requests still in flight after the grace period were dropped"
+        );
+    }
+    Ok(())
 }
 
 /// The largest request head (request line and headers) read; a larger one
@@ -358,7 +372,7 @@ fn is_per_connection(error: &std::io::Error) -> bool {
 }
 
 /// Completes on Ctrl-C or, on Unix, SIGTERM.
-fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
+pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
     #[cfg(unix)]
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     Ok(async move {

@@ -33,7 +33,7 @@ pub(crate) struct ServeArgs {
 
 /// The error as one escaped line: admin errors quote addresses and paths
 /// from input, and none of them may start a line of its own.
-fn cli_error(error: AdminError) -> CliError {
+pub(crate) fn cli_error(error: AdminError) -> CliError {
     match error {
         AdminError::BadListen(_) => CliError::Usage(escape_line(&error.to_string()).into_owned()),
         AdminError::Core(core) => CliError::Core(core),

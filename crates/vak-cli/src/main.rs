@@ -8,6 +8,7 @@ mod out;
 mod prompts;
 mod selectors;
 mod session;
+mod store;
 
 use std::process::ExitCode;
 
@@ -51,6 +52,11 @@ enum Command {
         #[command(subcommand)]
         command: session::AuditCommand,
     },
+    /// Migrate a store's schema; move a file store into PostgreSQL.
+    Store {
+        #[command(subcommand)]
+        command: store::StoreCommand,
+    },
     /// The admin API and web UI.
     Admin {
         #[command(subcommand)]
@@ -82,15 +88,16 @@ enum PromptsCommand {
     Check(edit::CheckArgs),
 }
 
-fn init_logging() {
-    // VAK_LOG=debug|info|warn|error; warnings only by default, on stderr so
+fn init_logging(default: tracing::Level) {
+    // VAK_LOG=debug|info|warn|error; `default` otherwise, on stderr so
     // stdout stays machine-readable.
     let level = match std::env::var("VAK_LOG").as_deref() {
         Ok("trace") => tracing::Level::TRACE,
         Ok("debug") => tracing::Level::DEBUG,
         Ok("info") => tracing::Level::INFO,
+        Ok("warn") => tracing::Level::WARN,
         Ok("error") => tracing::Level::ERROR,
-        _ => tracing::Level::WARN,
+        _ => default,
     };
     let _ = tracing_subscriber::fmt()
         .with_max_level(level)
@@ -129,6 +136,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Exec(args) => session::exec(args),
         Command::Gateway { command } => session::gateway(command),
         Command::Audit { command } => session::audit(command),
+        Command::Store { command } => store::store(command),
         Command::Admin { command } => admin::admin(command),
         Command::Completions { shell } => completions(*shell),
     }
@@ -138,8 +146,17 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.
-    if std::env::var_os("VAK_LOG").is_some() {
-        init_logging();
+    let service = matches!(
+        &cli.command,
+        Command::Gateway {
+            command: session::GatewayCommand::Serve(_)
+        }
+    );
+    if service {
+        // A service logs one line per delivery by default.
+        init_logging(tracing::Level::INFO);
+    } else if std::env::var_os("VAK_LOG").is_some() {
+        init_logging(tracing::Level::WARN);
     }
     match run(&cli) {
         Ok(()) => ExitCode::SUCCESS,

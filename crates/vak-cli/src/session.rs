@@ -10,17 +10,15 @@
 
 use std::fmt::Write as _;
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 use clap::{Args, Subcommand};
-use serde::Serialize;
 use serde_json::json;
 use vak_core::prompts::{
-    AuditLog, BindingStore, ConfigChange, DriftAccepted, DriftReport, Escaped, FrozenContract,
-    Header, LayerChange, Ledger, Name, NameKind, ParentSession, Record, ResolvedPrompt,
-    ResumeDecision, ResumePath, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore,
-    SurfaceKind, TailContext, Turn, decide, diff, escape_line, escape_text, now_rfc3339,
+    DriftReport, Escaped, Header, LayerChange, Ledger, Name, NameKind, Record, SecurityEvent,
+    SessionError, SessionId, SurfaceKind, Turn, escape_line, escape_text,
 };
 use vak_core::{Core, InboundPrompts, Selectors};
+use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, clip};
 
 use crate::CliError;
 use crate::out;
@@ -46,6 +44,9 @@ pub(crate) struct NewArgs {
     /// The parent session, for a child session.
     #[arg(long, value_name = "ID")]
     pub(crate) parent: Option<String>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -59,6 +60,9 @@ pub(crate) struct ShowArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -85,6 +89,9 @@ pub(crate) struct ListArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -105,6 +112,9 @@ pub(crate) struct ExecArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -116,6 +126,37 @@ pub(crate) enum GatewayCommand {
     /// Deliver an inbound chat message: bind the chat to a session, rotating
     /// it when the prompt drifted.
     Deliver(DeliverArgs),
+    /// Serve deliveries over HTTP: POST /v1/bots/{bot}/chats/{chat}/messages, signed per bot.
+    Serve(ServeArgs),
+    /// Print a bot's request-signing secret, creating it (mode 0600) if absent.
+    Secret(SecretArgs),
+}
+
+/// `vak gateway serve`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// The address to listen on (port 0 picks a free one).
+    #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8788")]
+    pub(crate) listen: String,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
+    /// The project directory the bots work in [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<Utf8PathBuf>,
+}
+
+/// `vak gateway secret`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SecretArgs {
+    /// The bot id.
+    pub(crate) bot: String,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
 }
 
 /// `vak gateway deliver`.
@@ -133,6 +174,9 @@ pub(crate) struct DeliverArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// The project directory the bot works in [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
@@ -157,9 +201,22 @@ pub(crate) struct AuditListArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
+}
+
+impl From<LifecycleError> for CliError {
+    fn from(error: LifecycleError) -> Self {
+        match error {
+            LifecycleError::Core(error) => CliError::Core(error),
+            LifecycleError::Store(error) => error.into(),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
 }
 
 impl From<SessionError> for CliError {
@@ -179,156 +236,6 @@ fn session_id(raw: &str) -> Result<SessionId, CliError> {
 
 fn name(kind: NameKind, raw: &str) -> Result<Name, CliError> {
     Name::new(kind, raw).map_err(|e| CliError::Usage(e.to_string()))
-}
-
-/// What a new session freezes, from a fresh resolution.
-fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
-    FrozenContract {
-        capabilities: resolved.capabilities.clone(),
-        prompt_layers: resolved.descriptors.clone(),
-        fingerprint: resolved.fingerprint.clone(),
-        prefix: resolved.prefix.clone(),
-        agent: resolved.agent.clone(),
-        parent,
-    }
-}
-
-/// The creation metadata: the selectors, so a resume re-resolves the same
-/// chain.
-fn meta_for(selectors: &Selectors) -> SessionMeta {
-    SessionMeta {
-        project: Some(selectors.project.to_string()),
-        surface: Some(selectors.surface.wire_name().to_owned()),
-        bot: selectors.bot.as_ref().map(ToString::to_string),
-        chat: selectors.chat.as_ref().map(ToString::to_string),
-        agent: selectors.agent.as_ref().map(ToString::to_string),
-        untrusted: selectors.force_untrusted,
-        ..SessionMeta::now()
-    }
-}
-
-/// The selectors `id` was created with. A ledger without a project (one
-/// written before projects were recorded) resolves for the current
-/// directory.
-fn selectors_of(
-    home: &Utf8Path,
-    id: &SessionId,
-    meta: &SessionMeta,
-) -> Result<Selectors, CliError> {
-    let surface = match &meta.surface {
-        Some(raw) => raw.parse::<SurfaceKind>().map_err(|e| {
-            CliError::Failed(format!(
-                "session `{id}` was created for a surface this build does not know: {}",
-                Escaped(&e.to_string())
-            ))
-        })?,
-        None => SurfaceKind::Cli,
-    };
-    let project = match &meta.project {
-        Some(project) => Utf8PathBuf::from(project),
-        None => project_dir(None)?,
-    };
-    let selector = |kind: NameKind, raw: &Option<String>| {
-        raw.as_deref()
-            .map(|raw| Name::new(kind, raw))
-            .transpose()
-            .map_err(|e| {
-                CliError::Failed(format!(
-                    "session `{id}` records a selector this build rejects: {}",
-                    Escaped(&e.to_string())
-                ))
-            })
-    };
-    Ok(Selectors {
-        surface,
-        bot: selector(NameKind::Bot, &meta.bot)?,
-        chat: selector(NameKind::Chat, &meta.chat)?,
-        agent: selector(NameKind::Role, &meta.agent)?,
-        force_untrusted: meta.untrusted,
-        ..Selectors::new(home, project)
-    })
-}
-
-/// One line of at most `max` characters, for the tail and listings.
-fn clip(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.chars().count() <= max {
-        flat
-    } else {
-        let mut cut: String = flat.chars().take(max).collect();
-        cut.push('…');
-        cut
-    }
-}
-
-/// The tail for the next turn of a session with `turns` so far: the current
-/// instant, the session's intent (its first message) and where the thread
-/// stands. Rendered fresh every turn, never frozen.
-fn render_tail_for(turns: &[&Turn], message: Option<&str>) -> String {
-    let intent = turns
-        .first()
-        .map(|t| t.message.as_str())
-        .or(message)
-        .filter(|m| !m.trim().is_empty())
-        .map(|m| clip(m, 200));
-    let thread = turns.last().map(|last| {
-        format!(
-            "{} earlier turn{}; the last was: {}",
-            turns.len(),
-            if turns.len() == 1 { "" } else { "s" },
-            clip(&last.message, 200)
-        )
-    });
-    vak_core::prompts::render_tail(&TailContext {
-        intent,
-        thread,
-        ..TailContext::now()
-    })
-}
-
-/// The request an agent would send.
-#[derive(Debug, Serialize)]
-struct Request<'a> {
-    /// The session's frozen prefix (or the current one for a session frozen
-    /// before prefixes were recorded).
-    prefix: &'a str,
-    /// `frozen` or `current`.
-    prefix_source: &'static str,
-    /// The tail rendered for this turn.
-    tail: &'a str,
-    /// The message, if one was given.
-    message: Option<&'a str>,
-}
-
-impl Request<'_> {
-    fn text(&self) -> String {
-        let mut out = String::new();
-        let source = match self.prefix_source {
-            "frozen" => "frozen at session creation",
-            _ => "current; the session froze no prefix",
-        };
-        let _ = writeln!(out, "--- prefix ({source}) ---");
-        let _ = writeln!(out, "{}", self.prefix.trim_end());
-        let _ = writeln!(out, "--- tail (rendered for this turn) ---");
-        let _ = writeln!(out, "{}", self.tail.trim_end());
-        if let Some(message) = self.message {
-            let _ = writeln!(out, "--- message ---");
-            let _ = writeln!(out, "{message}");
-        }
-        out
-    }
-}
-
-/// The prefix a session runs on: frozen, unless it froze none.
-fn session_prefix<'a>(
-    contract: &'a FrozenContract,
-    current: &'a ResolvedPrompt,
-) -> (&'a str, &'static str) {
-    if contract.prefix.is_empty() {
-        (current.prefix.as_str(), "current")
-    } else {
-        (contract.prefix.as_str(), "frozen")
-    }
 }
 
 fn changes_text(changes: &[LayerChange]) -> String {
@@ -351,29 +258,17 @@ pub(crate) fn session(command: &SessionCommand) -> Result<(), CliError> {
 /// `vak session new`: resolve, freeze, write the ledger's first record.
 fn new(args: &NewArgs) -> Result<(), CliError> {
     let core = Core::open(args.selectors.to_selectors()?)?;
-    let store = SessionStore::new(&core.selectors().home);
-    let parent = match &args.parent {
-        Some(raw) => {
-            let parent_id = session_id(raw)?;
-            let header = store.read_header(&parent_id)?;
-            Some(ParentSession {
-                session_id: parent_id.to_string(),
-                agent: header.contract.agent,
-            })
-        }
-        None => None,
-    };
-    let resolved = core.resolve()?;
-    vak_core::check_window(&resolved)?;
-    let contract = freeze(&resolved, parent);
-    let id = store.create(meta_for(core.selectors()), contract.clone())?;
+    let store = vak_gateway::open_store(&core.selectors().home, args.store.as_deref())?;
+    let parent = args.parent.as_deref().map(session_id).transpose()?;
+    let created = vak_gateway::new_session(&*store, &core, parent.as_ref())?;
+    let (id, contract) = (&created.id, &created.contract);
     match args.format {
         Format::Json => print_json(&json!({
             "session_id": id,
             "fingerprint": contract.fingerprint,
         })),
         Format::Text => {
-            for warning in &resolved.warnings {
+            for warning in &created.warnings {
                 out::notice("warning", warning);
             }
             let mut out = format!("session {id}\nfingerprint {}\n", esc(&contract.fingerprint));
@@ -400,7 +295,7 @@ fn short(digest: &str) -> String {
 /// `vak session show`.
 fn show(args: &ShowArgs) -> Result<(), CliError> {
     let id = session_id(&args.id)?;
-    let store = SessionStore::new(&home_dir(args.home.as_ref())?);
+    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
     let ledger = store.read(&id)?;
     match args.format {
         Format::Json => print_json(&json!({
@@ -526,7 +421,7 @@ fn show_text(ledger: &Ledger) -> String {
 /// that many ids are kept while the directory is read, and only their first
 /// records are read, each reduced to a summary at once.
 fn list(args: &ListArgs) -> Result<(), CliError> {
-    let store = SessionStore::new(&home_dir(args.home.as_ref())?);
+    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
     let (ids, total) = store.list_newest(args.limit)?;
     let mut sessions = Vec::new();
     let mut problems = Vec::new();
@@ -546,7 +441,7 @@ fn list(args: &ListArgs) -> Result<(), CliError> {
         Format::Text => {
             let mut out = String::new();
             if total == 0 {
-                let _ = writeln!(out, "no sessions in {}", Escaped(store.dir().as_str()));
+                let _ = writeln!(out, "no sessions in {}", Escaped(&store.describe()));
             }
             for session in &sessions {
                 out.push_str(&summary_line(session));
@@ -614,88 +509,43 @@ fn summary_line(session: &serde_json::Value) -> String {
 pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let id = session_id(&args.session)?;
     let home = home_dir(args.home.as_ref())?;
-    let store = SessionStore::new(&home);
-    let ledger = store.read(&id)?;
-    for warning in &ledger.warnings {
+    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
+    let (outcome, warnings) = vak_gateway::exec(
+        &*store,
+        &home,
+        &id,
+        args.accept_drift,
+        args.message.as_deref(),
+        &project_dir(None)?,
+    )?;
+    for warning in &warnings {
         out::notice("warning", &warning.to_string());
     }
-    let core = Core::open(selectors_of(&home, &id, &ledger.header.meta)?)?;
-    let current = core.resolve()?;
-    let report = diff(&ledger.contract().prompt_layers, &current.descriptors);
-    let decision = decide(
-        ResumePath::NamedSession {
-            accept_drift: args.accept_drift,
-        },
-        &report,
-    );
-    let summary = |decision: ResumeDecision| {
-        json!({
-            "session_id": id,
-            "decision": decision,
-            "fingerprint": ledger.contract().fingerprint,
-            "current_fingerprint": current.fingerprint,
-            "drift": report,
-        })
-    };
-    match decision {
-        ResumeDecision::Refuse => {
+    let resumed = match &outcome {
+        Exec::Refused { drift, .. } => {
             if args.format == Format::Json {
-                print_json(&summary(decision))?;
+                print_json(&outcome.to_json())?;
             }
-            return Err(CliError::DriftRefused(refusal(&id, &report)));
+            return Err(CliError::DriftRefused(refusal(&id, drift)));
         }
-        ResumeDecision::ProceedOnFrozen => {
-            store.append(
-                &id,
-                &Record::DriftAccepted(DriftAccepted {
-                    at: now_rfc3339(),
-                    changes: report.changes.clone(),
-                    current_fingerprint: Some(current.fingerprint.clone()),
-                }),
-            )?;
-        }
-        ResumeDecision::Continue => {
-            vak_core::check_window(&current)?;
-        }
-        ResumeDecision::Rotate => {
-            return Err(CliError::Failed(format!(
-                "session `{id}` cannot be rotated: only gateway chat bindings rotate"
-            )));
-        }
-    }
-    let turns: Vec<&Turn> = ledger.turns().collect();
-    let tail = render_tail_for(&turns, args.message.as_deref());
-    let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
-    let request = Request {
-        prefix,
-        prefix_source,
-        tail: &tail,
-        message: args.message.as_deref(),
+        Exec::Continued(resumed) | Exec::ProceedOnFrozen(resumed) => resumed,
     };
-    if let Some(message) = &args.message {
-        store.append(&id, &Record::Turn(Turn::now(message.clone(), tail.clone())))?;
-    }
     match args.format {
-        Format::Json => {
-            let mut out = summary(decision);
-            out["request"] = json!(request);
-            out["turn_recorded"] = json!(args.message.is_some());
-            print_json(&out)
-        }
+        Format::Json => print_json(&outcome.to_json()),
         Format::Text => {
-            if report.unknown_baseline {
-                out::notice("note", &report.to_string());
+            if resumed.drift.unknown_baseline {
+                out::notice("note", &resumed.drift.to_string());
             }
-            if decision == ResumeDecision::ProceedOnFrozen {
+            if matches!(outcome, Exec::ProceedOnFrozen(_)) {
                 out::notice_lines(
                     "note",
                     &format!(
                         "the prompt changed since session {id} was created; proceeding on the frozen prompt as asked (recorded in its ledger):\n{}",
-                        changes_text(&report.changes).trim_end()
+                        changes_text(&resumed.drift.changes).trim_end()
                     ),
                 );
             }
-            out::print(&escape_text(&request.text()))
+            out::print(&escape_text(&resumed.request.text()))
         }
     }
 }
@@ -711,26 +561,13 @@ fn refusal(id: &SessionId, report: &DriftReport) -> String {
 pub(crate) fn gateway(command: &GatewayCommand) -> Result<(), CliError> {
     match command {
         GatewayCommand::Deliver(args) => deliver(args),
+        GatewayCommand::Serve(args) => serve(args),
+        GatewayCommand::Secret(args) => secret(args),
     }
 }
 
-/// What a delivery did with the chat's binding.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-enum Outcome {
-    /// The chat had no binding; a session was created and bound.
-    Created,
-    /// The bound session's prompt is unchanged; it continues.
-    Continued,
-    /// The prompt drifted; a fresh session was bound, the old ledger kept.
-    Rotated,
-    /// The bound session's ledger is gone; a fresh session was bound.
-    Rebound,
-}
-
-/// `vak gateway deliver`: everything from the binding lookup to the bind
-/// happens under the bindings lock, so concurrent deliveries to one chat
-/// create one session between them, and a drift rotates exactly once.
+/// `vak gateway deliver`: one delivery through the lifecycle library, which
+/// holds the chat's lock from the binding lookup to the commit.
 fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
     let bot = name(NameKind::Bot, &args.bot)?;
     let chat = name(NameKind::Chat, &args.chat)?;
@@ -744,131 +581,85 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         )
     };
     let core = Core::open(selectors)?;
-    let home = core.selectors().home.clone();
-    let meta = meta_for(core.selectors());
+    let store = vak_gateway::open_store(&core.selectors().home, args.store.as_deref())?;
+    let meta = vak_gateway::meta_for(core.selectors());
     // From here on the inbound path holds only a read-only handle: nothing
     // reachable from it writes a prompt layer (see vak_core::InboundPrompts).
     let prompts = InboundPrompts::from_core(core);
-    let store = SessionStore::new(&home);
-    let audit = AuditLog::new(&home);
-    let mut guard = BindingStore::new(&home).lock()?;
-
-    let bound = guard.get(&bot, &chat).map(|b| b.session_id.clone());
-    let ledger = match &bound {
-        Some(id) => match store.read(id) {
-            Ok(ledger) => Some(ledger),
-            Err(SessionError::NotFound { .. }) => {
-                out::notice(
-                    "warning",
-                    &format!(
-                        "{bot}/{chat} was bound to session {id}, whose ledger is gone; binding a fresh session"
-                    ),
-                );
-                None
-            }
-            Err(error) => return Err(error.into()),
-        },
-        None => None,
-    };
-    let current = prompts.resolve()?;
-    vak_core::check_window(&current)?;
-    let mut changes = Vec::new();
-    let (outcome, session, turns, prefix, prefix_source) = match &ledger {
-        None => {
-            let id = store.create(meta.clone(), freeze(&current, None))?;
-            guard.bind(&bot, &chat, id.clone());
-            let outcome = if bound.is_some() {
-                Outcome::Rebound
-            } else {
-                Outcome::Created
-            };
-            (outcome, id, Vec::new(), current.prefix.as_str(), "frozen")
-        }
-        Some(ledger) => {
-            let report = diff(&ledger.contract().prompt_layers, &current.descriptors);
-            match decide(ResumePath::ChatBinding, &report) {
-                ResumeDecision::Continue => {
-                    let (prefix, source) = session_prefix(ledger.contract(), &current);
-                    (
-                        Outcome::Continued,
-                        ledger.id.clone(),
-                        ledger.turns().collect(),
-                        prefix,
-                        source,
-                    )
-                }
-                ResumeDecision::Rotate => {
-                    let id = store.create(meta.clone(), freeze(&current, None))?;
-                    // The event is durable before the binding moves: a
-                    // crash in between rotates again, never silently.
-                    audit.append(&SecurityEvent::ConfigChange(ConfigChange {
-                        at: now_rfc3339(),
-                        bot: bot.to_string(),
-                        chat: chat.to_string(),
-                        old_session: ledger.id.clone(),
-                        new_session: id.clone(),
-                        old_fingerprint: Some(ledger.contract().fingerprint.clone()),
-                        new_fingerprint: Some(current.fingerprint.clone()),
-                        changes: report.changes.clone(),
-                    }))?;
-                    guard.bind(&bot, &chat, id.clone());
-                    changes = report.changes;
-                    (
-                        Outcome::Rotated,
-                        id,
-                        Vec::new(),
-                        current.prefix.as_str(),
-                        "frozen",
-                    )
-                }
-                ResumeDecision::Refuse | ResumeDecision::ProceedOnFrozen => {
-                    return Err(CliError::Failed(format!(
-                        "{bot}/{chat}: a chat binding either continues or rotates"
-                    )));
-                }
-            }
-        }
-    };
-    let tail = render_tail_for(&turns, Some(&args.text));
-    store.append(
-        &session,
-        &Record::Turn(Turn::now(args.text.clone(), tail.clone())),
-    )?;
-    guard.commit()?;
-
-    let request = Request {
-        prefix,
-        prefix_source,
-        tail: &tail,
-        message: Some(&args.text),
-    };
+    let delivered = vak_gateway::deliver(&*store, &prompts, &meta, &args.text)?;
+    let session = &delivered.session;
     match args.format {
-        Format::Json => print_json(&json!({
-            "bot": bot.as_str(),
-            "chat": chat.as_str(),
-            "session_id": session,
-            "outcome": outcome,
-            "previous_session": bound,
-            "changes": changes,
-            "request": request,
-        })),
+        Format::Json => print_json(&delivered.to_json()),
         Format::Text => {
-            let line = match outcome {
-                Outcome::Created => format!("bound to new session {session}"),
-                Outcome::Continued => format!("continuing session {session}"),
-                Outcome::Rebound => {
+            let line = match &delivered.outcome {
+                DeliveryOutcome::Created => format!("bound to new session {session}"),
+                DeliveryOutcome::Continued => format!("continuing session {session}"),
+                DeliveryOutcome::Rebound { gone } => {
+                    out::notice(
+                        "warning",
+                        &format!(
+                            "{bot}/{chat} was bound to session {gone}, whose ledger is gone; binding a fresh session"
+                        ),
+                    );
                     format!("bound to new session {session} (the old ledger was gone)")
                 }
-                Outcome::Rotated => format!(
-                    "the prompt changed, rotated to new session {session}; session {} is kept and the change is in `vak audit list`:\n{}",
-                    bound.as_ref().map_or_else(String::new, ToString::to_string),
-                    changes_text(&changes).trim_end()
+                DeliveryOutcome::Rotated { previous, changes } => format!(
+                    "the prompt changed, rotated to new session {session}; session {previous} is kept and the change is in `vak audit list`:\n{}",
+                    changes_text(changes).trim_end()
                 ),
             };
             out::notice_lines(&format!("{bot}/{chat}"), &line);
-            out::print(&escape_text(&request.text()))
+            out::print(&escape_text(&delivered.request.text()))
         }
     }
+}
+
+/// `vak gateway serve`: bind, print the base URL as the first line, serve
+/// until SIGTERM or Ctrl-C.
+fn serve(args: &ServeArgs) -> Result<(), CliError> {
+    let service = vak_gateway::Service::bind(vak_gateway::ServiceConfig {
+        home: home_dir(args.home.as_ref())?,
+        project: project_dir(args.project.as_ref())?,
+        listen: args.listen.clone(),
+        store: args.store.clone(),
+    })?;
+    // The URL alone on the first line of stdout, for scripts; the rest on
+    // stderr, so a reader that stops after one line cannot stop the service.
+    out::println(&escape_line(&service.url()))?;
+    out::notice("store", &service.store_description());
+    let (listener, router) = service.into_parts();
+    let limits = vak_admin::Limits {
+        // Deliveries in flight may wait on a busy chat's lock.
+        shutdown_grace: std::time::Duration::from_secs(30),
+        ..vak_admin::Limits::default()
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(64)
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| CliError::Failed(format!("cannot start the gateway's runtime: {e}")))?;
+    runtime
+        .block_on(async move {
+            let stop = vak_admin::stop_signal().map_err(vak_admin::AdminError::Serve)?;
+            vak_admin::serve_router(listener, router, limits, "gateway", stop).await
+        })
+        .map_err(crate::admin::cli_error)
+}
+
+/// `vak gateway secret BOT`.
+fn secret(args: &SecretArgs) -> Result<(), CliError> {
+    let bot = name(NameKind::Bot, &args.bot)?;
+    let home = home_dir(args.home.as_ref())?;
+    let (secret, created) = vak_gateway::ensure_secret(&home, &bot)?;
+    if created {
+        out::notice(
+            "note",
+            &format!("created {}", vak_gateway::secret_path(&home, &bot)),
+        );
+    }
+    out::println(&escape_line(&secret))
 }
 
 /// `vak audit …`
@@ -881,8 +672,8 @@ pub(crate) fn audit(command: &AuditCommand) -> Result<(), CliError> {
 /// `vak audit list`: the newest `--limit` events, newest first, streamed
 /// from the log so memory does not grow with it.
 fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
-    let log = AuditLog::new(&home_dir(args.home.as_ref())?);
-    let entries = log.list_newest(args.limit)?;
+    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
+    let entries = store.audit_newest(args.limit)?;
     match args.format {
         Format::Json => print_json(&json!({
             "events": entries.events,
@@ -900,19 +691,15 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                 out::notice(
                     "warning",
                     &format!(
-                        "{} more lines of `{}` that are not records were skipped",
+                        "{} more lines in {} that are not records were skipped",
                         entries.skipped_lines - entries.warnings.len(),
-                        log.path()
+                        Escaped(&store.describe())
                     ),
                 );
             }
             let mut out = String::new();
             if entries.events.is_empty() {
-                let _ = writeln!(
-                    out,
-                    "no security events in {}",
-                    Escaped(log.path().as_str())
-                );
+                let _ = writeln!(out, "no security events in {}", Escaped(&store.describe()));
             }
             for event in &entries.events {
                 match event {

@@ -12,6 +12,9 @@ pub enum CoreError {
     /// The trust store could not be read or written.
     #[error(transparent)]
     Trust(#[from] vak_prompt_trust::TrustError),
+    /// A gateway file (`bots.json`, `allowlist.json`) could not be read.
+    #[error(transparent)]
+    Gateway(#[from] vak_prompt_loader::GatewayError),
     /// No home directory could be found.
     #[error("cannot find the vak home: set VAK_HOME or HOME")]
     NoHome,

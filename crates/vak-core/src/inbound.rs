@@ -9,6 +9,7 @@
 
 use vak_prompt_blocks::{Name, SurfaceKind};
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
+use vak_prompt_loader::{GatewayFile, read_gateway};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, PromptReport, Selectors};
@@ -162,6 +163,47 @@ impl InboundPrompts {
     pub fn chat(&self) -> Option<&Name> {
         self.core.selectors().chat.as_ref()
     }
+
+    /// Whether the gateway allowlist admits this handle's bot and chat
+    /// (DECISIONS §13): the bot needs an entry in `bots.json` and the chat
+    /// an entry under that bot in `allowlist.json`. Read fresh every call.
+    pub fn admission(&self) -> Result<Admission, CoreError> {
+        let selectors = self.core.selectors();
+        let (Some(bot), Some(chat)) = (&selectors.bot, &selectors.chat) else {
+            return Ok(Admission::NotAChat);
+        };
+        let home = &selectors.home;
+        let bot_known = match read_gateway(home, GatewayFile::Bots)? {
+            Some(doc) => doc.entry(&[bot.as_str()])?.is_some(),
+            None => false,
+        };
+        if !bot_known {
+            return Ok(Admission::UnknownBot);
+        }
+        let chat_known = match read_gateway(home, GatewayFile::Allowlist)? {
+            Some(doc) => doc.entry(&[bot.as_str(), chat.as_str()])?.is_some(),
+            None => false,
+        };
+        Ok(if chat_known {
+            Admission::Admitted
+        } else {
+            Admission::UnknownChat
+        })
+    }
+}
+
+/// What the gateway allowlist says about a bot and chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The bot has a `bots.json` entry and the chat one under it in
+    /// `allowlist.json`.
+    Admitted,
+    /// The bot has no `bots.json` entry.
+    UnknownBot,
+    /// The chat has no entry under its bot in `allowlist.json`.
+    UnknownChat,
+    /// The handle was not opened for a bot and chat.
+    NotAChat,
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub use edit::{
     roles_with_dirs, trust_budget,
 };
 pub use error::CoreError;
-pub use inbound::InboundPrompts;
+pub use inbound::{Admission, InboundPrompts};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
 
 /// The public prompt-layer API, re-exported from the crates that own it.
@@ -57,10 +57,10 @@ pub mod prompts {
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
-        AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore,
-        CapabilityDescriptor, ChangeKind, ConfigChange, DriftAccepted, FrozenContract, Header,
-        LayerChange, Ledger, ParentSession, PromptLayerDescriptor, Record, SecurityEvent,
-        SessionError, SessionId, SessionMeta, SessionStore, TornLine, Turn, fingerprint,
-        now_rfc3339, short_digest,
+        AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore, Bound,
+        BoundSession, CapabilityDescriptor, ChangeKind, ChatPlan, Committed, ConfigChange,
+        DriftAccepted, FileStore, FreshSession, FrozenContract, Header, LayerChange, Ledger,
+        ParentSession, PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId,
+        SessionMeta, SessionStore, Store, TornLine, Turn, fingerprint, now_rfc3339, short_digest,
     };
 }

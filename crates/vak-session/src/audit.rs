@@ -48,7 +48,7 @@ pub enum SecurityEvent {
 }
 
 /// The security log as read back.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditEntries {
     /// The events this build knows: every one oldest first from
     /// [`AuditLog::list`], the newest `limit` newest first from

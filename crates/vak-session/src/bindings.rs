@@ -59,6 +59,41 @@ impl BindingStore {
         &self.path
     }
 
+    /// Take the exclusive lock of one chat's deliveries
+    /// (`gateway/locks/<bot>/<chat>.lock`, a file lock, so across
+    /// processes). Only its holder changes that chat's binding, so it may
+    /// read the binding with [`binding`](Self::binding) and move it with
+    /// [`lock`](Self::lock) at the end, while other chats' deliveries run.
+    pub fn lock_chat(&self, bot: &Name, chat: &Name) -> Result<ChatLock, SessionError> {
+        let dir = self
+            .path
+            .parent()
+            .unwrap_or_else(|| Utf8Path::new("."))
+            .join("locks")
+            .join(bot.as_str());
+        jsonl::ensure_dir(&dir)?;
+        let path = dir.join(format!("{}.lock", chat.as_str()));
+        let file = crate::file::open(
+            &path,
+            OpenOptions::new().write(true).create(true).truncate(false),
+        )?;
+        file.lock()
+            .map_err(|e| SessionError::io("lock", path.clone(), e))?;
+        Ok(ChatLock { _file: file })
+    }
+
+    /// The binding of `bot`/`chat` as committed now, read without the
+    /// bindings lock (the file is replaced atomically, so it is always
+    /// whole). A basis for a change only under that chat's
+    /// [`lock_chat`](Self::lock_chat).
+    pub fn binding(&self, bot: &Name, chat: &Name) -> Result<Option<Binding>, SessionError> {
+        Ok(load(&self.path)?
+            .bindings
+            .get(bot.as_str())
+            .and_then(|chats| chats.get(chat.as_str()))
+            .cloned())
+    }
+
     /// Take the exclusive lock and load the current bindings. Blocks until
     /// any other holder, in any process, commits or drops its guard.
     pub fn lock(&self) -> Result<BindingGuard, SessionError> {
@@ -85,6 +120,12 @@ impl BindingStore {
     pub fn list(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
         Ok(flatten(&load(&self.path)?))
     }
+}
+
+/// One chat's delivery lock; released when dropped.
+#[derive(Debug)]
+pub struct ChatLock {
+    _file: File,
 }
 
 /// The bindings, held under the lock. Dropping the guard without

@@ -88,6 +88,26 @@ pub enum SessionError {
         #[source]
         source: serde_json::Error,
     },
+    /// A database store failed; `store` names it (never its password).
+    #[error("{store}: {reason}")]
+    Backend {
+        /// The store, as `Store::describe` names it.
+        store: String,
+        /// What failed, as one sentence.
+        reason: String,
+    },
+    /// A delivery plan asked to continue a chat that has no live session:
+    /// a bug in the caller, refused before anything is written.
+    #[error(
+        "the delivery to `{}`/`{}` asked to continue a session the chat is not bound to; nothing was written",
+        Escaped(.bot), Escaped(.chat)
+    )]
+    PlanMismatch {
+        /// The bot.
+        bot: String,
+        /// The chat.
+        chat: String,
+    },
     /// The bindings file is not valid JSON of the expected shape.
     #[error(
         "`{}` is not a valid bindings file ({}); fix or move it, nothing was changed",

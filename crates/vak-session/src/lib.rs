@@ -31,10 +31,11 @@ mod file;
 mod id;
 mod jsonl;
 mod ledger;
+mod store;
 mod time;
 
 pub use audit::{AuditEntries, AuditLog, ConfigChange, MAX_WARNINGS, SecurityEvent};
-pub use bindings::{Binding, BindingGuard, BindingStore};
+pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use contract::{
     AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
@@ -44,4 +45,5 @@ pub use error::SessionError;
 pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
 pub use ledger::{DriftAccepted, Header, Ledger, Record, SessionMeta, SessionStore, Turn};
+pub use store::{Bound, BoundSession, ChatPlan, Committed, FileStore, FreshSession, Store};
 pub use time::now_rfc3339;

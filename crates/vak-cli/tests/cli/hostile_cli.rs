@@ -377,10 +377,17 @@ fn no_session_is_frozen_over_the_context_window_and_check_stays_fast() {
                 .is_none(),
         "a session was frozen"
     );
+    // An allowlisted chat, so the delivery reaches the window check.
+    env.write_home(".vak/gateway/bots.json", r#"{"b": {}}"#);
+    env.write_home(".vak/gateway/allowlist.json", r#"{"b": {"c": {}}}"#);
     let out = env.vak(&[
         "gateway", "deliver", "--bot", "b", "--chat", "c", "--text", "hi",
     ]);
-    assert_ne!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        !env.home().join(".vak/sessions").exists(),
+        "a session was frozen"
+    );
 
     let started = Instant::now();
     let out = env.vak(&["prompts", "check"]);

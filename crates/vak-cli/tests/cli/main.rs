@@ -11,6 +11,8 @@ mod common;
 mod completions;
 mod discovery;
 mod edit;
+mod gateway_scale;
+mod gateway_service;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;

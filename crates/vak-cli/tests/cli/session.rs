@@ -564,3 +564,127 @@ fn concurrent_deliveries_to_one_chat_bind_once_and_rotate_once() {
     assert_eq!(messages(&env, &id), expected, "the old ledger is untouched");
     assert_eq!(messages(&env, &new).len(), 6);
 }
+
+#[test]
+fn a_delivery_off_the_allowlist_is_refused_and_writes_nothing() {
+    let env = trusted_myproj();
+    for (bot, chat, says) in [
+        (
+            "stranger",
+            "42",
+            "bot `stranger` has no entry in `bots.json`",
+        ),
+        (
+            "helpdesk",
+            "99",
+            "chat `99` has no entry under bot `helpdesk`",
+        ),
+    ] {
+        let out = env.vak(&[
+            "gateway", "deliver", "--bot", bot, "--chat", chat, "--text", "hi",
+        ]);
+        assert_eq!(code(&out), 1, "{}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{}", stderr(&out));
+    }
+    assert!(!env.home().join(".vak/sessions").exists());
+    assert!(!env.home().join(".vak/gateway/bindings.json").exists());
+    assert!(!env.home().join(".vak/audit").exists());
+}
+
+#[test]
+fn session_and_audit_listings_read_a_postgres_store() {
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "list");
+    let env = trusted_myproj();
+    let out = env.vak(&["session", "list", "--store", &db]);
+    assert_eq!(code(&out), 1, "an unmigrated database is refused");
+    assert!(
+        stderr(&out).contains("vak store migrate"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        env.ok(&["store", "migrate", "--store", &db])
+            .contains("applied migration 1, 2")
+    );
+    assert!(
+        env.ok(&["store", "migrate", "--store", &db])
+            .contains("up to date")
+    );
+    let deliver = |text: &str| {
+        env.json(&[
+            "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", text, "--store",
+            &db,
+        ])
+    };
+    let first = deliver("one");
+    env.write_home(".vak/prompts/guardrails.md", "- Changed.\n");
+    let second = deliver("two");
+    assert_eq!(second["outcome"], "rotated");
+    assert!(
+        !env.home().join(".vak/sessions").exists(),
+        "nothing went to the file store"
+    );
+
+    let listed = env.json(&["session", "list", "--store", &db, "--limit", "1"]);
+    assert_eq!(listed["total"], 2);
+    assert_eq!(listed["sessions"][0]["session_id"], second["session_id"]);
+    let text = env.vak(&["session", "list", "--store", &db, "--limit", "1"]);
+    assert!(
+        stderr(&text).contains("showing the newest 1 of 2"),
+        "{}",
+        stderr(&text)
+    );
+    let events = env.json(&["audit", "list", "--store", &db]);
+    assert_eq!(events["total"], 1);
+    assert_eq!(events["events"][0]["old_session"], first["session_id"]);
+    // VAK_STORE chooses the same store.
+    let out = env
+        .command(&["session", "show", second["session_id"].as_str().unwrap()])
+        .env("VAK_STORE", &db)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("turns: 1"));
+    // So does `[store] url` in the shared config; a project config never does.
+    let shared = env.home().join(".vak/config.toml");
+    let mut config = fs::read_to_string(&shared).unwrap_or_default();
+    config.push_str(&format!("\n[store]\nurl = \"{db}\"\n"));
+    fs::write(&shared, config).unwrap();
+    env.write_project(
+        ".vak/config.toml",
+        "[store]\nurl = \"postgres://attacker@203.0.113.1/x\"\n",
+    );
+    assert_eq!(env.json(&["session", "list"])["total"], 2);
+}
+
+#[test]
+fn store_import_moves_the_file_store_into_postgres() {
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "import");
+    let env = trusted_myproj();
+    let first = deliver(&env, "one");
+    let out = env.vak(&["store", "import", "--from", "file"]);
+    assert_eq!(
+        code(&out),
+        2,
+        "import needs a PostgreSQL store: {}",
+        stderr(&out)
+    );
+    let report = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(report["sessions"], 1);
+    assert_eq!(report["records"], 1);
+    assert_eq!(report["bindings"], 1);
+    assert_eq!(report["verified"], true);
+    let text = env.ok(&["store", "import", "--from", "file", "--store", &db]);
+    assert!(text.contains("1 sessions were already there"), "{text}");
+    let moved = env.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "two", "--store", &db,
+    ]);
+    assert_eq!(moved["outcome"], "continued");
+    assert_eq!(moved["session_id"], first["session_id"]);
+}

@@ -1,0 +1,448 @@
+//! `vak gateway serve` and `vak gateway secret`: the real binary on a
+//! loopback port, requests signed as DECISIONS §13 says, a raw HTTP/1.1
+//! client so nothing hides a status.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::common::*;
+
+/// A running `vak gateway serve`; killed when dropped.
+pub struct Served {
+    pub child: Child,
+    pub addr: String,
+    _stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn serve(env: &Env, extra: &[&str]) -> Served {
+    let mut args = vec!["gateway", "serve", "--listen", "127.0.0.1:0"];
+    args.extend(extra);
+    let mut child = env
+        .command(&args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("first line is the URL: {first:?}"))
+        .to_owned();
+    Served {
+        child,
+        addr,
+        _stdout: stdout,
+    }
+}
+
+pub fn now() -> i64 {
+    i64::try_from(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs(),
+    )
+    .unwrap()
+}
+
+/// POST `body` to `path` with `headers`; the status and the JSON answer.
+pub fn post(addr: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).unwrap();
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status: u16 = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {raw:?}"));
+    let json = raw
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+pub fn signed(secret: &str, body: &str) -> Vec<(&'static str, String)> {
+    let ts = now().to_string();
+    vec![
+        (
+            "X-Vak-Signature",
+            vak_gateway::sign(secret, &ts, body.as_bytes()),
+        ),
+        ("X-Vak-Timestamp", ts),
+    ]
+}
+
+pub fn secret(env: &Env, bot: &str) -> String {
+    env.ok(&["gateway", "secret", bot]).trim().to_owned()
+}
+
+fn messages(bot: &str, chat: &str) -> String {
+    format!("/v1/bots/{bot}/chats/{chat}/messages")
+}
+
+#[test]
+fn the_secret_is_made_once_with_mode_0600() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::fixture("myproj");
+    let first = secret(&env, "helpdesk");
+    assert_eq!(first.len(), 64);
+    assert_eq!(secret(&env, "helpdesk"), first);
+    let path = env.home().join(".vak/gateway/secrets/helpdesk");
+    assert_eq!(
+        std::fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let out = env.vak(&["gateway", "secret", "../x"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_deliver() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let served = serve(&env, &[]);
+    let addr = &served.addr;
+    let body = r#"{"text":"the build is red"}"#;
+    let path = messages("helpdesk", "42");
+
+    let (status, answer) = post(addr, &path, &[], body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    assert_eq!(answer["status"], 401);
+    assert!(answer["error"].as_str().unwrap().contains("not signed"));
+
+    let wrong = signed("a different secret that is long enough", body);
+    assert_eq!(post(addr, &path, &wrong, body.as_bytes()).0, 401);
+
+    let stale_ts = (now() - 301).to_string();
+    let stale = vec![
+        (
+            "X-Vak-Signature",
+            vak_gateway::sign(&key, &stale_ts, body.as_bytes()),
+        ),
+        ("X-Vak-Timestamp", stale_ts),
+    ];
+    assert_eq!(post(addr, &path, &stale, body.as_bytes()).0, 401);
+
+    let big = format!(r#"{{"text":"{}"}}"#, "a".repeat(70 * 1024));
+    let (status, answer) = post(addr, &path, &signed(&key, &big), big.as_bytes());
+    assert_eq!(status, 413, "{answer}");
+
+    assert_eq!(
+        post(addr, &messages("help..desk", "42"), &[], body.as_bytes()).0,
+        400
+    );
+
+    let other = r#"{"text":"not on the list"}"#;
+    let (status, answer) = post(
+        addr,
+        &messages("helpdesk", "99"),
+        &signed(&key, other),
+        other.as_bytes(),
+    );
+    assert_eq!(status, 403, "{answer}");
+    let stranger = secret(&env, "stranger");
+    let (status, _) = post(
+        addr,
+        &messages("stranger", "42"),
+        &signed(&stranger, other),
+        other.as_bytes(),
+    );
+    assert_eq!(status, 403);
+
+    let bad = r#"{"message":"hi"}"#;
+    assert_eq!(post(addr, &path, &signed(&key, bad), bad.as_bytes()).0, 400);
+
+    assert!(
+        !env.home().join(".vak/sessions").exists(),
+        "a refusal wrote a session"
+    );
+    assert!(!env.home().join(".vak/gateway/bindings.json").exists());
+    assert!(
+        !env.home().join(".vak/gateway/replay").exists(),
+        "a refusal took no signature"
+    );
+
+    let headers = signed(&key, body);
+    let (status, answer) = post(addr, &path, &headers, body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "created");
+    let replayed = post(addr, &path, &headers, body.as_bytes());
+    assert_eq!(replayed.0, 401, "a replay is refused: {}", replayed.1);
+
+    let cli = env.json(&[
+        "gateway",
+        "deliver",
+        "--bot",
+        "helpdesk",
+        "--chat",
+        "42",
+        "--text",
+        "from the cli",
+    ]);
+    let keys = |v: &Value| {
+        let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&answer), keys(&cli));
+    assert_eq!(cli["session_id"], answer["session_id"]);
+    assert_eq!(cli["outcome"], "continued");
+}
+
+/// Set every file's modification time under `dir` an hour back, and wait
+/// out the resolution cache's racy window for the directories, so the
+/// service caches what it resolves.
+fn settle(dir: &std::path::Path) {
+    fn backdate(dir: &std::path::Path, to: SystemTime) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                backdate(&path, to);
+            } else {
+                let file = std::fs::File::options().append(true).open(&path).unwrap();
+                file.set_modified(to).unwrap();
+            }
+        }
+    }
+    backdate(dir, SystemTime::now() - Duration::from_secs(3600));
+}
+
+fn get(addr: &str, path: &str) -> (u16, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let json = raw
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+#[test]
+fn an_edit_while_serving_rotates_the_very_next_delivery() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    settle(env.home());
+    settle(env.project());
+    std::thread::sleep(Duration::from_millis(2100));
+    let served = serve(&env, &[]);
+    let path = messages("helpdesk", "42");
+    let send = |text: &str| {
+        let body = serde_json::json!({ "text": text }).to_string();
+        let (status, answer) = post(&served.addr, &path, &signed(&key, &body), body.as_bytes());
+        assert_eq!(status, 200, "{answer}");
+        answer
+    };
+    let first = send("one");
+    assert_eq!(send("two")["outcome"], "continued");
+    let (status, health) = get(&served.addr, "/healthz");
+    assert_eq!(status, 200);
+    assert_eq!(health["resolution_cache"]["hits"], 1, "{health}");
+    let rules = env.home().join(".vak/prompts/guardrails.md");
+    let mut text = std::fs::read_to_string(&rules).unwrap();
+    text.push_str("\n- Edited while the service runs.\n");
+    std::fs::write(&rules, text).unwrap();
+    let third = send("three");
+    assert_eq!(third["outcome"], "rotated", "{third}");
+    assert_eq!(third["previous_session"], first["session_id"]);
+    assert_eq!(send("four")["outcome"], "continued");
+    let (_, health) = get(&served.addr, "/healthz");
+    // "three" missed (the edit); "four" misses too unless it came more
+    // than the racy window after the edit.
+    let cache = &health["resolution_cache"];
+    let (hits, misses) = (
+        cache["hits"].as_u64().unwrap(),
+        cache["misses"].as_u64().unwrap(),
+    );
+    assert_eq!(hits + misses, 4, "{health}");
+    assert!(misses >= 2, "{health}");
+    let events = env.json(&["audit", "list"])["events"]
+        .as_array()
+        .unwrap()
+        .len();
+    assert_eq!(events, 1);
+}
+
+#[test]
+fn sigterm_stops_the_service_cleanly() {
+    let env = Env::fixture("myproj");
+    let mut served = serve(&env, &[]);
+    let (status, answer) = post(&served.addr, "/healthz", &[], b"");
+    assert_eq!(status, 405, "healthz is GET");
+    assert_eq!(answer["status"], 405, "a JSON error: {answer}");
+    let (status, answer) = post(&served.addr, "/v1/bots/%FF/chats/1/messages", &[], b"{}");
+    assert_eq!(
+        (status, answer["status"].clone()),
+        (400, serde_json::json!(400))
+    );
+    let (status, answer) = post(&served.addr, "/nowhere", &[], b"{}");
+    assert_eq!(
+        (status, answer["status"].clone()),
+        (404, serde_json::json!(404))
+    );
+    let pid = served.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = served.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[test]
+fn sigterm_finishes_the_delivery_in_flight() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let mut served = serve(&env, &[]);
+    // Hold the file store's chat lock, so the delivery below is in flight
+    // (waiting for it) when the service is told to stop.
+    let lock_path = env.home().join(".vak/gateway/bindings.json.lock");
+    std::fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
+    let lock = std::fs::File::options()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .unwrap();
+    lock.lock().unwrap();
+    let addr = served.addr.clone();
+    let in_flight = std::thread::spawn(move || {
+        let body = r#"{"text":"delivered while stopping"}"#;
+        post(
+            &addr,
+            &messages("helpdesk", "42"),
+            &signed(&key, body),
+            body.as_bytes(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = served.child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        served.child.try_wait().unwrap().is_none(),
+        "the service waits for the delivery in flight"
+    );
+    assert!(
+        TcpStream::connect(&served.addr).is_err(),
+        "no new connection is accepted while stopping"
+    );
+    lock.unlock().unwrap();
+    let (status, answer) = in_flight.join().unwrap();
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "created");
+    let status = served.child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let ledger = env.json(&["session", "show", answer["session_id"].as_str().unwrap()]);
+    assert_eq!(ledger["records"][0]["message"], "delivered while stopping");
+}
+
+#[test]
+fn a_request_replayed_to_another_node_is_refused() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let a = serve(&env, &[]);
+    let b = serve(&env, &[]);
+    let body = r#"{"text":"once only"}"#;
+    let headers = signed(&key, body);
+    let path = messages("helpdesk", "42");
+    assert_eq!(post(&a.addr, &path, &headers, body.as_bytes()).0, 200);
+    let (status, answer) = post(&b.addr, &path, &headers, body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    assert!(answer["error"].as_str().unwrap().contains("replay"));
+}
+
+#[test]
+fn one_log_line_per_delivery_without_text_or_secret() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let log = env.home().join("serve.log");
+    let mut child = env
+        .command(&["gateway", "serve", "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first.trim().trim_start_matches("http://").to_owned();
+    let body = r#"{"text":"a secret plan: hunter2"}"#;
+    let (status, answer) = post(
+        &addr,
+        &messages("helpdesk", "42"),
+        &signed(&key, body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, _) = post(&addr, &messages("helpdesk", "42"), &[], body.as_bytes());
+    assert_eq!(status, 401);
+    let pid = child.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    child.wait().unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let deliveries: Vec<&str> = text.lines().filter(|l| l.contains(" delivery ")).collect();
+    assert_eq!(deliveries.len(), 2, "{text}");
+    let session = answer["session_id"].as_str().unwrap();
+    assert!(deliveries[0].contains(r#"bot="helpdesk""#) && deliveries[0].contains(r#"chat="42""#));
+    assert!(deliveries[0].contains(r#"outcome="created""#) && deliveries[0].contains(session));
+    assert!(deliveries[0].contains("duration_ms="), "{text}");
+    assert!(deliveries[1].contains("status=401"), "{text}");
+    assert!(
+        !text.contains("hunter2") && !text.contains("secret plan"),
+        "{text}"
+    );
+    assert!(!text.contains(&key), "the secret is never logged");
+}

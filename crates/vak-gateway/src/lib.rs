@@ -1,0 +1,35 @@
+//! The session lifecycle as library code with typed outcomes (DECISIONS
+//! §13): create a session, resume a named one, deliver a message to a
+//! gateway chat (continue, rotate or rebind), over one [`Store`].
+//!
+//! The `vak` binary and the gateway service only parse input and render
+//! these outcomes. The delivery path receives nothing but the read-only
+//! [`InboundPrompts`] handle and a store.
+//!
+//! [`Store`]: vak_core::prompts::Store
+//! [`InboundPrompts`]: vak_core::InboundPrompts
+
+mod cache;
+mod error;
+mod lifecycle;
+mod request;
+mod secret;
+mod service;
+mod store;
+
+pub use cache::{MAX_CACHED, MAX_ENTRIES, RACY_SECS, ResolutionCache};
+pub use error::LifecycleError;
+pub use lifecycle::{
+    Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, exec, freeze,
+    meta_for, new_session, selectors_of,
+};
+pub use request::{Request, clip, render_tail_for, render_tail_from};
+pub use secret::{
+    REPLAY_WINDOW_SECS, SignatureRefusal, ensure_secret, hex, read_secret, secret_path, sign,
+    verify,
+};
+pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig};
+pub use store::{
+    Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
+    open_store,
+};

@@ -1,0 +1,551 @@
+//! Create, resume and deliver: the lifecycle of doc 45's resume table, with
+//! typed outcomes.
+
+use camino::Utf8Path;
+use serde::Serialize;
+use serde_json::json;
+use vak_core::prompts::{
+    Bound, ChatPlan, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
+    LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
+    SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, diff, now_rfc3339,
+};
+use vak_core::{Admission, Core, InboundPrompts, Selectors};
+
+use crate::{LifecycleError, Request, ResolutionCache, render_tail_for, render_tail_from};
+
+/// What a new session freezes, from a fresh resolution.
+pub fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
+    FrozenContract {
+        capabilities: resolved.capabilities.clone(),
+        prompt_layers: resolved.descriptors.clone(),
+        fingerprint: resolved.fingerprint.clone(),
+        prefix: resolved.prefix.clone(),
+        agent: resolved.agent.clone(),
+        parent,
+    }
+}
+
+/// The creation metadata: the selectors, so a resume re-resolves the same
+/// chain.
+pub fn meta_for(selectors: &Selectors) -> SessionMeta {
+    SessionMeta {
+        project: Some(selectors.project.to_string()),
+        surface: Some(selectors.surface.wire_name().to_owned()),
+        bot: selectors.bot.as_ref().map(ToString::to_string),
+        chat: selectors.chat.as_ref().map(ToString::to_string),
+        agent: selectors.agent.as_ref().map(ToString::to_string),
+        untrusted: selectors.force_untrusted,
+        ..SessionMeta::now()
+    }
+}
+
+/// The selectors session `id` was created with. A ledger without a project
+/// (one written before projects were recorded) resolves for
+/// `fallback_project`.
+pub fn selectors_of(
+    home: &Utf8Path,
+    id: &SessionId,
+    meta: &SessionMeta,
+    fallback_project: &Utf8Path,
+) -> Result<Selectors, LifecycleError> {
+    let surface = match &meta.surface {
+        Some(raw) => raw
+            .parse::<SurfaceKind>()
+            .map_err(|e| LifecycleError::RecordedSelectors {
+                id: id.to_string(),
+                what: "was created for a surface this build does not know",
+                reason: e.to_string(),
+            })?,
+        None => SurfaceKind::Cli,
+    };
+    let project = meta
+        .project
+        .as_deref()
+        .map_or_else(|| fallback_project.to_owned(), Into::into);
+    let selector = |kind: NameKind, raw: &Option<String>| {
+        raw.as_deref()
+            .map(|raw| Name::new(kind, raw))
+            .transpose()
+            .map_err(|e| LifecycleError::RecordedSelectors {
+                id: id.to_string(),
+                what: "records a selector this build rejects",
+                reason: e.to_string(),
+            })
+    };
+    Ok(Selectors {
+        surface,
+        bot: selector(NameKind::Bot, &meta.bot)?,
+        chat: selector(NameKind::Chat, &meta.chat)?,
+        agent: selector(NameKind::Role, &meta.agent)?,
+        force_untrusted: meta.untrusted,
+        ..Selectors::new(home, project)
+    })
+}
+
+/// A session just created.
+#[derive(Debug, Clone)]
+pub struct NewSession {
+    /// Its id.
+    pub id: SessionId,
+    /// What it froze.
+    pub contract: FrozenContract,
+    /// The resolution's warnings (removed characters, skipped files).
+    pub warnings: Vec<String>,
+}
+
+/// `vak session new`: resolve, check the window, freeze, create.
+pub fn new_session(
+    store: &dyn Store,
+    core: &Core,
+    parent: Option<&SessionId>,
+) -> Result<NewSession, LifecycleError> {
+    let parent = match parent {
+        Some(parent_id) => {
+            let header = store.read_header(parent_id)?;
+            Some(ParentSession {
+                session_id: parent_id.to_string(),
+                agent: header.contract.agent,
+            })
+        }
+        None => None,
+    };
+    let resolved = core.resolve()?;
+    vak_core::check_window(&resolved)?;
+    let contract = freeze(&resolved, parent);
+    let id = store.create(meta_for(core.selectors()), contract.clone())?;
+    Ok(NewSession {
+        id,
+        contract,
+        warnings: resolved.warnings,
+    })
+}
+
+/// A named session resumed.
+#[derive(Debug, Clone)]
+pub struct Resumed {
+    /// The session.
+    pub id: SessionId,
+    /// Its frozen fingerprint.
+    pub fingerprint: String,
+    /// The current resolution's fingerprint.
+    pub current_fingerprint: String,
+    /// Frozen vs current.
+    pub drift: DriftReport,
+    /// The request an agent would send.
+    pub request: Request,
+    /// Whether a turn was appended (a message was given).
+    pub turn_recorded: bool,
+}
+
+/// What resuming a named session did (doc 45's resume table, named path).
+#[derive(Debug, Clone)]
+pub enum Exec {
+    /// The prompt is unchanged (or the baseline unknown): resumed.
+    Continued(Resumed),
+    /// The prompt changed and drift was accepted: resumed on the frozen
+    /// prefix, the acceptance recorded in the ledger.
+    ProceedOnFrozen(Resumed),
+    /// The prompt changed and drift was not accepted: nothing written.
+    Refused {
+        /// The session.
+        id: SessionId,
+        /// Its frozen fingerprint.
+        fingerprint: String,
+        /// The current resolution's fingerprint.
+        current_fingerprint: String,
+        /// What changed.
+        drift: DriftReport,
+    },
+}
+
+impl Exec {
+    /// The resume decision, as its wire word.
+    pub fn decision(&self) -> ResumeDecision {
+        match self {
+            Exec::Continued(_) => ResumeDecision::Continue,
+            Exec::ProceedOnFrozen(_) => ResumeDecision::ProceedOnFrozen,
+            Exec::Refused { .. } => ResumeDecision::Refuse,
+        }
+    }
+
+    /// The `vak exec --format json` object.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Exec::Continued(r) | Exec::ProceedOnFrozen(r) => json!({
+                "session_id": r.id,
+                "decision": self.decision(),
+                "fingerprint": r.fingerprint,
+                "current_fingerprint": r.current_fingerprint,
+                "drift": r.drift,
+                "request": r.request,
+                "turn_recorded": r.turn_recorded,
+            }),
+            Exec::Refused {
+                id,
+                fingerprint,
+                current_fingerprint,
+                drift,
+            } => json!({
+                "session_id": id,
+                "decision": self.decision(),
+                "fingerprint": fingerprint,
+                "current_fingerprint": current_fingerprint,
+                "drift": drift,
+            }),
+        }
+    }
+}
+
+/// The prefix a session runs on: frozen, unless it froze none.
+fn session_prefix(contract: &FrozenContract, current: &ResolvedPrompt) -> (String, &'static str) {
+    if contract.prefix.is_empty() {
+        (current.prefix.clone(), "current")
+    } else {
+        (contract.prefix.clone(), "frozen")
+    }
+}
+
+/// `vak exec`: resume session `id` of `home`. Fails closed on drift
+/// ([`Exec::Refused`]) unless `accept_drift`, which runs on the frozen
+/// prefix and records that the drift was accepted. Returns the ledger's
+/// warnings (a torn last line) beside the outcome.
+pub fn exec(
+    store: &dyn Store,
+    home: &Utf8Path,
+    id: &SessionId,
+    accept_drift: bool,
+    message: Option<&str>,
+    fallback_project: &Utf8Path,
+) -> Result<(Exec, Vec<TornLine>), LifecycleError> {
+    let ledger = store.read(id)?;
+    let warnings = ledger.warnings.clone();
+    let core = Core::open(selectors_of(
+        home,
+        id,
+        &ledger.header.meta,
+        fallback_project,
+    )?)?;
+    let current = core.resolve()?;
+    let drift = diff(&ledger.contract().prompt_layers, &current.descriptors);
+    let decision = decide(ResumePath::NamedSession { accept_drift }, &drift);
+    match decision {
+        ResumeDecision::Refuse => {
+            return Ok((
+                Exec::Refused {
+                    id: id.clone(),
+                    fingerprint: ledger.contract().fingerprint.clone(),
+                    current_fingerprint: current.fingerprint,
+                    drift,
+                },
+                warnings,
+            ));
+        }
+        ResumeDecision::ProceedOnFrozen => {
+            store.append(
+                id,
+                &Record::DriftAccepted(DriftAccepted {
+                    at: now_rfc3339(),
+                    changes: drift.changes.clone(),
+                    current_fingerprint: Some(current.fingerprint.clone()),
+                }),
+            )?;
+        }
+        ResumeDecision::Continue => {
+            vak_core::check_window(&current)?;
+        }
+        ResumeDecision::Rotate => {
+            return Err(LifecycleError::CannotRotate { id: id.to_string() });
+        }
+    }
+    let turns: Vec<&Turn> = ledger.turns().collect();
+    let tail = render_tail_for(&turns, message);
+    let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
+    if let Some(message) = message {
+        store.append(id, &Record::Turn(Turn::now(message, tail.clone())))?;
+    }
+    let resumed = Resumed {
+        id: id.clone(),
+        fingerprint: ledger.contract().fingerprint.clone(),
+        current_fingerprint: current.fingerprint.clone(),
+        drift,
+        request: Request {
+            prefix,
+            prefix_source,
+            tail,
+            message: message.map(ToOwned::to_owned),
+        },
+        turn_recorded: message.is_some(),
+    };
+    Ok((
+        if decision == ResumeDecision::ProceedOnFrozen {
+            Exec::ProceedOnFrozen(resumed)
+        } else {
+            Exec::Continued(resumed)
+        },
+        warnings,
+    ))
+}
+
+/// What a delivery did with the chat's binding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryOutcome {
+    /// The chat had no binding; a session was created and bound.
+    Created,
+    /// The bound session's prompt is unchanged; it continues.
+    Continued,
+    /// The prompt drifted; a fresh session was bound, the old ledger kept,
+    /// one `config-change` event written.
+    Rotated {
+        /// The session the chat was bound to.
+        previous: SessionId,
+        /// What changed.
+        changes: Vec<LayerChange>,
+    },
+    /// The bound session's ledger is gone; a fresh session was bound.
+    Rebound {
+        /// The session whose ledger is gone.
+        gone: SessionId,
+    },
+}
+
+impl DeliveryOutcome {
+    /// The wire word: `created`, `continued`, `rotated`, `rebound`.
+    pub fn wire_name(&self) -> &'static str {
+        match self {
+            DeliveryOutcome::Created => "created",
+            DeliveryOutcome::Continued => "continued",
+            DeliveryOutcome::Rotated { .. } => "rotated",
+            DeliveryOutcome::Rebound { .. } => "rebound",
+        }
+    }
+}
+
+/// A delivery committed.
+#[derive(Debug, Clone)]
+pub struct Delivered {
+    /// The bot.
+    pub bot: Name,
+    /// The chat.
+    pub chat: Name,
+    /// The session the turn was appended to.
+    pub session: SessionId,
+    /// What happened to the binding.
+    pub outcome: DeliveryOutcome,
+    /// The request an agent would send.
+    pub request: Request,
+}
+
+#[derive(Serialize)]
+struct DeliveredJson<'a> {
+    bot: &'a str,
+    chat: &'a str,
+    session_id: &'a SessionId,
+    outcome: &'static str,
+    previous_session: Option<&'a SessionId>,
+    changes: &'a [LayerChange],
+    request: &'a Request,
+}
+
+impl Delivered {
+    /// The session the chat was bound to before, if any.
+    pub fn previous_session(&self) -> Option<&SessionId> {
+        match &self.outcome {
+            DeliveryOutcome::Created => None,
+            DeliveryOutcome::Continued => Some(&self.session),
+            DeliveryOutcome::Rotated { previous, .. } => Some(previous),
+            DeliveryOutcome::Rebound { gone } => Some(gone),
+        }
+    }
+
+    /// The changes that caused a rotation (empty otherwise).
+    pub fn changes(&self) -> &[LayerChange] {
+        match &self.outcome {
+            DeliveryOutcome::Rotated { changes, .. } => changes,
+            _ => &[],
+        }
+    }
+
+    /// The `vak gateway deliver --format json` object, which the service
+    /// answers too.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::to_value(DeliveredJson {
+            bot: self.bot.as_str(),
+            chat: self.chat.as_str(),
+            session_id: &self.session,
+            outcome: self.outcome.wire_name(),
+            previous_session: self.previous_session(),
+            changes: self.changes(),
+            request: &self.request,
+        })
+        .unwrap_or_else(|e| json!({"error": e.to_string()}))
+    }
+}
+
+/// Deliver `text` to the chat `prompts` was opened for, as one store
+/// transaction: the allowlist is checked first (refused, nothing written),
+/// then under the chat's lock the binding is looked up, the prompt
+/// resolved, and the chat continues, rotates (one `config-change` event)
+/// or is bound afresh, and the turn appended.
+pub fn deliver(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+) -> Result<Delivered, LifecycleError> {
+    deliver_cached(store, prompts, meta, text, None)
+}
+
+/// [`deliver`], resolving through `cache` when one is given (the service
+/// does; the resolution still happens under the chat's lock).
+pub fn deliver_cached(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    cache: Option<&ResolutionCache>,
+) -> Result<Delivered, LifecycleError> {
+    let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
+        return Err(LifecycleError::NotAChat);
+    };
+    match prompts.admission()? {
+        Admission::Admitted => {}
+        Admission::UnknownBot => {
+            return Err(LifecycleError::UnknownBot {
+                bot: bot.to_string(),
+            });
+        }
+        Admission::UnknownChat => {
+            return Err(LifecycleError::UnknownChat {
+                bot: bot.to_string(),
+                chat: chat.to_string(),
+            });
+        }
+        Admission::NotAChat => return Err(LifecycleError::NotAChat),
+    }
+    let mut failure: Option<LifecycleError> = None;
+    let mut planned: Option<(DeliveryOutcome, Request)> = None;
+    let mut plan = |bound: &Bound| -> Option<ChatPlan> {
+        match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text) {
+            Ok((plan, outcome, request)) => {
+                planned = Some((outcome, request));
+                Some(plan)
+            }
+            Err(error) => {
+                failure = Some(error);
+                None
+            }
+        }
+    };
+    let committed = store.deliver(&bot, &chat, &mut plan)?;
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    match (committed, planned) {
+        (Some(committed), Some((outcome, request))) => Ok(Delivered {
+            bot,
+            chat,
+            session: committed.session,
+            outcome,
+            request,
+        }),
+        _ => Err(LifecycleError::BindingDecision {
+            bot: bot.to_string(),
+            chat: chat.to_string(),
+        }),
+    }
+}
+
+/// The pure half of a delivery, run under the chat's lock.
+fn plan_delivery(
+    prompts: &InboundPrompts,
+    cache: Option<&ResolutionCache>,
+    meta: &SessionMeta,
+    bot: &Name,
+    chat: &Name,
+    bound: &Bound,
+    text: &str,
+) -> Result<(ChatPlan, DeliveryOutcome, Request), LifecycleError> {
+    let current = match cache {
+        Some(cache) => cache.resolve(prompts)?,
+        None => {
+            let current = prompts.resolve()?;
+            vak_core::check_window(&current)?;
+            std::sync::Arc::new(current)
+        }
+    };
+    let fresh = |outcome: DeliveryOutcome, change: Option<ConfigChange>| {
+        let tail = render_tail_for(&[], Some(text));
+        let request = Request {
+            prefix: current.prefix.clone(),
+            prefix_source: "frozen",
+            tail: tail.clone(),
+            message: Some(text.to_owned()),
+        };
+        let plan = ChatPlan::Fresh(Box::new(FreshSession {
+            meta: SessionMeta {
+                created_at: now_rfc3339(),
+                ..meta.clone()
+            },
+            contract: freeze(&current, None),
+            change,
+            turn: Turn::now(text, tail),
+        }));
+        (plan, outcome, request)
+    };
+    match bound {
+        Bound::Unbound => Ok(fresh(DeliveryOutcome::Created, None)),
+        Bound::Gone(gone) => Ok(fresh(DeliveryOutcome::Rebound { gone: gone.clone() }, None)),
+        Bound::Live(ledger) => {
+            let report = diff(&ledger.contract().prompt_layers, &current.descriptors);
+            match decide(ResumePath::ChatBinding, &report) {
+                ResumeDecision::Continue => {
+                    let tail = render_tail_from(
+                        ledger.first_turn.as_ref(),
+                        ledger.last_turn.as_ref(),
+                        ledger.turns,
+                        Some(text),
+                    );
+                    let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
+                    Ok((
+                        ChatPlan::Continue {
+                            turn: Turn::now(text, tail.clone()),
+                        },
+                        DeliveryOutcome::Continued,
+                        Request {
+                            prefix,
+                            prefix_source,
+                            tail,
+                            message: Some(text.to_owned()),
+                        },
+                    ))
+                }
+                ResumeDecision::Rotate => {
+                    let change = ConfigChange {
+                        at: now_rfc3339(),
+                        bot: bot.to_string(),
+                        chat: chat.to_string(),
+                        old_session: ledger.id.clone(),
+                        // Filled in by the store with the id it creates.
+                        new_session: ledger.id.clone(),
+                        old_fingerprint: Some(ledger.contract().fingerprint.clone()),
+                        new_fingerprint: Some(current.fingerprint.clone()),
+                        changes: report.changes.clone(),
+                    };
+                    Ok(fresh(
+                        DeliveryOutcome::Rotated {
+                            previous: ledger.id.clone(),
+                            changes: report.changes,
+                        },
+                        Some(change),
+                    ))
+                }
+                ResumeDecision::Refuse | ResumeDecision::ProceedOnFrozen => {
+                    Err(LifecycleError::BindingDecision {
+                        bot: bot.to_string(),
+                        chat: chat.to_string(),
+                    })
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,303 @@
+//! Per-bot signing secrets (`$VAK_HOME/.vak/gateway/secrets/<bot>`, mode
+//! 0600) and the request signature of DECISIONS §13:
+//! `X-Vak-Signature: v1=<hex HMAC-SHA256 of "v1:" + timestamp + ":" + body>`.
+
+use std::io::Write as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use vak_core::prompts::{Name, read_safely};
+
+use crate::LifecycleError;
+
+/// How far a request's timestamp may be from now, either way.
+pub const REPLAY_WINDOW_SECS: i64 = 300;
+
+/// The secret file of `bot`.
+pub fn secret_path(home: &Utf8Path, bot: &Name) -> Utf8PathBuf {
+    home.join(".vak")
+        .join("gateway")
+        .join("secrets")
+        .join(bot.as_str())
+}
+
+/// The secret of `bot`, or `None` when it has none. The file is read like a
+/// prompt file: confined to the home, never through a symlink, FIFO or
+/// device, bounded.
+pub fn read_secret(home: &Utf8Path, bot: &Name) -> Result<Option<String>, LifecycleError> {
+    let path = secret_path(home, bot);
+    match read_safely(&path, home) {
+        Ok(Some(text)) => {
+            let secret = text.trim().to_owned();
+            if secret.len() < 32 {
+                return Err(LifecycleError::Secret {
+                    path,
+                    reason: "is shorter than 32 characters; delete it and run `vak gateway secret` again".to_owned(),
+                });
+            }
+            Ok(Some(secret))
+        }
+        Ok(None) => Ok(None),
+        Err(refusal) => Err(LifecycleError::Secret {
+            path,
+            reason: refusal.to_string(),
+        }),
+    }
+}
+
+/// `vak gateway secret BOT`: the bot's secret, created (64 hex characters
+/// from the OS's random source, a new file of mode 0600 that is never
+/// opened through an existing name) if absent. Returns it and whether it
+/// was created now.
+pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), LifecycleError> {
+    if let Some(secret) = read_secret(home, bot)? {
+        return Ok((secret, false));
+    }
+    let path = secret_path(home, bot);
+    let fail = |reason: String| LifecycleError::Secret {
+        path: path.clone(),
+        reason,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| fail(format!("could not create its directory: {e}")))?;
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
+        }
+    }
+    // The directories exist now: check them through the confined reader
+    // before writing, so a `gateway` or `secrets` that leads outside the
+    // home gets no secret written into it.
+    if let Some(secret) = read_secret(home, bot)? {
+        return Ok((secret, false));
+    }
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| fail(format!("no random bytes: {e}")))?;
+    let secret = hex(&bytes);
+    let mut options = std::fs::OpenOptions::new();
+    // create_new is O_CREAT|O_EXCL: it never follows or reuses a name.
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    match options.open(&path) {
+        Ok(mut file) => {
+            file.write_all(format!("{secret}\n").as_bytes())
+                .and_then(|()| file.sync_all())
+                .map_err(|e| fail(format!("could not write it: {e}")))?;
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Another process created it in between, or something that is
+            // not a regular file is in the way: read it the safe way.
+            return read_secret(home, bot)?
+                .map(|s| (s, false))
+                .ok_or_else(|| fail("appeared and vanished while being created".to_owned()));
+        }
+        Err(e) => return Err(fail(format!("could not create it: {e}"))),
+    }
+    // Read back through the confined reader: a secrets directory that
+    // leads outside the home is refused here.
+    let back =
+        read_secret(home, bot)?.ok_or_else(|| fail("vanished after it was created".to_owned()))?;
+    Ok((back, true))
+}
+
+/// Lowercase hex.
+pub fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for byte in bytes {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// The `v1=<hex>` signature of `body` at `timestamp` with `secret`.
+pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
+    format!(
+        "v1={}",
+        hex(&mac(secret, timestamp, body).finalize().into_bytes())
+    )
+}
+
+fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Hmac<Sha256> {
+    // HMAC takes a key of any length, so the fallback is never taken.
+    let mut mac = <Hmac<Sha256> as hmac::digest::KeyInit>::new_from_slice(secret.as_bytes())
+        .unwrap_or_else(|_| <Hmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default()));
+    mac.update(b"v1:");
+    mac.update(timestamp.as_bytes());
+    mac.update(b":");
+    mac.update(body);
+    mac
+}
+
+/// Why a signature was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignatureRefusal {
+    /// `X-Vak-Timestamp` or `X-Vak-Signature` is missing.
+    Missing,
+    /// The timestamp is not whole Unix seconds.
+    BadTimestamp,
+    /// The timestamp is more than [`REPLAY_WINDOW_SECS`] from now.
+    Stale,
+    /// The signature is not `v1=<hex>` or does not match.
+    Wrong,
+}
+
+impl SignatureRefusal {
+    /// One sentence for the JSON error.
+    pub fn message(self) -> &'static str {
+        match self {
+            SignatureRefusal::Missing => {
+                "the request is not signed: send X-Vak-Timestamp and X-Vak-Signature"
+            }
+            SignatureRefusal::BadTimestamp => "X-Vak-Timestamp must be whole Unix seconds",
+            SignatureRefusal::Stale => {
+                "X-Vak-Timestamp is more than 300 s from the server's clock (a replay, or a clock to fix)"
+            }
+            SignatureRefusal::Wrong => {
+                "X-Vak-Signature does not match: sign \"v1:\" + timestamp + \":\" + the raw body with the bot's secret"
+            }
+        }
+    }
+}
+
+/// Check a request's signature headers against `secret` at `now` (Unix
+/// seconds). The comparison is constant-time (`Mac::verify_slice`).
+pub fn verify(
+    secret: &str,
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &[u8],
+    now: i64,
+) -> Result<i64, SignatureRefusal> {
+    let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
+        return Err(SignatureRefusal::Missing);
+    };
+    let at: i64 = timestamp
+        .trim()
+        .parse()
+        .map_err(|_| SignatureRefusal::BadTimestamp)?;
+    if (now - at).abs() > REPLAY_WINDOW_SECS {
+        return Err(SignatureRefusal::Stale);
+    }
+    let given = signature
+        .trim()
+        .strip_prefix("v1=")
+        .and_then(unhex)
+        .ok_or(SignatureRefusal::Wrong)?;
+    mac(secret, timestamp.trim(), body)
+        .verify_slice(&given)
+        .map_err(|_| SignatureRefusal::Wrong)?;
+    Ok(at)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "0123456789abcdef0123456789abcdef";
+
+    #[test]
+    fn a_signature_verifies_only_for_its_body_time_and_secret() {
+        let body = br#"{"text":"hi"}"#;
+        let sig = sign(SECRET, "1000", body);
+        assert!(sig.starts_with("v1=") && sig.len() == 3 + 64);
+        assert_eq!(
+            verify(SECRET, Some("1000"), Some(&sig), body, 1100),
+            Ok(1000)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1000"), Some(&sig), b"{}", 1000),
+            Err(SignatureRefusal::Wrong)
+        );
+        assert_eq!(
+            verify(
+                "another secret of enough length!!",
+                Some("1000"),
+                Some(&sig),
+                body,
+                1000
+            ),
+            Err(SignatureRefusal::Wrong)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1001"), Some(&sig), body, 1000),
+            Err(SignatureRefusal::Wrong)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1000"), Some(&sig), body, 1301),
+            Err(SignatureRefusal::Stale)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1000"), Some(&sig), body, 699),
+            Err(SignatureRefusal::Stale)
+        );
+        assert_eq!(
+            verify(SECRET, None, Some(&sig), body, 1000),
+            Err(SignatureRefusal::Missing)
+        );
+        assert_eq!(
+            verify(SECRET, Some("soon"), Some(&sig), body, 1000),
+            Err(SignatureRefusal::BadTimestamp)
+        );
+        assert_eq!(
+            verify(SECRET, Some("1000"), Some("v1=zz"), body, 1000),
+            Err(SignatureRefusal::Wrong)
+        );
+    }
+
+    #[test]
+    fn a_known_vector() {
+        // printf 'v1:1700000000:{"text":"hi"}' | openssl dgst -sha256 -hmac 0123456789abcdef0123456789abcdef
+        assert_eq!(
+            sign(SECRET, "1700000000", br#"{"text":"hi"}"#),
+            "v1=ca67de5867a1efa6098256cfb754ea3ba95a479762af7ce78001a99e8f921ea7"
+        );
+    }
+
+    #[test]
+    fn secrets_are_created_once_mode_0600_and_never_through_a_symlink() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8Path::from_path(dir.path()).expect("utf8");
+        let bot = Name::new(vak_core::prompts::NameKind::Bot, "helpdesk").expect("name");
+        let (first, created) = ensure_secret(home, &bot).expect("created");
+        assert!(created);
+        assert_eq!(first.len(), 64);
+        let (again, created) = ensure_secret(home, &bot).expect("read");
+        assert!(!created);
+        assert_eq!(first, again);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt as _;
+            let mode = std::fs::metadata(secret_path(home, &bot))
+                .expect("meta")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+            let outside = tempfile::NamedTempFile::new().expect("tmp");
+            std::fs::write(outside.path(), "x".repeat(64)).expect("write");
+            let other = Name::new(vak_core::prompts::NameKind::Bot, "other").expect("name");
+            std::os::unix::fs::symlink(outside.path(), secret_path(home, &other)).expect("symlink");
+            assert!(
+                ensure_secret(home, &other).is_err(),
+                "a symlink out of the home is refused"
+            );
+        }
+    }
+}

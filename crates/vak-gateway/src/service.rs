@@ -1,0 +1,402 @@
+//! `vak gateway serve`: the chat gateway as an HTTP service (DECISIONS §13).
+//!
+//! `POST /v1/bots/{bot}/chats/{chat}/messages` with `{"text": "…"}`,
+//! signed per bot, answers 200 with the object `vak gateway deliver
+//! --format json` prints; `GET /healthz` answers 200 when the store
+//! answers. Every refusal is a JSON `{"error": …, "status": …}` and writes
+//! nothing. Deliveries run on blocking threads (the store is synchronous).
+//! [`Service::into_parts`] hands the listener and router to an accept loop
+//! (`vak gateway serve` uses `vak_admin::serve_router`: connection cap,
+//! header and idle timeouts, and on SIGTERM or Ctrl-C it stops accepting and
+//! lets deliveries in flight finish).
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use camino::Utf8PathBuf;
+use serde_json::{Value, json};
+use vak_core::prompts::{Name, NameKind, Store, SurfaceKind};
+use vak_core::{Admission, CoreError, InboundPrompts, Selectors};
+
+use crate::{
+    LifecycleError, REPLAY_WINDOW_SECS, ResolutionCache, deliver_cached, meta_for, open_store,
+};
+
+/// The largest request body accepted (413 above it).
+pub const MAX_BODY_BYTES: usize = 64 * 1024;
+
+/// How long a request body may take to arrive, however steadily (408).
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What `vak gateway serve` was asked for.
+#[derive(Debug, Clone)]
+pub struct ServiceConfig {
+    /// The vak home.
+    pub home: Utf8PathBuf,
+    /// The project the bots work in.
+    pub project: Utf8PathBuf,
+    /// `host:port` to listen on.
+    pub listen: String,
+    /// `--store`, if given.
+    pub store: Option<String>,
+}
+
+/// A bound, not yet serving, gateway service.
+#[derive(Debug)]
+pub struct Service {
+    listener: std::net::TcpListener,
+    state: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    home: Utf8PathBuf,
+    project: Utf8PathBuf,
+    store: Box<dyn Store>,
+    /// Resolutions reused while their inputs are unchanged.
+    cache: ResolutionCache,
+}
+
+impl Service {
+    /// Open the store and bind `config.listen` (port 0 picks one).
+    pub fn bind(config: ServiceConfig) -> Result<Service, LifecycleError> {
+        let store = open_store(&config.home, config.store.as_deref())?;
+        let listener =
+            std::net::TcpListener::bind(&config.listen).map_err(|e| LifecycleError::Listen {
+                addr: config.listen.clone(),
+                reason: e.to_string(),
+            })?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| LifecycleError::Listen {
+                addr: config.listen.clone(),
+                reason: e.to_string(),
+            })?;
+        Ok(Service {
+            listener,
+            state: Arc::new(Shared {
+                cache: ResolutionCache::new(&config.home, &config.project),
+                home: config.home,
+                project: config.project,
+                store,
+            }),
+        })
+    }
+
+    /// The address bound.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// `http://host:port`.
+    pub fn url(&self) -> String {
+        self.local_addr()
+            .map_or_else(String::new, |addr| format!("http://{addr}"))
+    }
+
+    /// Which store the service delivers into.
+    pub fn store_description(&self) -> String {
+        self.state.store.describe()
+    }
+
+    /// The bound listener and the router, for an accept loop to serve
+    /// (`vak gateway serve` uses the admin server's hardened one:
+    /// connection cap, header and idle timeouts, graceful stop).
+    pub fn into_parts(self) -> (std::net::TcpListener, Router) {
+        (self.listener, router(self.state))
+    }
+}
+
+fn router(state: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/v1/bots/{bot}/chats/{chat}/messages", post(messages))
+        .fallback(|| async {
+            refusal(
+                StatusCode::NOT_FOUND,
+                "no such route; deliveries go to POST /v1/bots/{bot}/chats/{chat}/messages",
+            )
+        })
+        .method_not_allowed_fallback(|| async {
+            refusal(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "wrong method: deliveries are POST, /healthz is GET",
+            )
+        })
+        .with_state(state)
+}
+
+fn refusal(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        axum::Json(json!({"error": message, "status": status.as_u16()})),
+    )
+        .into_response()
+}
+
+async fn healthz(State(state): State<Arc<Shared>>) -> Response {
+    let probe = tokio::task::spawn_blocking(move || {
+        let (hits, misses) = state.cache.counts();
+        state
+            .store
+            .list_newest(1)
+            .map(|_| (state.store.describe(), hits, misses))
+    })
+    .await;
+    match probe {
+        Ok(Ok((store, hits, misses))) => axum::Json(json!({
+            "status": "ok",
+            "store": store,
+            "resolution_cache": {"hits": hits, "misses": misses},
+        }))
+        .into_response(),
+        _ => refusal(StatusCode::SERVICE_UNAVAILABLE, "the store does not answer"),
+    }
+}
+
+fn now_secs() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+async fn messages(
+    State(state): State<Arc<Shared>>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let started = Instant::now();
+    let Ok(Path((bot, chat))) = path else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "the bot and chat in the path are not valid UTF-8",
+        );
+    };
+    let (Ok(bot), Ok(chat)) = (
+        Name::new(NameKind::Bot, &bot),
+        Name::new(NameKind::Chat, &chat),
+    ) else {
+        return refusal(
+            StatusCode::BAD_REQUEST,
+            "bot and chat names are letters, digits, `.`, `_` and `-`",
+        );
+    };
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES) {
+        return logged(
+            &bot,
+            &chat,
+            started,
+            refusal(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB"),
+        );
+    }
+    let Ok(read) = tokio::time::timeout(
+        BODY_READ_TIMEOUT,
+        axum::body::to_bytes(body, MAX_BODY_BYTES),
+    )
+    .await
+    else {
+        return logged(
+            &bot,
+            &chat,
+            started,
+            refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body did not arrive within 30 s",
+            ),
+        );
+    };
+    let Ok(body) = read else {
+        return logged(
+            &bot,
+            &chat,
+            started,
+            refusal(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB"),
+        );
+    };
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(ToOwned::to_owned)
+    };
+    let timestamp = header("x-vak-timestamp");
+    let signature = header("x-vak-signature");
+    let (bot_c, chat_c) = (bot.clone(), chat.clone());
+    let answer = tokio::task::spawn_blocking(move || {
+        handle(
+            &state,
+            bot_c,
+            chat_c,
+            timestamp.as_deref(),
+            signature.as_deref(),
+            &body,
+        )
+    })
+    .await;
+    let response = match answer {
+        Ok(response) => response,
+        Err(_) => refusal(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the delivery did not finish",
+        ),
+    };
+    logged(&bot, &chat, started, response)
+}
+
+/// The one log line per delivery: bot, chat, outcome, session, duration —
+/// never the text, never a secret.
+fn logged(bot: &Name, chat: &Name, started: Instant, response: Response) -> Response {
+    let status = response.status().as_u16();
+    let outcome = response
+        .extensions()
+        .get::<Delivery>()
+        .map_or("refused", |d| d.outcome);
+    let session = response
+        .extensions()
+        .get::<Delivery>()
+        .map_or("-", |d| d.session.as_str());
+    tracing::info!(
+        bot = bot.as_str(),
+        chat = chat.as_str(),
+        status,
+        outcome,
+        session,
+        duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        "delivery"
+    );
+    response
+}
+
+#[derive(Debug, Clone)]
+struct Delivery {
+    outcome: &'static str,
+    session: String,
+}
+
+fn handle(
+    state: &Shared,
+    bot: Name,
+    chat: Name,
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &Bytes,
+) -> Response {
+    let secret = match crate::read_secret(&state.home, &bot) {
+        Ok(Some(secret)) => secret,
+        Ok(None) => {
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                "this bot has no signing secret; create it with `vak gateway secret BOT`",
+            );
+        }
+        Err(error) => {
+            tracing::warn!(%error, "a signing secret is unreadable");
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                "this bot's signing secret is unreadable on the server",
+            );
+        }
+    };
+    let now = now_secs();
+    let at = match crate::verify(&secret, timestamp, signature, body, now) {
+        Ok(at) => at,
+        Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
+    };
+    let text = match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => match map.get("text") {
+            Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
+            _ => {
+                return refusal(
+                    StatusCode::BAD_REQUEST,
+                    "the body must be {\"text\": \"…\"} with a non-empty string",
+                );
+            }
+        },
+        _ => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "the body must be the JSON object {\"text\": \"…\"}",
+            );
+        }
+    };
+    let selectors = Selectors {
+        surface: SurfaceKind::Chat,
+        bot: Some(bot),
+        chat: Some(chat),
+        ..Selectors::new(state.home.clone(), state.project.clone())
+    };
+    let meta = meta_for(&selectors);
+    let prompts = match InboundPrompts::open(selectors) {
+        Ok(prompts) => prompts,
+        Err(error) => return failure(&LifecycleError::Core(error)),
+    };
+    // Off the allowlist is 403 before the signature is taken, so a refusal
+    // writes nothing at all.
+    match prompts.admission() {
+        Ok(Admission::Admitted) => {}
+        Ok(refused) => {
+            let bot = prompts.bot().map(ToString::to_string).unwrap_or_default();
+            let chat = prompts.chat().map(ToString::to_string).unwrap_or_default();
+            return failure(&match refused {
+                Admission::UnknownBot => LifecycleError::UnknownBot { bot },
+                _ => LifecycleError::UnknownChat { bot, chat },
+            });
+        }
+        Err(error) => return failure(&LifecycleError::Core(error)),
+    }
+    match state
+        .store
+        .claim_once(signature.unwrap_or_default().trim(), at, REPLAY_WINDOW_SECS)
+    {
+        Ok(true) => {}
+        Ok(false) => {
+            return refusal(
+                StatusCode::UNAUTHORIZED,
+                "this signed request was already received (a replay); sign each request afresh",
+            );
+        }
+        Err(error) => return failure(&LifecycleError::Store(error)),
+    }
+    match deliver_cached(&*state.store, &prompts, &meta, &text, Some(&state.cache)) {
+        Ok(delivered) => {
+            let mut response = axum::Json(delivered.to_json()).into_response();
+            response.extensions_mut().insert(Delivery {
+                outcome: delivered.outcome.wire_name(),
+                session: delivered.session.to_string(),
+            });
+            response
+        }
+        Err(error) => failure(&error),
+    }
+}
+
+fn failure(error: &LifecycleError) -> Response {
+    match error {
+        LifecycleError::UnknownBot { .. } | LifecycleError::UnknownChat { .. } => {
+            refusal(StatusCode::FORBIDDEN, &error.to_string())
+        }
+        LifecycleError::Core(CoreError::OverContextWindow(_)) => {
+            refusal(StatusCode::UNPROCESSABLE_ENTITY, &error.to_string())
+        }
+        other => {
+            tracing::error!(error = %other, "a delivery failed");
+            refusal(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the delivery failed on the server and nothing was acknowledged; the server log says why",
+            )
+        }
+    }
+}

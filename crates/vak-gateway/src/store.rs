@@ -1,0 +1,251 @@
+//! Which store a command uses (DECISIONS §13), opening it, migrating it and
+//! moving a file store into PostgreSQL.
+//!
+//! The store is chosen by `--store URL`, else `VAK_STORE`, else `[store]
+//! url` in the *shared* config (`$VAK_HOME/.vak/config.toml`; a project
+//! config may never choose it), else the file store of the home.
+
+use std::fmt;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use sha2::{Digest, Sha256};
+use vak_core::prompts::{FileStore, Ledger, Record, SessionError, Store, read_safely};
+use vak_store_pg::PgStore;
+
+use crate::LifecycleError;
+
+/// Where the store URL came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSource {
+    /// `--store`.
+    Flag,
+    /// `VAK_STORE`.
+    Env,
+    /// `[store] url` in the shared config at this path.
+    SharedConfig(Utf8PathBuf),
+    /// Nothing chose one: the home's files.
+    Default,
+}
+
+impl fmt::Display for StoreSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreSource::Flag => f.write_str("--store"),
+            StoreSource::Env => f.write_str("VAK_STORE"),
+            StoreSource::SharedConfig(path) => write!(f, "`[store] url` in `{path}`"),
+            StoreSource::Default => f.write_str("the default"),
+        }
+    }
+}
+
+/// A store URL, parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreUrl {
+    /// The files of the home (`file`).
+    File,
+    /// A PostgreSQL database (`postgres://…` or `postgresql://…`).
+    Postgres(String),
+}
+
+impl StoreUrl {
+    /// Parse `raw`, naming `source` in the refusal.
+    pub fn parse(raw: &str, source: &StoreSource) -> Result<Self, LifecycleError> {
+        let raw = raw.trim();
+        if raw == "file" || raw == "file:" {
+            Ok(StoreUrl::File)
+        } else if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            Ok(StoreUrl::Postgres(raw.to_owned()))
+        } else {
+            Err(LifecycleError::BadStoreUrl {
+                from: source.to_string(),
+            })
+        }
+    }
+}
+
+/// The store URL for `home`, and where it came from.
+pub fn choose_store(
+    home: &Utf8Path,
+    flag: Option<&str>,
+) -> Result<(StoreUrl, StoreSource), LifecycleError> {
+    if let Some(raw) = flag {
+        return Ok((StoreUrl::parse(raw, &StoreSource::Flag)?, StoreSource::Flag));
+    }
+    if let Some(raw) = std::env::var("VAK_STORE").ok().filter(|v| !v.is_empty()) {
+        return Ok((StoreUrl::parse(&raw, &StoreSource::Env)?, StoreSource::Env));
+    }
+    let path = home.join(".vak").join("config.toml");
+    let text = read_safely(&path, home).map_err(|refusal| LifecycleError::SharedConfig {
+        path: path.clone(),
+        reason: refusal.to_string(),
+    })?;
+    if let Some(text) = text {
+        let table: toml::Table =
+            text.parse()
+                .map_err(|e: toml::de::Error| LifecycleError::SharedConfig {
+                    path: path.clone(),
+                    reason: format!("not valid TOML: {}", e.message()),
+                })?;
+        if let Some(store) = table.get("store") {
+            let url = store
+                .get("url")
+                .and_then(toml::Value::as_str)
+                .ok_or_else(|| LifecycleError::SharedConfig {
+                    path: path.clone(),
+                    reason: "`[store]` needs `url = \"file\"` or `url = \"postgres://…\"`"
+                        .to_owned(),
+                })?;
+            let source = StoreSource::SharedConfig(path.clone());
+            return Ok((StoreUrl::parse(url, &source)?, source));
+        }
+    }
+    Ok((StoreUrl::File, StoreSource::Default))
+}
+
+/// Open the store for `home` as [`choose_store`] picks it. A PostgreSQL
+/// store must carry this build's schema.
+pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Box<dyn Store>, LifecycleError> {
+    match choose_store(home, flag)?.0 {
+        StoreUrl::File => Ok(Box::new(FileStore::new(home))),
+        StoreUrl::Postgres(url) => Ok(Box::new(PgStore::open(&url)?)),
+    }
+}
+
+/// What `vak store migrate` did.
+#[derive(Debug, Clone)]
+pub enum Migrated {
+    /// The file store has no schema.
+    FileStore,
+    /// The PostgreSQL store: versions applied now (empty: already current).
+    Postgres {
+        /// The store.
+        store: String,
+        /// The versions applied by this call.
+        applied: Vec<i32>,
+    },
+}
+
+/// `vak store migrate`.
+pub fn migrate(home: &Utf8Path, flag: Option<&str>) -> Result<Migrated, LifecycleError> {
+    match choose_store(home, flag)?.0 {
+        StoreUrl::File => Ok(Migrated::FileStore),
+        StoreUrl::Postgres(url) => {
+            let store = PgStore::connect(&url)?;
+            let applied = store.migrate()?;
+            Ok(Migrated::Postgres {
+                store: store.describe(),
+                applied,
+            })
+        }
+    }
+}
+
+/// What `vak store import` copied and verified.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Imported {
+    /// Sessions copied now.
+    pub sessions: usize,
+    /// Sessions that were already there with the same digest.
+    pub already_there: usize,
+    /// Records (turns, accepted drifts) across the copied sessions.
+    pub records: usize,
+    /// Audit events copied.
+    pub events: usize,
+    /// Bindings copied.
+    pub bindings: usize,
+}
+
+/// The digest of a ledger's content: header and records, as the store
+/// writes them.
+pub fn ledger_digest(ledger: &Ledger) -> Result<String, SessionError> {
+    let mut hasher = Sha256::new();
+    let mut feed = |value: &Record| -> Result<(), SessionError> {
+        let line = serde_json::to_vec(value).map_err(|source| SessionError::Encode {
+            path: ledger.path.clone(),
+            source,
+        })?;
+        hasher.update(&line);
+        hasher.update(b"\n");
+        Ok(())
+    };
+    feed(&Record::Created(Box::new(ledger.header.clone())))?;
+    for record in &ledger.records {
+        feed(record)?;
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+/// `vak store import --from file --store URL`: copy the file store of
+/// `home` into the PostgreSQL store at `url` (migrated first), then read
+/// every copied ledger back and compare digests, and compare counts.
+pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleError> {
+    let files = FileStore::new(home);
+    let target = PgStore::connect(url)?;
+    target.migrate()?;
+    let mut report = Imported::default();
+    let (ids, total) = files.list_newest(usize::MAX)?;
+    for id in ids.iter().rev() {
+        let ledger = files.read(id)?;
+        let digest = ledger_digest(&ledger)?;
+        if target.import_session(&ledger)? {
+            report.sessions += 1;
+            report.records += ledger.records.len();
+        } else {
+            report.already_there += 1;
+        }
+        let back = target.read(id)?;
+        if ledger_digest(&back)? != digest {
+            return Err(LifecycleError::ImportMismatch {
+                what: format!("session `{id}` differs between the two stores"),
+            });
+        }
+    }
+    if report.sessions + report.already_there != total {
+        return Err(LifecycleError::ImportMismatch {
+            what: format!(
+                "{total} sessions in the file store, {} copied or present",
+                report.sessions + report.already_there
+            ),
+        });
+    }
+    let events = files.audit_newest(usize::MAX)?;
+    let present = target.audit_count()?;
+    if present == 0 {
+        for event in events.events.iter().rev() {
+            target.import_event(event)?;
+            report.events += 1;
+        }
+    } else if present != events.events.len() {
+        return Err(LifecycleError::ImportMismatch {
+            what: format!(
+                "the database already holds {present} audit events and the file store {}; import into an empty database",
+                events.events.len()
+            ),
+        });
+    }
+    let copied = target.audit_newest(usize::MAX)?;
+    if copied.events != events.events {
+        return Err(LifecycleError::ImportMismatch {
+            what: "the audit events differ between the two stores".to_owned(),
+        });
+    }
+    for (bot, chat, binding) in files.bindings()? {
+        target.import_binding(&bot, &chat, &binding)?;
+        report.bindings += 1;
+    }
+    let mut want = files.bindings()?;
+    let mut got = target.bindings()?;
+    want.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    got.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let same = want.len() == got.len()
+        && want
+            .iter()
+            .zip(&got)
+            .all(|(w, g)| w.0 == g.0 && w.1 == g.1 && w.2.session_id == g.2.session_id);
+    if !same {
+        return Err(LifecycleError::ImportMismatch {
+            what: "the chat bindings differ between the two stores".to_owned(),
+        });
+    }
+    Ok(report)
+}

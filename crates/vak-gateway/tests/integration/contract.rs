@@ -1,0 +1,363 @@
+//! The store contract: every test here runs on both backends.
+
+use std::collections::HashSet;
+
+use vak_core::Core;
+use vak_core::prompts::{Record, SecurityEvent, SessionId, Store};
+use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, deliver, meta_for};
+
+use crate::common::{Backend, Env};
+
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[test]
+            fn file() {
+                if let Some(env) = super::Env::new(super::Backend::File) {
+                    super::$name(&env);
+                }
+            }
+            #[test]
+            fn postgres() {
+                if let Some(env) = super::Env::new(super::Backend::Postgres) {
+                    super::$name(&env);
+                }
+            }
+            #[test]
+            fn postgres_advisory_lock() {
+                if let Some(env) = super::Env::new(super::Backend::PostgresAdvisory) {
+                    super::$name(&env);
+                }
+            }
+        }
+    )*};
+}
+
+on_both!(
+    create_continue_rotate,
+    off_the_allowlist_writes_nothing,
+    concurrent_deliveries_rotate_once,
+    named_sessions_refuse_or_proceed_on_frozen,
+    listings_page_newest_first,
+    a_signature_is_claimed_once,
+    the_tail_sees_the_first_and_last_turns,
+);
+
+fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
+    let selectors = env.selectors("helpdesk", chat);
+    let meta = meta_for(&selectors);
+    let prompts = vak_core::InboundPrompts::open(selectors).unwrap();
+    deliver(store, &prompts, &meta, text).unwrap()
+}
+
+fn config_changes(store: &dyn Store) -> Vec<vak_core::prompts::ConfigChange> {
+    store
+        .audit_newest(10_000)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter_map(|e| match e {
+            SecurityEvent::ConfigChange(c) => Some(c),
+            SecurityEvent::Unknown => None,
+        })
+        .collect()
+}
+
+fn create_continue_rotate(env: &Env) {
+    let store = env.store();
+    let first = deliver_to(env, &*store, "42", "the build is red");
+    assert_eq!(first.outcome, DeliveryOutcome::Created);
+    let second = deliver_to(env, &*store, "42", "still red");
+    assert_eq!(second.outcome, DeliveryOutcome::Continued);
+    assert_eq!(second.session, first.session);
+    assert!(second.request.tail.contains("the build is red"));
+    assert_eq!(second.to_json()["outcome"], "continued");
+
+    env.edit_prompt("You are the platform team's helper.");
+    let third = deliver_to(env, &*store, "42", "and now?");
+    let DeliveryOutcome::Rotated { previous, changes } = &third.outcome else {
+        panic!("expected a rotation, got {:?}", third.outcome);
+    };
+    assert_eq!(previous, &first.session);
+    assert!(!changes.is_empty());
+    assert_ne!(third.session, first.session);
+    let events = config_changes(&*store);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].old_session, first.session);
+    assert_eq!(events[0].new_session, third.session);
+
+    let fourth = deliver_to(env, &*store, "42", "ok");
+    assert_eq!(fourth.outcome, DeliveryOutcome::Continued);
+    assert_eq!(fourth.session, third.session);
+
+    let bindings = store.bindings().unwrap();
+    assert_eq!(bindings.len(), 1);
+    assert_eq!(bindings[0].2.session_id, third.session);
+    let old = store.read(&first.session).unwrap();
+    assert_eq!(old.turns().count(), 2);
+    let new = store.read(&third.session).unwrap();
+    let turns: Vec<_> = new.turns().map(|t| t.message.as_str()).collect();
+    assert_eq!(turns, ["and now?", "ok"]);
+}
+
+fn off_the_allowlist_writes_nothing(env: &Env) {
+    let store = env.store();
+    for (bot, chat) in [("stranger", "42"), ("helpdesk", "99")] {
+        let selectors = env.selectors(bot, chat);
+        let meta = meta_for(&selectors);
+        let prompts = vak_core::InboundPrompts::open(selectors).unwrap();
+        let refused = deliver(&*store, &prompts, &meta, "hi").unwrap_err();
+        assert!(
+            matches!(
+                refused,
+                LifecycleError::UnknownBot { .. } | LifecycleError::UnknownChat { .. }
+            ),
+            "{refused}"
+        );
+    }
+    assert_eq!(store.list_newest(10).unwrap().1, 0);
+    assert!(store.bindings().unwrap().is_empty());
+    assert_eq!(store.audit_newest(10).unwrap().total, 0);
+}
+
+fn concurrent_deliveries_rotate_once(env: &Env) {
+    let store = env.store();
+    let chats: Vec<String> = (0..4).map(|i| format!("c{i}")).collect();
+    env.allow("helpdesk", &chats);
+    let round = |tag: &str| {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..16)
+                .map(|i| {
+                    let chat = chats[i % chats.len()].clone();
+                    let store = &*store;
+                    let text = format!("{tag}{i}");
+                    scope.spawn(move || deliver_to(env, store, &chat, &text))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect::<Vec<_>>()
+        })
+    };
+    let before = round("a");
+    env.edit_prompt("A new identity, half-way.");
+    let after = round("b");
+    let bindings = store.bindings().unwrap();
+    assert_eq!(bindings.len(), chats.len(), "one binding per chat");
+    let events = config_changes(&*store);
+    let rotated: HashSet<&str> = events.iter().map(|e| e.chat.as_str()).collect();
+    assert_eq!(
+        events.len(),
+        chats.len(),
+        "one config-change per chat: {events:?}"
+    );
+    assert_eq!(rotated.len(), chats.len());
+    let created = before
+        .iter()
+        .filter(|d| d.outcome == DeliveryOutcome::Created)
+        .count();
+    assert_eq!(created, chats.len(), "one session created per chat");
+    for delivered in before.iter().chain(&after) {
+        let ledger = store.read(&delivered.session).unwrap();
+        let text = delivered.request.message.as_deref().unwrap();
+        assert!(
+            ledger.turns().any(|t| t.message == text),
+            "turn {text} is in {}",
+            delivered.session
+        );
+    }
+}
+
+fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
+    let store = env.store();
+    let core = Core::open(vak_core::Selectors::new(
+        env.home.clone(),
+        env.project.clone(),
+    ))
+    .unwrap();
+    let created = vak_gateway::new_session(&*store, &core, None).unwrap();
+    let (resumed, _) = vak_gateway::exec(
+        &*store,
+        &env.home,
+        &created.id,
+        false,
+        Some("hello"),
+        &env.project,
+    )
+    .unwrap();
+    assert!(matches!(resumed, Exec::Continued(_)));
+    env.edit_prompt("Changed under the session.");
+    let (refused, _) = vak_gateway::exec(
+        &*store,
+        &env.home,
+        &created.id,
+        false,
+        Some("again"),
+        &env.project,
+    )
+    .unwrap();
+    let Exec::Refused { drift, .. } = &refused else {
+        panic!("expected a refusal");
+    };
+    assert!(!drift.changes.is_empty());
+    assert_eq!(
+        store.read(&created.id).unwrap().records.len(),
+        1,
+        "nothing written"
+    );
+    let (frozen, _) = vak_gateway::exec(
+        &*store,
+        &env.home,
+        &created.id,
+        true,
+        Some("anyway"),
+        &env.project,
+    )
+    .unwrap();
+    assert!(matches!(frozen, Exec::ProceedOnFrozen(_)));
+    let ledger = store.read(&created.id).unwrap();
+    assert!(matches!(ledger.records[1], Record::DriftAccepted(_)));
+    assert_eq!(ledger.turns().count(), 2);
+    let child = vak_gateway::new_session(&*store, &core, Some(&created.id)).unwrap();
+    assert_eq!(
+        child.contract.parent.map(|p| p.session_id),
+        Some(created.id.to_string())
+    );
+}
+
+fn listings_page_newest_first(env: &Env) {
+    let store = env.store();
+    let core = Core::open(vak_core::Selectors::new(
+        env.home.clone(),
+        env.project.clone(),
+    ))
+    .unwrap();
+    let ids: Vec<SessionId> = (0..5)
+        .map(|_| vak_gateway::new_session(&*store, &core, None).unwrap().id)
+        .collect();
+    let (page, total) = store.list_newest(2).unwrap();
+    assert_eq!(total, 5);
+    assert_eq!(page, vec![ids[4].clone(), ids[3].clone()]);
+    let header = store.read_header(&ids[0]).unwrap();
+    assert_eq!(header.meta.surface.as_deref(), Some("cli"));
+    let missing = SessionId::parse("01J0000000NOSUCHSESSION000").unwrap();
+    assert!(matches!(
+        store.read(&missing),
+        Err(vak_core::prompts::SessionError::NotFound { .. })
+    ));
+}
+
+fn a_signature_is_claimed_once(env: &Env) {
+    let store = env.store();
+    let other = env.store();
+    assert!(store.claim_once("v1=abc", 1_000, 300).unwrap());
+    assert!(!store.claim_once("v1=abc", 1_000, 300).unwrap());
+    assert!(
+        !other.claim_once("v1=abc", 1_001, 300).unwrap(),
+        "a second handle sees the claim"
+    );
+    assert!(other.claim_once("v1=abd", 1_001, 300).unwrap());
+}
+
+#[test]
+fn import_moves_a_file_store_and_verifies_it() {
+    let Some(url) = crate::common::pg_url() else {
+        return;
+    };
+    let env = Env::new(Backend::File).unwrap();
+    let files = env.store();
+    deliver_to(&env, &*files, "42", "one");
+    deliver_to(&env, &*files, "42", "two");
+    env.edit_prompt("Changed before the move.");
+    let rotated = deliver_to(&env, &*files, "42", "three");
+    let core = Core::open(vak_core::Selectors::new(
+        env.home.clone(),
+        env.project.clone(),
+    ))
+    .unwrap();
+    let named = vak_gateway::new_session(&*files, &core, None).unwrap();
+
+    let target = crate::common::scratch_database(&url);
+    let imported = vak_gateway::import_file(&env.home, &target).unwrap();
+    assert_eq!(imported.sessions, 3);
+    assert_eq!(imported.records, 3);
+    assert_eq!(imported.events, 1);
+    assert_eq!(imported.bindings, 1);
+    let again = vak_gateway::import_file(&env.home, &target).unwrap();
+    assert_eq!(
+        (again.sessions, again.already_there, again.events),
+        (0, 3, 0)
+    );
+
+    let pg = vak_store_pg::PgStore::open(&target).unwrap();
+    for id in [&rotated.session, &named.id] {
+        assert_eq!(
+            vak_gateway::ledger_digest(&pg.read(id).unwrap()).unwrap(),
+            vak_gateway::ledger_digest(&files.read(id).unwrap()).unwrap()
+        );
+    }
+    assert_eq!(pg.bindings().unwrap()[0].2.session_id, rotated.session);
+    // The moved chat continues on PostgreSQL.
+    let next = deliver_to(&env, &pg, "42", "four");
+    assert_eq!(next.outcome, DeliveryOutcome::Continued);
+    assert_eq!(next.session, rotated.session);
+}
+
+/// A file-store rotation a crash interrupted after its `config-change`
+/// event (the new ledger and event written, the binding not moved) is
+/// finished by the next delivery, not repeated.
+#[test]
+fn an_interrupted_rotation_is_finished_not_repeated() {
+    use vak_core::prompts::{AuditLog, ConfigChange, now_rfc3339};
+    let env = Env::new(Backend::File).unwrap();
+    let store = env.store();
+    let first = deliver_to(&env, &*store, "42", "one");
+    env.edit_prompt("Changed, then the process died.");
+    // What the crashed delivery left: the new session and its event.
+    let selectors = env.selectors("helpdesk", "42");
+    let resolved = vak_core::InboundPrompts::open(selectors.clone())
+        .unwrap()
+        .resolve()
+        .unwrap();
+    let orphan = store
+        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
+        .unwrap();
+    let old = store.read(&first.session).unwrap();
+    AuditLog::new(&env.home)
+        .append(&SecurityEvent::ConfigChange(ConfigChange {
+            at: now_rfc3339(),
+            bot: "helpdesk".to_owned(),
+            chat: "42".to_owned(),
+            old_session: first.session.clone(),
+            new_session: orphan.clone(),
+            old_fingerprint: Some(old.contract().fingerprint.clone()),
+            new_fingerprint: Some(resolved.fingerprint.clone()),
+            changes: Vec::new(),
+        }))
+        .unwrap();
+
+    let next = deliver_to(&env, &*store, "42", "two");
+    assert!(matches!(next.outcome, DeliveryOutcome::Rotated { .. }));
+    assert_eq!(next.session, orphan, "the interrupted rotation is finished");
+    assert_eq!(config_changes(&*store).len(), 1, "one config-change event");
+    assert_eq!(store.bindings().unwrap()[0].2.session_id, orphan);
+    assert_eq!(
+        deliver_to(&env, &*store, "42", "three").outcome,
+        DeliveryOutcome::Continued
+    );
+}
+
+fn the_tail_sees_the_first_and_last_turns(env: &Env) {
+    let store = env.store();
+    for text in ["the build is red", "which job?", "the deploy job"] {
+        deliver_to(env, &*store, "42", text);
+    }
+    let next = deliver_to(env, &*store, "42", "fixed?");
+    let tail = &next.request.tail;
+    assert!(tail.contains("the build is red"), "{tail}");
+    assert!(
+        tail.contains("3 earlier turns; the last was: the deploy job"),
+        "{tail}"
+    );
+}

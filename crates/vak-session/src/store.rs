@@ -1,0 +1,418 @@
+//! One store interface for ledgers, chat bindings and audit events, and its
+//! file backend (today's files under `$VAK_HOME/.vak/`).
+//!
+//! The interface is synchronous. The file backend is blocking file I/O
+//! under `flock`, and a PostgreSQL backend runs its queries on a small
+//! pool of blocking connections; an async service calls the store from a
+//! blocking task (`spawn_blocking`), so a slow lock never stalls its
+//! reactor, and the CLI needs no runtime at all.
+//!
+//! A delivery to a chat is one call, [`Store::deliver`]: the store takes
+//! the chat's lock, looks the binding up, hands the bound ledger to the
+//! caller's pure `plan`, and writes what the plan says (create, audit
+//! event, bind, turn) before it lets the next delivery for that chat in.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::Name;
+
+use crate::{
+    AuditEntries, AuditLog, Binding, BindingStore, ConfigChange, FrozenContract, Header, Ledger,
+    Record, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, Turn,
+};
+
+/// What a chat's binding points at when a delivery looks it up.
+#[derive(Debug)]
+pub enum Bound {
+    /// The chat has no binding.
+    Unbound,
+    /// The chat is bound to a session whose ledger is gone.
+    Gone(SessionId),
+    /// The chat is bound to this live session.
+    Live(Box<BoundSession>),
+}
+
+/// What a delivery needs of the bound session: its contract and, for the
+/// tail, its first and last turns and how many there are — not every turn,
+/// so a long chat does not make each delivery read its whole history from
+/// a database.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BoundSession {
+    /// The session.
+    pub id: SessionId,
+    /// Its `created` record.
+    pub header: Header,
+    /// Its first turn, if any.
+    pub first_turn: Option<Turn>,
+    /// Its last turn, if any.
+    pub last_turn: Option<Turn>,
+    /// How many turns it has.
+    pub turns: usize,
+}
+
+impl BoundSession {
+    /// The frozen contract.
+    pub fn contract(&self) -> &FrozenContract {
+        &self.header.contract
+    }
+
+    /// The summary of a whole ledger.
+    pub fn of(ledger: Ledger) -> Self {
+        let mut turns = ledger.records.into_iter().filter_map(|r| match r {
+            Record::Turn(t) => Some(t),
+            _ => None,
+        });
+        let first_turn = turns.next();
+        let (rest, last_turn) = turns.fold((0, None), |(n, _), t| (n + 1, Some(t)));
+        let count = usize::from(first_turn.is_some()) + rest;
+        let last_turn = last_turn.or_else(|| first_turn.clone());
+        BoundSession {
+            id: ledger.id,
+            header: ledger.header,
+            first_turn,
+            last_turn,
+            turns: count,
+        }
+    }
+}
+
+/// What a delivery writes, decided by the caller from [`Bound`].
+#[derive(Debug, Clone)]
+pub enum ChatPlan {
+    /// Append `turn` to the bound session.
+    Continue {
+        /// The turn to record.
+        turn: Turn,
+    },
+    /// Create a session, record its `config-change` event (if rotating),
+    /// bind the chat to it, and append the first turn.
+    Fresh(Box<FreshSession>),
+}
+
+/// The session a [`ChatPlan::Fresh`] creates.
+#[derive(Debug, Clone)]
+pub struct FreshSession {
+    /// The new session's metadata.
+    pub meta: SessionMeta,
+    /// What it freezes.
+    pub contract: FrozenContract,
+    /// The rotation's `config-change` event; the store fills in
+    /// `new_session` with the id it created.
+    pub change: Option<ConfigChange>,
+    /// The first turn.
+    pub turn: Turn,
+}
+
+/// What a delivery committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Committed {
+    /// The session the turn was appended to.
+    pub session: SessionId,
+}
+
+/// Ledgers, bindings and audit events behind one interface.
+pub trait Store: Send + Sync + std::fmt::Debug {
+    /// Where the store lives, for messages (`file store at …`).
+    fn describe(&self) -> String;
+
+    /// Create a session freezing `contract`; returns its fresh id.
+    fn create(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError>;
+
+    /// Append a record to an existing session.
+    fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError>;
+
+    /// A whole ledger.
+    fn read(&self, id: &SessionId) -> Result<Ledger, SessionError>;
+
+    /// A ledger's first record only.
+    fn read_header(&self, id: &SessionId) -> Result<Header, SessionError>;
+
+    /// The newest `limit` session ids, newest first, and how many there are.
+    fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError>;
+
+    /// The newest `limit` audit events, newest first.
+    fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError>;
+
+    /// Every binding as `(bot, chat, binding)`, for display.
+    fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError>;
+
+    /// Claim `key` (a request signature) once across every process using
+    /// this store: `true` the first time, `false` if it was claimed before.
+    /// `at` is the request's Unix time; claims older than twice
+    /// `window_secs` may be forgotten.
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError>;
+
+    /// One delivery to `bot`/`chat`, all or nothing under the chat's lock:
+    /// look the binding up, ask `plan` what to write, write it. `plan` runs
+    /// under the lock (so it may resolve the prompt there: a resolution made
+    /// before the lock could undo a newer rotation); when it answers `None`
+    /// nothing is written and `Ok(None)` is returned.
+    fn deliver(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError>;
+}
+
+/// The file backend: `sessions/<id>.jsonl`, `audit/security.jsonl` and
+/// `gateway/bindings.json` under `$VAK_HOME/.vak/`.
+///
+/// A delivery holds its chat's lock file (`gateway/locks/<bot>/<chat>.lock`,
+/// `flock`, so across processes) from lookup to commit, and the bindings
+/// lock only while the binding moves; deliveries to different chats run
+/// side by side. The writes are ordered so a crash part-way
+/// leaves no acknowledged turn lost and never a silent rotation: the new
+/// ledger, then the `config-change` event, then the turn, then the binding.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    home: Utf8PathBuf,
+    sessions: SessionStore,
+    audit: AuditLog,
+    bindings: BindingStore,
+}
+
+impl FileStore {
+    /// The file store of `home`.
+    pub fn new(home: &Utf8Path) -> Self {
+        FileStore {
+            home: home.to_owned(),
+            sessions: SessionStore::new(home),
+            audit: AuditLog::new(home),
+            bindings: BindingStore::new(home),
+        }
+    }
+
+    /// The ledger directory.
+    pub fn sessions_dir(&self) -> &Utf8Path {
+        self.sessions.dir()
+    }
+
+    /// The audit log file.
+    pub fn audit_path(&self) -> &Utf8Path {
+        self.audit.path()
+    }
+}
+
+/// Claims made by this process, to prune markers now and then.
+static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Remove replay markers modified more than twice `window_secs` before `at`.
+fn prune(dir: &Utf8Path, at: i64, window_secs: i64) {
+    let Some(cutoff) = u64::try_from(at - 2 * window_secs)
+        .ok()
+        .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
+    else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .is_some_and(|m| m < cutoff);
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+impl FileStore {
+    /// The session a rotation from `change.old_session` already created and
+    /// recorded in the audit log for this chat, with the same frozen
+    /// fingerprint as `contract`, if a crash kept it from being bound.
+    fn interrupted_rotation(
+        &self,
+        change: &ConfigChange,
+        contract: &FrozenContract,
+    ) -> Result<Option<SessionId>, SessionError> {
+        let events = self.audit.list()?;
+        let found = events.events.iter().rev().find_map(|event| match event {
+            SecurityEvent::ConfigChange(done)
+                if done.bot == change.bot
+                    && done.chat == change.chat
+                    && done.old_session == change.old_session
+                    && done.new_fingerprint.as_deref() == Some(contract.fingerprint.as_str()) =>
+            {
+                Some(done.new_session.clone())
+            }
+            _ => None,
+        });
+        Ok(found.filter(|id| self.sessions.exists(id)))
+    }
+}
+
+impl Store for FileStore {
+    fn describe(&self) -> String {
+        format!("the file store in `{}`", self.home.join(".vak"))
+    }
+
+    fn create(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        self.sessions.create(meta, contract)
+    }
+
+    fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError> {
+        self.sessions.append(id, record)
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Ledger, SessionError> {
+        self.sessions.read(id)
+    }
+
+    fn read_header(&self, id: &SessionId) -> Result<Header, SessionError> {
+        self.sessions.read_header(id)
+    }
+
+    fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
+        self.sessions.list_newest(limit)
+    }
+
+    fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError> {
+        self.audit.list_newest(limit)
+    }
+
+    fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        self.bindings.list()
+    }
+
+    /// A marker file `gateway/replay/<sha256 of key>` created `O_EXCL`, so
+    /// the claim holds across processes sharing the home; every 256th
+    /// claim removes markers older than twice the window.
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
+        let dir = self.home.join(".vak").join("gateway").join("replay");
+        crate::jsonl::ensure_dir(&dir)?;
+        let path = dir.join(vak_prompt_blocks::sha256_hex(key.as_bytes()));
+        let claimed = match crate::file::open_optional(
+            &path,
+            std::fs::OpenOptions::new().write(true).create_new(true),
+        ) {
+            Ok(_) => true,
+            Err(SessionError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists =>
+            {
+                false
+            }
+            Err(error) => return Err(error),
+        };
+        if claimed
+            && CLAIMS
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                .is_multiple_of(256)
+        {
+            prune(&dir, at, window_secs);
+        }
+        Ok(claimed)
+    }
+
+    fn deliver(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
+        // This chat's lock for the whole delivery; the bindings lock only
+        // for the moment the binding moves, so other chats run meanwhile.
+        let _chat = self.bindings.lock_chat(bot, chat)?;
+        let bound = match self.bindings.binding(bot, chat)?.map(|b| b.session_id) {
+            None => Bound::Unbound,
+            Some(id) => match self.sessions.read(&id) {
+                Ok(ledger) => Bound::Live(Box::new(BoundSession::of(ledger))),
+                Err(SessionError::NotFound { .. }) => Bound::Gone(id),
+                Err(error) => return Err(error),
+            },
+        };
+        let Some(planned) = plan(&bound) else {
+            return Ok(None);
+        };
+        let session = match planned {
+            ChatPlan::Continue { turn } => {
+                let Bound::Live(ledger) = &bound else {
+                    return Err(SessionError::PlanMismatch {
+                        bot: bot.to_string(),
+                        chat: chat.to_string(),
+                    });
+                };
+                self.sessions.append(&ledger.id, &Record::Turn(turn))?;
+                ledger.id.clone()
+            }
+            ChatPlan::Fresh(fresh) => {
+                let FreshSession {
+                    meta,
+                    contract,
+                    change,
+                    turn,
+                } = *fresh;
+                // A rotation a crash interrupted after its event was written
+                // (and before the binding moved) is finished, not repeated:
+                // one rotation, one `config-change` event.
+                let resumed = match &change {
+                    Some(change) => self.interrupted_rotation(change, &contract)?,
+                    None => None,
+                };
+                let id = match resumed {
+                    Some(id) => id,
+                    None => {
+                        let id = self.sessions.create(meta, contract)?;
+                        if let Some(mut change) = change {
+                            change.new_session = id.clone();
+                            // Durable before the binding moves: a crash in
+                            // between is finished by the next delivery.
+                            self.audit.append(&SecurityEvent::ConfigChange(change))?;
+                        }
+                        id
+                    }
+                };
+                self.sessions.append(&id, &Record::Turn(turn))?;
+                let mut guard = self.bindings.lock()?;
+                guard.bind(bot, chat, id.clone());
+                guard.commit()?;
+                id
+            }
+        };
+        Ok(Some(Committed { session }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bound_session_keeps_the_first_and_last_turn_and_the_count() {
+        let ledger = |records: Vec<Record>| Ledger {
+            id: SessionId::generate(),
+            path: Utf8PathBuf::from("x"),
+            header: Header {
+                meta: SessionMeta::default(),
+                contract: FrozenContract::default(),
+            },
+            records,
+            skipped_unknown: 0,
+            warnings: Vec::new(),
+        };
+        let turn = |m: &str| Record::Turn(Turn::now(m, ""));
+        let none = BoundSession::of(ledger(vec![]));
+        assert_eq!(
+            (none.first_turn, none.last_turn, none.turns),
+            (None, None, 0)
+        );
+        let one = BoundSession::of(ledger(vec![turn("a")]));
+        assert_eq!(one.turns, 1);
+        assert_eq!(one.last_turn.map(|t| t.message), Some("a".to_owned()));
+        let three = BoundSession::of(ledger(vec![turn("a"), turn("b"), turn("c")]));
+        assert_eq!(three.turns, 3);
+        assert_eq!(three.first_turn.map(|t| t.message), Some("a".to_owned()));
+        assert_eq!(three.last_turn.map(|t| t.message), Some("c".to_owned()));
+    }
+}

@@ -1,0 +1,92 @@
+//! Versioned schema migrations, shipped in the binary and applied in order
+//! under an advisory lock, each in its own transaction with its version
+//! row: applying is idempotent and safe from several processes at once.
+
+use postgres::Client;
+
+/// One schema migration.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    /// Its version; applied in ascending order, never reused.
+    pub version: i32,
+    /// A short name.
+    pub name: &'static str,
+    /// The SQL.
+    pub sql: &'static str,
+}
+
+/// Every migration this build knows, in order.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "sessions",
+        sql: include_str!("migrations/0001_sessions.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "replay",
+        sql: include_str!("migrations/0002_replay.sql"),
+    },
+];
+
+/// A key for `pg_advisory_lock` that only migrations take.
+const MIGRATION_LOCK: i64 = 0x0076_616b_5f6d_6967; // "vak_mig"
+
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS vak_schema_migrations (
+    version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())";
+
+/// Apply every migration not yet applied; returns the versions applied now.
+pub(crate) fn apply(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
+    let result = apply_locked(client);
+    let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
+    let applied = result?;
+    unlocked?;
+    Ok(applied)
+}
+
+fn apply_locked(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    client.batch_execute(CREATE_TABLE)?;
+    let mut applied = Vec::new();
+    for migration in MIGRATIONS {
+        let done = client
+            .query_opt(
+                "SELECT 1 FROM vak_schema_migrations WHERE version = $1",
+                &[&migration.version],
+            )?
+            .is_some();
+        if done {
+            continue;
+        }
+        let mut tx = client.transaction()?;
+        tx.batch_execute(migration.sql)?;
+        tx.execute(
+            "INSERT INTO vak_schema_migrations (version, name) VALUES ($1, $2)",
+            &[&migration.version, &migration.name],
+        )?;
+        tx.commit()?;
+        applied.push(migration.version);
+    }
+    Ok(applied)
+}
+
+/// The newest version applied, or `None` for a database never migrated.
+pub(crate) fn current(client: &mut Client) -> Result<Option<i32>, postgres::Error> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass('vak_schema_migrations') IS NOT NULL",
+            &[],
+        )?
+        .get(0);
+    if !exists {
+        return Ok(None);
+    }
+    Ok(client
+        .query_one("SELECT max(version) FROM vak_schema_migrations", &[])?
+        .get(0))
+}
+
+/// The newest version this build ships.
+pub(crate) fn latest() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}

@@ -1,0 +1,763 @@
+//! [`PgStore`]: the [`Store`] interface on PostgreSQL.
+
+use std::str::FromStr;
+
+use camino::Utf8PathBuf;
+use postgres::config::Host;
+use postgres::{Config, GenericClient};
+use vak_prompt_blocks::Name;
+use vak_session::{
+    AuditEntries, Binding, Bound, BoundSession, ChatPlan, Committed, FreshSession, Header, Ledger,
+    Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Turn,
+};
+
+use crate::migrate;
+use crate::pool::Pool;
+
+/// Claims made by this process, to prune old ones now and then.
+static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How many connections one process opens at most.
+pub const DEFAULT_POOL: usize = 8;
+
+/// How a delivery serialises with others to the same chat.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockMode {
+    /// `SELECT … FOR UPDATE` on the binding row (inserted empty first when
+    /// absent, so a chat's first delivery is serialised too). The default:
+    /// measured level with the advisory lock (see `docs/gateway.md`), and
+    /// the lock is the chat's own row, so two chats never share one.
+    Row,
+    /// `pg_advisory_xact_lock` on a 64-bit hash of `bot/chat`, released at
+    /// commit (`?vak_lock=advisory`).
+    Advisory,
+}
+
+/// The PostgreSQL store.
+pub struct PgStore {
+    pool: Pool,
+    described: String,
+    lock: LockMode,
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("at", &self.described)
+            .field("lock", &self.lock)
+            .finish_non_exhaustive()
+    }
+}
+
+fn describe(config: &Config) -> String {
+    let host = config
+        .get_hosts()
+        .first()
+        .map(|h| match h {
+            Host::Tcp(name) => name.clone(),
+            Host::Unix(path) => path.display().to_string(),
+        })
+        .unwrap_or_else(|| "localhost".to_owned());
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let db = config.get_dbname().unwrap_or("postgres");
+    format!("the PostgreSQL store at {host}:{port}/{db}")
+}
+
+impl PgStore {
+    /// Open the store at `url` (`postgres://user@host:port/db`, with the
+    /// optional vak parameters `vak_lock=advisory|row` and `vak_pool=N`)
+    /// without checking its schema; see [`open`](Self::open).
+    pub fn connect(url: &str) -> Result<Self, SessionError> {
+        let (url, lock, pool) = vak_params(url)?;
+        let mut config = Config::from_str(&url).map_err(|e| SessionError::Backend {
+            store: "the PostgreSQL store".to_owned(),
+            reason: format!("the store URL is not a valid PostgreSQL URL ({e})"),
+        })?;
+        if config.get_application_name().is_none() {
+            config.application_name("vak");
+        }
+        // An unreachable database is an error in seconds, not a hang.
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(std::time::Duration::from_secs(10));
+        }
+        let described = describe(&config);
+        Ok(PgStore {
+            pool: Pool::new(config, pool),
+            described,
+            lock,
+        })
+    }
+
+    /// Open the store at `url` and check that its schema is the one this
+    /// build ships (`vak store migrate` applies it).
+    pub fn open(url: &str) -> Result<Self, SessionError> {
+        let store = Self::connect(url)?;
+        let current = store
+            .pool
+            .with(migrate::current)
+            .map_err(|e| store.err(&e))?;
+        let latest = migrate::latest();
+        match current {
+            Some(v) if v == latest => Ok(store),
+            Some(v) if v > latest => Err(store.fail(format!(
+                "its schema is version {v}, newer than this build's {latest}; upgrade vak"
+            ))),
+            Some(v) => Err(store.fail(format!(
+                "its schema is version {v}, older than this build's {latest}; run `vak store migrate --store URL`"
+            ))),
+            None => Err(store.fail(
+                "it has no vak schema yet; run `vak store migrate --store URL` first".to_owned(),
+            )),
+        }
+    }
+
+    /// Apply the migrations not yet applied; returns their versions.
+    pub fn migrate(&self) -> Result<Vec<i32>, SessionError> {
+        self.pool.with(migrate::apply).map_err(|e| self.err(&e))
+    }
+
+    /// The lock mode in use.
+    pub fn lock_mode(&self) -> LockMode {
+        self.lock
+    }
+
+    fn fail(&self, reason: String) -> SessionError {
+        SessionError::Backend {
+            store: self.described.clone(),
+            reason,
+        }
+    }
+
+    fn err(&self, error: &postgres::Error) -> SessionError {
+        let reason = match error.as_db_error() {
+            Some(db) => format!(
+                "the database refused: {} ({})",
+                db.message(),
+                db.code().code()
+            ),
+            None => match std::error::Error::source(error) {
+                Some(cause) => format!("{error} ({cause})"),
+                None => error.to_string(),
+            },
+        };
+        self.fail(reason)
+    }
+
+    fn location(id: &SessionId) -> Utf8PathBuf {
+        Utf8PathBuf::from(format!("postgres:vak_sessions/{id}"))
+    }
+
+    fn encode<T: serde::Serialize>(
+        &self,
+        value: &T,
+        id: &SessionId,
+    ) -> Result<String, SessionError> {
+        serde_json::to_string(value).map_err(|source| SessionError::Encode {
+            path: Self::location(id),
+            source,
+        })
+    }
+
+    fn bad(&self, id: &SessionId, what: &str, e: &serde_json::Error) -> SessionError {
+        self.fail(format!(
+            "session `{id}` holds {what} that does not parse ({e})"
+        ))
+    }
+}
+
+/// Split vak's own parameters off a store URL.
+fn vak_params(url: &str) -> Result<(String, LockMode, usize), SessionError> {
+    let bad = |reason: String| SessionError::Backend {
+        store: "the PostgreSQL store".to_owned(),
+        reason,
+    };
+    let Some((base, query)) = url.split_once('?') else {
+        return Ok((url.to_owned(), LockMode::Row, DEFAULT_POOL));
+    };
+    let mut lock = LockMode::Row;
+    let mut pool = DEFAULT_POOL;
+    let mut kept = Vec::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        match pair.split_once('=') {
+            Some(("vak_lock", "advisory")) => lock = LockMode::Advisory,
+            Some(("vak_lock", "row")) => lock = LockMode::Row,
+            Some(("vak_lock", other)) => {
+                return Err(bad(format!(
+                    "`vak_lock={other}` in the store URL: expected `advisory` or `row`"
+                )));
+            }
+            Some(("vak_pool", n)) => {
+                pool = n
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=64).contains(n))
+                    .ok_or_else(|| {
+                        bad(format!("`vak_pool={n}` in the store URL: expected 1 to 64"))
+                    })?;
+            }
+            _ => kept.push(pair),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    Ok((url, lock, pool))
+}
+
+fn read_ledger(
+    store: &PgStore,
+    client: &mut impl GenericClient,
+    id: &SessionId,
+) -> Result<Result<Ledger, SessionError>, postgres::Error> {
+    let Some(row) = client.query_opt(
+        "SELECT header FROM vak_sessions WHERE id = $1",
+        &[&id.as_str()],
+    )?
+    else {
+        return Ok(Err(not_found(id)));
+    };
+    let header_text: String = row.get(0);
+    let header = match serde_json::from_str::<Header>(&header_text) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(store.bad(id, "a created record", &e))),
+    };
+    let mut records = Vec::new();
+    let mut skipped_unknown = 0;
+    for row in client.query(
+        "SELECT record FROM vak_records WHERE session_id = $1 ORDER BY seq",
+        &[&id.as_str()],
+    )? {
+        let text: String = row.get(0);
+        match serde_json::from_str::<Record>(&text) {
+            Ok(Record::Unknown) => skipped_unknown += 1,
+            Ok(record) => records.push(record),
+            Err(e) => return Ok(Err(store.bad(id, "a record", &e))),
+        }
+    }
+    Ok(Ok(Ledger {
+        id: id.clone(),
+        path: PgStore::location(id),
+        header,
+        records,
+        skipped_unknown,
+        warnings: Vec::new(),
+    }))
+}
+
+/// A turn record as the store writes it begins with its tag.
+const TURN_PREFIX: &str = r#"{"type":"turn",%"#;
+
+/// The bound session for a delivery: header, first and last turn, count —
+/// three indexed queries instead of the whole history.
+fn read_bound(
+    store: &PgStore,
+    client: &mut impl GenericClient,
+    id: &SessionId,
+) -> Result<Result<BoundSession, SessionError>, postgres::Error> {
+    let Some(row) = client.query_opt(
+        "SELECT header FROM vak_sessions WHERE id = $1",
+        &[&id.as_str()],
+    )?
+    else {
+        return Ok(Err(not_found(id)));
+    };
+    let header_text: String = row.get(0);
+    let header = match serde_json::from_str::<Header>(&header_text) {
+        Ok(h) => h,
+        Err(e) => return Ok(Err(store.bad(id, "a created record", &e))),
+    };
+    let mut turn = |order: &str| -> Result<Result<Option<Turn>, SessionError>, postgres::Error> {
+        let row = client.query_opt(
+            &format!(
+                "SELECT record FROM vak_records WHERE session_id = $1 AND record LIKE $2 ORDER BY seq {order} LIMIT 1"
+            ),
+            &[&id.as_str(), &TURN_PREFIX],
+        )?;
+        Ok(match row {
+            None => Ok(None),
+            Some(row) => {
+                let text: String = row.get(0);
+                match serde_json::from_str::<Record>(&text) {
+                    Ok(Record::Turn(turn)) => Ok(Some(turn)),
+                    Ok(_) => Ok(None),
+                    Err(e) => Err(store.bad(id, "a record", &e)),
+                }
+            }
+        })
+    };
+    let first_turn = match turn("ASC")? {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    let last_turn = match turn("DESC")? {
+        Ok(t) => t,
+        Err(e) => return Ok(Err(e)),
+    };
+    let count: i64 = client
+        .query_one(
+            "SELECT count(*) FROM vak_records WHERE session_id = $1 AND record LIKE $2",
+            &[&id.as_str(), &TURN_PREFIX],
+        )?
+        .get(0);
+    Ok(Ok(BoundSession {
+        id: id.clone(),
+        header,
+        first_turn,
+        last_turn,
+        turns: usize::try_from(count).unwrap_or(0),
+    }))
+}
+
+fn not_found(id: &SessionId) -> SessionError {
+    SessionError::NotFound {
+        id: id.to_string(),
+        path: PgStore::location(id),
+    }
+}
+
+fn insert_session(
+    client: &mut impl GenericClient,
+    id: &SessionId,
+    created_at: &str,
+    header: &str,
+) -> Result<(), postgres::Error> {
+    client.execute(
+        "INSERT INTO vak_sessions (id, created_at, header) VALUES ($1, $2, $3)",
+        &[&id.as_str(), &created_at, &header],
+    )?;
+    Ok(())
+}
+
+fn insert_record(
+    client: &mut impl GenericClient,
+    id: &SessionId,
+    record: &str,
+) -> Result<(), postgres::Error> {
+    client.execute(
+        "INSERT INTO vak_records (session_id, record) VALUES ($1, $2)",
+        &[&id.as_str(), &record],
+    )?;
+    Ok(())
+}
+
+impl PgStore {
+    fn header_text(
+        &self,
+        id: &SessionId,
+        meta: SessionMeta,
+        contract: vak_session::FrozenContract,
+    ) -> Result<(String, String), SessionError> {
+        let created_at = meta.created_at.clone();
+        // The same JSON the file backend writes as a ledger's first line.
+        let text = self.encode(&Record::Created(Box::new(Header { meta, contract })), id)?;
+        Ok((created_at, text))
+    }
+
+    /// Insert a session with a given id and records, as `vak store import`
+    /// does; `false` when the id is taken (nothing written).
+    pub fn import_session(&self, ledger: &Ledger) -> Result<bool, SessionError> {
+        let (created_at, header) = self.header_text(
+            &ledger.id,
+            ledger.header.meta.clone(),
+            ledger.header.contract.clone(),
+        )?;
+        let records = ledger
+            .records
+            .iter()
+            .map(|r| self.encode(r, &ledger.id))
+            .collect::<Result<Vec<_>, _>>()?;
+        self.pool
+            .with(|client| {
+                let mut tx = client.transaction()?;
+                let inserted = tx.execute(
+                    "INSERT INTO vak_sessions (id, created_at, header) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+                    &[&ledger.id.as_str(), &created_at, &header],
+                )?;
+                if inserted == 0 {
+                    return Ok(false);
+                }
+                for record in &records {
+                    insert_record(&mut tx, &ledger.id, record)?;
+                }
+                tx.commit()?;
+                Ok(true)
+            })
+            .map_err(|e| self.err(&e))
+    }
+
+    /// Insert an audit event, as `vak store import` does.
+    pub fn import_event(&self, event: &SecurityEvent) -> Result<(), SessionError> {
+        let text = serde_json::to_string(event).map_err(|e| self.fail(e.to_string()))?;
+        self.pool
+            .with(|client| {
+                client.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[&text])?;
+                Ok(())
+            })
+            .map_err(|e| self.err(&e))
+    }
+
+    /// Set a binding, as `vak store import` does.
+    pub fn import_binding(
+        &self,
+        bot: &str,
+        chat: &str,
+        binding: &Binding,
+    ) -> Result<(), SessionError> {
+        self.pool
+            .with(|client| {
+                client.execute(
+                    "INSERT INTO vak_bindings (bot, chat, session_id, bound_at) VALUES ($1, $2, $3, $4)
+                     ON CONFLICT (bot, chat) DO UPDATE SET session_id = EXCLUDED.session_id, bound_at = EXCLUDED.bound_at",
+                    &[&bot, &chat, &binding.session_id.as_str(), &binding.bound_at],
+                )?;
+                Ok(())
+            })
+            .map_err(|e| self.err(&e))
+    }
+
+    /// How many audit events the store holds (for import verification).
+    pub fn audit_count(&self) -> Result<usize, SessionError> {
+        self.pool
+            .with(|client| {
+                let n: i64 = client
+                    .query_one("SELECT count(*) FROM vak_audit", &[])?
+                    .get(0);
+                Ok(usize::try_from(n).unwrap_or(0))
+            })
+            .map_err(|e| self.err(&e))
+    }
+}
+
+impl Store for PgStore {
+    fn describe(&self) -> String {
+        self.described.clone()
+    }
+
+    fn create(
+        &self,
+        meta: SessionMeta,
+        contract: vak_session::FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        let id = SessionId::generate();
+        let (created_at, header) = self.header_text(&id, meta, contract)?;
+        self.pool
+            .with(|client| insert_session(client, &id, &created_at, &header))
+            .map_err(|e| self.err(&e))?;
+        Ok(id)
+    }
+
+    fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError> {
+        if matches!(record, Record::Created(_) | Record::Unknown) {
+            return Err(SessionError::NotAppendable {
+                kind: record.kind(),
+                id: id.to_string(),
+            });
+        }
+        let text = self.encode(record, id)?;
+        let inserted = self
+            .pool
+            .with(|client| {
+                client.execute(
+                    "INSERT INTO vak_records (session_id, record) SELECT id, $2 FROM vak_sessions WHERE id = $1",
+                    &[&id.as_str(), &text],
+                )
+            })
+            .map_err(|e| self.err(&e))?;
+        if inserted == 0 {
+            return Err(not_found(id));
+        }
+        Ok(())
+    }
+
+    fn read(&self, id: &SessionId) -> Result<Ledger, SessionError> {
+        self.pool
+            .with(|client| read_ledger(self, client, id))
+            .map_err(|e| self.err(&e))?
+    }
+
+    fn read_header(&self, id: &SessionId) -> Result<Header, SessionError> {
+        let text: Option<String> = self
+            .pool
+            .with(|client| {
+                Ok(client
+                    .query_opt(
+                        "SELECT header FROM vak_sessions WHERE id = $1",
+                        &[&id.as_str()],
+                    )?
+                    .map(|row| row.get(0)))
+            })
+            .map_err(|e| self.err(&e))?;
+        let text = text.ok_or_else(|| not_found(id))?;
+        serde_json::from_str(&text).map_err(|e| self.bad(id, "a created record", &e))
+    }
+
+    fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (rows, total) = self
+            .pool
+            .with(|client| {
+                let rows: Vec<String> = client
+                    .query(
+                        "SELECT id FROM vak_sessions ORDER BY id DESC LIMIT $1",
+                        &[&limit],
+                    )?
+                    .into_iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                let total: i64 = client
+                    .query_one("SELECT count(*) FROM vak_sessions", &[])?
+                    .get(0);
+                Ok((rows, total))
+            })
+            .map_err(|e| self.err(&e))?;
+        let ids = rows
+            .iter()
+            .map(|raw| SessionId::parse(raw))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((ids, usize::try_from(total).unwrap_or(0)))
+    }
+
+    fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (rows, total) = self
+            .pool
+            .with(|client| {
+                let rows: Vec<String> = client
+                    .query(
+                        "SELECT event FROM vak_audit ORDER BY seq DESC LIMIT $1",
+                        &[&limit],
+                    )?
+                    .into_iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                let total: i64 = client
+                    .query_one("SELECT count(*) FROM vak_audit", &[])?
+                    .get(0);
+                Ok((rows, total))
+            })
+            .map_err(|e| self.err(&e))?;
+        let mut entries = AuditEntries {
+            total: usize::try_from(total).unwrap_or(0),
+            ..AuditEntries::default()
+        };
+        for text in rows {
+            match serde_json::from_str::<SecurityEvent>(&text) {
+                Ok(SecurityEvent::Unknown) => entries.skipped_unknown += 1,
+                Ok(event) => entries.events.push(event),
+                Err(_) => entries.skipped_lines += 1,
+            }
+        }
+        Ok(entries)
+    }
+
+    fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        let rows: Vec<(String, String, String, String)> = self
+            .pool
+            .with(|client| {
+                Ok(client
+                    .query(
+                        "SELECT bot, chat, session_id, bound_at FROM vak_bindings WHERE session_id IS NOT NULL ORDER BY bot, chat",
+                        &[],
+                    )?
+                    .into_iter()
+                    .map(|row| (row.get(0), row.get(1), row.get(2), row.get(3)))
+                    .collect())
+            })
+            .map_err(|e| self.err(&e))?;
+        rows.into_iter()
+            .map(|(bot, chat, id, bound_at)| {
+                Ok((
+                    bot,
+                    chat,
+                    Binding {
+                        session_id: SessionId::parse(&id)?,
+                        bound_at,
+                    },
+                ))
+            })
+            .collect()
+    }
+
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
+        let claimed = self
+            .pool
+            .with(|client| {
+                let n = client.execute(
+                    "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&key, &at],
+                )?;
+                if n == 1
+                    && CLAIMS
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        .is_multiple_of(256)
+                {
+                    client.execute(
+                        "DELETE FROM vak_replay WHERE at < $1",
+                        &[&(at - 2 * window_secs)],
+                    )?;
+                }
+                Ok(n == 1)
+            })
+            .map_err(|e| self.err(&e))?;
+        Ok(claimed)
+    }
+
+    fn deliver(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
+        let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
+        let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
+        self.pool
+            .with(|client| {
+                let mut tx = client.transaction()?;
+                let bound_id: Option<String> = match self.lock {
+                    LockMode::Advisory => {
+                        tx.execute(
+                            "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 7))",
+                            &[&bot_s, &chat_s],
+                        )?;
+                        tx.query_opt(
+                            "SELECT session_id FROM vak_bindings WHERE bot = $1 AND chat = $2",
+                            &[&bot_s, &chat_s],
+                        )?
+                        .and_then(|row| row.get(0))
+                    }
+                    LockMode::Row => {
+                        tx.execute(
+                            "INSERT INTO vak_bindings (bot, chat) VALUES ($1, $2) ON CONFLICT DO NOTHING",
+                            &[&bot_s, &chat_s],
+                        )?;
+                        tx.query_opt(
+                            "SELECT session_id FROM vak_bindings WHERE bot = $1 AND chat = $2 FOR UPDATE",
+                            &[&bot_s, &chat_s],
+                        )?
+                        .and_then(|row| row.get(0))
+                    }
+                };
+                let bound = match bound_id {
+                    None => Bound::Unbound,
+                    Some(raw) => {
+                        let id = match SessionId::parse(&raw) {
+                            Ok(id) => id,
+                            Err(e) => {
+                                outcome = Err(e);
+                                return Ok(());
+                            }
+                        };
+                        match read_bound(self, &mut tx, &id)? {
+                            Ok(session) => Bound::Live(Box::new(session)),
+                            Err(SessionError::NotFound { .. }) => Bound::Gone(id),
+                            Err(e) => {
+                                outcome = Err(e);
+                                return Ok(());
+                            }
+                        }
+                    }
+                };
+                let Some(planned) = plan(&bound) else {
+                    return Ok(());
+                };
+                let session = match planned {
+                    ChatPlan::Continue { turn } => {
+                        let Bound::Live(ledger) = &bound else {
+                            outcome = Err(SessionError::PlanMismatch {
+                                bot: bot.to_string(),
+                                chat: chat.to_string(),
+                            });
+                            return Ok(());
+                        };
+                        match self.encode(&Record::Turn(turn), &ledger.id) {
+                            Ok(text) => insert_record(&mut tx, &ledger.id, &text)?,
+                            Err(e) => {
+                                outcome = Err(e);
+                                return Ok(());
+                            }
+                        }
+                        ledger.id.clone()
+                    }
+                    ChatPlan::Fresh(fresh) => {
+                        let FreshSession {
+                            meta,
+                            contract,
+                            change,
+                            turn,
+                        } = *fresh;
+                        let id = SessionId::generate();
+                        let encoded = self.header_text(&id, meta, contract).and_then(|h| {
+                            let turn = self.encode(&Record::Turn(turn), &id)?;
+                            let event = change
+                                .map(|mut change| {
+                                    change.new_session = id.clone();
+                                    serde_json::to_string(&SecurityEvent::ConfigChange(change))
+                                        .map_err(|e| self.fail(e.to_string()))
+                                })
+                                .transpose()?;
+                            Ok((h, turn, event))
+                        });
+                        let ((created_at, header), turn, event) = match encoded {
+                            Ok(parts) => parts,
+                            Err(e) => {
+                                outcome = Err(e);
+                                return Ok(());
+                            }
+                        };
+                        insert_session(&mut tx, &id, &created_at, &header)?;
+                        if let Some(event) = event {
+                            tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[&event])?;
+                        }
+                        insert_record(&mut tx, &id, &turn)?;
+                        let bound_at = vak_session::now_rfc3339();
+                        tx.execute(
+                            "INSERT INTO vak_bindings (bot, chat, session_id, bound_at) VALUES ($1, $2, $3, $4)
+                             ON CONFLICT (bot, chat) DO UPDATE SET session_id = EXCLUDED.session_id, bound_at = EXCLUDED.bound_at",
+                            &[&bot_s, &chat_s, &id.as_str(), &bound_at],
+                        )?;
+                        id
+                    }
+                };
+                tx.commit()?;
+                outcome = Ok(Some(Committed { session }));
+                Ok(())
+            })
+            .map_err(|e| self.err(&e))?;
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vak_parameters_are_split_off_the_url() {
+        let (url, lock, pool) = vak_params(
+            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3",
+        )
+        .expect("valid");
+        assert_eq!(url, "postgres://vak@127.0.0.1:5432/vak?sslmode=disable");
+        assert_eq!(lock, LockMode::Advisory);
+        assert_eq!(pool, 3);
+        assert_eq!(
+            vak_params("postgres://x/y").expect("valid").1,
+            LockMode::Row
+        );
+        assert!(vak_params("postgres://x/y?vak_lock=table").is_err());
+        assert!(vak_params("postgres://x/y?vak_pool=0").is_err());
+    }
+
+    #[test]
+    fn the_description_names_no_password() {
+        let store =
+            PgStore::connect("postgres://vak:hunter2@db.example:6543/prod").expect("parses");
+        assert_eq!(
+            store.describe(),
+            "the PostgreSQL store at db.example:6543/prod"
+        );
+        assert!(!format!("{store:?}").contains("hunter2"));
+    }
+}

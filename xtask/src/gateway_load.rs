@@ -1,0 +1,305 @@
+//! `cargo xtask gateway-load`: a bounded load client for `vak gateway
+//! serve`. It builds nothing: point it at a `vak` binary (default
+//! `target/release/vak`). It sets up a scratch home (a copy of
+//! `fixtures/home`, a trusted copy of `fixtures/projects/myproj`, the
+//! allowlist, the bot's secret), starts `--nodes` services on one store,
+//! sends `--deliveries` signed deliveries over `--chats` chats from
+//! `--clients` threads, and prints deliveries per second and the p50/p99
+//! latency of the 200 answers.
+//!
+//! ```text
+//! cargo xtask gateway-load [--vak PATH] [--store file|postgres://…] [--nodes N]
+//!                          [--deliveries N] [--chats N] [--clients N]
+//! ```
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+struct Options {
+    vak: PathBuf,
+    store: String,
+    nodes: usize,
+    deliveries: usize,
+    chats: usize,
+    clients: usize,
+}
+
+fn parse(args: &[String], root: &Path) -> Result<Options, String> {
+    let mut options = Options {
+        vak: root.join("target/release/vak"),
+        store: "file".to_owned(),
+        nodes: 1,
+        deliveries: 2000,
+        chats: 50,
+        clients: 32,
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let value = it.next().ok_or_else(|| format!("`{flag}` needs a value"))?;
+        let number = || {
+            value
+                .parse::<usize>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| format!("`{flag} {value}`: expected a positive whole number"))
+        };
+        match flag.as_str() {
+            "--vak" => options.vak = PathBuf::from(value),
+            "--store" => options.store.clone_from(value),
+            "--nodes" => options.nodes = number()?,
+            "--deliveries" => options.deliveries = number()?,
+            "--chats" => options.chats = number()?,
+            "--clients" => options.clients = number()?,
+            other => return Err(format!("unknown option `{other}`")),
+        }
+    }
+    Ok(options)
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(to).map_err(|e| e.to_string())?;
+    for entry in std::fs::read_dir(from).map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let target = to.join(entry.file_name());
+        if entry.file_type().map_err(|e| e.to_string())?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// A running service: killed when dropped; its stdout is kept open.
+struct Node {
+    child: Child,
+    _stdout: BufReader<std::process::ChildStdout>,
+    addr: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn vak(options: &Options, home: &Path, project: &Path, args: &[&str]) -> Result<String, String> {
+    let out = Command::new(&options.vak)
+        .args(args)
+        .env("VAK_HOME", home)
+        .current_dir(project)
+        .output()
+        .map_err(|e| format!("cannot run `{}`: {e}", options.vak.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "vak {args:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn sign(secret: &str, ts: &str, body: &[u8]) -> String {
+    let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()) else {
+        return String::new();
+    };
+    mac.update(b"v1:");
+    mac.update(ts.as_bytes());
+    mac.update(b":");
+    mac.update(body);
+    let bytes = mac.finalize().into_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    format!("v1={hex}")
+}
+
+fn post(addr: &str, path: &str, secret: &str, body: &str) -> Result<u16, String> {
+    let ts = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_err(|e| e.to_string())?
+        .as_secs()
+        .to_string();
+    let mut stream = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .map_err(|e| e.to_string())?;
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Vak-Timestamp: {ts}\r\nX-Vak-Signature: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len(),
+        sign(secret, &ts, body.as_bytes())
+    );
+    stream
+        .write_all(request.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).map_err(|e| e.to_string())?;
+    let raw = String::from_utf8_lossy(&raw);
+    raw.split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| "no HTTP status in the answer".to_owned())
+}
+
+/// `hits/misses` of a node's resolution cache, from `/healthz`.
+fn healthz_cache(addr: &str) -> String {
+    let answer = (|| -> Result<String, std::io::Error> {
+        let mut stream = TcpStream::connect(addr)?;
+        stream.write_all(
+            format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .as_bytes(),
+        )?;
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw)?;
+        Ok(raw)
+    })()
+    .unwrap_or_default();
+    let field = |name: &str| {
+        answer
+            .split(&format!("\"{name}\":"))
+            .nth(1)
+            .and_then(|rest| rest.split([',', '}']).next())
+            .unwrap_or("?")
+            .to_owned()
+    };
+    format!("{}/{}", field("hits"), field("misses"))
+}
+
+/// Run the load and print one result line.
+pub(crate) fn run(args: &[String], root: &Path) -> Result<(), String> {
+    let options = parse(args, root)?;
+    let scratch = std::env::temp_dir().join(format!("vak-load-{}", std::process::id()));
+    let home = scratch.join("home");
+    let project = scratch.join("project");
+    copy_tree(&root.join("fixtures/home"), &home)?;
+    copy_tree(&root.join("fixtures/projects/myproj"), &project)?;
+    let result = load(&options, &home, &project);
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
+    let mut chats = String::from("{\"helpdesk\": {");
+    for i in 0..options.chats {
+        if i > 0 {
+            chats.push(',');
+        }
+        chats.push_str(&format!("\"c{i}\": {{}}"));
+    }
+    chats.push_str("}}");
+    std::fs::write(home.join(".vak/gateway/allowlist.json"), chats).map_err(|e| e.to_string())?;
+    let project_arg = project.to_string_lossy().into_owned();
+    vak(options, home, project, &["trust", &project_arg])?;
+    vak(
+        options,
+        home,
+        project,
+        &["store", "migrate", "--store", &options.store],
+    )?;
+    let secret = vak(options, home, project, &["gateway", "secret", "helpdesk"])?;
+    let mut nodes = Vec::new();
+    for _ in 0..options.nodes {
+        let mut child = Command::new(&options.vak)
+            .args([
+                "gateway",
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--store",
+                &options.store,
+            ])
+            .env("VAK_HOME", home)
+            .env("VAK_LOG", "warn")
+            .current_dir(project)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut line = String::new();
+        stdout.read_line(&mut line).map_err(|e| e.to_string())?;
+        let addr = line.trim().trim_start_matches("http://").to_owned();
+        nodes.push(Node {
+            child,
+            _stdout: stdout,
+            addr,
+        });
+    }
+    let addrs: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
+    // Files changed in the last 2 s are "racy" for the services'
+    // resolution cache; let the scratch home settle as a real one would.
+    std::thread::sleep(Duration::from_millis(2100));
+    let next = AtomicUsize::new(0);
+    let latencies = Mutex::new(Vec::with_capacity(options.deliveries));
+    let failures = AtomicUsize::new(0);
+    let started = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..options.clients {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= options.deliveries {
+                        break;
+                    }
+                    let chat = format!("c{}", i % options.chats);
+                    let body = format!("{{\"text\":\"load message {i}\"}}");
+                    let path = format!("/v1/bots/helpdesk/chats/{chat}/messages");
+                    let sent = Instant::now();
+                    match post(&addrs[i % addrs.len()], &path, &secret, &body) {
+                        Ok(200) => {
+                            if let Ok(mut l) = latencies.lock() {
+                                l.push(sent.elapsed());
+                            }
+                        }
+                        _ => {
+                            failures.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed();
+    let cache: Vec<String> = addrs.iter().map(|addr| healthz_cache(addr)).collect();
+    drop(nodes);
+    let mut latencies = latencies.into_inner().map_err(|e| e.to_string())?;
+    latencies.sort();
+    let pick = |q: f64| {
+        let index = ((latencies.len() as f64 - 1.0) * q).round() as usize;
+        latencies
+            .get(index)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    let store = if options.store.starts_with("postgres") {
+        let lock = if options.store.contains("vak_lock=advisory") {
+            "advisory lock"
+        } else {
+            "row lock"
+        };
+        format!("postgres ({lock})")
+    } else {
+        "file".to_owned()
+    };
+    println!(
+        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={}",
+        options.nodes,
+        options.deliveries,
+        options.chats,
+        options.clients,
+        latencies.len(),
+        failures.load(Ordering::Relaxed),
+        elapsed.as_secs_f64(),
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        pick(0.50),
+        pick(0.99),
+        cache.join(","),
+    );
+    Ok(())
+}
