@@ -35,6 +35,7 @@ pub fn meta_for(selectors: &Selectors) -> SessionMeta {
         chat: selectors.chat.as_ref().map(ToString::to_string),
         agent: selectors.agent.as_ref().map(ToString::to_string),
         untrusted: selectors.force_untrusted,
+        workdir: selectors.workdir.as_ref().map(ToString::to_string),
         ..SessionMeta::now()
     }
 }
@@ -78,6 +79,7 @@ pub fn selectors_of(
         chat: selector(NameKind::Chat, &meta.chat)?,
         agent: selector(NameKind::Role, &meta.agent)?,
         force_untrusted: meta.untrusted,
+        workdir: meta.workdir.as_deref().map(Into::into),
         ..Selectors::new(home, project)
     })
 }

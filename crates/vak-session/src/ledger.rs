@@ -42,6 +42,11 @@ pub struct SessionMeta {
     /// resume must resolve it the same way to compare like with like.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub untrusted: bool,
+    /// The working directory inside the project when the session was
+    /// created from below its root: the directory sub-layers between the
+    /// two are part of what it froze, so a resume must resolve them again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workdir: Option<String>,
 }
 
 impl SessionMeta {

@@ -656,3 +656,35 @@ fn a_reset_that_brings_agents_md_back_is_budgeted_with_it() {
     let shown = prefix(&json_in(&env, &payments, &["prompts", "show"]));
     assert!(shown.contains("Mind the ledger.") && !shown.contains("Be brief."));
 }
+
+#[test]
+fn a_session_started_in_a_subdirectory_resumes_there_without_drift() {
+    let env = monorepo();
+    let deep = env.project().join("services/payments/src");
+    ok_in(&env, env.project(), &["trust"]);
+    let created = json_in(&env, &deep, &["session", "new"]);
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    // From anywhere, even the root: the session keeps its directory layers.
+    for dir in [&deep, &env.project().to_path_buf()] {
+        let resumed = json_in(&env, dir, &["exec", "--session", &id, "--message", "go"]);
+        assert_eq!(resumed["decision"], "continue", "{resumed}");
+        assert_eq!(
+            resumed["drift"]["changes"].as_array().unwrap().len(),
+            0,
+            "{resumed}"
+        );
+    }
+    // A change at a directory layer is drift, and names that directory.
+    fs::write(
+        env.project().join("services/payments/AGENTS.md"),
+        "Run the payments suite first.\n",
+    )
+    .unwrap();
+    let out = vak_in(&env, &deep, &["exec", "--session", &id, "--message", "go"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("services/payments"),
+        "{}",
+        stderr(&out)
+    );
+}
