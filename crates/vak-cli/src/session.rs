@@ -591,6 +591,9 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
     match args.format {
         Format::Json => print_json(&delivered.to_json()),
         Format::Text => {
+            for warning in &delivered.warnings {
+                out::notice("warning", warning);
+            }
             let line = match &delivered.outcome {
                 DeliveryOutcome::Created => format!("bound to new session {session}"),
                 DeliveryOutcome::Continued => format!("continuing session {session}"),

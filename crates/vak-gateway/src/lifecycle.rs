@@ -335,6 +335,9 @@ pub struct Delivered {
     pub outcome: DeliveryOutcome,
     /// The request an agent would send.
     pub request: Request,
+    /// What the resolution skipped or linted (a refused layer file, an
+    /// ignored key), for the operator: deliveries go on without them.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -346,6 +349,7 @@ struct DeliveredJson<'a> {
     previous_session: Option<&'a SessionId>,
     changes: &'a [LayerChange],
     request: &'a Request,
+    warnings: &'a [String],
 }
 
 impl Delivered {
@@ -378,6 +382,7 @@ impl Delivered {
             previous_session: self.previous_session(),
             changes: self.changes(),
             request: &self.request,
+            warnings: &self.warnings,
         })
         .unwrap_or_else(|e| json!({"error": e.to_string()}))
     }
@@ -425,11 +430,11 @@ pub fn deliver_cached(
         Admission::NotAChat => return Err(LifecycleError::NotAChat),
     }
     let mut failure: Option<LifecycleError> = None;
-    let mut planned: Option<(DeliveryOutcome, Request)> = None;
+    let mut planned: Option<(DeliveryOutcome, Request, Vec<String>)> = None;
     let mut plan = |bound: &Bound| -> Option<ChatPlan> {
         match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text) {
-            Ok((plan, outcome, request)) => {
-                planned = Some((outcome, request));
+            Ok((plan, outcome, request, warnings)) => {
+                planned = Some((outcome, request, warnings));
                 Some(plan)
             }
             Err(error) => {
@@ -443,7 +448,8 @@ pub fn deliver_cached(
         return Err(error);
     }
     match (committed, planned) {
-        (Some(committed), Some((outcome, request))) => Ok(Delivered {
+        (Some(committed), Some((outcome, request, warnings))) => Ok(Delivered {
+            warnings,
             bot,
             chat,
             session: committed.session,
@@ -466,7 +472,7 @@ fn plan_delivery(
     chat: &Name,
     bound: &Bound,
     text: &str,
-) -> Result<(ChatPlan, DeliveryOutcome, Request), LifecycleError> {
+) -> Result<(ChatPlan, DeliveryOutcome, Request, Vec<String>), LifecycleError> {
     let current = match cache {
         Some(cache) => cache.resolve(prompts)?,
         None => {
@@ -494,7 +500,7 @@ fn plan_delivery(
         }));
         (plan, outcome, request)
     };
-    match bound {
+    let planned = match bound {
         Bound::Unbound => Ok(fresh(DeliveryOutcome::Created, None)),
         Bound::Gone(gone) => Ok(fresh(DeliveryOutcome::Rebound { gone: gone.clone() }, None)),
         Bound::Live(ledger) => {
@@ -549,5 +555,6 @@ fn plan_delivery(
                 }
             }
         }
-    }
+    };
+    planned.map(|(plan, outcome, request)| (plan, outcome, request, current.warnings.clone()))
 }

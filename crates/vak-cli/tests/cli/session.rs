@@ -688,3 +688,30 @@ fn store_import_moves_the_file_store_into_postgres() {
     assert_eq!(moved["outcome"], "continued");
     assert_eq!(moved["session_id"], first["session_id"]);
 }
+
+#[test]
+fn a_delivery_tells_the_operator_what_the_resolution_skipped() {
+    let env = trusted_myproj();
+    let path = env.project().join(".vak/prompts/guardrails.md");
+    fs::remove_file(&path).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(&path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let json = deliver(&env, "hello");
+    let warnings = json["warnings"].to_string();
+    assert!(
+        warnings.contains("guardrails.md") && warnings.contains("not a regular file"),
+        "{json}"
+    );
+    let out = env.vak(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "again",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("warning: `guardrails` in project layer"),
+        "{}",
+        stderr(&out)
+    );
+}
