@@ -295,6 +295,29 @@ impl ConfinedDir {
         Ok(())
     }
 
+    /// Open `name` in this directory for appending, creating it (`mode`)
+    /// when absent; never through a symlink, and only a regular file (a FIFO
+    /// or device is refused without blocking). For the append-only stores
+    /// kept under the home (the version log).
+    ///
+    /// # Errors
+    ///
+    /// [`Refusal::NotRegularFile`] for a symlink, FIFO, device or directory.
+    pub fn open_append(&self, name: &str, mode: u32) -> Result<File, Refusal> {
+        let flags = OFlags::RDWR
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => regular(fd),
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => Err(Refusal::NotRegularFile),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The directory's real path.
     pub fn real(&self) -> &Path {
         &self.real
