@@ -10,6 +10,7 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use vak_core::history::HistoryError;
 use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
     AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SurfaceKind,
@@ -240,6 +241,11 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             current_digest: None,
             message: error.to_string(),
         },
+        EditError::History(ref history) if history.is_not_kept() => {
+            AdminError::NotFound(error.to_string())
+        }
+        EditError::History(HistoryError::BadDigest(_)) => AdminError::BadRequest(error.to_string()),
+        EditError::History(_) => AdminError::Internal(error.to_string()),
     }
 }
 

@@ -8,6 +8,7 @@
 mod core;
 mod edit;
 mod error;
+pub mod history;
 mod inbound;
 mod report;
 
