@@ -112,7 +112,7 @@ fn usage(message: impl Into<String>) -> CliError {
 
 impl TargetArgs {
     /// The core and the target this command addresses.
-    fn open(&self) -> Result<(Core, EditTarget), CliError> {
+    pub(crate) fn open(&self) -> Result<(Core, EditTarget), CliError> {
         let block: Block = self
             .block
             .parse()
@@ -150,7 +150,7 @@ impl TargetArgs {
 }
 
 /// Exit codes per DECISIONS §8: over budget 4, bad input 2, the rest 1.
-fn edit_error(error: EditError) -> CliError {
+pub(crate) fn edit_error(error: EditError) -> CliError {
     match error {
         EditError::OverBudget { .. } => CliError::OverBudget(error.to_string()),
         EditError::NotEditable(..)

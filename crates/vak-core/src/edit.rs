@@ -684,7 +684,7 @@ impl Core {
             });
         }
         self.check_reach(target, Some(text))?;
-        self.keep_current(target, &path)?;
+        self.keep_current(target, &path, &preview.before)?;
         ObjectStore::new(&self.selectors().home).put(text)?;
         let outcome = save_atomic(&path, target.root(self.selectors()), text, if_digest)?;
         let key = target_key(target, self.selectors());
@@ -719,11 +719,19 @@ impl Core {
     }
 
     /// Keep the file's text as it is now, so the first change's "before"
-    /// resolves. A file that cannot be read is left to the save's own checks.
-    fn keep_current(&self, target: &EditTarget, path: &Utf8Path) -> Result<(), EditError> {
+    /// resolves, and the contributed texts of the resolution before the
+    /// change. A file that cannot be read is left to the save's own checks.
+    fn keep_current(
+        &self,
+        target: &EditTarget,
+        path: &Utf8Path,
+        before: &ResolvedPrompt,
+    ) -> Result<(), EditError> {
         if let Ok(Some(current)) = read_safely(path, target.root(self.selectors())) {
             ObjectStore::new(&self.selectors().home).put(&current)?;
         }
+        // What resolves before the change: a session frozen on it resolves.
+        keep_contributions(&self.selectors().home, before)?;
         Ok(())
     }
 
@@ -788,7 +796,7 @@ impl Core {
         self.check_reach(target, None)?;
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
-        self.keep_current(target, &path)?;
+        self.keep_current(target, &path, &preview.before)?;
         let removed = remove_checked(&path, target.root(self.selectors()), if_digest)?;
         let unrecorded = removed.as_ref().and_then(|digest| {
             let key = target_key(target, self.selectors());

@@ -18,6 +18,8 @@ use camino::Utf8Path;
 use crate::{Core, EditTarget, Selectors};
 use vak_prompt_compose::ResolvedPrompt;
 use vak_prompt_history::{ObjectStore, unified_diff};
+
+pub use vak_prompt_history::unified_diff as unified;
 use vak_session::PromptLayerDescriptor;
 
 pub use vak_prompt_history::{
@@ -263,6 +265,95 @@ pub fn diff_pair(
                 .or_else(|| last.and_then(|l| l.before)),
             Some(to.to_owned()),
         )),
+    })
+}
+
+/// One block that trusting a project would change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockPreview {
+    /// The block's wire name.
+    pub block: String,
+    /// `added` (empty before), `replaced`, or `removed`.
+    pub change: &'static str,
+    /// The block's composed text now (untrusted).
+    pub before: String,
+    /// The block's composed text once trusted.
+    pub after: String,
+    /// A unified diff from `before` to `after`.
+    pub diff: String,
+}
+
+/// What `vak trust --preview` shows (DECISIONS §14): nothing is written.
+#[derive(Debug, Clone)]
+pub struct TrustPreview {
+    /// Every block whose text trusting would change.
+    pub blocks: Vec<BlockPreview>,
+    /// The budget before and after, and the first chain trusting would push
+    /// over the cap.
+    pub budget: crate::TrustBudget,
+    /// The config keys the project sets that would apply once trusted
+    /// (`model`, `max_tokens`, …), each with its file.
+    pub config_keys: Vec<(String, String)>,
+}
+
+/// What trusting `selectors.project` would change, on the chain named, with
+/// the budget over every chain it reaches. Writes nothing.
+///
+/// # Errors
+///
+/// When the chain cannot be loaded at all.
+pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
+    use vak_prompt_compose::TailContext;
+    use vak_prompt_trust::Trust;
+    let budget = crate::trust_budget(selectors)?;
+    let core = Core::open(selectors.clone())?;
+    let chain = core.load()?;
+    let now = TailContext::now();
+    let untrusted = core.compose(&chain, Trust::Untrusted, now.clone());
+    let trusted = core.compose(&chain, Trust::Trusted, now);
+    let mut blocks = Vec::new();
+    for after in &trusted.blocks {
+        let before = untrusted
+            .block(after.block)
+            .map(|b| b.text.as_str())
+            .unwrap_or("");
+        if before == after.text {
+            continue;
+        }
+        let name = after.block.wire_name();
+        blocks.push(BlockPreview {
+            block: name.to_owned(),
+            change: match (before.is_empty(), after.text.is_empty()) {
+                (true, _) => "added",
+                (false, true) => "removed",
+                (false, false) => "replaced",
+            },
+            diff: unified_diff(
+                &format!("{name} (untrusted, now)"),
+                &format!("{name} (trusted)"),
+                before,
+                &after.text,
+            ),
+            before: before.to_owned(),
+            after: after.text.clone(),
+        });
+    }
+    let config_keys = untrusted
+        .demoted
+        .iter()
+        .filter_map(|d| {
+            let key = d.config_key.clone()?;
+            let still = trusted
+                .demoted
+                .iter()
+                .any(|t| t.config_key.as_deref() == Some(key.as_str()));
+            (!still).then(|| (key, d.provenance.source.clone().unwrap_or_default()))
+        })
+        .collect();
+    Ok(TrustPreview {
+        blocks,
+        budget,
+        config_keys,
     })
 }
 
