@@ -11,6 +11,7 @@ mod common;
 mod completions;
 mod discovery;
 mod edit;
+mod history;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;
