@@ -1481,3 +1481,74 @@ fn the_scope_control_lists_and_edits_directory_layers() {
     env.get("/api/layers?scope=shared&dir=services/payments")
         .expect_error(400);
 }
+
+#[test]
+fn history_diff_revert_and_the_trust_preview() {
+    let env = Env::new();
+    let first = "- Reply in British English.\n";
+    let second = "- Reply in British English.\n- Cite the file.\n";
+    env.put(
+        "/api/layers/operating-rules?scope=project",
+        &json!({"text": first, "if_digest": ""}),
+    )
+    .expect_ok();
+    env.put(
+        "/api/layers/operating-rules?scope=project",
+        &json!({"text": second, "if_digest": sha256_hex(first)}),
+    )
+    .expect_ok();
+    let history = env
+        .get("/api/history/operating-rules?scope=project")
+        .expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 2, "{history}");
+    assert_eq!(history["current_digest"], sha256_hex(second));
+    let who = versions[1]["who"].as_str().expect("who");
+    assert!(who.starts_with("admin-token:"), "{who}");
+    assert!(
+        !who.contains(&env.token),
+        "the token itself is never recorded"
+    );
+
+    let diff = env
+        .get(&format!(
+            "/api/history/operating-rules/diff?scope=project&from={}&to={}",
+            sha256_hex(first),
+            sha256_hex(second)
+        ))
+        .expect_ok();
+    assert!(
+        diff["diff"]
+            .as_str()
+            .expect("diff")
+            .contains("+- Cite the file."),
+        "{diff}"
+    );
+
+    // A stale digest is the save's conflict; the right one reverts.
+    env.post(
+        "/api/history/operating-rules/revert?scope=project",
+        &json!({"to": sha256_hex(first), "if_digest": sha256_hex(first)}),
+    )
+    .expect_error(409);
+    env.post(
+        "/api/history/operating-rules/revert?scope=project",
+        &json!({"to": sha256_hex("never kept"), "if_digest": sha256_hex(second)}),
+    )
+    .expect_error(404);
+    let reverted = env
+        .post(
+            "/api/history/operating-rules/revert?scope=project",
+            &json!({"to": sha256_hex(first), "if_digest": sha256_hex(second)}),
+        )
+        .expect_ok();
+    assert_eq!(reverted["digest"], sha256_hex(first));
+    assert_eq!(
+        std::fs::read_to_string(env.project_file("operating-rules.md")).expect("file"),
+        first
+    );
+
+    let preview = env.get("/api/trust-preview").expect_ok();
+    assert_eq!(preview["trusted"], true);
+    assert!(preview["tokens"]["after"].as_u64().is_some(), "{preview}");
+}
