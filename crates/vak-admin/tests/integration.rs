@@ -1069,6 +1069,25 @@ fn gateway_edits_reach_bots_and_allowlist_atomically_keeping_other_keys() {
     let identity = effective(&prompt, "identity");
     assert_eq!(identity["text"], text);
     assert_eq!(identity["layers"], json!(["bot"]));
+    // The edit is a version of the key, and both values are kept.
+    let versions = vak_core::history::VersionLog::new(&env.home)
+        .for_target("bots.json#/helpdesk/prompts/identity")
+        .expect("version log")
+        .records;
+    assert_eq!(versions.len(), 1);
+    assert_eq!(versions[0].before.as_deref(), Some(digest.as_str()));
+    assert_eq!(
+        versions[0].after.as_deref(),
+        Some(sha256_hex(text).as_str())
+    );
+    assert!(versions[0].who.starts_with("admin-token:"));
+    for d in [&digest, &sha256_hex(text)] {
+        assert!(
+            vak_core::history::kept_text(&env.home, d)
+                .expect("object")
+                .is_some()
+        );
+    }
 
     // A stale digest is refused and the file is untouched.
     let before = std::fs::read_to_string(&bots_path).expect("read");

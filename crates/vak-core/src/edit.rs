@@ -29,7 +29,7 @@ use vak_prompt_loader::{
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
-use crate::history::{Action, VersionLog, VersionRecord, Who, keep_contributions, target_key};
+use crate::history::{Action, VersionRecord, Who, keep_contributions, record_change, target_key};
 use crate::{Core, CoreError, Selectors};
 use vak_prompt_history::{HistoryError, ObjectStore};
 
@@ -737,23 +737,8 @@ impl Core {
 
     /// Append `record` and keep `after`'s contributed texts; a failure is
     /// returned as the sentence to warn with (the file is already written).
-    fn record(
-        &self,
-        mut record: VersionRecord,
-        who: &Who,
-        after: &ResolvedPrompt,
-    ) -> Option<String> {
-        let home = &self.selectors().home;
-        record.time = vak_session::now_rfc3339();
-        record.who = who.label();
-        let logged = VersionLog::new(home).append(&record);
-        let kept = keep_contributions(home, after).map(|_| ());
-        match logged.and(kept) {
-            Ok(()) => None,
-            Err(error) => Some(format!(
-                "the change was written, but its history was not: {error}"
-            )),
-        }
+    fn record(&self, record: VersionRecord, who: &Who, after: &ResolvedPrompt) -> Option<String> {
+        record_change(&self.selectors().home, record, who, after)
     }
 
     /// Delete `target`'s file so the block inherits again, with the same

@@ -90,6 +90,50 @@ pub fn keep_contributions(
     Ok(kept)
 }
 
+/// Before a change is written: keep `texts` (the value before, the value
+/// after) and every contributed text of the resolution `before` it, so the
+/// change's "before" and every session frozen on it resolve. The CLI and
+/// admin save path calls this through [`Core::save_block_by`]; the admin
+/// gateway edit calls it directly.
+///
+/// # Errors
+///
+/// The first text that could not be kept: refuse the change.
+pub fn keep_before_change(
+    home: &Utf8Path,
+    texts: &[&str],
+    before: &ResolvedPrompt,
+) -> Result<(), HistoryError> {
+    let store = ObjectStore::new(home);
+    for text in texts {
+        store.put(text)?;
+    }
+    keep_contributions(home, before)?;
+    Ok(())
+}
+
+/// After a change is written: stamp `record` with the time and `who`,
+/// append it to the version log and keep the contributed texts of the
+/// resolution `after`. A failure is returned as the sentence to warn with
+/// (the change is already written).
+pub fn record_change(
+    home: &Utf8Path,
+    mut record: VersionRecord,
+    who: &Who,
+    after: &ResolvedPrompt,
+) -> Option<String> {
+    record.time = vak_session::now_rfc3339();
+    record.who = who.label();
+    let logged = VersionLog::new(home).append(&record);
+    let kept = keep_contributions(home, after).map(|_| ());
+    match logged.and(kept) {
+        Ok(()) => None,
+        Err(error) => Some(format!(
+            "the change was written, but its history was not: {error}"
+        )),
+    }
+}
+
 /// The text kept under `digest`; `Ok(None)` when it was never kept (an old
 /// ledger, written before objects existed: "text not kept").
 ///
