@@ -303,6 +303,8 @@ try {
   await snap('gateway');
   const botNote = page.locator('#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"]');
   check((await botNote.getAttribute('data-state')) === 'inherited', 'the helpdesk bot surface note is inherited');
+  const deliver = (text) => execFileSync(vak, ['gateway', 'deliver', '--home', home, '--project', project, '--bot', 'helpdesk', '--chat', '42', '--text', text]);
+  deliver('hello before the edit');
   await botNote.locator('button.override').click();
   await botNote.locator('textarea').fill('Answers go to the whole platform team; sign them "Helpdesk".');
   await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.tokens, '#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"] .count');
@@ -312,10 +314,19 @@ try {
   check(bots.helpdesk.prompts['surface-note'].includes('whole platform team'), 'the bot-tier save reached bots.json');
   check(bots.helpdesk.display_name === 'Helpdesk' && bots.helpdesk.prompts.guardrails.length > 0, 'bots.json kept its other keys');
   await snap('gateway-bot-saved');
+  deliver('hello after the edit');
   await page.getByRole('link', { name: 'Audit' }).click();
   await page.locator('#audit p, #audit table').first().waitFor();
   await copyIsClean('#/audit');
   await snap('audit');
+
+  // 9b. Behind the rotation's config-change event: the text diff.
+  await page.locator('#audit button.show-rotation-diff').first().click();
+  await page.locator('#audit tr.rotation-diff pre.diff').first().waitFor();
+  const rotation = await page.locator('#audit tr.rotation-diff').first().innerText();
+  check(rotation.includes('whole platform team'), 'the config-change event shows the text the edit added');
+  await copyIsClean('#/audit with a rotation diff');
+  await snap('audit-rotation-diff');
 
   check(offsite.length === 0, 'the page fetched nothing but this server' + (offsite.length ? ' (' + offsite.join(', ') + ')' : ''));
   // The 401/409/422 answers the scenario provokes are logged by Chromium as

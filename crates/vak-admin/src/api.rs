@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use vak_core::history::HistoryError;
 use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
-    AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SurfaceKind,
-    Trust, Verdict, prompt_verdict,
+    AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError,
+    SessionId, SessionStore, SurfaceKind, Trust, Verdict, prompt_verdict,
 };
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
@@ -933,5 +933,61 @@ pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, A
             "chain": chain, "prefix_tokens": report.prefix_tokens, "cap": report.cap,
         })),
         "config_keys": keys,
+    })))
+}
+
+/// `?old=ID&new=ID`: a rotation's two sessions.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RotationQuery {
+    old: Option<String>,
+    new: Option<String>,
+}
+
+/// `GET /api/audit/diff?old=ID&new=ID`: behind a `config-change` event, the
+/// text diff per changed block and layer between what the old session froze
+/// and what the new one froze (both read from the object store; a text that
+/// was never kept says so).
+pub(crate) async fn rotation_diff(
+    State(state): Shared,
+    q: Result<Query<RotationQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let id = |raw: Option<String>, which: &str| {
+        let raw = raw.ok_or_else(|| {
+            AdminError::BadRequest(format!("this route needs `{which}=<session id>`"))
+        })?;
+        SessionId::parse(&raw).map_err(|e| AdminError::BadRequest(e.to_string()))
+    };
+    let (old, new) = (id(q.old, "old")?, id(q.new, "new")?);
+    let store = SessionStore::new(&state.home);
+    let read = |id: &SessionId| {
+        store.read(id).map_err(|e| match e {
+            SessionError::NotFound { .. } => AdminError::NotFound(e.to_string()),
+            other => AdminError::Internal(other.to_string()),
+        })
+    };
+    let (old_ledger, new_ledger) = (read(&old)?, read(&new)?);
+    let changes = vak_core::history::contract_changes(
+        &state.home,
+        &old_ledger.contract().prompt_layers,
+        &new_ledger.contract().prompt_layers,
+    );
+    let list: Vec<Value> = changes
+        .iter()
+        .map(|c| {
+            let (diff, error) = match &c.diff {
+                Ok(diff) => (Some(diff.as_str()), None),
+                Err(why) => (None, Some(why.as_str())),
+            };
+            json!({
+                "block": c.block, "layer": c.layer, "source": c.source,
+                "frozen": c.frozen, "current": c.current, "diff": diff, "error": error,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "old": old.to_string(),
+        "new": new.to_string(),
+        "changes": list,
     })))
 }

@@ -1569,5 +1569,12 @@ fn history_diff_revert_and_the_trust_preview() {
 
     let preview = env.get("/api/trust-preview").expect_ok();
     assert_eq!(preview["trusted"], true);
+    env.get("/api/audit/diff").expect_error(400);
+    env.get(&format!(
+        "/api/audit/diff?old={}&new={}",
+        SessionId::generate(),
+        SessionId::generate()
+    ))
+    .expect_error(404);
     assert!(preview["tokens"]["after"].as_u64().is_some(), "{preview}");
 }

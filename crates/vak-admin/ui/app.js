@@ -623,19 +623,43 @@ async function loadGateway() {
 
 // ---- #/audit ------------------------------------------------------------
 
+// Behind a rotation: what the old session froze against what the new one froze.
+async function showRotationDiff(e, detail) {
+  detail.hidden = !detail.hidden;
+  if (detail.hidden) return;
+  const cell = detail.firstChild;
+  cell.replaceChildren(el('p', { class: 'small', text: 'Loading the text diff\u2026' }));
+  const r = await api('GET', '/api/audit/diff' + query({ old: e.old_session, new: e.new_session }));
+  if (!r.ok) return cell.replaceChildren(el('p', { class: 'error small', text: r.data.error }));
+  cell.replaceChildren();
+  if (!r.data.changes.length) cell.append(el('p', { class: 'small', text: 'Both sessions froze the same text.' }));
+  for (const c of r.data.changes) {
+    cell.append(el('h4', {}, c.block + ' @ ' + c.layer + ' ', el('code', { text: c.source || '' })),
+      c.diff !== null ? diffView(c.diff) : el('p', { class: 'small', text: c.error }));
+  }
+}
+
 async function loadAudit() {
   const r = await api('GET', '/api/audit');
   const box = $('#audit');
   if (!r.ok) return box.replaceChildren(el('p', { class: 'error', text: r.data.error }));
   if (!r.data.events.length) return box.replaceChildren(el('p', { text: 'No security events yet.' }));
-  const rows = r.data.events.map((e) => el('tr', {},
-    el('td', { text: e.at || '' }),
-    el('td', { text: e.type }),
-    el('td', { text: (e.bot || '') + (e.chat ? ' / ' + e.chat : '') }),
-    el('td', {}, el('code', { text: (e.old_session || '') + ' \u2192 ' + (e.new_session || '') })),
-    el('td', { text: (e.changes || []).map((c) => (c.block || '') + ' @ ' + (c.layer || '') + ' ' + (c.kind || '')).join('; ') })));
+  const rows = [];
+  for (const e of r.data.events) {
+    const detail = el('tr', { class: 'rotation-diff', hidden: true }, el('td', { colspan: '6' }));
+    const diffBtn = e.type === 'config-change' && e.old_session && e.new_session
+      ? el('button', { type: 'button', class: 'show-rotation-diff', onclick: () => showRotationDiff(e, detail) }, 'Show the text diff')
+      : null;
+    rows.push(el('tr', {},
+      el('td', { text: e.at || '' }),
+      el('td', { text: e.type }),
+      el('td', { text: (e.bot || '') + (e.chat ? ' / ' + e.chat : '') }),
+      el('td', {}, el('code', { text: (e.old_session || '') + ' \u2192 ' + (e.new_session || '') })),
+      el('td', { text: (e.changes || []).map((c) => (c.block || '') + ' @ ' + (c.layer || '') + ' ' + (c.kind || '')).join('; ') }),
+      el('td', {}, diffBtn)), detail);
+  }
   box.replaceChildren(el('table', { class: 'rules' },
-    el('thead', {}, el('tr', {}, ...['When', 'Event', 'Bot / chat', 'Sessions', 'What changed'].map((h) => el('th', { scope: 'col', text: h })))),
+    el('thead', {}, el('tr', {}, ...['When', 'Event', 'Bot / chat', 'Sessions', 'What changed', ''].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, ...rows)));
   for (const w of r.data.warnings) box.append(el('p', { class: 'note small', text: w }));
 }

@@ -189,23 +189,48 @@ pub fn text_changes(
     frozen: &[PromptLayerDescriptor],
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
-    let store = ObjectStore::new(home);
-    let mut out = Vec::new();
     // Descriptors are made one per contributor, in this same order.
-    let now: Vec<(&PromptLayerDescriptor, &str)> = current
+    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = current
         .blocks
         .iter()
         .flat_map(|b| b.contributors.iter())
         .zip(&current.descriptors)
-        .map(|(c, d)| (d, c.text.as_str()))
+        .map(|(c, d)| (d, Ok(c.text.clone())))
         .collect();
-    let text_of = |digest: &str| -> Result<String, String> {
-        match store.get(digest) {
-            Ok(text) => Ok(text),
-            Err(error) if error.is_not_kept() => Err(format!("text not kept ({digest})")),
-            Err(error) => Err(error.to_string()),
-        }
-    };
+    pair_and_diff(home, frozen, &now, "now")
+}
+
+/// Per block and layer, the text diff between two frozen contracts (a
+/// rotation's old and new session), both sides read from the object store.
+pub fn contract_changes(
+    home: &Utf8Path,
+    old: &[PromptLayerDescriptor],
+    new: &[PromptLayerDescriptor],
+) -> Vec<TextChange> {
+    let store = ObjectStore::new(home);
+    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = new
+        .iter()
+        .map(|d| (d, text_of(&store, &d.digest)))
+        .collect();
+    pair_and_diff(home, old, &now, "new")
+}
+
+fn text_of(store: &ObjectStore, digest: &str) -> Result<String, String> {
+    match store.get(digest) {
+        Ok(text) => Ok(text),
+        Err(error) if error.is_not_kept() => Err(format!("text not kept ({digest})")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+fn pair_and_diff(
+    home: &Utf8Path,
+    frozen: &[PromptLayerDescriptor],
+    now: &[(&PromptLayerDescriptor, Result<String, String>)],
+    when: &str,
+) -> Vec<TextChange> {
+    let store = ObjectStore::new(home);
+    let mut out = Vec::new();
     let mut used = vec![false; now.len()];
     for f in frozen {
         let key = pairing_key(f);
@@ -219,8 +244,15 @@ pub fn text_changes(
                 if d.digest == f.digest {
                     continue;
                 }
-                let diff = text_of(&f.digest)
-                    .map(|old| unified_diff(&label(f, "frozen"), &label(d, "now"), &old, text));
+                let diff = text_of(&store, &f.digest).and_then(|old| {
+                    let new = text.clone()?;
+                    Ok(unified_diff(
+                        &label(f, "frozen"),
+                        &label(d, when),
+                        &old,
+                        &new,
+                    ))
+                });
                 out.push(TextChange {
                     block: f.block.clone(),
                     layer: f.layer.clone(),
@@ -231,7 +263,7 @@ pub fn text_changes(
                 });
             }
             None => {
-                let diff = text_of(&f.digest)
+                let diff = text_of(&store, &f.digest)
                     .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
                 out.push(TextChange {
                     block: f.block.clone(),
@@ -254,7 +286,9 @@ pub fn text_changes(
             source: d.source.clone(),
             frozen: None,
             current: Some(d.digest.clone()),
-            diff: Ok(unified_diff("(absent)", &label(d, "now"), "", text)),
+            diff: text
+                .clone()
+                .map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
         });
     }
     out
