@@ -332,4 +332,37 @@ mod tests {
         assert_eq!(record.target, "/a");
         assert_eq!(record.action, Action::Save);
     }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Whatever a crashed writer or a stranger left between appends
+        /// (a torn line, garbage), every record appended reads back, in
+        /// order, and nothing else does.
+        #[test]
+        fn every_append_reads_back_whatever_is_left_between(
+            junk in proptest::collection::vec(proptest::option::of("[^\n]{0,40}"), 1..8)
+        ) {
+            let (_keep, home) = home();
+            let log = VersionLog::new(&home);
+            let mut expected = Vec::new();
+            for (i, garbage) in junk.iter().enumerate() {
+                let after = format!("{i}");
+                log.append(&record("/a", &after)).unwrap();
+                expected.push(after);
+                if let Some(garbage) = garbage {
+                    let mut bytes = fs::read(log.path()).unwrap();
+                    bytes.extend_from_slice(garbage.as_bytes());
+                    fs::write(log.path(), &bytes).unwrap();
+                }
+            }
+            let read: Vec<_> = log
+                .for_target("/a")
+                .unwrap()
+                .records
+                .into_iter()
+                .filter_map(|r| r.after)
+                .collect();
+            proptest::prop_assert_eq!(read, expected);
+        }
+    }
 }

@@ -488,4 +488,39 @@ mod tests {
             Err(Refusal::NotRegularFile)
         ));
     }
+
+    #[test]
+    fn open_append_creates_appends_and_refuses_links_and_fifos() {
+        use std::io::Write as _;
+        let (_keep, root_path) = temp();
+        let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
+        let dir = ConfinedDir::open(&root_path, &root).unwrap().unwrap();
+        dir.open_append("log", 0o644)
+            .unwrap()
+            .write_all(b"a\n")
+            .unwrap();
+        dir.open_append("log", 0o644)
+            .unwrap()
+            .write_all(b"b\n")
+            .unwrap();
+        assert_eq!(fs::read(root_path.join("log")).unwrap(), b"a\nb\n");
+        fs::write(root_path.join("target"), "").unwrap();
+        symlink(root_path.join("target"), root_path.join("link")).unwrap();
+        assert!(matches!(
+            dir.open_append("link", 0o644),
+            Err(Refusal::NotRegularFile)
+        ));
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(root_path.join("fifo"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(matches!(
+            dir.open_append("fifo", 0o644),
+            Err(Refusal::NotRegularFile)
+        ));
+        assert_eq!(fs::read(root_path.join("target")).unwrap(), b"");
+    }
 }
