@@ -259,7 +259,7 @@ try {
   await card('operating-rules').locator('table.versions tbody tr').nth(3).waitFor();
   await card('operating-rules').locator('button.revert').first().click();
   await card('operating-rules').locator('.result.refused').waitFor();
-  check((await card('operating-rules').locator('.result').innerText()).includes('Save refused'), 'a revert over the cap is refused like a save');
+  check((await card('operating-rules').locator('.result').innerText()).includes('Revert refused'), 'a revert over the cap is refused like a save (same 422, same figures)');
   check(!fs.existsSync(projectFile('operating-rules.md')), 'the refused revert wrote nothing');
   await snap('revert-refused-over-cap');
   fs.writeFileSync(shared, sharedConfig);

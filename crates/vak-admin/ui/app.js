@@ -324,7 +324,7 @@ function card(target, b) {
       say(b.label + ' reverted to ' + digest.slice(0, 12) + '.');
       await reload(target, r.data, id);
     } else {
-      showError(result, r, b, target);
+      showError(result, r, b, target, 'Revert');
     }
   }
 
@@ -509,7 +509,7 @@ function layerName(l) {
 }
 
 // 409, 422 and the rest, said plainly next to the editor.
-function showError(box, r, b, target) {
+function showError(box, r, b, target, what) {
   box.replaceChildren();
   if (r.status === 409) {
     box.className = 'result conflict';
@@ -527,7 +527,7 @@ function showError(box, r, b, target) {
       list.append(el('li', {}, el('strong', { text: layerName(l) + ': ' + fmt(l.tokens) + ' tokens' }), files ? ' \u2014 ' + files : ''));
     }
     box.append(
-      el('p', {}, el('strong', { text: 'Save refused: the prompt would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
+      el('p', {}, el('strong', { text: (what || 'Save') + ' refused: the prompt would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
         ' Nothing was saved or truncated. Shorten one of these layers (largest first), or raise ', el('code', { text: 'prompts.max_tokens' }), ' in the shared config:'),
       list);
   } else {
