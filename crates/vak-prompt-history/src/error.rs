@@ -35,12 +35,12 @@ pub enum HistoryError {
     /// Not a sha256: 64 lowercase hex digits.
     #[error("`{}` is not a sha256: give 64 lowercase hex digits", Escaped(.0))]
     BadDigest(String),
-    /// A text over the object bound.
-    #[error(
-        "a text of {bytes} bytes is over the {limit}-byte bound for kept prompt texts; it was not kept"
-    )]
+    /// A text or record over its bound; nothing was written.
+    #[error("{what} is {bytes} bytes, over the {limit}-byte bound; it was not kept")]
     TooLarge {
-        /// Its size (at least `limit + 1`).
+        /// What: `the text with sha256 <digest>`, or `a version record for `<file>``.
+        what: String,
+        /// Its size.
         bytes: u64,
         /// The bound.
         limit: u64,

@@ -129,6 +129,10 @@ impl VersionLog {
         line.push('\n');
         if line.len() > MAX_RECORD_BYTES {
             return Err(HistoryError::TooLarge {
+                what: format!(
+                    "a version record for `{}`",
+                    vak_prompt_blocks::Escaped(&record.target)
+                ),
                 bytes: line.len() as u64,
                 limit: MAX_RECORD_BYTES as u64,
             });

@@ -109,13 +109,14 @@ impl ObjectStore {
     /// [`HistoryError::Io`].
     pub fn put(&self, text: &str) -> Result<Sha256Hex, HistoryError> {
         let bytes = text.len() as u64;
+        let digest = sha256_hex(text);
         if bytes > MAX_OBJECT_BYTES {
             return Err(HistoryError::TooLarge {
+                what: format!("the text with sha256 {digest}"),
                 bytes,
                 limit: MAX_OBJECT_BYTES,
             });
         }
-        let digest = sha256_hex(text);
         let dir = store_dir(&self.home, &self.dir, true)?.ok_or_else(|| HistoryError::Io {
             action: "open the object directory",
             path: self.dir.clone(),
