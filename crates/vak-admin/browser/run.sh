@@ -68,4 +68,4 @@ case "$url" in http://*) ;; *) echo "run.sh: vak admin serve printed no URL" >&2
 echo "run.sh: $(cat "$work/serve.out" | tr '\n' ' ')"
 token="$(cat "$work/home/.vak/admin.token")"
 
-node "$here/scenario.mjs" "$url" "$token" "$work/home" "$work/myproj" "$shots"
+node "$here/scenario.mjs" "$url" "$token" "$work/home" "$work/myproj" "$shots" "$vak"

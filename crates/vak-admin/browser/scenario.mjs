@@ -11,8 +11,9 @@ import { chromium } from 'playwright-core';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 
-const [url, token, home, project, shots] = process.argv.slice(2);
+const [url, token, home, project, shots, vak] = process.argv.slice(2);
 if (!shots) {
   console.error('usage: node scenario.mjs URL TOKEN HOME PROJECT SHOTS_DIR');
   process.exit(2);
@@ -218,6 +219,68 @@ try {
   check(!fs.existsSync(projectFile('operating-rules.md')), 'reset deleted operating-rules.md');
   await snap('reset-inherits-again');
 
+  // 7b. History: the save and the reset are versions; diff any two; revert.
+  const rulesCard = card('operating-rules');
+  await rulesCard.locator('button.view-history').click();
+  await rulesCard.locator('table.versions tbody tr').first().waitFor();
+  const rows = await rulesCard.locator('table.versions tbody tr').count();
+  check(rows === 2, 'the history lists the save and the reset (' + rows + ' versions)');
+  const historyText = await rulesCard.locator('table.versions').innerText();
+  check(historyText.includes('reset') && historyText.includes('save'), 'the history names each change');
+  check(historyText.includes('admin-token:'), 'the history says who: the admin token\u2019s id');
+  await rulesCard.locator('pre.diff').waitFor();
+  check((await rulesCard.locator('pre.diff').innerText()).includes('-- Reply in British English'), 'the default diff is the last change (the reset removed the text)');
+  const options = await rulesCard.locator('select.diff-from option').count();
+  check(options >= 2, 'the diff can pick from any recorded version (' + options + ')');
+  await rulesCard.locator('select.diff-from').selectOption({ index: 0 });
+  await rulesCard.locator('select.diff-to').selectOption({ index: 1 });
+  await rulesCard.locator('button.show-diff').click();
+  await rulesCard.locator('pre.diff .add').first().waitFor();
+  check((await rulesCard.locator('pre.diff').innerText()).includes('+- Reply in British English'), 'a diff between two chosen versions shows the added lines');
+  await copyIsClean('#/prompts with a history open');
+  await snap('history-and-diff');
+  await rulesCard.locator('button.revert').first().click();
+  await page.locator('#cards article[data-name="operating-rules"][data-state="overridden"]').waitFor();
+  check(fs.readFileSync(projectFile('operating-rules.md'), 'utf8').includes('British English'), 'revert saved the old version back to operating-rules.md');
+  await effective('operating-rules').filter({ hasText: 'from This project' }).waitFor();
+  await card('operating-rules').locator('button.view-history').click();
+  await card('operating-rules').locator('table.versions tbody tr').nth(2).waitFor();
+  check((await card('operating-rules').locator('table.versions tbody tr').first().innerText()).includes('revert'), 'the revert is the newest version');
+  await snap('history-reverted');
+
+  // 7c. A revert refused by the budget: the same 422 as a save, nothing written.
+  const shared = path.join(home, '.vak', 'config.toml');
+  const sharedConfig = fs.readFileSync(shared, 'utf8');
+  fs.writeFileSync(shared, sharedConfig.replace(/max_tokens\s*=\s*\d+/, 'max_tokens = 300'));
+  await card('operating-rules').locator('button.reset').click();
+  await card('operating-rules').locator('button.confirm-reset').press('Enter');
+  await page.locator('#cards article[data-name="operating-rules"][data-state="inherited"]').waitFor();
+  await card('operating-rules').locator('button.view-history').click();
+  await card('operating-rules').locator('table.versions tbody tr').nth(3).waitFor();
+  await card('operating-rules').locator('button.revert').first().click();
+  await card('operating-rules').locator('.result.refused').waitFor();
+  check((await card('operating-rules').locator('.result').innerText()).includes('Revert refused'), 'a revert over the cap is refused like a save (same 422, same figures)');
+  check(!fs.existsSync(projectFile('operating-rules.md')), 'the refused revert wrote nothing');
+  await snap('revert-refused-over-cap');
+  fs.writeFileSync(shared, sharedConfig);
+
+  // 7d. The trust preview on an untrusted project: nothing written.
+  execFileSync(vak, ['untrust', '--home', home, project]);
+  const trustBefore = fs.readFileSync(path.join(home, '.vak', 'trust.toml'), 'utf8');
+  await page.getByRole('button', { name: 'Shared', exact: true }).click();
+  await page.locator('#editing').filter({ hasText: 'Shared' }).waitFor();
+  await page.getByRole('button', { name: 'This project', exact: true }).click();
+  await page.locator('#trust-note button.preview-trust').waitFor();
+  await page.locator('#trust-note button.preview-trust').click();
+  await page.locator('#trust-note .trust-preview h3').waitFor();
+  const preview = await page.locator('#trust-note .trust-preview').innerText();
+  check(preview.includes('identity would be replaced'), 'the trust preview shows the identity trusting would apply');
+  check(preview.includes('tokens (cap'), 'the trust preview shows the prefix tokens before and after against the cap');
+  check(fs.readFileSync(path.join(home, '.vak', 'trust.toml'), 'utf8') === trustBefore, 'the preview wrote nothing to the trust store');
+  await copyIsClean('#/prompts with the trust preview');
+  await snap('trust-preview-untrusted');
+  execFileSync(vak, ['trust', '--home', home, project]);
+
   // 8. View source, then the permissions view from a guardrail editor.
   await card('guardrails').locator('button.view-source').click();
   await card('guardrails').locator('.source pre').first().waitFor();
@@ -240,6 +303,8 @@ try {
   await snap('gateway');
   const botNote = page.locator('#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"]');
   check((await botNote.getAttribute('data-state')) === 'inherited', 'the helpdesk bot surface note is inherited');
+  const deliver = (text) => execFileSync(vak, ['gateway', 'deliver', '--home', home, '--project', project, '--bot', 'helpdesk', '--chat', '42', '--text', text]);
+  deliver('hello before the edit');
   await botNote.locator('button.override').click();
   await botNote.locator('textarea').fill('Answers go to the whole platform team; sign them "Helpdesk".');
   await page.waitForFunction((sel) => document.querySelector(sel)?.dataset.tokens, '#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"] .count');
@@ -249,10 +314,19 @@ try {
   check(bots.helpdesk.prompts['surface-note'].includes('whole platform team'), 'the bot-tier save reached bots.json');
   check(bots.helpdesk.display_name === 'Helpdesk' && bots.helpdesk.prompts.guardrails.length > 0, 'bots.json kept its other keys');
   await snap('gateway-bot-saved');
+  deliver('hello after the edit');
   await page.getByRole('link', { name: 'Audit' }).click();
   await page.locator('#audit p, #audit table').first().waitFor();
   await copyIsClean('#/audit');
   await snap('audit');
+
+  // 9b. Behind the rotation's config-change event: the text diff.
+  await page.locator('#audit button.show-rotation-diff').first().click();
+  await page.locator('#audit tr.rotation-diff pre.diff').first().waitFor();
+  const rotation = await page.locator('#audit tr.rotation-diff').first().innerText();
+  check(rotation.includes('whole platform team'), 'the config-change event shows the text the edit added');
+  await copyIsClean('#/audit with a rotation diff');
+  await snap('audit-rotation-diff');
 
   check(offsite.length === 0, 'the page fetched nothing but this server' + (offsite.length ? ' (' + offsite.join(', ') + ')' : ''));
   // The 401/409/422 answers the scenario provokes are logged by Chromium as

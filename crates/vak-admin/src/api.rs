@@ -10,10 +10,11 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use vak_core::history::HistoryError;
 use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
-    AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SurfaceKind,
-    Trust, Verdict, prompt_verdict,
+    AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError,
+    SessionId, SessionStore, SurfaceKind, Trust, Verdict, prompt_verdict,
 };
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
@@ -240,6 +241,11 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             current_digest: None,
             message: error.to_string(),
         },
+        EditError::History(ref history) if history.is_not_kept() => {
+            AdminError::NotFound(error.to_string())
+        }
+        EditError::History(HistoryError::BadDigest(_)) => AdminError::BadRequest(error.to_string()),
+        EditError::History(_) => AdminError::Internal(error.to_string()),
     }
 }
 
@@ -513,7 +519,13 @@ pub(crate) async fn save(
     let target = target(q.scope()?, q.sub()?, block)?;
     let core = core_for(&state, &target)?;
     let saved = core
-        .save_block(&target, &body.text, Some(&if_digest))
+        .save_block_by(
+            &target,
+            &body.text,
+            Some(&if_digest),
+            &state.who(),
+            vak_core::history::Action::Save,
+        )
         .map_err(edit_error)?;
     tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
     let mut answer = preview_json(&saved.preview);
@@ -521,6 +533,7 @@ pub(crate) async fn save(
         map.insert("path".to_owned(), json!(saved.outcome.path));
         map.insert("digest".to_owned(), json!(saved.outcome.digest));
         map.insert("previous".to_owned(), json!(saved.outcome.previous));
+        map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
     }
     Ok(Json(answer))
 }
@@ -537,7 +550,7 @@ pub(crate) async fn reset(
     let target = target(q.scope()?, q.sub()?, block)?;
     let core = core_for(&state, &target)?;
     let reset = core
-        .reset_block(&target, Some(&if_digest))
+        .reset_block_by(&target, Some(&if_digest), &state.who())
         .map_err(edit_error)?;
     tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
     let mut answer = preview_json(&reset.preview);
@@ -789,4 +802,192 @@ mod tests {
             );
         }
     }
+}
+
+fn history_error(error: HistoryError) -> AdminError {
+    match error {
+        HistoryError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
+        HistoryError::NotKept { .. } => AdminError::NotFound(error.to_string()),
+        other => AdminError::Internal(other.to_string()),
+    }
+}
+
+/// `GET /api/history/{block}?scope=…`: the versions of one block of one
+/// layer, oldest first, and the file's digest now.
+pub(crate) async fn history(
+    State(state): Shared,
+    block: Result<Path<String>, PathRejection>,
+    q: Result<Query<LayerQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let block = editable_block(&path(block)?)?;
+    let target = target(q.scope()?, q.sub()?, block)?;
+    let core = core_for(&state, &target)?;
+    let versions = vak_core::history::versions(&core, &target).map_err(history_error)?;
+    let current = core.edit_start(&target).map_err(edit_error)?;
+    Ok(Json(json!({
+        "block": block.wire_name(),
+        "path": target.path(core.selectors()),
+        "current_digest": current.digest,
+        "versions": versions.records,
+        "skipped": versions.skipped,
+    })))
+}
+
+/// `?from=&to=` of a history diff: digests, empty for "no file".
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct DiffQuery {
+    #[serde(flatten)]
+    layer: LayerQuery,
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// `GET /api/history/{block}/diff?scope=…&from=D&to=D`: a unified diff
+/// between two versions (empty digest: no file).
+pub(crate) async fn history_diff(
+    State(state): Shared,
+    block: Result<Path<String>, PathRejection>,
+    q: Result<Query<DiffQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let block = editable_block(&path(block)?)?;
+    let target = target(q.layer.scope()?, q.layer.sub()?, block)?;
+    let core = core_for(&state, &target)?;
+    let home = &core.selectors().home;
+    let from = q.from.filter(|d| !d.is_empty());
+    let to = q.to.filter(|d| !d.is_empty());
+    let old = vak_core::history::version_text(home, from.as_deref()).map_err(history_error)?;
+    let new = vak_core::history::version_text(home, to.as_deref()).map_err(history_error)?;
+    let short = |d: &Option<String>| {
+        d.as_deref()
+            .map_or_else(|| "(no file)".to_owned(), vak_core::prompts::short_digest)
+    };
+    let diff = vak_core::history::unified(
+        &format!("{block} {}", short(&from)),
+        &format!("{block} {}", short(&to)),
+        &old,
+        &new,
+    );
+    Ok(Json(json!({"from": from, "to": to, "diff": diff})))
+}
+
+/// The body of a revert.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RevertBody {
+    /// The version to save back.
+    to: String,
+    /// The digest the page last saw (conflict otherwise).
+    if_digest: Option<String>,
+}
+
+/// `POST /api/history/{block}/revert?scope=…`: save an earlier version
+/// back, through the same checks as a save.
+pub(crate) async fn revert(
+    State(state): Shared,
+    block: Result<Path<String>, PathRejection>,
+    q: Result<Query<LayerQuery>, QueryRejection>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let block = editable_block(&path(block)?)?;
+    let body: RevertBody = body(bytes)?;
+    let if_digest = required_digest(body.if_digest)?;
+    let target = target(q.scope()?, q.sub()?, block)?;
+    let core = core_for(&state, &target)?;
+    let saved = core
+        .revert_block(&target, &body.to, Some(&if_digest), &state.who())
+        .map_err(edit_error)?;
+    tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
+    let mut answer = preview_json(&saved.preview);
+    if let Value::Object(map) = &mut answer {
+        map.insert("path".to_owned(), json!(saved.outcome.path));
+        map.insert("digest".to_owned(), json!(saved.outcome.digest));
+        map.insert("previous".to_owned(), json!(saved.outcome.previous));
+        map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
+    }
+    Ok(Json(answer))
+}
+
+/// `GET /api/trust-preview`: what trusting this server's project would
+/// change. Writes nothing.
+pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, AdminError> {
+    let core = Core::open(state.selectors())?;
+    let trusted = core.trust()? == Trust::Trusted;
+    let preview = vak_core::history::trust_preview(&state.selectors())?;
+    let budget = &preview.budget;
+    let keys: Vec<_> = preview
+        .config_keys
+        .iter()
+        .map(|(key, source)| json!({"key": key, "source": source}))
+        .collect();
+    Ok(Json(json!({
+        "trusted": trusted,
+        "blocks": preview.blocks,
+        "tokens": {
+            "before": budget.before.report.prefix_tokens,
+            "after": budget.after.report.prefix_tokens,
+            "cap": budget.after.report.cap,
+        },
+        "over": budget.over.as_ref().map(|(chain, report)| json!({
+            "chain": chain, "prefix_tokens": report.prefix_tokens, "cap": report.cap,
+        })),
+        "config_keys": keys,
+    })))
+}
+
+/// `?old=ID&new=ID`: a rotation's two sessions.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RotationQuery {
+    old: Option<String>,
+    new: Option<String>,
+}
+
+/// `GET /api/audit/diff?old=ID&new=ID`: behind a `config-change` event, the
+/// text diff per changed block and layer between what the old session froze
+/// and what the new one froze (both read from the object store; a text that
+/// was never kept says so).
+pub(crate) async fn rotation_diff(
+    State(state): Shared,
+    q: Result<Query<RotationQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let id = |raw: Option<String>, which: &str| {
+        let raw = raw.ok_or_else(|| {
+            AdminError::BadRequest(format!("this route needs `{which}=<session id>`"))
+        })?;
+        SessionId::parse(&raw).map_err(|e| AdminError::BadRequest(e.to_string()))
+    };
+    let (old, new) = (id(q.old, "old")?, id(q.new, "new")?);
+    let store = SessionStore::new(&state.home);
+    let read = |id: &SessionId| {
+        store.read(id).map_err(|e| match e {
+            SessionError::NotFound { .. } => AdminError::NotFound(e.to_string()),
+            other => AdminError::Internal(other.to_string()),
+        })
+    };
+    let (old_ledger, new_ledger) = (read(&old)?, read(&new)?);
+    let changes = vak_core::history::contract_changes(
+        &state.home,
+        &old_ledger.contract().prompt_layers,
+        &new_ledger.contract().prompt_layers,
+    );
+    let list: Vec<Value> = changes
+        .iter()
+        .map(|c| {
+            let (diff, error) = match &c.diff {
+                Ok(diff) => (Some(diff.as_str()), None),
+                Err(why) => (None, Some(why.as_str())),
+            };
+            json!({
+                "block": c.block, "layer": c.layer, "source": c.source,
+                "frozen": c.frozen, "current": c.current, "diff": diff, "error": error,
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "old": old.to_string(),
+        "new": new.to_string(),
+        "changes": list,
+    })))
 }

@@ -35,6 +35,7 @@ use crate::api::{
     over_budget_detail, path, query, required_digest, save_error,
 };
 use crate::server::AppState;
+use vak_core::history;
 
 const BOTS: &str = "bots.json";
 const ALLOWLIST: &str = "allowlist.json";
@@ -343,6 +344,11 @@ fn edit(
         });
     }
 
+    // DECISIONS §14: keep the value before and after (a store that cannot
+    // keep them refuses the edit), then record the change by key.
+    let texts: Vec<&str> = current.as_deref().into_iter().chain(text).collect();
+    history::keep_before_change(&state.home, &texts, &preview.before)
+        .map_err(|e| AdminError::Internal(e.to_string()))?;
     let saved = write_gateway_prompt(
         &state.home,
         tier.file(),
@@ -353,6 +359,16 @@ fn edit(
     )
     .map_err(gateway_error)?;
     tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
+    let action = if text.is_some() {
+        history::Action::Save
+    } else {
+        history::Action::Reset
+    };
+    let mut record = history::VersionRecord::new(&key, block.wire_name(), action);
+    record.before = current.as_ref().map(|_| current_digest.clone());
+    record.after = text.map(|t| sha256_hex(t.as_bytes()));
+    record.tokens = text.map(|t| preview.budget.report.encoding.count(t));
+    let unrecorded = history::record_change(&state.home, record, &state.who(), &preview.after);
     Ok(json!({
         "key": key,
         "file": saved.path,
@@ -362,6 +378,7 @@ fn edit(
         "tokens": preview.budget.report.summary(),
         "lints": preview.lints,
         "changed": true,
+        "unrecorded": unrecorded,
     }))
 }
 

@@ -70,6 +70,11 @@ impl AppState {
     pub(crate) fn selectors(&self) -> Selectors {
         Selectors::new(self.home.clone(), self.project.clone())
     }
+
+    /// Who a change through this server is recorded as: the token's id.
+    pub(crate) fn who(&self) -> vak_core::history::Who {
+        vak_core::history::Who::AdminToken(self.token.id())
+    }
 }
 
 /// A bound, not yet running, admin server.
@@ -520,8 +525,13 @@ fn router(state: Arc<AppState>, body_read_timeout: Duration) -> Router {
         .route("/api/layers", get(api::layers))
         .route("/api/layers/{block}", put(api::save).delete(api::reset))
         .route("/api/tokens", post(api::tokens))
+        .route("/api/history/{block}", get(api::history))
+        .route("/api/history/{block}/diff", get(api::history_diff))
+        .route("/api/history/{block}/revert", post(api::revert))
+        .route("/api/trust-preview", get(api::trust_preview))
         .route("/api/permissions", get(api::permissions))
         .route("/api/audit", get(api::audit))
+        .route("/api/audit/diff", get(api::rotation_diff))
         .route("/api/gateway", get(gateway::list))
         .route(
             "/api/gateway/bots/{bot}/{block}",

@@ -233,6 +233,13 @@ impl AdminToken {
         }
     }
 
+    /// The token's id in version records: the first 12 hex digits of its
+    /// sha256 (never the token; a prefix of a digest of a random token says
+    /// nothing usable about it).
+    pub fn id(&self) -> String {
+        self.digest.get(..12).unwrap_or_default().to_owned()
+    }
+
     /// Where the token came from.
     pub fn source(&self) -> &TokenSource {
         &self.source

@@ -1069,6 +1069,25 @@ fn gateway_edits_reach_bots_and_allowlist_atomically_keeping_other_keys() {
     let identity = effective(&prompt, "identity");
     assert_eq!(identity["text"], text);
     assert_eq!(identity["layers"], json!(["bot"]));
+    // The edit is a version of the key, and both values are kept.
+    let versions = vak_core::history::VersionLog::new(&env.home)
+        .for_target("bots.json#/helpdesk/prompts/identity")
+        .expect("version log")
+        .records;
+    assert_eq!(versions.len(), 1);
+    assert_eq!(versions[0].before.as_deref(), Some(digest.as_str()));
+    assert_eq!(
+        versions[0].after.as_deref(),
+        Some(sha256_hex(text).as_str())
+    );
+    assert!(versions[0].who.starts_with("admin-token:"));
+    for d in [&digest, &sha256_hex(text)] {
+        assert!(
+            vak_core::history::kept_text(&env.home, d)
+                .expect("object")
+                .is_some()
+        );
+    }
 
     // A stale digest is refused and the file is untouched.
     let before = std::fs::read_to_string(&bots_path).expect("read");
@@ -1480,4 +1499,82 @@ fn the_scope_control_lists_and_edits_directory_layers() {
     env.get("/api/prompt?dir=/etc").expect_error(400);
     env.get("/api/layers?scope=shared&dir=services/payments")
         .expect_error(400);
+}
+
+#[test]
+fn history_diff_revert_and_the_trust_preview() {
+    let env = Env::new();
+    let first = "- Reply in British English.\n";
+    let second = "- Reply in British English.\n- Cite the file.\n";
+    env.put(
+        "/api/layers/operating-rules?scope=project",
+        &json!({"text": first, "if_digest": ""}),
+    )
+    .expect_ok();
+    env.put(
+        "/api/layers/operating-rules?scope=project",
+        &json!({"text": second, "if_digest": sha256_hex(first)}),
+    )
+    .expect_ok();
+    let history = env
+        .get("/api/history/operating-rules?scope=project")
+        .expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 2, "{history}");
+    assert_eq!(history["current_digest"], sha256_hex(second));
+    let who = versions[1]["who"].as_str().expect("who");
+    assert!(who.starts_with("admin-token:"), "{who}");
+    assert!(
+        !who.contains(&env.token),
+        "the token itself is never recorded"
+    );
+
+    let diff = env
+        .get(&format!(
+            "/api/history/operating-rules/diff?scope=project&from={}&to={}",
+            sha256_hex(first),
+            sha256_hex(second)
+        ))
+        .expect_ok();
+    assert!(
+        diff["diff"]
+            .as_str()
+            .expect("diff")
+            .contains("+- Cite the file."),
+        "{diff}"
+    );
+
+    // A stale digest is the save's conflict; the right one reverts.
+    env.post(
+        "/api/history/operating-rules/revert?scope=project",
+        &json!({"to": sha256_hex(first), "if_digest": sha256_hex(first)}),
+    )
+    .expect_error(409);
+    env.post(
+        "/api/history/operating-rules/revert?scope=project",
+        &json!({"to": sha256_hex("never kept"), "if_digest": sha256_hex(second)}),
+    )
+    .expect_error(404);
+    let reverted = env
+        .post(
+            "/api/history/operating-rules/revert?scope=project",
+            &json!({"to": sha256_hex(first), "if_digest": sha256_hex(second)}),
+        )
+        .expect_ok();
+    assert_eq!(reverted["digest"], sha256_hex(first));
+    assert_eq!(
+        std::fs::read_to_string(env.project_file("operating-rules.md")).expect("file"),
+        first
+    );
+
+    let preview = env.get("/api/trust-preview").expect_ok();
+    assert_eq!(preview["trusted"], true);
+    env.get("/api/audit/diff").expect_error(400);
+    env.get(&format!(
+        "/api/audit/diff?old={}&new={}",
+        SessionId::generate(),
+        SessionId::generate()
+    ))
+    .expect_error(404);
+    assert!(preview["tokens"]["after"].as_u64().is_some(), "{preview}");
 }

@@ -179,7 +179,10 @@ function renderLayer(layer) {
   const note = $('#trust-note');
   if (layer.scope === 'project' && layer.trust === 'untrusted') {
     note.hidden = false;
-    note.textContent = 'This project is untrusted: only its guardrails apply. Identity, operating rules and surface notes saved here are kept on disk but not used until you run `vak trust` on the project.';
+    const preview = el('div', { class: 'trust-preview' });
+    note.replaceChildren('This project is untrusted: only its guardrails apply. Identity, operating rules and surface notes saved here are kept on disk but not used until you run `vak trust` on the project. ',
+      el('button', { type: 'button', class: 'preview-trust', onclick: () => showTrustPreview(preview) }, 'Preview trusting it'),
+      preview);
   } else {
     note.hidden = true;
   }
@@ -237,6 +240,93 @@ function card(target, b) {
   const sourceBtn = el('button', { type: 'button', class: 'view-source', 'aria-expanded': 'false', onclick: () => toggleSource() }, 'View source');
   const resetBtn = el('button', { type: 'button', class: 'reset', disabled: b.state === 'inherited', onclick: () => confirmReset() }, 'Reset');
   actions.append(overrideBtn, sourceBtn, resetBtn);
+  const history = el('div', { class: 'history', hidden: true });
+  if (target.kind === 'layer') {
+    const historyBtn = el('button', { type: 'button', class: 'view-history', 'aria-expanded': 'false', onclick: () => toggleHistory(historyBtn) }, 'History');
+    actions.append(historyBtn);
+    node.insertBefore(history, result);
+  }
+
+  async function toggleHistory(btn) {
+    const open = history.hidden;
+    history.hidden = !open;
+    btn.setAttribute('aria-expanded', String(open));
+    if (!open) return;
+    history.replaceChildren(el('p', { class: 'small', text: 'Loading versions\u2026' }));
+    const r = await api('GET', '/api/history/' + b.block + query(target.params || {}));
+    if (!r.ok) {
+      history.replaceChildren(el('p', { class: 'error small', text: r.data.error }));
+      return;
+    }
+    renderHistory(r.data);
+  }
+
+  function renderHistory(h) {
+    history.replaceChildren();
+    if (!h.versions.length) {
+      history.append(el('p', { class: 'small', text: 'No versions recorded: this layer was never changed through vak.' }));
+      return;
+    }
+    const choices = [];
+    const seen = new Set();
+    const addChoice = (d, label) => {
+      const key = d || '';
+      if (seen.has(key)) return;
+      seen.add(key);
+      choices.push({ digest: key, label });
+    };
+    for (const v of h.versions) {
+      addChoice(v.before, v.before ? v.before.slice(0, 12) : '(no file)');
+      addChoice(v.after, v.after ? v.after.slice(0, 12) : '(no file)');
+    }
+    const table = el('table', { class: 'versions' },
+      el('thead', {}, el('tr', {}, el('th', { text: 'When' }), el('th', { text: 'Change' }), el('th', { text: 'Who' }), el('th', { text: 'Digest' }), el('th', { text: 'Tokens' }), el('th', { text: '' }))));
+    const body = el('tbody');
+    for (const v of [...h.versions].reverse()) {
+      const current = v.after && v.after === h.current_digest;
+      const revertBtn = v.after && !current
+        ? el('button', { type: 'button', class: 'revert', onclick: () => doRevert(v.after) }, 'Revert to this')
+        : el('span', { class: 'small', text: current ? 'current' : '' });
+      body.append(el('tr', { 'data-digest': v.after || '' },
+        el('td', { text: v.time.replace('T', ' ').slice(0, 19) }),
+        el('td', { text: v.action }),
+        el('td', {}, el('code', { text: v.who })),
+        el('td', {}, el('code', { text: v.after ? v.after.slice(0, 12) : '(no file)' })),
+        el('td', { text: v.tokens === null || v.tokens === undefined ? '' : fmt(v.tokens) }),
+        el('td', {}, revertBtn)));
+    }
+    table.append(body);
+    const fromSel = el('select', { class: 'diff-from', 'aria-label': 'Diff from version' });
+    const toSel = el('select', { class: 'diff-to', 'aria-label': 'Diff to version' });
+    for (const c of choices) {
+      fromSel.append(el('option', { value: c.digest, text: c.label }));
+      toSel.append(el('option', { value: c.digest, text: c.label }));
+    }
+    const last = h.versions[h.versions.length - 1];
+    fromSel.value = last.before || '';
+    toSel.value = last.after || '';
+    const out = el('div', { class: 'diff-out' });
+    const showDiff = async () => {
+      const params = { ...(target.params || {}), from: fromSel.value, to: toSel.value };
+      const r = await api('GET', '/api/history/' + b.block + '/diff' + query(params));
+      out.replaceChildren(r.ok ? diffView(r.data.diff) : el('p', { class: 'error small', text: r.data.error }));
+    };
+    history.append(table,
+      el('div', { class: 'diff-pick' }, el('label', {}, 'From ', fromSel), ' ', el('label', {}, 'to ', toSel), ' ',
+        el('button', { type: 'button', class: 'show-diff', onclick: showDiff }, 'Show diff')),
+      out);
+    showDiff();
+  }
+
+  async function doRevert(digest) {
+    const r = await api('POST', '/api/history/' + b.block + '/revert' + query(target.params || {}), { to: digest, if_digest: b.digest || '' });
+    if (r.ok) {
+      say(b.label + ' reverted to ' + digest.slice(0, 12) + '.');
+      await reload(target, r.data, id);
+    } else {
+      showError(result, r, b, target, 'Revert');
+    }
+  }
 
   function toggleSource() {
     const open = source.hidden;
@@ -361,6 +451,41 @@ function card(target, b) {
   return node;
 }
 
+// A unified diff, one line per row, added and removed lines marked.
+function diffView(text) {
+  if (!text) return el('p', { class: 'small', text: 'No difference.' });
+  const pre = el('pre', { class: 'diff' });
+  for (const line of text.split('\n')) {
+    let cls = 'ctx';
+    if (line.startsWith('+++') || line.startsWith('---')) cls = 'head';
+    else if (line.startsWith('+')) cls = 'add';
+    else if (line.startsWith('-')) cls = 'del';
+    else if (line.startsWith('@@')) cls = 'hunk';
+    pre.append(el('span', { class: 'line ' + cls, text: line }), '\n');
+  }
+  return pre;
+}
+
+// What `vak trust` would change for this project; nothing is written.
+async function showTrustPreview(box) {
+  box.replaceChildren(el('p', { class: 'small', text: 'Working out what trusting would change\u2026' }));
+  const r = await api('GET', '/api/trust-preview');
+  if (!r.ok) {
+    box.replaceChildren(el('p', { class: 'error small', text: r.data.error }));
+    return;
+  }
+  const d = r.data;
+  box.replaceChildren(
+    el('h3', { text: 'If you trust this project' }),
+    el('p', {}, 'Prompt prefix: ', el('strong', { text: fmt(d.tokens.before) + ' \u2192 ' + fmt(d.tokens.after) }), ' tokens (cap ' + fmt(d.tokens.cap) + '). Nothing has been written.'));
+  if (d.over) box.append(el('p', { class: 'error small', text: 'Over the cap on the chain for ' + d.over.chain + ' (' + fmt(d.over.prefix_tokens) + ' tokens): `vak trust` would refuse without --over-budget.' }));
+  box.append(el('p', { class: 'small', text: d.config_keys.length ? 'Config keys that would apply: ' + d.config_keys.map((k) => k.key + ' (' + k.source + ')').join(', ') : 'No config keys would change.' }));
+  for (const change of d.blocks) {
+    box.append(el('h4', { text: change.block + ' would be ' + change.change }), diffView(change.diff));
+  }
+  if (!d.blocks.length) box.append(el('p', { class: 'small', text: 'No part of the prompt text would change.' }));
+}
+
 function targetUrl(target, block) {
   if (target.kind === 'bot') return '/api/gateway/bots/' + encodeURIComponent(target.bot) + '/' + block;
   if (target.kind === 'chat') return '/api/gateway/chats/' + encodeURIComponent(target.bot) + '/' + encodeURIComponent(target.chat) + '/' + block;
@@ -384,7 +509,7 @@ function layerName(l) {
 }
 
 // 409, 422 and the rest, said plainly next to the editor.
-function showError(box, r, b, target) {
+function showError(box, r, b, target, what) {
   box.replaceChildren();
   if (r.status === 409) {
     box.className = 'result conflict';
@@ -402,7 +527,7 @@ function showError(box, r, b, target) {
       list.append(el('li', {}, el('strong', { text: layerName(l) + ': ' + fmt(l.tokens) + ' tokens' }), files ? ' \u2014 ' + files : ''));
     }
     box.append(
-      el('p', {}, el('strong', { text: 'Save refused: the prompt would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
+      el('p', {}, el('strong', { text: (what || 'Save') + ' refused: the prompt would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
         ' Nothing was saved or truncated. Shorten one of these layers (largest first), or raise ', el('code', { text: 'prompts.max_tokens' }), ' in the shared config:'),
       list);
   } else {
@@ -498,19 +623,43 @@ async function loadGateway() {
 
 // ---- #/audit ------------------------------------------------------------
 
+// Behind a rotation: what the old session froze against what the new one froze.
+async function showRotationDiff(e, detail) {
+  detail.hidden = !detail.hidden;
+  if (detail.hidden) return;
+  const cell = detail.firstChild;
+  cell.replaceChildren(el('p', { class: 'small', text: 'Loading the text diff\u2026' }));
+  const r = await api('GET', '/api/audit/diff' + query({ old: e.old_session, new: e.new_session }));
+  if (!r.ok) return cell.replaceChildren(el('p', { class: 'error small', text: r.data.error }));
+  cell.replaceChildren();
+  if (!r.data.changes.length) cell.append(el('p', { class: 'small', text: 'Both sessions froze the same text.' }));
+  for (const c of r.data.changes) {
+    cell.append(el('h4', {}, c.block + ' @ ' + c.layer + ' ', el('code', { text: c.source || '' })),
+      c.diff !== null ? diffView(c.diff) : el('p', { class: 'small', text: c.error }));
+  }
+}
+
 async function loadAudit() {
   const r = await api('GET', '/api/audit');
   const box = $('#audit');
   if (!r.ok) return box.replaceChildren(el('p', { class: 'error', text: r.data.error }));
   if (!r.data.events.length) return box.replaceChildren(el('p', { text: 'No security events yet.' }));
-  const rows = r.data.events.map((e) => el('tr', {},
-    el('td', { text: e.at || '' }),
-    el('td', { text: e.type }),
-    el('td', { text: (e.bot || '') + (e.chat ? ' / ' + e.chat : '') }),
-    el('td', {}, el('code', { text: (e.old_session || '') + ' \u2192 ' + (e.new_session || '') })),
-    el('td', { text: (e.changes || []).map((c) => (c.block || '') + ' @ ' + (c.layer || '') + ' ' + (c.kind || '')).join('; ') })));
+  const rows = [];
+  for (const e of r.data.events) {
+    const detail = el('tr', { class: 'rotation-diff', hidden: true }, el('td', { colspan: '6' }));
+    const diffBtn = e.type === 'config-change' && e.old_session && e.new_session
+      ? el('button', { type: 'button', class: 'show-rotation-diff', onclick: () => showRotationDiff(e, detail) }, 'Show the text diff')
+      : null;
+    rows.push(el('tr', {},
+      el('td', { text: e.at || '' }),
+      el('td', { text: e.type }),
+      el('td', { text: (e.bot || '') + (e.chat ? ' / ' + e.chat : '') }),
+      el('td', {}, el('code', { text: (e.old_session || '') + ' \u2192 ' + (e.new_session || '') })),
+      el('td', { text: (e.changes || []).map((c) => (c.block || '') + ' @ ' + (c.layer || '') + ' ' + (c.kind || '')).join('; ') }),
+      el('td', {}, diffBtn)), detail);
+  }
   box.replaceChildren(el('table', { class: 'rules' },
-    el('thead', {}, el('tr', {}, ...['When', 'Event', 'Bot / chat', 'Sessions', 'What changed'].map((h) => el('th', { scope: 'col', text: h })))),
+    el('thead', {}, el('tr', {}, ...['When', 'Event', 'Bot / chat', 'Sessions', 'What changed', ''].map((h) => el('th', { scope: 'col', text: h })))),
     el('tbody', {}, ...rows)));
   for (const w of r.data.warnings) box.append(el('p', { class: 'note small', text: w }));
 }

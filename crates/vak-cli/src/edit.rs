@@ -112,7 +112,7 @@ fn usage(message: impl Into<String>) -> CliError {
 
 impl TargetArgs {
     /// The core and the target this command addresses.
-    fn open(&self) -> Result<(Core, EditTarget), CliError> {
+    pub(crate) fn open(&self) -> Result<(Core, EditTarget), CliError> {
         let block: Block = self
             .block
             .parse()
@@ -150,7 +150,7 @@ impl TargetArgs {
 }
 
 /// Exit codes per DECISIONS §8: over budget 4, bad input 2, the rest 1.
-fn edit_error(error: EditError) -> CliError {
+pub(crate) fn edit_error(error: EditError) -> CliError {
     match error {
         EditError::OverBudget { .. } => CliError::OverBudget(error.to_string()),
         EditError::NotEditable(..)
@@ -158,6 +158,7 @@ fn edit_error(error: EditError) -> CliError {
         | EditError::Save(SaveError::BadDigest(_)) => CliError::Usage(error.to_string()),
         EditError::Core(core) => CliError::Core(core),
         EditError::Save(_)
+        | EditError::History(_)
         | EditError::ForbiddenCharacter { .. }
         | EditError::ProjectInHome { .. } => CliError::Failed(error.to_string()),
     }
@@ -183,7 +184,14 @@ pub(crate) fn tokens_line(budget: &Budget) -> String {
 
 /// What a successful save or reset prints: stdout for the result, stderr
 /// for what the user should notice.
-fn report_change(headline: &str, preview: &Preview) -> Result<(), CliError> {
+pub(crate) fn report_change(
+    headline: &str,
+    preview: &Preview,
+    unrecorded: Option<&str>,
+) -> Result<(), CliError> {
+    if let Some(unrecorded) = unrecorded {
+        out::notice("warning", unrecorded);
+    }
     if preview.budget.report.is_over() {
         out::notice(
             "warning",
@@ -295,6 +303,7 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             saved.outcome.digest
         ),
         &saved.preview,
+        saved.unrecorded.as_deref(),
     )
 }
 
@@ -394,6 +403,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
                     saved.outcome.digest
                 ),
                 &saved.preview,
+                saved.unrecorded.as_deref(),
             )
         }
         // The user's text is never lost: the copy stays where it is.
@@ -422,7 +432,7 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             target.block
         ),
     };
-    report_change(&headline, &reset.preview)
+    report_change(&headline, &reset.preview, reset.unrecorded.as_deref())
 }
 
 fn check_text(budget: &Budget, lints: &[String]) -> String {

@@ -4,6 +4,7 @@
 mod admin;
 mod edit;
 mod error;
+mod history;
 mod out;
 mod prompts;
 mod selectors;
@@ -38,7 +39,7 @@ enum Command {
     /// Create, show and list sessions.
     Session {
         #[command(subcommand)]
-        command: session::SessionCommand,
+        command: SessionCli,
     },
     /// Resume a session and print the request it would send.
     Exec(session::ExecArgs),
@@ -71,6 +72,16 @@ enum Command {
     },
 }
 
+/// `vak session …`: the lifecycle commands, and `diff` beside them.
+#[derive(Debug, Subcommand)]
+enum SessionCli {
+    /// Per changed block and layer, the text diff between what a session
+    /// froze and what resolves now.
+    Diff(history::SessionDiffArgs),
+    #[command(flatten)]
+    Lifecycle(session::SessionCommand),
+}
+
 #[derive(Debug, Subcommand)]
 enum PromptsCommand {
     /// Print the assembled prompt: the prefix, then the per-turn tail.
@@ -86,6 +97,15 @@ enum PromptsCommand {
     Reset(edit::ResetArgs),
     /// Check the budget and lints; non-zero when over the cap.
     Check(edit::CheckArgs),
+    /// The versions of one block of one layer saved through vak: time, who,
+    /// digest, tokens.
+    Log(history::LogArgs),
+    /// A unified diff between two versions of one block of one layer
+    /// (default: its last change).
+    Diff(history::DiffArgs),
+    /// Save an earlier version of one block of one layer back, through the
+    /// same checks as `set`.
+    Revert(history::RevertArgs),
 }
 
 fn init_logging(default: tracing::Level) {
@@ -129,10 +149,16 @@ fn run(cli: &Cli) -> Result<(), CliError> {
             PromptsCommand::Edit(args) => edit::edit(args),
             PromptsCommand::Reset(args) => edit::reset(args),
             PromptsCommand::Check(args) => edit::check(args),
+            PromptsCommand::Log(args) => history::log(args),
+            PromptsCommand::Diff(args) => history::diff(args),
+            PromptsCommand::Revert(args) => history::revert(args),
         },
         Command::Trust(args) => prompts::trust(args),
         Command::Untrust(args) => prompts::untrust(args),
-        Command::Session { command } => session::session(command),
+        Command::Session { command } => match command {
+            SessionCli::Diff(args) => history::session_diff(args),
+            SessionCli::Lifecycle(command) => session::session(command),
+        },
         Command::Exec(args) => session::exec(args),
         Command::Gateway { command } => session::gateway(command),
         Command::Audit { command } => session::audit(command),

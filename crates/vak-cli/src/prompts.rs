@@ -2,8 +2,9 @@
 
 use std::fmt::Write as _;
 
-use camino::Utf8PathBuf;
+use camino::{Utf8Path, Utf8PathBuf};
 use clap::Args;
+use serde_json::json;
 use vak_core::prompts::{
     Composition, Escaped, ResolvedPrompt, Trust, TrustStore, escape_line, escape_text,
 };
@@ -194,6 +195,14 @@ pub(crate) struct TrustArgs {
     /// prefix over the token cap.
     #[arg(long, conflicts_with = "list")]
     pub(crate) over_budget: bool,
+    /// Show what trusting would change (per block, as a diff; the prefix
+    /// tokens before and after; the config keys that would apply) and
+    /// write nothing.
+    #[arg(long, conflicts_with_all = ["list", "over_budget"])]
+    pub(crate) preview: bool,
+    /// Output format (with --preview).
+    #[arg(long, value_enum, default_value_t = Format::Text, requires = "preview")]
+    pub(crate) format: Format,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -221,6 +230,9 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         return Ok(());
     }
     let dir = project_in(args.dir.as_ref(), &home)?;
+    if args.preview {
+        return trust_preview(&home, &dir, args.format);
+    }
     // Measured before the store changes: a refusal leaves it as it was.
     let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
     if let Some((chain, report)) = &budget.over {
@@ -269,6 +281,87 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         budget.after.report.prefix_tokens,
         budget.after.report.cap
     ))
+}
+
+/// `vak trust --preview [DIR]`: what trusting would change; writes nothing.
+fn trust_preview(home: &Utf8Path, dir: &Utf8Path, format: Format) -> Result<(), CliError> {
+    // Untrusted against trusted, whatever the trust store says now.
+    let selectors = vak_core::Selectors::new(home, dir);
+    let preview = vak_core::history::trust_preview(&selectors)?;
+    let budget = &preview.budget;
+    let over = budget.over.as_ref().map(|(chain, report)| {
+        json!({"chain": chain, "prefix_tokens": report.prefix_tokens, "cap": report.cap})
+    });
+    if format == Format::Json {
+        let keys: Vec<_> = preview
+            .config_keys
+            .iter()
+            .map(|(key, source)| json!({"key": key, "source": source}))
+            .collect();
+        return print_json(&json!({
+            "project": dir,
+            "blocks": preview.blocks,
+            "tokens": {
+                "before": budget.before.report.prefix_tokens,
+                "after": budget.after.report.prefix_tokens,
+                "cap": budget.after.report.cap,
+            },
+            "over": over,
+            "config_keys": keys,
+        }));
+    }
+    let mut text = format!(
+        "trusting `{}` would change (nothing is written):
+prompt prefix: {} -> {} tokens (cap {})
+",
+        escape_line(dir.as_str()),
+        budget.before.report.prefix_tokens,
+        budget.after.report.prefix_tokens,
+        budget.after.report.cap
+    );
+    if let Some((chain, report)) = &budget.over {
+        let _ = writeln!(
+            text,
+            "over the cap on the chain for {}: {} tokens; `vak trust` would refuse without --over-budget",
+            escape_line(chain),
+            report.prefix_tokens
+        );
+    }
+    if preview.config_keys.is_empty() {
+        text.push_str(
+            "config keys that would apply: none
+",
+        );
+    } else {
+        text.push_str(
+            "config keys that would apply:
+",
+        );
+        for (key, source) in &preview.config_keys {
+            let _ = writeln!(
+                text,
+                "  {} (from `{}`)",
+                escape_line(key),
+                escape_line(source)
+            );
+        }
+    }
+    if preview.blocks.is_empty() {
+        text.push_str(
+            "no block's text would change
+",
+        );
+    }
+    for block in &preview.blocks {
+        let _ = writeln!(
+            text,
+            "
+`{}` would be {}:",
+            block.block, block.change
+        );
+        text.push_str(&escape_text(&block.diff));
+    }
+    out::print(&text)
 }
 
 /// `vak untrust [DIR]`.

@@ -29,7 +29,9 @@ use vak_prompt_loader::{
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
+use crate::history::{Action, VersionRecord, Who, keep_contributions, record_change, target_key};
 use crate::{Core, CoreError, Selectors};
+use vak_prompt_history::{HistoryError, ObjectStore};
 
 /// Which directory layer a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,6 +82,10 @@ pub enum EditError {
     /// The file could not be read, written or removed, or changed meanwhile.
     #[error(transparent)]
     Save(#[from] SaveError),
+    /// The text could not be kept in, or read back from, the object store
+    /// (nothing was written), or a revert named a version that is not kept.
+    #[error(transparent)]
+    History(#[from] HistoryError),
     /// The save would push the assembled prefix over the cap, on the chain
     /// named or on another chain the file takes part in (DECISIONS §12).
     /// Nothing was written.
@@ -528,6 +534,9 @@ pub struct Saved {
     pub outcome: SaveOutcome,
     /// The checks it passed.
     pub preview: Preview,
+    /// Set when the file was written but its version record or its
+    /// contributed texts could not be kept: the sentence to warn with.
+    pub unrecorded: Option<String>,
 }
 
 /// What a reset did.
@@ -537,6 +546,8 @@ pub struct Reset {
     pub removed: Option<String>,
     /// The checks it passed.
     pub preview: Preview,
+    /// As [`Saved::unrecorded`].
+    pub unrecorded: Option<String>,
 }
 
 /// The text an editor should start from, and the digest to save against.
@@ -624,6 +635,27 @@ impl Core {
         text: &str,
         if_digest: Option<&str>,
     ) -> Result<Saved, EditError> {
+        self.save_block_by(target, text, if_digest, &Who::OsUser, Action::Save)
+    }
+
+    /// [`save_block`](Self::save_block), recorded in the version log as
+    /// `action` by `who` (DECISIONS §14). Before the write the file's current
+    /// text and the new text are kept in the object store (a store that
+    /// cannot keep them refuses the save, nothing written); after it, one
+    /// version record is appended and the new resolution's contributed texts
+    /// are kept.
+    ///
+    /// # Errors
+    ///
+    /// As [`save_block`](Self::save_block), and [`EditError::History`].
+    pub fn save_block_by(
+        &self,
+        target: &EditTarget,
+        text: &str,
+        if_digest: Option<&str>,
+        who: &Who,
+        action: Action,
+    ) -> Result<Saved, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
         if let Some(found) = first_forbidden(text) {
@@ -652,8 +684,61 @@ impl Core {
             });
         }
         self.check_reach(target, Some(text))?;
+        self.keep_current(target, &path, &preview.before)?;
+        ObjectStore::new(&self.selectors().home).put(text)?;
         let outcome = save_atomic(&path, target.root(self.selectors()), text, if_digest)?;
-        Ok(Saved { outcome, preview })
+        let key = target_key(target, self.selectors());
+        let mut record = VersionRecord::new(&key, target.block.wire_name(), action);
+        record.before.clone_from(&outcome.previous);
+        record.after = Some(outcome.digest.clone());
+        record.tokens = Some(preview.budget.report.encoding.count(text));
+        let unrecorded = self.record(record, who, &preview.after);
+        Ok(Saved {
+            outcome,
+            preview,
+            unrecorded,
+        })
+    }
+
+    /// Save the version of `target` kept under `to` back, through every
+    /// check of a save, recorded as a revert.
+    ///
+    /// # Errors
+    ///
+    /// [`EditError::History`] when `to` is not kept or was altered; then as
+    /// [`save_block`](Self::save_block).
+    pub fn revert_block(
+        &self,
+        target: &EditTarget,
+        to: &str,
+        if_digest: Option<&str>,
+        who: &Who,
+    ) -> Result<Saved, EditError> {
+        let text = ObjectStore::new(&self.selectors().home).get(to)?;
+        self.save_block_by(target, &text, if_digest, who, Action::Revert)
+    }
+
+    /// Keep the file's text as it is now, so the first change's "before"
+    /// resolves, and the contributed texts of the resolution before the
+    /// change. A file that cannot be read is left to the save's own checks.
+    fn keep_current(
+        &self,
+        target: &EditTarget,
+        path: &Utf8Path,
+        before: &ResolvedPrompt,
+    ) -> Result<(), EditError> {
+        if let Ok(Some(current)) = read_safely(path, target.root(self.selectors())) {
+            ObjectStore::new(&self.selectors().home).put(&current)?;
+        }
+        // What resolves before the change: a session frozen on it resolves.
+        keep_contributions(&self.selectors().home, before)?;
+        Ok(())
+    }
+
+    /// Append `record` and keep `after`'s contributed texts; a failure is
+    /// returned as the sentence to warn with (the file is already written).
+    fn record(&self, record: VersionRecord, who: &Who, after: &ResolvedPrompt) -> Option<String> {
+        record_change(&self.selectors().home, record, who, after)
     }
 
     /// Delete `target`'s file so the block inherits again, with the same
@@ -666,6 +751,21 @@ impl Core {
         &self,
         target: &EditTarget,
         if_digest: Option<&str>,
+    ) -> Result<Reset, EditError> {
+        self.reset_block_by(target, if_digest, &Who::OsUser)
+    }
+
+    /// [`reset_block`](Self::reset_block), recorded as a reset by `who`;
+    /// the removed text is kept first.
+    ///
+    /// # Errors
+    ///
+    /// As [`reset_block`](Self::reset_block), and [`EditError::History`].
+    pub fn reset_block_by(
+        &self,
+        target: &EditTarget,
+        if_digest: Option<&str>,
+        who: &Who,
     ) -> Result<Reset, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
@@ -681,8 +781,19 @@ impl Core {
         self.check_reach(target, None)?;
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
+        self.keep_current(target, &path, &preview.before)?;
         let removed = remove_checked(&path, target.root(self.selectors()), if_digest)?;
-        Ok(Reset { removed, preview })
+        let unrecorded = removed.as_ref().and_then(|digest| {
+            let key = target_key(target, self.selectors());
+            let mut record = VersionRecord::new(&key, target.block.wire_name(), Action::Reset);
+            record.before = Some(digest.clone());
+            self.record(record, who, &preview.after)
+        });
+        Ok(Reset {
+            removed,
+            preview,
+            unrecorded,
+        })
     }
 
     /// A project that contains the vak home (the project is `~`, the home

@@ -9,6 +9,7 @@ mod cached;
 mod core;
 mod edit;
 mod error;
+pub mod history;
 mod inbound;
 mod report;
 

@@ -295,6 +295,29 @@ impl ConfinedDir {
         Ok(())
     }
 
+    /// Open `name` in this directory for appending, creating it (`mode`)
+    /// when absent; never through a symlink, and only a regular file (a FIFO
+    /// or device is refused without blocking). For the append-only stores
+    /// kept under the home (the version log).
+    ///
+    /// # Errors
+    ///
+    /// [`Refusal::NotRegularFile`] for a symlink, FIFO, device or directory.
+    pub fn open_append(&self, name: &str, mode: u32) -> Result<File, Refusal> {
+        let flags = OFlags::RDWR
+            | OFlags::APPEND
+            | OFlags::CREATE
+            | OFlags::NOFOLLOW
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY
+            | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
+            Ok(fd) => regular(fd),
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => Err(Refusal::NotRegularFile),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     /// The directory's real path.
     pub fn real(&self) -> &Path {
         &self.real
@@ -464,5 +487,40 @@ mod tests {
             read_plain(&root_path.join("link"), 100),
             Err(Refusal::NotRegularFile)
         ));
+    }
+
+    #[test]
+    fn open_append_creates_appends_and_refuses_links_and_fifos() {
+        use std::io::Write as _;
+        let (_keep, root_path) = temp();
+        let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
+        let dir = ConfinedDir::open(&root_path, &root).unwrap().unwrap();
+        dir.open_append("log", 0o644)
+            .unwrap()
+            .write_all(b"a\n")
+            .unwrap();
+        dir.open_append("log", 0o644)
+            .unwrap()
+            .write_all(b"b\n")
+            .unwrap();
+        assert_eq!(fs::read(root_path.join("log")).unwrap(), b"a\nb\n");
+        fs::write(root_path.join("target"), "").unwrap();
+        symlink(root_path.join("target"), root_path.join("link")).unwrap();
+        assert!(matches!(
+            dir.open_append("link", 0o644),
+            Err(Refusal::NotRegularFile)
+        ));
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(root_path.join("fifo"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(matches!(
+            dir.open_append("fifo", 0o644),
+            Err(Refusal::NotRegularFile)
+        ));
+        assert_eq!(fs::read(root_path.join("target")).unwrap(), b"");
     }
 }

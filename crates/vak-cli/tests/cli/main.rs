@@ -13,6 +13,7 @@ mod discovery;
 mod edit;
 mod gateway_scale;
 mod gateway_service;
+mod history;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;

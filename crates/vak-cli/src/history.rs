@@ -1,0 +1,391 @@
+//! `vak prompts log|diff|revert` and `vak session diff`: every prompt has a
+//! history (DECISIONS §14). The history itself lives in `vak_core::history`
+//! (the object store and the version log); this module words it.
+
+use std::fmt::Write as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use clap::Args;
+use serde_json::json;
+use vak_core::history::{
+    self, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest, version_text,
+};
+use vak_core::prompts::{
+    Escaped, Name, NameKind, SessionError, SessionId, SessionMeta, SessionStore, SurfaceKind,
+    escape_line, escape_text, short_digest,
+};
+use vak_core::{Core, Selectors};
+
+use crate::CliError;
+use crate::edit::{TargetArgs, edit_error, report_change};
+use crate::out;
+use crate::prompts::print_json;
+use crate::selectors::{Format, home_dir};
+
+/// `vak prompts log`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct LogArgs {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// `vak prompts diff`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DiffArgs {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+    /// The version to diff from (a digest from `log`, or a unique prefix of
+    /// one) [default: the last change's before].
+    #[arg(long, value_name = "D")]
+    pub(crate) from: Option<String>,
+    /// The version to diff to [default: the last change's after, or the
+    /// file as it is now when only --from is given].
+    #[arg(long, value_name = "D")]
+    pub(crate) to: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// `vak prompts revert`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct RevertArgs {
+    #[command(flatten)]
+    pub(crate) target: TargetArgs,
+    /// The version to save back: a digest from `log`, or a unique prefix.
+    #[arg(long, value_name = "DIGEST")]
+    pub(crate) to: String,
+    /// Refuse unless the file's current sha256 is HEX ("" = the file must
+    /// not exist).
+    #[arg(long, value_name = "HEX")]
+    pub(crate) if_digest: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// `vak session diff`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SessionDiffArgs {
+    /// The session id.
+    pub(crate) session: String,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+fn session_error(error: SessionError) -> CliError {
+    match error {
+        SessionError::InvalidId(_) | SessionError::InvalidName(_) => {
+            CliError::Usage(error.to_string())
+        }
+        other => CliError::Failed(other.to_string()),
+    }
+}
+
+fn history_error(error: HistoryError) -> CliError {
+    match error {
+        HistoryError::BadDigest(_) => CliError::Usage(error.to_string()),
+        other => CliError::Failed(other.to_string()),
+    }
+}
+
+/// Every digest the log names for this file, newest first.
+fn known_digests(records: &[VersionRecord]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for r in records.iter().rev() {
+        for d in [r.after.as_deref(), r.before.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// A full digest, or the one digest in the log that starts with `given`.
+fn resolve_digest(given: &str, records: &[VersionRecord]) -> Result<String, CliError> {
+    let given = given.trim_end_matches('…');
+    if is_digest(given) {
+        return Ok(given.to_owned());
+    }
+    let plain = given.len() >= 4
+        && given
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if !plain {
+        return Err(CliError::Usage(format!(
+            "`{}` is not a digest: give a sha256 from `vak prompts log`, or at least 4 of its leading hex digits",
+            Escaped(given)
+        )));
+    }
+    let matches: Vec<&str> = known_digests(records)
+        .into_iter()
+        .filter(|d| d.starts_with(given))
+        .collect();
+    match matches.as_slice() {
+        [one] => Ok((*one).to_owned()),
+        [] => Err(CliError::Failed(format!(
+            "no version of this file recorded in the log starts with `{}`; see `vak prompts log`",
+            Escaped(given)
+        ))),
+        _ => Err(CliError::Usage(format!(
+            "`{}` names {} versions in the log; give more digits",
+            Escaped(given),
+            matches.len()
+        ))),
+    }
+}
+
+fn show(digest: Option<&str>) -> String {
+    digest.map_or_else(|| "(no file)".to_owned(), short_digest)
+}
+
+/// `vak prompts log`.
+pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
+    let (core, target) = args.target.open()?;
+    let versions = history::versions(&core, &target).map_err(history_error)?;
+    let key = history::target_key(&target, core.selectors());
+    if versions.skipped > 0 {
+        out::notice(
+            "warning",
+            &format!(
+                "{} line(s) of the version log were skipped (torn or not a record)",
+                versions.skipped
+            ),
+        );
+    }
+    if args.format == Format::Json {
+        return print_json(&json!({
+            "target": key,
+            "block": target.block.wire_name(),
+            "versions": versions.records,
+        }));
+    }
+    if versions.records.is_empty() {
+        return out::println(&format!(
+            "no versions of `{}` recorded: it was never changed through vak",
+            Escaped(&key)
+        ));
+    }
+    let mut text = format!("versions of `{}`, oldest first:\n", escape_line(&key));
+    for r in &versions.records {
+        let tokens = r
+            .tokens
+            .map_or_else(String::new, |t| format!("  {t} tokens"));
+        let _ = writeln!(
+            text,
+            "{}  {:<6}  {}  {} -> {}{tokens}",
+            escape_line(&r.time),
+            r.action.as_str(),
+            escape_line(&r.who),
+            escape_line(&show(r.before.as_deref())),
+            escape_line(r.after.as_deref().unwrap_or("(no file)")),
+        );
+    }
+    out::print(&text)
+}
+
+/// `vak prompts diff`.
+pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
+    let (core, target) = args.target.open()?;
+    let records = history::versions(&core, &target)
+        .map_err(history_error)?
+        .records;
+    let from = args
+        .from
+        .as_deref()
+        .map(|d| resolve_digest(d, &records))
+        .transpose()?;
+    let to = args
+        .to
+        .as_deref()
+        .map(|d| resolve_digest(d, &records))
+        .transpose()?;
+    let Some((from, to)) =
+        diff_pair(&core, &target, from.as_deref(), to.as_deref()).map_err(history_error)?
+    else {
+        return Err(CliError::Failed(format!(
+            "no change to `{}` is recorded, so there is nothing to diff; give --from and --to digests",
+            Escaped(target.path(core.selectors()).as_str())
+        )));
+    };
+    let home = &core.selectors().home;
+    let old = version_text(home, from.as_deref()).map_err(history_error)?;
+    let new = version_text(home, to.as_deref()).map_err(history_error)?;
+    let diff = history::unified(
+        &format!("{} {}", target.block, show(from.as_deref())),
+        &format!("{} {}", target.block, show(to.as_deref())),
+        &old,
+        &new,
+    );
+    if args.format == Format::Json {
+        return print_json(&json!({
+            "block": target.block.wire_name(),
+            "path": target.path(core.selectors()),
+            "from": from,
+            "to": to,
+            "diff": diff,
+        }));
+    }
+    if diff.is_empty() {
+        return out::println("no difference");
+    }
+    out::print(&escape_text(&diff))
+}
+
+/// `vak prompts revert`.
+pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
+    let (core, target) = args.target.open()?;
+    let records = history::versions(&core, &target)
+        .map_err(history_error)?
+        .records;
+    let to = resolve_digest(&args.to, &records)?;
+    let saved = core
+        .revert_block(&target, &to, args.if_digest.as_deref(), &Who::OsUser)
+        .map_err(edit_error)?;
+    if args.format == Format::Json {
+        if let Some(unrecorded) = &saved.unrecorded {
+            out::notice("warning", unrecorded);
+        }
+        return print_json(&json!({
+            "block": target.block.wire_name(),
+            "path": saved.outcome.path,
+            "digest": saved.outcome.digest,
+            "previous": saved.outcome.previous,
+            "tokens": saved.preview.budget.report.summary(),
+        }));
+    }
+    report_change(
+        &format!(
+            "reverted `{}` in `{}` to sha256 {} (was {})",
+            target.block,
+            Escaped(saved.outcome.path.as_str()),
+            saved.outcome.digest,
+            show(saved.outcome.previous.as_deref())
+        ),
+        &saved.preview,
+        saved.unrecorded.as_deref(),
+    )
+}
+
+/// The selectors a session was created with (the same reading `exec` makes
+/// of its ledger header).
+fn selectors_of(
+    home: &Utf8Path,
+    id: &SessionId,
+    meta: &SessionMeta,
+) -> Result<Selectors, CliError> {
+    let surface = match &meta.surface {
+        Some(raw) => raw.parse::<SurfaceKind>().map_err(|e| {
+            CliError::Failed(format!(
+                "session `{id}` was created for a surface this build does not know: {}",
+                Escaped(&e.to_string())
+            ))
+        })?,
+        None => SurfaceKind::Cli,
+    };
+    let project = match &meta.project {
+        Some(project) => Utf8PathBuf::from(project),
+        None => crate::selectors::current_dir()?,
+    };
+    let selector = |kind: NameKind, raw: &Option<String>| {
+        raw.as_deref()
+            .map(|raw| Name::new(kind, raw))
+            .transpose()
+            .map_err(|e| {
+                CliError::Failed(format!(
+                    "session `{id}` records a selector this build rejects: {}",
+                    Escaped(&e.to_string())
+                ))
+            })
+    };
+    Ok(Selectors {
+        surface,
+        bot: selector(NameKind::Bot, &meta.bot)?,
+        chat: selector(NameKind::Chat, &meta.chat)?,
+        agent: selector(NameKind::Role, &meta.agent)?,
+        force_untrusted: meta.untrusted,
+        ..Selectors::new(home, project)
+    })
+}
+
+/// `vak session diff ID`.
+pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
+    let id = SessionId::parse(&args.session).map_err(session_error)?;
+    let home = home_dir(args.home.as_ref())?;
+    let ledger = SessionStore::new(&home).read(&id).map_err(session_error)?;
+    for warning in &ledger.warnings {
+        out::notice("warning", &warning.to_string());
+    }
+    let core = Core::open(selectors_of(&home, &id, &ledger.header.meta)?)?;
+    let current = core.resolve()?;
+    let frozen = &ledger.contract().prompt_layers;
+    if frozen.is_empty() {
+        return Err(CliError::Failed(format!(
+            "session {id} froze no prompt layers (a ledger from before layers were recorded): there is nothing to compare"
+        )));
+    }
+    let changes = history::text_changes(&home, frozen, &current);
+    if args.format == Format::Json {
+        let list: Vec<_> = changes.iter().map(change_json).collect();
+        return print_json(&json!({
+            "session": id.to_string(),
+            "fingerprint_frozen": ledger.contract().fingerprint,
+            "fingerprint_now": current.fingerprint,
+            "changes": list,
+        }));
+    }
+    if changes.is_empty() {
+        return out::println(&format!(
+            "session {id}: nothing changed; the prompt resolves as it was frozen"
+        ));
+    }
+    let mut text = format!(
+        "session {id}: {} change(s) since it was frozen\n",
+        changes.len()
+    );
+    for c in &changes {
+        let _ = writeln!(
+            text,
+            "\n`{}` {} ({}): {} -> {}",
+            escape_line(&c.block),
+            escape_line(&c.layer),
+            escape_line(c.source.as_deref().unwrap_or("-")),
+            escape_line(&show(c.frozen.as_deref())),
+            escape_line(&show(c.current.as_deref())),
+        );
+        match &c.diff {
+            Ok(diff) => text.push_str(&escape_text(diff)),
+            Err(why) => {
+                let _ = writeln!(text, "{}", escape_line(why));
+            }
+        }
+    }
+    out::print(&text)
+}
+
+fn change_json(c: &TextChange) -> serde_json::Value {
+    let (diff, not_kept) = match &c.diff {
+        Ok(diff) => (Some(diff.as_str()), None),
+        Err(why) => (None, Some(why.as_str())),
+    };
+    json!({
+        "block": c.block,
+        "layer": c.layer,
+        "source": c.source,
+        "frozen": c.frozen,
+        "current": c.current,
+        "diff": diff,
+        "error": not_kept,
+    })
+}

@@ -1,0 +1,303 @@
+//! `vak prompts log|diff|revert`, `vak session diff`, `vak trust --preview`
+//! (DECISIONS §14) on the real binary.
+
+use std::fs;
+use std::process::Stdio;
+
+use serde_json::Value;
+
+use crate::common::{Env, stderr, stdout};
+
+const SHARED: &str = ".vak/prompts";
+
+fn code(out: &std::process::Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+fn set(env: &Env, block: &str, text: &str) -> String {
+    let out = env.vak_stdin(&["prompts", "set", "--scope", "project", block, "-"], text);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+        .split("sha256 ")
+        .nth(1)
+        .and_then(|rest| rest.get(..64))
+        .unwrap()
+        .to_owned()
+}
+
+fn log(env: &Env, block: &str) -> Vec<Value> {
+    env.json(&["prompts", "log", "--scope", "project", block])["versions"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+#[test]
+fn log_diff_and_revert_round_trip() {
+    let env = Env::empty();
+    env.trust();
+    env.write_project(&format!("{SHARED}/guardrails.md"), "- written by hand\n");
+    let first = set(&env, "guardrails", "- never push to main\n");
+    let second = set(&env, "guardrails", "- never push to main\n- ask first\n");
+
+    let versions = log(&env, "guardrails");
+    assert_eq!(versions.len(), 2);
+    assert_eq!(versions[0]["action"], "save");
+    assert_eq!(versions[0]["after"], first.as_str());
+    assert_eq!(versions[1]["before"], first.as_str());
+    assert_eq!(versions[1]["after"], second.as_str());
+    assert!(versions[0]["who"].as_str().unwrap().starts_with("user:"));
+    assert!(versions[1]["tokens"].as_u64().unwrap() > 0);
+    let text = env.ok(&["prompts", "log", "--scope", "project", "guardrails"]);
+    assert!(text.contains(&second), "{text}");
+
+    // The default diff is the last change.
+    let diff = env.ok(&["prompts", "diff", "--scope", "project", "guardrails"]);
+    assert!(diff.contains("\n+- ask first\n"), "{diff}");
+    assert!(diff.contains("\n - never push to main\n"), "{diff}");
+    // The text before the first change (written by hand) was kept too.
+    let before = versions[0]["before"].as_str().unwrap();
+    let diff = env.json(&[
+        "prompts",
+        "diff",
+        "--scope",
+        "project",
+        "guardrails",
+        "--from",
+        before,
+        "--to",
+        &second,
+    ]);
+    assert!(
+        diff["diff"]
+            .as_str()
+            .unwrap()
+            .contains("-- written by hand"),
+        "{diff}"
+    );
+
+    // Revert by a unique prefix, through the same save path.
+    let out = env.vak(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "project",
+        "guardrails",
+        "--to",
+        &first[..8],
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(env.project().join(SHARED).join("guardrails.md")).unwrap(),
+        "- never push to main\n"
+    );
+    let versions = log(&env, "guardrails");
+    assert_eq!(versions.len(), 3);
+    assert_eq!(versions[2]["action"], "revert");
+    assert_eq!(versions[2]["after"], first.as_str());
+}
+
+#[test]
+fn a_revert_over_the_cap_is_refused_and_the_file_is_unchanged() {
+    let env = Env::empty();
+    env.trust();
+    let long: String = (0..60)
+        .map(|i| format!("- Rule {i}: explain every step in great detail before doing it.\n"))
+        .collect();
+    let big = set(&env, "guardrails", &long);
+    set(&env, "guardrails", "- short\n");
+    env.write_home(".vak/config.toml", "[prompts]\nmax_tokens = 700\n");
+    let out = env.vak(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "project",
+        "guardrails",
+        "--to",
+        &big,
+    ]);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to save `guardrails`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        fs::read_to_string(env.project().join(SHARED).join("guardrails.md")).unwrap(),
+        "- short\n"
+    );
+    assert_eq!(
+        log(&env, "guardrails").len(),
+        2,
+        "a refused revert is not a version"
+    );
+}
+
+#[test]
+fn a_revert_racing_a_save_one_wins_the_other_gets_the_conflict() {
+    let env = Env::empty();
+    env.trust();
+    let first = set(&env, "guardrails", "- one\n");
+    let current = set(&env, "guardrails", "- two\n");
+    for round in 0..3 {
+        let mut save = env
+            .command(&[
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "guardrails",
+                "--if-digest",
+                &current,
+                "-",
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let revert = env
+            .command(&[
+                "prompts",
+                "revert",
+                "--scope",
+                "project",
+                "guardrails",
+                "--to",
+                &first,
+                "--if-digest",
+                &current,
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        {
+            use std::io::Write as _;
+            save.stdin
+                .take()
+                .unwrap()
+                .write_all(format!("- three {round}\n").as_bytes())
+                .unwrap();
+        }
+        let save = save.wait_with_output().unwrap();
+        let revert = revert.wait_with_output().unwrap();
+        assert_ne!(
+            save.status.success(),
+            revert.status.success(),
+            "exactly one wins: save {} / revert {}",
+            stderr(&save),
+            stderr(&revert)
+        );
+        let loser = if save.status.success() {
+            &revert
+        } else {
+            &save
+        };
+        assert_eq!(code(loser), 1);
+        assert!(
+            stderr(loser).contains("changed since you read it"),
+            "{}",
+            stderr(loser)
+        );
+        // Put the file back to `current` for the next round.
+        set(&env, "guardrails", "- two\n");
+    }
+}
+
+#[test]
+fn an_object_altered_on_disk_is_never_served() {
+    let env = Env::empty();
+    env.trust();
+    let first = set(&env, "guardrails", "- one\n");
+    set(&env, "guardrails", "- two\n");
+    let object = env.home().join(".vak/objects").join(&first);
+    fs::remove_file(&object).unwrap();
+    fs::write(&object, "- one, altered\n").unwrap();
+    let out = env.vak(&["prompts", "diff", "--scope", "project", "guardrails"]);
+    assert_eq!(code(&out), 1);
+    let err = stderr(&out);
+    assert!(err.contains(&first) && err.contains("altered"), "{err}");
+    assert!(!stdout(&out).contains("altered"), "{}", stdout(&out));
+    let out = env.vak(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "project",
+        "guardrails",
+        "--to",
+        &first,
+    ]);
+    assert_eq!(code(&out), 1);
+    assert_eq!(
+        fs::read_to_string(env.project().join(SHARED).join("guardrails.md")).unwrap(),
+        "- two\n"
+    );
+}
+
+fn new_session(env: &Env) -> String {
+    env.json(&["session", "new"])["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn session_diff_shows_the_text_and_an_old_ledger_says_text_not_kept() {
+    let env = Env::empty();
+    env.trust();
+    env.write_project(&format!("{SHARED}/identity.md"), "You are Kite.\n");
+    let old = new_session(&env);
+    // Changed by hand: no save kept the frozen text, as for a ledger
+    // written before objects existed.
+    env.write_project(&format!("{SHARED}/identity.md"), "You are Hawk.\n");
+    let out = env.ok(&["session", "diff", &old]);
+    assert!(out.contains("`identity` project"), "{out}");
+    assert!(out.contains("text not kept"), "{out}");
+
+    let fresh = new_session(&env);
+    set(&env, "identity", "You are Owl.\n");
+    let json = env.json(&["session", "diff", &fresh]);
+    let changes = json["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{json}");
+    let diff = changes[0]["diff"].as_str().unwrap();
+    assert!(
+        diff.contains("-You are Hawk.") && diff.contains("+You are Owl."),
+        "{diff}"
+    );
+    let unchanged = new_session(&env);
+    assert!(
+        env.ok(&["session", "diff", &unchanged])
+            .contains("nothing changed")
+    );
+}
+
+#[test]
+fn trust_preview_shows_the_change_and_writes_nothing() {
+    let env = Env::empty();
+    env.write_project(&format!("{SHARED}/identity.md"), "You are Kite.\n");
+    env.write_project(".vak/config.toml", "[prompts]\nmodel = \"gpt-4o-mini\"\n");
+    let trust_file = env.home().join(".vak/trust.toml");
+    let before = fs::read(&trust_file).ok();
+    let text = env.ok(&["trust", "--preview"]);
+    assert!(text.contains("`identity` would be replaced"), "{text}");
+    assert!(text.contains("+You are Kite."), "{text}");
+    assert!(text.contains("prompt prefix: "), "{text}");
+    let json = env.json(&["trust", "--preview"]);
+    assert!(json["tokens"]["after"].as_u64().is_some(), "{json}");
+    assert!(
+        json["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|b| b["block"] == "identity"),
+        "{json}"
+    );
+    assert_eq!(
+        fs::read(&trust_file).ok(),
+        before,
+        "the trust store was written"
+    );
+    let prompt = env.ok(&["prompts", "show"]);
+    assert!(!prompt.contains("You are Kite."), "still untrusted");
+}

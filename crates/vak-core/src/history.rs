@@ -1,0 +1,511 @@
+//! Every prompt has a history (DECISIONS §14): what the save path keeps,
+//! and what `log`, `diff`, `revert` and `session diff` read back.
+//!
+//! A save (CLI or admin, through [`Core::save_block_by`]) keeps the file's
+//! text before and after in the object store, appends one version record
+//! per change, and keeps every contributed text of the resolution it
+//! produced, so the digests a session freezes on it resolve.
+//! [`keep_contributions`] is the one function that keeps a resolution's
+//! texts; the session-creation path calls it before it writes a ledger.
+//!
+//! Digests: a version record's `before`/`after` are the *file's* sha256
+//! (what `--if-digest` and `revert --to` take); a ledger descriptor's digest
+//! is the sha256 of the *contributed* text (cleaned, trimmed; DECISIONS §6).
+//! Both are kept, each under its own digest.
+
+use camino::Utf8Path;
+
+use crate::{Core, EditTarget, Selectors};
+use vak_prompt_compose::ResolvedPrompt;
+use vak_prompt_history::{ObjectStore, unified_diff};
+
+pub use vak_prompt_history::unified_diff as unified;
+use vak_session::PromptLayerDescriptor;
+
+pub use vak_prompt_history::{
+    Action, HistoryError, MAX_OBJECT_BYTES, VersionLog, VersionRecord, Versions, is_digest,
+};
+
+/// Who made a change, as a version record names them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Who {
+    /// The OS user running `vak` (`$USER`, else `$LOGNAME`).
+    OsUser,
+    /// An admin API request, by the id of the token it carried.
+    AdminToken(String),
+}
+
+impl Who {
+    /// The record's `who`: `user:<name>` or `admin-token:<id>`.
+    pub fn label(&self) -> String {
+        match self {
+            Who::OsUser => {
+                let name = ["USER", "LOGNAME"]
+                    .into_iter()
+                    .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
+                    .unwrap_or_else(|| {
+                        use std::os::unix::fs::MetadataExt as _;
+                        std::fs::metadata("/proc/self")
+                            .map_or_else(|_| "unknown".to_owned(), |m| format!("uid {}", m.uid()))
+                    });
+                format!("user:{name}")
+            }
+            Who::AdminToken(id) => format!("admin-token:{id}"),
+        }
+    }
+}
+
+/// The version log's name for `target`'s file: the path with its root (home
+/// or project) canonicalised, so the same file has one history whichever
+/// way the root was named on the command line.
+pub fn target_key(target: &EditTarget, selectors: &Selectors) -> String {
+    let path = target.path(selectors);
+    let root = target.root(selectors);
+    match (std::fs::canonicalize(root), path.strip_prefix(root)) {
+        (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
+        _ => path.into_string(),
+    }
+}
+
+/// Keep every text `resolved` contributed (one per descriptor), so each of
+/// its descriptor digests resolves in the object store. Idempotent; the
+/// session-creation path calls it before writing a ledger, and the save
+/// path after every save. Returns how many texts it kept.
+///
+/// # Errors
+///
+/// The first object that could not be written.
+pub fn keep_contributions(
+    home: &Utf8Path,
+    resolved: &ResolvedPrompt,
+) -> Result<usize, HistoryError> {
+    let store = ObjectStore::new(home);
+    let mut kept = 0;
+    for block in &resolved.blocks {
+        for contributor in &block.contributors {
+            store.put(&contributor.text)?;
+            kept += 1;
+        }
+    }
+    Ok(kept)
+}
+
+/// Before a change is written: keep `texts` (the value before, the value
+/// after) and every contributed text of the resolution `before` it, so the
+/// change's "before" and every session frozen on it resolve. The CLI and
+/// admin save path calls this through [`Core::save_block_by`]; the admin
+/// gateway edit calls it directly.
+///
+/// # Errors
+///
+/// The first text that could not be kept: refuse the change.
+pub fn keep_before_change(
+    home: &Utf8Path,
+    texts: &[&str],
+    before: &ResolvedPrompt,
+) -> Result<(), HistoryError> {
+    let store = ObjectStore::new(home);
+    for text in texts {
+        store.put(text)?;
+    }
+    keep_contributions(home, before)?;
+    Ok(())
+}
+
+/// After a change is written: stamp `record` with the time and `who`,
+/// append it to the version log and keep the contributed texts of the
+/// resolution `after`. A failure is returned as the sentence to warn with
+/// (the change is already written).
+pub fn record_change(
+    home: &Utf8Path,
+    mut record: VersionRecord,
+    who: &Who,
+    after: &ResolvedPrompt,
+) -> Option<String> {
+    record.time = vak_session::now_rfc3339();
+    record.who = who.label();
+    let logged = VersionLog::new(home).append(&record);
+    let kept = keep_contributions(home, after).map(|_| ());
+    match logged.and(kept) {
+        Ok(()) => None,
+        Err(error) => Some(format!(
+            "the change was written, but its history was not: {error}"
+        )),
+    }
+}
+
+/// The text kept under `digest`; `Ok(None)` when it was never kept (an old
+/// ledger, written before objects existed: "text not kept").
+///
+/// # Errors
+///
+/// An object whose bytes were altered ([`HistoryError::Corrupt`]), never
+/// served; a refused object file.
+pub fn kept_text(home: &Utf8Path, digest: &str) -> Result<Option<String>, HistoryError> {
+    ObjectStore::new(home).find(digest)
+}
+
+/// The text of one version of a file: `None` digest is "no file" (empty).
+///
+/// # Errors
+///
+/// As [`ObjectStore::get`]: not kept, altered, refused.
+pub fn version_text(home: &Utf8Path, digest: Option<&str>) -> Result<String, HistoryError> {
+    match digest {
+        None | Some("") => Ok(String::new()),
+        Some(digest) => ObjectStore::new(home).get(digest),
+    }
+}
+
+/// One block and layer whose text differs between a frozen contract and
+/// the current resolution.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TextChange {
+    /// The block's wire name.
+    pub block: String,
+    /// The layer's wire name.
+    pub layer: String,
+    /// The source (path or gateway key), current when present, else frozen.
+    pub source: Option<String>,
+    /// The frozen digest (`None`: the layer was added since).
+    pub frozen: Option<String>,
+    /// The current digest (`None`: the layer was removed since).
+    pub current: Option<String>,
+    /// The unified diff, or why there is none (`text not kept`).
+    pub diff: Result<String, String>,
+}
+
+fn pairing_key(d: &PromptLayerDescriptor) -> (String, String, Option<String>) {
+    // Narrowest-wins layers pair by block and layer; accumulating and
+    // project directory layers also by source (each contributor is its own).
+    (d.block.clone(), d.layer.clone(), d.source.clone())
+}
+
+/// Per block and layer, the text diff between `frozen` descriptors and the
+/// `current` resolution's. Layers are paired by block, layer and source;
+/// a layer whose source moved shows as one removed and one added.
+pub fn text_changes(
+    home: &Utf8Path,
+    frozen: &[PromptLayerDescriptor],
+    current: &ResolvedPrompt,
+) -> Vec<TextChange> {
+    // Descriptors are made one per contributor, in this same order.
+    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = current
+        .blocks
+        .iter()
+        .flat_map(|b| b.contributors.iter())
+        .zip(&current.descriptors)
+        .map(|(c, d)| (d, Ok(c.text.clone())))
+        .collect();
+    pair_and_diff(home, frozen, &now, "now")
+}
+
+/// Per block and layer, the text diff between two frozen contracts (a
+/// rotation's old and new session), both sides read from the object store.
+pub fn contract_changes(
+    home: &Utf8Path,
+    old: &[PromptLayerDescriptor],
+    new: &[PromptLayerDescriptor],
+) -> Vec<TextChange> {
+    let store = ObjectStore::new(home);
+    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = new
+        .iter()
+        .map(|d| (d, text_of(&store, &d.digest)))
+        .collect();
+    pair_and_diff(home, old, &now, "new")
+}
+
+fn text_of(store: &ObjectStore, digest: &str) -> Result<String, String> {
+    match store.get(digest) {
+        Ok(text) => Ok(text),
+        Err(error) if error.is_not_kept() => Err(format!("text not kept ({digest})")),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+fn pair_and_diff(
+    home: &Utf8Path,
+    frozen: &[PromptLayerDescriptor],
+    now: &[(&PromptLayerDescriptor, Result<String, String>)],
+    when: &str,
+) -> Vec<TextChange> {
+    let store = ObjectStore::new(home);
+    let mut out = Vec::new();
+    let mut used = vec![false; now.len()];
+    for f in frozen {
+        let key = pairing_key(f);
+        let found = now
+            .iter()
+            .enumerate()
+            .find(|(i, (d, _))| !used[*i] && pairing_key(d) == key);
+        match found {
+            Some((i, (d, text))) => {
+                used[i] = true;
+                if d.digest == f.digest {
+                    continue;
+                }
+                let diff = text_of(&store, &f.digest).and_then(|old| {
+                    let new = text.clone()?;
+                    Ok(unified_diff(
+                        &label(f, "frozen"),
+                        &label(d, when),
+                        &old,
+                        &new,
+                    ))
+                });
+                out.push(TextChange {
+                    block: f.block.clone(),
+                    layer: f.layer.clone(),
+                    source: d.source.clone(),
+                    frozen: Some(f.digest.clone()),
+                    current: Some(d.digest.clone()),
+                    diff,
+                });
+            }
+            None => {
+                let diff = text_of(&store, &f.digest)
+                    .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
+                out.push(TextChange {
+                    block: f.block.clone(),
+                    layer: f.layer.clone(),
+                    source: f.source.clone(),
+                    frozen: Some(f.digest.clone()),
+                    current: None,
+                    diff,
+                });
+            }
+        }
+    }
+    for (i, (d, text)) in now.iter().enumerate() {
+        if used[i] {
+            continue;
+        }
+        out.push(TextChange {
+            block: d.block.clone(),
+            layer: d.layer.clone(),
+            source: d.source.clone(),
+            frozen: None,
+            current: Some(d.digest.clone()),
+            diff: text
+                .clone()
+                .map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
+        });
+    }
+    out
+}
+
+fn label(d: &PromptLayerDescriptor, when: &str) -> String {
+    format!(
+        "{} {} {} ({when}, {})",
+        d.block,
+        d.layer,
+        d.source.as_deref().unwrap_or("-"),
+        vak_session::short_digest(&d.digest)
+    )
+}
+
+/// One version of a file as `log` lists it.
+pub fn versions(core: &Core, target: &EditTarget) -> Result<Versions, HistoryError> {
+    VersionLog::new(&core.selectors().home).for_target(&target_key(target, core.selectors()))
+}
+
+/// Two versions of a file by digest; `None` is "no file".
+pub type DiffPair = (Option<String>, Option<String>);
+
+/// Which two versions `diff` compares: `from`/`to` digests, or by default
+/// the last recorded change's before and after. `Ok(None)` when there is no
+/// recorded change and no digest was given.
+///
+/// # Errors
+///
+/// Reading the log.
+pub fn diff_pair(
+    core: &Core,
+    target: &EditTarget,
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<Option<DiffPair>, HistoryError> {
+    let last = versions(core, target)?.records.pop();
+    let current = || {
+        vak_prompt_loader::current_digest(
+            &target.path(core.selectors()),
+            target.root(core.selectors()),
+        )
+        .ok()
+        .flatten()
+    };
+    Ok(match (from, to, last) {
+        (None, None, None) => None,
+        (None, None, Some(last)) => Some((last.before, last.after)),
+        (Some(from), None, _) => Some((Some(from.to_owned()), current())),
+        (from, Some(to), last) => Some((
+            from.map(str::to_owned)
+                .or_else(|| last.and_then(|l| l.before)),
+            Some(to.to_owned()),
+        )),
+    })
+}
+
+/// One block that trusting a project would change.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BlockPreview {
+    /// The block's wire name.
+    pub block: String,
+    /// `added` (empty before), `replaced`, or `removed`.
+    pub change: &'static str,
+    /// The block's composed text now (untrusted).
+    pub before: String,
+    /// The block's composed text once trusted.
+    pub after: String,
+    /// A unified diff from `before` to `after`.
+    pub diff: String,
+}
+
+/// What `vak trust --preview` shows (DECISIONS §14): nothing is written.
+#[derive(Debug, Clone)]
+pub struct TrustPreview {
+    /// Every block whose text trusting would change.
+    pub blocks: Vec<BlockPreview>,
+    /// The budget before and after, and the first chain trusting would push
+    /// over the cap.
+    pub budget: crate::TrustBudget,
+    /// The config keys the project sets that would apply once trusted
+    /// (`model`, `max_tokens`, …), each with its file.
+    pub config_keys: Vec<(String, String)>,
+}
+
+/// What trusting `selectors.project` would change, on the chain named, with
+/// the budget over every chain it reaches. Writes nothing.
+///
+/// # Errors
+///
+/// When the chain cannot be loaded at all.
+pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
+    use vak_prompt_compose::TailContext;
+    use vak_prompt_trust::Trust;
+    let budget = crate::trust_budget(selectors)?;
+    let core = Core::open(selectors.clone())?;
+    let chain = core.load()?;
+    let now = TailContext::now();
+    let untrusted = core.compose(&chain, Trust::Untrusted, now.clone());
+    let trusted = core.compose(&chain, Trust::Trusted, now);
+    let mut blocks = Vec::new();
+    for after in &trusted.blocks {
+        let before = untrusted
+            .block(after.block)
+            .map(|b| b.text.as_str())
+            .unwrap_or("");
+        if before == after.text {
+            continue;
+        }
+        let name = after.block.wire_name();
+        blocks.push(BlockPreview {
+            block: name.to_owned(),
+            change: match (before.is_empty(), after.text.is_empty()) {
+                (true, _) => "added",
+                (false, true) => "removed",
+                (false, false) => "replaced",
+            },
+            diff: unified_diff(
+                &format!("{name} (untrusted, now)"),
+                &format!("{name} (trusted)"),
+                before,
+                &after.text,
+            ),
+            before: before.to_owned(),
+            after: after.text.clone(),
+        });
+    }
+    let config_keys = untrusted
+        .demoted
+        .iter()
+        .filter_map(|d| {
+            let key = d.config_key.clone()?;
+            let still = trusted
+                .demoted
+                .iter()
+                .any(|t| t.config_key.as_deref() == Some(key.as_str()));
+            (!still).then(|| (key, d.provenance.source.clone().unwrap_or_default()))
+        })
+        .collect();
+    Ok(TrustPreview {
+        blocks,
+        budget,
+        config_keys,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vak_prompt_blocks::sha256_hex;
+
+    #[test]
+    fn who_labels() {
+        assert_eq!(Who::AdminToken("ops".into()).label(), "admin-token:ops");
+        assert!(Who::OsUser.label().starts_with("user:"));
+    }
+
+    #[test]
+    fn version_text_of_no_file_is_empty() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = camino::Utf8Path::from_path(dir.path()).unwrap();
+        assert_eq!(version_text(home, None).unwrap(), "");
+        let missing = sha256_hex("x");
+        assert!(
+            version_text(home, Some(&missing))
+                .unwrap_err()
+                .is_not_kept()
+        );
+    }
+
+    #[test]
+    fn saves_resets_and_reverts_are_recorded_and_every_text_resolves() {
+        use crate::{Scope, SubLayer};
+        use vak_prompt_blocks::Block;
+        let dir = tempfile::tempdir().unwrap();
+        let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        let home = root.join("home");
+        std::fs::create_dir_all(home.join(".vak/prompts")).unwrap();
+        std::fs::write(home.join(".vak/prompts/guardrails.md"), "- old rule\r\n").unwrap();
+        std::fs::create_dir_all(root.join("proj")).unwrap();
+        let core = Core::open(Selectors::new(&home, root.join("proj"))).unwrap();
+        let target = EditTarget::new(Scope::Shared, SubLayer::Base, Block::Guardrails).unwrap();
+        let first = core.save_block(&target, "- one\n", None).unwrap();
+        assert!(first.unrecorded.is_none(), "{:?}", first.unrecorded);
+        core.save_block(&target, "- two\n", None).unwrap();
+        let reverted = core
+            .revert_block(
+                &target,
+                &first.outcome.digest,
+                None,
+                &Who::AdminToken("t".into()),
+            )
+            .unwrap();
+        assert_eq!(reverted.outcome.digest, first.outcome.digest);
+        core.reset_block(&target, None).unwrap();
+        let records = versions(&core, &target).unwrap().records;
+        let actions: Vec<_> = records.iter().map(|r| r.action).collect();
+        assert_eq!(
+            actions,
+            [Action::Save, Action::Save, Action::Revert, Action::Reset]
+        );
+        assert_eq!(records[2].who, "admin-token:t");
+        // The pre-existing text (CRLF and all) resolves as the first "before".
+        assert_eq!(
+            version_text(&home, records[0].before.as_deref()).unwrap(),
+            "- old rule\r\n"
+        );
+        for r in &records {
+            version_text(&home, r.after.as_deref()).unwrap();
+        }
+        // The resolution after a save has every descriptor digest kept.
+        for d in &first.preview.after.descriptors {
+            assert!(kept_text(&home, &d.digest).unwrap().is_some(), "{d:?}");
+        }
+        // Default diff: the last change.
+        let (from, to) = diff_pair(&core, &target, None, None).unwrap().unwrap();
+        assert_eq!(from, Some(first.outcome.digest.clone()));
+        assert_eq!(to, None);
+    }
+}

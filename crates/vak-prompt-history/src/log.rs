@@ -1,0 +1,372 @@
+//! The version log: `$VAK_HOME/.vak/history/versions.jsonl`, one record per
+//! change vak made to a layer file or gateway key.
+//!
+//! Appends take an exclusive lock on the log, terminate a torn last line
+//! left by a writer that stopped mid-append (so the new record starts on
+//! its own line, and readers skip the torn one), write one full line and
+//! fsync. Readers stream the log under a shared lock, one line at a time,
+//! each bounded by [`MAX_RECORD_BYTES`]; a line that is not a record or is
+//! too long is skipped and counted, never fatal. Unknown fields are ignored
+//! and every field has a default, so old and new builds read each other.
+
+use std::io::{BufRead, BufReader, Read as _, Seek, SeekFrom, Write as _};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+
+use crate::HistoryError;
+use crate::objects::store_dir;
+
+/// The longest record line read or written. A record names one file or key
+/// and two digests; far below this.
+pub const MAX_RECORD_BYTES: usize = 64 * 1024;
+
+const LOG_NAME: &str = "versions.jsonl";
+
+/// What a change did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// `set`, `edit`, or an admin save.
+    #[default]
+    Save,
+    /// `reset`: the file removed.
+    Reset,
+    /// `revert`: an earlier version saved back.
+    Revert,
+}
+
+impl Action {
+    /// The word a listing shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Save => "save",
+            Action::Reset => "reset",
+            Action::Revert => "revert",
+        }
+    }
+}
+
+/// One change to one layer file or gateway key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct VersionRecord {
+    /// Always `version`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// RFC 3339 UTC, when the change was written.
+    pub time: String,
+    /// Who: `user:<os user>` or `admin-token:<id>`.
+    pub who: String,
+    /// What the change was.
+    pub action: Action,
+    /// The file path, or the gateway key (`bots.json#/<bot>/prompts/identity`).
+    pub target: String,
+    /// The block's wire name.
+    pub block: String,
+    /// The file's sha256 before (`None`: there was no file).
+    pub before: Option<String>,
+    /// The file's sha256 after (`None`: the file was removed).
+    pub after: Option<String>,
+    /// Tokens of the text after (`None` after a reset).
+    pub tokens: Option<usize>,
+}
+
+impl VersionRecord {
+    /// A record of a change to `target`.
+    pub fn new(target: &str, block: &str, action: Action) -> Self {
+        VersionRecord {
+            kind: "version".to_owned(),
+            target: target.to_owned(),
+            block: block.to_owned(),
+            action,
+            ..VersionRecord::default()
+        }
+    }
+}
+
+/// The records for one target, oldest first, and what was skipped.
+#[derive(Debug, Clone, Default)]
+pub struct Versions {
+    /// The records, oldest first.
+    pub records: Vec<VersionRecord>,
+    /// Lines skipped: torn, not a record, or over the bound.
+    pub skipped: usize,
+}
+
+/// The version log of one home.
+#[derive(Debug, Clone)]
+pub struct VersionLog {
+    home: Utf8PathBuf,
+    dir: Utf8PathBuf,
+}
+
+impl VersionLog {
+    /// The log of `home`. Nothing is touched until it is read or appended.
+    pub fn new(home: &Utf8Path) -> Self {
+        VersionLog {
+            home: home.to_owned(),
+            dir: home.join(".vak").join("history"),
+        }
+    }
+
+    /// The log file.
+    pub fn path(&self) -> Utf8PathBuf {
+        self.dir.join(LOG_NAME)
+    }
+
+    /// Append `record`, durably.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Refused`] when the log is a symlink, FIFO or device,
+    /// or its directory leads out of the home; [`HistoryError::TooLarge`]
+    /// for a record over [`MAX_RECORD_BYTES`]; [`HistoryError::Io`].
+    pub fn append(&self, record: &VersionRecord) -> Result<(), HistoryError> {
+        let path = self.path();
+        let mut line = serde_json::to_string(record)
+            .map_err(|e| HistoryError::io("encode a record for", &path)(e.into()))?;
+        line.push('\n');
+        if line.len() > MAX_RECORD_BYTES {
+            return Err(HistoryError::TooLarge {
+                what: format!(
+                    "a version record for `{}`",
+                    vak_prompt_blocks::Escaped(&record.target)
+                ),
+                bytes: line.len() as u64,
+                limit: MAX_RECORD_BYTES as u64,
+            });
+        }
+        let dir = store_dir(&self.home, &self.dir, true)?.ok_or_else(|| HistoryError::Io {
+            action: "open the history directory",
+            path: self.dir.clone(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+        let mut file = dir
+            .open_append(LOG_NAME, 0o644)
+            .map_err(|refusal| HistoryError::refusal(&path, refusal))?;
+        file.lock().map_err(HistoryError::io("lock", &path))?;
+        let len = file
+            .metadata()
+            .map_err(HistoryError::io("read the size of", &path))?
+            .len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1))
+                .and_then(|_| file.read_exact(&mut last))
+                .map_err(HistoryError::io("read", &path))?;
+            if last[0] != b'\n' {
+                line.insert(0, '\n');
+            }
+        }
+        file.write_all(line.as_bytes())
+            .map_err(HistoryError::io("append to", &path))?;
+        file.sync_all().map_err(HistoryError::io("sync", &path))?;
+        if len == 0 {
+            dir.as_file()
+                .and_then(|handle| handle.sync_all())
+                .map_err(HistoryError::io("sync the directory", &self.dir))?;
+        }
+        Ok(())
+    }
+
+    /// Every record whose target is `target`, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Refused`] for a symlinked, FIFO or device log;
+    /// [`HistoryError::Io`]. A missing log is no records.
+    pub fn for_target(&self, target: &str) -> Result<Versions, HistoryError> {
+        self.read(|record| record.target == target)
+    }
+
+    /// Every record that `keep` accepts, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// As [`for_target`](Self::for_target).
+    pub fn read(&self, keep: impl Fn(&VersionRecord) -> bool) -> Result<Versions, HistoryError> {
+        let path = self.path();
+        let Some(dir) = store_dir(&self.home, &self.dir, false)? else {
+            return Ok(Versions::default());
+        };
+        let file = match dir.open_regular_nofollow(LOG_NAME) {
+            Ok(Some(file)) => file,
+            Ok(None) => return Ok(Versions::default()),
+            Err(refusal) => return Err(HistoryError::refusal(&path, refusal)),
+        };
+        file.lock_shared()
+            .map_err(HistoryError::io("lock", &path))?;
+        let mut reader = BufReader::new(file);
+        let mut out = Versions::default();
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            let read = (&mut reader)
+                .take(MAX_RECORD_BYTES as u64 + 1)
+                .read_until(b'\n', &mut buf)
+                .map_err(HistoryError::io("read", &path))?;
+            if read == 0 {
+                break;
+            }
+            if buf.last() != Some(&b'\n') {
+                if buf.len() > MAX_RECORD_BYTES {
+                    // Too long: skip the rest of the line without keeping it.
+                    out.skipped += 1;
+                    skip_line(&mut reader).map_err(HistoryError::io("read", &path))?;
+                } else {
+                    // A torn last line.
+                    out.skipped += 1;
+                }
+                continue;
+            }
+            match serde_json::from_slice::<VersionRecord>(&buf) {
+                Ok(record) if record.kind == "version" => {
+                    if keep(&record) {
+                        out.records.push(record);
+                    }
+                }
+                _ => out.skipped += 1,
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
+    loop {
+        let chunk = reader.fill_buf()?;
+        if chunk.is_empty() {
+            return Ok(());
+        }
+        if let Some(at) = chunk.iter().position(|&b| b == b'\n') {
+            reader.consume(at + 1);
+            return Ok(());
+        }
+        let len = chunk.len();
+        reader.consume(len);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn home() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        (dir, path)
+    }
+
+    fn record(target: &str, after: &str) -> VersionRecord {
+        VersionRecord {
+            time: "2026-12-03T08:00:00.000Z".to_owned(),
+            who: "user:test".to_owned(),
+            after: Some(after.to_owned()),
+            ..VersionRecord::new(target, "guardrails", Action::Save)
+        }
+    }
+
+    #[test]
+    fn appends_read_back_per_target_in_order() {
+        let (_keep, home) = home();
+        let log = VersionLog::new(&home);
+        assert!(log.for_target("/a").unwrap().records.is_empty());
+        log.append(&record("/a", "1")).unwrap();
+        log.append(&record("/b", "2")).unwrap();
+        log.append(&record("/a", "3")).unwrap();
+        let a = log.for_target("/a").unwrap();
+        let afters: Vec<_> = a.records.iter().map(|r| r.after.clone().unwrap()).collect();
+        assert_eq!(afters, ["1", "3"]);
+    }
+
+    #[test]
+    fn a_torn_or_foreign_line_is_skipped_and_never_swallows_the_next() {
+        let (_keep, home) = home();
+        let log = VersionLog::new(&home);
+        log.append(&record("/a", "1")).unwrap();
+        let mut bytes = fs::read(log.path()).unwrap();
+        bytes.extend_from_slice(b"{\"type\":\"version\",\"tar");
+        fs::write(log.path(), &bytes).unwrap();
+        log.append(&record("/a", "2")).unwrap();
+        let mut long = fs::read(log.path()).unwrap();
+        long.extend(std::iter::repeat_n(b'x', MAX_RECORD_BYTES + 10));
+        long.push(b'\n');
+        fs::write(log.path(), &long).unwrap();
+        log.append(&record("/a", "3")).unwrap();
+        let a = log.for_target("/a").unwrap();
+        let afters: Vec<_> = a.records.iter().map(|r| r.after.clone().unwrap()).collect();
+        assert_eq!(afters, ["1", "2", "3"]);
+        assert_eq!(a.skipped, 2);
+    }
+
+    #[test]
+    fn a_fifo_or_symlinked_log_is_refused_without_blocking() {
+        let (_keep, home) = home();
+        let log = VersionLog::new(&home);
+        fs::create_dir_all(home.join(".vak/history")).unwrap();
+        let status = std::process::Command::new("mkfifo")
+            .arg(log.path())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        assert!(matches!(
+            log.append(&record("/a", "1")),
+            Err(HistoryError::Refused { .. })
+        ));
+        assert!(matches!(
+            log.for_target("/a"),
+            Err(HistoryError::Refused { .. })
+        ));
+        fs::remove_file(log.path()).unwrap();
+        fs::write(home.join("elsewhere"), "").unwrap();
+        std::os::unix::fs::symlink(home.join("elsewhere"), log.path()).unwrap();
+        assert!(matches!(
+            log.append(&record("/a", "1")),
+            Err(HistoryError::Refused { .. })
+        ));
+        assert_eq!(fs::read(home.join("elsewhere")).unwrap(), b"");
+    }
+
+    #[test]
+    fn old_and_new_fields_parse() {
+        let line = br#"{"type":"version","target":"/a","after":"x","future":1}"#;
+        let record: VersionRecord = serde_json::from_slice(line).unwrap();
+        assert_eq!(record.target, "/a");
+        assert_eq!(record.action, Action::Save);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(24))]
+        /// Whatever a crashed writer or a stranger left between appends
+        /// (a torn line, garbage), every record appended reads back, in
+        /// order, and nothing else does.
+        #[test]
+        fn every_append_reads_back_whatever_is_left_between(
+            junk in proptest::collection::vec(proptest::option::of("[^\n]{0,40}"), 1..8)
+        ) {
+            let (_keep, home) = home();
+            let log = VersionLog::new(&home);
+            let mut expected = Vec::new();
+            for (i, garbage) in junk.iter().enumerate() {
+                let after = format!("{i}");
+                log.append(&record("/a", &after)).unwrap();
+                expected.push(after);
+                if let Some(garbage) = garbage {
+                    let mut bytes = fs::read(log.path()).unwrap();
+                    bytes.extend_from_slice(garbage.as_bytes());
+                    fs::write(log.path(), &bytes).unwrap();
+                }
+            }
+            let read: Vec<_> = log
+                .for_target("/a")
+                .unwrap()
+                .records
+                .into_iter()
+                .filter_map(|r| r.after)
+                .collect();
+            proptest::prop_assert_eq!(read, expected);
+        }
+    }
+}
