@@ -12,7 +12,7 @@ mod error;
 mod inbound;
 mod report;
 
-pub use crate::cached::CachedResolver;
+pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
 pub use crate::core::{Core, Selectors, default_home};
 pub use edit::{
     Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, TrustBudget,
