@@ -18,9 +18,8 @@
 //! [`Core`]. Both only read, like [`crate::InboundPrompts`]: they never hand
 //! a `Core` (or selectors) back, only resolutions.
 
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
@@ -55,18 +54,41 @@ impl Hash for Key {
 }
 
 impl Key {
-    fn of(core: &Core) -> Key {
+    /// The key of `core`, hashed with the cache's own random keys (so the
+    /// map below may use that hash as is).
+    fn of(core: &Core, keys: &RandomState) -> Key {
         let selectors = core.selectors();
         let forced = core.forced_trust();
-        let mut hasher = DefaultHasher::new();
-        (selectors, forced).hash(&mut hasher);
         Key {
-            hash: hasher.finish(),
+            hash: keys.hash_one((selectors, forced)),
             selectors: selectors.clone(),
             forced,
         }
     }
 }
+
+/// Passes a [`Key`]'s precomputed hash through: the warm path hashes
+/// nothing.
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Entries = HashMap<Key, Arc<ResolvedPrompt>, BuildHasherDefault<KeyHasher>>;
 
 /// The directories a request's watch is armed on: the home, the project
 /// and the working directory.
@@ -89,16 +111,18 @@ struct State {
     generation: u64,
     /// The roots the watch was armed on since it was last re-armed.
     walked: HashSet<Roots>,
-    entries: HashMap<Key, Arc<ResolvedPrompt>>,
+    entries: Entries,
 }
 
 impl State {
     /// Take in what the watch reported: on any change drop every entry and
-    /// re-arm the same instance for `request` (cheaper than a new one).
-    fn refresh(&mut self, request: &LoadRequest) {
+    /// re-arm the same instance for `core`'s request (cheaper than a new
+    /// one). Nothing is built when nothing changed (the warm path).
+    fn refresh(&mut self, core: &Core) {
         if !self.watch.changed() {
             return;
         }
+        let request = &core.selectors().load_request();
         self.entries.clear();
         self.generation += 1;
         let watch = std::mem::replace(&mut self.watch, InputWatch::unavailable());
@@ -153,6 +177,7 @@ impl State {
 #[derive(Debug)]
 pub struct PromptCache {
     state: Mutex<State>,
+    keys: RandomState,
     within_window: bool,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -172,8 +197,9 @@ impl PromptCache {
                 watch: InputWatch::unavailable(),
                 generation: 0,
                 walked: HashSet::new(),
-                entries: HashMap::new(),
+                entries: Entries::default(),
             }),
+            keys: RandomState::new(),
             within_window: false,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -197,7 +223,7 @@ impl PromptCache {
     /// composed.
     pub fn resolve(&self, prompts: &InboundPrompts) -> Result<Arc<ResolvedPrompt>, CoreError> {
         let core = prompts.core();
-        self.resolve_keyed(core, &Key::of(core))
+        self.resolve_keyed(core, &Key::of(core, &self.keys))
     }
 
     /// Whether this cache checks what it composes against the model's
@@ -239,17 +265,16 @@ impl PromptCache {
     /// run side by side; cache the result only when the watch covered every
     /// input before it was read and nothing was reported since.
     fn resolve_keyed(&self, core: &Core, key: &Key) -> Result<Arc<ResolvedPrompt>, CoreError> {
-        let request = core.selectors().load_request();
         let mut counted = false;
         for _ in 0..MAX_REARMS {
             let generation = {
                 let mut state = self.lock();
-                state.refresh(&request);
+                state.refresh(core);
                 if let Some(hit) = state.entries.get(key) {
                     self.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(Arc::clone(hit));
                 }
-                state.extend(&request);
+                state.extend(&core.selectors().load_request());
                 state.generation
             };
             if !counted {
@@ -260,7 +285,7 @@ impl PromptCache {
             let trust = core.trust()?;
             let prompt = Arc::new(self.checked(core.compose(&chain, trust, TailContext::now()))?);
             let mut state = self.lock();
-            state.refresh(&request);
+            state.refresh(core);
             if state.watch.cover(&chain) {
                 // A directory was added after the read: read again under it.
                 state.generation += 1;
@@ -349,10 +374,11 @@ impl CachedResolver {
 
     /// Wrap `core`, giving it up.
     pub fn from_core(core: Core) -> Self {
+        let cache = PromptCache::new();
         CachedResolver {
-            key: Key::of(&core),
+            key: Key::of(&core, &cache.keys),
             core,
-            cache: PromptCache::new(),
+            cache,
         }
     }
 
