@@ -1,31 +1,329 @@
-//! A resolver that answers from memory while nothing it read has changed.
+//! Resolved prompts answered from memory while nothing they were read from
+//! has changed: the one owner of "a resolution reused while its inputs are
+//! unchanged".
 //!
-//! [`CachedResolver`] keeps the last [`ResolvedPrompt`] beside an
-//! [`InputWatch`] armed on every directory the chain was read from (the
-//! loader's `watch` module says what is watched and why notifications were
-//! chosen over per-file identity checks). A warm call is one non-blocking
-//! read of the notification queue and an `Arc` clone; any change (an edit, a
-//! rename, a symlink swapped, a touch that keeps the mtime, a layer file
-//! appearing, the trust store rewritten) makes the next call read and
-//! compose the chain again. Where notifications are unavailable every call
+//! [`PromptCache`] keeps one [`ResolvedPrompt`] per set of selectors (one
+//! per bot and chat in the gateway service, at most [`MAX_CACHED`], then it
+//! starts over) beside ONE [`InputWatch`] (one inotify instance) covering
+//! the union of every cached chain's inputs (the loader's `watch` module says
+//! what is watched and why notifications were chosen over per-file identity
+//! checks). A warm call is one non-blocking read of the notification queue,
+//! a map lookup and an `Arc` clone; any change (an edit, a rename, a symlink
+//! swapped, a touch that keeps the mtime, a layer file appearing, the trust
+//! store rewritten) drops EVERY entry, and each chain is read and composed
+//! again on its next call. Where notifications are unavailable every call
 //! reloads: slower, never stale.
 //!
-//! It only reads, like [`crate::InboundPrompts`]: it owns its [`Core`] and
-//! never hands it (or its selectors) back.
+//! [`CachedResolver`] is the same cache for one set of selectors, owning its
+//! [`Core`]. Both only read, like [`crate::InboundPrompts`]: they never hand
+//! a `Core` (or selectors) back, only resolutions.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher, RandomState};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use camino::Utf8PathBuf;
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::InputWatch;
+use vak_prompt_loader::{InputWatch, LoadRequest};
+use vak_prompt_trust::Trust;
 
-use crate::{Core, CoreError, Selectors};
+use crate::{Core, CoreError, InboundPrompts, Selectors};
 
 /// How many times the chain may be read again because a directory had to be
-/// added to the watch after a read, before giving up on the watch.
+/// added to the watch after a read, before answering without caching.
 const MAX_REARMS: usize = 3;
 
+/// At most this many resolutions are held; past it the cache starts over,
+/// so memory does not grow with the number of chats.
+pub const MAX_CACHED: usize = 4096;
+
+/// What a resolution is keyed by: the selectors and a forced trust level,
+/// with their hash computed once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Key {
+    hash: u64,
+    selectors: Selectors,
+    forced: Option<Trust>,
+}
+
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Key {
+    /// The key of `core`, hashed with the cache's own random keys (so the
+    /// map below may use that hash as is).
+    fn of(core: &Core, keys: &RandomState) -> Key {
+        let selectors = core.selectors();
+        let forced = core.forced_trust();
+        Key {
+            hash: keys.hash_one((selectors, forced)),
+            selectors: selectors.clone(),
+            forced,
+        }
+    }
+}
+
+/// Passes a [`Key`]'s precomputed hash through: the warm path hashes
+/// nothing.
+#[derive(Debug, Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+type Entries = HashMap<Key, Arc<ResolvedPrompt>, BuildHasherDefault<KeyHasher>>;
+
+/// The directories a request's watch is armed on: the home, the project
+/// and the working directory.
+type Roots = (Utf8PathBuf, Utf8PathBuf, Option<Utf8PathBuf>);
+
+fn roots(request: &LoadRequest) -> Roots {
+    (
+        request.home.clone(),
+        request.project.clone(),
+        request.workdir.clone(),
+    )
+}
+
+#[derive(Debug)]
+struct State {
+    /// One watch for every cached chain's inputs.
+    watch: InputWatch,
+    /// Moves whenever entries were dropped or the watch grew: a resolution
+    /// read under an older generation is answered but not cached.
+    generation: u64,
+    /// The roots the watch was armed on since it was last re-armed.
+    walked: HashSet<Roots>,
+    entries: Entries,
+}
+
+impl State {
+    /// Take in what the watch reported: on any change drop every entry and
+    /// re-arm the same instance for `core`'s request (cheaper than a new
+    /// one). Nothing is built when nothing changed (the warm path).
+    fn refresh(&mut self, core: &Core) {
+        if !self.watch.changed() {
+            return;
+        }
+        let request = &core.selectors().load_request();
+        self.entries.clear();
+        self.generation += 1;
+        let watch = std::mem::replace(&mut self.watch, InputWatch::unavailable());
+        self.watch = watch.rearm(request);
+        self.walked.clear();
+        self.walked.insert(roots(request));
+    }
+
+    /// Make sure the watch covers the directories `request` reads from,
+    /// before they are read.
+    fn extend(&mut self, request: &LoadRequest) {
+        if self.walked.insert(roots(request)) {
+            self.watch.extend(request);
+            self.generation += 1;
+        }
+    }
+}
+
+/// Resolved prompts for many selectors (one per bot and chat), from memory
+/// while nothing any of them read has changed.
+///
+/// It holds no [`Core`] and no writer: it is handed the read-only
+/// [`InboundPrompts`] for each call and hands back resolutions, so a service
+/// shares one between its deliveries (it is `Send + Sync`) without giving
+/// the delivery code anything but resolutions.
+///
+/// ```
+/// use vak_core::{InboundPrompts, PromptCache, Selectors};
+///
+/// let home = tempfile::tempdir().unwrap();
+/// let project = tempfile::tempdir().unwrap();
+/// let selectors = Selectors::new(
+///     home.path().to_str().unwrap(),
+///     project.path().to_str().unwrap(),
+/// );
+/// let cache = PromptCache::new();
+/// let prompts = InboundPrompts::open(selectors).unwrap();
+/// let first = cache.resolve(&prompts).unwrap();
+/// let again = cache.resolve(&prompts).unwrap(); // nothing changed: the same value
+/// assert!(std::sync::Arc::ptr_eq(&first, &again) || !cache.is_watching());
+/// ```
+///
+/// ```compile_fail
+/// fn on_message(cache: &vak_core::PromptCache) {
+///     let core: &vak_core::Core = &*cache; // no Deref to Core, no Core inside
+/// }
+/// ```
+///
+/// The whole cache holds one inotify instance, whatever the number of
+/// selectors (the kernel's per-user limit, `fs.inotify.max_user_instances`,
+/// is 128 by default).
+#[derive(Debug)]
+pub struct PromptCache {
+    state: Mutex<State>,
+    keys: RandomState,
+    within_window: bool,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl Default for PromptCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PromptCache {
+    /// An empty cache; nothing is watched until the first resolution.
+    pub fn new() -> Self {
+        PromptCache {
+            state: Mutex::new(State {
+                watch: InputWatch::unavailable(),
+                generation: 0,
+                walked: HashSet::new(),
+                entries: Entries::default(),
+            }),
+            keys: RandomState::new(),
+            within_window: false,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        }
+    }
+
+    /// An empty cache that checks every resolution it composes against its
+    /// model's context window ([`crate::check_window`]): one over it is an
+    /// error, never cached, so it is refused again on every call; one that
+    /// fits is checked once, not on every answer from memory.
+    pub fn within_window() -> Self {
+        PromptCache {
+            within_window: true,
+            ..Self::new()
+        }
+    }
+
+    /// The current resolution for `prompts`: from memory when none of the
+    /// inputs of any cached chain changed since it was composed, else
+    /// composed afresh. Its tail is rendered for the instant it was
+    /// composed.
+    pub fn resolve(&self, prompts: &InboundPrompts) -> Result<Arc<ResolvedPrompt>, CoreError> {
+        let core = prompts.core();
+        self.resolve_keyed(core, &Key::of(core, &self.keys))
+    }
+
+    /// Whether this cache checks what it composes against the model's
+    /// window ([`PromptCache::within_window`]).
+    pub fn checks_window(&self) -> bool {
+        self.within_window
+    }
+
+    /// How many resolutions were answered from memory, and how many
+    /// composed.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// How many resolutions are held.
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether none is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether change notifications are in use (otherwise every call reads
+    /// the chain).
+    pub fn is_watching(&self) -> bool {
+        self.lock().watch.is_live()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Load and compose outside the lock, so deliveries for different chats
+    /// run side by side; cache the result only when the watch covered every
+    /// input before it was read and nothing was reported since.
+    fn resolve_keyed(&self, core: &Core, key: &Key) -> Result<Arc<ResolvedPrompt>, CoreError> {
+        let mut counted = false;
+        for _ in 0..MAX_REARMS {
+            let generation = {
+                let mut state = self.lock();
+                state.refresh(core);
+                if let Some(hit) = state.entries.get(key) {
+                    self.hits.fetch_add(1, Ordering::Relaxed);
+                    return Ok(Arc::clone(hit));
+                }
+                state.extend(&core.selectors().load_request());
+                state.generation
+            };
+            if !counted {
+                self.misses.fetch_add(1, Ordering::Relaxed);
+                counted = true;
+            }
+            let chain = core.load()?;
+            let trust = core.trust()?;
+            let prompt = Arc::new(self.checked(core.compose(&chain, trust, TailContext::now()))?);
+            let mut state = self.lock();
+            state.refresh(core);
+            if state.watch.cover(&chain) {
+                // A directory was added after the read: read again under it.
+                state.generation += 1;
+                continue;
+            }
+            if state.generation == generation && state.watch.is_live() {
+                if state.entries.len() >= MAX_CACHED && !state.entries.contains_key(key) {
+                    state.entries.clear();
+                }
+                state.entries.insert(key.clone(), Arc::clone(&prompt));
+            }
+            // Otherwise something changed while it was read: the answer is
+            // as fresh as the call, but not kept.
+            return Ok(prompt);
+        }
+        if !counted {
+            self.misses.fetch_add(1, Ordering::Relaxed);
+        }
+        let chain = core.load()?;
+        let trust = core.trust()?;
+        Ok(Arc::new(self.checked(core.compose(
+            &chain,
+            trust,
+            TailContext::now(),
+        ))?))
+    }
+
+    fn checked(&self, prompt: ResolvedPrompt) -> Result<ResolvedPrompt, CoreError> {
+        if self.within_window {
+            crate::check_window(&prompt)?;
+        }
+        Ok(prompt)
+    }
+}
+
 /// Resolves the prompt for one set of selectors, from memory while nothing
-/// it read has changed.
+/// it read has changed: a [`PromptCache`] with one entry, owning its
+/// [`Core`].
 ///
 /// ```
 /// use vak_core::{CachedResolver, Selectors};
@@ -57,19 +355,15 @@ const MAX_REARMS: usize = 3;
 /// }
 /// ```
 ///
-/// Each resolver holds one inotify instance (two while it reloads); the
-/// kernel's per-user limit (`fs.inotify.max_user_instances`, 128 by default)
-/// bounds how many can watch at once, and one past it reloads every time.
+/// Each resolver holds one inotify instance; the kernel's per-user limit
+/// (`fs.inotify.max_user_instances`, 128 by default) bounds how many can
+/// watch at once, and one past it reloads every time. Many selectors share
+/// one instance through one [`PromptCache`].
 #[derive(Debug)]
 pub struct CachedResolver {
     core: Core,
-    state: Mutex<Option<Cached>>,
-}
-
-#[derive(Debug)]
-struct Cached {
-    watch: InputWatch,
-    prompt: Arc<ResolvedPrompt>,
+    key: Key,
+    cache: PromptCache,
 }
 
 impl CachedResolver {
@@ -80,9 +374,11 @@ impl CachedResolver {
 
     /// Wrap `core`, giving it up.
     pub fn from_core(core: Core) -> Self {
+        let cache = PromptCache::new();
         CachedResolver {
+            key: Key::of(&core, &cache.keys),
             core,
-            state: Mutex::new(None),
+            cache,
         }
     }
 
@@ -90,50 +386,13 @@ impl CachedResolver {
     /// from changed. Its tail is rendered for the instant it was composed;
     /// render a current one with `render_tail`.
     pub fn resolve(&self) -> Result<Arc<ResolvedPrompt>, CoreError> {
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(cached) = state.as_mut()
-            && !cached.watch.changed()
-        {
-            return Ok(Arc::clone(&cached.prompt));
-        }
-        let previous = state.take().map(|cached| cached.watch);
-        let fresh = self.load(previous)?;
-        let prompt = Arc::clone(&fresh.prompt);
-        *state = Some(fresh);
-        Ok(prompt)
+        self.cache.resolve_keyed(&self.core, &self.key)
     }
 
     /// Whether change notifications are in use (otherwise every call reads
     /// the chain).
     pub fn is_watching(&self) -> bool {
-        let state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.as_ref().is_some_and(|c| c.watch.is_live())
-    }
-
-    /// Arm the watch (or re-arm the previous one: cheaper than a new
-    /// instance), then read and compose; read again while the read reached a
-    /// directory the watch did not cover yet.
-    fn load(&self, previous: Option<InputWatch>) -> Result<Cached, CoreError> {
-        let request = self.core.selectors().load_request();
-        let mut watch = match previous {
-            Some(watch) => watch.rearm(&request),
-            None => InputWatch::arm(&request),
-        };
-        for _ in 0..MAX_REARMS {
-            let chain = self.core.load()?;
-            let trust = self.core.trust()?;
-            if !watch.cover(&chain) {
-                let prompt = Arc::new(self.core.compose(&chain, trust, TailContext::now()));
-                return Ok(Cached { watch, prompt });
-            }
-        }
-        let chain = self.core.load()?;
-        let trust = self.core.trust()?;
-        let prompt = Arc::new(self.core.compose(&chain, trust, TailContext::now()));
-        Ok(Cached {
-            watch: InputWatch::unavailable(),
-            prompt,
-        })
+        self.cache.is_watching()
     }
 }
 
@@ -145,5 +404,6 @@ mod tests {
     fn can_be_shared_between_threads() {
         fn shared<T: Send + Sync>() {}
         shared::<CachedResolver>();
+        shared::<PromptCache>();
     }
 }

@@ -38,7 +38,7 @@ fn absolute(path: &Utf8Path) -> Result<Utf8PathBuf, CoreError> {
 
 /// Which chain to resolve: the home, the project, and the sub-layer
 /// selectors. The same set every `vak prompts` command takes.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Selectors {
     /// `$VAK_HOME`.
     pub home: Utf8PathBuf,
@@ -184,6 +184,15 @@ impl Core {
     /// The selectors this core resolves.
     pub fn selectors(&self) -> &Selectors {
         &self.selectors
+    }
+
+    /// The trust level this core was told to use regardless of the trust
+    /// store, if any (part of what a cached resolution is keyed by).
+    pub(crate) fn forced_trust(&self) -> Option<Trust> {
+        match self.trust_source {
+            TrustSource::Forced(trust) => Some(trust),
+            TrustSource::Store => None,
+        }
     }
 
     /// How far the project is trusted right now.

@@ -124,6 +124,12 @@ impl InboundPrompts {
         InboundPrompts { core }
     }
 
+    /// The core, for [`crate::PromptCache`] only (crate-private: inbound
+    /// code never gets it).
+    pub(crate) fn core(&self) -> &Core {
+        &self.core
+    }
+
     /// Resolve the prompt, with the tail rendered for `tail`.
     pub fn resolve_at(&self, tail: TailContext) -> Result<ResolvedPrompt, CoreError> {
         self.core.resolve_at(tail)

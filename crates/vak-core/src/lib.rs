@@ -13,7 +13,7 @@ pub mod history;
 mod inbound;
 mod report;
 
-pub use crate::cached::CachedResolver;
+pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
 pub use crate::core::{Core, Selectors, default_home};
 pub use edit::{
     Budget, EditError, EditStart, EditTarget, Preview, Reset, Saved, Scope, SubLayer, TrustBudget,

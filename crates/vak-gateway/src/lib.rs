@@ -9,7 +9,6 @@
 //! [`Store`]: vak_core::prompts::Store
 //! [`InboundPrompts`]: vak_core::InboundPrompts
 
-mod cache;
 mod error;
 mod lifecycle;
 mod request;
@@ -17,7 +16,6 @@ mod secret;
 mod service;
 mod store;
 
-pub use cache::{MAX_CACHED, MAX_ENTRIES, RACY_SECS, ResolutionCache};
 pub use error::LifecycleError;
 pub use lifecycle::{
     Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, exec, freeze,

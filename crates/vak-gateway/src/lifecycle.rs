@@ -9,9 +9,9 @@ use vak_core::prompts::{
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
     SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, diff, now_rfc3339,
 };
-use vak_core::{Admission, Core, InboundPrompts, Selectors};
+use vak_core::{Admission, Core, InboundPrompts, PromptCache, Selectors};
 
-use crate::{LifecycleError, Request, ResolutionCache, render_tail_for, render_tail_from};
+use crate::{LifecycleError, Request, render_tail_for, render_tail_from};
 
 /// What a new session freezes, from a fresh resolution.
 pub fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
@@ -403,13 +403,14 @@ pub fn deliver(
 }
 
 /// [`deliver`], resolving through `cache` when one is given (the service
-/// does; the resolution still happens under the chat's lock).
+/// does: a [`PromptCache::within_window`], so what it answers fits the
+/// model's window; the resolution still happens under the chat's lock).
 pub fn deliver_cached(
     store: &dyn Store,
     prompts: &InboundPrompts,
     meta: &SessionMeta,
     text: &str,
-    cache: Option<&ResolutionCache>,
+    cache: Option<&PromptCache>,
 ) -> Result<Delivered, LifecycleError> {
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
@@ -466,7 +467,7 @@ pub fn deliver_cached(
 /// The pure half of a delivery, run under the chat's lock.
 fn plan_delivery(
     prompts: &InboundPrompts,
-    cache: Option<&ResolutionCache>,
+    cache: Option<&PromptCache>,
     meta: &SessionMeta,
     bot: &Name,
     chat: &Name,
@@ -474,7 +475,13 @@ fn plan_delivery(
     text: &str,
 ) -> Result<(ChatPlan, DeliveryOutcome, Request, Vec<String>), LifecycleError> {
     let current = match cache {
-        Some(cache) => cache.resolve(prompts)?,
+        Some(cache) => {
+            let current = cache.resolve(prompts)?;
+            if !cache.checks_window() {
+                vak_core::check_window(&current)?;
+            }
+            current
+        }
         None => {
             let current = prompts.resolve()?;
             vak_core::check_window(&current)?;

@@ -24,11 +24,9 @@ use axum::routing::{get, post};
 use camino::Utf8PathBuf;
 use serde_json::{Value, json};
 use vak_core::prompts::{Name, NameKind, Store, SurfaceKind};
-use vak_core::{Admission, CoreError, InboundPrompts, Selectors};
+use vak_core::{Admission, CoreError, InboundPrompts, PromptCache, Selectors};
 
-use crate::{
-    LifecycleError, REPLAY_WINDOW_SECS, ResolutionCache, deliver_cached, meta_for, open_store,
-};
+use crate::{LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
 
 /// The largest request body accepted (413 above it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -61,8 +59,9 @@ struct Shared {
     home: Utf8PathBuf,
     project: Utf8PathBuf,
     store: Box<dyn Store>,
-    /// Resolutions reused while their inputs are unchanged.
-    cache: ResolutionCache,
+    /// Resolutions reused while their inputs are unchanged: vak-core's one
+    /// cache, one entry per bot and chat, one inotify instance for all.
+    cache: PromptCache,
 }
 
 impl Service {
@@ -83,7 +82,7 @@ impl Service {
         Ok(Service {
             listener,
             state: Arc::new(Shared {
-                cache: ResolutionCache::new(&config.home, &config.project),
+                cache: PromptCache::within_window(),
                 home: config.home,
                 project: config.project,
                 store,

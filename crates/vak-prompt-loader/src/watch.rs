@@ -20,7 +20,8 @@
 //! - every directory and file under `<home>/.vak` and `<project>/.vak`,
 //!   following symlinks (so a symlink's target is watched as well as the
 //!   directory holding the link), except the stores that are not prompt
-//!   input (`sessions`, `audit`, the bindings); a file's own watch sees an
+//!   input (`sessions`, `audit`, the bindings, and the gateway's `secrets`,
+//!   `replay` and `locks`, which every delivery writes); a file's own watch sees an
 //!   edit made through another hard link, which its directory's does not;
 //! - each file the chain reports, and the directory that really holds it (a
 //!   symlink leading outside `.vak` is followed to it), when not watched
@@ -42,7 +43,10 @@
 //! Any event is a change, except, in a `.vak` directory and its `gateway`
 //! directory only, events naming files vak writes there as state (the
 //! session and audit stores, the bindings, the admin token, lock files,
-//! quarantined `*.foreign-*` lines). A lost event (queue overflow) or
+//! quarantined `*.foreign-*` lines; in `gateway`, also its `secrets`,
+//! `replay` and `locks` directories). [`InputWatch::extend`] adds a further
+//! chain's directories to the same instance, so one instance (one of the
+//! kernel's per-user `fs.inotify.max_user_instances`) serves many chains. A lost event (queue overflow) or
 //! a removed watch is a change. When notifications are unavailable (not
 //! Linux, the per-user limit on instances or watches reached, more than
 //! [`MAX_WATCHES`] directories), [`InputWatch::changed`] always says yes:
@@ -69,6 +73,11 @@ const MAX_DEPTH: usize = 8;
 /// Directories under a `.vak` that hold state, not prompt input.
 const NOT_INPUT_DIRS: [&str; 2] = ["sessions", "audit"];
 
+/// Directories under a `.vak/gateway` that hold state, not prompt input:
+/// the signing secrets, the replay markers and the per-chat locks a
+/// delivery writes (so a delivery does not invalidate what it resolved).
+const GATEWAY_STATE_DIRS: [&str; 3] = ["secrets", "replay", "locks"];
+
 /// Whether an event naming `name`, in a `.vak` directory or its `gateway`
 /// directory, may be ignored: files that vak writes there as state, never
 /// reads as prompt input. Anywhere else every name counts (a skill may be
@@ -82,14 +91,23 @@ fn not_input(name: &[u8]) -> bool {
         || name.contains(".foreign-")
 }
 
+/// Whether an event naming `name` in a `.vak/gateway` directory may be
+/// ignored: [`not_input`], or one of its state directories.
+fn not_gateway_input(name: &[u8]) -> bool {
+    not_input(name) || GATEWAY_STATE_DIRS.iter().any(|d| d.as_bytes() == name)
+}
+
 /// Which events of one watched directory count.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Filter {
     /// Every event.
     All,
     /// Every event except those naming state files ([`not_input`]): a
-    /// `.vak` directory and its `gateway` directory.
+    /// `.vak` directory.
     State,
+    /// Every event except those naming state files or directories
+    /// ([`not_gateway_input`]): a `.vak/gateway` directory.
+    GatewayState,
     /// Only events naming these entries (an ancestor of a root), and the
     /// directory's own removal or move.
     Names(HashSet<Vec<u8>>),
@@ -177,7 +195,33 @@ impl InputWatch {
         Self::watching(live, request)
     }
 
+    /// Watch what `request` may read from as well, on the same instance,
+    /// keeping what was reported so far: one watch for the union of several
+    /// chains' inputs. Call it before reading the chain, then
+    /// [`cover`](Self::cover) it.
+    pub fn extend(&mut self, request: &LoadRequest) {
+        if let Some(live) = &mut self.live
+            && !live.watch_request(request)
+        {
+            tracing::debug!("could not watch every prompt input directory; reloading every time");
+            self.live = None;
+        }
+    }
+
     fn watching(mut live: Live, request: &LoadRequest) -> Self {
+        if !live.watch_request(request) {
+            tracing::debug!("could not watch every prompt input directory; reloading every time");
+            return Self::unavailable();
+        }
+        InputWatch { live: Some(live) }
+    }
+}
+
+impl Live {
+    /// Watch every directory `request` may read from; `false` when one
+    /// could not be watched.
+    fn watch_request(&mut self, request: &LoadRequest) -> bool {
+        let live = self;
         let mut ok = true;
         for root in [request.home.as_std_path(), request.project.as_std_path()] {
             ok &= live.ancestors(root);
@@ -195,13 +239,11 @@ impl InputWatch {
                 ok &= live.walk(&level.as_std_path().join(".vak"), 0, &mut seen);
             }
         }
-        if !ok {
-            tracing::debug!("could not watch every prompt input directory; reloading every time");
-            return Self::unavailable();
-        }
-        InputWatch { live: Some(live) }
+        ok
     }
+}
 
+impl InputWatch {
     /// Watch the directories that really hold the files `chain` was read
     /// from. Returns `true` when a directory had not been watched yet: the
     /// caller must then read the chain again (its text may have changed
@@ -327,9 +369,16 @@ impl Live {
                 if self.filters.len() >= MAX_WATCHES && !self.filters.contains_key(&wd) {
                     return false;
                 }
+                // A `.vak` (or its `gateway`) directory keeps its state
+                // filter when a file read from it asks for every event: the
+                // names it ignores are never read as input, and the first
+                // delivery creating `sessions/` must not count as an edit.
                 let merged = match (self.filters.remove(&wd), filter) {
-                    (Some(Filter::All), _) | (_, Filter::All) => Filter::All,
                     (Some(Filter::State), _) | (_, Filter::State) => Filter::State,
+                    (Some(Filter::GatewayState), _) | (_, Filter::GatewayState) => {
+                        Filter::GatewayState
+                    }
+                    (Some(Filter::All), _) | (_, Filter::All) => Filter::All,
                     (Some(Filter::Names(mut a)), Filter::Names(b)) => {
                         a.extend(b);
                         Filter::Names(a)
@@ -369,8 +418,11 @@ impl Live {
         if !meta.is_dir() || !seen.insert((meta.dev(), meta.ino())) {
             return true;
         }
-        let holds_state = depth == 0 || (depth == 1 && dir.ends_with("gateway"));
-        let filter = if holds_state {
+        let gateway = depth == 1 && dir.ends_with("gateway");
+        let holds_state = depth == 0 || gateway;
+        let filter = if gateway {
+            Filter::GatewayState
+        } else if holds_state {
             Filter::State
         } else {
             Filter::All
@@ -388,6 +440,9 @@ impl Live {
         for entry in entries.flatten() {
             let name = entry.file_name();
             if depth == 0 && NOT_INPUT_DIRS.iter().any(|d| name == *d) {
+                continue;
+            }
+            if gateway && GATEWAY_STATE_DIRS.iter().any(|d| name == *d) {
                 continue;
             }
             let path = entry.path();
@@ -421,6 +476,9 @@ impl Live {
             match self.filters.get(&wd) {
                 Some(Filter::All) => return true,
                 Some(Filter::State) if name.is_empty() || !not_input(name) => return true,
+                Some(Filter::GatewayState) if name.is_empty() || !not_gateway_input(name) => {
+                    return true;
+                }
                 Some(Filter::Names(names)) if names.contains(name) => return true,
                 Some(_) => {}
                 None => return true,
@@ -446,6 +504,11 @@ mod tests {
         ] {
             assert!(not_input(name.as_bytes()), "{name}");
         }
+        for name in ["secrets", "replay", "locks", "bindings.json"] {
+            assert!(not_gateway_input(name.as_bytes()), "{name}");
+        }
+        assert!(!not_gateway_input(b"bots.json"));
+        assert!(!not_input(b"locks"), "only in the gateway directory");
         for name in [
             "bots.json",
             "trust.toml",

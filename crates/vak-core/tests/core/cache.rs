@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use vak_core::prompts::{ResolvedPrompt, TrustStore};
-use vak_core::{CachedResolver, Selectors};
+use vak_core::{CachedResolver, Core, Selectors};
 
 struct Fixture {
     home: tempfile::TempDir,
@@ -391,4 +391,122 @@ fn a_directory_layer_or_agents_md_appearing_below_the_root_is_seen() {
     .unwrap();
     let prompt = prompts.resolve().unwrap();
     assert!(prompt.prefix.contains("QQQQ"), "{}", prompt.prefix);
+}
+
+mod shared_cache {
+    //! One `PromptCache` for many selectors (the gateway service's shape):
+    //! one watch for all of them, any change drops every entry.
+
+    use super::*;
+    use vak_core::prompts::{Name, NameKind, SurfaceKind};
+    use vak_core::{InboundPrompts, PromptCache};
+
+    fn bots_json(home: &Path, alpha: &str, beta: &str) {
+        fs::create_dir_all(home.join(".vak/gateway")).unwrap();
+        let doc = serde_json::json!({
+            "alpha": {"prompts": {"identity": alpha}},
+            "beta": {"prompts": {"identity": beta}},
+        });
+        fs::write(home.join(".vak/gateway/bots.json"), doc.to_string()).unwrap();
+    }
+
+    fn bot(home: &Path, project: &Path, bot: &str) -> InboundPrompts {
+        InboundPrompts::open(Selectors {
+            surface: SurfaceKind::Chat,
+            bot: Some(Name::new(NameKind::Bot, bot).unwrap()),
+            chat: Some(Name::new(NameKind::Chat, "7").unwrap()),
+            ..Selectors::new(home.to_str().unwrap(), project.to_str().unwrap())
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn two_bots_share_one_cache_and_an_edit_to_one_key_refreshes_both() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        bots_json(home.path(), "You are ALPHA-1.", "You are BETA-1.");
+        let cache = PromptCache::new();
+        let alpha = bot(home.path(), project.path(), "alpha");
+        let beta = bot(home.path(), project.path(), "beta");
+
+        let a1 = cache.resolve(&alpha).unwrap();
+        let b1 = cache.resolve(&beta).unwrap();
+        assert!(cache.is_watching(), "inotify is available here");
+        assert!(a1.prefix.contains("ALPHA-1"), "{}", a1.prefix);
+        assert!(b1.prefix.contains("BETA-1"), "{}", b1.prefix);
+        assert_eq!(cache.len(), 2);
+        // Nothing changed: both from memory, each its own.
+        assert!(Arc::ptr_eq(&a1, &cache.resolve(&alpha).unwrap()));
+        assert!(Arc::ptr_eq(&b1, &cache.resolve(&beta).unwrap()));
+        // A handle opened afresh for the same selectors hits the same entry.
+        let again = bot(home.path(), project.path(), "alpha");
+        assert!(Arc::ptr_eq(&a1, &cache.resolve(&again).unwrap()));
+        assert_eq!(cache.counts(), (3, 2));
+
+        // An edit to alpha's gateway key alone: every entry is dropped.
+        bots_json(home.path(), "You are ALPHA-2.", "You are BETA-1.");
+        let a2 = cache.resolve(&alpha).unwrap();
+        let b2 = cache.resolve(&beta).unwrap();
+        assert!(a2.prefix.contains("ALPHA-2"), "{}", a2.prefix);
+        assert!(!Arc::ptr_eq(&b1, &b2), "beta was composed again");
+        assert_eq!(b2.prefix, b1.prefix, "and is unchanged");
+        let fresh_alpha = Core::open(alpha_selectors(home.path(), project.path())).unwrap();
+        assert_eq!(a2.prefix, fresh_alpha.resolve().unwrap().prefix);
+        assert_eq!(cache.counts(), (3, 4));
+        // And both come from memory again.
+        assert!(Arc::ptr_eq(&a2, &cache.resolve(&alpha).unwrap()));
+        assert!(Arc::ptr_eq(&b2, &cache.resolve(&beta).unwrap()));
+        assert_eq!(cache.counts(), (5, 4));
+
+        // Beta's key now, from another thread's handle: both fresh again.
+        bots_json(home.path(), "You are ALPHA-2.", "You are BETA-3.");
+        let b3 = std::thread::scope(|s| s.spawn(|| cache.resolve(&beta).unwrap()).join().unwrap());
+        assert!(b3.prefix.contains("BETA-3"), "{}", b3.prefix);
+        let a3 = cache.resolve(&alpha).unwrap();
+        assert!(!Arc::ptr_eq(&a2, &a3));
+        assert_eq!(a3.prefix, a2.prefix);
+    }
+
+    fn alpha_selectors(home: &Path, project: &Path) -> Selectors {
+        Selectors {
+            surface: SurfaceKind::Chat,
+            bot: Some(Name::new(NameKind::Bot, "alpha").unwrap()),
+            chat: Some(Name::new(NameKind::Chat, "7").unwrap()),
+            ..Selectors::new(home.to_str().unwrap(), project.to_str().unwrap())
+        }
+    }
+
+    #[test]
+    fn many_chats_keep_one_watch_and_stay_fresh() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        bots_json(home.path(), "You are ALPHA-1.", "You are BETA-1.");
+        let cache = PromptCache::new();
+        let chats: Vec<InboundPrompts> = (0..200)
+            .map(|i| {
+                InboundPrompts::open(Selectors {
+                    surface: SurfaceKind::Chat,
+                    bot: Some(Name::new(NameKind::Bot, "alpha").unwrap()),
+                    chat: Some(Name::new(NameKind::Chat, &format!("c{i}")).unwrap()),
+                    ..Selectors::new(
+                        home.path().to_str().unwrap(),
+                        project.path().to_str().unwrap(),
+                    )
+                })
+                .unwrap()
+            })
+            .collect();
+        // 200 chats: more than the default 128 inotify instances per user,
+        // which one `CachedResolver` per chat would need.
+        let first: Vec<_> = chats.iter().map(|c| cache.resolve(c).unwrap()).collect();
+        assert!(cache.is_watching());
+        assert_eq!(cache.len(), 200);
+        for (chat, prompt) in chats.iter().zip(&first) {
+            assert!(Arc::ptr_eq(prompt, &cache.resolve(chat).unwrap()));
+        }
+        bots_json(home.path(), "You are ALPHA-9.", "You are BETA-1.");
+        for chat in &chats {
+            assert!(cache.resolve(chat).unwrap().prefix.contains("ALPHA-9"));
+        }
+    }
 }

@@ -4,7 +4,7 @@ use std::collections::HashSet;
 
 use vak_core::Core;
 use vak_core::prompts::{Record, SecurityEvent, SessionId, Store};
-use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, deliver, meta_for};
+use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, deliver, deliver_cached, meta_for};
 
 use crate::common::{Backend, Env};
 
@@ -41,6 +41,7 @@ on_both!(
     listings_page_newest_first,
     a_signature_is_claimed_once,
     the_tail_sees_the_first_and_last_turns,
+    a_cached_delivery_stays_cached_until_an_edit,
 );
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
@@ -360,4 +361,44 @@ fn the_tail_sees_the_first_and_last_turns(env: &Env) {
         tail.contains("3 earlier turns; the last was: the deploy job"),
         "{tail}"
     );
+}
+
+/// The service's path: deliveries resolve through one `vak_core::PromptCache`
+/// (the gateway has no cache of its own). What a delivery writes (replay
+/// marker, chat lock, binding, session, audit) does not invalidate it; an
+/// edit to a layer does, and the very next delivery rotates.
+fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
+    let store = env.store();
+    let cache = vak_core::PromptCache::within_window();
+    let mut signed = 0;
+    let mut send = |chat: &str, text: &str| {
+        signed += 1;
+        assert!(
+            store
+                .claim_once(&format!("v1={signed}"), 1_000, 300)
+                .unwrap()
+        );
+        let selectors = env.selectors("helpdesk", chat);
+        let meta = meta_for(&selectors);
+        let prompts = vak_core::InboundPrompts::open(selectors).unwrap();
+        deliver_cached(&*store, &prompts, &meta, text, Some(&cache)).unwrap()
+    };
+    let first = send("42", "one");
+    assert_eq!(first.outcome, DeliveryOutcome::Created);
+    assert_eq!(send("42", "two").outcome, DeliveryOutcome::Continued);
+    assert_eq!(
+        cache.counts(),
+        (1, 1),
+        "the delivery's own writes do not count"
+    );
+    env.edit_prompt("Edited while cached.");
+    let third = send("42", "three");
+    assert!(
+        matches!(third.outcome, DeliveryOutcome::Rotated { .. }),
+        "{:?}",
+        third.outcome
+    );
+    assert_eq!(send("42", "four").outcome, DeliveryOutcome::Continued);
+    assert_eq!(cache.counts(), (2, 2));
+    assert!(cache.is_watching());
 }
