@@ -4,17 +4,14 @@
 
 use std::fmt::Write as _;
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8PathBuf;
 use clap::Args;
 use serde_json::json;
+use vak_core::Core;
 use vak_core::history::{
     self, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest, version_text,
 };
-use vak_core::prompts::{
-    Escaped, Name, NameKind, SessionError, SessionId, SessionMeta, SessionStore, SurfaceKind,
-    escape_line, escape_text, short_digest,
-};
-use vak_core::{Core, Selectors};
+use vak_core::prompts::{Escaped, SessionError, SessionId, escape_line, escape_text, short_digest};
 
 use crate::CliError;
 use crate::edit::{TargetArgs, edit_error, report_change};
@@ -75,6 +72,10 @@ pub(crate) struct SessionDiffArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
+    /// The session store [default: $VAK_STORE, else the shared config's
+    /// `[store] url`, else the file store in the home].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -278,56 +279,21 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
     )
 }
 
-/// The selectors a session was created with (the same reading `exec` makes
-/// of its ledger header).
-fn selectors_of(
-    home: &Utf8Path,
-    id: &SessionId,
-    meta: &SessionMeta,
-) -> Result<Selectors, CliError> {
-    let surface = match &meta.surface {
-        Some(raw) => raw.parse::<SurfaceKind>().map_err(|e| {
-            CliError::Failed(format!(
-                "session `{id}` was created for a surface this build does not know: {}",
-                Escaped(&e.to_string())
-            ))
-        })?,
-        None => SurfaceKind::Cli,
-    };
-    let project = match &meta.project {
-        Some(project) => Utf8PathBuf::from(project),
-        None => crate::selectors::current_dir()?,
-    };
-    let selector = |kind: NameKind, raw: &Option<String>| {
-        raw.as_deref()
-            .map(|raw| Name::new(kind, raw))
-            .transpose()
-            .map_err(|e| {
-                CliError::Failed(format!(
-                    "session `{id}` records a selector this build rejects: {}",
-                    Escaped(&e.to_string())
-                ))
-            })
-    };
-    Ok(Selectors {
-        surface,
-        bot: selector(NameKind::Bot, &meta.bot)?,
-        chat: selector(NameKind::Chat, &meta.chat)?,
-        agent: selector(NameKind::Role, &meta.agent)?,
-        force_untrusted: meta.untrusted,
-        ..Selectors::new(home, project)
-    })
-}
-
 /// `vak session diff ID`.
 pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
     let id = SessionId::parse(&args.session).map_err(session_error)?;
     let home = home_dir(args.home.as_ref())?;
-    let ledger = SessionStore::new(&home).read(&id).map_err(session_error)?;
+    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
+    let ledger = store.read(&id)?;
     for warning in &ledger.warnings {
         out::notice("warning", &warning.to_string());
     }
-    let core = Core::open(selectors_of(&home, &id, &ledger.header.meta)?)?;
+    let core = Core::open(vak_gateway::selectors_of(
+        &home,
+        &id,
+        &ledger.header.meta,
+        &crate::selectors::current_dir()?,
+    )?)?;
     let current = core.resolve()?;
     let frozen = &ledger.contract().prompt_layers;
     if frozen.is_empty() {

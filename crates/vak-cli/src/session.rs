@@ -552,7 +552,7 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
 
 fn refusal(id: &SessionId, report: &DriftReport) -> String {
     format!(
-        "the prompt changed since session {id} was created, so it was not resumed:\n{}To proceed on the prompt it was created with, add --accept-drift; to use the current prompt, start a new session with `vak session new`.",
+        "the prompt changed since session {id} was created, so it was not resumed:\n{}`vak session diff {id}` shows the text that changed. To proceed on the prompt it was created with, add --accept-drift; to use the current prompt, start a new session with `vak session new`.",
         changes_text(&report.changes)
     )
 }
@@ -607,7 +607,7 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
                     format!("bound to new session {session} (the old ledger was gone)")
                 }
                 DeliveryOutcome::Rotated { previous, changes } => format!(
-                    "the prompt changed, rotated to new session {session}; session {previous} is kept and the change is in `vak audit list`:\n{}",
+                    "the prompt changed, rotated to new session {session}; session {previous} is kept, the change is in `vak audit list` and `vak session diff {previous}` shows the text:\n{}",
                     changes_text(changes).trim_end()
                 ),
             };

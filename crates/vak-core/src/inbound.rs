@@ -165,6 +165,22 @@ impl InboundPrompts {
         self.core.selectors().bot.as_ref()
     }
 
+    /// Keep every text `resolved` contributed in the home's object store, so
+    /// a session frozen on it can be diffed later (DECISIONS §14). Objects
+    /// are immutable and content-addressed: this can add a text, never
+    /// change or remove a prompt layer, so the handle stays read-only for
+    /// prompts.
+    ///
+    /// # Errors
+    ///
+    /// The object store is unusable (see [`crate::history::HistoryError`]).
+    pub fn keep_contributions(
+        &self,
+        resolved: &vak_prompt_compose::ResolvedPrompt,
+    ) -> Result<usize, crate::history::HistoryError> {
+        crate::history::keep_contributions(&self.core.selectors().home, resolved)
+    }
+
     /// The gateway chat this handle resolves for, if any.
     pub fn chat(&self) -> Option<&Name> {
         self.core.selectors().chat.as_ref()

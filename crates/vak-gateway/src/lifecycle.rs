@@ -114,11 +114,17 @@ pub fn new_session(
     let resolved = core.resolve()?;
     vak_core::check_window(&resolved)?;
     let contract = freeze(&resolved, parent);
+    let mut warnings = resolved.warnings.clone();
+    if let Err(error) = vak_core::history::keep_contributions(&core.selectors().home, &resolved) {
+        warnings.push(format!(
+            "the texts this session froze could not be kept, so `vak session diff` will say \"text not kept\" for them: {error}"
+        ));
+    }
     let id = store.create(meta_for(core.selectors()), contract.clone())?;
     Ok(NewSession {
         id,
         contract,
-        warnings: resolved.warnings,
+        warnings,
     })
 }
 
@@ -563,5 +569,13 @@ fn plan_delivery(
             }
         }
     };
-    planned.map(|(plan, outcome, request)| (plan, outcome, request, current.warnings.clone()))
+    let mut warnings = current.warnings.clone();
+    if matches!(planned, Ok((ChatPlan::Fresh(_), _, _)))
+        && let Err(error) = prompts.keep_contributions(&current)
+    {
+        warnings.push(format!(
+            "the texts this session froze could not be kept, so `vak session diff` will say \"text not kept\" for them: {error}"
+        ));
+    }
+    planned.map(|(plan, outcome, request)| (plan, outcome, request, warnings))
 }

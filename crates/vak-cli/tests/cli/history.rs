@@ -247,9 +247,20 @@ fn session_diff_shows_the_text_and_an_old_ledger_says_text_not_kept() {
     let env = Env::empty();
     env.trust();
     env.write_project(&format!("{SHARED}/identity.md"), "You are Kite.\n");
+    let kept = new_session(&env);
+    // Creating a session keeps what it froze: a change by hand, which no
+    // save recorded, still diffs.
+    env.write_project(&format!("{SHARED}/identity.md"), "You are Hawk.\n");
+    let out = env.ok(&["session", "diff", &kept]);
+    assert!(
+        out.contains("-You are Kite.") && out.contains("+You are Hawk."),
+        "{out}"
+    );
+    // A ledger written before objects existed: its digests resolve to
+    // nothing, and say so.
+    env.write_project(&format!("{SHARED}/identity.md"), "You are Kite.\n");
     let old = new_session(&env);
-    // Changed by hand: no save kept the frozen text, as for a ledger
-    // written before objects existed.
+    fs::remove_dir_all(env.home().join(".vak/objects")).unwrap();
     env.write_project(&format!("{SHARED}/identity.md"), "You are Hawk.\n");
     let out = env.ok(&["session", "diff", &old]);
     assert!(out.contains("`identity` project"), "{out}");

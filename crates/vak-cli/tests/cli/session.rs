@@ -715,3 +715,18 @@ fn a_delivery_tells_the_operator_what_the_resolution_skipped() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_rotated_chat_session_diffs_to_the_text_that_changed() {
+    let env = trusted_myproj();
+    let first = deliver(&env, "hello");
+    let old = first["session_id"].as_str().unwrap().to_owned();
+    let path = env.project().join(".vak/prompts/guardrails.md");
+    let before = fs::read_to_string(&path).unwrap();
+    fs::write(&path, format!("{before}- Never deploy RRRR on a Friday.\n")).unwrap();
+    let second = deliver(&env, "again");
+    assert_eq!(second["outcome"], "rotated", "{second}");
+    let out = env.ok(&["session", "diff", &old]);
+    assert!(out.contains("+- Never deploy RRRR on a Friday."), "{out}");
+    assert!(!out.contains("text not kept"), "{out}");
+}
