@@ -20,7 +20,7 @@
 //! - every directory and file under `<home>/.vak` and `<project>/.vak`,
 //!   following symlinks (so a symlink's target is watched as well as the
 //!   directory holding the link), except the stores that are not prompt
-//!   input (`sessions`, `audit`, the bindings, and the gateway's `secrets`,
+//!   input (`sessions`, `audit`, `objects`, `history`, the bindings, and the gateway's `secrets`,
 //!   `replay` and `locks`, which every delivery writes); a file's own watch sees an
 //!   edit made through another hard link, which its directory's does not;
 //! - each file the chain reports, and the directory that really holds it (a
@@ -70,8 +70,10 @@ pub const MAX_WATCHES: usize = 2048;
 /// How deep below a `.vak` directory the walk goes.
 const MAX_DEPTH: usize = 8;
 
-/// Directories under a `.vak` that hold state, not prompt input.
-const NOT_INPUT_DIRS: [&str; 2] = ["sessions", "audit"];
+/// Directories under a `.vak` that hold state, not prompt input: the
+/// session and audit stores, and the prompt history (objects a session or
+/// a save keeps, the version log), which a delivery writes.
+const NOT_INPUT_DIRS: [&str; 4] = ["sessions", "audit", "objects", "history"];
 
 /// Directories under a `.vak/gateway` that hold state, not prompt input:
 /// the signing secrets, the replay markers and the per-chat locks a
@@ -500,6 +502,8 @@ mod tests {
             "admin.token",
             "trust.toml.lock",
             "sessions",
+            "objects",
+            "history",
             "ledger.jsonl.foreign-17",
         ] {
             assert!(not_input(name.as_bytes()), "{name}");
