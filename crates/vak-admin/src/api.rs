@@ -18,7 +18,7 @@ use vak_core::prompts::{
 };
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
-    Budget, Core, EditError, EditTarget, Preview, PromptReport, Scope, Selectors, SubLayer,
+    Budget, Core, EditError, EditTarget, Preview, PromptReport, Saved, Scope, Selectors, SubLayer,
 };
 
 use crate::AdminError;
@@ -528,6 +528,11 @@ pub(crate) async fn save(
         )
         .map_err(edit_error)?;
     tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
+    Ok(Json(saved_json(&saved)))
+}
+
+/// The answer to a save or a revert: the preview, and what was written.
+fn saved_json(saved: &Saved) -> Value {
     let mut answer = preview_json(&saved.preview);
     if let Value::Object(map) = &mut answer {
         map.insert("path".to_owned(), json!(saved.outcome.path));
@@ -535,7 +540,7 @@ pub(crate) async fn save(
         map.insert("previous".to_owned(), json!(saved.outcome.previous));
         map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
     }
-    Ok(Json(answer))
+    answer
 }
 
 /// `DELETE /api/layers/{block}?…&if_digest=`: delete the file, inherit again.
@@ -899,14 +904,7 @@ pub(crate) async fn revert(
         .revert_block(&target, &body.to, Some(&if_digest), &state.who())
         .map_err(edit_error)?;
     tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
-    let mut answer = preview_json(&saved.preview);
-    if let Value::Object(map) = &mut answer {
-        map.insert("path".to_owned(), json!(saved.outcome.path));
-        map.insert("digest".to_owned(), json!(saved.outcome.digest));
-        map.insert("previous".to_owned(), json!(saved.outcome.previous));
-        map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
-    }
-    Ok(Json(answer))
+    Ok(Json(saved_json(&saved)))
 }
 
 /// `GET /api/trust-preview`: what trusting this server's project would

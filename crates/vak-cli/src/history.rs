@@ -11,7 +11,7 @@ use vak_core::Core;
 use vak_core::history::{
     self, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest, version_text,
 };
-use vak_core::prompts::{Escaped, SessionError, SessionId, escape_line, escape_text, short_digest};
+use vak_core::prompts::{Escaped, SessionId, escape_line, escape_text, short_digest};
 
 use crate::CliError;
 use crate::edit::{TargetArgs, edit_error, report_change};
@@ -79,15 +79,6 @@ pub(crate) struct SessionDiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
-}
-
-fn session_error(error: SessionError) -> CliError {
-    match error {
-        SessionError::InvalidId(_) | SessionError::InvalidName(_) => {
-            CliError::Usage(error.to_string())
-        }
-        other => CliError::Failed(other.to_string()),
-    }
 }
 
 fn history_error(error: HistoryError) -> CliError {
@@ -281,7 +272,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
 
 /// `vak session diff ID`.
 pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
-    let id = SessionId::parse(&args.session).map_err(session_error)?;
+    let id = SessionId::parse(&args.session)?;
     let home = home_dir(args.home.as_ref())?;
     let store = vak_gateway::open_store(&home, args.store.as_deref())?;
     let ledger = store.read(&id)?;

@@ -128,6 +128,30 @@ impl PgStore {
         }
     }
 
+    /// The first `limit` text values of `rows_sql` (which takes the limit
+    /// as `$1`), and the count `count_sql` gives: one page of a listing.
+    fn newest(
+        &self,
+        rows_sql: &str,
+        count_sql: &str,
+        limit: usize,
+    ) -> Result<(Vec<String>, usize), SessionError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let (rows, total) = self
+            .pool
+            .with(|client| {
+                let rows: Vec<String> = client
+                    .query(rows_sql, &[&limit])?
+                    .into_iter()
+                    .map(|row| row.get(0))
+                    .collect();
+                let total: i64 = client.query_one(count_sql, &[])?.get(0);
+                Ok((rows, total))
+            })
+            .map_err(|e| self.err(&e))?;
+        Ok((rows, usize::try_from(total).unwrap_or(0)))
+    }
+
     fn err(&self, error: &postgres::Error) -> SessionError {
         let reason = match error.as_db_error() {
             Some(db) => format!(
@@ -494,52 +518,26 @@ impl Store for PgStore {
     }
 
     fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let (rows, total) = self
-            .pool
-            .with(|client| {
-                let rows: Vec<String> = client
-                    .query(
-                        "SELECT id FROM vak_sessions ORDER BY id DESC LIMIT $1",
-                        &[&limit],
-                    )?
-                    .into_iter()
-                    .map(|row| row.get(0))
-                    .collect();
-                let total: i64 = client
-                    .query_one("SELECT count(*) FROM vak_sessions", &[])?
-                    .get(0);
-                Ok((rows, total))
-            })
-            .map_err(|e| self.err(&e))?;
+        let (rows, total) = self.newest(
+            "SELECT id FROM vak_sessions ORDER BY id DESC LIMIT $1",
+            "SELECT count(*) FROM vak_sessions",
+            limit,
+        )?;
         let ids = rows
             .iter()
             .map(|raw| SessionId::parse(raw))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((ids, usize::try_from(total).unwrap_or(0)))
+        Ok((ids, total))
     }
 
     fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError> {
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let (rows, total) = self
-            .pool
-            .with(|client| {
-                let rows: Vec<String> = client
-                    .query(
-                        "SELECT event FROM vak_audit ORDER BY seq DESC LIMIT $1",
-                        &[&limit],
-                    )?
-                    .into_iter()
-                    .map(|row| row.get(0))
-                    .collect();
-                let total: i64 = client
-                    .query_one("SELECT count(*) FROM vak_audit", &[])?
-                    .get(0);
-                Ok((rows, total))
-            })
-            .map_err(|e| self.err(&e))?;
+        let (rows, total) = self.newest(
+            "SELECT event FROM vak_audit ORDER BY seq DESC LIMIT $1",
+            "SELECT count(*) FROM vak_audit",
+            limit,
+        )?;
         let mut entries = AuditEntries {
-            total: usize::try_from(total).unwrap_or(0),
+            total,
             ..AuditEntries::default()
         };
         for text in rows {
