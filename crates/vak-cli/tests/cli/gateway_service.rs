@@ -181,6 +181,17 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
 
     let bad = r#"{"message":"hi"}"#;
     assert_eq!(post(addr, &path, &signed(&key, bad), bad.as_bytes()).0, 400);
+    // Correctly signed bytes that are not UTF-8, or not JSON at all.
+    for raw in [&b"{\"text\":\"\xff\xfe\"}"[..], &b"\x00\x01not json"[..]] {
+        let ts = now().to_string();
+        let headers = vec![
+            ("X-Vak-Signature", vak_gateway::sign(&key, &ts, raw)),
+            ("X-Vak-Timestamp", ts),
+        ];
+        let (status, answer) = post(addr, &path, &headers, raw);
+        assert_eq!(status, 400, "{answer}");
+        assert!(answer["error"].is_string(), "{answer}");
+    }
 
     assert!(
         !env.home().join(".vak/sessions").exists(),
