@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use vak_core::history::HistoryError;
 use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
-    AuditLog, Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError,
-    SessionId, SessionStore, SurfaceKind, Trust, Verdict, prompt_verdict,
+    Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId,
+    SurfaceKind, Trust, Verdict, prompt_verdict,
 };
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
@@ -219,7 +219,7 @@ fn target(scope: Scope, sub: SubLayer, block: Block) -> Result<EditTarget, Admin
 }
 
 fn core_for(state: &AppState, target: &EditTarget) -> Result<Core, AdminError> {
-    Ok(Core::for_target(state.selectors(), target)?)
+    Ok(state.core(target.selectors(state.selectors()))?)
 }
 
 /// The library's edit refusals as HTTP answers.
@@ -330,7 +330,7 @@ pub(crate) async fn prompt(
     State(state): Shared,
     q: Result<Query<ViewQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let core = Core::open(query(q)?.selectors(&state)?)?;
+    let core = state.core(query(q)?.selectors(&state)?)?;
     let (resolved, budget) = core.budget()?;
     Ok(Json(prompt_json(&resolved, &budget)?))
 }
@@ -642,7 +642,7 @@ pub(crate) async fn permissions(
     State(state): Shared,
     q: Result<Query<ViewQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let core = Core::open(query(q)?.selectors(&state)?)?;
+    let core = state.core(query(q)?.selectors(&state)?)?;
     let resolved = core.resolve()?;
     let rules: Vec<Value> = resolved
         .config
@@ -709,9 +709,9 @@ pub(crate) async fn audit(
     q: Result<Query<AuditQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
     let limit = audit_limit(query(q)?.limit)?;
-    let log = AuditLog::new(&state.home);
-    let path = log.path().to_owned();
-    let entries = tokio::task::spawn_blocking(move || log.list_newest(limit))
+    let store = Arc::clone(&state.store);
+    let path = store.describe();
+    let entries = tokio::task::spawn_blocking(move || store.audit_newest(limit))
         .await
         .map_err(|e| AdminError::Internal(format!("the audit log reader stopped: {e}")))?
         .map_err(|e| AdminError::Internal(e.to_string()))?;
@@ -910,7 +910,7 @@ pub(crate) async fn revert(
 /// `GET /api/trust-preview`: what trusting this server's project would
 /// change. Writes nothing.
 pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, AdminError> {
-    let core = Core::open(state.selectors())?;
+    let core = state.core(state.selectors())?;
     let trusted = core.trust()? == Trust::Trusted;
     let preview = vak_core::history::trust_preview(&state.selectors())?;
     let budget = &preview.budget;
@@ -957,7 +957,7 @@ pub(crate) async fn rotation_diff(
         SessionId::parse(&raw).map_err(|e| AdminError::BadRequest(e.to_string()))
     };
     let (old, new) = (id(q.old, "old")?, id(q.new, "new")?);
-    let store = SessionStore::new(&state.home);
+    let store = &state.store;
     let read = |id: &SessionId| {
         store.read(id).map_err(|e| match e {
             SessionError::NotFound { .. } => AdminError::NotFound(e.to_string()),

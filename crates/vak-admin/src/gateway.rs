@@ -27,7 +27,7 @@ use vak_core::prompts::{
     Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
     TailContext, sha256_hex,
 };
-use vak_core::{Core, Preview, Selectors, budget_of, lints_of_text};
+use vak_core::{Preview, Selectors, budget_of, lints_of_text};
 
 use crate::AdminError;
 use crate::api::{
@@ -104,13 +104,14 @@ impl Tier {
 /// "what the prompt uses now" half of each block. `None` when it cannot be
 /// resolved; the entry is still listed and editable.
 fn resolve_tier(state: &AppState, tier: &Tier) -> Option<ResolvedPrompt> {
-    let core = Core::open(Selectors {
-        surface: SurfaceKind::Chat,
-        bot: Some(tier.bot().clone()),
-        chat: tier.chat().cloned(),
-        ..state.selectors()
-    })
-    .ok()?;
+    let core = state
+        .core(Selectors {
+            surface: SurfaceKind::Chat,
+            bot: Some(tier.bot().clone()),
+            chat: tier.chat().cloned(),
+            ..state.selectors()
+        })
+        .ok()?;
     core.resolve().ok()
 }
 
@@ -249,7 +250,7 @@ fn preview_tier(
     block: Block,
     text: Option<&str>,
 ) -> Result<Preview, AdminError> {
-    let core = Core::open(Selectors {
+    let core = state.core(Selectors {
         surface: SurfaceKind::Chat,
         bot: Some(tier.bot().clone()),
         chat: tier.chat().cloned(),

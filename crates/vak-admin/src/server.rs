@@ -24,6 +24,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
+use vak_core::prompts::Store;
 use vak_core::{Core, Selectors};
 
 use crate::token::{AdminToken, TokenSource};
@@ -46,6 +47,10 @@ pub struct ServeConfig {
     /// The value of `VAK_ADMIN_TOKEN`, if set. Passed in rather than read
     /// here so tests need not touch the process environment.
     pub env_token: Option<String>,
+    /// The store sessions, audit events, kept texts and versions are read
+    /// from and written to (`vak_gateway::open_store`); `None` is the home's
+    /// file store.
+    pub store: Option<Arc<dyn Store>>,
 }
 
 /// Shared by every request.
@@ -63,9 +68,16 @@ pub(crate) struct AppState {
     /// Serialises gateway JSON edits within this process; the loader's
     /// digest-checked atomic save covers other writers.
     pub(crate) gateway_lock: Mutex<()>,
+    /// The store this server reads and writes (DECISIONS §13, §14).
+    pub(crate) store: Arc<dyn Store>,
 }
 
 impl AppState {
+    /// A core for `selectors` on this server's store.
+    pub(crate) fn core(&self, selectors: Selectors) -> Result<Core, vak_core::CoreError> {
+        Ok(Core::open(selectors)?.with_store(Arc::clone(&self.store)))
+    }
+
     /// Selectors for this server's home and project.
     pub(crate) fn selectors(&self) -> Selectors {
         Selectors::new(self.home.clone(), self.project.clone())
@@ -106,6 +118,9 @@ impl Server {
         let core = Core::open(Selectors::new(config.home.clone(), config.project.clone()))?;
         let home = core.selectors().home.clone();
         let project = core.selectors().project.clone();
+        let store = config
+            .store
+            .unwrap_or_else(|| Arc::new(vak_core::prompts::FileStore::new(&home)));
         // The token file lives under the home, which may not exist yet.
         let (token, secret) = AdminToken::load(&home, config.env_token.as_deref())?;
         if !project.is_dir() {
@@ -135,6 +150,7 @@ impl Server {
             hosts: allowed_hosts(addr),
             origin: format!("http://{addr}"),
             gateway_lock: Mutex::new(()),
+            store,
         });
         Ok(Server {
             listener,

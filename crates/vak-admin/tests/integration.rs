@@ -164,6 +164,7 @@ fn start(
     std::thread::JoinHandle<Result<(), vak_admin::AdminError>>,
 ) {
     let server = Server::bind(ServeConfig {
+        store: None,
         home: home.to_owned(),
         project: project.to_owned(),
         listen: "127.0.0.1:0".to_owned(),
@@ -475,6 +476,7 @@ fn token_file_is_generated_0600_and_reused_and_env_wins() {
     assert_eq!(r.status, 200, "{}", r.body);
     // VAK_ADMIN_TOKEN (passed in) wins over the file.
     let server = Server::bind(ServeConfig {
+        store: None,
         home: env.home.clone(),
         project: env.project.clone(),
         listen: "127.0.0.1:0".to_owned(),
@@ -509,6 +511,7 @@ fn token_file_is_generated_0600_and_reused_and_env_wins() {
 fn bad_listen_addresses_are_refused_with_a_sentence() {
     let env = Env::new();
     let error = Server::bind(ServeConfig {
+        store: None,
         home: env.home.clone(),
         project: env.project.clone(),
         listen: "localhost".to_owned(),

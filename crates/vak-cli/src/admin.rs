@@ -29,6 +29,10 @@ pub(crate) struct ServeArgs {
     /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else the
+    /// shared config's `[store] url`, else the home's file store].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
 }
 
 /// The error as one escaped line: admin errors quote addresses and paths
@@ -63,7 +67,9 @@ pub(crate) fn admin(command: &AdminCommand) -> Result<(), CliError> {
 /// or SIGTERM.
 fn serve(args: &ServeArgs) -> Result<(), CliError> {
     let home = home_dir(args.home.as_ref())?;
+    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
     let server = Server::bind(ServeConfig {
+        store: Some(store),
         project: project_in(args.project.as_ref(), &home)?,
         home,
         listen: args.listen.clone(),
@@ -128,6 +134,7 @@ mod tests {
         let project = root.join("project");
         std::fs::create_dir_all(&project).expect("project");
         let server = Server::bind(ServeConfig {
+            store: None,
             home,
             project,
             listen: "127.0.0.1:0".to_owned(),

@@ -1,10 +1,12 @@
 use std::path::Path;
+use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Name, Origin, SurfaceKind};
 use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
 use vak_prompt_loader::{LoadRequest, LoadedChain, RootKind, discover_project, load_chain};
 use vak_prompt_trust::{Trust, TrustStore};
+use vak_session::{FileStore, Store};
 
 use crate::CoreError;
 
@@ -137,6 +139,9 @@ enum TrustSource {
 pub struct Core {
     selectors: Selectors,
     trust_source: TrustSource,
+    /// The store sessions, kept texts and versions go to (DECISIONS §13,
+    /// §14): the home's file store unless the caller chose one.
+    store: Arc<dyn Store>,
 }
 
 impl Core {
@@ -156,9 +161,11 @@ impl Core {
         } else {
             TrustSource::Store
         };
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(&selectors.home));
         Ok(Core {
             selectors,
             trust_source,
+            store,
         })
     }
 
@@ -172,13 +179,28 @@ impl Core {
         } else {
             Trust::Untrusted
         };
+        let store: Arc<dyn Store> = Arc::new(FileStore::new(&home));
         Core {
             selectors: Selectors {
                 project: absolute(&project).unwrap_or(project),
                 ..Selectors::new(home, Utf8PathBuf::new())
             },
             trust_source: TrustSource::Forced(trust),
+            store,
         }
+    }
+
+    /// This core with `store` as the store (opened by whoever parsed
+    /// `--store`, `VAK_STORE` or the shared config: `vak_gateway::open_store`).
+    #[must_use]
+    pub fn with_store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// The store sessions, kept texts and versions go to.
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.store
     }
 
     /// The selectors this core resolves.

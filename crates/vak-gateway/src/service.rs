@@ -58,7 +58,7 @@ pub struct Service {
 struct Shared {
     home: Utf8PathBuf,
     project: Utf8PathBuf,
-    store: Box<dyn Store>,
+    store: std::sync::Arc<dyn Store>,
     /// Resolutions reused while their inputs are unchanged: vak-core's one
     /// cache, one entry per bot and chat, one inotify instance for all.
     cache: PromptCache,

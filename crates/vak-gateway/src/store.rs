@@ -6,6 +6,7 @@
 //! config may never choose it), else the file store of the home.
 
 use std::fmt;
+use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest, Sha256};
@@ -104,10 +105,10 @@ pub fn choose_store(
 
 /// Open the store for `home` as [`choose_store`] picks it. A PostgreSQL
 /// store must carry this build's schema.
-pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Box<dyn Store>, LifecycleError> {
+pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Arc<dyn Store>, LifecycleError> {
     match choose_store(home, flag)?.0 {
-        StoreUrl::File => Ok(Box::new(FileStore::new(home))),
-        StoreUrl::Postgres(url) => Ok(Box::new(PgStore::open(&url)?)),
+        StoreUrl::File => Ok(Arc::new(FileStore::new(home))),
+        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::open(&url)?)),
     }
 }
 

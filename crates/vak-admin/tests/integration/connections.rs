@@ -170,6 +170,7 @@ fn a_stop_ends_the_server_cleanly_and_it_accepts_no_more() {
     let project = root.join("project");
     std::fs::create_dir_all(&project).expect("project");
     let server = vak_admin::Server::bind(vak_admin::ServeConfig {
+        store: None,
         home: root.join("home"),
         project,
         listen: "127.0.0.1:0".to_owned(),
@@ -317,6 +318,7 @@ fn a_stop_lets_a_request_in_flight_finish() {
     let project = root.join("project");
     std::fs::create_dir_all(&project).expect("project");
     let server = vak_admin::Server::bind(vak_admin::ServeConfig {
+        store: None,
         home: root.join("home"),
         project,
         listen: "127.0.0.1:0".to_owned(),
