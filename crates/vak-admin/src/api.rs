@@ -812,7 +812,7 @@ mod tests {
 fn history_error(error: HistoryError) -> AdminError {
     match error {
         HistoryError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
-        HistoryError::NotKept { .. } => AdminError::NotFound(error.to_string()),
+        ref not_kept if not_kept.is_not_kept() => AdminError::NotFound(error.to_string()),
         other => AdminError::Internal(other.to_string()),
     }
 }
@@ -859,11 +859,11 @@ pub(crate) async fn history_diff(
     let block = editable_block(&path(block)?)?;
     let target = target(q.layer.scope()?, q.layer.sub()?, block)?;
     let core = core_for(&state, &target)?;
-    let home = &core.selectors().home;
+    let history = core.store().history();
     let from = q.from.filter(|d| !d.is_empty());
     let to = q.to.filter(|d| !d.is_empty());
-    let old = vak_core::history::version_text(home, from.as_deref()).map_err(history_error)?;
-    let new = vak_core::history::version_text(home, to.as_deref()).map_err(history_error)?;
+    let old = vak_core::history::version_text(history, from.as_deref()).map_err(history_error)?;
+    let new = vak_core::history::version_text(history, to.as_deref()).map_err(history_error)?;
     let short = |d: &Option<String>| {
         d.as_deref()
             .map_or_else(|| "(no file)".to_owned(), vak_core::prompts::short_digest)
@@ -966,7 +966,7 @@ pub(crate) async fn rotation_diff(
     };
     let (old_ledger, new_ledger) = (read(&old)?, read(&new)?);
     let changes = vak_core::history::contract_changes(
-        &state.home,
+        store.history(),
         &old_ledger.contract().prompt_layers,
         &new_ledger.contract().prompt_layers,
     );

@@ -348,7 +348,7 @@ fn edit(
     // DECISIONS §14: keep the value before and after (a store that cannot
     // keep them refuses the edit), then record the change by key.
     let texts: Vec<&str> = current.as_deref().into_iter().chain(text).collect();
-    history::keep_before_change(&state.home, &texts, &preview.before)
+    history::keep_before_change(state.store.history(), &texts, &preview.before)
         .map_err(|e| AdminError::Internal(e.to_string()))?;
     let saved = write_gateway_prompt(
         &state.home,
@@ -369,7 +369,8 @@ fn edit(
     record.before = current.as_ref().map(|_| current_digest.clone());
     record.after = text.map(|t| sha256_hex(t.as_bytes()));
     record.tokens = text.map(|t| preview.budget.report.encoding.count(t));
-    let unrecorded = history::record_change(&state.home, record, &state.who(), &preview.after);
+    let unrecorded =
+        history::record_change(state.store.history(), record, &state.who(), &preview.after);
     Ok(json!({
         "key": key,
         "file": saved.path,

@@ -1086,7 +1086,7 @@ fn gateway_edits_reach_bots_and_allowlist_atomically_keeping_other_keys() {
     assert!(versions[0].who.starts_with("admin-token:"));
     for d in [&digest, &sha256_hex(text)] {
         assert!(
-            vak_core::history::kept_text(&env.home, d)
+            vak_core::history::kept_text(&vak_core::history::FileHistory::new(&env.home), d)
                 .expect("object")
                 .is_some()
         );

@@ -58,6 +58,9 @@ pub(crate) struct TargetArgs {
     /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// The block: identity, operating-rules, guardrails or surface-note.
     pub(crate) block: String,
 }
@@ -111,7 +114,8 @@ fn usage(message: impl Into<String>) -> CliError {
 }
 
 impl TargetArgs {
-    /// The core and the target this command addresses.
+    /// The core and the target this command addresses; the core keeps its
+    /// texts and versions in the chosen store (DECISIONS §14).
     pub(crate) fn open(&self) -> Result<(Core, EditTarget), CliError> {
         let block: Block = self
             .block
@@ -144,7 +148,8 @@ impl TargetArgs {
             Some(project) => Selectors::new(home, project.clone()),
             None => Selectors::discover(home, &current_dir()?)?,
         };
-        let core = Core::for_target(selectors, &target)?;
+        let store = vak_gateway::open_store(&selectors.home, self.store.as_deref())?;
+        let core = Core::for_target(selectors, &target)?.with_store(store);
         Ok((core, target))
     }
 }

@@ -72,8 +72,7 @@ pub(crate) struct SessionDiffArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The session store [default: $VAK_STORE, else the shared config's
-    /// `[store] url`, else the file store in the home].
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
     /// Output format.
@@ -211,9 +210,9 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
             Escaped(target.path(core.selectors()).as_str())
         )));
     };
-    let home = &core.selectors().home;
-    let old = version_text(home, from.as_deref()).map_err(history_error)?;
-    let new = version_text(home, to.as_deref()).map_err(history_error)?;
+    let history = core.store().history();
+    let old = version_text(history, from.as_deref()).map_err(history_error)?;
+    let new = version_text(history, to.as_deref()).map_err(history_error)?;
     let diff = history::unified(
         &format!("{} {}", target.block, show(from.as_deref())),
         &format!("{} {}", target.block, show(to.as_deref())),
@@ -292,7 +291,7 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
             "session {id} froze no prompt layers (a ledger from before layers were recorded): there is nothing to compare"
         )));
     }
-    let changes = history::text_changes(&home, frozen, &current);
+    let changes = history::text_changes(store.history(), frozen, &current);
     if args.format == Format::Json {
         let list: Vec<_> = changes.iter().map(change_json).collect();
         return print_json(&json!({

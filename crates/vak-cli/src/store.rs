@@ -105,6 +105,9 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
         }));
     };
     let imported = vak_gateway::import_file(&home, &url)?;
+    for refused in &imported.objects_refused {
+        out::notice("warning", &format!("a kept text was not copied: {refused}"));
+    }
     match args.format {
         Format::Json => print_json(&json!({
             "sessions": imported.sessions,
@@ -112,14 +115,19 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             "records": imported.records,
             "events": imported.events,
             "bindings": imported.bindings,
+            "objects": imported.objects,
+            "objects_refused": imported.objects_refused,
+            "versions": imported.versions,
             "verified": true,
         })),
         Format::Text => out::print(&format!(
-            "copied {} sessions ({} records), {} audit events and {} bindings; {} sessions were already there; every ledger's digest, the events and the bindings verified\n",
+            "copied {} sessions ({} records), {} audit events, {} bindings, {} kept texts and {} version records; {} sessions were already there; every ledger's digest, the events, the bindings, every kept text (re-hashed) and the version log verified\n",
             imported.sessions,
             imported.records,
             imported.events,
             imported.bindings,
+            imported.objects,
+            imported.versions,
             imported.already_there
         )),
     }

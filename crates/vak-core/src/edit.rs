@@ -31,7 +31,7 @@ use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
 use crate::history::{Action, VersionRecord, Who, keep_contributions, record_change, target_key};
 use crate::{Core, CoreError, Selectors};
-use vak_prompt_history::{HistoryError, ObjectStore};
+use vak_prompt_history::HistoryError;
 
 /// Which directory layer a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -685,7 +685,7 @@ impl Core {
         }
         self.check_reach(target, Some(text))?;
         self.keep_current(target, &path, &preview.before)?;
-        ObjectStore::new(&self.selectors().home).put(text)?;
+        self.store().history().put_object(text)?;
         let outcome = save_atomic(&path, target.root(self.selectors()), text, if_digest)?;
         let key = target_key(target, self.selectors());
         let mut record = VersionRecord::new(&key, target.block.wire_name(), action);
@@ -714,7 +714,7 @@ impl Core {
         if_digest: Option<&str>,
         who: &Who,
     ) -> Result<Saved, EditError> {
-        let text = ObjectStore::new(&self.selectors().home).get(to)?;
+        let text = self.store().history().get_object(to)?;
         self.save_block_by(target, &text, if_digest, who, Action::Revert)
     }
 
@@ -728,17 +728,17 @@ impl Core {
         before: &ResolvedPrompt,
     ) -> Result<(), EditError> {
         if let Ok(Some(current)) = read_safely(path, target.root(self.selectors())) {
-            ObjectStore::new(&self.selectors().home).put(&current)?;
+            self.store().history().put_object(&current)?;
         }
         // What resolves before the change: a session frozen on it resolves.
-        keep_contributions(&self.selectors().home, before)?;
+        keep_contributions(self.store().history(), before)?;
         Ok(())
     }
 
     /// Append `record` and keep `after`'s contributed texts; a failure is
     /// returned as the sentence to warn with (the file is already written).
     fn record(&self, record: VersionRecord, who: &Who, after: &ResolvedPrompt) -> Option<String> {
-        record_change(&self.selectors().home, record, who, after)
+        record_change(self.store().history(), record, who, after)
     }
 
     /// Delete `target`'s file so the block inherits again, with the same

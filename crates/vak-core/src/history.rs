@@ -13,17 +13,16 @@
 //! is the sha256 of the *contributed* text (cleaned, trimmed; DECISIONS §6).
 //! Both are kept, each under its own digest.
 
-use camino::Utf8Path;
-
 use crate::{Core, EditTarget, Selectors};
 use vak_prompt_compose::ResolvedPrompt;
-use vak_prompt_history::{ObjectStore, unified_diff};
+use vak_prompt_history::unified_diff;
 
 pub use vak_prompt_history::unified_diff as unified;
 use vak_session::PromptLayerDescriptor;
 
 pub use vak_prompt_history::{
-    Action, HistoryError, MAX_OBJECT_BYTES, VersionLog, VersionRecord, Versions, is_digest,
+    Action, FileHistory, History, HistoryError, MAX_OBJECT_BYTES, VersionLog, VersionRecord,
+    Versions, is_digest,
 };
 
 /// Who made a change, as a version record names them.
@@ -76,14 +75,13 @@ pub fn target_key(target: &EditTarget, selectors: &Selectors) -> String {
 ///
 /// The first object that could not be written.
 pub fn keep_contributions(
-    home: &Utf8Path,
+    history: &dyn History,
     resolved: &ResolvedPrompt,
 ) -> Result<usize, HistoryError> {
-    let store = ObjectStore::new(home);
     let mut kept = 0;
     for block in &resolved.blocks {
         for contributor in &block.contributors {
-            store.put(&contributor.text)?;
+            history.put_object(&contributor.text)?;
             kept += 1;
         }
     }
@@ -100,15 +98,14 @@ pub fn keep_contributions(
 ///
 /// The first text that could not be kept: refuse the change.
 pub fn keep_before_change(
-    home: &Utf8Path,
+    history: &dyn History,
     texts: &[&str],
     before: &ResolvedPrompt,
 ) -> Result<(), HistoryError> {
-    let store = ObjectStore::new(home);
     for text in texts {
-        store.put(text)?;
+        history.put_object(text)?;
     }
-    keep_contributions(home, before)?;
+    keep_contributions(history, before)?;
     Ok(())
 }
 
@@ -117,15 +114,15 @@ pub fn keep_before_change(
 /// resolution `after`. A failure is returned as the sentence to warn with
 /// (the change is already written).
 pub fn record_change(
-    home: &Utf8Path,
+    history: &dyn History,
     mut record: VersionRecord,
     who: &Who,
     after: &ResolvedPrompt,
 ) -> Option<String> {
     record.time = vak_session::now_rfc3339();
     record.who = who.label();
-    let logged = VersionLog::new(home).append(&record);
-    let kept = keep_contributions(home, after).map(|_| ());
+    let logged = history.append_version(&record);
+    let kept = keep_contributions(history, after).map(|_| ());
     match logged.and(kept) {
         Ok(()) => None,
         Err(error) => Some(format!(
@@ -141,19 +138,19 @@ pub fn record_change(
 ///
 /// An object whose bytes were altered ([`HistoryError::Corrupt`]), never
 /// served; a refused object file.
-pub fn kept_text(home: &Utf8Path, digest: &str) -> Result<Option<String>, HistoryError> {
-    ObjectStore::new(home).find(digest)
+pub fn kept_text(history: &dyn History, digest: &str) -> Result<Option<String>, HistoryError> {
+    history.find_object(digest)
 }
 
 /// The text of one version of a file: `None` digest is "no file" (empty).
 ///
 /// # Errors
 ///
-/// As [`ObjectStore::get`]: not kept, altered, refused.
-pub fn version_text(home: &Utf8Path, digest: Option<&str>) -> Result<String, HistoryError> {
+/// As [`History::get_object`]: not kept, altered, refused.
+pub fn version_text(history: &dyn History, digest: Option<&str>) -> Result<String, HistoryError> {
     match digest {
         None | Some("") => Ok(String::new()),
-        Some(digest) => ObjectStore::new(home).get(digest),
+        Some(digest) => history.get_object(digest),
     }
 }
 
@@ -185,7 +182,7 @@ fn pairing_key(d: &PromptLayerDescriptor) -> (String, String, Option<String>) {
 /// `current` resolution's. Layers are paired by block, layer and source;
 /// a layer whose source moved shows as one removed and one added.
 pub fn text_changes(
-    home: &Utf8Path,
+    history: &dyn History,
     frozen: &[PromptLayerDescriptor],
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
@@ -197,26 +194,25 @@ pub fn text_changes(
         .zip(&current.descriptors)
         .map(|(c, d)| (d, Ok(c.text.clone())))
         .collect();
-    pair_and_diff(home, frozen, &now, "now")
+    pair_and_diff(history, frozen, &now, "now")
 }
 
 /// Per block and layer, the text diff between two frozen contracts (a
 /// rotation's old and new session), both sides read from the object store.
 pub fn contract_changes(
-    home: &Utf8Path,
+    history: &dyn History,
     old: &[PromptLayerDescriptor],
     new: &[PromptLayerDescriptor],
 ) -> Vec<TextChange> {
-    let store = ObjectStore::new(home);
     let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = new
         .iter()
-        .map(|d| (d, text_of(&store, &d.digest)))
+        .map(|d| (d, text_of(history, &d.digest)))
         .collect();
-    pair_and_diff(home, old, &now, "new")
+    pair_and_diff(history, old, &now, "new")
 }
 
-fn text_of(store: &ObjectStore, digest: &str) -> Result<String, String> {
-    match store.get(digest) {
+fn text_of(history: &dyn History, digest: &str) -> Result<String, String> {
+    match history.get_object(digest) {
         Ok(text) => Ok(text),
         Err(error) if error.is_not_kept() => Err(format!("text not kept ({digest})")),
         Err(error) => Err(error.to_string()),
@@ -224,12 +220,11 @@ fn text_of(store: &ObjectStore, digest: &str) -> Result<String, String> {
 }
 
 fn pair_and_diff(
-    home: &Utf8Path,
+    store: &dyn History,
     frozen: &[PromptLayerDescriptor],
     now: &[(&PromptLayerDescriptor, Result<String, String>)],
     when: &str,
 ) -> Vec<TextChange> {
-    let store = ObjectStore::new(home);
     let mut out = Vec::new();
     let mut used = vec![false; now.len()];
     for f in frozen {
@@ -244,7 +239,7 @@ fn pair_and_diff(
                 if d.digest == f.digest {
                     continue;
                 }
-                let diff = text_of(&store, &f.digest).and_then(|old| {
+                let diff = text_of(store, &f.digest).and_then(|old| {
                     let new = text.clone()?;
                     Ok(unified_diff(
                         &label(f, "frozen"),
@@ -263,7 +258,7 @@ fn pair_and_diff(
                 });
             }
             None => {
-                let diff = text_of(&store, &f.digest)
+                let diff = text_of(store, &f.digest)
                     .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
                 out.push(TextChange {
                     block: f.block.clone(),
@@ -306,7 +301,9 @@ fn label(d: &PromptLayerDescriptor, when: &str) -> String {
 
 /// One version of a file as `log` lists it.
 pub fn versions(core: &Core, target: &EditTarget) -> Result<Versions, HistoryError> {
-    VersionLog::new(&core.selectors().home).for_target(&target_key(target, core.selectors()))
+    core.store()
+        .history()
+        .versions_of(&target_key(target, core.selectors()))
 }
 
 /// Two versions of a file by digest; `None` is "no file".
@@ -450,10 +447,11 @@ mod tests {
     fn version_text_of_no_file_is_empty() {
         let dir = tempfile::tempdir().unwrap();
         let home = camino::Utf8Path::from_path(dir.path()).unwrap();
-        assert_eq!(version_text(home, None).unwrap(), "");
+        let history = FileHistory::new(home);
+        assert_eq!(version_text(&history, None).unwrap(), "");
         let missing = sha256_hex("x");
         assert!(
-            version_text(home, Some(&missing))
+            version_text(&history, Some(&missing))
                 .unwrap_err()
                 .is_not_kept()
         );
@@ -493,15 +491,20 @@ mod tests {
         assert_eq!(records[2].who, "admin-token:t");
         // The pre-existing text (CRLF and all) resolves as the first "before".
         assert_eq!(
-            version_text(&home, records[0].before.as_deref()).unwrap(),
+            version_text(core.store().history(), records[0].before.as_deref()).unwrap(),
             "- old rule\r\n"
         );
         for r in &records {
-            version_text(&home, r.after.as_deref()).unwrap();
+            version_text(core.store().history(), r.after.as_deref()).unwrap();
         }
         // The resolution after a save has every descriptor digest kept.
         for d in &first.preview.after.descriptors {
-            assert!(kept_text(&home, &d.digest).unwrap().is_some(), "{d:?}");
+            assert!(
+                kept_text(core.store().history(), &d.digest)
+                    .unwrap()
+                    .is_some(),
+                "{d:?}"
+            );
         }
         // Default diff: the last change.
         let (from, to) = diff_pair(&core, &target, None, None).unwrap().unwrap();

@@ -165,7 +165,8 @@ impl InboundPrompts {
         self.core.selectors().bot.as_ref()
     }
 
-    /// Keep every text `resolved` contributed in the home's object store, so
+    /// Keep every text `resolved` contributed in `history` (the delivery's
+    /// store: the home's objects, or the PostgreSQL object table), so
     /// a session frozen on it can be diffed later (DECISIONS §14). Objects
     /// are immutable and content-addressed: this can add a text, never
     /// change or remove a prompt layer, so the handle stays read-only for
@@ -176,9 +177,10 @@ impl InboundPrompts {
     /// The object store is unusable (see [`crate::history::HistoryError`]).
     pub fn keep_contributions(
         &self,
+        history: &dyn crate::history::History,
         resolved: &vak_prompt_compose::ResolvedPrompt,
     ) -> Result<usize, crate::history::HistoryError> {
-        crate::history::keep_contributions(&self.core.selectors().home, resolved)
+        crate::history::keep_contributions(history, resolved)
     }
 
     /// The gateway chat this handle resolves for, if any.

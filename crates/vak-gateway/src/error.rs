@@ -12,6 +12,10 @@ pub enum LifecycleError {
     /// The store could not be read or written.
     #[error(transparent)]
     Store(#[from] SessionError),
+    /// The prompt history (kept texts, version records) could not be read
+    /// or written.
+    #[error(transparent)]
+    History(#[from] vak_core::history::HistoryError),
     /// The bot has no entry in `bots.json`: nothing was written.
     #[error(
         "bot `{}` has no entry in `bots.json`, so its messages are refused; add it there (or in the admin API) first. Nothing was written",

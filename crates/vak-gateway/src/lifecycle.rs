@@ -115,7 +115,7 @@ pub fn new_session(
     vak_core::check_window(&resolved)?;
     let contract = freeze(&resolved, parent);
     let mut warnings = resolved.warnings.clone();
-    if let Err(error) = vak_core::history::keep_contributions(&core.selectors().home, &resolved) {
+    if let Err(error) = vak_core::history::keep_contributions(store.history(), &resolved) {
         warnings.push(format!(
             "the texts this session froze could not be kept, so `vak session diff` will say \"text not kept\" for them: {error}"
         ));
@@ -438,10 +438,12 @@ pub fn deliver_cached(
     }
     let mut failure: Option<LifecycleError> = None;
     let mut planned: Option<(DeliveryOutcome, Request, Vec<String>)> = None;
+    let mut to_keep: Option<std::sync::Arc<ResolvedPrompt>> = None;
     let mut plan = |bound: &Bound| -> Option<ChatPlan> {
         match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text) {
-            Ok((plan, outcome, request, warnings)) => {
+            Ok((plan, outcome, request, warnings, keep)) => {
                 planned = Some((outcome, request, warnings));
+                to_keep = keep;
                 Some(plan)
             }
             Err(error) => {
@@ -453,6 +455,19 @@ pub fn deliver_cached(
     let committed = store.deliver(&bot, &chat, &mut plan)?;
     if let Some(error) = failure {
         return Err(error);
+    }
+    // A fresh session's texts are kept once it is committed, not under the
+    // chat's lock: with PostgreSQL the delivery holds a pooled connection
+    // for its transaction, and keeping would need a second one (a full pool
+    // of deliveries would then wait on each other forever). Keeping is
+    // idempotent, so a crash in between costs only "text not kept".
+    if let (Some(_), Some((_, _, warnings)), Some(resolved)) =
+        (&committed, planned.as_mut(), to_keep.as_deref())
+        && let Err(error) = prompts.keep_contributions(store.history(), resolved)
+    {
+        warnings.push(format!(
+            "the texts this session froze could not be kept, so `vak session diff` will say \"text not kept\" for them: {error}"
+        ));
     }
     match (committed, planned) {
         (Some(committed), Some((outcome, request, warnings))) => Ok(Delivered {
@@ -470,6 +485,17 @@ pub fn deliver_cached(
     }
 }
 
+/// What a delivery's plan decided: the plan, what it means, the request,
+/// the resolution's warnings, and (for a fresh session) the resolution
+/// whose texts to keep once it is committed.
+type Planned = (
+    ChatPlan,
+    DeliveryOutcome,
+    Request,
+    Vec<String>,
+    Option<std::sync::Arc<ResolvedPrompt>>,
+);
+
 /// The pure half of a delivery, run under the chat's lock.
 fn plan_delivery(
     prompts: &InboundPrompts,
@@ -479,7 +505,7 @@ fn plan_delivery(
     chat: &Name,
     bound: &Bound,
     text: &str,
-) -> Result<(ChatPlan, DeliveryOutcome, Request, Vec<String>), LifecycleError> {
+) -> Result<Planned, LifecycleError> {
     let current = match cache {
         Some(cache) => {
             let current = cache.resolve(prompts)?;
@@ -569,13 +595,7 @@ fn plan_delivery(
             }
         }
     };
-    let mut warnings = current.warnings.clone();
-    if matches!(planned, Ok((ChatPlan::Fresh(_), _, _)))
-        && let Err(error) = prompts.keep_contributions(&current)
-    {
-        warnings.push(format!(
-            "the texts this session froze could not be kept, so `vak session diff` will say \"text not kept\" for them: {error}"
-        ));
-    }
-    planned.map(|(plan, outcome, request)| (plan, outcome, request, warnings))
+    let warnings = current.warnings.clone();
+    let to_keep = matches!(planned, Ok((ChatPlan::Fresh(_), _, _))).then(|| current.clone());
+    planned.map(|(plan, outcome, request)| (plan, outcome, request, warnings, to_keep))
 }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest, Sha256};
+use vak_core::history::History;
 use vak_core::prompts::{FileStore, Ledger, Record, SessionError, Store, read_safely};
 use vak_store_pg::PgStore;
 
@@ -154,6 +155,13 @@ pub struct Imported {
     pub events: usize,
     /// Bindings copied.
     pub bindings: usize,
+    /// Kept texts copied (or already there), each read back and re-hashed.
+    pub objects: usize,
+    /// Kept texts not copied because the file store's copy was altered (or
+    /// unreadable): the error for each, naming its digest.
+    pub objects_refused: Vec<String>,
+    /// Version records copied.
+    pub versions: usize,
 }
 
 /// The digest of a ledger's content: header and records, as the store
@@ -248,5 +256,55 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             what: "the chat bindings differ between the two stores".to_owned(),
         });
     }
+    import_history(files.file_history(), &target, &mut report)?;
     Ok(report)
+}
+
+/// Copy the kept texts and the version log: every object is read through
+/// the file store's verification (an altered one is reported, not copied),
+/// kept in `to`, then read back from `to` and compared; the version records
+/// are copied into an empty table, or must already be there identically.
+fn import_history(
+    from: &dyn History,
+    to: &dyn History,
+    report: &mut Imported,
+) -> Result<(), LifecycleError> {
+    for digest in from.object_digests()? {
+        let text = match from.get_object(&digest) {
+            Ok(text) => text,
+            Err(error) => {
+                report.objects_refused.push(error.to_string());
+                continue;
+            }
+        };
+        to.put_object(&text)?;
+        if to.get_object(&digest)? != text {
+            return Err(LifecycleError::ImportMismatch {
+                what: format!("the kept text {digest} differs between the two stores"),
+            });
+        }
+        report.objects += 1;
+    }
+    let want = from.all_versions()?.records;
+    let present = to.all_versions()?.records;
+    if present.is_empty() {
+        for record in &want {
+            to.append_version(record)?;
+            report.versions += 1;
+        }
+    } else if present != want {
+        return Err(LifecycleError::ImportMismatch {
+            what: format!(
+                "the database already holds {} version records and the file store {}, not the same ones; import into an empty database",
+                present.len(),
+                want.len()
+            ),
+        });
+    }
+    if to.all_versions()?.records != want {
+        return Err(LifecycleError::ImportMismatch {
+            what: "the version records differ between the two stores".to_owned(),
+        });
+    }
+    Ok(())
 }

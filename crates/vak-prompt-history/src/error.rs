@@ -32,6 +32,37 @@ pub enum HistoryError {
         /// The object directory.
         dir: Utf8PathBuf,
     },
+    /// A stored object (a database row) whose text no longer hashes to its
+    /// digest: never served.
+    #[error(
+        "object {digest} in {store} was altered: its text hashes to {actual}, so it is not served; restore the row from a backup or delete it (the next save of that text keeps it again)"
+    )]
+    AlteredIn {
+        /// The digest the object is kept under.
+        digest: String,
+        /// The store, as its description names it.
+        store: String,
+        /// What its text hashes to now.
+        actual: String,
+    },
+    /// No object for the digest in a store that is not a directory.
+    #[error(
+        "text not kept: no object {digest} in {store} (it was recorded before vak kept prompt texts there, or the object was removed; `vak store import` copies a home's objects)"
+    )]
+    NotKeptIn {
+        /// The digest asked for.
+        digest: String,
+        /// The store, as its description names it.
+        store: String,
+    },
+    /// The store's backend failed (a database error, a lost connection).
+    #[error("{store} could not keep or read prompt history: {reason}")]
+    Backend {
+        /// The store, as its description names it.
+        store: String,
+        /// Why, as the backend said it.
+        reason: String,
+    },
     /// Not a sha256: 64 lowercase hex digits.
     #[error("`{}` is not a sha256: give 64 lowercase hex digits", Escaped(.0))]
     BadDigest(String),
@@ -69,7 +100,10 @@ pub enum HistoryError {
 impl HistoryError {
     /// Whether this is "the text is not kept" (an old ledger's digest).
     pub fn is_not_kept(&self) -> bool {
-        matches!(self, HistoryError::NotKept { .. })
+        matches!(
+            self,
+            HistoryError::NotKept { .. } | HistoryError::NotKeptIn { .. }
+        )
     }
 
     pub(crate) fn io(

@@ -204,6 +204,35 @@ impl ObjectStore {
         })
     }
 
+    /// The digest of every object in the directory, sorted (temporary files
+    /// and other names are not objects). No directory is no objects.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::Refused`] when the directory leads out of the home;
+    /// [`HistoryError::Io`].
+    pub fn digests(&self) -> Result<Vec<Sha256Hex>, HistoryError> {
+        if store_dir(&self.home, &self.dir, false)?.is_none() {
+            return Ok(Vec::new());
+        }
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(error) => return Err(HistoryError::io("list", &self.dir)(error)),
+        };
+        let mut out = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(HistoryError::io("list", &self.dir))?;
+            if let Some(name) = entry.file_name().to_str()
+                && is_digest(name)
+            {
+                out.push(name.to_owned());
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
     /// The text under `digest`, `None` when it is not kept; other errors
     /// (an altered object) stay errors.
     ///

@@ -14,6 +14,7 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::Name;
+use vak_prompt_history::{FileHistory, History};
 
 use crate::{
     AuditEntries, AuditLog, Binding, BindingStore, ConfigChange, FrozenContract, Header, Ledger,
@@ -114,6 +115,11 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Where the store lives, for messages (`file store at …`).
     fn describe(&self) -> String;
 
+    /// The prompt history kept in this store (DECISIONS §14): kept texts
+    /// and version records live beside the ledgers whose digests they
+    /// resolve, so every machine sharing the store reads the same ones.
+    fn history(&self) -> &dyn History;
+
     /// Create a session freezing `contract`; returns its fresh id.
     fn create(
         &self,
@@ -158,8 +164,9 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Option<Committed>, SessionError>;
 }
 
-/// The file backend: `sessions/<id>.jsonl`, `audit/security.jsonl` and
-/// `gateway/bindings.json` under `$VAK_HOME/.vak/`.
+/// The file backend: `sessions/<id>.jsonl`, `audit/security.jsonl`,
+/// `gateway/bindings.json`, and the history's `objects/` and
+/// `history/versions.jsonl` under `$VAK_HOME/.vak/`.
 ///
 /// A delivery holds its chat's lock file (`gateway/locks/<bot>/<chat>.lock`,
 /// `flock`, so across processes) from lookup to commit, and the bindings
@@ -173,6 +180,7 @@ pub struct FileStore {
     sessions: SessionStore,
     audit: AuditLog,
     bindings: BindingStore,
+    history: FileHistory,
 }
 
 impl FileStore {
@@ -183,7 +191,13 @@ impl FileStore {
             sessions: SessionStore::new(home),
             audit: AuditLog::new(home),
             bindings: BindingStore::new(home),
+            history: FileHistory::new(home),
         }
+    }
+
+    /// The history's files (objects and version log).
+    pub fn file_history(&self) -> &FileHistory {
+        &self.history
     }
 
     /// The ledger directory.
@@ -252,6 +266,10 @@ impl FileStore {
 impl Store for FileStore {
     fn describe(&self) -> String {
         format!("the file store in `{}`", self.home.join(".vak"))
+    }
+
+    fn history(&self) -> &dyn History {
+        &self.history
     }
 
     fn create(

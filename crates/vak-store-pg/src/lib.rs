@@ -5,6 +5,10 @@
 //! backend writes as one line, so a store moved from files keeps its
 //! digests and unknown fields survive.
 //!
+//! The prompt history (kept texts and version records, DECISIONS §14) is
+//! in the same database: [`PgStore`] is also a
+//! [`History`](vak_prompt_history::History) (`history.rs`).
+//!
 //! # Sync, on a small pool
 //!
 //! The interface is synchronous (the `postgres` crate: `tokio-postgres` on
@@ -27,6 +31,7 @@
 //! chat's own row, never shared with another chat through a hash, visible
 //! as such in `pg_locks`.
 
+mod history;
 mod migrate;
 mod pool;
 mod store;

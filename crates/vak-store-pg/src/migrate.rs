@@ -27,6 +27,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "replay",
         sql: include_str!("migrations/0002_replay.sql"),
     },
+    Migration {
+        version: 3,
+        name: "history",
+        sql: include_str!("migrations/0003_history.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.

@@ -35,8 +35,8 @@ pub enum LockMode {
 
 /// The PostgreSQL store.
 pub struct PgStore {
-    pool: Pool,
-    described: String,
+    pub(crate) pool: Pool,
+    pub(crate) described: String,
     lock: LockMode,
 }
 
@@ -153,18 +153,7 @@ impl PgStore {
     }
 
     fn err(&self, error: &postgres::Error) -> SessionError {
-        let reason = match error.as_db_error() {
-            Some(db) => format!(
-                "the database refused: {} ({})",
-                db.message(),
-                db.code().code()
-            ),
-            None => match std::error::Error::source(error) {
-                Some(cause) => format!("{error} ({cause})"),
-                None => error.to_string(),
-            },
-        };
-        self.fail(reason)
+        self.fail(reason(error))
     }
 
     fn location(id: &SessionId) -> Utf8PathBuf {
@@ -186,6 +175,21 @@ impl PgStore {
         self.fail(format!(
             "session `{id}` holds {what} that does not parse ({e})"
         ))
+    }
+}
+
+/// What a database error says, as a clause for a message.
+pub(crate) fn reason(error: &postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!(
+            "the database refused: {} ({})",
+            db.message(),
+            db.code().code()
+        ),
+        None => match std::error::Error::source(error) {
+            Some(cause) => format!("{error} ({cause})"),
+            None => error.to_string(),
+        },
     }
 }
 
@@ -457,6 +461,10 @@ impl PgStore {
 impl Store for PgStore {
     fn describe(&self) -> String {
         self.described.clone()
+    }
+
+    fn history(&self) -> &dyn vak_session::History {
+        self
     }
 
     fn create(

@@ -1,0 +1,140 @@
+//! [`History`]: the one interface to kept texts and version records, so a
+//! caller reaches them through the store it was given (the home's files or
+//! PostgreSQL) and never names a backend.
+//!
+//! [`FileHistory`] is the file backend: the [`ObjectStore`] and the
+//! [`VersionLog`] of one home, in today's formats. The PostgreSQL backend
+//! lives with the rest of that store (`vak-store-pg`).
+
+use camino::Utf8Path;
+use vak_prompt_blocks::Sha256Hex;
+
+use crate::{HistoryError, ObjectStore, VersionLog, VersionRecord, Versions};
+
+/// Kept texts (content-addressed, immutable, verified on every read) and
+/// version records (append-only), behind one interface.
+pub trait History: Send + Sync + std::fmt::Debug {
+    /// Where the history lives, for messages.
+    fn history_location(&self) -> String;
+
+    /// Keep `text`; returns its sha256. Idempotent: keeping a text already
+    /// kept writes nothing and is not an error, from any number of
+    /// processes at once.
+    ///
+    /// # Errors
+    ///
+    /// [`HistoryError::TooLarge`] over [`crate::MAX_OBJECT_BYTES`]; the
+    /// backend's refusal.
+    fn put_object(&self, text: &str) -> Result<Sha256Hex, HistoryError>;
+
+    /// The text kept under `digest`, re-hashed before it is returned.
+    ///
+    /// # Errors
+    ///
+    /// "Not kept" ([`HistoryError::is_not_kept`]); an object whose text
+    /// no longer hashes to `digest`, never served; [`HistoryError::BadDigest`].
+    fn get_object(&self, digest: &str) -> Result<String, HistoryError>;
+
+    /// Append one version record, durably.
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal; nothing half-written is ever read back.
+    fn append_version(&self, record: &VersionRecord) -> Result<(), HistoryError>;
+
+    /// Every record whose target is `target`, oldest first.
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal. No records is not an error.
+    fn versions_of(&self, target: &str) -> Result<Versions, HistoryError>;
+
+    /// Every record, oldest first (for `vak store import`).
+    ///
+    /// # Errors
+    ///
+    /// As [`versions_of`](Self::versions_of).
+    fn all_versions(&self) -> Result<Versions, HistoryError>;
+
+    /// The digest of every kept object (for `vak store import`).
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal.
+    fn object_digests(&self) -> Result<Vec<Sha256Hex>, HistoryError>;
+
+    /// The text under `digest`, `None` when it is not kept; other errors
+    /// (an altered object) stay errors.
+    ///
+    /// # Errors
+    ///
+    /// As [`get_object`](Self::get_object), except "not kept".
+    fn find_object(&self, digest: &str) -> Result<Option<String>, HistoryError> {
+        match self.get_object(digest) {
+            Ok(text) => Ok(Some(text)),
+            Err(error) if error.is_not_kept() => Ok(None),
+            Err(error) => Err(error),
+        }
+    }
+}
+
+/// The file backend of [`History`]: `objects/` and `history/versions.jsonl`
+/// under `$VAK_HOME/.vak/`.
+#[derive(Debug, Clone)]
+pub struct FileHistory {
+    objects: ObjectStore,
+    log: VersionLog,
+}
+
+impl FileHistory {
+    /// The history of `home`. Nothing is touched until it is used.
+    pub fn new(home: &Utf8Path) -> Self {
+        FileHistory {
+            objects: ObjectStore::new(home),
+            log: VersionLog::new(home),
+        }
+    }
+
+    /// The object store.
+    pub fn objects(&self) -> &ObjectStore {
+        &self.objects
+    }
+
+    /// The version log.
+    pub fn log(&self) -> &VersionLog {
+        &self.log
+    }
+}
+
+impl History for FileHistory {
+    fn history_location(&self) -> String {
+        format!(
+            "the file store in `{}`",
+            vak_prompt_blocks::Escaped(self.objects.dir().parent().map_or("", |p| p.as_str()))
+        )
+    }
+
+    fn put_object(&self, text: &str) -> Result<Sha256Hex, HistoryError> {
+        self.objects.put(text)
+    }
+
+    fn get_object(&self, digest: &str) -> Result<String, HistoryError> {
+        self.objects.get(digest)
+    }
+
+    fn append_version(&self, record: &VersionRecord) -> Result<(), HistoryError> {
+        self.log.append(record)
+    }
+
+    fn versions_of(&self, target: &str) -> Result<Versions, HistoryError> {
+        self.log.for_target(target)
+    }
+
+    fn all_versions(&self) -> Result<Versions, HistoryError> {
+        self.log.read(|_| true)
+    }
+
+    fn object_digests(&self) -> Result<Vec<Sha256Hex>, HistoryError> {
+        self.objects.digests()
+    }
+}
