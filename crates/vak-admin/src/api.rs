@@ -511,24 +511,27 @@ pub(crate) async fn save(
     q: Result<Query<LayerQuery>, QueryRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let body: SaveBody = body(bytes)?;
-    check_text_size(&body.text)?;
-    let if_digest = required_digest(body.if_digest)?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let saved = core
-        .save_block_by(
-            &target,
-            &body.text,
-            Some(&if_digest),
-            &state.who(),
-            vak_core::history::Action::Save,
-        )
-        .map_err(edit_error)?;
-    tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
-    Ok(Json(saved_json(&saved)))
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let body: SaveBody = body(bytes)?;
+        check_text_size(&body.text)?;
+        let if_digest = required_digest(body.if_digest)?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let saved = core
+            .save_block_by(
+                &target,
+                &body.text,
+                Some(&if_digest),
+                &state.who(),
+                vak_core::history::Action::Save,
+            )
+            .map_err(edit_error)?;
+        tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
+        Ok(Json(saved_json(&saved)))
+    })
+    .await
 }
 
 /// The answer to a save or a revert: the preview, and what was written.
@@ -549,21 +552,24 @@ pub(crate) async fn reset(
     block: Result<Path<String>, PathRejection>,
     q: Result<Query<LayerQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let if_digest = required_digest(q.if_digest.clone())?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let reset = core
-        .reset_block_by(&target, Some(&if_digest), &state.who())
-        .map_err(edit_error)?;
-    tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
-    let mut answer = preview_json(&reset.preview);
-    if let Value::Object(map) = &mut answer {
-        map.insert("path".to_owned(), json!(reset.preview.path));
-        map.insert("removed".to_owned(), json!(reset.removed));
-    }
-    Ok(Json(answer))
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let if_digest = required_digest(q.if_digest.clone())?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let reset = core
+            .reset_block_by(&target, Some(&if_digest), &state.who())
+            .map_err(edit_error)?;
+        tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
+        let mut answer = preview_json(&reset.preview);
+        if let Value::Object(map) = &mut answer {
+            map.insert("path".to_owned(), json!(reset.preview.path));
+            map.insert("removed".to_owned(), json!(reset.removed));
+        }
+        Ok(Json(answer))
+    })
+    .await
 }
 
 /// The body of a live count: a candidate text for one block of one layer.
@@ -809,7 +815,8 @@ mod tests {
     }
 }
 
-fn history_error(error: HistoryError) -> AdminError {
+/// The history's refusals as HTTP answers.
+pub(crate) fn history_error(error: HistoryError) -> AdminError {
     match error {
         HistoryError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
         ref not_kept if not_kept.is_not_kept() => AdminError::NotFound(error.to_string()),
@@ -824,19 +831,22 @@ pub(crate) async fn history(
     block: Result<Path<String>, PathRejection>,
     q: Result<Query<LayerQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let versions = vak_core::history::versions(&core, &target).map_err(history_error)?;
-    let current = core.edit_start(&target).map_err(edit_error)?;
-    Ok(Json(json!({
-        "block": block.wire_name(),
-        "path": target.path(core.selectors()),
-        "current_digest": current.digest,
-        "versions": versions.records,
-        "skipped": versions.skipped,
-    })))
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let versions = vak_core::history::versions(&core, &target).map_err(history_error)?;
+        let current = core.edit_start(&target).map_err(edit_error)?;
+        Ok(Json(json!({
+            "block": block.wire_name(),
+            "path": target.path(core.selectors()),
+            "current_digest": current.digest,
+            "versions": versions.records,
+            "skipped": versions.skipped,
+        })))
+    })
+    .await
 }
 
 /// `?from=&to=` of a history diff: digests, empty for "no file".
@@ -855,26 +865,30 @@ pub(crate) async fn history_diff(
     block: Result<Path<String>, PathRejection>,
     q: Result<Query<DiffQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let target = target(q.layer.scope()?, q.layer.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let history = core.store().history();
-    let from = q.from.filter(|d| !d.is_empty());
-    let to = q.to.filter(|d| !d.is_empty());
-    let old = vak_core::history::version_text(history, from.as_deref()).map_err(history_error)?;
-    let new = vak_core::history::version_text(history, to.as_deref()).map_err(history_error)?;
-    let short = |d: &Option<String>| {
-        d.as_deref()
-            .map_or_else(|| "(no file)".to_owned(), vak_core::prompts::short_digest)
-    };
-    let diff = vak_core::history::unified(
-        &format!("{block} {}", short(&from)),
-        &format!("{block} {}", short(&to)),
-        &old,
-        &new,
-    );
-    Ok(Json(json!({"from": from, "to": to, "diff": diff})))
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let target = target(q.layer.scope()?, q.layer.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let history = core.store().history();
+        let from = q.from.filter(|d| !d.is_empty());
+        let to = q.to.filter(|d| !d.is_empty());
+        let old =
+            vak_core::history::version_text(history, from.as_deref()).map_err(history_error)?;
+        let new = vak_core::history::version_text(history, to.as_deref()).map_err(history_error)?;
+        let short = |d: &Option<String>| {
+            d.as_deref()
+                .map_or_else(|| "(no file)".to_owned(), vak_core::prompts::short_digest)
+        };
+        let diff = vak_core::history::unified(
+            &format!("{block} {}", short(&from)),
+            &format!("{block} {}", short(&to)),
+            &old,
+            &new,
+        );
+        Ok(Json(json!({"from": from, "to": to, "diff": diff})))
+    })
+    .await
 }
 
 /// The body of a revert.
@@ -894,17 +908,20 @@ pub(crate) async fn revert(
     q: Result<Query<LayerQuery>, QueryRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let body: RevertBody = body(bytes)?;
-    let if_digest = required_digest(body.if_digest)?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let saved = core
-        .revert_block(&target, &body.to, Some(&if_digest), &state.who())
-        .map_err(edit_error)?;
-    tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
-    Ok(Json(saved_json(&saved)))
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let body: RevertBody = body(bytes)?;
+        let if_digest = required_digest(body.if_digest)?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let saved = core
+            .revert_block(&target, &body.to, Some(&if_digest), &state.who())
+            .map_err(edit_error)?;
+        tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
+        Ok(Json(saved_json(&saved)))
+    })
+    .await
 }
 
 /// `GET /api/trust-preview`: what trusting this server's project would
@@ -949,43 +966,48 @@ pub(crate) async fn rotation_diff(
     State(state): Shared,
     q: Result<Query<RotationQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let id = |raw: Option<String>, which: &str| {
-        let raw = raw.ok_or_else(|| {
-            AdminError::BadRequest(format!("this route needs `{which}=<session id>`"))
-        })?;
-        SessionId::parse(&raw).map_err(|e| AdminError::BadRequest(e.to_string()))
-    };
-    let (old, new) = (id(q.old, "old")?, id(q.new, "new")?);
-    let store = &state.store;
-    let read = |id: &SessionId| {
-        store.read(id).map_err(|e| match e {
-            SessionError::NotFound { .. } => AdminError::NotFound(e.to_string()),
-            other => AdminError::Internal(other.to_string()),
-        })
-    };
-    let (old_ledger, new_ledger) = (read(&old)?, read(&new)?);
-    let changes = vak_core::history::contract_changes(
-        store.history(),
-        &old_ledger.contract().prompt_layers,
-        &new_ledger.contract().prompt_layers,
-    );
-    let list: Vec<Value> = changes
-        .iter()
-        .map(|c| {
-            let (diff, error) = match &c.diff {
-                Ok(diff) => (Some(diff.as_str()), None),
-                Err(why) => (None, Some(why.as_str())),
-            };
-            json!({
-                "block": c.block, "layer": c.layer, "source": c.source,
-                "frozen": c.frozen, "current": c.current, "diff": diff, "error": error,
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let id = |raw: Option<String>, which: &str| {
+            let raw = raw.ok_or_else(|| {
+                AdminError::BadRequest(format!("this route needs `{which}=<session id>`"))
+            })?;
+            SessionId::parse(&raw).map_err(|e| AdminError::BadRequest(e.to_string()))
+        };
+        let (old, new) = (id(q.old, "old")?, id(q.new, "new")?);
+        let store = &state.store;
+        let read = |id: &SessionId| {
+            store.read(id).map_err(|e| match e {
+                SessionError::NotFound { .. } => AdminError::NotFound(e.to_string()),
+                other => AdminError::Internal(other.to_string()),
             })
-        })
-        .collect();
-    Ok(Json(json!({
-        "old": old.to_string(),
-        "new": new.to_string(),
-        "changes": list,
-    })))
+        };
+        let (old_ledger, new_ledger) = (read(&old)?, read(&new)?);
+        let changes = vak_core::history::contract_changes(
+            store.history(),
+            &old_ledger.contract().prompt_layers,
+            &new_ledger.contract().prompt_layers,
+        );
+        let list: Vec<Value> = changes
+            .iter()
+            .map(|c| {
+                let (diff, error) = match &c.diff {
+                    Ok(diff) => (Some(diff.as_str()), None),
+                    Err(why) => (None, Some(why.as_str())),
+                };
+                json!({
+                    "block": c.block, "layer": c.layer, "source": c.source,
+                    "frozen": c.frozen, "current": c.current, "diff": diff, "error": error,
+                    "kind": c.kind.as_str(), "frozen_layer": c.frozen_layer,
+                    "frozen_source": c.frozen_source,
+                })
+            })
+            .collect();
+        Ok(Json(json!({
+            "old": old.to_string(),
+            "new": new.to_string(),
+            "changes": list,
+        })))
+    })
+    .await
 }

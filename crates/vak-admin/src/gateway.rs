@@ -31,8 +31,8 @@ use vak_core::{Preview, Selectors, budget_of, lints_of_text};
 
 use crate::AdminError;
 use crate::api::{
-    SaveBody, body, check_text_size, composition_name, editable_block, effective_json, name,
-    over_budget_detail, path, query, required_digest, save_error,
+    SaveBody, body, check_text_size, composition_name, editable_block, effective_json,
+    history_error, name, over_budget_detail, path, query, required_digest, save_error,
 };
 use crate::server::AppState;
 use vak_core::history;
@@ -73,8 +73,8 @@ impl Tier {
     /// The source key the loader reports for `block` of this entry.
     fn key(&self, block: Block) -> String {
         match self {
-            Tier::Bot(bot) => format!("{BOTS}#/{bot}/prompts/{block}"),
-            Tier::Chat(bot, chat) => format!("{ALLOWLIST}#/{bot}/{chat}/prompts/{block}"),
+            Tier::Bot(bot) => history::gateway_key(bot, None, block),
+            Tier::Chat(bot, chat) => history::gateway_key(bot, Some(chat), block),
         }
     }
 
@@ -275,13 +275,15 @@ fn preview_tier(
     })
 }
 
-/// Set (`Some`) or remove (`None`) one block of one gateway entry.
+/// Set (`Some`) or remove (`None`) one block of one gateway entry,
+/// recorded as `action` (a save, a reset, or a revert to a kept version).
 fn edit(
     state: &AppState,
     tier: &Tier,
     block: Block,
     text: Option<&str>,
     if_digest: &str,
+    action: history::Action,
 ) -> Result<Value, AdminError> {
     // One edit at a time in this process; the file digest below covers
     // writers in other processes.
@@ -360,11 +362,6 @@ fn edit(
     )
     .map_err(gateway_error)?;
     tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
-    let action = if text.is_some() {
-        history::Action::Save
-    } else {
-        history::Action::Reset
-    };
     let mut record = history::VersionRecord::new(&key, block.wire_name(), action);
     record.before = current.as_ref().map(|_| current_digest.clone());
     record.after = text.map(|t| sha256_hex(t.as_bytes()));
@@ -400,7 +397,14 @@ fn save_to(
     let b: SaveBody = body(bytes)?;
     check_text_size(&b.text)?;
     let if_digest = required_digest(b.if_digest)?;
-    Ok(Json(edit(state, &tier, block, Some(&b.text), &if_digest)?))
+    Ok(Json(edit(
+        state,
+        &tier,
+        block,
+        Some(&b.text),
+        &if_digest,
+        history::Action::Save,
+    )?))
 }
 
 fn reset_of(
@@ -411,7 +415,14 @@ fn reset_of(
 ) -> Result<Json<Value>, AdminError> {
     let block = editable_block(block)?;
     let if_digest = required_digest(query(q)?.if_digest)?;
-    Ok(Json(edit(state, &tier, block, None, &if_digest)?))
+    Ok(Json(edit(
+        state,
+        &tier,
+        block,
+        None,
+        &if_digest,
+        history::Action::Reset,
+    )?))
 }
 
 /// `PUT /api/gateway/bots/{bot}/{block}`.
@@ -420,9 +431,12 @@ pub(crate) async fn save_bot(
     segments: Result<Path<(String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, block) = path(segments)?;
-    let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
-    save_to(&state, tier, &block, bytes)
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+        save_to(&state, tier, &block, bytes)
+    })
+    .await
 }
 
 /// `DELETE /api/gateway/bots/{bot}/{block}?if_digest=`.
@@ -431,9 +445,12 @@ pub(crate) async fn reset_bot(
     segments: Result<Path<(String, String)>, PathRejection>,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, block) = path(segments)?;
-    let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
-    reset_of(&state, tier, &block, q)
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+        reset_of(&state, tier, &block, q)
+    })
+    .await
 }
 
 /// `PUT /api/gateway/chats/{bot}/{chat}/{block}`.
@@ -442,9 +459,12 @@ pub(crate) async fn save_chat(
     segments: Result<Path<(String, String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, chat, block) = path(segments)?;
-    let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
-    save_to(&state, tier, &block, bytes)
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+        save_to(&state, tier, &block, bytes)
+    })
+    .await
 }
 
 /// `DELETE /api/gateway/chats/{bot}/{chat}/{block}?if_digest=`.
@@ -453,7 +473,204 @@ pub(crate) async fn reset_chat(
     segments: Result<Path<(String, String, String)>, PathRejection>,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, chat, block) = path(segments)?;
-    let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
-    reset_of(&state, tier, &block, q)
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+        reset_of(&state, tier, &block, q)
+    })
+    .await
+}
+
+/// The versions of one gateway key, oldest first, and its digest now.
+fn history_of(state: &AppState, tier: &Tier, block: &str) -> Result<Value, AdminError> {
+    let block = editable_block(block)?;
+    let key = tier.key(block);
+    let versions = state
+        .store
+        .history()
+        .versions_of(&key)
+        .map_err(history_error)?;
+    let current = match read_gateway(&state.home, tier.file()).map_err(gateway_error)? {
+        Some(doc) => doc
+            .prompt(&tier.entry_path(), block)
+            .map_err(gateway_error)?
+            .map(|t| sha256_hex(t.as_bytes())),
+        None => None,
+    };
+    Ok(json!({
+        "block": block.wire_name(),
+        "key": key,
+        "current_digest": current.unwrap_or_else(|| ABSENT_DIGEST.to_owned()),
+        "versions": versions.records,
+        "skipped": versions.skipped,
+    }))
+}
+
+/// A unified diff between two versions of one gateway key (empty digest:
+/// no key).
+fn history_diff_of(
+    state: &AppState,
+    tier: &Tier,
+    block: &str,
+    q: Result<Query<VersionPair>, QueryRejection>,
+) -> Result<Value, AdminError> {
+    let block = editable_block(block)?;
+    let q = query(q)?;
+    let history = state.store.history();
+    let from = q.from.filter(|d| !d.is_empty());
+    let to = q.to.filter(|d| !d.is_empty());
+    let old = history::version_text(history, from.as_deref()).map_err(history_error)?;
+    let new = history::version_text(history, to.as_deref()).map_err(history_error)?;
+    let short = |d: &Option<String>| {
+        d.as_deref()
+            .map_or_else(|| "(no key)".to_owned(), vak_core::prompts::short_digest)
+    };
+    let key = tier.key(block);
+    let diff = history::unified(
+        &format!("{key} {}", short(&from)),
+        &format!("{key} {}", short(&to)),
+        &old,
+        &new,
+    );
+    Ok(json!({"key": key, "from": from, "to": to, "diff": diff}))
+}
+
+/// Save the version of one gateway key kept under `to` back, through every
+/// check of a gateway save, recorded as a revert.
+fn revert_of(
+    state: &AppState,
+    tier: &Tier,
+    block: &str,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Value, AdminError> {
+    let block = editable_block(block)?;
+    let b: RevertBody = body(bytes)?;
+    let if_digest = required_digest(b.if_digest)?;
+    let text = state
+        .store
+        .history()
+        .get_object(&b.to)
+        .map_err(history_error)?;
+    check_text_size(&text)?;
+    edit(
+        state,
+        tier,
+        block,
+        Some(&text),
+        &if_digest,
+        history::Action::Revert,
+    )
+}
+
+/// `?from=&to=` of a gateway key's diff.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct VersionPair {
+    from: Option<String>,
+    to: Option<String>,
+}
+
+/// The body of a gateway key's revert.
+#[derive(Debug, Deserialize)]
+pub(crate) struct RevertBody {
+    /// The version to save back.
+    to: String,
+    /// The digest of the key's value the page last saw.
+    if_digest: Option<String>,
+}
+
+fn bot_tier(bot: &str) -> Result<Tier, AdminError> {
+    Ok(Tier::Bot(name(NameKind::Bot, bot)?))
+}
+
+fn chat_tier(bot: &str, chat: &str) -> Result<Tier, AdminError> {
+    Ok(Tier::Chat(
+        name(NameKind::Bot, bot)?,
+        name(NameKind::Chat, chat)?,
+    ))
+}
+
+/// `GET /api/gateway/bots/{bot}/{block}/history`.
+pub(crate) async fn bot_history(
+    State(state): State<Arc<AppState>>,
+    segments: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<Value>, AdminError> {
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        Ok(Json(history_of(&state, &bot_tier(&bot)?, &block)?))
+    })
+    .await
+}
+
+/// `GET /api/gateway/bots/{bot}/{block}/history/diff?from=D&to=D`.
+pub(crate) async fn bot_history_diff(
+    State(state): State<Arc<AppState>>,
+    segments: Result<Path<(String, String)>, PathRejection>,
+    q: Result<Query<VersionPair>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        Ok(Json(history_diff_of(&state, &bot_tier(&bot)?, &block, q)?))
+    })
+    .await
+}
+
+/// `POST /api/gateway/bots/{bot}/{block}/history/revert`.
+pub(crate) async fn bot_revert(
+    State(state): State<Arc<AppState>>,
+    segments: Result<Path<(String, String)>, PathRejection>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        Ok(Json(revert_of(&state, &bot_tier(&bot)?, &block, bytes)?))
+    })
+    .await
+}
+
+/// `GET /api/gateway/chats/{bot}/{chat}/{block}/history`.
+pub(crate) async fn chat_history(
+    State(state): State<Arc<AppState>>,
+    segments: Result<Path<(String, String, String)>, PathRejection>,
+) -> Result<Json<Value>, AdminError> {
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        Ok(Json(history_of(&state, &chat_tier(&bot, &chat)?, &block)?))
+    })
+    .await
+}
+
+/// `GET /api/gateway/chats/{bot}/{chat}/{block}/history/diff?from=D&to=D`.
+pub(crate) async fn chat_history_diff(
+    State(state): State<Arc<AppState>>,
+    segments: Result<Path<(String, String, String)>, PathRejection>,
+    q: Result<Query<VersionPair>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        Ok(Json(history_diff_of(
+            &state,
+            &chat_tier(&bot, &chat)?,
+            &block,
+            q,
+        )?))
+    })
+    .await
+}
+
+/// `POST /api/gateway/chats/{bot}/{chat}/{block}/history/revert`.
+pub(crate) async fn chat_revert(
+    State(state): State<Arc<AppState>>,
+    segments: Result<Path<(String, String, String)>, PathRejection>,
+    bytes: Result<Bytes, BytesRejection>,
+) -> Result<Json<Value>, AdminError> {
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        Ok(Json(revert_of(
+            &state,
+            &chat_tier(&bot, &chat)?,
+            &block,
+            bytes,
+        )?))
+    })
+    .await
 }

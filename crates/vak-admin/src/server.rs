@@ -557,6 +557,30 @@ fn router(state: Arc<AppState>, body_read_timeout: Duration) -> Router {
             "/api/gateway/chats/{bot}/{chat}/{block}",
             put(gateway::save_chat).delete(gateway::reset_chat),
         )
+        .route(
+            "/api/gateway/bots/{bot}/{block}/history",
+            get(gateway::bot_history),
+        )
+        .route(
+            "/api/gateway/bots/{bot}/{block}/history/diff",
+            get(gateway::bot_history_diff),
+        )
+        .route(
+            "/api/gateway/bots/{bot}/{block}/history/revert",
+            post(gateway::bot_revert),
+        )
+        .route(
+            "/api/gateway/chats/{bot}/{chat}/{block}/history",
+            get(gateway::chat_history),
+        )
+        .route(
+            "/api/gateway/chats/{bot}/{chat}/{block}/history/diff",
+            get(gateway::chat_history_diff),
+        )
+        .route(
+            "/api/gateway/chats/{bot}/{chat}/{block}/history/revert",
+            post(gateway::chat_revert),
+        )
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
@@ -758,6 +782,18 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
         ),
     );
     response
+}
+
+/// Run a request's work on a blocking thread. The store is synchronous (a
+/// PostgreSQL store drives its own runtime per connection, which must not
+/// be started on the server's reactor thread), and file I/O under a lock
+/// should not stall other requests either.
+pub(crate) async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, crate::AdminError> + Send + 'static,
+) -> Result<T, crate::AdminError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| crate::AdminError::Internal(format!("the request's worker stopped: {e}")))?
 }
 
 #[cfg(test)]

@@ -241,7 +241,14 @@ function card(target, b) {
   const resetBtn = el('button', { type: 'button', class: 'reset', disabled: b.state === 'inherited', onclick: () => confirmReset() }, 'Reset');
   actions.append(overrideBtn, sourceBtn, resetBtn);
   const history = el('div', { class: 'history', hidden: true });
-  if (target.kind === 'layer') {
+  // A layer file's history is /api/history/<block>?scope=…; a gateway
+  // key's is under its own URL (/api/gateway/…/<block>/history).
+  const gatewayKey = target.kind === 'bot' || target.kind === 'chat';
+  const historyUrl = (suffix, params) => gatewayKey
+    ? targetUrl(target, b.block) + '/history' + suffix + query(params || {})
+    : '/api/history/' + b.block + suffix + query({ ...(target.params || {}), ...(params || {}) });
+  const noun = gatewayKey ? 'key' : 'layer';
+  {
     const historyBtn = el('button', { type: 'button', class: 'view-history', 'aria-expanded': 'false', onclick: () => toggleHistory(historyBtn) }, 'History');
     actions.append(historyBtn);
     node.insertBefore(history, result);
@@ -253,7 +260,7 @@ function card(target, b) {
     btn.setAttribute('aria-expanded', String(open));
     if (!open) return;
     history.replaceChildren(el('p', { class: 'small', text: 'Loading versions\u2026' }));
-    const r = await api('GET', '/api/history/' + b.block + query(target.params || {}));
+    const r = await api('GET', historyUrl(''));
     if (!r.ok) {
       history.replaceChildren(el('p', { class: 'error small', text: r.data.error }));
       return;
@@ -264,7 +271,7 @@ function card(target, b) {
   function renderHistory(h) {
     history.replaceChildren();
     if (!h.versions.length) {
-      history.append(el('p', { class: 'small', text: 'No versions recorded: this layer was never changed through vak.' }));
+      history.append(el('p', { class: 'small', text: 'No versions recorded: this ' + noun + ' was never changed through vak.' }));
       return;
     }
     const choices = [];
@@ -307,8 +314,7 @@ function card(target, b) {
     toSel.value = last.after || '';
     const out = el('div', { class: 'diff-out' });
     const showDiff = async () => {
-      const params = { ...(target.params || {}), from: fromSel.value, to: toSel.value };
-      const r = await api('GET', '/api/history/' + b.block + '/diff' + query(params));
+      const r = await api('GET', historyUrl('/diff', { from: fromSel.value, to: toSel.value }));
       out.replaceChildren(r.ok ? diffView(r.data.diff) : el('p', { class: 'error small', text: r.data.error }));
     };
     history.append(table,
@@ -319,7 +325,7 @@ function card(target, b) {
   }
 
   async function doRevert(digest) {
-    const r = await api('POST', '/api/history/' + b.block + '/revert' + query(target.params || {}), { to: digest, if_digest: b.digest || '' });
+    const r = await api('POST', historyUrl('/revert'), { to: digest, if_digest: b.digest || '' });
     if (r.ok) {
       say(b.label + ' reverted to ' + digest.slice(0, 12) + '.');
       await reload(target, r.data, id);

@@ -5,25 +5,165 @@
 use std::fmt::Write as _;
 
 use camino::Utf8PathBuf;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::json;
-use vak_core::Core;
 use vak_core::history::{
     self, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest, version_text,
 };
+use vak_core::prompts::{Block, GatewayFile, Name, NameKind, read_gateway, sha256_hex};
 use vak_core::prompts::{Escaped, SessionId, escape_line, escape_text, short_digest};
+use vak_core::{Core, EditTarget};
 
 use crate::CliError;
-use crate::edit::{TargetArgs, edit_error, report_change};
+use crate::edit::{Scope, TargetArgs, edit_error, report_change};
 use crate::out;
 use crate::prompts::print_json;
 use crate::selectors::{Format, home_dir};
+
+/// Which history `log` and `diff` read: a layer file, or a gateway key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum HistoryScope {
+    /// `$VAK_HOME/.vak/prompts/`
+    Shared,
+    /// `<project>/.vak/prompts/`
+    Project,
+    /// A bot's key in the gateway's `bots.json` (--bot NAME)
+    Bot,
+    /// A chat's key in the gateway's `allowlist.json` (--bot NAME --chat NAME)
+    Chat,
+}
+
+/// What `log` and `diff` address: a layer file (as `set` addresses it) or
+/// a gateway prompt key (as the admin page edits it).
+#[derive(Debug, Clone, Args)]
+pub(crate) struct HistoryTargetArgs {
+    /// The layer, or the gateway tier (bot, chat).
+    #[arg(long, value_enum)]
+    pub(crate) scope: HistoryScope,
+    /// The surface/KIND sub-layer.
+    #[arg(long, value_name = "KIND", conflicts_with_all = ["agent", "bot", "chat"])]
+    pub(crate) surface: Option<String>,
+    /// The agents/ROLE sub-layer.
+    #[arg(long, value_name = "ROLE", conflicts_with_all = ["bot", "chat"])]
+    pub(crate) agent: Option<String>,
+    /// The directory sub-layer SUBDIR/.vak/prompts/ of the project
+    /// (relative to the project root; --scope project only).
+    #[arg(long, value_name = "SUBDIR", conflicts_with_all = ["surface", "agent", "bot", "chat"])]
+    pub(crate) dir: Option<Utf8PathBuf>,
+    /// The gateway bot (--scope bot or chat).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) bot: Option<String>,
+    /// The gateway chat (--scope chat).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) chat: Option<String>,
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) home: Option<Utf8PathBuf>,
+    /// The project root, exactly [default: found from the current directory:
+    /// the nearest ancestor with .git, else with .vak, else the current
+    /// directory].
+    #[arg(long, value_name = "DIR")]
+    pub(crate) project: Option<Utf8PathBuf>,
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
+    /// The block: identity, operating-rules, guardrails or surface-note.
+    pub(crate) block: String,
+}
+
+/// A gateway prompt key: its history's name, the store, and its value now.
+struct GatewayKey {
+    key: String,
+    block: Block,
+    store: std::sync::Arc<dyn vak_core::prompts::Store>,
+    current: Option<String>,
+}
+
+/// Either kind of history target.
+enum Addressed {
+    File(Box<(Core, EditTarget)>),
+    Gateway(GatewayKey),
+}
+
+impl HistoryTargetArgs {
+    fn open(&self) -> Result<Addressed, CliError> {
+        let gateway = match self.scope {
+            HistoryScope::Shared | HistoryScope::Project => None,
+            HistoryScope::Bot => Some(false),
+            HistoryScope::Chat => Some(true),
+        };
+        let Some(is_chat) = gateway else {
+            if self.bot.is_some() || self.chat.is_some() {
+                return Err(CliError::Usage(
+                    "--bot and --chat address a gateway key: use them with --scope bot or --scope chat"
+                        .to_owned(),
+                ));
+            }
+            let file = TargetArgs {
+                scope: match self.scope {
+                    HistoryScope::Project => Scope::Project,
+                    _ => Scope::Shared,
+                },
+                surface: self.surface.clone(),
+                agent: self.agent.clone(),
+                dir: self.dir.clone(),
+                home: self.home.clone(),
+                project: self.project.clone(),
+                store: self.store.clone(),
+                block: self.block.clone(),
+            };
+            return Ok(Addressed::File(Box::new(file.open()?)));
+        };
+        let block: Block = self
+            .block
+            .parse()
+            .map_err(|e: vak_core::prompts::BlocksError| CliError::Usage(e.to_string()))?;
+        let bot = self.bot.as_deref().ok_or_else(|| {
+            CliError::Usage("--scope bot and --scope chat need --bot NAME".to_owned())
+        })?;
+        let bot = Name::new(NameKind::Bot, bot).map_err(|e| CliError::Usage(e.to_string()))?;
+        let chat = match (is_chat, self.chat.as_deref()) {
+            (true, Some(chat)) => {
+                Some(Name::new(NameKind::Chat, chat).map_err(|e| CliError::Usage(e.to_string()))?)
+            }
+            (true, None) => {
+                return Err(CliError::Usage("--scope chat needs --chat NAME".to_owned()));
+            }
+            (false, Some(_)) => {
+                return Err(CliError::Usage(
+                    "--chat addresses a chat's key: use --scope chat".to_owned(),
+                ));
+            }
+            (false, None) => None,
+        };
+        let home = home_dir(self.home.as_ref())?;
+        let store = vak_gateway::open_store(&home, self.store.as_deref())?;
+        let (file, entry) = match &chat {
+            None => (GatewayFile::Bots, vec![bot.as_str()]),
+            Some(chat) => (GatewayFile::Allowlist, vec![bot.as_str(), chat.as_str()]),
+        };
+        let current =
+            match read_gateway(&home, file).map_err(|e| CliError::Failed(e.to_string()))? {
+                Some(doc) => doc
+                    .prompt(&entry, block)
+                    .map_err(|e| CliError::Failed(e.to_string()))?
+                    .map(|t| sha256_hex(t.as_bytes())),
+                None => None,
+            };
+        Ok(Addressed::Gateway(GatewayKey {
+            key: history::gateway_key(&bot, chat.as_ref(), block),
+            block,
+            store,
+            current,
+        }))
+    }
+}
 
 /// `vak prompts log`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct LogArgs {
     #[command(flatten)]
-    pub(crate) target: TargetArgs,
+    pub(crate) target: HistoryTargetArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -33,7 +173,7 @@ pub(crate) struct LogArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DiffArgs {
     #[command(flatten)]
-    pub(crate) target: TargetArgs,
+    pub(crate) target: HistoryTargetArgs,
     /// The version to diff from (a digest from `log`, or a unique prefix of
     /// one) [default: the last change's before].
     #[arg(long, value_name = "D")]
@@ -143,9 +283,25 @@ fn show(digest: Option<&str>) -> String {
 
 /// `vak prompts log`.
 pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
-    let (core, target) = args.target.open()?;
-    let versions = history::versions(&core, &target).map_err(history_error)?;
-    let key = history::target_key(&target, core.selectors());
+    let (versions, key, block) = match args.target.open()? {
+        Addressed::File(file) => {
+            let (core, target) = *file;
+            (
+                history::versions(&core, &target).map_err(history_error)?,
+                history::target_key(&target, core.selectors()),
+                target.block,
+            )
+        }
+        Addressed::Gateway(gateway) => (
+            gateway
+                .store
+                .history()
+                .versions_of(&gateway.key)
+                .map_err(history_error)?,
+            gateway.key,
+            gateway.block,
+        ),
+    };
     if versions.skipped > 0 {
         out::notice(
             "warning",
@@ -158,7 +314,7 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
     if args.format == Format::Json {
         return print_json(&json!({
             "target": key,
-            "block": target.block.wire_name(),
+            "block": block.wire_name(),
             "versions": versions.records,
         }));
     }
@@ -188,10 +344,13 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
 
 /// `vak prompts diff`.
 pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
-    let (core, target) = args.target.open()?;
-    let records = history::versions(&core, &target)
-        .map_err(history_error)?
-        .records;
+    let addressed = args.target.open()?;
+    let records = match &addressed {
+        Addressed::File(file) => history::versions(&file.0, &file.1),
+        Addressed::Gateway(gateway) => gateway.store.history().versions_of(&gateway.key),
+    }
+    .map_err(history_error)?
+    .records;
     let from = args
         .from
         .as_deref()
@@ -202,27 +361,43 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
         .as_deref()
         .map(|d| resolve_digest(d, &records))
         .transpose()?;
-    let Some((from, to)) =
-        diff_pair(&core, &target, from.as_deref(), to.as_deref()).map_err(history_error)?
-    else {
+    let (pair, block, path, history) = match &addressed {
+        Addressed::File(file) => {
+            let (core, target) = &**file;
+            (
+                diff_pair(core, target, from.as_deref(), to.as_deref()).map_err(history_error)?,
+                target.block,
+                target.path(core.selectors()).into_string(),
+                core.store().history(),
+            )
+        }
+        Addressed::Gateway(gateway) => (
+            history::pair_of(records.last(), from.as_deref(), to.as_deref(), || {
+                gateway.current.clone()
+            }),
+            gateway.block,
+            gateway.key.clone(),
+            gateway.store.history(),
+        ),
+    };
+    let Some((from, to)) = pair else {
         return Err(CliError::Failed(format!(
             "no change to `{}` is recorded, so there is nothing to diff; give --from and --to digests",
-            Escaped(target.path(core.selectors()).as_str())
+            Escaped(&path)
         )));
     };
-    let history = core.store().history();
     let old = version_text(history, from.as_deref()).map_err(history_error)?;
     let new = version_text(history, to.as_deref()).map_err(history_error)?;
     let diff = history::unified(
-        &format!("{} {}", target.block, show(from.as_deref())),
-        &format!("{} {}", target.block, show(to.as_deref())),
+        &format!("{block} {}", show(from.as_deref())),
+        &format!("{block} {}", show(to.as_deref())),
         &old,
         &new,
     );
     if args.format == Format::Json {
         return print_json(&json!({
-            "block": target.block.wire_name(),
-            "path": target.path(core.selectors()),
+            "block": block.wire_name(),
+            "path": path,
             "from": from,
             "to": to,
             "diff": diff,
@@ -311,15 +486,29 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
         changes.len()
     );
     for c in &changes {
-        let _ = writeln!(
-            text,
-            "\n`{}` {} ({}): {} -> {}",
-            escape_line(&c.block),
-            escape_line(&c.layer),
-            escape_line(c.source.as_deref().unwrap_or("-")),
-            escape_line(&show(c.frozen.as_deref())),
-            escape_line(&show(c.current.as_deref())),
-        );
+        if c.kind == history::ChangeKind::Moved {
+            let _ = writeln!(
+                text,
+                "\n`{}` moved from {} ({}) to {} ({}): {} -> {}",
+                escape_line(&c.block),
+                escape_line(c.frozen_layer.as_deref().unwrap_or("-")),
+                escape_line(c.frozen_source.as_deref().unwrap_or("-")),
+                escape_line(&c.layer),
+                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(&show(c.frozen.as_deref())),
+                escape_line(&show(c.current.as_deref())),
+            );
+        } else {
+            let _ = writeln!(
+                text,
+                "\n`{}` {} ({}): {} -> {}",
+                escape_line(&c.block),
+                escape_line(&c.layer),
+                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(&show(c.frozen.as_deref())),
+                escape_line(&show(c.current.as_deref())),
+            );
+        }
         match &c.diff {
             Ok(diff) => text.push_str(&escape_text(diff)),
             Err(why) => {
@@ -343,5 +532,8 @@ fn change_json(c: &TextChange) -> serde_json::Value {
         "current": c.current,
         "diff": diff,
         "error": not_kept,
+        "kind": c.kind.as_str(),
+        "frozen_layer": c.frozen_layer,
+        "frozen_source": c.frozen_source,
     })
 }

@@ -14,6 +14,7 @@
 //! Both are kept, each under its own digest.
 
 use crate::{Core, EditTarget, Selectors};
+use vak_prompt_blocks::{Block, Name};
 use vak_prompt_compose::ResolvedPrompt;
 use vak_prompt_history::unified_diff;
 
@@ -63,6 +64,17 @@ pub fn target_key(target: &EditTarget, selectors: &Selectors) -> String {
     match (std::fs::canonicalize(root), path.strip_prefix(root)) {
         (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
         _ => path.into_string(),
+    }
+}
+
+/// The version log's name for one gateway prompt key (DECISIONS §14): a
+/// bot's `bots.json#/<bot>/prompts/<block>`, a chat's
+/// `allowlist.json#/<bot>/<chat>/prompts/<block>`. The admin API's gateway
+/// edits record under it; `vak prompts log --scope bot|chat` reads it.
+pub fn gateway_key(bot: &Name, chat: Option<&Name>, block: Block) -> String {
+    match chat {
+        None => format!("bots.json#/{bot}/prompts/{block}"),
+        Some(chat) => format!("allowlist.json#/{bot}/{chat}/prompts/{block}"),
     }
 }
 
@@ -160,7 +172,7 @@ pub fn version_text(history: &dyn History, digest: Option<&str>) -> Result<Strin
 pub struct TextChange {
     /// The block's wire name.
     pub block: String,
-    /// The layer's wire name.
+    /// The layer's wire name (the current one when the winner moved).
     pub layer: String,
     /// The source (path or gateway key), current when present, else frozen.
     pub source: Option<String>,
@@ -170,6 +182,40 @@ pub struct TextChange {
     pub current: Option<String>,
     /// The unified diff, or why there is none (`text not kept`).
     pub diff: Result<String, String>,
+    /// What happened to the block and layer.
+    pub kind: ChangeKind,
+    /// The layer the frozen text came from (`None`: added since).
+    pub frozen_layer: Option<String>,
+    /// The source the frozen text came from (`None`: added since, or a
+    /// layer without a source).
+    pub frozen_source: Option<String>,
+}
+
+/// What happened to one block and layer since a contract froze.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangeKind {
+    /// The same layer and source, another text.
+    Changed,
+    /// A layer that contributes now and did not then.
+    Added,
+    /// A layer that contributed then and does not now.
+    Removed,
+    /// A narrowest-wins block whose winning layer moved (the session froze
+    /// the shared identity, now the project's wins): one change of the
+    /// block, from the frozen winner's text to the current one's.
+    Moved,
+}
+
+impl ChangeKind {
+    /// The word `--format json` and the admin API give.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ChangeKind::Changed => "changed",
+            ChangeKind::Added => "added",
+            ChangeKind::Removed => "removed",
+            ChangeKind::Moved => "moved",
+        }
+    }
 }
 
 fn pairing_key(d: &PromptLayerDescriptor) -> (String, String, Option<String>) {
@@ -178,9 +224,19 @@ fn pairing_key(d: &PromptLayerDescriptor) -> (String, String, Option<String>) {
     (d.block.clone(), d.layer.clone(), d.source.clone())
 }
 
+/// Whether `block` (a wire name) has one winner per chain, so a frozen
+/// winner and a current one of another layer are one change, not two.
+fn single_winner(block: &str) -> bool {
+    block
+        .parse::<Block>()
+        .is_ok_and(|b| b.composition() == vak_prompt_blocks::Composition::NarrowestWins)
+}
+
 /// Per block and layer, the text diff between `frozen` descriptors and the
 /// `current` resolution's. Layers are paired by block, layer and source;
-/// a layer whose source moved shows as one removed and one added.
+/// for a narrowest-wins block whose winner moved to another layer or
+/// source, the two are one [`ChangeKind::Moved`] change with the diff
+/// between their texts and both sources named.
 pub fn text_changes(
     history: &dyn History,
     frozen: &[PromptLayerDescriptor],
@@ -225,18 +281,37 @@ fn pair_and_diff(
     now: &[(&PromptLayerDescriptor, Result<String, String>)],
     when: &str,
 ) -> Vec<TextChange> {
-    let mut out = Vec::new();
+    // First the same block, layer and source; then, for a single-winner
+    // block, a frozen winner left over with a current one left over.
     let mut used = vec![false; now.len()];
-    for f in frozen {
+    let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
+    for (fi, f) in frozen.iter().enumerate() {
         let key = pairing_key(f);
-        let found = now
-            .iter()
-            .enumerate()
-            .find(|(i, (d, _))| !used[*i] && pairing_key(d) == key);
+        let found = (0..now.len()).find(|&i| !used[i] && pairing_key(now[i].0) == key);
+        if let Some(i) = found {
+            used[i] = true;
+        }
+        pairs.push((fi, found));
+    }
+    let mut moved = vec![false; frozen.len()];
+    for (fi, found) in &mut pairs {
+        let f = &frozen[*fi];
+        if found.is_some() || !single_winner(&f.block) {
+            continue;
+        }
+        if let Some(i) = (0..now.len()).find(|&i| !used[i] && now[i].0.block == f.block) {
+            used[i] = true;
+            *found = Some(i);
+            moved[*fi] = true;
+        }
+    }
+    let mut out = Vec::new();
+    for (fi, found) in pairs {
+        let f = &frozen[fi];
         match found {
-            Some((i, (d, text))) => {
-                used[i] = true;
-                if d.digest == f.digest {
+            Some(i) => {
+                let (d, text) = &now[i];
+                if d.digest == f.digest && !moved[fi] {
                     continue;
                 }
                 let diff = text_of(store, &f.digest).and_then(|old| {
@@ -250,11 +325,18 @@ fn pair_and_diff(
                 });
                 out.push(TextChange {
                     block: f.block.clone(),
-                    layer: f.layer.clone(),
+                    layer: d.layer.clone(),
                     source: d.source.clone(),
                     frozen: Some(f.digest.clone()),
                     current: Some(d.digest.clone()),
                     diff,
+                    kind: if moved[fi] {
+                        ChangeKind::Moved
+                    } else {
+                        ChangeKind::Changed
+                    },
+                    frozen_layer: Some(f.layer.clone()),
+                    frozen_source: f.source.clone(),
                 });
             }
             None => {
@@ -267,6 +349,9 @@ fn pair_and_diff(
                     frozen: Some(f.digest.clone()),
                     current: None,
                     diff,
+                    kind: ChangeKind::Removed,
+                    frozen_layer: Some(f.layer.clone()),
+                    frozen_source: f.source.clone(),
                 });
             }
         }
@@ -284,6 +369,9 @@ fn pair_and_diff(
             diff: text
                 .clone()
                 .map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
+            kind: ChangeKind::Added,
+            frozen_layer: None,
+            frozen_source: None,
         });
     }
     out
@@ -331,16 +419,27 @@ pub fn diff_pair(
         .ok()
         .flatten()
     };
-    Ok(match (from, to, last) {
+    Ok(pair_of(last.as_ref(), from, to, current))
+}
+
+/// The rule of [`diff_pair`] for any target (a layer file or a gateway
+/// key): `last` is its last recorded change, `current` its digest now.
+pub fn pair_of(
+    last: Option<&VersionRecord>,
+    from: Option<&str>,
+    to: Option<&str>,
+    current: impl FnOnce() -> Option<String>,
+) -> Option<DiffPair> {
+    match (from, to, last) {
         (None, None, None) => None,
-        (None, None, Some(last)) => Some((last.before, last.after)),
+        (None, None, Some(last)) => Some((last.before.clone(), last.after.clone())),
         (Some(from), None, _) => Some((Some(from.to_owned()), current())),
         (from, Some(to), last) => Some((
             from.map(str::to_owned)
-                .or_else(|| last.and_then(|l| l.before)),
+                .or_else(|| last.and_then(|l| l.before.clone())),
             Some(to.to_owned()),
         )),
-    })
+    }
 }
 
 /// One block that trusting a project would change.
@@ -436,6 +535,78 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
 mod tests {
     use super::*;
     use vak_prompt_blocks::sha256_hex;
+
+    #[test]
+    fn gateway_keys_name_the_file_and_entry() {
+        use vak_prompt_blocks::NameKind;
+        let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
+        let chat = Name::new(NameKind::Chat, "ops-room").unwrap();
+        assert_eq!(
+            gateway_key(&bot, None, Block::Identity),
+            "bots.json#/helpdesk/prompts/identity"
+        );
+        assert_eq!(
+            gateway_key(&bot, Some(&chat), Block::Guardrails),
+            "allowlist.json#/helpdesk/ops-room/prompts/guardrails"
+        );
+    }
+
+    #[test]
+    fn a_winner_that_moved_layer_is_one_change_with_both_sources() {
+        use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
+        let dir = tempfile::tempdir().unwrap();
+        let history = FileHistory::new(camino::Utf8Path::from_path(dir.path()).unwrap());
+        let shared = Provenance::new(PromptLayer::Shared, Origin::Home, "/h/identity.md");
+        let project = Provenance::new(PromptLayer::Project, Origin::Project, "/p/identity.md");
+        let rule = Provenance::new(PromptLayer::Project, Origin::Project, "/p/guardrails.md");
+        let home_rule = Provenance::new(PromptLayer::Shared, Origin::Home, "/h/guardrails.md");
+        for text in ["You are calm.", "You are loud.", "- a", "- b"] {
+            history.put_object(text).unwrap();
+        }
+        let old = [
+            PromptLayerDescriptor::of(Block::Identity, &shared, "You are calm."),
+            PromptLayerDescriptor::of(Block::Guardrails, &rule, "- a"),
+        ];
+        let new = [
+            PromptLayerDescriptor::of(Block::Identity, &project, "You are loud."),
+            PromptLayerDescriptor::of(Block::Guardrails, &home_rule, "- b"),
+        ];
+        let changes = contract_changes(&history, &old, &new);
+        let kinds: Vec<_> = changes.iter().map(|c| (c.block.as_str(), c.kind)).collect();
+        // Identity has one winner: one change. Guardrails accumulate: a
+        // contributor gone and another come are two.
+        assert_eq!(
+            kinds,
+            [
+                ("identity", ChangeKind::Moved),
+                ("guardrails", ChangeKind::Removed),
+                ("guardrails", ChangeKind::Added)
+            ]
+        );
+        let moved = &changes[0];
+        assert_eq!(moved.frozen_source.as_deref(), Some("/h/identity.md"));
+        assert_eq!(moved.source.as_deref(), Some("/p/identity.md"));
+        assert_eq!(
+            moved.frozen_layer.as_deref(),
+            Some(PromptLayer::Shared.wire_name())
+        );
+        assert_eq!(moved.layer, PromptLayer::Project.wire_name());
+        let diff = moved.diff.as_ref().unwrap();
+        assert!(
+            diff.contains("-You are calm.") && diff.contains("+You are loud."),
+            "{diff}"
+        );
+        // The same text moving layer is still reported: the source changed.
+        let same = [PromptLayerDescriptor::of(
+            Block::Identity,
+            &project,
+            "You are calm.",
+        )];
+        let changes = contract_changes(&history, &old[..1], &same);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].kind, ChangeKind::Moved);
+        assert_eq!(changes[0].diff.as_deref(), Ok(""));
+    }
 
     #[test]
     fn who_labels() {
