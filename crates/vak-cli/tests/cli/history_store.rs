@@ -506,3 +506,64 @@ fn sha(text: &str) -> String {
     let out = child.wait_with_output().unwrap();
     String::from_utf8_lossy(&out.stdout)[..64].to_owned()
 }
+
+#[test]
+fn store_import_copies_the_kept_texts_and_the_version_log_and_verifies_them() {
+    let Some((env, db)) = database("himport") else {
+        return;
+    };
+    env.trust();
+    let set_file = |text: &str| {
+        let out = env.vak_stdin(
+            &["prompts", "set", "--scope", "project", "guardrails", "-"],
+            text,
+        );
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    set_file("- one\n");
+    set_file("- one\n- two\n");
+    let objects = fs::read_dir(env.home().join(".vak/objects"))
+        .unwrap()
+        .count();
+    assert!(objects >= 2);
+    // One object altered on disk: reported by digest, not copied.
+    let second = sha("- one\n- two\n");
+    let path = env.home().join(".vak/objects").join(&second);
+    fs::remove_file(&path).unwrap();
+    fs::write(&path, "- tampered\n").unwrap();
+
+    let out = env.vak(&[
+        "store", "import", "--from", "file", "--store", &db, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["versions"], 2, "{report}");
+    assert_eq!(report["objects"], objects - 1, "{report}");
+    assert_eq!(report["objects_refused"].as_array().unwrap().len(), 1);
+    assert!(stderr(&out).contains(&second), "{}", stderr(&out));
+    assert_eq!(psql(&db, "SELECT count(*) FROM vak_versions"), "2");
+    assert_eq!(
+        psql(
+            &db,
+            &format!("SELECT count(*) FROM vak_objects WHERE digest = '{second}'")
+        ),
+        "0",
+        "an altered object is never copied"
+    );
+    // The log reads the same from the database as from the files.
+    let from_files = env.json(&["prompts", "log", "--scope", "project", "guardrails"]);
+    let from_db = env.json(&[
+        "prompts",
+        "log",
+        "--scope",
+        "project",
+        "guardrails",
+        "--store",
+        &db,
+    ]);
+    assert_eq!(from_files["versions"], from_db["versions"]);
+    // Importing again copies no version twice.
+    let again = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(again["versions"], 0, "{again}");
+    assert_eq!(psql(&db, "SELECT count(*) FROM vak_versions"), "2");
+}

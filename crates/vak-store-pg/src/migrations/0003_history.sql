@@ -1,7 +1,7 @@
 -- vak store schema, version 3: the prompt history (DECISIONS §14).
--- Objects are kept by the sha256 of their exact bytes: inserted with ON CONFLICT DO NOTHING,
--- never updated, and re-hashed on every read, so a row altered behind vak's back is refused,
--- never served. Version records are append-only, one row per change, in commit order (seq).
+-- Objects are kept by the sha256 of their exact bytes: keeping a text already there changes
+-- nothing, every read re-hashes the bytes, so a row altered behind vak's back is refused, never
+-- served, and the next keep of that text writes back the bytes its digest names. Version records are append-only, one row per change, in commit order (seq).
 CREATE TABLE vak_objects (
     digest   text PRIMARY KEY,
     content  bytea NOT NULL,
