@@ -314,6 +314,17 @@ try {
   check(bots.helpdesk.prompts['surface-note'].includes('whole platform team'), 'the bot-tier save reached bots.json');
   check(bots.helpdesk.display_name === 'Helpdesk' && bots.helpdesk.prompts.guardrails.length > 0, 'bots.json kept its other keys');
   await snap('gateway-bot-saved');
+  // The bot key's history: the save is a version of its key.
+  const savedNote = page.locator('#gateway section[aria-label="Bot helpdesk"] > .bot-grid article[data-name="surface-note"]');
+  await savedNote.locator('button.view-history').click();
+  await savedNote.locator('table.versions').waitFor();
+  const keyHistory = await savedNote.locator('.history').innerText();
+  check((await savedNote.locator('table.versions tbody tr').count()) === 1, 'the bot key\u2019s history lists its one save');
+  check(keyHistory.includes('admin-token:') && keyHistory.includes('save'), 'the bot key\u2019s history says what and who');
+  await savedNote.locator('.diff-out pre.diff').first().waitFor();
+  check((await savedNote.locator('.diff-out').innerText()).includes('whole platform team'), 'the bot key\u2019s diff shows the text the save added');
+  await copyIsClean('#/gateway with a key history open');
+  await snap('gateway-key-history');
   deliver('hello after the edit');
   await page.getByRole('link', { name: 'Audit' }).click();
   await page.locator('#audit p, #audit table').first().waitFor();
