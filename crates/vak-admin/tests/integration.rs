@@ -1207,6 +1207,78 @@ fn gateway_edits_reach_bots_and_allowlist_atomically_keeping_other_keys() {
 }
 
 #[test]
+fn a_chat_keys_history_diff_and_revert_and_their_refusals() {
+    let env = Env::new();
+    let list = env.get("/api/gateway").expect_ok();
+    let before = gateway_prompt(&list, "helpdesk", Some("42"), "guardrails");
+    let old = before["text"].as_str().expect("text").to_owned();
+    let base = "/api/gateway/chats/helpdesk/42/guardrails";
+    let empty = env.get(&format!("{base}/history")).expect_ok();
+    assert_eq!(empty["versions"], json!([]));
+    assert_eq!(
+        empty["key"],
+        "allowlist.json#/helpdesk/42/prompts/guardrails"
+    );
+    let new = "- Answer in the ops channel only.";
+    env.put(base, &json!({"text": new, "if_digest": sha256_hex(&old)}))
+        .expect_ok();
+    let history = env.get(&format!("{base}/history")).expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 1, "{history}");
+    assert_eq!(versions[0]["before"], sha256_hex(&old));
+    assert_eq!(history["current_digest"], sha256_hex(new));
+    let diff = env
+        .get(&format!(
+            "{base}/history/diff?from={}&to={}",
+            sha256_hex(&old),
+            sha256_hex(new)
+        ))
+        .expect_ok();
+    assert!(
+        diff["diff"]
+            .as_str()
+            .expect("diff")
+            .contains("+- Answer in the ops channel only."),
+        "{diff}"
+    );
+    // A stale digest: 409, nothing written.
+    env.post(
+        &format!("{base}/history/revert"),
+        &json!({"to": sha256_hex(&old), "if_digest": sha256_hex(&old)}),
+    )
+    .expect_error(409);
+    // A version never kept: 404.
+    env.post(
+        &format!("{base}/history/revert"),
+        &json!({"to": sha256_hex("never"), "if_digest": sha256_hex(new)}),
+    )
+    .expect_error(404);
+    // Not a digest: 400.
+    env.post(
+        &format!("{base}/history/revert"),
+        &json!({"to": "../../etc/passwd", "if_digest": sha256_hex(new)}),
+    )
+    .expect_error(400);
+    let reverted = env
+        .post(
+            &format!("{base}/history/revert"),
+            &json!({"to": sha256_hex(&old), "if_digest": sha256_hex(new)}),
+        )
+        .expect_ok();
+    assert_eq!(reverted["digest"], sha256_hex(&old));
+    let allow = read_json(&env.gateway_file("allowlist.json"));
+    assert_eq!(
+        allow["helpdesk"]["42"]["prompts"]["guardrails"],
+        old.as_str()
+    );
+    let history = env.get(&format!("{base}/history")).expect_ok();
+    assert_eq!(history["versions"][1]["action"], "revert");
+    // A hostile name never reaches a path.
+    env.get("/api/gateway/chats/helpdesk/..%2F..%2Fx/guardrails/history")
+        .expect_error(400);
+}
+
+#[test]
 fn a_malformed_gateway_file_is_reported_not_overwritten() {
     let env = Env::new();
     let bots_path = env.gateway_file("bots.json");

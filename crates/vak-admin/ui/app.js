@@ -270,6 +270,7 @@ function card(target, b) {
 
   function renderHistory(h) {
     history.replaceChildren();
+    const absent = gatewayKey ? '(no key)' : '(no file)';
     if (!h.versions.length) {
       history.append(el('p', { class: 'small', text: 'No versions recorded: this ' + noun + ' was never changed through vak.' }));
       return;
@@ -283,8 +284,8 @@ function card(target, b) {
       choices.push({ digest: key, label });
     };
     for (const v of h.versions) {
-      addChoice(v.before, v.before ? v.before.slice(0, 12) : '(no file)');
-      addChoice(v.after, v.after ? v.after.slice(0, 12) : '(no file)');
+      addChoice(v.before, v.before ? v.before.slice(0, 12) : absent);
+      addChoice(v.after, v.after ? v.after.slice(0, 12) : absent);
     }
     const table = el('table', { class: 'versions' },
       el('thead', {}, el('tr', {}, el('th', { text: 'When' }), el('th', { text: 'Change' }), el('th', { text: 'Who' }), el('th', { text: 'Digest' }), el('th', { text: 'Tokens' }), el('th', { text: '' }))));
@@ -298,7 +299,7 @@ function card(target, b) {
         el('td', { text: v.time.replace('T', ' ').slice(0, 19) }),
         el('td', { text: v.action }),
         el('td', {}, el('code', { text: v.who })),
-        el('td', {}, el('code', { text: v.after ? v.after.slice(0, 12) : '(no file)' })),
+        el('td', {}, el('code', { text: v.after ? v.after.slice(0, 12) : absent })),
         el('td', { text: v.tokens === null || v.tokens === undefined ? '' : fmt(v.tokens) }),
         el('td', {}, revertBtn)));
     }

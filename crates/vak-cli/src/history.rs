@@ -486,7 +486,7 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
         changes.len()
     );
     for c in &changes {
-        if c.kind == history::ChangeKind::Moved {
+        if c.kind == history::TextChangeKind::Moved {
             let _ = writeln!(
                 text,
                 "\n`{}` moved from {} ({}) to {} ({}): {} -> {}",

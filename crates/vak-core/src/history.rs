@@ -183,7 +183,7 @@ pub struct TextChange {
     /// The unified diff, or why there is none (`text not kept`).
     pub diff: Result<String, String>,
     /// What happened to the block and layer.
-    pub kind: ChangeKind,
+    pub kind: TextChangeKind,
     /// The layer the frozen text came from (`None`: added since).
     pub frozen_layer: Option<String>,
     /// The source the frozen text came from (`None`: added since, or a
@@ -193,7 +193,7 @@ pub struct TextChange {
 
 /// What happened to one block and layer since a contract froze.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChangeKind {
+pub enum TextChangeKind {
     /// The same layer and source, another text.
     Changed,
     /// A layer that contributes now and did not then.
@@ -206,14 +206,14 @@ pub enum ChangeKind {
     Moved,
 }
 
-impl ChangeKind {
+impl TextChangeKind {
     /// The word `--format json` and the admin API give.
     pub fn as_str(self) -> &'static str {
         match self {
-            ChangeKind::Changed => "changed",
-            ChangeKind::Added => "added",
-            ChangeKind::Removed => "removed",
-            ChangeKind::Moved => "moved",
+            TextChangeKind::Changed => "changed",
+            TextChangeKind::Added => "added",
+            TextChangeKind::Removed => "removed",
+            TextChangeKind::Moved => "moved",
         }
     }
 }
@@ -235,7 +235,7 @@ fn single_winner(block: &str) -> bool {
 /// Per block and layer, the text diff between `frozen` descriptors and the
 /// `current` resolution's. Layers are paired by block, layer and source;
 /// for a narrowest-wins block whose winner moved to another layer or
-/// source, the two are one [`ChangeKind::Moved`] change with the diff
+/// source, the two are one [`TextChangeKind::Moved`] change with the diff
 /// between their texts and both sources named.
 pub fn text_changes(
     history: &dyn History,
@@ -331,9 +331,9 @@ fn pair_and_diff(
                     current: Some(d.digest.clone()),
                     diff,
                     kind: if moved[fi] {
-                        ChangeKind::Moved
+                        TextChangeKind::Moved
                     } else {
-                        ChangeKind::Changed
+                        TextChangeKind::Changed
                     },
                     frozen_layer: Some(f.layer.clone()),
                     frozen_source: f.source.clone(),
@@ -349,7 +349,7 @@ fn pair_and_diff(
                     frozen: Some(f.digest.clone()),
                     current: None,
                     diff,
-                    kind: ChangeKind::Removed,
+                    kind: TextChangeKind::Removed,
                     frozen_layer: Some(f.layer.clone()),
                     frozen_source: f.source.clone(),
                 });
@@ -369,7 +369,7 @@ fn pair_and_diff(
             diff: text
                 .clone()
                 .map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
-            kind: ChangeKind::Added,
+            kind: TextChangeKind::Added,
             frozen_layer: None,
             frozen_source: None,
         });
@@ -578,9 +578,9 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                ("identity", ChangeKind::Moved),
-                ("guardrails", ChangeKind::Removed),
-                ("guardrails", ChangeKind::Added)
+                ("identity", TextChangeKind::Moved),
+                ("guardrails", TextChangeKind::Removed),
+                ("guardrails", TextChangeKind::Added)
             ]
         );
         let moved = &changes[0];
@@ -604,7 +604,7 @@ mod tests {
         )];
         let changes = contract_changes(&history, &old[..1], &same);
         assert_eq!(changes.len(), 1);
-        assert_eq!(changes[0].kind, ChangeKind::Moved);
+        assert_eq!(changes[0].kind, TextChangeKind::Moved);
         assert_eq!(changes[0].diff.as_deref(), Ok(""));
     }
 
