@@ -263,7 +263,8 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
 /// Copy the kept texts and the version log: every object is read through
 /// the file store's verification (an altered one is reported, not copied),
 /// kept in `to`, then read back from `to` and compared; the version records
-/// are copied into an empty table, or must already be there identically.
+/// the database does not hold yet are appended after the ones it does, which
+/// must be the file log's first ones.
 fn import_history(
     from: &dyn History,
     to: &dyn History,
@@ -287,19 +288,21 @@ fn import_history(
     }
     let want = from.all_versions()?.records;
     let present = to.all_versions()?.records;
-    if present.is_empty() {
-        for record in &want {
-            to.append_version(record)?;
-            report.versions += 1;
-        }
-    } else if present != want {
+    // What is there must be where the file log starts: nothing (a first
+    // import), all of it (a repeat), or part of it (an import killed
+    // half-way, which this one finishes).
+    if !want.starts_with(&present) {
         return Err(LifecycleError::ImportMismatch {
             what: format!(
-                "the database already holds {} version records and the file store {}, not the same ones; import into an empty database",
+                "the database already holds {} version records that are not the first of the file store's {}; import into an empty database",
                 present.len(),
                 want.len()
             ),
         });
+    }
+    for record in &want[present.len()..] {
+        to.append_version(record)?;
+        report.versions += 1;
     }
     if to.all_versions()?.records != want {
         return Err(LifecycleError::ImportMismatch {

@@ -566,4 +566,30 @@ fn store_import_copies_the_kept_texts_and_the_version_log_and_verifies_them() {
     let again = env.json(&["store", "import", "--from", "file", "--store", &db]);
     assert_eq!(again["versions"], 0, "{again}");
     assert_eq!(psql(&db, "SELECT count(*) FROM vak_versions"), "2");
+    // An import killed half-way (the last record missing) is finished by
+    // the next one.
+    psql(
+        &db,
+        "DELETE FROM vak_versions WHERE seq = (SELECT max(seq) FROM vak_versions)",
+    );
+    let finished = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(finished["versions"], 1, "{finished}");
+    let from_db = env.json(&[
+        "prompts",
+        "log",
+        "--scope",
+        "project",
+        "guardrails",
+        "--store",
+        &db,
+    ]);
+    assert_eq!(from_files["versions"], from_db["versions"]);
+    // A database holding other versions is refused, naming why.
+    psql(
+        &db,
+        "DELETE FROM vak_versions WHERE seq = (SELECT min(seq) FROM vak_versions)",
+    );
+    let out = env.vak(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("version records"), "{}", stderr(&out));
 }
