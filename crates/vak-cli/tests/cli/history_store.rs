@@ -593,3 +593,69 @@ fn store_import_copies_the_kept_texts_and_the_version_log_and_verifies_them() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(stderr(&out).contains("version records"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_delivery_keeps_its_texts_in_postgres_even_on_a_one_connection_pool() {
+    let Some((_, db)) = database("deliver") else {
+        return;
+    };
+    let env = Env::fixture("myproj");
+    env.trust();
+    // One connection: a delivery that kept its texts while holding the
+    // chat's transaction would wait for a second connection forever.
+    let store = format!("{db}?vak_pool=1");
+    let deliver = |text: &str| {
+        let mut command = env.command(&[
+            "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", text, "--store",
+            &store, "--format", "json",
+        ]);
+        let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                assert!(status.success());
+                break;
+            }
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(60),
+                "the delivery hung"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        serde_json::from_str::<Value>(&out).unwrap()
+    };
+    let first = deliver("hello");
+    assert_eq!(first["outcome"], "created", "{first}");
+    env.write_home(".vak/prompts/guardrails.md", "- Changed by the operator.\n");
+    let second = deliver("again");
+    assert_eq!(second["outcome"], "rotated", "{second}");
+    nothing_kept_in_the_home(&env);
+    // Both sessions' frozen texts resolve from the database.
+    for session in [&first, &second] {
+        let id = session["session_id"].as_str().unwrap();
+        let diff = env.json(&["session", "diff", id, "--store", &db]);
+        for change in diff["changes"].as_array().unwrap() {
+            assert_eq!(change["error"], Value::Null, "{diff}");
+        }
+    }
+    let diff = env.json(&[
+        "session",
+        "diff",
+        first["session_id"].as_str().unwrap(),
+        "--store",
+        &db,
+    ]);
+    assert!(
+        diff["changes"]
+            .to_string()
+            .contains("Changed by the operator."),
+        "{diff}"
+    );
+}
