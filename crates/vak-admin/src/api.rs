@@ -237,6 +237,7 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             }
         }
         EditError::Save(save) => save_error(save),
+        EditError::Home(home) => crate::gateway::home_error(home),
         EditError::ProjectInHome { .. } => AdminError::Conflict {
             current_digest: None,
             message: error.to_string(),
@@ -511,24 +512,28 @@ pub(crate) async fn save(
     q: Result<Query<LayerQuery>, QueryRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let body: SaveBody = body(bytes)?;
-    check_text_size(&body.text)?;
-    let if_digest = required_digest(body.if_digest)?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let saved = core
-        .save_block_by(
-            &target,
-            &body.text,
-            Some(&if_digest),
-            &state.who(),
-            vak_core::history::Action::Save,
-        )
-        .map_err(edit_error)?;
-    tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
-    Ok(Json(saved_json(&saved)))
+    // The store is synchronous (a PostgreSQL store blocks): off the reactor.
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let body: SaveBody = body(bytes)?;
+        check_text_size(&body.text)?;
+        let if_digest = required_digest(body.if_digest)?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let saved = core
+            .save_block_by(
+                &target,
+                &body.text,
+                Some(&if_digest),
+                &state.who(),
+                vak_core::history::Action::Save,
+            )
+            .map_err(edit_error)?;
+        tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
+        Ok(Json(saved_json(&saved)))
+    })
+    .await
 }
 
 /// The answer to a save or a revert: the preview, and what was written.
@@ -549,21 +554,25 @@ pub(crate) async fn reset(
     block: Result<Path<String>, PathRejection>,
     q: Result<Query<LayerQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let if_digest = required_digest(q.if_digest.clone())?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let reset = core
-        .reset_block_by(&target, Some(&if_digest), &state.who())
-        .map_err(edit_error)?;
-    tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
-    let mut answer = preview_json(&reset.preview);
-    if let Value::Object(map) = &mut answer {
-        map.insert("path".to_owned(), json!(reset.preview.path));
-        map.insert("removed".to_owned(), json!(reset.removed));
-    }
-    Ok(Json(answer))
+    // The store is synchronous (a PostgreSQL store blocks): off the reactor.
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let if_digest = required_digest(q.if_digest.clone())?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let reset = core
+            .reset_block_by(&target, Some(&if_digest), &state.who())
+            .map_err(edit_error)?;
+        tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
+        let mut answer = preview_json(&reset.preview);
+        if let Value::Object(map) = &mut answer {
+            map.insert("path".to_owned(), json!(reset.preview.path));
+            map.insert("removed".to_owned(), json!(reset.removed));
+        }
+        Ok(Json(answer))
+    })
+    .await
 }
 
 /// The body of a live count: a candidate text for one block of one layer.
@@ -894,17 +903,21 @@ pub(crate) async fn revert(
     q: Result<Query<LayerQuery>, QueryRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let q = query(q)?;
-    let block = editable_block(&path(block)?)?;
-    let body: RevertBody = body(bytes)?;
-    let if_digest = required_digest(body.if_digest)?;
-    let target = target(q.scope()?, q.sub()?, block)?;
-    let core = core_for(&state, &target)?;
-    let saved = core
-        .revert_block(&target, &body.to, Some(&if_digest), &state.who())
-        .map_err(edit_error)?;
-    tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
-    Ok(Json(saved_json(&saved)))
+    // The store is synchronous (a PostgreSQL store blocks): off the reactor.
+    crate::server::blocking(move || {
+        let q = query(q)?;
+        let block = editable_block(&path(block)?)?;
+        let body: RevertBody = body(bytes)?;
+        let if_digest = required_digest(body.if_digest)?;
+        let target = target(q.scope()?, q.sub()?, block)?;
+        let core = core_for(&state, &target)?;
+        let saved = core
+            .revert_block(&target, &body.to, Some(&if_digest), &state.who())
+            .map_err(edit_error)?;
+        tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
+        Ok(Json(saved_json(&saved)))
+    })
+    .await
 }
 
 /// `GET /api/trust-preview`: what trusting this server's project would

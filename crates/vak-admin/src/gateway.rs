@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use vak_core::prompts::{
     ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, gateway_dir, json_kind, prompt_of,
-    read_gateway, write_gateway_prompt,
+    read_gateway,
 };
 use vak_core::prompts::{
     Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
@@ -45,6 +45,14 @@ fn gateway_error(error: GatewayError) -> AdminError {
     match error {
         GatewayError::Save(save) => save_error(save),
         other => AdminError::Gateway(other.to_string()),
+    }
+}
+
+/// A refusal of the store's home side: a conflict keeps the save's status.
+pub(crate) fn home_error(error: vak_core::home::HomeError) -> AdminError {
+    match error {
+        vak_core::home::HomeError::Write(save) => save_error(save),
+        other => AdminError::Internal(other.to_string()),
     }
 }
 
@@ -350,15 +358,20 @@ fn edit(
     let texts: Vec<&str> = current.as_deref().into_iter().chain(text).collect();
     history::keep_before_change(&state.home, &texts, &preview.before)
         .map_err(|e| AdminError::Internal(e.to_string()))?;
-    let saved = write_gateway_prompt(
+    let saved = vak_core::home::write_gateway_prompt(
+        &*state.store,
         &state.home,
         tier.file(),
         &tier.entry_path(),
         block,
         text,
         &file_digest,
+        &state.who().label(),
     )
-    .map_err(gateway_error)?;
+    .map_err(|e| match e {
+        vak_core::home::GatewayWriteError::Gateway(e) => gateway_error(e),
+        vak_core::home::GatewayWriteError::Home(e) => home_error(e),
+    })?;
     tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
     let action = if text.is_some() {
         history::Action::Save
@@ -419,9 +432,12 @@ pub(crate) async fn save_bot(
     segments: Result<Path<(String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, block) = path(segments)?;
-    let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
-    save_to(&state, tier, &block, bytes)
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+        save_to(&state, tier, &block, bytes)
+    })
+    .await
 }
 
 /// `DELETE /api/gateway/bots/{bot}/{block}?if_digest=`.
@@ -430,9 +446,12 @@ pub(crate) async fn reset_bot(
     segments: Result<Path<(String, String)>, PathRejection>,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, block) = path(segments)?;
-    let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
-    reset_of(&state, tier, &block, q)
+    crate::server::blocking(move || {
+        let (bot, block) = path(segments)?;
+        let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+        reset_of(&state, tier, &block, q)
+    })
+    .await
 }
 
 /// `PUT /api/gateway/chats/{bot}/{chat}/{block}`.
@@ -441,9 +460,12 @@ pub(crate) async fn save_chat(
     segments: Result<Path<(String, String, String)>, PathRejection>,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, chat, block) = path(segments)?;
-    let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
-    save_to(&state, tier, &block, bytes)
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+        save_to(&state, tier, &block, bytes)
+    })
+    .await
 }
 
 /// `DELETE /api/gateway/chats/{bot}/{chat}/{block}?if_digest=`.
@@ -452,7 +474,10 @@ pub(crate) async fn reset_chat(
     segments: Result<Path<(String, String, String)>, PathRejection>,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
-    let (bot, chat, block) = path(segments)?;
-    let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
-    reset_of(&state, tier, &block, q)
+    crate::server::blocking(move || {
+        let (bot, chat, block) = path(segments)?;
+        let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+        reset_of(&state, tier, &block, q)
+    })
+    .await
 }

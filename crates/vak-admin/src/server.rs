@@ -709,6 +709,32 @@ async fn read_body(request: Request, deadline: Duration) -> Result<Request, Admi
     }
 }
 
+/// Run `work` on a blocking thread: the store is synchronous, and a
+/// PostgreSQL store must never block this server's reactor.
+pub(crate) async fn blocking(
+    work: impl FnOnce() -> Result<axum::Json<serde_json::Value>, AdminError> + Send + 'static,
+) -> Result<axum::Json<serde_json::Value>, AdminError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| AdminError::Internal(format!("the request's work failed: {e}")))?
+}
+
+/// Bring the home's replica up to the store's home side before an API
+/// request reads or saves (DECISIONS §14); nothing for the file store.
+async fn sync_home(state: &Arc<AppState>) -> Result<(), AdminError> {
+    if state.store.home().is_none() {
+        return Ok(());
+    }
+    let state = Arc::clone(state);
+    tokio::task::spawn_blocking(move || {
+        vak_core::home::sync_if_shared(&state.home, &*state.store, false)
+    })
+    .await
+    .map_err(|e| AdminError::Internal(format!("the home-side sync failed: {e}")))?
+    .map_err(crate::gateway::home_error)?;
+    Ok(())
+}
+
 async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let state = &guard.state;
     let mut response = match admit(state, &request) {
@@ -720,7 +746,10 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
                 match bearer(&request) {
                     Some(token) if state.token.matches(token) => {
                         match read_body(request, guard.body_read_timeout).await {
-                            Ok(request) => next.run(request).await,
+                            Ok(request) => match sync_home(state).await {
+                                Ok(()) => next.run(request).await,
+                                Err(refusal) => refusal.into_response(),
+                            },
                             Err(refusal) => refusal.into_response(),
                         }
                     }

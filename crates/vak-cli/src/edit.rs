@@ -158,6 +158,7 @@ pub(crate) fn edit_error(error: EditError) -> CliError {
         | EditError::Save(SaveError::BadDigest(_)) => CliError::Usage(error.to_string()),
         EditError::Core(core) => CliError::Core(core),
         EditError::Save(_)
+        | EditError::Home(_)
         | EditError::History(_)
         | EditError::ForbiddenCharacter { .. }
         | EditError::ProjectInHome { .. } => CliError::Failed(error.to_string()),

@@ -10,6 +10,7 @@ mod core;
 mod edit;
 mod error;
 pub mod history;
+pub mod home;
 mod inbound;
 mod report;
 

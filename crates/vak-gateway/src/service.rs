@@ -68,6 +68,9 @@ impl Service {
     /// Open the store and bind `config.listen` (port 0 picks one).
     pub fn bind(config: ServiceConfig) -> Result<Service, LifecycleError> {
         let store = open_store(&config.home, config.store.as_deref())?;
+        // A node starts from the store's whole home side: a local file the
+        // store lacks, or one edited by hand, refuses the start.
+        vak_core::home::sync_if_shared(&config.home, &*store, true)?;
         let listener =
             std::net::TcpListener::bind(&config.listen).map_err(|e| LifecycleError::Listen {
                 addr: config.listen.clone(),
@@ -293,7 +296,7 @@ fn handle(
     signature: Option<&str>,
     body: &Bytes,
 ) -> Response {
-    let secret = match crate::read_secret(&state.home, &bot) {
+    let secret = match crate::bot_secret(&*state.store, &state.home, &bot) {
         Ok(Some(secret)) => secret,
         Ok(None) => {
             return refusal(
@@ -342,6 +345,13 @@ fn handle(
         Ok(prompts) => prompts,
         Err(error) => return failure(&LifecycleError::Core(error)),
     };
+    // The allowlist is home-side: read it from a replica synced to the
+    // store (a no-op for the file store).
+    match prompts.sync_home(&*state.store, false) {
+        Ok(Some(synced)) if synced.changed => state.cache.clear(),
+        Ok(_) => {}
+        Err(error) => return failure(&LifecycleError::Home(error)),
+    }
     // Off the allowlist is 403 before the signature is taken, so a refusal
     // writes nothing at all.
     match prompts.admission() {

@@ -27,6 +27,7 @@
 //! chat's own row, never shared with another chat through a hash, visible
 //! as such in `pg_locks`.
 
+mod home;
 mod migrate;
 mod pool;
 mod store;

@@ -27,6 +27,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "replay",
         sql: include_str!("migrations/0002_replay.sql"),
     },
+    Migration {
+        version: 4,
+        name: "home",
+        sql: include_str!("migrations/0004_home.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.

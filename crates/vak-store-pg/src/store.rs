@@ -35,8 +35,8 @@ pub enum LockMode {
 
 /// The PostgreSQL store.
 pub struct PgStore {
-    pool: Pool,
-    described: String,
+    pub(crate) pool: Pool,
+    pub(crate) described: String,
     lock: LockMode,
 }
 
@@ -121,7 +121,7 @@ impl PgStore {
         self.lock
     }
 
-    fn fail(&self, reason: String) -> SessionError {
+    pub(crate) fn fail(&self, reason: String) -> SessionError {
         SessionError::Backend {
             store: self.described.clone(),
             reason,
@@ -152,7 +152,7 @@ impl PgStore {
         Ok((rows, usize::try_from(total).unwrap_or(0)))
     }
 
-    fn err(&self, error: &postgres::Error) -> SessionError {
+    pub(crate) fn err(&self, error: &postgres::Error) -> SessionError {
         let reason = match error.as_db_error() {
             Some(db) => format!(
                 "the database refused: {} ({})",
@@ -608,6 +608,20 @@ impl Store for PgStore {
         chat: &Name,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
+        self.deliver_at(bot, chat, None, plan)
+    }
+
+    fn home(&self) -> Option<&dyn vak_session::HomeStore> {
+        Some(self)
+    }
+
+    fn deliver_at(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        home_generation: Option<i64>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         self.pool
@@ -637,6 +651,20 @@ impl Store for PgStore {
                         .and_then(|row| row.get(0))
                     }
                 };
+                // Under the chat's lock: a prompt resolved from an older
+                // home side must not be planned with (it could rotate the
+                // chat back to a prompt another node already moved past).
+                if let Some(resolved) = home_generation {
+                    let now = crate::home::generation(&mut tx)?;
+                    if now != resolved {
+                        outcome = Err(SessionError::HomeMoved {
+                            store: self.described.clone(),
+                            resolved,
+                            now,
+                        });
+                        return Ok(());
+                    }
+                }
                 let bound = match bound_id {
                     None => Bound::Unbound,
                     Some(raw) => {

@@ -1,0 +1,437 @@
+//! The home side of the prompt served from a store (DECISIONS §14): with
+//! the PostgreSQL store every node keeps the store's home side (the shared
+//! layer, its `surface/<kind>/` and `agents/<role>/` sub-layers, the
+//! gateway tiers) as ordinary files under its `$VAK_HOME` — a *replica*,
+//! written through the loader's confined atomic writes — so the loader,
+//! the admin cards and the inotify prompt cache read it unchanged.
+//!
+//! [`sync_home`] is the one owner of the replica. It records what it wrote
+//! in `.vak/home-replica.json` (generation, and the sha256 of every file it
+//! wrote), and never silently destroys an operator's file: a home-side file
+//! present here that the store lacks, or one changed by hand since vak
+//! wrote it, is an error naming it, and nothing is written.
+//!
+//! Writes of home-side files ([`write_shared`]) go to the store first, as a
+//! compare-and-swap on the digest the caller started from, then the
+//! replica is synced; a racing save on another node gets the same
+//! [`SaveError::Stale`] a file save gets.
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt as _;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use vak_prompt_blocks::{Escaped, sha256_hex};
+use vak_prompt_loader::{
+    GatewayError, GatewayFile, SaveError, SaveOutcome, current_digest, read_safely, remove_checked,
+    save_atomic,
+};
+use vak_session::{
+    Expect, GATEWAY_FILES, HomeSnapshot, HomeStore, LAYER_FILES, SessionError, Store, Swapped,
+    home_side_path,
+};
+
+/// Where the replica records what it wrote, relative to the home.
+pub const REPLICA_MANIFEST: &str = ".vak/home-replica.json";
+const REPLICA_LOCK: &str = ".vak/home-replica.lock";
+
+/// Why the replica could not be brought up to the store's home side.
+#[derive(Debug, Error)]
+pub enum HomeError {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] SessionError),
+    /// Home-side files here that the store does not have.
+    #[error(
+        "{} holds the home side, but this home has {} it does not: {}; nothing was written. Copy them into the store with `vak store import --from file --store URL` (run against this home), or move them away",
+        .store, if .paths.len() == 1 { "a file" } else { "files" }, list(.paths)
+    )]
+    NotInStore {
+        /// The store.
+        store: String,
+        /// The files, absolute.
+        paths: Vec<Utf8PathBuf>,
+    },
+    /// Replica files changed by hand since vak wrote them from the store.
+    #[error(
+        "{} changed here by hand since vak wrote {} from {}: {}; nothing was overwritten. Save the change through vak (`vak prompts set`, the admin page) or move the file away so the store's version is written",
+        if .paths.len() == 1 { "a home-side file was" } else { "home-side files were" },
+        if .paths.len() == 1 { "it" } else { "them" }, .store, list(.paths)
+    )]
+    EditedByHand {
+        /// The store.
+        store: String,
+        /// The files, absolute.
+        paths: Vec<Utf8PathBuf>,
+    },
+    /// A replica file could not be read, written or removed.
+    #[error(transparent)]
+    Write(#[from] SaveError),
+    /// The replica's lock or manifest could not be used.
+    #[error("cannot {action} `{}`: {reason}; fix or remove it", Escaped(.path.as_str()))]
+    Replica {
+        /// What was being done.
+        action: &'static str,
+        /// The file.
+        path: Utf8PathBuf,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn list(paths: &[Utf8PathBuf]) -> String {
+    paths
+        .iter()
+        .map(|p| format!("`{}`", Escaped(p.as_str())))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// What [`sync_home`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Synced {
+    /// The generation the replica is at now.
+    pub generation: i64,
+    /// Whether any replica file was written or removed.
+    pub changed: bool,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Manifest {
+    generation: i64,
+    /// Path relative to the home → the sha256 vak wrote there.
+    files: BTreeMap<String, String>,
+}
+
+fn read_manifest(home: &Utf8Path) -> Result<Manifest, HomeError> {
+    let path = home.join(REPLICA_MANIFEST);
+    let text = read_safely(&path, home).map_err(|e| HomeError::Replica {
+        action: "read",
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    match text {
+        None => Ok(Manifest::default()),
+        Some(text) => serde_json::from_str(&text).map_err(|e| HomeError::Replica {
+            action: "parse",
+            path,
+            reason: e.to_string(),
+        }),
+    }
+}
+
+/// The exclusive lock of the replica (`.vak/home-replica.lock`, a file lock,
+/// so across the processes and threads sharing this home).
+fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
+    let path = home.join(REPLICA_LOCK);
+    let fail = |action: &'static str, e: std::io::Error| HomeError::Replica {
+        action,
+        path: path.clone(),
+        reason: e.to_string(),
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| fail("create the directory of", e))?;
+    }
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&path)
+        .map_err(|e| fail("open", e))?;
+    file.lock().map_err(|e| fail("lock", e))?;
+    Ok(file)
+}
+
+/// Every home-side file present under `home`, relative to it.
+fn local_files(home: &Utf8Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for file in GATEWAY_FILES {
+        out.push(format!(".vak/gateway/{file}"));
+    }
+    for file in LAYER_FILES {
+        out.push(format!(".vak/prompts/{file}"));
+    }
+    for sub in ["surface", "agents"] {
+        let dir = home.join(".vak/prompts").join(sub);
+        let Ok(entries) = dir.read_dir_utf8() else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            for file in LAYER_FILES {
+                out.push(format!(".vak/prompts/{sub}/{}/{file}", entry.file_name()));
+            }
+        }
+    }
+    out.retain(|p| home_side_path(p) && home.join(p).symlink_metadata().is_ok());
+    out
+}
+
+/// Bring the replica under `home` up to the home side `store` holds, and
+/// answer the generation it is at. Cheap when nothing moved: one query
+/// (and reading the small manifest) unless `full`, which compares every
+/// file (a node's start, a save). A file the store lacks or a file changed
+/// by hand is an error and nothing is written.
+///
+/// # Errors
+///
+/// See [`HomeError`].
+pub fn sync_home(
+    home: &Utf8Path,
+    store: &dyn HomeStore,
+    describe: &str,
+    full: bool,
+) -> Result<Synced, HomeError> {
+    if !full {
+        let generation = store.home_generation()?;
+        if read_manifest(home)?.generation == generation {
+            return Ok(Synced {
+                generation,
+                changed: false,
+            });
+        }
+    }
+    let _lock = lock_replica(home)?;
+    let manifest = read_manifest(home)?;
+    // Taken under the lock, so a later holder never applies an older one.
+    let snapshot = store.home_snapshot()?;
+    if !full && manifest.generation == snapshot.generation {
+        return Ok(Synced {
+            generation: snapshot.generation,
+            changed: false,
+        });
+    }
+    apply(home, &manifest, &snapshot, describe)
+}
+
+fn apply(
+    home: &Utf8Path,
+    manifest: &Manifest,
+    snapshot: &HomeSnapshot,
+    describe: &str,
+) -> Result<Synced, HomeError> {
+    let wanted: BTreeMap<&str, &str> = snapshot
+        .files
+        .iter()
+        .map(|f| (f.path.as_str(), f.text.as_str()))
+        .collect();
+    let mut paths: Vec<String> = local_files(home);
+    paths.extend(wanted.keys().map(|p| (*p).to_owned()));
+    paths.sort();
+    paths.dedup();
+    let (mut unknown, mut by_hand) = (Vec::new(), Vec::new());
+    // (path, the digest there now, the text to write or None to remove)
+    let mut plan: Vec<(String, Option<String>, Option<&str>)> = Vec::new();
+    for rel in &paths {
+        let path = home.join(rel);
+        let local = current_digest(&path, home)?;
+        let wrote = manifest.files.get(rel);
+        match (local, wanted.get(rel.as_str())) {
+            (None, Some(text)) => plan.push((rel.clone(), None, Some(text))),
+            (Some(here), Some(text)) => {
+                if here == sha256_hex(text) {
+                    continue;
+                }
+                if wrote == Some(&here) {
+                    plan.push((rel.clone(), Some(here), Some(text)));
+                } else {
+                    by_hand.push(path);
+                }
+            }
+            (Some(here), None) => {
+                if wrote == Some(&here) {
+                    plan.push((rel.clone(), Some(here), None));
+                } else {
+                    unknown.push(path);
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(HomeError::NotInStore {
+            store: describe.to_owned(),
+            paths: unknown,
+        });
+    }
+    if !by_hand.is_empty() {
+        return Err(HomeError::EditedByHand {
+            store: describe.to_owned(),
+            paths: by_hand,
+        });
+    }
+    let changed = !plan.is_empty();
+    for (rel, here, text) in plan {
+        let path = home.join(&rel);
+        // The digest seen above: a hand edit in between is refused, not lost.
+        let expected = here.unwrap_or_default();
+        match text {
+            Some(text) => {
+                save_atomic(&path, home, text, Some(&expected))?;
+            }
+            None => {
+                remove_checked(&path, home, Some(&expected))?;
+            }
+        }
+    }
+    let record = Manifest {
+        generation: snapshot.generation,
+        files: snapshot
+            .files
+            .iter()
+            .map(|f| (f.path.clone(), f.sha256.clone()))
+            .collect(),
+    };
+    let text = serde_json::to_string_pretty(&record).map_err(|e| HomeError::Replica {
+        action: "encode",
+        path: home.join(REPLICA_MANIFEST),
+        reason: e.to_string(),
+    })?;
+    save_atomic(&home.join(REPLICA_MANIFEST), home, &text, None)?;
+    if changed {
+        tracing::info!(
+            generation = snapshot.generation,
+            "home side synced from the store"
+        );
+    }
+    Ok(Synced {
+        generation: snapshot.generation,
+        changed,
+    })
+}
+
+/// [`sync_home`] when `store` holds the home side; `None` (nothing done)
+/// for the file store.
+///
+/// # Errors
+///
+/// See [`HomeError`].
+pub fn sync_if_shared(
+    home: &Utf8Path,
+    store: &dyn Store,
+    full: bool,
+) -> Result<Option<Synced>, HomeError> {
+    match store.home() {
+        Some(shared) => Ok(Some(sync_home(home, shared, &store.describe(), full)?)),
+        None => Ok(None),
+    }
+}
+
+/// `path` relative to `home`, when it is a home-side file.
+pub fn home_side(home: &Utf8Path, path: &Utf8Path) -> Option<String> {
+    let rel = path.strip_prefix(home).ok()?.as_str().to_owned();
+    home_side_path(&rel).then_some(rel)
+}
+
+/// Write (`Some`) or remove (`None`) the home-side file `path` through the
+/// store, when `store` holds the home side and `path` is a home-side file
+/// of `home`: a compare-and-swap on the digest of the synced replica (and
+/// `if_digest`, the one the caller started from), then a sync. `Ok(None)`:
+/// not shared, the caller writes the file as before.
+///
+/// # Errors
+///
+/// [`SaveError::Stale`] (inside [`HomeError::Write`]) when the file
+/// changed since `if_digest`, here or on any node; see [`HomeError`].
+pub fn write_shared(
+    store: &dyn Store,
+    home: &Utf8Path,
+    path: &Utf8Path,
+    text: Option<&str>,
+    if_digest: Option<&str>,
+    by: &str,
+) -> Result<Option<SaveOutcome>, HomeError> {
+    let Some(shared) = store.home() else {
+        return Ok(None);
+    };
+    let Some(rel) = home_side(home, path) else {
+        return Ok(None);
+    };
+    let describe = store.describe();
+    sync_home(home, shared, &describe, false)?;
+    let local = current_digest(path, home)?;
+    let stale = |expected: &str, actual: Option<String>| {
+        HomeError::Write(SaveError::Stale {
+            path: path.to_owned(),
+            expected: expected.to_owned(),
+            actual,
+        })
+    };
+    if let Some(expected) = if_digest
+        && local.as_deref().unwrap_or("") != expected
+    {
+        return Err(stale(expected, local));
+    }
+    let expect = Expect::of(local.as_deref());
+    let swapped = match text {
+        Some(text) => {
+            if text.len() as u64 > vak_prompt_loader::MAX_FILE_BYTES
+                && !rel.starts_with(".vak/gateway/")
+            {
+                return Err(HomeError::Write(SaveError::TooLarge {
+                    path: path.to_owned(),
+                    bytes: text.len(),
+                }));
+            }
+            shared.home_put(&rel, text, &expect, by)?
+        }
+        None => shared.home_remove(&rel, &expect, by)?,
+    };
+    if let Swapped::Conflict(now) = swapped {
+        return Err(stale(local.as_deref().unwrap_or(""), now));
+    }
+    sync_home(home, shared, &describe, false)?;
+    Ok(Some(SaveOutcome {
+        path: path.to_owned(),
+        digest: text.map(sha256_hex).unwrap_or_default(),
+        previous: local,
+    }))
+}
+
+/// The admin's gateway edit ([`vak_prompt_loader::write_gateway_prompt`]),
+/// through the store when it holds the home side.
+///
+/// # Errors
+///
+/// As `write_gateway_prompt`; a store failure is [`GatewayError::Save`]
+/// or the [`HomeError`] beside it.
+#[allow(clippy::too_many_arguments)]
+pub fn write_gateway_prompt(
+    store: &dyn Store,
+    home: &Utf8Path,
+    file: GatewayFile,
+    entry_path: &[&str],
+    block: vak_prompt_blocks::Block,
+    text: Option<&str>,
+    expected: &str,
+    by: &str,
+) -> Result<SaveOutcome, GatewayWriteError> {
+    if store.home().is_none() {
+        return Ok(vak_prompt_loader::write_gateway_prompt(
+            home, file, entry_path, block, text, expected,
+        )?);
+    }
+    sync_if_shared(home, store, false)?;
+    let (path, out) = vak_prompt_loader::gateway_prompt_text(home, file, entry_path, block, text)?;
+    write_shared(store, home, &path, Some(&out), Some(expected), by)?.ok_or_else(|| {
+        GatewayWriteError::Home(HomeError::Write(SaveError::OutsideRoot {
+            action: "write",
+            path: path.clone(),
+            root: home.to_owned(),
+            leads_to: None,
+        }))
+    })
+}
+
+/// Why a gateway edit through the store failed.
+#[derive(Debug, Error)]
+pub enum GatewayWriteError {
+    /// The gateway file refused the edit (or a stale digest).
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    /// The store or the replica refused it.
+    #[error(transparent)]
+    Home(#[from] HomeError),
+}
