@@ -121,6 +121,10 @@ impl Server {
         let store = config
             .store
             .unwrap_or_else(|| Arc::new(vak_core::prompts::FileStore::new(&home)));
+        // A store holding the home side: start from its whole home side (a
+        // local file it lacks, or one edited by hand, refuses the start).
+        vak_core::home::sync_if_shared(&home, &*store, true)
+            .map_err(|e| AdminError::Internal(e.to_string()))?;
         // The token file lives under the home, which may not exist yet.
         let (token, secret) = AdminToken::load(&home, config.env_token.as_deref())?;
         if !project.is_dir() {

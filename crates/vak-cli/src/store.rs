@@ -112,15 +112,21 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             "records": imported.records,
             "events": imported.events,
             "bindings": imported.bindings,
+            "home_files": imported.home_files,
+            "home_already_there": imported.home_already_there,
+            "secrets": imported.secrets,
             "verified": true,
         })),
         Format::Text => out::print(&format!(
-            "copied {} sessions ({} records), {} audit events and {} bindings; {} sessions were already there; every ledger's digest, the events and the bindings verified\n",
+            "copied {} sessions ({} records), {} audit events, {} bindings, {} home-side files and {} signing secrets; {} sessions and {} home-side files were already there; every ledger's digest, the events, the bindings and every home-side file's digest verified\n",
             imported.sessions,
             imported.records,
             imported.events,
             imported.bindings,
-            imported.already_there
+            imported.home_files,
+            imported.secrets,
+            imported.already_there,
+            imported.home_already_there
         )),
     }
 }

@@ -146,7 +146,7 @@ fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
 }
 
 /// Every home-side file present under `home`, relative to it.
-fn local_files(home: &Utf8Path) -> Vec<String> {
+pub fn local_files(home: &Utf8Path) -> Vec<String> {
     let mut out = Vec::new();
     for file in GATEWAY_FILES {
         out.push(format!(".vak/gateway/{file}"));
@@ -434,4 +434,106 @@ pub enum GatewayWriteError {
     /// The store or the replica refused it.
     #[error(transparent)]
     Home(#[from] HomeError),
+}
+
+/// What [`import_home`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HomeImported {
+    /// Files copied into the store now.
+    pub copied: usize,
+    /// Files the store already held with the same sha256.
+    pub already_there: usize,
+}
+
+/// `vak store import`: copy every home-side file of `home` into `store`
+/// (absent there: compare-and-swap on "absent"), then read the store's home
+/// side back and compare every digest. Idempotent: a file the store holds
+/// with the same digest is left alone; one it holds with another text is
+/// an error naming it (nothing of that file is overwritten), as is a file
+/// here the confined reader refuses.
+///
+/// # Errors
+///
+/// [`HomeError::EditedByHand`] lists files whose text differs from the
+/// store's; see [`HomeError`].
+pub fn import_home(
+    home: &Utf8Path,
+    store: &dyn HomeStore,
+    describe: &str,
+    by: &str,
+) -> Result<HomeImported, HomeError> {
+    let mut report = HomeImported::default();
+    let mut differ = Vec::new();
+    let mut wanted = BTreeMap::new();
+    for rel in local_files(home) {
+        let path = home.join(&rel);
+        let text = if rel.starts_with(".vak/gateway/") {
+            vak_prompt_loader::read_gateway(home, gateway_file(&rel))
+                .map_err(|e| HomeError::Replica {
+                    action: "read",
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?
+                // The confined reader checked it; the bytes read now must
+                // be the ones it checked.
+                .map(|doc| match std::fs::read_to_string(&path) {
+                    Ok(text) if sha256_hex(&text) == doc.digest => Ok(text),
+                    Ok(_) => Err("it changed while it was being imported".to_owned()),
+                    Err(e) => Err(e.to_string()),
+                })
+                .transpose()
+                .map_err(|reason| HomeError::Replica {
+                    action: "read",
+                    path: path.clone(),
+                    reason,
+                })?
+        } else {
+            read_safely(&path, home).map_err(|e| HomeError::Replica {
+                action: "read",
+                path: path.clone(),
+                reason: e.to_string(),
+            })?
+        };
+        let Some(text) = text else { continue };
+        match store.home_put(&rel, &text, &Expect::Absent, by)? {
+            Swapped::Done(_) => report.copied += 1,
+            Swapped::Conflict(Some(there)) if there == sha256_hex(&text) => {
+                report.already_there += 1;
+            }
+            Swapped::Conflict(_) => {
+                differ.push(path);
+                continue;
+            }
+        }
+        wanted.insert(rel, sha256_hex(&text));
+    }
+    if !differ.is_empty() {
+        return Err(HomeError::EditedByHand {
+            store: describe.to_owned(),
+            paths: differ,
+        });
+    }
+    let snapshot = store.home_snapshot()?;
+    for (rel, digest) in &wanted {
+        if !snapshot
+            .files
+            .iter()
+            .any(|f| &f.path == rel && &f.sha256 == digest)
+        {
+            return Err(HomeError::Replica {
+                action: "verify the copy of",
+                path: home.join(rel),
+                reason: format!("{describe} does not hold the same text after the import"),
+            });
+        }
+    }
+    Ok(report)
+}
+
+fn gateway_file(rel: &str) -> GatewayFile {
+    if rel.ends_with("allowlist.json") {
+        GatewayFile::Allowlist
+    } else {
+        GatewayFile::Bots
+    }
 }

@@ -14,6 +14,7 @@ mod edit;
 mod gateway_scale;
 mod gateway_service;
 mod history;
+mod home_store;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;
