@@ -537,3 +537,150 @@ fn gateway_file(rel: &str) -> GatewayFile {
         GatewayFile::Bots
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use vak_session::HomeFile;
+
+    use super::*;
+
+    /// The home side in memory, with a count of snapshots taken.
+    #[derive(Default)]
+    struct Memory {
+        snapshot: Mutex<HomeSnapshot>,
+        snapshots: Mutex<usize>,
+    }
+
+    impl Memory {
+        fn set(&self, path: &str, text: Option<&str>) {
+            let mut s = self.snapshot.lock().expect("lock");
+            s.files.retain(|f| f.path != path);
+            if let Some(text) = text {
+                s.files.push(HomeFile {
+                    path: path.to_owned(),
+                    text: text.to_owned(),
+                    sha256: sha256_hex(text),
+                    by: "test".to_owned(),
+                    at: String::new(),
+                });
+            }
+            s.generation += 1;
+        }
+    }
+
+    impl HomeStore for Memory {
+        fn home_generation(&self) -> Result<i64, SessionError> {
+            Ok(self.snapshot.lock().expect("lock").generation)
+        }
+        fn home_snapshot(&self) -> Result<HomeSnapshot, SessionError> {
+            *self.snapshots.lock().expect("lock") += 1;
+            Ok(self.snapshot.lock().expect("lock").clone())
+        }
+        fn home_put(&self, _: &str, _: &str, _: &Expect, _: &str) -> Result<Swapped, SessionError> {
+            unreachable!("sync never writes to the store")
+        }
+        fn home_remove(&self, _: &str, _: &Expect, _: &str) -> Result<Swapped, SessionError> {
+            unreachable!("sync never writes to the store")
+        }
+        fn bot_secret(&self, _: &str) -> Result<Option<String>, SessionError> {
+            Ok(None)
+        }
+        fn bot_secret_create(&self, _: &str, s: &str) -> Result<String, SessionError> {
+            Ok(s.to_owned())
+        }
+    }
+
+    const RULES: &str = ".vak/prompts/operating-rules.md";
+    const ROLE: &str = ".vak/prompts/agents/reviewer/identity.md";
+
+    fn home() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = Utf8Path::from_path(dir.path()).expect("utf8").to_owned();
+        (dir, path)
+    }
+
+    fn read(home: &Utf8Path, rel: &str) -> Option<String> {
+        std::fs::read_to_string(home.join(rel)).ok()
+    }
+
+    #[test]
+    fn an_empty_home_gets_the_store_files_and_a_second_sync_takes_no_snapshot() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        store.set(ROLE, Some("I review.\n"));
+        let synced = sync_home(&home, &store, "memory", false).expect("sync");
+        assert!(synced.changed);
+        assert_eq!(read(&home, RULES).as_deref(), Some("- rules\n"));
+        assert_eq!(read(&home, ROLE).as_deref(), Some("I review.\n"));
+        let snapshots = *store.snapshots.lock().expect("lock");
+        let again = sync_home(&home, &store, "memory", false).expect("sync");
+        assert!(!again.changed);
+        assert_eq!(again.generation, synced.generation);
+        assert_eq!(*store.snapshots.lock().expect("lock"), snapshots);
+    }
+
+    #[test]
+    fn a_change_or_removal_in_the_store_follows_to_files_vak_wrote() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        store.set(ROLE, Some("I review.\n"));
+        sync_home(&home, &store, "memory", false).expect("sync");
+        store.set(RULES, Some("- new rules\n"));
+        store.set(ROLE, None);
+        let synced = sync_home(&home, &store, "memory", false).expect("sync");
+        assert!(synced.changed);
+        assert_eq!(read(&home, RULES).as_deref(), Some("- new rules\n"));
+        assert_eq!(read(&home, ROLE), None);
+    }
+
+    #[test]
+    fn an_operator_file_the_store_lacks_is_refused_and_nothing_is_written() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        std::fs::create_dir_all(home.join(".vak/prompts/agents/reviewer")).expect("mkdir");
+        std::fs::write(home.join(ROLE), "mine\n").expect("write");
+        let error = sync_home(&home, &store, "memory", false).expect_err("refused");
+        assert!(matches!(error, HomeError::NotInStore { .. }), "{error}");
+        assert!(
+            error
+                .to_string()
+                .contains("vak store import --from file --store URL")
+        );
+        assert_eq!(read(&home, ROLE).as_deref(), Some("mine\n"));
+        assert_eq!(read(&home, RULES), None, "nothing written");
+    }
+
+    #[test]
+    fn a_replica_file_edited_by_hand_is_reported_not_overwritten() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        sync_home(&home, &store, "memory", false).expect("sync");
+        std::fs::write(home.join(RULES), "- by hand\n").expect("write");
+        store.set(RULES, Some("- newer\n"));
+        let error = sync_home(&home, &store, "memory", false).expect_err("refused");
+        assert!(matches!(error, HomeError::EditedByHand { .. }), "{error}");
+        assert_eq!(read(&home, RULES).as_deref(), Some("- by hand\n"));
+        // Moved away: the store's version is written.
+        std::fs::remove_file(home.join(RULES)).expect("rm");
+        sync_home(&home, &store, "memory", false).expect("sync");
+        assert_eq!(read(&home, RULES).as_deref(), Some("- newer\n"));
+    }
+
+    #[test]
+    fn a_symlinked_prompts_directory_is_never_written_through() {
+        let (_dir, home) = home();
+        let outside = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(home.join(".vak")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), home.join(".vak/prompts")).expect("symlink");
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        assert!(sync_home(&home, &store, "memory", false).is_err());
+        assert!(!outside.path().join("operating-rules.md").exists());
+    }
+}

@@ -217,19 +217,12 @@ fn two_admin_saves_racing_on_two_nodes_one_wins() {
     let (a, b) = (Env::empty(), Env::empty());
     let admin_a = admin(&a, &url);
     let admin_b = admin(&b, &url);
-    let base = std::fs::read_to_string(a.home().join(".vak/prompts/guardrails.md")).unwrap();
-    let digest = sha256_hex(&base);
+    let replica = a.home().join(".vak/prompts/guardrails.md");
     for round in 0..5 {
-        let digest = if round == 0 {
-            digest.clone()
-        } else {
-            sha256_hex(
-                &std::fs::read_to_string(a.home().join(".vak/prompts/guardrails.md")).unwrap(),
-            )
-        };
-        // Both start from the same text; the first may bring its replica
-        // up to date first, so read the digest each round from node A.
-        let (da, db) = (digest.clone(), digest.clone());
+        // Both start from the text node A's replica holds now (synced by
+        // the last request to it).
+        let digest = sha256_hex(std::fs::read_to_string(&replica).unwrap());
+        let (da, db) = (digest.clone(), digest);
         let (addr_a, addr_b) = (admin_a.addr.clone(), admin_b.addr.clone());
         let ta = std::thread::spawn(move || {
             save_guardrails(&addr_a, &format!("- from A {round}\n"), &da).0
