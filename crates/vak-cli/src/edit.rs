@@ -144,7 +144,16 @@ impl TargetArgs {
             Some(project) => Selectors::new(home, project.clone()),
             None => Selectors::discover(home, &current_dir()?)?,
         };
-        let core = Core::for_target(selectors, &target)?;
+        let mut core = Core::for_target(selectors, &target)?;
+        // A shared-scope change goes to the store when it holds the home
+        // side (`VAK_STORE` or `[store] url`; DECISIONS §14), so every node
+        // sees it; the file store keeps writing the home's files.
+        if matches!(scope, CoreScope::Shared) {
+            let store = vak_gateway::open_store(&core.selectors().home, None)?;
+            if store.home().is_some() {
+                core = core.with_store(store);
+            }
+        }
         Ok((core, target))
     }
 }

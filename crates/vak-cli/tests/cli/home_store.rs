@@ -207,6 +207,60 @@ fn two_nodes_with_empty_homes_share_the_home_side_and_rotate_once() {
     let admin_b = admin(&b, &url);
     let (status, stale) = save_guardrails(&admin_b.addr, "- other\n", &sha256_hex(&guardrails));
     assert_eq!(status, 409, "{stale}");
+
+    // `vak prompts set` on node B with the store chosen by VAK_STORE goes
+    // through the store too: node A's next delivery rotates, once.
+    let mut set = b.command(&["prompts", "set", "--scope", "shared", "guardrails", "-"]);
+    let out = set
+        .env("VAK_STORE", &url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = out;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"- Only the CLI said this.\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = deliver(&node_a.addr, &secret, "after the CLI edit");
+    assert_eq!(again["outcome"], "rotated", "{again}");
+    assert_eq!(again["previous_session"], fresh.as_str());
+    let next = deliver(&node_b.addr, &secret, "and on B");
+    assert_eq!(next["outcome"], "continued", "{next}");
+    assert_eq!(next["session_id"], again["session_id"]);
+    assert_eq!(config_changes(&a, &url), 2);
+
+    // A bot prompt edited through node B's admin API (the gateway JSON goes
+    // to the store whole): node A rotates on it.
+    let identity = "You are the Helpdesk bot for the platform team. You answer questions about our services and open tickets; you do not change code.";
+    let (status, saved) = call(
+        &admin_b.addr,
+        "PUT",
+        "/api/gateway/bots/helpdesk/identity",
+        Some(
+            &json!({"text": "You are the store's Helpdesk bot.", "if_digest": sha256_hex(identity)}),
+        ),
+    );
+    assert_eq!(status, 200, "{saved}");
+    let bot_edit = deliver(&node_a.addr, &secret, "after the bot edit");
+    assert_eq!(bot_edit["outcome"], "rotated", "{bot_edit}");
+    assert!(
+        bot_edit["request"]["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("the store's Helpdesk bot")
+    );
+    assert!(
+        std::fs::read_to_string(a.home().join(".vak/gateway/bots.json"))
+            .unwrap()
+            .contains("the store's Helpdesk bot")
+    );
+    assert_eq!(config_changes(&a, &url), 3);
 }
 
 #[test]
