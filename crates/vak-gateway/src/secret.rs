@@ -81,10 +81,15 @@ pub fn ensure_bot_secret(
     if let Some(secret) = bot_secret(store, home, bot)? {
         return Ok((secret, false));
     }
-    let secret = fresh_secret().map_err(|reason| LifecycleError::Secret {
-        path: Utf8PathBuf::from(format!("{}: vak_bot_secrets/{bot}", store.describe())),
-        reason,
-    })?;
+    // A secret this home already has is the one its clients sign with:
+    // keep it for every node rather than minting another.
+    let secret = match read_secret(home, bot)? {
+        Some(local) => local,
+        None => fresh_secret().map_err(|reason| LifecycleError::Secret {
+            path: Utf8PathBuf::from(format!("{}: vak_bot_secrets/{bot}", store.describe())),
+            reason,
+        })?,
+    };
     let kept = shared.bot_secret_create(bot.as_str(), &secret)?;
     let created = kept == secret;
     Ok((kept, created))
