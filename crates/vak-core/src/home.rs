@@ -169,6 +169,30 @@ pub fn local_files(home: &Utf8Path) -> Vec<String> {
     out
 }
 
+/// The generation of a store whose home side was never written (migration
+/// 4 starts there; every change moves it on).
+pub const UNSEEDED: i64 = 1;
+
+/// Whether `home` keeps serving its own home-side files: the store's home
+/// side was never written (nothing imported, nothing saved) and this home
+/// has home-side files. That is how nodes ran before the store held the
+/// home side, and they keep running so until it is seeded (`vak store
+/// import`); from then on the store is the truth and a file it lacks is
+/// refused. A node with no home-side files of its own takes the store's.
+fn keeps_own_files(home: &Utf8Path) -> bool {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let keeps = !local_files(home).is_empty();
+    if keeps {
+        WARNED.call_once(|| {
+            tracing::warn!(
+                home = %Escaped(home.as_str()),
+                "the store holds no home side yet, so this node serves its own prompt files; copy them into the store with `vak store import --from file --store URL` so every node serves the same"
+            );
+        });
+    }
+    keeps
+}
+
 /// Bring the replica under `home` up to the home side `store` holds, and
 /// answer the generation it is at. Cheap when nothing moved: one query
 /// (and reading the small manifest) unless `full`, which compares every
@@ -186,6 +210,12 @@ pub fn sync_home(
 ) -> Result<Synced, HomeError> {
     if !full {
         let generation = store.home_generation()?;
+        if generation == UNSEEDED && keeps_own_files(home) {
+            return Ok(Synced {
+                generation,
+                changed: false,
+            });
+        }
         if read_manifest(home)?.generation == generation {
             return Ok(Synced {
                 generation,
@@ -197,6 +227,12 @@ pub fn sync_home(
     let manifest = read_manifest(home)?;
     // Taken under the lock, so a later holder never applies an older one.
     let snapshot = store.home_snapshot()?;
+    if snapshot.generation == UNSEEDED && keeps_own_files(home) {
+        return Ok(Synced {
+            generation: snapshot.generation,
+            changed: false,
+        });
+    }
     if !full && manifest.generation == snapshot.generation {
         return Ok(Synced {
             generation: snapshot.generation,
@@ -350,7 +386,13 @@ pub fn write_shared(
         return Ok(None);
     };
     let describe = store.describe();
-    sync_home(home, shared, &describe, false)?;
+    let synced = sync_home(home, shared, &describe, false)?;
+    if synced.generation == UNSEEDED && keeps_own_files(home) {
+        // Not seeded, and this node serves its own files: it writes them
+        // as it always did (a first save from a node with no home-side
+        // files of its own seeds the store instead).
+        return Ok(None);
+    }
     let local = current_digest(path, home)?;
     let stale = |expected: &str, actual: Option<String>| {
         HomeError::Write(SaveError::Stale {
@@ -408,21 +450,18 @@ pub fn write_gateway_prompt(
     expected: &str,
     by: &str,
 ) -> Result<SaveOutcome, GatewayWriteError> {
+    let local =
+        || vak_prompt_loader::write_gateway_prompt(home, file, entry_path, block, text, expected);
     if store.home().is_none() {
-        return Ok(vak_prompt_loader::write_gateway_prompt(
-            home, file, entry_path, block, text, expected,
-        )?);
+        return Ok(local()?);
     }
     sync_if_shared(home, store, false)?;
     let (path, out) = vak_prompt_loader::gateway_prompt_text(home, file, entry_path, block, text)?;
-    write_shared(store, home, &path, Some(&out), Some(expected), by)?.ok_or_else(|| {
-        GatewayWriteError::Home(HomeError::Write(SaveError::OutsideRoot {
-            action: "write",
-            path: path.clone(),
-            root: home.to_owned(),
-            leads_to: None,
-        }))
-    })
+    match write_shared(store, home, &path, Some(&out), Some(expected), by)? {
+        Some(outcome) => Ok(outcome),
+        // The store is not seeded and this node keeps its own files.
+        None => Ok(local()?),
+    }
 }
 
 /// Why a gateway edit through the store failed.
@@ -547,10 +586,21 @@ mod tests {
     use super::*;
 
     /// The home side in memory, with a count of snapshots taken.
-    #[derive(Default)]
     struct Memory {
         snapshot: Mutex<HomeSnapshot>,
         snapshots: Mutex<usize>,
+    }
+
+    impl Default for Memory {
+        fn default() -> Self {
+            Memory {
+                snapshot: Mutex::new(HomeSnapshot {
+                    generation: UNSEEDED,
+                    files: Vec::new(),
+                }),
+                snapshots: Mutex::new(0),
+            }
+        }
     }
 
     impl Memory {
@@ -670,6 +720,26 @@ mod tests {
         std::fs::remove_file(home.join(RULES)).expect("rm");
         sync_home(&home, &store, "memory", false).expect("sync");
         assert_eq!(read(&home, RULES).as_deref(), Some("- newer\n"));
+    }
+
+    #[test]
+    fn until_the_store_is_seeded_a_node_with_its_own_files_keeps_them() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        std::fs::create_dir_all(home.join(".vak/prompts")).expect("mkdir");
+        std::fs::write(home.join(RULES), "mine\n").expect("write");
+        let synced = sync_home(&home, &store, "memory", true).expect("legacy");
+        assert_eq!(synced.generation, UNSEEDED);
+        assert!(!synced.changed);
+        assert_eq!(read(&home, RULES).as_deref(), Some("mine\n"));
+        assert_eq!(read(&home, REPLICA_MANIFEST), None);
+        // Seeded (imported elsewhere): the store is the truth, and a file
+        // of the same text is taken as the store's.
+        store.set(RULES, Some("mine\n"));
+        store.set(ROLE, Some("I review.\n"));
+        let synced = sync_home(&home, &store, "memory", false).expect("sync");
+        assert!(synced.changed);
+        assert_eq!(read(&home, ROLE).as_deref(), Some("I review.\n"));
     }
 
     #[test]

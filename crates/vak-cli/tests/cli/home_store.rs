@@ -392,3 +392,53 @@ fn a_replica_edited_by_hand_or_a_row_altered_in_the_database_is_refused() {
         "- edited by hand\n"
     );
 }
+
+#[test]
+fn a_home_side_built_through_one_nodes_admin_api_serves_another_node() {
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "built");
+    let (a, b) = (Env::empty(), Env::empty());
+    a.ok(&["store", "migrate", "--store", &url]);
+    let admin_a = admin(&a, &url);
+    let (status, saved) = call(
+        &admin_a.addr,
+        "PUT",
+        "/api/layers/guardrails?scope=shared",
+        Some(&json!({"text": "- Built through the admin API.\n", "if_digest": ""})),
+    );
+    assert_eq!(status, 200, "{saved}");
+    // The gateway tiers, written through the same API.
+    let (status, saved) = call(
+        &admin_a.addr,
+        "PUT",
+        "/api/gateway/bots/helpdesk/identity",
+        Some(&json!({"text": "You are the built bot.", "if_digest": ""})),
+    );
+    assert_eq!(status, 200, "{saved}");
+    let (status, saved) = call(
+        &admin_a.addr,
+        "PUT",
+        "/api/gateway/chats/helpdesk/7/surface-note",
+        Some(&json!({"text": "Chat seven.", "if_digest": ""})),
+    );
+    assert_eq!(status, 200, "{saved}");
+    let secret = a
+        .ok(&["gateway", "secret", "helpdesk", "--store", &url])
+        .trim()
+        .to_owned();
+    let node_b = serve(&b, &["--store", &url]);
+    let body = json!({"text": "hello"}).to_string();
+    let (status, answer) = post(
+        &node_b.addr,
+        "/v1/bots/helpdesk/chats/7/messages",
+        &signed(&secret, &body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let prefix = answer["request"]["prefix"].as_str().unwrap();
+    for text in ["Built through the admin API", "You are the built bot", "Chat seven"] {
+        assert!(prefix.contains(text), "{text} in {prefix}");
+    }
+}
