@@ -118,7 +118,7 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             "verified": true,
         })),
         Format::Text => out::print(&format!(
-            "copied {} sessions ({} records), {} audit events, {} bindings, {} home-side files and {} signing secrets; {} sessions and {} home-side files were already there; every ledger's digest, the events, the bindings and every home-side file's digest verified\n",
+            "copied {} sessions ({} records), {} audit events, {} bindings, {} home-side files and {} signing secrets; {} sessions were already there (and {} home-side files); every ledger's digest, the events, the bindings and every home-side file's digest verified\n",
             imported.sessions,
             imported.records,
             imported.events,

@@ -47,7 +47,8 @@ pub fn read_secret(home: &Utf8Path, bot: &Name) -> Result<Option<String>, Lifecy
 }
 
 /// The secret of `bot` from `store` when it holds the home side (so a node
-/// with an empty `$VAK_HOME` verifies), else from the home's file.
+/// with an empty `$VAK_HOME` verifies), else — the file store, or a bot
+/// whose secret is not in the store yet — from the home's file.
 pub fn bot_secret(
     store: &dyn Store,
     home: &Utf8Path,
@@ -62,7 +63,9 @@ pub fn bot_secret(
             reason: "is shorter than 32 characters; delete the row and run `vak gateway secret --store URL` again".to_owned(),
         }),
         Some(secret) => Ok(Some(secret.trim().to_owned())),
-        None => Ok(None),
+        // Not in the store yet (never imported): the node's own file, as
+        // before the store held secrets.
+        None => read_secret(home, bot),
     }
 }
 
@@ -78,8 +81,11 @@ pub fn ensure_bot_secret(
     let Some(shared) = store.home() else {
         return ensure_secret(home, bot);
     };
-    if let Some(secret) = bot_secret(store, home, bot)? {
-        return Ok((secret, false));
+    if shared.bot_secret(bot.as_str())?.is_some() {
+        // Checked (length) the way every verification reads it.
+        if let Some(secret) = bot_secret(store, home, bot)? {
+            return Ok((secret, false));
+        }
     }
     // A secret this home already has is the one its clients sign with:
     // keep it for every node rather than minting another.

@@ -438,7 +438,11 @@ fn a_home_side_built_through_one_nodes_admin_api_serves_another_node() {
     );
     assert_eq!(status, 200, "{answer}");
     let prefix = answer["request"]["prefix"].as_str().unwrap();
-    for text in ["Built through the admin API", "You are the built bot", "Chat seven"] {
+    for text in [
+        "Built through the admin API",
+        "You are the built bot",
+        "Chat seven",
+    ] {
         assert!(prefix.contains(text), "{text} in {prefix}");
     }
 }
