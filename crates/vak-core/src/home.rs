@@ -45,8 +45,9 @@ pub enum HomeError {
     Store(#[from] SessionError),
     /// Home-side files here that the store does not have.
     #[error(
-        "{} holds the home side, but this home has {} it does not: {}; nothing was written. Copy them into the store with `vak store import --from file --store URL` (run against this home), or move them away",
-        .store, if .paths.len() == 1 { "a file" } else { "files" }, list(.paths)
+        "{} holds the home side, but this home has {} it does not: {}; nothing was written. Copy {} into the store with `vak store import --from file --store URL` (run against this home), or move {} away",
+        .store, if .paths.len() == 1 { "a file" } else { "files" }, list(.paths),
+        them(.paths), them(.paths)
     )]
     NotInStore {
         /// The store.
@@ -79,6 +80,10 @@ pub enum HomeError {
         /// Why.
         reason: String,
     },
+}
+
+fn them(paths: &[Utf8PathBuf]) -> &'static str {
+    if paths.len() == 1 { "it" } else { "them" }
 }
 
 fn list(paths: &[Utf8PathBuf]) -> String {

@@ -112,6 +112,8 @@ pub fn new_session(
         }
         None => None,
     };
+    // A store holding the home side: resolve from a replica brought up to it.
+    vak_core::home::sync_if_shared(&core.selectors().home, store, false)?;
     let resolved = core.resolve()?;
     vak_core::check_window(&resolved)?;
     let contract = freeze(&resolved, parent);
@@ -228,6 +230,7 @@ pub fn exec(
 ) -> Result<(Exec, Vec<TornLine>), LifecycleError> {
     let ledger = store.read(id)?;
     let warnings = ledger.warnings.clone();
+    vak_core::home::sync_if_shared(home, store, false)?;
     let core = Core::open(selectors_of(
         home,
         id,
