@@ -414,9 +414,10 @@ pub fn write_shared(
     let expect = Expect::of(local.as_deref());
     let swapped = match text {
         Some(text) => {
-            if text.len() as u64 > vak_prompt_loader::MAX_FILE_BYTES
-                && !rel.starts_with(".vak/gateway/")
-            {
+            // The replica is written with `save_atomic`, which holds every
+            // file to this bound: the store takes nothing a node could not
+            // write.
+            if text.len() as u64 > vak_prompt_loader::MAX_FILE_BYTES {
                 return Err(HomeError::Write(SaveError::TooLarge {
                     path: path.to_owned(),
                     bytes: text.len(),
