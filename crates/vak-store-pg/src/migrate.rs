@@ -95,3 +95,18 @@ pub(crate) fn current(client: &mut Client) -> Result<Option<i32>, postgres::Erro
 pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
 }
+
+/// The versions this build ships that `client`'s database has not applied
+/// (a database migrated by a build that lacked one in the middle).
+pub(crate) fn missing(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    let applied: Vec<i32> = client
+        .query("SELECT version FROM vak_schema_migrations", &[])?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    Ok(MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect())
+}

@@ -98,7 +98,21 @@ impl PgStore {
             .map_err(|e| store.err(&e))?;
         let latest = migrate::latest();
         match current {
-            Some(v) if v == latest => Ok(store),
+            Some(v) if v == latest => {
+                let missing = store
+                    .pool
+                    .with(migrate::missing)
+                    .map_err(|e| store.err(&e))?;
+                if missing.is_empty() {
+                    Ok(store)
+                } else {
+                    let versions: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                    Err(store.fail(format!(
+                        "its schema lacks migration {} of this build; run `vak store migrate --store URL`",
+                        versions.join(", ")
+                    )))
+                }
+            }
             Some(v) if v > latest => Err(store.fail(format!(
                 "its schema is version {v}, newer than this build's {latest}; upgrade vak"
             ))),

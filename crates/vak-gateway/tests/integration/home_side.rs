@@ -262,3 +262,20 @@ fn a_node_whose_resolution_the_store_moved_past_resolves_again_and_never_rotates
         .count();
     assert_eq!(changes, 1);
 }
+
+#[test]
+fn a_database_missing_a_middle_migration_is_refused_until_migrated() {
+    let Some(env) = Env::new(Backend::Postgres) else {
+        return;
+    };
+    let url = env.url.clone().unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // What a build that lacked migration 2 would have left.
+    admin
+        .batch_execute("DELETE FROM vak_schema_migrations WHERE version = 2; DROP TABLE vak_replay")
+        .unwrap();
+    let error = PgStore::open(&url).unwrap_err().to_string();
+    assert!(error.contains("lacks migration 2"), "{error}");
+    assert_eq!(PgStore::connect(&url).unwrap().migrate().unwrap(), [2]);
+    PgStore::open(&url).unwrap();
+}
