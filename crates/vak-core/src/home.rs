@@ -199,10 +199,11 @@ fn keeps_own_files(home: &Utf8Path) -> bool {
 }
 
 /// Bring the replica under `home` up to the home side `store` holds, and
-/// answer the generation it is at. Cheap when nothing moved: one query
-/// (and reading the small manifest) unless `full`, which compares every
-/// file (a node's start, a save). A file the store lacks or a file changed
-/// by hand is an error and nothing is written.
+/// answer the generation it is at. Cheap when nothing moved: one query,
+/// the small manifest and a hash of the few home-side files (which must be
+/// the ones vak wrote), unless `full`, which takes the store's snapshot and
+/// compares every file (a node's start). A file the store lacks or a file
+/// changed by hand is an error and nothing is written.
 ///
 /// # Errors
 ///
@@ -221,7 +222,8 @@ pub fn sync_home(
                 changed: false,
             });
         }
-        if read_manifest(home)?.generation == generation {
+        let manifest = read_manifest(home)?;
+        if manifest.generation == generation && intact(home, &manifest) {
             return Ok(Synced {
                 generation,
                 changed: false,
@@ -238,13 +240,28 @@ pub fn sync_home(
             changed: false,
         });
     }
-    if !full && manifest.generation == snapshot.generation {
+    if !full && manifest.generation == snapshot.generation && intact(home, &manifest) {
         return Ok(Synced {
             generation: snapshot.generation,
             changed: false,
         });
     }
     apply(home, &manifest, &snapshot, describe)
+}
+
+/// Whether the home-side files under `home` are exactly the ones vak
+/// wrote (same set, same digests). Checked on every sync, not just when the
+/// store moved: a replica edited by hand would make this node resolve a
+/// prompt no other node does, and rotate a chat back and forth.
+fn intact(home: &Utf8Path, manifest: &Manifest) -> bool {
+    let present = local_files(home);
+    present.len() == manifest.files.len()
+        && present.iter().all(|rel| {
+            matches!(
+                (current_digest(&home.join(rel), home), manifest.files.get(rel)),
+                (Ok(Some(here)), Some(wrote)) if &here == wrote
+            )
+        })
 }
 
 fn apply(
@@ -694,6 +711,22 @@ mod tests {
     }
 
     #[test]
+    fn a_replica_file_deleted_by_hand_is_written_back_and_a_new_one_refused() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        sync_home(&home, &store, "memory", false).expect("sync");
+        std::fs::remove_file(home.join(RULES)).expect("rm");
+        let synced = sync_home(&home, &store, "memory", false).expect("sync");
+        assert!(synced.changed);
+        assert_eq!(read(&home, RULES).as_deref(), Some("- rules\n"));
+        std::fs::create_dir_all(home.join(".vak/prompts/agents/reviewer")).expect("mkdir");
+        std::fs::write(home.join(ROLE), "new here\n").expect("write");
+        let error = sync_home(&home, &store, "memory", false).expect_err("refused");
+        assert!(matches!(error, HomeError::NotInStore { .. }), "{error}");
+    }
+
+    #[test]
     fn an_operator_file_the_store_lacks_is_refused_and_nothing_is_written() {
         let (_dir, home) = home();
         let store = Memory::default();
@@ -718,6 +751,9 @@ mod tests {
         store.set(RULES, Some("- rules\n"));
         sync_home(&home, &store, "memory", false).expect("sync");
         std::fs::write(home.join(RULES), "- by hand\n").expect("write");
+        // Noticed at once, though the store did not move.
+        let error = sync_home(&home, &store, "memory", false).expect_err("refused");
+        assert!(matches!(error, HomeError::EditedByHand { .. }), "{error}");
         store.set(RULES, Some("- newer\n"));
         let error = sync_home(&home, &store, "memory", false).expect_err("refused");
         assert!(matches!(error, HomeError::EditedByHand { .. }), "{error}");
