@@ -147,16 +147,22 @@ fn refusal(status: StatusCode, message: &str) -> Response {
 async fn healthz(State(state): State<Arc<Shared>>) -> Response {
     let probe = tokio::task::spawn_blocking(move || {
         let (hits, misses) = state.cache.counts();
-        state
+        state.store.list_newest(1)?;
+        // The generation of the store's home side, when it holds one, so an
+        // operator can see every node at the same one.
+        let generation = state
             .store
-            .list_newest(1)
-            .map(|_| (state.store.describe(), hits, misses))
+            .home()
+            .map(vak_core::prompts::HomeStore::home_generation)
+            .transpose()?;
+        Ok::<_, vak_core::prompts::SessionError>((state.store.describe(), hits, misses, generation))
     })
     .await;
     match probe {
-        Ok(Ok((store, hits, misses))) => axum::Json(json!({
+        Ok(Ok((store, hits, misses, generation))) => axum::Json(json!({
             "status": "ok",
             "store": store,
+            "home_generation": generation,
             "resolution_cache": {"hits": hits, "misses": misses},
         }))
         .into_response(),

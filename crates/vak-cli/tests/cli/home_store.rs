@@ -202,6 +202,13 @@ fn two_nodes_with_empty_homes_share_the_home_side_and_rotate_once() {
         std::fs::read_to_string(b.home().join(".vak/prompts/guardrails.md")).unwrap(),
         edited
     );
+    let (_, health_a) = call(&node_a.addr, "GET", "/healthz", None);
+    let (_, health_b) = call(&node_b.addr, "GET", "/healthz", None);
+    assert!(
+        health_a["home_generation"].as_i64().unwrap() > 1,
+        "{health_a}"
+    );
+    assert_eq!(health_a["home_generation"], health_b["home_generation"]);
 
     // A save that started from the old text is refused on the other node.
     let admin_b = admin(&b, &url);
