@@ -10,7 +10,12 @@
 //! ```text
 //! cargo xtask gateway-load [--vak PATH] [--store file|postgres://…] [--nodes N]
 //!                          [--deliveries N] [--chats N] [--clients N]
+//!                          [--home-in-store yes|no]
 //! ```
+//!
+//! `--home-in-store yes` (PostgreSQL only) imports the scratch home's
+//! prompt files and secret into the store first, so every delivery syncs
+//! the nodes' replica against the store (DECISIONS §14).
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -30,6 +35,7 @@ struct Options {
     deliveries: usize,
     chats: usize,
     clients: usize,
+    home_in_store: bool,
 }
 
 fn parse(args: &[String], root: &Path) -> Result<Options, String> {
@@ -40,6 +46,7 @@ fn parse(args: &[String], root: &Path) -> Result<Options, String> {
         deliveries: 2000,
         chats: 50,
         clients: 32,
+        home_in_store: false,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
@@ -58,6 +65,13 @@ fn parse(args: &[String], root: &Path) -> Result<Options, String> {
             "--deliveries" => options.deliveries = number()?,
             "--chats" => options.chats = number()?,
             "--clients" => options.clients = number()?,
+            "--home-in-store" => {
+                options.home_in_store = match value.as_str() {
+                    "yes" => true,
+                    "no" => false,
+                    other => return Err(format!("`--home-in-store {other}`: expected yes or no")),
+                }
+            }
             other => return Err(format!("unknown option `{other}`")),
         }
     }
@@ -204,6 +218,21 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         &["store", "migrate", "--store", &options.store],
     )?;
     let secret = vak(options, home, project, &["gateway", "secret", "helpdesk"])?;
+    if options.home_in_store {
+        vak(
+            options,
+            home,
+            project,
+            &[
+                "store",
+                "import",
+                "--from",
+                "file",
+                "--store",
+                &options.store,
+            ],
+        )?;
+    }
     let mut nodes = Vec::new();
     for _ in 0..options.nodes {
         let mut child = Command::new(&options.vak)

@@ -21,7 +21,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use vak_core::prompts::{
     ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, gateway_dir, json_kind, prompt_of,
-    read_gateway, write_gateway_prompt,
+    read_gateway,
 };
 use vak_core::prompts::{
     Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
@@ -45,6 +45,14 @@ fn gateway_error(error: GatewayError) -> AdminError {
     match error {
         GatewayError::Save(save) => save_error(save),
         other => AdminError::Gateway(other.to_string()),
+    }
+}
+
+/// A refusal of the store's home side: a conflict keeps the save's status.
+pub(crate) fn home_error(error: vak_core::home::HomeError) -> AdminError {
+    match error {
+        vak_core::home::HomeError::Write(save) => save_error(save),
+        other => AdminError::Internal(other.to_string()),
     }
 }
 
@@ -352,15 +360,20 @@ fn edit(
     let texts: Vec<&str> = current.as_deref().into_iter().chain(text).collect();
     history::keep_before_change(state.store.history(), &texts, &preview.before)
         .map_err(|e| AdminError::Internal(e.to_string()))?;
-    let saved = write_gateway_prompt(
+    let saved = vak_core::home::write_gateway_prompt(
+        &*state.store,
         &state.home,
         tier.file(),
         &tier.entry_path(),
         block,
         text,
         &file_digest,
+        &state.who().label(),
     )
-    .map_err(gateway_error)?;
+    .map_err(|e| match e {
+        vak_core::home::GatewayWriteError::Gateway(e) => gateway_error(e),
+        vak_core::home::GatewayWriteError::Home(e) => home_error(e),
+    })?;
     tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
     let mut record = history::VersionRecord::new(&key, block.wire_name(), action);
     record.before = current.as_ref().map(|_| current_digest.clone());

@@ -121,6 +121,10 @@ impl Server {
         let store = config
             .store
             .unwrap_or_else(|| Arc::new(vak_core::prompts::FileStore::new(&home)));
+        // A store holding the home side: start from its whole home side (a
+        // local file it lacks, or one edited by hand, refuses the start).
+        vak_core::home::sync_if_shared(&home, &*store, true)
+            .map_err(|e| AdminError::Internal(e.to_string()))?;
         // The token file lives under the home, which may not exist yet.
         let (token, secret) = AdminToken::load(&home, config.env_token.as_deref())?;
         if !project.is_dir() {
@@ -733,6 +737,22 @@ async fn read_body(request: Request, deadline: Duration) -> Result<Request, Admi
     }
 }
 
+/// Bring the home's replica up to the store's home side before an API
+/// request reads or saves (DECISIONS §14); nothing for the file store.
+async fn sync_home(state: &Arc<AppState>) -> Result<(), AdminError> {
+    if state.store.home().is_none() {
+        return Ok(());
+    }
+    let state = Arc::clone(state);
+    tokio::task::spawn_blocking(move || {
+        vak_core::home::sync_if_shared(&state.home, &*state.store, false)
+    })
+    .await
+    .map_err(|e| AdminError::Internal(format!("the home-side sync failed: {e}")))?
+    .map_err(crate::gateway::home_error)?;
+    Ok(())
+}
+
 async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Response {
     let state = &guard.state;
     let mut response = match admit(state, &request) {
@@ -744,7 +764,10 @@ async fn guard(State(guard): State<Guard>, request: Request, next: Next) -> Resp
                 match bearer(&request) {
                     Some(token) if state.token.matches(token) => {
                         match read_body(request, guard.body_read_timeout).await {
-                            Ok(request) => next.run(request).await,
+                            Ok(request) => match sync_home(state).await {
+                                Ok(()) => next.run(request).await,
+                                Err(refusal) => refusal.into_response(),
+                            },
                             Err(refusal) => refusal.into_response(),
                         }
                     }

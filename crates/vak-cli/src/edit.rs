@@ -148,6 +148,10 @@ impl TargetArgs {
             Some(project) => Selectors::new(home, project.clone()),
             None => Selectors::discover(home, &current_dir()?)?,
         };
+        // The chosen store gets the kept texts and versions, and a change
+        // to the home side when the store holds it (`--store`, `VAK_STORE`
+        // or `[store] url`; DECISIONS §14), so every node sees it; the file
+        // store keeps writing the home's files.
         let store = vak_gateway::open_store(&selectors.home, self.store.as_deref())?;
         let core = Core::for_target(selectors, &target)?.with_store(store);
         Ok((core, target))
@@ -163,6 +167,7 @@ pub(crate) fn edit_error(error: EditError) -> CliError {
         | EditError::Save(SaveError::BadDigest(_)) => CliError::Usage(error.to_string()),
         EditError::Core(core) => CliError::Core(core),
         EditError::Save(_)
+        | EditError::Home(_)
         | EditError::History(_)
         | EditError::ForbiddenCharacter { .. }
         | EditError::ProjectInHome { .. } => CliError::Failed(error.to_string()),

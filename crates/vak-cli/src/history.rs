@@ -288,7 +288,7 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             let (core, target) = *file;
             (
                 history::versions(&core, &target).map_err(history_error)?,
-                history::target_key(&target, core.selectors()),
+                history::target_key(&core, &target),
                 target.block,
             )
         }

@@ -154,6 +154,11 @@ pub(crate) struct ServeArgs {
 pub(crate) struct SecretArgs {
     /// The bot id.
     pub(crate) bot: String,
+    /// The store (`file`, or `postgres://…`, which keeps the secret for
+    /// every node) [default: $VAK_STORE, else `[store] url` in the shared
+    /// config, else file].
+    #[arg(long, value_name = "URL")]
+    pub(crate) store: Option<String>,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -655,12 +660,15 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
 fn secret(args: &SecretArgs) -> Result<(), CliError> {
     let bot = name(NameKind::Bot, &args.bot)?;
     let home = home_dir(args.home.as_ref())?;
-    let (secret, created) = vak_gateway::ensure_secret(&home, &bot)?;
+    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
+    let (secret, created) = vak_gateway::ensure_bot_secret(&*store, &home, &bot)?;
     if created {
-        out::notice(
-            "note",
-            &format!("created {}", vak_gateway::secret_path(&home, &bot)),
-        );
+        let place = if store.home().is_some() {
+            store.describe()
+        } else {
+            vak_gateway::secret_path(&home, &bot).to_string()
+        };
+        out::notice("note", &format!("created in {place}"));
     }
     out::println(&escape_line(&secret))
 }

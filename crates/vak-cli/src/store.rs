@@ -118,17 +118,23 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             "objects": imported.objects,
             "objects_refused": imported.objects_refused,
             "versions": imported.versions,
+            "home_files": imported.home_files,
+            "home_already_there": imported.home_already_there,
+            "secrets": imported.secrets,
             "verified": true,
         })),
         Format::Text => out::print(&format!(
-            "copied {} sessions ({} records), {} audit events, {} bindings, {} kept texts and {} version records; {} sessions were already there; every ledger's digest, the events, the bindings, every kept text (re-hashed) and the version log verified\n",
+            "copied {} sessions ({} records), {} audit events, {} bindings, {} kept texts, {} version records, {} home-side files and {} signing secrets; {} sessions were already there (and {} home-side files); every ledger's digest, the events, the bindings, every kept text (re-hashed), the version log and every home-side file's digest verified\n",
             imported.sessions,
             imported.records,
             imported.events,
             imported.bindings,
             imported.objects,
             imported.versions,
-            imported.already_there
+            imported.home_files,
+            imported.secrets,
+            imported.already_there,
+            imported.home_already_there
         )),
     }
 }

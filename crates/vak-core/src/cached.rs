@@ -226,6 +226,15 @@ impl PromptCache {
         self.resolve_keyed(core, &Key::of(core, &self.keys))
     }
 
+    /// Drop every entry: the caller knows an input changed (the home-side
+    /// replica was just synced from the store), without waiting for the
+    /// change notification to be read.
+    pub fn clear(&self) {
+        let mut state = self.lock();
+        state.entries.clear();
+        state.generation += 1;
+    }
+
     /// Whether this cache checks what it composes against the model's
     /// window ([`PromptCache::within_window`]).
     pub fn checks_window(&self) -> bool {

@@ -82,6 +82,10 @@ pub enum EditError {
     /// The file could not be read, written or removed, or changed meanwhile.
     #[error(transparent)]
     Save(#[from] SaveError),
+    /// The store's home side or this node's replica of it refused
+    /// (DECISIONS §14).
+    #[error(transparent)]
+    Home(#[from] crate::home::HomeError),
     /// The text could not be kept in, or read back from, the object store
     /// (nothing was written), or a revert named a version that is not kept.
     #[error(transparent)]
@@ -658,6 +662,8 @@ impl Core {
     ) -> Result<Saved, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
+        // The budget runs on the replica: bring it up to the store first.
+        crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         if let Some(found) = first_forbidden(text) {
             return Err(EditError::ForbiddenCharacter {
                 block: target.block,
@@ -686,8 +692,18 @@ impl Core {
         self.check_reach(target, Some(text))?;
         self.keep_current(target, &path, &preview.before)?;
         self.store().history().put_object(text)?;
-        let outcome = save_atomic(&path, target.root(self.selectors()), text, if_digest)?;
-        let key = target_key(target, self.selectors());
+        let outcome = match crate::home::write_shared(
+            &**self.store(),
+            &self.selectors().home,
+            &path,
+            Some(text),
+            if_digest,
+            &who.label(),
+        )? {
+            Some(outcome) => outcome,
+            None => save_atomic(&path, target.root(self.selectors()), text, if_digest)?,
+        };
+        let key = target_key(self, target);
         let mut record = VersionRecord::new(&key, target.block.wire_name(), action);
         record.before.clone_from(&outcome.previous);
         record.after = Some(outcome.digest.clone());
@@ -769,6 +785,7 @@ impl Core {
     ) -> Result<Reset, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
+        crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let preview = self.preview(target, None)?;
         if preview.over_budget() {
             return Err(EditError::OverBudget {
@@ -782,9 +799,19 @@ impl Core {
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
         self.keep_current(target, &path, &preview.before)?;
-        let removed = remove_checked(&path, target.root(self.selectors()), if_digest)?;
+        let removed = match crate::home::write_shared(
+            &**self.store(),
+            &self.selectors().home,
+            &path,
+            None,
+            if_digest,
+            &who.label(),
+        )? {
+            Some(outcome) => outcome.previous,
+            None => remove_checked(&path, target.root(self.selectors()), if_digest)?,
+        };
         let unrecorded = removed.as_ref().and_then(|digest| {
-            let key = target_key(target, self.selectors());
+            let key = target_key(self, target);
             let mut record = VersionRecord::new(&key, target.block.wire_name(), Action::Reset);
             record.before = Some(digest.clone());
             self.record(record, who, &preview.after)

@@ -57,9 +57,18 @@ impl Who {
 
 /// The version log's name for `target`'s file: the path with its root (home
 /// or project) canonicalised, so the same file has one history whichever
-/// way the root was named on the command line.
-pub fn target_key(target: &EditTarget, selectors: &Selectors) -> String {
+/// way the root was named on the command line. A home-side file of a store
+/// that holds the home side (DECISIONS §14) is named relative to the home
+/// (`$VAK_HOME/.vak/prompts/guardrails.md`), so every node sharing the store
+/// lists the same history whatever its own `$VAK_HOME` is.
+pub fn target_key(core: &Core, target: &EditTarget) -> String {
+    let selectors = core.selectors();
     let path = target.path(selectors);
+    if core.store().home().is_some()
+        && let Some(rel) = crate::home::home_side(&selectors.home, &path)
+    {
+        return format!("$VAK_HOME/{rel}");
+    }
     let root = target.root(selectors);
     match (std::fs::canonicalize(root), path.strip_prefix(root)) {
         (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
@@ -391,7 +400,7 @@ fn label(d: &PromptLayerDescriptor, when: &str) -> String {
 pub fn versions(core: &Core, target: &EditTarget) -> Result<Versions, HistoryError> {
     core.store()
         .history()
-        .versions_of(&target_key(target, core.selectors()))
+        .versions_of(&target_key(core, target))
 }
 
 /// Two versions of a file by digest; `None` is "no file".

@@ -183,6 +183,22 @@ impl InboundPrompts {
         crate::history::keep_contributions(history, resolved)
     }
 
+    /// Bring this home's replica of `store`'s home side up to date
+    /// ([`crate::home::sync_home`]); `None` for a store that does not hold
+    /// the home side. It writes only what the store holds, through the
+    /// loader's confined writes, so the handle stays read-only for prompts.
+    ///
+    /// # Errors
+    ///
+    /// See [`crate::home::HomeError`].
+    pub fn sync_home(
+        &self,
+        store: &dyn vak_session::Store,
+        full: bool,
+    ) -> Result<Option<crate::home::Synced>, crate::home::HomeError> {
+        crate::home::sync_if_shared(&self.core.selectors().home, store, full)
+    }
+
     /// The gateway chat this handle resolves for, if any.
     pub fn chat(&self) -> Option<&Name> {
         self.core.selectors().chat.as_ref()

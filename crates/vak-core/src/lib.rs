@@ -10,6 +10,7 @@ mod core;
 mod edit;
 mod error;
 pub mod history;
+pub mod home;
 mod inbound;
 mod report;
 
@@ -60,8 +61,9 @@ pub mod prompts {
     pub use vak_session::{
         AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore, Bound,
         BoundSession, CapabilityDescriptor, ChangeKind, ChatPlan, Committed, ConfigChange,
-        DriftAccepted, FileStore, FreshSession, FrozenContract, Header, LayerChange, Ledger,
-        ParentSession, PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId,
-        SessionMeta, SessionStore, Store, TornLine, Turn, fingerprint, now_rfc3339, short_digest,
+        DriftAccepted, Expect, FileStore, FreshSession, FrozenContract, Header, HomeFile,
+        HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession, PromptLayerDescriptor, Record,
+        SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, Store, Swapped,
+        TornLine, Turn, fingerprint, home_side_path, now_rfc3339, short_digest,
     };
 }

@@ -16,6 +16,10 @@ pub enum LifecycleError {
     /// or written.
     #[error(transparent)]
     History(#[from] vak_core::history::HistoryError),
+    /// The home side could not be brought over from the store (DECISIONS
+    /// §14): a local file the store lacks, a replica file edited by hand.
+    #[error(transparent)]
+    Home(#[from] vak_core::home::HomeError),
     /// The bot has no entry in `bots.json`: nothing was written.
     #[error(
         "bot `{}` has no entry in `bots.json`, so its messages are refused; add it there (or in the admin API) first. Nothing was written",

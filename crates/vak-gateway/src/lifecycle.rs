@@ -7,7 +7,8 @@ use serde_json::json;
 use vak_core::prompts::{
     Bound, ChatPlan, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
-    SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, diff, now_rfc3339,
+    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, diff,
+    now_rfc3339,
 };
 use vak_core::{Admission, Core, InboundPrompts, PromptCache, Selectors};
 
@@ -111,6 +112,8 @@ pub fn new_session(
         }
         None => None,
     };
+    // A store holding the home side: resolve from a replica brought up to it.
+    vak_core::home::sync_if_shared(&core.selectors().home, store, false)?;
     let resolved = core.resolve()?;
     vak_core::check_window(&resolved)?;
     let contract = freeze(&resolved, parent);
@@ -227,6 +230,7 @@ pub fn exec(
 ) -> Result<(Exec, Vec<TornLine>), LifecycleError> {
     let ledger = store.read(id)?;
     let warnings = ledger.warnings.clone();
+    vak_core::home::sync_if_shared(home, store, false)?;
     let core = Core::open(selectors_of(
         home,
         id,
@@ -421,6 +425,46 @@ pub fn deliver_cached(
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
     };
+    // A store holding the home side: resolve from a replica synced to its
+    // generation, and let the store refuse (nothing written) when it moved
+    // on before the chat's lock was taken; then sync and resolve again.
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let generation = match prompts.sync_home(store, false)? {
+            Some(synced) => {
+                if synced.changed
+                    && let Some(cache) = cache
+                {
+                    cache.clear();
+                }
+                Some(synced.generation)
+            }
+            None => None,
+        };
+        match deliver_once(store, prompts, meta, text, cache, &bot, &chat, generation) {
+            Err(LifecycleError::Store(SessionError::HomeMoved { .. }))
+                if attempt < HOME_RETRIES => {}
+            other => return other,
+        }
+    }
+}
+
+/// How often a delivery resolves again because the home side moved under it.
+const HOME_RETRIES: usize = 8;
+
+#[allow(clippy::too_many_arguments)]
+fn deliver_once(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    cache: Option<&PromptCache>,
+    bot: &Name,
+    chat: &Name,
+    generation: Option<i64>,
+) -> Result<Delivered, LifecycleError> {
+    let (bot, chat) = (bot.clone(), chat.clone());
     match prompts.admission()? {
         Admission::Admitted => {}
         Admission::UnknownBot => {
@@ -452,7 +496,7 @@ pub fn deliver_cached(
             }
         }
     };
-    let committed = store.deliver(&bot, &chat, &mut plan)?;
+    let committed = store.deliver_at(&bot, &chat, generation, &mut plan)?;
     if let Some(error) = failure {
         return Err(error);
     }

@@ -7,7 +7,7 @@ use std::io::Write as _;
 use camino::{Utf8Path, Utf8PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use vak_core::prompts::{Name, read_safely};
+use vak_core::prompts::{Name, Store, read_safely};
 
 use crate::LifecycleError;
 
@@ -46,6 +46,67 @@ pub fn read_secret(home: &Utf8Path, bot: &Name) -> Result<Option<String>, Lifecy
     }
 }
 
+/// The secret of `bot` from `store` when it holds the home side (so a node
+/// with an empty `$VAK_HOME` verifies), else — the file store, or a bot
+/// whose secret is not in the store yet — from the home's file.
+pub fn bot_secret(
+    store: &dyn Store,
+    home: &Utf8Path,
+    bot: &Name,
+) -> Result<Option<String>, LifecycleError> {
+    let Some(shared) = store.home() else {
+        return read_secret(home, bot);
+    };
+    match shared.bot_secret(bot.as_str())? {
+        Some(secret) if secret.trim().len() < 32 => Err(LifecycleError::Secret {
+            path: Utf8PathBuf::from(format!("{}: vak_bot_secrets/{bot}", store.describe())),
+            reason: "is shorter than 32 characters; delete the row and run `vak gateway secret --store URL` again".to_owned(),
+        }),
+        Some(secret) => Ok(Some(secret.trim().to_owned())),
+        // Not in the store yet (never imported): the node's own file, as
+        // before the store held secrets.
+        None => read_secret(home, bot),
+    }
+}
+
+/// `vak gateway secret BOT [--store URL]`: [`ensure_secret`], or in `store`
+/// when it holds the home side (one secret per bot for every node; the
+/// first node to create it wins a race). Returns the secret and whether it
+/// was created now.
+pub fn ensure_bot_secret(
+    store: &dyn Store,
+    home: &Utf8Path,
+    bot: &Name,
+) -> Result<(String, bool), LifecycleError> {
+    let Some(shared) = store.home() else {
+        return ensure_secret(home, bot);
+    };
+    if shared.bot_secret(bot.as_str())?.is_some() {
+        // Checked (length) the way every verification reads it.
+        if let Some(secret) = bot_secret(store, home, bot)? {
+            return Ok((secret, false));
+        }
+    }
+    // A secret this home already has is the one its clients sign with:
+    // keep it for every node rather than minting another.
+    let secret = match read_secret(home, bot)? {
+        Some(local) => local,
+        None => fresh_secret().map_err(|reason| LifecycleError::Secret {
+            path: Utf8PathBuf::from(format!("{}: vak_bot_secrets/{bot}", store.describe())),
+            reason,
+        })?,
+    };
+    let kept = shared.bot_secret_create(bot.as_str(), &secret)?;
+    let created = kept == secret;
+    Ok((kept, created))
+}
+
+fn fresh_secret() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no random bytes: {e}"))?;
+    Ok(hex(&bytes))
+}
+
 /// `vak gateway secret BOT`: the bot's secret, created (64 hex characters
 /// from the OS's random source, a new file of mode 0600 that is never
 /// opened through an existing name) if absent. Returns it and whether it
@@ -74,9 +135,7 @@ pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), Life
     if let Some(secret) = read_secret(home, bot)? {
         return Ok((secret, false));
     }
-    let mut bytes = [0u8; 32];
-    getrandom::fill(&mut bytes).map_err(|e| fail(format!("no random bytes: {e}")))?;
-    let secret = hex(&bytes);
+    let secret = fresh_secret().map_err(fail)?;
     let mut options = std::fs::OpenOptions::new();
     // create_new is O_CREAT|O_EXCL: it never follows or reuses a name.
     options.write(true).create_new(true);

@@ -68,6 +68,9 @@ impl Service {
     /// Open the store and bind `config.listen` (port 0 picks one).
     pub fn bind(config: ServiceConfig) -> Result<Service, LifecycleError> {
         let store = open_store(&config.home, config.store.as_deref())?;
+        // A node starts from the store's whole home side: a local file the
+        // store lacks, or one edited by hand, refuses the start.
+        vak_core::home::sync_if_shared(&config.home, &*store, true)?;
         let listener =
             std::net::TcpListener::bind(&config.listen).map_err(|e| LifecycleError::Listen {
                 addr: config.listen.clone(),
@@ -144,16 +147,22 @@ fn refusal(status: StatusCode, message: &str) -> Response {
 async fn healthz(State(state): State<Arc<Shared>>) -> Response {
     let probe = tokio::task::spawn_blocking(move || {
         let (hits, misses) = state.cache.counts();
-        state
+        state.store.list_newest(1)?;
+        // The generation of the store's home side, when it holds one, so an
+        // operator can see every node at the same one.
+        let generation = state
             .store
-            .list_newest(1)
-            .map(|_| (state.store.describe(), hits, misses))
+            .home()
+            .map(vak_core::prompts::HomeStore::home_generation)
+            .transpose()?;
+        Ok::<_, vak_core::prompts::SessionError>((state.store.describe(), hits, misses, generation))
     })
     .await;
     match probe {
-        Ok(Ok((store, hits, misses))) => axum::Json(json!({
+        Ok(Ok((store, hits, misses, generation))) => axum::Json(json!({
             "status": "ok",
             "store": store,
+            "home_generation": generation,
             "resolution_cache": {"hits": hits, "misses": misses},
         }))
         .into_response(),
@@ -293,7 +302,7 @@ fn handle(
     signature: Option<&str>,
     body: &Bytes,
 ) -> Response {
-    let secret = match crate::read_secret(&state.home, &bot) {
+    let secret = match crate::bot_secret(&*state.store, &state.home, &bot) {
         Ok(Some(secret)) => secret,
         Ok(None) => {
             return refusal(
@@ -342,6 +351,13 @@ fn handle(
         Ok(prompts) => prompts,
         Err(error) => return failure(&LifecycleError::Core(error)),
     };
+    // The allowlist is home-side: read it from a replica synced to the
+    // store (a no-op for the file store).
+    match prompts.sync_home(&*state.store, false) {
+        Ok(Some(synced)) if synced.changed => state.cache.clear(),
+        Ok(_) => {}
+        Err(error) => return failure(&LifecycleError::Home(error)),
+    }
     // Off the allowlist is 403 before the signature is taken, so a refusal
     // writes nothing at all.
     match prompts.admission() {

@@ -162,6 +162,12 @@ pub struct Imported {
     pub objects_refused: Vec<String>,
     /// Version records copied.
     pub versions: usize,
+    /// Home-side files copied (DECISIONS §14).
+    pub home_files: usize,
+    /// Home-side files the store already held with the same digest.
+    pub home_already_there: usize,
+    /// Signing secrets copied.
+    pub secrets: usize,
 }
 
 /// The digest of a ledger's content: header and records, as the store
@@ -238,6 +244,15 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             what: "the audit events differ between the two stores".to_owned(),
         });
     }
+    let home_side = vak_core::home::import_home(
+        home,
+        &target,
+        &target.describe(),
+        &vak_core::history::Who::OsUser.label(),
+    )?;
+    report.home_files = home_side.copied;
+    report.home_already_there = home_side.already_there;
+    report.secrets = import_secrets(home, &target)?;
     for (bot, chat, binding) in files.bindings()? {
         target.import_binding(&bot, &chat, &binding)?;
         report.bindings += 1;
@@ -310,4 +325,38 @@ fn import_history(
         });
     }
     Ok(())
+}
+
+/// Copy every signing secret under `home` into `target`; a bot whose secret
+/// the store already holds with another value is an error (the store's one
+/// is what every node verifies with). Returns how many were copied now.
+fn import_secrets(home: &Utf8Path, target: &PgStore) -> Result<usize, LifecycleError> {
+    use vak_core::prompts::{HomeStore as _, Name, NameKind};
+    let dir = home.join(".vak").join("gateway").join("secrets");
+    let Ok(entries) = dir.read_dir_utf8() else {
+        return Ok(0);
+    };
+    let mut copied = 0;
+    for entry in entries.flatten() {
+        let Ok(bot) = Name::new(NameKind::Bot, entry.file_name()) else {
+            continue;
+        };
+        let Some(secret) = crate::read_secret(home, &bot)? else {
+            continue;
+        };
+        let had = target.bot_secret(bot.as_str())?;
+        let kept = target.bot_secret_create(bot.as_str(), &secret)?;
+        if kept != secret {
+            return Err(LifecycleError::ImportMismatch {
+                what: format!(
+                    "bot `{bot}` already has another signing secret in the store; the store's is the one every node verifies with, so remove `{}` or the row",
+                    crate::secret_path(home, &bot)
+                ),
+            });
+        }
+        if had.is_none() {
+            copied += 1;
+        }
+    }
+    Ok(copied)
 }

@@ -406,6 +406,23 @@ pub fn write_gateway_prompt(
     text: Option<&str>,
     expected: &str,
 ) -> Result<SaveOutcome, GatewayError> {
+    let (path, out) = gateway_prompt_text(home, file, entry_path, block, text)?;
+    Ok(save_atomic(&path, home, &out, Some(expected))?)
+}
+
+/// The file [`write_gateway_prompt`] would write, and its whole new text,
+/// without writing it (a store that holds the home side writes it instead).
+///
+/// # Errors
+///
+/// As [`write_gateway_prompt`], but never a stale digest.
+pub fn gateway_prompt_text(
+    home: &Utf8Path,
+    file: GatewayFile,
+    entry_path: &[&str],
+    block: Block,
+    text: Option<&str>,
+) -> Result<(Utf8PathBuf, String), GatewayError> {
     let path = file.path(home);
     let mut root = read_gateway(home, file)?
         .map(|d| d.entries)
@@ -461,7 +478,7 @@ pub fn write_gateway_prompt(
             bytes: out.len(),
         }));
     }
-    Ok(save_atomic(&path, home, &out, Some(expected))?)
+    Ok((path, out))
 }
 
 fn skip(

@@ -89,6 +89,9 @@ fn not_input(name: &[u8]) -> bool {
     NOT_INPUT_DIRS.contains(&name.as_ref())
         || name.starts_with("bindings.json")
         || name == "admin.token"
+        || name
+            .trim_start_matches('.')
+            .starts_with("home-replica.json")
         || name.ends_with(".lock")
         || name.contains(".foreign-")
 }

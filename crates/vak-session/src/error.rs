@@ -108,6 +108,19 @@ pub enum SessionError {
         /// The chat.
         chat: String,
     },
+    /// The home side changed in the store after this delivery's prompt was
+    /// resolved: the delivery wrote nothing and is retried on the new one.
+    #[error(
+        "{store}: the home side moved to generation {now} after this delivery resolved generation {resolved}; nothing was written, so deliver again"
+    )]
+    HomeMoved {
+        /// The store.
+        store: String,
+        /// The generation the resolution used.
+        resolved: i64,
+        /// The store's generation under the chat's lock.
+        now: i64,
+    },
     /// The bindings file is not valid JSON of the expected shape.
     #[error(
         "`{}` is not a valid bindings file ({}); fix or move it, nothing was changed",

@@ -28,6 +28,7 @@ mod change;
 mod contract;
 mod error;
 mod file;
+mod home;
 mod id;
 mod jsonl;
 mod ledger;
@@ -42,6 +43,9 @@ pub use contract::{
     fingerprint,
 };
 pub use error::SessionError;
+pub use home::{
+    Expect, GATEWAY_FILES, HomeFile, HomeSnapshot, HomeStore, LAYER_FILES, Swapped, home_side_path,
+};
 pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
 pub use ledger::{DriftAccepted, Header, Ledger, Record, SessionMeta, SessionStore, Turn};

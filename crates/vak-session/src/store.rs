@@ -17,8 +17,8 @@ use vak_prompt_blocks::Name;
 use vak_prompt_history::{FileHistory, History};
 
 use crate::{
-    AuditEntries, AuditLog, Binding, BindingStore, ConfigChange, FrozenContract, Header, Ledger,
-    Record, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, Turn,
+    AuditEntries, AuditLog, Binding, BindingStore, ConfigChange, FrozenContract, Header, HomeStore,
+    Ledger, Record, SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, Turn,
 };
 
 /// What a chat's binding points at when a delivery looks it up.
@@ -162,6 +162,30 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         chat: &Name,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError>;
+
+    /// [`deliver`](Self::deliver) for a prompt resolved from the home side
+    /// at `home_generation` (`None`: not from a store's home side). A store
+    /// that holds the home side compares it with its generation under the
+    /// chat's lock, before `plan` runs, and answers
+    /// [`SessionError::HomeMoved`] (nothing written) when it moved on, so a
+    /// node holding an older replica can never rotate a chat back.
+    fn deliver_at(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        home_generation: Option<i64>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
+        let _ = home_generation;
+        self.deliver(bot, chat, plan)
+    }
+
+    /// The home side of the prompt and the signing secrets, when this store
+    /// holds them (DECISIONS §14: the PostgreSQL store). `None` (the file
+    /// store): the home's files are the home side, as they always were.
+    fn home(&self) -> Option<&dyn HomeStore> {
+        None
+    }
 }
 
 /// The file backend: `sessions/<id>.jsonl`, `audit/security.jsonl`,

@@ -32,6 +32,7 @@
 //! as such in `pg_locks`.
 
 mod history;
+mod home;
 mod migrate;
 mod pool;
 mod store;

@@ -32,6 +32,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "history",
         sql: include_str!("migrations/0003_history.sql"),
     },
+    Migration {
+        version: 4,
+        name: "home",
+        sql: include_str!("migrations/0004_home.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.
@@ -94,4 +99,19 @@ pub(crate) fn current(client: &mut Client) -> Result<Option<i32>, postgres::Erro
 /// The newest version this build ships.
 pub(crate) fn latest() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The versions this build ships that `client`'s database has not applied
+/// (a database migrated by a build that lacked one in the middle).
+pub(crate) fn missing(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+    let applied: Vec<i32> = client
+        .query("SELECT version FROM vak_schema_migrations", &[])?
+        .into_iter()
+        .map(|row| row.get(0))
+        .collect();
+    Ok(MIGRATIONS
+        .iter()
+        .map(|m| m.version)
+        .filter(|v| !applied.contains(v))
+        .collect())
 }

@@ -98,7 +98,21 @@ impl PgStore {
             .map_err(|e| store.err(&e))?;
         let latest = migrate::latest();
         match current {
-            Some(v) if v == latest => Ok(store),
+            Some(v) if v == latest => {
+                let missing = store
+                    .pool
+                    .with(migrate::missing)
+                    .map_err(|e| store.err(&e))?;
+                if missing.is_empty() {
+                    Ok(store)
+                } else {
+                    let versions: Vec<String> = missing.iter().map(ToString::to_string).collect();
+                    Err(store.fail(format!(
+                        "its schema lacks migration {} of this build; run `vak store migrate --store URL`",
+                        versions.join(", ")
+                    )))
+                }
+            }
             Some(v) if v > latest => Err(store.fail(format!(
                 "its schema is version {v}, newer than this build's {latest}; upgrade vak"
             ))),
@@ -121,7 +135,7 @@ impl PgStore {
         self.lock
     }
 
-    fn fail(&self, reason: String) -> SessionError {
+    pub(crate) fn fail(&self, reason: String) -> SessionError {
         SessionError::Backend {
             store: self.described.clone(),
             reason,
@@ -152,7 +166,7 @@ impl PgStore {
         Ok((rows, usize::try_from(total).unwrap_or(0)))
     }
 
-    fn err(&self, error: &postgres::Error) -> SessionError {
+    pub(crate) fn err(&self, error: &postgres::Error) -> SessionError {
         self.fail(reason(error))
     }
 
@@ -616,6 +630,20 @@ impl Store for PgStore {
         chat: &Name,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
+        self.deliver_at(bot, chat, None, plan)
+    }
+
+    fn home(&self) -> Option<&dyn vak_session::HomeStore> {
+        Some(self)
+    }
+
+    fn deliver_at(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        home_generation: Option<i64>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         self.pool
@@ -645,6 +673,20 @@ impl Store for PgStore {
                         .and_then(|row| row.get(0))
                     }
                 };
+                // Under the chat's lock: a prompt resolved from an older
+                // home side must not be planned with (it could rotate the
+                // chat back to a prompt another node already moved past).
+                if let Some(resolved) = home_generation {
+                    let now = crate::home::generation(&mut tx)?;
+                    if now != resolved {
+                        outcome = Err(SessionError::HomeMoved {
+                            store: self.described.clone(),
+                            resolved,
+                            now,
+                        });
+                        return Ok(());
+                    }
+                }
                 let bound = match bound_id {
                     None => Bound::Unbound,
                     Some(raw) => {

@@ -15,6 +15,7 @@ mod gateway_scale;
 mod gateway_service;
 mod history;
 mod history_store;
+mod home_store;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;

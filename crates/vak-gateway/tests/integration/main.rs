@@ -9,3 +9,4 @@
 
 mod common;
 mod contract;
+mod home_side;

@@ -1,0 +1,491 @@
+//! The home side served from the PostgreSQL store (DECISIONS §14): two
+//! `vak gateway serve` nodes, each with its own EMPTY `$VAK_HOME`, on one
+//! database share the operator's prompts through the store; an edit through
+//! one node's admin API rotates the chat once on the other node and no node
+//! ever rotates it back. Real binary, real PostgreSQL (`VAK_TEST_PG_URL`).
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use vak_core::prompts::sha256_hex;
+
+use crate::common::*;
+use crate::gateway_scale::{pg_url, scratch_database};
+use crate::gateway_service::{post, serve, signed};
+
+const TOKEN: &str = "home-store-test-token-0123456789abcdef";
+
+/// A running `vak admin serve`; killed when dropped.
+struct Admin {
+    child: Child,
+    addr: String,
+    _stdout: BufReader<std::process::ChildStdout>,
+}
+
+impl Drop for Admin {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn admin(env: &Env, url: &str) -> Admin {
+    let mut child = env
+        .command(&["admin", "serve", "--listen", "127.0.0.1:0", "--store", url])
+        .env("VAK_ADMIN_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    stdout.read_line(&mut first).unwrap();
+    let addr = first
+        .trim()
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("first line is the URL: {first:?}"))
+        .to_owned();
+    Admin {
+        child,
+        addr,
+        _stdout: stdout,
+    }
+}
+
+/// One authenticated admin request; the status and the JSON answer.
+fn call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    let body = body.map(Value::to_string).unwrap_or_default();
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let status = raw
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {raw:?}"));
+    let json = raw
+        .split_once("\r\n\r\n")
+        .and_then(|(_, b)| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null);
+    (status, json)
+}
+
+fn save_guardrails(addr: &str, text: &str, if_digest: &str) -> (u16, Value) {
+    call(
+        addr,
+        "PUT",
+        "/api/layers/guardrails?scope=shared",
+        Some(&json!({"text": text, "if_digest": if_digest})),
+    )
+}
+
+fn deliver(node: &str, secret: &str, text: &str) -> Value {
+    let body = json!({ "text": text }).to_string();
+    let (status, answer) = post(
+        node,
+        "/v1/bots/helpdesk/chats/42/messages",
+        &signed(secret, &body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    answer
+}
+
+fn config_changes(env: &Env, url: &str) -> usize {
+    let audit = env.json(&["audit", "list", "--store", url]);
+    audit
+        .as_array()
+        .or_else(|| audit["events"].as_array())
+        .unwrap_or_else(|| panic!("audit list: {audit}"))
+        .iter()
+        .filter(|e| e["type"] == "config-change" || e["kind"] == "config-change")
+        .count()
+}
+
+/// The operator's home (the fixture) imported into a fresh database.
+fn seeded(tag: &str) -> Option<(String, Env, String)> {
+    let url = scratch_database(&pg_url()?, tag);
+    let operator = Env::fixture("myproj");
+    operator.ok(&["store", "migrate", "--store", &url]);
+    let secret = operator
+        .ok(&["gateway", "secret", "helpdesk"])
+        .trim()
+        .to_owned();
+    let imported = operator.json(&["store", "import", "--from", "file", "--store", &url]);
+    assert_eq!(imported["home_files"], 7, "{imported}");
+    assert_eq!(imported["secrets"], 1, "{imported}");
+    // Idempotent: again, everything is already there.
+    let again = operator.json(&["store", "import", "--from", "file", "--store", &url]);
+    assert_eq!(again["home_files"], 0, "{again}");
+    assert_eq!(again["home_already_there"], 7, "{again}");
+    Some((url, operator, secret))
+}
+
+#[test]
+fn two_nodes_with_empty_homes_share_the_home_side_and_rotate_once() {
+    let Some((url, _operator, secret)) = seeded("two") else {
+        return;
+    };
+    let (a, b) = (Env::empty(), Env::empty());
+    // The secret comes from the store on a node with an empty home.
+    assert_eq!(
+        b.ok(&["gateway", "secret", "helpdesk", "--store", &url])
+            .trim(),
+        secret
+    );
+    assert!(!b.home().join(".vak/gateway/secrets/helpdesk").exists());
+    let node_a = serve(&a, &["--store", &url]);
+    let node_b = serve(&b, &["--store", &url]);
+    // Each node's replica holds the operator's files.
+    let guardrails =
+        std::fs::read_to_string(fixtures().join("home/.vak/prompts/guardrails.md")).unwrap();
+    for node in [&a, &b] {
+        assert_eq!(
+            std::fs::read_to_string(node.home().join(".vak/prompts/guardrails.md")).unwrap(),
+            guardrails
+        );
+    }
+
+    let first = deliver(&node_a.addr, &secret, "one");
+    assert_eq!(first["outcome"], "created", "{first}");
+    let session = first["session_id"].as_str().unwrap().to_owned();
+    assert!(
+        first["request"]["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("Never push to `main` directly")
+    );
+    for (i, node) in [&node_b, &node_a, &node_b].into_iter().enumerate() {
+        let next = deliver(&node.addr, &secret, &format!("turn {i}"));
+        assert_eq!(next["outcome"], "continued", "{next}");
+        assert_eq!(next["session_id"], session.as_str());
+    }
+
+    // An edit through node A's admin API.
+    let admin_a = admin(&a, &url);
+    let edited = format!("{guardrails}- Never deploy on Fridays.\n");
+    let (status, saved) = save_guardrails(&admin_a.addr, &edited, &sha256_hex(&guardrails));
+    assert_eq!(status, 200, "{saved}");
+
+    // The very next delivery, on node B, rotates: once.
+    let rotated = deliver(&node_b.addr, &secret, "after the edit");
+    assert_eq!(rotated["outcome"], "rotated", "{rotated}");
+    assert_eq!(rotated["previous_session"], session.as_str());
+    assert!(
+        rotated["request"]["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("Never deploy on Fridays")
+    );
+    let fresh = rotated["session_id"].as_str().unwrap().to_owned();
+    for (i, node) in [&node_a, &node_b, &node_a, &node_b].into_iter().enumerate() {
+        let next = deliver(&node.addr, &secret, &format!("later {i}"));
+        assert_eq!(next["outcome"], "continued", "never back: {next}");
+        assert_eq!(next["session_id"], fresh.as_str());
+    }
+    assert_eq!(config_changes(&a, &url), 1);
+    assert_eq!(
+        std::fs::read_to_string(b.home().join(".vak/prompts/guardrails.md")).unwrap(),
+        edited
+    );
+    let (_, health_a) = call(&node_a.addr, "GET", "/healthz", None);
+    let (_, health_b) = call(&node_b.addr, "GET", "/healthz", None);
+    assert!(
+        health_a["home_generation"].as_i64().unwrap() > 1,
+        "{health_a}"
+    );
+    assert_eq!(health_a["home_generation"], health_b["home_generation"]);
+
+    // A save that started from the old text is refused on the other node.
+    let admin_b = admin(&b, &url);
+    let (status, stale) = save_guardrails(&admin_b.addr, "- other\n", &sha256_hex(&guardrails));
+    assert_eq!(status, 409, "{stale}");
+
+    // `vak prompts set` on node B with the store chosen by VAK_STORE goes
+    // through the store too: node A's next delivery rotates, once.
+    let mut set = b.command(&["prompts", "set", "--scope", "shared", "guardrails", "-"]);
+    let out = set
+        .env("VAK_STORE", &url)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut child = out;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"- Only the CLI said this.\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again = deliver(&node_a.addr, &secret, "after the CLI edit");
+    assert_eq!(again["outcome"], "rotated", "{again}");
+    assert_eq!(again["previous_session"], fresh.as_str());
+    let next = deliver(&node_b.addr, &secret, "and on B");
+    assert_eq!(next["outcome"], "continued", "{next}");
+    assert_eq!(next["session_id"], again["session_id"]);
+    assert_eq!(config_changes(&a, &url), 2);
+
+    // Both saves (A's admin API, B's CLI) are one history in the store,
+    // listed the same on either node whatever its own home is.
+    let logs: Vec<Value> = [&a, &b]
+        .into_iter()
+        .map(|node| {
+            let text = node.ok(&[
+                "prompts",
+                "log",
+                "--scope",
+                "shared",
+                "guardrails",
+                "--store",
+                &url,
+                "--format",
+                "json",
+            ]);
+            serde_json::from_str(&text).unwrap()
+        })
+        .collect();
+    assert_eq!(logs[0], logs[1]);
+    assert_eq!(logs[0]["target"], "$VAK_HOME/.vak/prompts/guardrails.md");
+    let versions = logs[0]["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 2, "{}", logs[0]);
+    assert!(
+        versions[0]["who"]
+            .as_str()
+            .unwrap()
+            .starts_with("admin-token:")
+    );
+    assert_eq!(versions[0]["before"], sha256_hex(&guardrails).as_str());
+    assert_eq!(versions[1]["before"], sha256_hex(&edited).as_str());
+    // Every text either node resolved on is kept in the store: the rotated
+    // session diffs against now on the other node.
+    let diff = b.ok(&["session", "diff", &fresh, "--store", &url]);
+    assert!(diff.contains("Never deploy on Fridays"), "{diff}");
+    assert!(diff.contains("Only the CLI said this"), "{diff}");
+
+    // A bot prompt edited through node B's admin API (the gateway JSON goes
+    // to the store whole): node A rotates on it.
+    let identity = "You are the Helpdesk bot for the platform team. You answer questions about our services and open tickets; you do not change code.";
+    let (status, saved) = call(
+        &admin_b.addr,
+        "PUT",
+        "/api/gateway/bots/helpdesk/identity",
+        Some(
+            &json!({"text": "You are the store's Helpdesk bot.", "if_digest": sha256_hex(identity)}),
+        ),
+    );
+    assert_eq!(status, 200, "{saved}");
+    let bot_edit = deliver(&node_a.addr, &secret, "after the bot edit");
+    assert_eq!(bot_edit["outcome"], "rotated", "{bot_edit}");
+    assert!(
+        bot_edit["request"]["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("the store's Helpdesk bot")
+    );
+    assert!(
+        std::fs::read_to_string(a.home().join(".vak/gateway/bots.json"))
+            .unwrap()
+            .contains("the store's Helpdesk bot")
+    );
+    assert_eq!(config_changes(&a, &url), 3);
+}
+
+#[test]
+fn two_admin_saves_racing_on_two_nodes_one_wins() {
+    let Some((url, _operator, _secret)) = seeded("race") else {
+        return;
+    };
+    let (a, b) = (Env::empty(), Env::empty());
+    let admin_a = admin(&a, &url);
+    let admin_b = admin(&b, &url);
+    let replica = a.home().join(".vak/prompts/guardrails.md");
+    for round in 0..5 {
+        // Both start from the text node A's replica holds now (synced by
+        // the last request to it).
+        let digest = sha256_hex(std::fs::read_to_string(&replica).unwrap());
+        let (da, db) = (digest.clone(), digest);
+        let (addr_a, addr_b) = (admin_a.addr.clone(), admin_b.addr.clone());
+        let ta = std::thread::spawn(move || {
+            save_guardrails(&addr_a, &format!("- from A {round}\n"), &da).0
+        });
+        let tb = std::thread::spawn(move || {
+            save_guardrails(&addr_b, &format!("- from B {round}\n"), &db).0
+        });
+        let mut statuses = [ta.join().unwrap(), tb.join().unwrap()];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 409], "round {round}");
+        // Node A's replica follows whichever won (its next request syncs).
+        let (status, _) = call(&admin_a.addr, "GET", "/api/layers?scope=shared", None);
+        assert_eq!(status, 200);
+    }
+}
+
+#[test]
+fn a_local_file_the_store_lacks_refuses_the_node_with_the_import_hint() {
+    let Some((url, _operator, _secret)) = seeded("unknown") else {
+        return;
+    };
+    let node = Env::empty();
+    node.write_home(".vak/prompts/surface/telegram/identity.md", "I am local.\n");
+    let out = node.vak(&[
+        "gateway",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &url,
+    ]);
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(
+        err.contains("vak store import --from file --store URL"),
+        "{err}"
+    );
+    assert!(err.contains("surface/telegram/identity.md"), "{err}");
+    // Nothing was written over or beside it.
+    assert_eq!(
+        std::fs::read_to_string(
+            node.home()
+                .join(".vak/prompts/surface/telegram/identity.md")
+        )
+        .unwrap(),
+        "I am local.\n"
+    );
+    assert!(!node.home().join(".vak/prompts/guardrails.md").exists());
+}
+
+#[test]
+fn a_replica_edited_by_hand_or_a_row_altered_in_the_database_is_refused() {
+    let Some((url, operator, secret)) = seeded("altered") else {
+        return;
+    };
+    let a = Env::empty();
+    let node = serve(&a, &["--store", &url]);
+    assert_eq!(deliver(&node.addr, &secret, "one")["outcome"], "created");
+
+    // A row altered behind vak's back is never served.
+    let status = std::process::Command::new("psql")
+        .args([
+            url.as_str(),
+            "-qc",
+            "UPDATE vak_home_files SET text = text || '- injected' WHERE path = '.vak/prompts/guardrails.md'; UPDATE vak_home_generation SET generation = generation + 1",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let body = json!({"text": "two"}).to_string();
+    let (status, answer) = post(
+        &node.addr,
+        "/v1/bots/helpdesk/chats/42/messages",
+        &signed(&secret, &body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 500, "{answer}");
+    assert!(
+        !std::fs::read_to_string(a.home().join(".vak/prompts/guardrails.md"))
+            .unwrap()
+            .contains("injected")
+    );
+    drop(node);
+
+    // A file edited by hand on a node is reported, not overwritten.
+    let b = Env::empty();
+    let fresh_url = scratch_database(&pg_url().unwrap(), "byhand");
+    operator.ok(&["store", "migrate", "--store", &fresh_url]);
+    operator.ok(&["store", "import", "--from", "file", "--store", &fresh_url]);
+    let admin_b = admin(&b, &fresh_url);
+    b.write_home(".vak/prompts/operating-rules.md", "- edited by hand\n");
+    // Noticed at the very next request, though the store did not move.
+    let (status, answer) = call(&admin_b.addr, "GET", "/api/layers?scope=shared", None);
+    assert_eq!(status, 500, "{answer}");
+    assert!(answer.to_string().contains("by hand"), "{answer}");
+    let a2 = Env::empty();
+    let admin_a2 = admin(&a2, &fresh_url);
+    let rules =
+        std::fs::read_to_string(fixtures().join("home/.vak/prompts/operating-rules.md")).unwrap();
+    let (status, answer) = call(
+        &admin_a2.addr,
+        "PUT",
+        "/api/layers/operating-rules?scope=shared",
+        Some(&json!({"text": "- from the store\n", "if_digest": sha256_hex(&rules)})),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = call(&admin_b.addr, "GET", "/api/layers?scope=shared", None);
+    assert_eq!(status, 500, "{answer}");
+    assert!(answer.to_string().contains("by hand"), "{answer}");
+    assert_eq!(
+        std::fs::read_to_string(b.home().join(".vak/prompts/operating-rules.md")).unwrap(),
+        "- edited by hand\n"
+    );
+}
+
+#[test]
+fn a_home_side_built_through_one_nodes_admin_api_serves_another_node() {
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "built");
+    let (a, b) = (Env::empty(), Env::empty());
+    a.ok(&["store", "migrate", "--store", &url]);
+    let admin_a = admin(&a, &url);
+    let (status, saved) = call(
+        &admin_a.addr,
+        "PUT",
+        "/api/layers/guardrails?scope=shared",
+        Some(&json!({"text": "- Built through the admin API.\n", "if_digest": ""})),
+    );
+    assert_eq!(status, 200, "{saved}");
+    // The gateway tiers, written through the same API.
+    let (status, saved) = call(
+        &admin_a.addr,
+        "PUT",
+        "/api/gateway/bots/helpdesk/identity",
+        Some(&json!({"text": "You are the built bot.", "if_digest": ""})),
+    );
+    assert_eq!(status, 200, "{saved}");
+    let (status, saved) = call(
+        &admin_a.addr,
+        "PUT",
+        "/api/gateway/chats/helpdesk/7/surface-note",
+        Some(&json!({"text": "Chat seven.", "if_digest": ""})),
+    );
+    assert_eq!(status, 200, "{saved}");
+    let secret = a
+        .ok(&["gateway", "secret", "helpdesk", "--store", &url])
+        .trim()
+        .to_owned();
+    let node_b = serve(&b, &["--store", &url]);
+    let body = json!({"text": "hello"}).to_string();
+    let (status, answer) = post(
+        &node_b.addr,
+        "/v1/bots/helpdesk/chats/7/messages",
+        &signed(&secret, &body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let prefix = answer["request"]["prefix"].as_str().unwrap();
+    for text in [
+        "Built through the admin API",
+        "You are the built bot",
+        "Chat seven",
+    ] {
+        assert!(prefix.contains(text), "{text} in {prefix}");
+    }
+}

@@ -1,0 +1,284 @@
+//! The home side in the PostgreSQL store (DECISIONS §14): compare-and-swap,
+//! an altered row, a hostile path, and a delivery whose resolution the
+//! store moved past under the chat's lock (refused, resolved again, never
+//! rotated back). PostgreSQL only: the file store does not hold the home
+//! side.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_core::prompts::{
+    AuditEntries, Binding, Bound, ChatPlan, Committed, Expect, FrozenContract, Header, HomeStore,
+    Ledger, Name, NameKind, Record, SessionError, SessionId, SessionMeta, Store, SurfaceKind,
+    Swapped, sha256_hex,
+};
+use vak_core::{InboundPrompts, Selectors};
+use vak_gateway::{DeliveryOutcome, deliver, meta_for};
+use vak_store_pg::PgStore;
+
+use crate::common::{Backend, Env};
+
+const GUARDRAILS: &str = ".vak/prompts/guardrails.md";
+
+fn seeded() -> Option<(Env, PgStore)> {
+    let env = Env::new(Backend::Postgres)?;
+    let url = env.url.clone()?;
+    vak_gateway::import_file(&env.home, &url).unwrap();
+    Some((env, PgStore::open(&url).unwrap()))
+}
+
+fn empty_home() -> (tempfile::TempDir, Utf8PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = Utf8Path::from_path(dir.path()).unwrap().to_owned();
+    (dir, path)
+}
+
+fn chat_prompts(home: &Utf8Path, project: &Utf8Path) -> (InboundPrompts, SessionMeta) {
+    let selectors = Selectors {
+        surface: SurfaceKind::Chat,
+        bot: Some(Name::new(NameKind::Bot, "helpdesk").unwrap()),
+        chat: Some(Name::new(NameKind::Chat, "42").unwrap()),
+        ..Selectors::new(home.to_owned(), project.to_owned())
+    };
+    let meta = meta_for(&selectors);
+    (InboundPrompts::open(selectors).unwrap(), meta)
+}
+
+fn current(store: &PgStore, path: &str) -> String {
+    store
+        .home_snapshot()
+        .unwrap()
+        .files
+        .into_iter()
+        .find(|f| f.path == path)
+        .unwrap()
+        .text
+}
+
+#[test]
+fn a_put_or_remove_from_a_stale_digest_is_a_conflict_and_writes_nothing() {
+    let Some((_env, store)) = seeded() else {
+        return;
+    };
+    let before = store.home_generation().unwrap();
+    let text = current(&store, GUARDRAILS);
+    let swapped = store
+        .home_put(GUARDRAILS, "- x\n", &Expect::Absent, "test")
+        .unwrap();
+    assert_eq!(swapped, Swapped::Conflict(Some(sha256_hex(&text))));
+    let wrong = Expect::Digest(sha256_hex("something else"));
+    assert!(matches!(
+        store.home_remove(GUARDRAILS, &wrong, "test").unwrap(),
+        Swapped::Conflict(Some(_))
+    ));
+    assert_eq!(store.home_generation().unwrap(), before);
+    let swapped = store
+        .home_put(
+            GUARDRAILS,
+            "- y\n",
+            &Expect::Digest(sha256_hex(&text)),
+            "test",
+        )
+        .unwrap();
+    assert_eq!(swapped, Swapped::Done(before + 1));
+    assert_eq!(current(&store, GUARDRAILS), "- y\n");
+}
+
+#[test]
+fn a_hostile_path_is_never_stored() {
+    let Some((_env, store)) = seeded() else {
+        return;
+    };
+    for path in [
+        "../../etc/passwd",
+        ".vak/prompts/agents/../../../x/guardrails.md",
+        ".vak/gateway/secrets/helpdesk",
+        ".vak/config.toml",
+    ] {
+        assert!(
+            store.home_put(path, "x", &Expect::Absent, "test").is_err(),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn a_row_altered_in_the_database_is_refused_and_never_reaches_a_replica() {
+    let Some((env, store)) = seeded() else {
+        return;
+    };
+    let mut admin =
+        postgres::Client::connect(env.url.as_deref().unwrap(), postgres::NoTls).unwrap();
+    admin
+        .batch_execute(
+            "UPDATE vak_home_files SET text = '- injected' WHERE path = '.vak/prompts/guardrails.md';
+             UPDATE vak_home_generation SET generation = generation + 1",
+        )
+        .unwrap();
+    let error = store.home_snapshot().unwrap_err().to_string();
+    assert!(
+        error.contains("does not match its recorded sha256"),
+        "{error}"
+    );
+    let (_dir, home) = empty_home();
+    assert!(vak_core::home::sync_home(&home, &store, "test", true).is_err());
+    assert!(!home.join(GUARDRAILS).exists());
+}
+
+#[test]
+fn under_the_chat_lock_an_older_generation_is_refused_before_the_plan_runs() {
+    let Some((_env, store)) = seeded() else {
+        return;
+    };
+    let now = store.home_generation().unwrap();
+    let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
+    let chat = Name::new(NameKind::Chat, "42").unwrap();
+    let mut planned = false;
+    let result = store.deliver_at(&bot, &chat, Some(now - 1), &mut |_| {
+        planned = true;
+        None
+    });
+    assert!(
+        matches!(result, Err(SessionError::HomeMoved { resolved, now: n, .. }) if resolved == now - 1 && n == now),
+        "{result:?}"
+    );
+    assert!(!planned);
+    assert!(store.bindings().unwrap().is_empty());
+}
+
+/// The PostgreSQL store, moving the home side on once just before the
+/// first delivery takes the chat's lock: what another node's admin save
+/// does between this node's sync and its delivery.
+#[derive(Debug)]
+struct MovesOnce {
+    inner: PgStore,
+    edit: std::sync::Mutex<Option<String>>,
+}
+
+impl Store for MovesOnce {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn history(&self) -> &dyn vak_core::history::History {
+        self.inner.history()
+    }
+    fn create(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        self.inner.create(meta, contract)
+    }
+    fn append(&self, id: &SessionId, record: &Record) -> Result<(), SessionError> {
+        self.inner.append(id, record)
+    }
+    fn read(&self, id: &SessionId) -> Result<Ledger, SessionError> {
+        self.inner.read(id)
+    }
+    fn read_header(&self, id: &SessionId) -> Result<Header, SessionError> {
+        self.inner.read_header(id)
+    }
+    fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
+        self.inner.list_newest(limit)
+    }
+    fn audit_newest(&self, limit: usize) -> Result<AuditEntries, SessionError> {
+        self.inner.audit_newest(limit)
+    }
+    fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        self.inner.bindings()
+    }
+    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
+        self.inner.claim_once(key, at, window_secs)
+    }
+    fn deliver(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
+        self.inner.deliver(bot, chat, plan)
+    }
+    fn deliver_at(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        home_generation: Option<i64>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Option<Committed>, SessionError> {
+        if let Some(text) = self.edit.lock().unwrap().take() {
+            let old = current(&self.inner, GUARDRAILS);
+            let done = self
+                .inner
+                .home_put(
+                    GUARDRAILS,
+                    &text,
+                    &Expect::Digest(sha256_hex(&old)),
+                    "other node",
+                )
+                .unwrap();
+            assert!(matches!(done, Swapped::Done(_)));
+        }
+        self.inner.deliver_at(bot, chat, home_generation, plan)
+    }
+    fn home(&self) -> Option<&dyn HomeStore> {
+        Some(&self.inner)
+    }
+}
+
+#[test]
+fn a_node_whose_resolution_the_store_moved_past_resolves_again_and_never_rotates_back() {
+    let Some((env, store)) = seeded() else {
+        return;
+    };
+    let (_a, home_a) = empty_home();
+    let (_b, home_b) = empty_home();
+    // Node A delivers first: created, on the imported prompt.
+    let (prompts_a, meta_a) = chat_prompts(&home_a, &env.project);
+    let first = deliver(&store, &prompts_a, &meta_a, "one").unwrap();
+    assert_eq!(first.outcome, DeliveryOutcome::Created);
+
+    // Node B syncs, then another node saves before B takes the chat's lock.
+    let moving = MovesOnce {
+        inner: PgStore::open(env.url.as_deref().unwrap()).unwrap(),
+        edit: std::sync::Mutex::new(Some("- Never deploy on Fridays.\n".to_owned())),
+    };
+    let (prompts_b, meta_b) = chat_prompts(&home_b, &env.project);
+    let second = deliver(&moving, &prompts_b, &meta_b, "two").unwrap();
+    // B's first resolution was refused under the lock; it resolved again
+    // on the new text, so the rotation lands on the newest prompt.
+    assert!(
+        matches!(second.outcome, DeliveryOutcome::Rotated { .. }),
+        "{:?}",
+        second.outcome
+    );
+    assert!(second.request.prefix.contains("Never deploy on Fridays"));
+
+    // Node A still holds the older replica; its next delivery syncs first
+    // and continues the new session — it does not rotate back.
+    let third = deliver(&store, &prompts_a, &meta_a, "three").unwrap();
+    assert_eq!(third.outcome, DeliveryOutcome::Continued);
+    assert_eq!(third.session, second.session);
+    let changes = store
+        .audit_newest(100)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter(|e| matches!(e, vak_core::prompts::SecurityEvent::ConfigChange(_)))
+        .count();
+    assert_eq!(changes, 1);
+}
+
+#[test]
+fn a_database_missing_a_middle_migration_is_refused_until_migrated() {
+    let Some(env) = Env::new(Backend::Postgres) else {
+        return;
+    };
+    let url = env.url.clone().unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    // What a build that lacked migration 2 would have left.
+    admin
+        .batch_execute("DELETE FROM vak_schema_migrations WHERE version = 2; DROP TABLE vak_replay")
+        .unwrap();
+    let error = PgStore::open(&url).unwrap_err().to_string();
+    assert!(error.contains("lacks migration 2"), "{error}");
+    assert_eq!(PgStore::connect(&url).unwrap().migrate().unwrap(), [2]);
+    PgStore::open(&url).unwrap();
+}

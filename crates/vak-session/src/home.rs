@@ -1,0 +1,161 @@
+//! The home side of the prompt (the shared layer, its `surface/<kind>/` and
+//! `agents/<role>/` sub-layers, the gateway tiers `bots.json` and
+//! `allowlist.json`) and the bots' signing secrets, as a store may hold
+//! them (DECISIONS §14): the PostgreSQL store does, so every gateway node
+//! resolves the same operator prompts; the file store does not (the files
+//! of the home are the home side).
+//!
+//! Paths are relative to the home and always one of the shapes
+//! [`home_side_path`] accepts, so a row altered in a database can never
+//! name a file outside the home side.
+
+use crate::SessionError;
+
+/// One home-side file as the store keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HomeFile {
+    /// Relative to the home: `.vak/prompts/guardrails.md`,
+    /// `.vak/gateway/bots.json`, …
+    pub path: String,
+    /// Its text.
+    pub text: String,
+    /// The sha256 of `text`, as recorded when it was stored.
+    pub sha256: String,
+    /// Who stored it (the OS user, or `admin-token:<id>`).
+    pub by: String,
+    /// When (RFC 3339).
+    pub at: String,
+}
+
+/// Every home-side file at one generation.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HomeSnapshot {
+    /// The generation: bumped in the same transaction as every change.
+    pub generation: i64,
+    /// The files, by path.
+    pub files: Vec<HomeFile>,
+}
+
+/// What a compare-and-swap expects the file to be before the change.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// Absent.
+    Absent,
+    /// Present with this sha256.
+    Digest(String),
+}
+
+impl Expect {
+    /// `Absent` for `None`, else the digest.
+    pub fn of(digest: Option<&str>) -> Self {
+        match digest {
+            None | Some("") => Expect::Absent,
+            Some(d) => Expect::Digest(d.to_owned()),
+        }
+    }
+}
+
+/// What a compare-and-swap did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Swapped {
+    /// Written; the new generation.
+    Done(i64),
+    /// The file was not what the caller expected: its digest now (`None`:
+    /// absent). Nothing was written.
+    Conflict(Option<String>),
+}
+
+/// The home side and the signing secrets in a store.
+pub trait HomeStore: Send + Sync {
+    /// The current generation (one query: the cheap check before a sync).
+    fn home_generation(&self) -> Result<i64, SessionError>;
+
+    /// Every home-side file, at one generation, in one transaction.
+    fn home_snapshot(&self) -> Result<HomeSnapshot, SessionError>;
+
+    /// Write `text` at `path` if the file is as `expect` says, bumping the
+    /// generation in the same transaction.
+    fn home_put(
+        &self,
+        path: &str,
+        text: &str,
+        expect: &Expect,
+        by: &str,
+    ) -> Result<Swapped, SessionError>;
+
+    /// Remove `path` if it is as `expect` says (removing an absent file
+    /// that is expected absent changes nothing and answers the current
+    /// generation).
+    fn home_remove(&self, path: &str, expect: &Expect, by: &str) -> Result<Swapped, SessionError>;
+
+    /// The signing secret of `bot`, if it has one.
+    fn bot_secret(&self, bot: &str) -> Result<Option<String>, SessionError>;
+
+    /// Store `secret` for `bot` unless it has one; answers the secret it
+    /// has now (the one given, or the one that was there).
+    fn bot_secret_create(&self, bot: &str, secret: &str) -> Result<String, SessionError>;
+}
+
+/// The user-editable files of a directory layer (DECISIONS §3).
+pub const LAYER_FILES: [&str; 4] = [
+    "identity.md",
+    "operating-rules.md",
+    "guardrails.md",
+    "surface-note.md",
+];
+
+/// The gateway tiers.
+pub const GATEWAY_FILES: [&str; 2] = ["bots.json", "allowlist.json"];
+
+/// Whether `path` (relative to the home) is a home-side file: a layer file
+/// of `.vak/prompts/`, `.vak/prompts/surface/<kind>/` or
+/// `.vak/prompts/agents/<role>/`, or a gateway tier file. The directory
+/// names must be valid names (`Name` rules: no `..`, no `/`).
+pub fn home_side_path(path: &str) -> bool {
+    let parts: Vec<&str> = path.split('/').collect();
+    let name_ok = |s: &str| {
+        vak_prompt_blocks::Name::new(vak_prompt_blocks::NameKind::Role, s).is_ok()
+            && !s.starts_with('.')
+    };
+    match parts.as_slice() {
+        [".vak", "gateway", file] => GATEWAY_FILES.contains(file),
+        [".vak", "prompts", file] => LAYER_FILES.contains(file),
+        [".vak", "prompts", "surface" | "agents", dir, file] => {
+            name_ok(dir) && LAYER_FILES.contains(file)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_home_side_shapes_are_home_side_paths() {
+        for good in [
+            ".vak/prompts/guardrails.md",
+            ".vak/prompts/surface/telegram/identity.md",
+            ".vak/prompts/agents/reviewer/operating-rules.md",
+            ".vak/gateway/bots.json",
+            ".vak/gateway/allowlist.json",
+        ] {
+            assert!(home_side_path(good), "{good}");
+        }
+        for bad in [
+            "../etc/passwd",
+            ".vak/prompts/../../x.md",
+            ".vak/prompts/agents/../guardrails.md",
+            ".vak/prompts/agents/./guardrails.md",
+            ".vak/prompts/notes.md",
+            ".vak/gateway/secrets/helpdesk",
+            ".vak/config.toml",
+            "/.vak/prompts/guardrails.md",
+            ".vak/prompts/surface/a/b/guardrails.md",
+            ".vak/prompts/agents//guardrails.md",
+            ".vak/prompts/agents/.hidden/guardrails.md",
+        ] {
+            assert!(!home_side_path(bad), "{bad}");
+        }
+    }
+}
