@@ -26,6 +26,26 @@ pub use vak_prompt_history::{
     Versions, is_digest,
 };
 
+/// The name `/etc/passwd` gives this process's user, else `uid N`: a
+/// service or a container often runs without `$USER`.
+fn user_of_process() -> Option<String> {
+    use std::io::Read as _;
+    use std::os::unix::fs::MetadataExt as _;
+    let uid = std::fs::metadata("/proc/self").ok()?.uid();
+    let mut passwd = String::new();
+    if let Ok(file) = std::fs::File::open("/etc/passwd") {
+        // Bounded: a huge or endless file is not worth a label.
+        let _ = file.take(1 << 20).read_to_string(&mut passwd);
+    }
+    let named = passwd.lines().find_map(|line| {
+        let mut fields = line.split(':');
+        let name = fields.next()?;
+        let uid_field = fields.nth(1)?;
+        (uid_field.parse::<u32>().ok()? == uid && !name.is_empty()).then(|| name.to_owned())
+    });
+    Some(named.unwrap_or_else(|| format!("uid {uid}")))
+}
+
 /// Who made a change, as a version record names them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Who {
@@ -43,11 +63,8 @@ impl Who {
                 let name = ["USER", "LOGNAME"]
                     .into_iter()
                     .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
-                    .unwrap_or_else(|| {
-                        use std::os::unix::fs::MetadataExt as _;
-                        std::fs::metadata("/proc/self")
-                            .map_or_else(|_| "unknown".to_owned(), |m| format!("uid {}", m.uid()))
-                    });
+                    .or_else(user_of_process)
+                    .unwrap_or_else(|| "unknown".to_owned());
                 format!("user:{name}")
             }
             Who::AdminToken(id) => format!("admin-token:{id}"),
@@ -621,6 +638,10 @@ mod tests {
     fn who_labels() {
         assert_eq!(Who::AdminToken("ops".into()).label(), "admin-token:ops");
         assert!(Who::OsUser.label().starts_with("user:"));
+        // Without `$USER`, the process's own user by name (or uid): one
+        // field of passwd, never a line or a separator.
+        let name = user_of_process().expect("a user");
+        assert!(!name.is_empty() && !name.contains([':', '\n']), "{name}");
     }
 
     #[test]
