@@ -83,12 +83,28 @@ impl std::fmt::Display for GuardrailLint {
 pub struct ParsedGuardrails {
     /// Guardrails in file order, duplicates within the file removed.
     pub items: Vec<Guardrail>,
+    /// Each item's [`Guardrail::dedup_key`], in the same order, so a caller
+    /// deduplicating across files does not fold every text again.
+    pub keys: Vec<String>,
     /// What the user should fix.
     pub lints: Vec<GuardrailLint>,
 }
 
 /// Collapse every run of whitespace to one space and trim the ends.
 pub fn fold_whitespace(text: &str) -> String {
+    // Most guardrails are ASCII words separated by single spaces: already
+    // folded. (Every byte below 0x80 that `char::is_whitespace` accepts is
+    // tab, LF, VT, FF, CR or space.)
+    let bytes = text.as_bytes();
+    let folded = bytes.first() != Some(&b' ')
+        && bytes.last() != Some(&b' ')
+        && bytes
+            .iter()
+            .all(|b| *b < 0x80 && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+        && !text.contains("  ");
+    if folded {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     for word in text.split_whitespace() {
         if !out.is_empty() {
@@ -146,7 +162,8 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
                     .lints
                     .push(GuardrailLint::Duplicate { line, text: key });
             } else {
-                keys.insert(key);
+                keys.insert(key.clone());
+                parsed.keys.push(key);
                 parsed.items.push(guardrail);
             }
         }
@@ -278,6 +295,21 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_folding_fast_path_agrees_with_splitting(
+            text in prop_oneof![any::<String>(), "[a-z \t\n\r\u{b}\u{c}\u{a0}\u{3000}é]{0,30}"]
+        ) {
+            let slow = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            prop_assert_eq!(fold_whitespace(&text), slow);
+        }
+
+        #[test]
+        fn keys_are_the_items_dedup_keys(lines in proptest::collection::vec("[-* a-z]{0,12}", 0..12)) {
+            let parsed = parse_guardrails(&lines.join("\n"));
+            let keys: Vec<String> = parsed.items.iter().map(Guardrail::dedup_key).collect();
+            prop_assert_eq!(parsed.keys, keys);
+        }
+
         /// No word is ever lost by the parser, headings included.
         #[test]
         fn every_word_survives(lines in proptest::collection::vec("[-*+# a-z0-9.]{0,12}", 0..12)) {
