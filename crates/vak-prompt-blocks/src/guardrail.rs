@@ -145,24 +145,44 @@ fn bullet_body(line: &str) -> Option<&str> {
 /// word of the text ends up in some guardrail.
 pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut parsed = ParsedGuardrails::default();
-    let mut current: Option<(usize, Vec<&str>)> = None;
+    // The guardrail being read: its first line number and its lines joined
+    // by `\n` as they come (no per-guardrail vector of lines).
+    let mut current: Option<(usize, String)> = None;
     let mut seen_bullet = false;
 
+    // Keys already kept. A file of a few guardrails is checked by scanning
+    // them; a set is built only past that, so a huge file stays linear.
+    const SCAN: usize = 16;
     let mut keys = std::collections::HashSet::new();
-    let mut finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
-        if let Some((line, lines)) = current.take() {
-            let text = lines.join("\n").trim().to_owned();
-            if text.is_empty() {
+    let mut finish = |current: &mut Option<(usize, String)>, parsed: &mut ParsedGuardrails| {
+        if let Some((line, text)) = current.take() {
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
                 return;
             }
+            let text = if trimmed.len() == text.len() {
+                text
+            } else {
+                trimmed.to_owned()
+            };
             let guardrail = Guardrail { text };
             let key = guardrail.dedup_key();
-            if keys.contains(&key) {
+            let seen = if parsed.keys.len() <= SCAN {
+                parsed.keys.contains(&key)
+            } else {
+                if keys.is_empty() {
+                    keys.extend(parsed.keys.iter().cloned());
+                }
+                keys.contains(&key)
+            };
+            if seen {
                 parsed
                     .lints
                     .push(GuardrailLint::Duplicate { line, text: key });
             } else {
-                keys.insert(key.clone());
+                if !keys.is_empty() {
+                    keys.insert(key.clone());
+                }
                 parsed.keys.push(key);
                 parsed.items.push(guardrail);
             }
@@ -181,7 +201,7 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
         if let Some(body) = bullet_body(line) {
             finish(&mut current, &mut parsed);
             seen_bullet = true;
-            current = Some((line_no, vec![body]));
+            current = Some((line_no, body.to_owned()));
             continue;
         }
         let trimmed = line.trim();
@@ -189,14 +209,17 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
             continue;
         }
         match current.as_mut() {
-            Some((_, lines)) => lines.push(trimmed),
+            Some((_, lines)) => {
+                lines.push('\n');
+                lines.push_str(trimmed);
+            }
             None => {
                 if !seen_bullet {
                     parsed
                         .lints
                         .push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
                 }
-                current = Some((line_no, vec![trimmed]));
+                current = Some((line_no, trimmed.to_owned()));
             }
         }
     }
@@ -301,6 +324,22 @@ mod tests {
         ) {
             let slow = text.split_whitespace().collect::<Vec<_>>().join(" ");
             prop_assert_eq!(fold_whitespace(&text), slow);
+        }
+
+        #[test]
+        fn many_guardrails_keep_each_key_once_in_first_order(
+            bodies in proptest::collection::vec("[ab]{1,3}", 0..80)
+        ) {
+            let text: String = bodies.iter().map(|b| format!("- {b}\n")).collect();
+            let parsed = parse_guardrails(&text);
+            let mut expected: Vec<String> = Vec::new();
+            for body in &bodies {
+                if !expected.contains(body) {
+                    expected.push(body.clone());
+                }
+            }
+            prop_assert_eq!(texts(&parsed), expected.iter().map(String::as_str).collect::<Vec<_>>());
+            prop_assert_eq!(parsed.lints.len(), bodies.len() - expected.len());
         }
 
         #[test]
