@@ -376,25 +376,24 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
 
     // Legacy `.vak/SYSTEM.md`: never a replacement for the whole prompt.
     if let Some(legacy) = &chain.legacy_system {
-        let provenance =
-            Provenance::new(PromptLayer::Project, Origin::Project, legacy.path.as_str());
+        let provenance = &legacy.provenance;
         let legacy_text = contributed(&legacy.text, || provenance.to_string(), &mut warnings);
         if input.trust == Trust::Untrusted {
             demoted.push(Demotion {
                 block: Some(Block::Identity),
                 config_key: None,
-                provenance,
+                provenance: provenance.clone(),
                 reason: DemoteReason::UntrustedLegacySystem,
             });
         } else if project_base_sets_identity {
             warnings.push(format!(
                 "`{}` is ignored because the project has its own identity.md or operating-rules.md; delete it",
-                legacy.path
+                legacy.path()
             ));
         } else {
             warnings.push(format!(
                 "`{}` is deprecated: it now stands in for `identity` only (operating-rules empty); move it to `.vak/prompts/identity.md`",
-                legacy.path
+                legacy.path()
             ));
             // Root-level project text goes after the shared layer and the
             // root's other files, before any directory sub-layer and the
@@ -409,14 +408,14 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 .map_or(0, |i| i + 1);
             let mut legacy = vec![Kept {
                 block: Block::Identity,
-                provenance: Cow::Owned(provenance.clone()),
+                provenance: Cow::Borrowed(provenance),
                 text: legacy_text,
             }];
             // The root's AGENTS.md stays its operating rules.
             if !root_has_rules {
                 legacy.push(Kept {
                     block: Block::OperatingRules,
-                    provenance: Cow::Owned(provenance),
+                    provenance: Cow::Borrowed(provenance),
                     text: Cow::Borrowed(""),
                 });
             }
@@ -539,33 +538,29 @@ fn runtime_block(
         Block::Skills => {
             let mut lines = Vec::new();
             for skill in &input.chain.skills {
-                let provenance = Provenance {
-                    layer: PromptLayer::Runtime,
-                    origin: skill.origin,
-                    source: Some(skill.path.to_string()),
-                };
+                let provenance = &skill.provenance;
                 // Trust is decided by origin; the demotion is reported at the
                 // project layer, where the user would go to fix it.
                 if let Verdict::Demote(reason) =
-                    prompt_verdict(&provenance, Block::Skills, input.trust)
+                    prompt_verdict(provenance, Block::Skills, input.trust)
                 {
                     demoted.push(Demotion {
                         block: Some(Block::Skills),
                         config_key: None,
                         provenance: Provenance {
                             layer: PromptLayer::Project,
-                            ..provenance
+                            ..provenance.clone()
                         },
                         reason,
                     });
                     continue;
                 }
-                let what = || format!("skill `{}`", Escaped(skill.path.as_str()));
+                let what = || format!("skill `{}`", Escaped(skill.path().as_str()));
                 let text = contributed(&skill.text, what, warnings);
                 let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
                 let description = one_line(&skill_description(&text), what, warnings);
                 lines.push(Contributor {
-                    provenance,
+                    provenance: provenance.clone(),
                     text: format!("- `{name}`: {description}"),
                 });
             }

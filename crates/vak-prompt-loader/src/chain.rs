@@ -74,10 +74,18 @@ impl std::fmt::Display for Skipped {
 /// The legacy all-or-nothing `.vak/SYSTEM.md` of a project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LegacySystem {
-    /// Its path.
-    pub path: Utf8PathBuf,
+    /// Where it came from (the project layer, its path), built once by the
+    /// loader and carried as is into demotions and descriptors.
+    pub provenance: Provenance,
     /// Its text.
     pub text: String,
+}
+
+impl LegacySystem {
+    /// Its path.
+    pub fn path(&self) -> &Utf8Path {
+        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+    }
 }
 
 /// A parsed `.vak/config.toml`.
@@ -96,12 +104,25 @@ pub struct ConfigFile {
 pub struct SkillEntry {
     /// The skill's directory name.
     pub name: String,
-    /// Home or project.
-    pub origin: Origin,
-    /// The `SKILL.md` path.
-    pub path: Utf8PathBuf,
+    /// Where it came from: the runtime tier (skills are a runtime-derived
+    /// block), its origin (home or project, which trust decides on) and the
+    /// `SKILL.md` path. Built once by the loader and carried as is into the
+    /// skills block's contributors and descriptors.
+    pub provenance: Provenance,
     /// The file's text.
     pub text: String,
+}
+
+impl SkillEntry {
+    /// Home or project.
+    pub fn origin(&self) -> Origin {
+        self.provenance.origin
+    }
+
+    /// The `SKILL.md` path.
+    pub fn path(&self) -> &Utf8Path {
+        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+    }
 }
 
 /// Everything read for one resolution, in chain order, unfiltered.
@@ -624,7 +645,16 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     if project_ok {
         let path = project_vak.join("SYSTEM.md");
         match reader.read(&path, &project_root) {
-            Ok(Some(text)) => reader.chain.legacy_system = Some(LegacySystem { path, text }),
+            Ok(Some(text)) => {
+                reader.chain.legacy_system = Some(LegacySystem {
+                    provenance: Provenance::new(
+                        PromptLayer::Project,
+                        Origin::Project,
+                        path.as_str(),
+                    ),
+                    text,
+                });
+            }
             Ok(None) => {}
             Err(refusal) => reader.skip(
                 Some(Block::Identity),
@@ -692,8 +722,10 @@ fn load_skills(
         match reader.read(&path, root) {
             Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
                 name,
-                origin,
-                path,
+                provenance: Provenance {
+                    layer: PromptLayer::Runtime,
+                    ..provenance
+                },
                 text,
             }),
             Ok(None) => {}
