@@ -618,6 +618,82 @@ mod tests {
     }
 
     #[test]
+    fn opened_dirs_open_each_directory_once_and_judge_symlinks_by_where_they_lead() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        let outside = base.join("outside");
+        fs::create_dir_all(proj.join(".vak/prompts/surface/cli")).unwrap();
+        fs::create_dir_all(proj.join("docs/agent")).unwrap();
+        fs::create_dir_all(outside.join("deep")).unwrap();
+        fs::write(proj.join(".vak/prompts/identity.md"), "id").unwrap();
+        fs::write(proj.join(".vak/prompts/surface/cli/note.md"), "note").unwrap();
+        fs::write(proj.join("docs/agent/identity.md"), "linked inside").unwrap();
+        fs::write(outside.join("deep/identity.md"), "secret").unwrap();
+        fs::create_dir_all(proj.join(".vak/prompts/agents")).unwrap();
+        // A symlinked directory that stays inside, one that leads out, and a
+        // directory below the one that leads out.
+        symlink(
+            proj.join("docs/agent"),
+            proj.join(".vak/prompts/agents/inside"),
+        )
+        .unwrap();
+        symlink(&outside, proj.join(".vak/prompts/agents/out")).unwrap();
+        let root = ConfinedRoot::new(&proj).unwrap().unwrap();
+        let mut dirs = OpenedDirs::new(root.clone());
+
+        let prompts = proj.join(".vak/prompts");
+        let first = dirs.dir(&prompts).unwrap().unwrap();
+        let again = dirs.dir(&prompts).unwrap().unwrap();
+        assert!(Rc::ptr_eq(&first, &again), "opened once per load");
+        assert_eq!(first.real(), root.real().join(".vak/prompts"));
+        assert_eq!(
+            dirs.read(&prompts.join("identity.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"id"
+        );
+        assert_eq!(
+            dirs.read(&prompts.join("surface/cli/note.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"note"
+        );
+        assert_eq!(
+            dirs.read(&prompts.join("agents/inside/identity.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"linked inside"
+        );
+        assert!(
+            dirs.read(&prompts.join("missing/x.md"), 100)
+                .unwrap()
+                .is_none()
+        );
+        for (dir, leads_to) in [
+            (prompts.join("agents/out"), outside.clone()),
+            (prompts.join("agents/out/deep"), outside.join("deep")),
+        ] {
+            let err = dirs.read(&dir.join("identity.md"), 100).unwrap_err();
+            assert!(
+                matches!(&err, Refusal::Outside { leads_to: l } if *l == leads_to),
+                "{dir}: {err:?}"
+            );
+            // The same answer as a one-off confined read gives.
+            let alone = read_confined(&dir.join("identity.md"), &root, 100).unwrap_err();
+            assert!(
+                matches!(&alone, Refusal::Outside { leads_to: l } if *l == leads_to),
+                "{alone:?}"
+            );
+        }
+        // A path that is not a plain descendant of the root is judged by
+        // path, as before.
+        assert!(matches!(
+            dirs.read(&proj.join("../outside/deep/identity.md"), 100),
+            Err(Refusal::Outside { .. })
+        ));
+    }
+
+    #[test]
     fn fifo_and_oversize_are_refused_without_blocking() {
         let (_keep, root_path) = temp();
         let fifo = root_path.join("trust.toml");
