@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 /// A layer root, resolved once: the home or the project directory.
@@ -480,6 +480,11 @@ impl OpenedDirs {
             .and_then(|rel| rel.strip_prefix('/'))
             .filter(|rel| rel.split('/').all(|c| !matches!(c, "" | "." | "..")))
             .and_then(|rel| rel.rsplit('/').next());
+        if plain_child.is_some()
+            && let Some(opened) = self.open_beneath(dir)
+        {
+            return opened;
+        }
         if let (Some(name), Some(parent)) = (plain_child, dir.parent()) {
             match self.dir(parent) {
                 Ok(Some(parent)) => {
@@ -495,6 +500,51 @@ impl OpenedDirs {
             }
         }
         ConfinedDir::open(dir, &self.root)
+    }
+
+    /// Open the plain descendant `dir` of the root in one call, relative to
+    /// its nearest directory already open (the root at worst), with
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: the kernel refuses
+    /// any symlink or `..` on the way, so the directory is a real entry
+    /// below a checked one and the layers' intermediate directories
+    /// (`surface/`, `agents/`, `skills/`) need no handle of their own.
+    /// `None` when that cannot answer (a symlink on the way, no `openat2`):
+    /// the caller then walks one name at a time.
+    fn open_beneath(&mut self, dir: &Utf8Path) -> Option<Result<Option<ConfinedDir>, Refusal>> {
+        let root = self.root.path().as_str();
+        let mut base = dir.as_str();
+        let base_dir = loop {
+            base = &base[..base.rfind('/')?];
+            if base.len() < root.len() {
+                return None;
+            }
+            if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| path.as_str() == base) {
+                match opened {
+                    Some(opened) => break Rc::clone(opened),
+                    // An ancestor that is not there: neither is `dir`.
+                    None => return Some(Ok(None)),
+                }
+            }
+            if base.len() == root.len() {
+                match self.dir(self.root.path().to_owned().as_path()) {
+                    Ok(Some(opened)) => break opened,
+                    Ok(None) => return Some(Ok(None)),
+                    Err(_) => return None,
+                }
+            }
+        };
+        let rest = &dir.as_str()[base.len() + 1..];
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        match rustix::fs::openat2(&base_dir.fd, rest, flags, Mode::empty(), resolve) {
+            Ok(fd) => Some(Ok(Some(ConfinedDir {
+                fd,
+                path: dir.to_owned(),
+                real: base_dir.real.join(rest),
+            }))),
+            Err(e) if e == Errno::NOENT => Some(Ok(None)),
+            Err(_) => None,
+        }
     }
 
     /// Read `path` confined to the root and bounded by `limit`, through its
@@ -657,6 +707,17 @@ mod tests {
                 .unwrap()
                 .unwrap(),
             b"note"
+        );
+        // `surface/cli` was opened in one call beneath `prompts`: the
+        // intermediate `surface` needed no handle of its own.
+        let opened: Vec<&str> = dirs.dirs.iter().map(|(p, _)| p.as_str()).collect();
+        assert!(
+            opened.contains(&prompts.join("surface/cli").as_str()),
+            "{opened:?}"
+        );
+        assert!(
+            !opened.contains(&prompts.join("surface").as_str()),
+            "{opened:?}"
         );
         assert_eq!(
             dirs.read(&prompts.join("agents/inside/identity.md"), 100)
