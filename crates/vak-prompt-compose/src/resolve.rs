@@ -430,36 +430,41 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     for block in Block::ALL {
         // A list parses its lines; any other block is its text, trimmed.
         let accumulates = block.composition() == Composition::Accumulate;
-        let candidates: Vec<Contributor> = kept
-            .iter()
-            .filter(|c| c.block == block)
-            .map(|c| Contributor {
-                provenance: c.provenance.as_ref().clone(),
-                text: if accumulates {
-                    c.text.as_ref().to_owned()
-                } else {
-                    c.text.trim().to_owned()
-                },
-            })
-            .collect();
+        let contributor = |c: &Kept<'_>| Contributor {
+            provenance: c.provenance.as_ref().clone(),
+            text: if accumulates {
+                c.text.as_ref().to_owned()
+            } else {
+                c.text.trim().to_owned()
+            },
+        };
+        let of_block = || kept.iter().filter(|c| c.block == block);
         let resolved = match block.composition() {
+            // Only the narrowest text is kept; the layers it shadows are
+            // named by provenance alone, so their text is never copied.
             Composition::NarrowestWins => {
-                let mut candidates = candidates;
-                let winner = candidates.pop();
+                let mut shadowed: Vec<Provenance> =
+                    of_block().map(|c| c.provenance.as_ref().clone()).collect();
+                let winner = of_block().next_back().map(contributor);
+                shadowed.pop();
                 ResolvedBlock {
                     block,
                     text: winner.as_ref().map(|w| w.text.clone()).unwrap_or_default(),
-                    shadowed: candidates.into_iter().map(|c| c.provenance).collect(),
+                    shadowed,
                     contributors: winner.into_iter().collect(),
                 }
             }
-            Composition::Accumulate => ResolvedBlock {
-                block,
-                text: accumulate(block, &candidates, &mut warnings),
-                contributors: candidates,
-                shadowed: Vec::new(),
-            },
+            Composition::Accumulate => {
+                let candidates: Vec<Contributor> = of_block().map(contributor).collect();
+                ResolvedBlock {
+                    block,
+                    text: accumulate(block, &candidates, &mut warnings),
+                    contributors: candidates,
+                    shadowed: Vec::new(),
+                }
+            }
             Composition::Additive => {
+                let candidates: Vec<Contributor> = of_block().map(contributor).collect();
                 let text = candidates
                     .iter()
                     .map(|c| c.text.as_str())
