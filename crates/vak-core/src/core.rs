@@ -256,7 +256,7 @@ impl Core {
                 .skipped
                 .retain(|s| s.provenance.origin != Origin::Project);
             chain.configs.retain(|c| c.origin != Origin::Project);
-            chain.skills.retain(|s| s.origin != Origin::Project);
+            chain.skills.retain(|s| s.origin() != Origin::Project);
             chain.legacy_system = None;
             chain.role_dirs.dedup();
         }

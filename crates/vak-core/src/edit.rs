@@ -19,8 +19,7 @@ use vak_prompt_blocks::{
     Provenance, SurfaceKind, first_forbidden, parse_guardrails,
 };
 use vak_prompt_budget::{
-    BudgetReport, CapSetting, Contribution as Counted, EffectiveCap, ModelInfo, default_model,
-    effective_cap, lookup,
+    BudgetReport, CapSetting, EffectiveCap, ModelInfo, default_model, effective_cap, lookup,
 };
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
@@ -310,16 +309,7 @@ pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
         resolved.trust == Trust::Trusted,
     );
     warnings.extend(cap.warnings.iter().map(ToString::to_string));
-    let counted: Vec<Counted<'_>> = resolved
-        .blocks
-        .iter()
-        .flat_map(|b| {
-            b.contributors
-                .iter()
-                .map(move |c| Counted::new(b.block, &c.provenance, &c.text))
-        })
-        .collect();
-    let report = BudgetReport::measure(model, cap.tokens, &resolved.prefix, &counted);
+    let report = BudgetReport::measure(model, cap.tokens, &resolved.prefix, &resolved.blocks);
     Budget {
         report,
         cap,

@@ -83,12 +83,28 @@ impl std::fmt::Display for GuardrailLint {
 pub struct ParsedGuardrails {
     /// Guardrails in file order, duplicates within the file removed.
     pub items: Vec<Guardrail>,
+    /// Each item's [`Guardrail::dedup_key`], in the same order, so a caller
+    /// deduplicating across files does not fold every text again.
+    pub keys: Vec<String>,
     /// What the user should fix.
     pub lints: Vec<GuardrailLint>,
 }
 
 /// Collapse every run of whitespace to one space and trim the ends.
 pub fn fold_whitespace(text: &str) -> String {
+    // Most guardrails are ASCII words separated by single spaces: already
+    // folded. (Every byte below 0x80 that `char::is_whitespace` accepts is
+    // tab, LF, VT, FF, CR or space.)
+    let bytes = text.as_bytes();
+    let folded = bytes.first() != Some(&b' ')
+        && bytes.last() != Some(&b' ')
+        && bytes
+            .iter()
+            .all(|b| *b < 0x80 && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
+        && !text.contains("  ");
+    if folded {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len());
     for word in text.split_whitespace() {
         if !out.is_empty() {
@@ -129,24 +145,45 @@ fn bullet_body(line: &str) -> Option<&str> {
 /// word of the text ends up in some guardrail.
 pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut parsed = ParsedGuardrails::default();
-    let mut current: Option<(usize, Vec<&str>)> = None;
+    // The guardrail being read: its first line number and its lines joined
+    // by `\n` as they come (no per-guardrail vector of lines).
+    let mut current: Option<(usize, String)> = None;
     let mut seen_bullet = false;
 
+    // Keys already kept. A file of a few guardrails is checked by scanning
+    // them; a set is built only past that, so a huge file stays linear.
+    const SCAN: usize = 16;
     let mut keys = std::collections::HashSet::new();
-    let mut finish = |current: &mut Option<(usize, Vec<&str>)>, parsed: &mut ParsedGuardrails| {
-        if let Some((line, lines)) = current.take() {
-            let text = lines.join("\n").trim().to_owned();
-            if text.is_empty() {
+    let mut finish = |current: &mut Option<(usize, String)>, parsed: &mut ParsedGuardrails| {
+        if let Some((line, text)) = current.take() {
+            let trimmed = text.trim();
+            if trimmed.is_empty() {
                 return;
             }
+            let text = if trimmed.len() == text.len() {
+                text
+            } else {
+                trimmed.to_owned()
+            };
             let guardrail = Guardrail { text };
             let key = guardrail.dedup_key();
-            if keys.contains(&key) {
+            let seen = if parsed.keys.len() <= SCAN {
+                parsed.keys.contains(&key)
+            } else {
+                if keys.is_empty() {
+                    keys.extend(parsed.keys.iter().cloned());
+                }
+                keys.contains(&key)
+            };
+            if seen {
                 parsed
                     .lints
                     .push(GuardrailLint::Duplicate { line, text: key });
             } else {
-                keys.insert(key);
+                if !keys.is_empty() {
+                    keys.insert(key.clone());
+                }
+                parsed.keys.push(key);
                 parsed.items.push(guardrail);
             }
         }
@@ -164,7 +201,7 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
         if let Some(body) = bullet_body(line) {
             finish(&mut current, &mut parsed);
             seen_bullet = true;
-            current = Some((line_no, vec![body]));
+            current = Some((line_no, body.to_owned()));
             continue;
         }
         let trimmed = line.trim();
@@ -172,14 +209,17 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
             continue;
         }
         match current.as_mut() {
-            Some((_, lines)) => lines.push(trimmed),
+            Some((_, lines)) => {
+                lines.push('\n');
+                lines.push_str(trimmed);
+            }
             None => {
                 if !seen_bullet {
                     parsed
                         .lints
                         .push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
                 }
-                current = Some((line_no, vec![trimmed]));
+                current = Some((line_no, trimmed.to_owned()));
             }
         }
     }
@@ -278,6 +318,37 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_folding_fast_path_agrees_with_splitting(
+            text in prop_oneof![any::<String>(), "[a-z \t\n\r\u{b}\u{c}\u{a0}\u{3000}é]{0,30}"]
+        ) {
+            let slow = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            prop_assert_eq!(fold_whitespace(&text), slow);
+        }
+
+        #[test]
+        fn many_guardrails_keep_each_key_once_in_first_order(
+            bodies in proptest::collection::vec("[ab]{1,3}", 0..80)
+        ) {
+            let text: String = bodies.iter().map(|b| format!("- {b}\n")).collect();
+            let parsed = parse_guardrails(&text);
+            let mut expected: Vec<String> = Vec::new();
+            for body in &bodies {
+                if !expected.contains(body) {
+                    expected.push(body.clone());
+                }
+            }
+            prop_assert_eq!(texts(&parsed), expected.iter().map(String::as_str).collect::<Vec<_>>());
+            prop_assert_eq!(parsed.lints.len(), bodies.len() - expected.len());
+        }
+
+        #[test]
+        fn keys_are_the_items_dedup_keys(lines in proptest::collection::vec("[-* a-z]{0,12}", 0..12)) {
+            let parsed = parse_guardrails(&lines.join("\n"));
+            let keys: Vec<String> = parsed.items.iter().map(Guardrail::dedup_key).collect();
+            prop_assert_eq!(parsed.keys, keys);
+        }
+
         /// No word is ever lost by the parser, headings included.
         #[test]
         fn every_word_survives(lines in proptest::collection::vec("[-*+# a-z0-9.]{0,12}", 0..12)) {

@@ -40,5 +40,5 @@ pub use structure::{SURFACE_PREFIX, is_structural, neutralise, neutralise_line};
 pub use surface::SurfaceKind;
 pub use text::{
     Cleaned, Escaped, ForbiddenChar, char_name, clean, escape_line, escape_text, first_forbidden,
-    is_forbidden, is_line_break_like, is_unsafe_for_terminal,
+    has_forbidden, is_forbidden, is_line_break_like, is_unsafe_for_terminal,
 };

@@ -28,6 +28,15 @@ pub fn is_forbidden(c: char) -> bool {
         | '\u{e0000}'..='\u{e007f}')
 }
 
+/// Whether `text` holds a forbidden character. Every forbidden character is
+/// a C0 control, DEL or outside ASCII, so a text of printable ASCII, tabs
+/// and newlines (nearly every prompt file) is answered by a byte scan the
+/// compiler vectorises; anything else is decoded and checked exactly.
+pub fn has_forbidden(text: &str) -> bool {
+    let maybe = |b: &u8| (*b < 0x20 && *b != b'\n' && *b != b'\t') || *b >= 0x7f;
+    text.as_bytes().iter().any(maybe) && text.chars().any(is_forbidden)
+}
+
 /// Whether `c`, printed raw, could change what a terminal shows beyond
 /// itself: every forbidden character plus the invisible direction marks.
 pub fn is_unsafe_for_terminal(c: char) -> bool {
@@ -76,7 +85,7 @@ impl fmt::Display for ForbiddenChar {
 /// position; `None` when the text is clean. A lone `\r` or a CRLF counts:
 /// saves store LF line ends only.
 pub fn first_forbidden(text: &str) -> Option<ForbiddenChar> {
-    if !text.chars().any(is_forbidden) {
+    if !has_forbidden(text) {
         return None;
     }
     let (mut line, mut column) = (1, 0);
@@ -111,7 +120,7 @@ pub struct Cleaned<'a> {
 /// every other forbidden character ([`is_forbidden`]) is removed. Linear in
 /// the length of `text`; borrows when there is nothing to change.
 pub fn clean(text: &str) -> Cleaned<'_> {
-    if !text.chars().any(is_forbidden) {
+    if !has_forbidden(text) {
         return Cleaned {
             text: Cow::Borrowed(text),
             first: None,
@@ -252,6 +261,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn the_byte_scan_agrees_with_the_character_rule(
+            text in prop_oneof![any::<String>(), "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{200b}\u{2028}é]{0,40}"]
+        ) {
+            prop_assert_eq!(has_forbidden(&text), text.chars().any(is_forbidden));
+        }
+
         #[test]
         fn escaped_lines_hold_no_control_characters(text in any::<String>()) {
             let line = escape_line(&text);

@@ -29,6 +29,4 @@ pub use cap::{
 pub use encoding::{Encoding, count_tokens};
 pub use error::BudgetError;
 pub use model::{DEFAULT_MODEL, MODELS, ModelInfo, default_model, lookup};
-pub use report::{
-    BlockTokens, BudgetReport, Contribution, LayerTokens, SourceTokens, TokenSummary,
-};
+pub use report::{BlockTokens, BudgetReport, LayerTokens, SourceTokens, TokenSummary};

@@ -10,31 +10,10 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 use serde::Serialize;
-use vak_prompt_blocks::{Block, Origin, PromptLayer, Provenance};
+use vak_prompt_blocks::{Block, Origin, PromptLayer};
+use vak_prompt_compose::ResolvedBlock;
 
 use crate::{Encoding, ModelInfo};
-
-/// One text a layer contributed to one block, as the composer used it.
-#[derive(Debug, Clone, Copy)]
-pub struct Contribution<'a> {
-    /// The block the text went into.
-    pub block: Block,
-    /// Where it came from.
-    pub provenance: &'a Provenance,
-    /// Exactly the text contributed (the text a descriptor digests).
-    pub text: &'a str,
-}
-
-impl<'a> Contribution<'a> {
-    /// `text` contributed to `block` from `provenance`.
-    pub fn new(block: Block, provenance: &'a Provenance, text: &'a str) -> Self {
-        Contribution {
-            block,
-            provenance,
-            text,
-        }
-    }
-}
 
 /// The tokens every contribution to one block adds up to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -147,19 +126,19 @@ pub struct TokenSummary {
 }
 
 impl BudgetReport {
-    /// Count `prefix` and every contribution with `model`'s encoding.
-    pub fn measure(
-        model: &ModelInfo,
-        cap: usize,
-        prefix: &str,
-        contributions: &[Contribution<'_>],
-    ) -> Self {
+    /// Count `prefix` and every contributor of the resolved `blocks` with
+    /// `model`'s encoding: the rows composition made, counted where they
+    /// are, with the provenance the loader gave them.
+    pub fn measure(model: &ModelInfo, cap: usize, prefix: &str, blocks: &[ResolvedBlock]) -> Self {
         let encoding = model.encoding;
+        let contributions = blocks
+            .iter()
+            .flat_map(|b| b.contributors.iter().map(move |c| (b.block, c)));
         let mut blocks: BTreeMap<Block, usize> = BTreeMap::new();
         let mut layers: BTreeMap<(PromptLayer, Origin), LayerTokens> = BTreeMap::new();
-        for c in contributions {
-            let tokens = encoding.count(c.text);
-            *blocks.entry(c.block).or_default() += tokens;
+        for (block, c) in contributions {
+            let tokens = encoding.count(&c.text);
+            *blocks.entry(block).or_default() += tokens;
             let layer = layers
                 .entry((c.provenance.layer, c.provenance.origin))
                 .or_insert_with(|| LayerTokens {
@@ -170,7 +149,7 @@ impl BudgetReport {
                 });
             layer.tokens += tokens;
             layer.sources.push(SourceTokens {
-                block: c.block,
+                block,
                 source: c.provenance.source.clone(),
                 tokens,
             });
@@ -325,6 +304,30 @@ fn origin_wire<S: serde::Serializer>(origin: &Origin, s: S) -> Result<S::Ok, S::
 mod tests {
     use super::*;
     use crate::lookup;
+    use vak_prompt_blocks::Provenance;
+    use vak_prompt_compose::Contributor;
+
+    /// Resolved blocks holding `rows` in order, consecutive rows of one
+    /// block in one block.
+    fn resolved(rows: &[(Block, &Provenance, &str)]) -> Vec<ResolvedBlock> {
+        let mut blocks: Vec<ResolvedBlock> = Vec::new();
+        for (block, provenance, text) in rows {
+            let contributor = Contributor {
+                provenance: (*provenance).clone(),
+                text: (*text).to_owned(),
+            };
+            match blocks.last_mut() {
+                Some(last) if last.block == *block => last.contributors.push(contributor),
+                _ => blocks.push(ResolvedBlock {
+                    block: *block,
+                    contributors: vec![contributor],
+                    shadowed: Vec::new(),
+                    text: String::new(),
+                }),
+            }
+        }
+        blocks
+    }
 
     fn prov(layer: PromptLayer, origin: Origin, source: &str) -> Provenance {
         Provenance::new(layer, origin, source)
@@ -355,21 +358,17 @@ mod tests {
             "/h/.vak/prompts/surface/cli/surface-note.md",
         );
         let long = "hello world ".repeat(50); // "hello" + 49 × " hello" + " world" pieces
-        let contributions = [
-            Contribution::new(Block::Identity, &seed, "You are Vak."),
-            Contribution::new(Block::Guardrails, &shared, "- hello world"),
-            Contribution::new(Block::Identity, &project_id, &long),
-            Contribution::new(Block::Guardrails, &project_gr, "- hello world\n- rer"),
-            Contribution::new(Block::Surface, &runtime, "Surface: cli"),
-            Contribution::new(Block::SurfaceNote, &surf_home, ""),
+        let rows = [
+            (Block::Identity, &seed, "You are Vak."),
+            (Block::Identity, &project_id, long.as_str()),
+            (Block::Guardrails, &shared, "- hello world"),
+            (Block::Guardrails, &project_gr, "- hello world\n- rer"),
+            (Block::Surface, &runtime, "Surface: cli"),
+            (Block::SurfaceNote, &surf_home, ""),
         ];
         let model = lookup("gpt-4o").unwrap();
-        let prefix = contributions
-            .iter()
-            .map(|c| c.text)
-            .collect::<Vec<_>>()
-            .join("\n\n");
-        let report = BudgetReport::measure(model, 40, &prefix, &contributions);
+        let prefix = rows.iter().map(|r| r.2).collect::<Vec<_>>().join("\n\n");
+        let report = BudgetReport::measure(model, 40, &prefix, &resolved(&rows));
 
         let e = Encoding::O200kBase;
         assert_eq!(report.prefix_tokens, e.count(&prefix));
@@ -431,7 +430,7 @@ mod tests {
     #[test]
     fn exact_counts_on_known_strings() {
         let seed = Provenance::seed("identity");
-        let c = [Contribution::new(Block::Identity, &seed, "hello world")];
+        let c = resolved(&[(Block::Identity, &seed, "hello world")]);
         let report = BudgetReport::measure(lookup("gpt-4").unwrap(), 1500, "hello world", &c);
         assert_eq!(report.encoding, Encoding::Cl100kBase);
         assert_eq!(report.prefix_tokens, 2);

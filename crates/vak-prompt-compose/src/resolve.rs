@@ -2,6 +2,7 @@
 //! Pure: no I/O, no clock (the tail's instant comes in with the input).
 
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use vak_prompt_blocks::{
     Block, Composition, Escaped, Guardrail, GuardrailLint, Name, Origin, Owner, PromptLayer,
@@ -47,7 +48,11 @@ pub struct Contributor {
 /// removed or turned into line breaks, blank ends trimmed. Every input text
 /// passes through here exactly once, on its way into the resolution; a
 /// file that needed it is warned about once, naming the first character.
-fn contributed(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
+fn contributed<'t>(
+    text: &'t str,
+    what: impl FnOnce() -> String,
+    warnings: &mut Vec<String>,
+) -> Cow<'t, str> {
     let cleaned = clean(text);
     if let Some(found) = cleaned.first {
         let what = what();
@@ -55,7 +60,85 @@ fn contributed(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<Str
             "{what}: hidden or control character {found}; such characters are removed from the prompt (line breaks other than LF become LF)"
         ));
     }
-    trim_lines(&cleaned.text).to_owned()
+    // A clean text (nearly every one) is borrowed from the loaded chain, not
+    // copied: the only copy is the resolution's own contributor.
+    match cleaned.text {
+        Cow::Borrowed(text) => Cow::Borrowed(trim_lines(text)),
+        Cow::Owned(text) => Cow::Owned(trim_lines(&text).to_owned()),
+    }
+}
+
+/// A contribution composition keeps: the block it goes to (agent-tier
+/// identity and rules become agent instructions), the loader's provenance
+/// by reference, and the cleaned text, borrowed when cleaning changed
+/// nothing.
+struct Kept<'a> {
+    block: Block,
+    provenance: Cow<'a, Provenance>,
+    text: Cow<'a, str>,
+}
+
+/// What composition derives from the binary alone, built once per process:
+/// the seed's contributions, the capability contract, and their
+/// descriptors (made by [`PromptLayerDescriptor::of`], so each digest still
+/// matches its text), and the catalog's capability descriptors. Pure: the
+/// same constants give the same values every time.
+struct Builtin {
+    seed: Vec<(Block, Provenance, String)>,
+    contract: Contributor,
+    descriptors: Vec<(Block, Provenance, String, PromptLayerDescriptor)>,
+    capabilities: Vec<CapabilityDescriptor>,
+}
+
+fn builtin() -> &'static Builtin {
+    static BUILTIN: OnceLock<Builtin> = OnceLock::new();
+    BUILTIN.get_or_init(|| {
+        let seed: Vec<(Block, Provenance, String)> = seed()
+            .iter()
+            .map(|s| (s.block, Provenance::seed(s.file), s.text.trim().to_owned()))
+            .collect();
+        let contract = Contributor {
+            provenance: Provenance::seed("capability-catalog"),
+            text: render_contract(CATALOG),
+        };
+        let mut descriptors: Vec<_> = seed
+            .iter()
+            .map(|(block, provenance, text)| {
+                let descriptor = PromptLayerDescriptor::of(*block, provenance, text);
+                (*block, provenance.clone(), text.clone(), descriptor)
+            })
+            .collect();
+        descriptors.push((
+            Block::CapabilityContract,
+            contract.provenance.clone(),
+            contract.text.clone(),
+            PromptLayerDescriptor::of(
+                Block::CapabilityContract,
+                &contract.provenance,
+                &contract.text,
+            ),
+        ));
+        Builtin {
+            seed,
+            contract,
+            descriptors,
+            capabilities: CATALOG.iter().map(|c| c.descriptor()).collect(),
+        }
+    })
+}
+
+/// The descriptor of `text` contributed to `block` from `provenance`: the
+/// one made once for a built-in text, when it is exactly that text.
+fn descriptor(block: Block, provenance: &Provenance, text: &str) -> PromptLayerDescriptor {
+    if provenance.origin == Origin::BuiltIn
+        && let Some((.., made)) = builtin()
+            .descriptors
+            .iter()
+            .find(|(b, p, t, _)| *b == block && p == provenance && t == text)
+    {
+        return made.clone();
+    }
+    PromptLayerDescriptor::of(block, provenance, text)
 }
 
 /// `text` without leading blank lines and trailing whitespace. The first
@@ -178,8 +261,8 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             }
             warnings.push(format!("`{block}` in {}: {lint}", contributor.provenance));
         }
-        for item in parsed.items {
-            if keys.insert(item.dedup_key()) {
+        for (item, key) in parsed.items.into_iter().zip(parsed.keys) {
+            if keys.insert(key) {
                 kept.push(item);
             }
         }
@@ -232,12 +315,13 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     // The seed, then every loaded contribution that trust keeps. At the
     // agent tier, identity and operating rules become additive agent
     // instructions: a role refines the agent, it never replaces who it is.
-    let mut kept: Vec<Contribution> = seed()
+    let mut kept: Vec<Kept<'_>> = builtin()
+        .seed
         .iter()
-        .map(|s| Contribution {
-            block: s.block,
-            provenance: Provenance::seed(s.file),
-            text: s.text.trim().to_owned(),
+        .map(|(block, provenance, text)| Kept {
+            block: *block,
+            provenance: Cow::Borrowed(provenance),
+            text: Cow::Borrowed(text.as_str()),
         })
         .collect();
     // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
@@ -264,23 +348,27 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         .iter()
         .any(|c| at_root(c) && c.block == Block::OperatingRules);
     for contribution in &chain.contributions {
-        let mut contribution = contribution.clone();
-        contribution.text = contributed(
+        let text = contributed(
             &contribution.text,
             || format!("`{}` in {}", contribution.block, contribution.provenance),
             &mut warnings,
         );
+        let mut block = contribution.block;
         if contribution.provenance.layer == PromptLayer::Agent
-            && matches!(contribution.block, Block::Identity | Block::OperatingRules)
+            && matches!(block, Block::Identity | Block::OperatingRules)
         {
-            contribution.block = Block::AgentInstructions;
+            block = Block::AgentInstructions;
         }
-        match prompt_verdict(&contribution.provenance, contribution.block, input.trust) {
-            Verdict::Keep => kept.push(contribution),
+        match prompt_verdict(&contribution.provenance, block, input.trust) {
+            Verdict::Keep => kept.push(Kept {
+                block,
+                provenance: Cow::Borrowed(&contribution.provenance),
+                text,
+            }),
             Verdict::Demote(reason) => demoted.push(Demotion {
-                block: Some(contribution.block),
+                block: Some(block),
                 config_key: None,
-                provenance: contribution.provenance,
+                provenance: contribution.provenance.clone(),
                 reason,
             }),
         }
@@ -288,25 +376,24 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
 
     // Legacy `.vak/SYSTEM.md`: never a replacement for the whole prompt.
     if let Some(legacy) = &chain.legacy_system {
-        let provenance =
-            Provenance::new(PromptLayer::Project, Origin::Project, legacy.path.as_str());
+        let provenance = &legacy.provenance;
         let legacy_text = contributed(&legacy.text, || provenance.to_string(), &mut warnings);
         if input.trust == Trust::Untrusted {
             demoted.push(Demotion {
                 block: Some(Block::Identity),
                 config_key: None,
-                provenance,
+                provenance: provenance.clone(),
                 reason: DemoteReason::UntrustedLegacySystem,
             });
         } else if project_base_sets_identity {
             warnings.push(format!(
                 "`{}` is ignored because the project has its own identity.md or operating-rules.md; delete it",
-                legacy.path
+                legacy.path()
             ));
         } else {
             warnings.push(format!(
                 "`{}` is deprecated: it now stands in for `identity` only (operating-rules empty); move it to `.vak/prompts/identity.md`",
-                legacy.path
+                legacy.path()
             ));
             // Root-level project text goes after the shared layer and the
             // root's other files, before any directory sub-layer and the
@@ -319,17 +406,17 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                             && chain.level_of(&c.provenance) == 0)
                 })
                 .map_or(0, |i| i + 1);
-            let mut legacy = vec![Contribution {
+            let mut legacy = vec![Kept {
                 block: Block::Identity,
-                provenance: provenance.clone(),
+                provenance: Cow::Borrowed(provenance),
                 text: legacy_text,
             }];
             // The root's AGENTS.md stays its operating rules.
             if !root_has_rules {
-                legacy.push(Contribution {
+                legacy.push(Kept {
                     block: Block::OperatingRules,
-                    provenance,
-                    text: String::new(),
+                    provenance: Cow::Borrowed(provenance),
+                    text: Cow::Borrowed(""),
                 });
             }
             kept.splice(at..at, legacy);
@@ -343,36 +430,41 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     for block in Block::ALL {
         // A list parses its lines; any other block is its text, trimmed.
         let accumulates = block.composition() == Composition::Accumulate;
-        let candidates: Vec<Contributor> = kept
-            .iter()
-            .filter(|c| c.block == block)
-            .map(|c| Contributor {
-                provenance: c.provenance.clone(),
-                text: if accumulates {
-                    c.text.clone()
-                } else {
-                    c.text.trim().to_owned()
-                },
-            })
-            .collect();
+        let contributor = |c: &Kept<'_>| Contributor {
+            provenance: c.provenance.as_ref().clone(),
+            text: if accumulates {
+                c.text.as_ref().to_owned()
+            } else {
+                c.text.trim().to_owned()
+            },
+        };
+        let of_block = || kept.iter().filter(|c| c.block == block);
         let resolved = match block.composition() {
+            // Only the narrowest text is kept; the layers it shadows are
+            // named by provenance alone, so their text is never copied.
             Composition::NarrowestWins => {
-                let mut candidates = candidates;
-                let winner = candidates.pop();
+                let mut shadowed: Vec<Provenance> =
+                    of_block().map(|c| c.provenance.as_ref().clone()).collect();
+                let winner = of_block().next_back().map(contributor);
+                shadowed.pop();
                 ResolvedBlock {
                     block,
                     text: winner.as_ref().map(|w| w.text.clone()).unwrap_or_default(),
-                    shadowed: candidates.into_iter().map(|c| c.provenance).collect(),
+                    shadowed,
                     contributors: winner.into_iter().collect(),
                 }
             }
-            Composition::Accumulate => ResolvedBlock {
-                block,
-                text: accumulate(block, &candidates, &mut warnings),
-                contributors: candidates,
-                shadowed: Vec::new(),
-            },
+            Composition::Accumulate => {
+                let candidates: Vec<Contributor> = of_block().map(contributor).collect();
+                ResolvedBlock {
+                    block,
+                    text: accumulate(block, &candidates, &mut warnings),
+                    contributors: candidates,
+                    shadowed: Vec::new(),
+                }
+            }
             Composition::Additive => {
+                let candidates: Vec<Contributor> = of_block().map(contributor).collect();
                 let text = candidates
                     .iter()
                     .map(|c| c.text.as_str())
@@ -387,14 +479,11 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::Fixed => {
-                let text = render_contract(CATALOG);
+                let contract = &builtin().contract;
                 ResolvedBlock {
                     block,
-                    contributors: vec![Contributor {
-                        provenance: Provenance::seed("capability-catalog"),
-                        text: text.clone(),
-                    }],
-                    text,
+                    contributors: vec![contract.clone()],
+                    text: contract.text.clone(),
                     shadowed: Vec::new(),
                 }
             }
@@ -419,7 +508,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         .flat_map(|b| {
             b.contributors
                 .iter()
-                .map(move |c| PromptLayerDescriptor::of(b.block, &c.provenance, &c.text))
+                .map(move |c| descriptor(b.block, &c.provenance, &c.text))
         })
         .collect();
     let agent = input.agent.map(|role| agent_identity(role, &kept, chain));
@@ -429,7 +518,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         tail: render_tail(&input.tail),
         fingerprint: fingerprint(&descriptors),
         descriptors,
-        capabilities: CATALOG.iter().map(|c| c.descriptor()).collect(),
+        capabilities: builtin().capabilities.clone(),
         agent,
         blocks,
         demoted,
@@ -454,33 +543,29 @@ fn runtime_block(
         Block::Skills => {
             let mut lines = Vec::new();
             for skill in &input.chain.skills {
-                let provenance = Provenance {
-                    layer: PromptLayer::Runtime,
-                    origin: skill.origin,
-                    source: Some(skill.path.to_string()),
-                };
+                let provenance = &skill.provenance;
                 // Trust is decided by origin; the demotion is reported at the
                 // project layer, where the user would go to fix it.
                 if let Verdict::Demote(reason) =
-                    prompt_verdict(&provenance, Block::Skills, input.trust)
+                    prompt_verdict(provenance, Block::Skills, input.trust)
                 {
                     demoted.push(Demotion {
                         block: Some(Block::Skills),
                         config_key: None,
                         provenance: Provenance {
                             layer: PromptLayer::Project,
-                            ..provenance
+                            ..provenance.clone()
                         },
                         reason,
                     });
                     continue;
                 }
-                let what = || format!("skill `{}`", Escaped(skill.path.as_str()));
+                let what = || format!("skill `{}`", Escaped(skill.path().as_str()));
                 let text = contributed(&skill.text, what, warnings);
                 let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
                 let description = one_line(&skill_description(&text), what, warnings);
                 lines.push(Contributor {
-                    provenance,
+                    provenance: provenance.clone(),
                     text: format!("- `{name}`: {description}"),
                 });
             }
@@ -561,17 +646,43 @@ fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
     prefix
 }
 
-fn agent_identity(role: &Name, kept: &[Contribution], chain: &LoadedChain) -> AgentIdentity {
+fn agent_identity(role: &Name, kept: &[Kept<'_>], chain: &LoadedChain) -> AgentIdentity {
     let mut canonical = format!("role\t{role}\n");
     for c in kept
         .iter()
         .filter(|c| c.provenance.layer == PromptLayer::Agent)
     {
-        canonical.push_str(&format!("{}\t{}\n", c.block, sha256_hex(&c.text)));
+        canonical.push_str(&format!("{}\t{}\n", c.block, sha256_hex(c.text.as_bytes())));
     }
     AgentIdentity {
         role: role.to_string(),
         digest: sha256_hex(canonical),
         sources: chain.role_dirs.iter().map(ToString::to_string).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_descriptors_are_the_ones_made_from_their_text() {
+        for (block, provenance, text, made) in &builtin().descriptors {
+            assert_eq!(
+                *made,
+                PromptLayerDescriptor::of(*block, provenance, text),
+                "{provenance}"
+            );
+            assert_eq!(descriptor(*block, provenance, text), *made);
+        }
+        // A built-in provenance with another text is digested afresh.
+        let (block, provenance, _, made) = &builtin().descriptors[0];
+        let other = descriptor(*block, provenance, "something else");
+        assert_ne!(other.digest, made.digest);
+        assert_eq!(
+            other,
+            PromptLayerDescriptor::of(*block, provenance, "something else")
+        );
+        assert_eq!(builtin().contract.text, render_contract(CATALOG));
     }
 }

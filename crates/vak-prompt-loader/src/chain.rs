@@ -2,11 +2,11 @@ use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
 use crate::LoaderError;
-use crate::confine::{ConfinedDir, ConfinedRoot};
+use crate::confine::{ConfinedRoot, OpenedDirs};
 use crate::discover::levels_between;
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
-use crate::safe_read::{ReadRefusal, read_in_dir, read_in_root};
+use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
 /// What to load: the home, the project, and the selectors that pick
 /// sub-layers.
@@ -74,10 +74,18 @@ impl std::fmt::Display for Skipped {
 /// The legacy all-or-nothing `.vak/SYSTEM.md` of a project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LegacySystem {
-    /// Its path.
-    pub path: Utf8PathBuf,
+    /// Where it came from (the project layer, its path), built once by the
+    /// loader and carried as is into demotions and descriptors.
+    pub provenance: Provenance,
     /// Its text.
     pub text: String,
+}
+
+impl LegacySystem {
+    /// Its path.
+    pub fn path(&self) -> &Utf8Path {
+        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+    }
 }
 
 /// A parsed `.vak/config.toml`.
@@ -96,12 +104,25 @@ pub struct ConfigFile {
 pub struct SkillEntry {
     /// The skill's directory name.
     pub name: String,
-    /// Home or project.
-    pub origin: Origin,
-    /// The `SKILL.md` path.
-    pub path: Utf8PathBuf,
+    /// Where it came from: the runtime tier (skills are a runtime-derived
+    /// block), its origin (home or project, which trust decides on) and the
+    /// `SKILL.md` path. Built once by the loader and carried as is into the
+    /// skills block's contributors and descriptors.
+    pub provenance: Provenance,
     /// The file's text.
     pub text: String,
+}
+
+impl SkillEntry {
+    /// Home or project.
+    pub fn origin(&self) -> Origin {
+        self.provenance.origin
+    }
+
+    /// The `SKILL.md` path.
+    pub fn path(&self) -> &Utf8Path {
+        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+    }
 }
 
 /// Everything read for one resolution, in chain order, unfiltered.
@@ -181,9 +202,28 @@ impl LoadedChain {
 
 struct Reader<'a> {
     chain: &'a mut LoadedChain,
-    /// Each layer root, resolved once per load rather than once per file;
-    /// `None` when the root does not exist.
-    roots: Vec<(Utf8PathBuf, Option<ConfinedRoot>)>,
+    /// Each layer root, resolved once per load rather than once per file,
+    /// with the directories opened under it so far (each opened and checked
+    /// once, shared by every file in it); `None` when the root does not
+    /// exist.
+    roots: Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
+}
+
+/// The directories opened under `root` in `roots`, resolving the root the
+/// first time it is asked for.
+fn root_in<'r>(
+    roots: &'r mut Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
+    root: &Utf8Path,
+) -> Result<Option<&'r mut OpenedDirs>, ReadRefusal> {
+    let at = match roots.iter().position(|(r, _)| r == root) {
+        Some(at) => at,
+        None => {
+            let real = ConfinedRoot::new(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+            roots.push((root.to_owned(), real.map(OpenedDirs::new)));
+            roots.len() - 1
+        }
+    };
+    Ok(roots[at].1.as_mut())
 }
 
 impl Reader<'_> {
@@ -197,50 +237,20 @@ impl Reader<'_> {
         self.chain.skipped.push(skipped);
     }
 
-    /// `root` resolved, once per load.
-    fn root(&mut self, root: &Utf8Path) -> Result<Option<ConfinedRoot>, ReadRefusal> {
-        if let Some((_, real)) = self.roots.iter().find(|(r, _)| r == root) {
-            return Ok(real.clone());
-        }
-        let real = ConfinedRoot::new(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
-        self.roots.push((root.to_owned(), real.clone()));
-        Ok(real)
+    /// The directories opened under `root`, resolving the root once per
+    /// load. `Ok(None)` when the root does not exist.
+    fn root(&mut self, root: &Utf8Path) -> Result<Option<&mut OpenedDirs>, ReadRefusal> {
+        root_in(&mut self.roots, root)
     }
 
     /// Read `path` as a hostile file that must stay inside `root`.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
         match self.root(root)? {
-            Some(root) => read_in_root(path, &root),
+            Some(dirs) => match dirs.read(path, MAX_FILE_BYTES)? {
+                Some(bytes) => utf8(bytes).map(Some),
+                None => Ok(None),
+            },
             None => Ok(None),
-        }
-    }
-
-    /// Open a layer directory confined to `root`, reporting one that leads
-    /// outside it (once, naming the directory). `None` when there is
-    /// nothing to read.
-    fn open_dir(
-        &mut self,
-        dir: &Utf8Path,
-        root: &Utf8Path,
-        layer: PromptLayer,
-        origin: Origin,
-    ) -> Option<(ConfinedDir, ConfinedRoot)> {
-        let provenance = || Provenance::new(layer, origin, dir.as_str());
-        let root = match self.root(root) {
-            Ok(Some(root)) => root,
-            Ok(None) => return None,
-            Err(refusal) => {
-                self.skip(None, provenance(), refusal);
-                return None;
-            }
-        };
-        match ConfinedDir::open(dir, &root) {
-            Ok(Some(opened)) => Some((opened, root)),
-            Ok(None) => None,
-            Err(refusal) => {
-                self.skip(None, provenance(), ReadRefusal::from(refusal));
-                None
-            }
         }
     }
 
@@ -254,17 +264,37 @@ impl Reader<'_> {
         origin: Origin,
     ) -> bool {
         // The directory is opened and checked once for its four files; each
-        // file is opened relative to that handle.
-        let Some((opened, root)) = self.open_dir(dir, root, layer, origin) else {
-            return false;
+        // file is opened relative to that handle. One that leads outside its
+        // root is reported once, naming the directory.
+        let read = match self.root(root) {
+            Ok(Some(dirs)) => match dirs.dir(dir) {
+                Ok(Some(opened)) => Ok(Block::EDITABLE
+                    .into_iter()
+                    .filter_map(|block| {
+                        let file = block.file_name()?;
+                        let text = opened
+                            .read_file(file, dirs.root(), MAX_FILE_BYTES)
+                            .map_err(ReadRefusal::from)
+                            .and_then(|bytes| bytes.map(utf8).transpose());
+                        Some((block, file, text))
+                    })
+                    .collect::<Vec<_>>()),
+                Ok(None) => return false,
+                Err(refusal) => Err(ReadRefusal::from(refusal)),
+            },
+            Ok(None) => return false,
+            Err(refusal) => Err(refusal),
         };
-        for block in Block::EDITABLE {
-            let Some(file) = block.file_name() else {
-                continue;
-            };
-            let path = dir.join(file);
-            let provenance = Provenance::new(layer, origin, path.as_str());
-            match read_in_dir(&opened, file, &root) {
+        let files = match read {
+            Ok(files) => files,
+            Err(refusal) => {
+                self.skip(None, Provenance::new(layer, origin, dir.as_str()), refusal);
+                return false;
+            }
+        };
+        for (block, file, text) in files {
+            let provenance = Provenance::new(layer, origin, dir.join(file).as_str());
+            match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
                     provenance,
@@ -431,11 +461,14 @@ fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
 
 /// Whether the directory `inner`, once symlinks are followed, stays inside
 /// `outer`. A missing `inner` is fine: there is nothing to read.
-fn stays_inside(inner: &Utf8Path, outer: &Utf8Path) -> Result<(), ReadRefusal> {
-    let Some(root) = ConfinedRoot::new(outer).map_err(|e| ReadRefusal::Io(e.to_string()))? else {
-        return Ok(());
-    };
-    ConfinedDir::open(inner, &root)?;
+fn stays_inside(
+    reader: &mut Reader<'_>,
+    inner: &Utf8Path,
+    outer: &Utf8Path,
+) -> Result<(), ReadRefusal> {
+    if let Some(dirs) = reader.root(outer)? {
+        dirs.dir(inner)?;
+    }
     Ok(())
 }
 
@@ -459,7 +492,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     // A project's whole `.vak` may itself be a symlink out of the checkout;
     // then nothing under it is the project's to say.
     let project_vak = request.project.join(".vak");
-    let project_ok = match stays_inside(&project_vak, &request.project) {
+    let project_ok = match stays_inside(&mut reader, &project_vak, &request.project) {
         Ok(()) => true,
         Err(refusal) => {
             reader.skip(
@@ -574,8 +607,11 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
             Origin::Project,
         );
     }
+    // The gateway files share the home's opened directories; a home that
+    // cannot be resolved is reported by the gateway's own read.
     load_gateway(
         &request.home,
+        root_in(&mut reader.roots, &request.home).ok().flatten(),
         request.bot.as_ref(),
         request.chat.as_ref(),
         &mut reader.chain.contributions,
@@ -609,7 +645,16 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     if project_ok {
         let path = project_vak.join("SYSTEM.md");
         match reader.read(&path, &project_root) {
-            Ok(Some(text)) => reader.chain.legacy_system = Some(LegacySystem { path, text }),
+            Ok(Some(text)) => {
+                reader.chain.legacy_system = Some(LegacySystem {
+                    provenance: Provenance::new(
+                        PromptLayer::Project,
+                        Origin::Project,
+                        path.as_str(),
+                    ),
+                    text,
+                });
+            }
             Ok(None) => {}
             Err(refusal) => reader.skip(
                 Some(Block::Identity),
@@ -677,8 +722,10 @@ fn load_skills(
         match reader.read(&path, root) {
             Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
                 name,
-                origin,
-                path,
+                provenance: Provenance {
+                    layer: PromptLayer::Runtime,
+                    ..provenance
+                },
                 text,
             }),
             Ok(None) => {}

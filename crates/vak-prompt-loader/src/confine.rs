@@ -21,9 +21,10 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use rustix::io::Errno;
 
 /// A layer root, resolved once: the home or the project directory.
@@ -181,6 +182,55 @@ impl ConfinedDir {
         &self.path
     }
 
+    /// Open the subdirectory `name` relative to this (checked) handle
+    /// without following a symlink. A real directory entry of a directory
+    /// inside the root is inside the root, so no `/proc` look-up is needed;
+    /// `Some(Ok(None))` when nothing is there, and `None` when `name` is a
+    /// symlink or anything else that must be judged by where it leads.
+    fn open_child(&self, name: &str, path: &Utf8Path) -> Option<Result<Option<Self>, Refusal>> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+            Ok(fd) => Some(Ok(Some(ConfinedDir {
+                fd,
+                path: path.to_owned(),
+                real: self.real.join(name),
+            }))),
+            Err(e) if e == Errno::NOENT => Some(Ok(None)),
+            Err(_) => None,
+        }
+    }
+
+    /// Read the file `name` of this directory: [`ConfinedDir::open_file`]
+    /// then [`read_bounded`], with the size taken from the `fstat` that
+    /// proved it a regular file (one system call fewer per file).
+    /// `Ok(None)` when nothing is there.
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn read_file(
+        &self,
+        name: &str,
+        root: &ConfinedRoot,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, Refusal> {
+        let fd = match rustix::fs::openat(
+            &self.fd,
+            name,
+            READ_FLAGS | OFlags::NOFOLLOW,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
+                return read_bounded(self.open_link(name, root)?, limit).map(Some);
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let (file, size) = regular_sized(fd)?;
+        read_sized(file, size, limit).map(Some)
+    }
+
     /// The directory's handle, e.g. to lock or fsync it.
     pub fn as_file(&self) -> io::Result<File> {
         Ok(File::from(self.fd.try_clone()?))
@@ -326,11 +376,17 @@ impl ConfinedDir {
 
 /// The handle as a file, if it is a regular file.
 fn regular(fd: OwnedFd) -> Result<File, Refusal> {
+    regular_sized(fd).map(|(file, _)| file)
+}
+
+/// The handle as a file, if it is a regular file, with the size `fstat`
+/// reported.
+fn regular_sized(fd: OwnedFd) -> Result<(File, u64), Refusal> {
     let stat = rustix::fs::fstat(fd.as_fd())?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
         return Err(Refusal::NotRegularFile);
     }
-    Ok(File::from(fd))
+    Ok((File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
 }
 
 /// Read at most `limit` bytes from `file`; more is [`Refusal::TooLarge`].
@@ -340,6 +396,13 @@ fn regular(fd: OwnedFd) -> Result<File, Refusal> {
 /// See [`Refusal`].
 pub fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    read_sized(file, size, limit)
+}
+
+/// [`read_bounded`] when the size is already known: the size only sizes
+/// the buffer and refuses early; the `take(limit + 1)` bound is what holds
+/// when the file grows meanwhile.
+fn read_sized(file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal> {
     if size > limit {
         return Err(Refusal::TooLarge { bytes: size, limit });
     }
@@ -352,6 +415,153 @@ pub fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
         });
     }
     Ok(bytes)
+}
+
+/// The directories of one layer root opened during one load, each opened
+/// and checked once and shared by every file read in it.
+///
+/// The root is opened by path and judged on its handle like any
+/// [`ConfinedDir`]; a directory below it is opened relative to its parent's
+/// handle with `O_NOFOLLOW`, one path component at a time, so it cannot
+/// leave a checked directory and needs no `/proc` look-up. A component that
+/// is a symlink (or any path that is not a plain descendant of the root) is
+/// opened by path and judged on its own handle, exactly as
+/// [`ConfinedDir::open`] does, so a refusal names where it really leads.
+/// Refusals are not remembered: they are rare, and reported per input.
+#[derive(Debug)]
+pub struct OpenedDirs {
+    root: ConfinedRoot,
+    dirs: Vec<(Utf8PathBuf, Option<Rc<ConfinedDir>>)>,
+}
+
+impl OpenedDirs {
+    /// No directory opened yet under `root`.
+    pub fn new(root: ConfinedRoot) -> Self {
+        OpenedDirs {
+            root,
+            dirs: Vec::new(),
+        }
+    }
+
+    /// The root.
+    pub fn root(&self) -> &ConfinedRoot {
+        &self.root
+    }
+
+    /// The directory `dir`, opened and checked at most once. `Ok(None)` when
+    /// it does not exist.
+    ///
+    /// # Errors
+    ///
+    /// [`Refusal::Outside`] when it leads outside the root, as
+    /// [`ConfinedDir::open`].
+    pub fn dir(&mut self, dir: &Utf8Path) -> Result<Option<Rc<ConfinedDir>>, Refusal> {
+        // Paths are compared as strings, not component by component: the
+        // loader spells each directory one way, and a miss only costs an
+        // open.
+        if let Some((_, opened)) = self
+            .dirs
+            .iter()
+            .find(|(path, _)| path.as_str() == dir.as_str())
+        {
+            return Ok(opened.clone());
+        }
+        let opened = self.open_uncached(dir)?.map(Rc::new);
+        self.dirs.push((dir.to_owned(), opened.clone()));
+        Ok(opened)
+    }
+
+    fn open_uncached(&mut self, dir: &Utf8Path) -> Result<Option<ConfinedDir>, Refusal> {
+        // `dir` is the root joined with plain names (no `.`, `..` or empty
+        // component): its last name is opened under its parent's handle.
+        let plain_child = dir
+            .as_str()
+            .strip_prefix(self.root.path().as_str())
+            .and_then(|rel| rel.strip_prefix('/'))
+            .filter(|rel| rel.split('/').all(|c| !matches!(c, "" | "." | "..")))
+            .and_then(|rel| rel.rsplit('/').next());
+        if plain_child.is_some()
+            && let Some(opened) = self.open_beneath(dir)
+        {
+            return opened;
+        }
+        if let (Some(name), Some(parent)) = (plain_child, dir.parent()) {
+            match self.dir(parent) {
+                Ok(Some(parent)) => {
+                    if let Some(opened) = parent.open_child(name, dir) {
+                        return opened;
+                    }
+                }
+                Ok(None) => return Ok(None),
+                // A parent that leads outside: this directory is judged on
+                // its own handle below, so the refusal names where *it*
+                // leads, as it always has.
+                Err(_) => {}
+            }
+        }
+        ConfinedDir::open(dir, &self.root)
+    }
+
+    /// Open the plain descendant `dir` of the root in one call, relative to
+    /// its nearest directory already open (the root at worst), with
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: the kernel refuses
+    /// any symlink or `..` on the way, so the directory is a real entry
+    /// below a checked one and the layers' intermediate directories
+    /// (`surface/`, `agents/`, `skills/`) need no handle of their own.
+    /// `None` when that cannot answer (a symlink on the way, no `openat2`):
+    /// the caller then walks one name at a time.
+    fn open_beneath(&mut self, dir: &Utf8Path) -> Option<Result<Option<ConfinedDir>, Refusal>> {
+        let root = self.root.path().as_str();
+        let mut base = dir.as_str();
+        let base_dir = loop {
+            base = &base[..base.rfind('/')?];
+            if base.len() < root.len() {
+                return None;
+            }
+            if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| path.as_str() == base) {
+                match opened {
+                    Some(opened) => break Rc::clone(opened),
+                    // An ancestor that is not there: neither is `dir`.
+                    None => return Some(Ok(None)),
+                }
+            }
+            if base.len() == root.len() {
+                match self.dir(self.root.path().to_owned().as_path()) {
+                    Ok(Some(opened)) => break opened,
+                    Ok(None) => return Some(Ok(None)),
+                    Err(_) => return None,
+                }
+            }
+        };
+        let rest = &dir.as_str()[base.len() + 1..];
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        match rustix::fs::openat2(&base_dir.fd, rest, flags, Mode::empty(), resolve) {
+            Ok(fd) => Some(Ok(Some(ConfinedDir {
+                fd,
+                path: dir.to_owned(),
+                real: base_dir.real.join(rest),
+            }))),
+            Err(e) if e == Errno::NOENT => Some(Ok(None)),
+            Err(_) => None,
+        }
+    }
+
+    /// Read `path` confined to the root and bounded by `limit`, through its
+    /// directory's shared handle. `Ok(None)` when nothing is there.
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn read(&mut self, path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+            return Err(Refusal::NotRegularFile);
+        };
+        match self.dir(dir)? {
+            Some(dir) => dir.read_file(name, &self.root, limit),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Open `path` for reading, confined to `root`: its directory through
@@ -455,6 +665,93 @@ mod tests {
             matches!(&err, Refusal::Outside { leads_to } if leads_to.as_str() == home.as_str()),
             "{err:?}"
         );
+    }
+
+    #[test]
+    fn opened_dirs_open_each_directory_once_and_judge_symlinks_by_where_they_lead() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        let outside = base.join("outside");
+        fs::create_dir_all(proj.join(".vak/prompts/surface/cli")).unwrap();
+        fs::create_dir_all(proj.join("docs/agent")).unwrap();
+        fs::create_dir_all(outside.join("deep")).unwrap();
+        fs::write(proj.join(".vak/prompts/identity.md"), "id").unwrap();
+        fs::write(proj.join(".vak/prompts/surface/cli/note.md"), "note").unwrap();
+        fs::write(proj.join("docs/agent/identity.md"), "linked inside").unwrap();
+        fs::write(outside.join("deep/identity.md"), "secret").unwrap();
+        fs::create_dir_all(proj.join(".vak/prompts/agents")).unwrap();
+        // A symlinked directory that stays inside, one that leads out, and a
+        // directory below the one that leads out.
+        symlink(
+            proj.join("docs/agent"),
+            proj.join(".vak/prompts/agents/inside"),
+        )
+        .unwrap();
+        symlink(&outside, proj.join(".vak/prompts/agents/out")).unwrap();
+        let root = ConfinedRoot::new(&proj).unwrap().unwrap();
+        let mut dirs = OpenedDirs::new(root.clone());
+
+        let prompts = proj.join(".vak/prompts");
+        let first = dirs.dir(&prompts).unwrap().unwrap();
+        let again = dirs.dir(&prompts).unwrap().unwrap();
+        assert!(Rc::ptr_eq(&first, &again), "opened once per load");
+        assert_eq!(first.real(), root.real().join(".vak/prompts"));
+        assert_eq!(
+            dirs.read(&prompts.join("identity.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"id"
+        );
+        assert_eq!(
+            dirs.read(&prompts.join("surface/cli/note.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"note"
+        );
+        // `surface/cli` was opened in one call beneath `prompts`: the
+        // intermediate `surface` needed no handle of its own.
+        let opened: Vec<&str> = dirs.dirs.iter().map(|(p, _)| p.as_str()).collect();
+        assert!(
+            opened.contains(&prompts.join("surface/cli").as_str()),
+            "{opened:?}"
+        );
+        assert!(
+            !opened.contains(&prompts.join("surface").as_str()),
+            "{opened:?}"
+        );
+        assert_eq!(
+            dirs.read(&prompts.join("agents/inside/identity.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"linked inside"
+        );
+        assert!(
+            dirs.read(&prompts.join("missing/x.md"), 100)
+                .unwrap()
+                .is_none()
+        );
+        for (dir, leads_to) in [
+            (prompts.join("agents/out"), outside.clone()),
+            (prompts.join("agents/out/deep"), outside.join("deep")),
+        ] {
+            let err = dirs.read(&dir.join("identity.md"), 100).unwrap_err();
+            assert!(
+                matches!(&err, Refusal::Outside { leads_to: l } if *l == leads_to),
+                "{dir}: {err:?}"
+            );
+            // The same answer as a one-off confined read gives.
+            let alone = read_confined(&dir.join("identity.md"), &root, 100).unwrap_err();
+            assert!(
+                matches!(&alone, Refusal::Outside { leads_to: l } if *l == leads_to),
+                "{alone:?}"
+            );
+        }
+        // A path that is not a plain descendant of the root is judged by
+        // path, as before.
+        assert!(matches!(
+            dirs.read(&proj.join("../outside/deep/identity.md"), 100),
+            Err(Refusal::Outside { .. })
+        ));
     }
 
     #[test]

@@ -25,7 +25,7 @@ use vak_prompt_blocks::{
 };
 
 use crate::chain::{Contribution, Skipped};
-use crate::confine::{ConfinedRoot, read_confined};
+use crate::confine::{ConfinedRoot, OpenedDirs};
 use crate::safe_read::ReadRefusal;
 use crate::write::{SaveError, SaveOutcome, save_atomic};
 
@@ -263,12 +263,26 @@ pub fn read_gateway(
         path: path.clone(),
         reason,
     };
-    let root = match ConfinedRoot::new(home) {
-        Ok(Some(root)) => root,
+    let mut dirs = match ConfinedRoot::new(home) {
+        Ok(Some(root)) => OpenedDirs::new(root),
         Ok(None) => return Ok(None),
         Err(e) => return Err(unreadable(ReadRefusal::Io(e.to_string()))),
     };
-    let bytes = match read_confined(&path, &root, MAX_GATEWAY_BYTES) {
+    read_gateway_in(&mut dirs, home, file)
+}
+
+/// [`read_gateway`] through the home's already opened directories.
+fn read_gateway_in(
+    dirs: &mut OpenedDirs,
+    home: &Utf8Path,
+    file: GatewayFile,
+) -> Result<Option<GatewayDoc>, GatewayError> {
+    let path = file.path(home);
+    let unreadable = |reason| GatewayError::Unreadable {
+        path: path.clone(),
+        reason,
+    };
+    let bytes = match dirs.read(&path, MAX_GATEWAY_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         Err(refusal) => return Err(unreadable(refusal.into())),
@@ -517,10 +531,15 @@ fn file_reason(error: &GatewayError) -> String {
 
 fn read_for_chain(
     home: &Utf8Path,
+    dirs: Option<&mut OpenedDirs>,
     file: GatewayFile,
     skipped: &mut Vec<Skipped>,
 ) -> Option<GatewayDoc> {
-    match read_gateway(home, file) {
+    let read = match dirs {
+        Some(dirs) => read_gateway_in(dirs, home, file),
+        None => read_gateway(home, file),
+    };
+    match read {
         Ok(doc) => doc,
         Err(error) => {
             let source = match &error {
@@ -627,13 +646,14 @@ fn wrong_entry(skipped: &mut Vec<Skipped>, layer: PromptLayer, error: GatewayErr
 /// Append the bot and chat tiers' contributions.
 pub(crate) fn load_gateway(
     home: &Utf8Path,
+    mut dirs: Option<&mut OpenedDirs>,
     bot: Option<&Name>,
     chat: Option<&Name>,
     contributions: &mut Vec<Contribution>,
     skipped: &mut Vec<Skipped>,
 ) {
     let Some(bot) = bot else { return };
-    if let Some(doc) = read_for_chain(home, GatewayFile::Bots, skipped) {
+    if let Some(doc) = read_for_chain(home, dirs.as_deref_mut(), GatewayFile::Bots, skipped) {
         let path = [bot.as_str()];
         match doc.entry(&path) {
             Ok(Some(entry)) => entry_prompts(
@@ -648,7 +668,7 @@ pub(crate) fn load_gateway(
         }
     }
     let Some(chat) = chat else { return };
-    if let Some(doc) = read_for_chain(home, GatewayFile::Allowlist, skipped) {
+    if let Some(doc) = read_for_chain(home, dirs, GatewayFile::Allowlist, skipped) {
         let path = [bot.as_str(), chat.as_str()];
         match doc.entry(&path) {
             Ok(Some(entry)) => entry_prompts(
@@ -679,7 +699,14 @@ mod tests {
         let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").unwrap();
         let chat_name = Name::new(vak_prompt_blocks::NameKind::Chat, "ops").unwrap();
         let (mut c, mut s) = (Vec::new(), Vec::new());
-        load_gateway(home, Some(&bot), chat.then_some(&chat_name), &mut c, &mut s);
+        load_gateway(
+            home,
+            None,
+            Some(&bot),
+            chat.then_some(&chat_name),
+            &mut c,
+            &mut s,
+        );
         (c, s)
     }
 

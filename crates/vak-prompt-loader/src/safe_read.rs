@@ -2,7 +2,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use vak_prompt_blocks::Escaped;
 
-use crate::confine::{ConfinedDir, ConfinedRoot, Refusal, read_bounded, read_confined};
+use crate::confine::{ConfinedRoot, Refusal, read_confined};
 
 /// The largest layer file the loader reads. Prompt text is spent on every
 /// turn; anything near this size is a mistake or an attack.
@@ -90,29 +90,14 @@ pub fn read_safely(path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, R
 }
 
 /// [`read_safely`] against an already resolved root.
-pub(crate) fn read_in_root(
-    path: &Utf8Path,
-    root: &ConfinedRoot,
-) -> Result<Option<String>, ReadRefusal> {
+fn read_in_root(path: &Utf8Path, root: &ConfinedRoot) -> Result<Option<String>, ReadRefusal> {
     match read_confined(path, root, MAX_FILE_BYTES)? {
         Some(bytes) => utf8(bytes).map(Some),
         None => Ok(None),
     }
 }
 
-/// Read the file `name` of an already opened and checked directory.
-pub(crate) fn read_in_dir(
-    dir: &ConfinedDir,
-    name: &str,
-    root: &ConfinedRoot,
-) -> Result<Option<String>, ReadRefusal> {
-    match dir.open_file(name, root)? {
-        Some(file) => utf8(read_bounded(file, MAX_FILE_BYTES)?).map(Some),
-        None => Ok(None),
-    }
-}
-
-fn utf8(bytes: Vec<u8>) -> Result<String, ReadRefusal> {
+pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, ReadRefusal> {
     String::from_utf8(bytes).map_err(|error| ReadRefusal::NotUtf8 {
         at_byte: error.utf8_error().valid_up_to(),
     })

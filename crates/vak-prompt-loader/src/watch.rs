@@ -271,8 +271,8 @@ impl InputWatch {
                 .filter_map(|s| s.provenance.source.as_deref()),
         );
         paths.extend(chain.configs.iter().map(|c| c.path.as_str()));
-        paths.extend(chain.skills.iter().map(|s| s.path.as_str()));
-        paths.extend(chain.legacy_system.iter().map(|l| l.path.as_str()));
+        paths.extend(chain.skills.iter().map(|s| s.path().as_str()));
+        paths.extend(chain.legacy_system.iter().map(|l| l.path().as_str()));
         paths.extend(chain.role_dirs.iter().map(|d| d.as_str()));
         let mut added = false;
         for path in paths {
