@@ -28,6 +28,7 @@ pub(crate) use crate::out::print_json;
 
 fn resolve(args: &ViewArgs) -> Result<(Core, ResolvedPrompt), CliError> {
     let core = Core::open(args.selectors.to_selectors()?)?;
+    let core = vak_gateway::on_chosen_store(core, None)?;
     let resolved = core.resolve()?;
     Ok((core, resolved))
 }

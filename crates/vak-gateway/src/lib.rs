@@ -29,5 +29,5 @@ pub use secret::{
 pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig};
 pub use store::{
     Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
-    open_store,
+    on_chosen_store, open_store,
 };

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest, Sha256};
+use vak_core::Core;
 use vak_core::history::History;
 use vak_core::prompts::{FileStore, Ledger, Record, SessionError, Store, read_safely};
 use vak_store_pg::PgStore;
@@ -111,6 +112,26 @@ pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Arc<dyn Store>,
         StoreUrl::File => Ok(Arc::new(FileStore::new(home))),
         StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::open(&url)?)),
     }
+}
+
+/// A reader's view of the home side (DECISIONS §14): when the store chosen
+/// for `core`'s home (`flag`, `VAK_STORE`, `[store] url`) holds the home
+/// side, bring this home's replica up to it and hand back `core` on that
+/// store, so `vak prompts show` on a node reads what every node resolves.
+/// The file store is not opened: nothing changes and nothing is read
+/// beyond the shared config.
+///
+/// # Errors
+///
+/// A store that cannot be opened; a sync the replica's rules refuse.
+pub fn on_chosen_store(core: Core, flag: Option<&str>) -> Result<Core, LifecycleError> {
+    let home = core.selectors().home.clone();
+    if let StoreUrl::File = choose_store(&home, flag)?.0 {
+        return Ok(core);
+    }
+    let store = open_store(&home, flag)?;
+    vak_core::home::sync_if_shared(&home, &*store, false)?;
+    Ok(core.with_store(store))
 }
 
 /// What `vak store migrate` did.

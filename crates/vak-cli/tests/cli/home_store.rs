@@ -192,6 +192,20 @@ fn two_nodes_with_empty_homes_share_the_home_side_and_rotate_once() {
             .contains("Never deploy on Fridays")
     );
     let fresh = rotated["session_id"].as_str().unwrap().to_owned();
+    // A reader on a third empty home with the store chosen by VAK_STORE
+    // sees the edit: `vak prompts show` and `check` sync before reading.
+    let c = Env::empty();
+    for args in [["prompts", "show"], ["prompts", "check"]] {
+        let out = c.command(&args).env("VAK_STORE", &url).output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        if args[1] == "show" {
+            assert!(
+                String::from_utf8_lossy(&out.stdout).contains("Never deploy on Fridays"),
+                "{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+    }
     for (i, node) in [&node_a, &node_b, &node_a, &node_b].into_iter().enumerate() {
         let next = deliver(&node.addr, &secret, &format!("later {i}"));
         assert_eq!(next["outcome"], "continued", "never back: {next}");
