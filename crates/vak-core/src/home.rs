@@ -108,6 +108,21 @@ struct Manifest {
     generation: i64,
     /// Path relative to the home → the sha256 vak wrote there.
     files: BTreeMap<String, String>,
+    /// While a sync is applying: what vak wrote before it (path → sha256),
+    /// so a sync killed half-way leaves files that are still vak's own
+    /// (the old digest or the new one) and the next sync finishes the job
+    /// instead of calling them hand edits. Empty once a sync completes.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    previous: BTreeMap<String, String>,
+}
+
+impl Manifest {
+    /// Whether `digest` at `rel` is a text vak wrote there (now, or before
+    /// a sync that did not finish).
+    fn wrote(&self, rel: &str, digest: &str) -> bool {
+        self.files.get(rel).is_some_and(|d| d == digest)
+            || self.previous.get(rel).is_some_and(|d| d == digest)
+    }
 }
 
 fn read_manifest(home: &Utf8Path) -> Result<Manifest, HomeError> {
@@ -125,6 +140,16 @@ fn read_manifest(home: &Utf8Path) -> Result<Manifest, HomeError> {
             reason: e.to_string(),
         }),
     }
+}
+
+fn write_manifest(home: &Utf8Path, manifest: &Manifest) -> Result<(), HomeError> {
+    let text = serde_json::to_string_pretty(manifest).map_err(|e| HomeError::Replica {
+        action: "encode",
+        path: home.join(REPLICA_MANIFEST),
+        reason: e.to_string(),
+    })?;
+    save_atomic(&home.join(REPLICA_MANIFEST), home, &text, None)?;
+    Ok(())
 }
 
 /// The exclusive lock of the replica (`.vak/home-replica.lock`, a file lock,
@@ -285,21 +310,20 @@ fn apply(
     for rel in &paths {
         let path = home.join(rel);
         let local = current_digest(&path, home)?;
-        let wrote = manifest.files.get(rel);
         match (local, wanted.get(rel.as_str())) {
             (None, Some(text)) => plan.push((rel.clone(), None, Some(text))),
             (Some(here), Some(text)) => {
                 if here == sha256_hex(text) {
                     continue;
                 }
-                if wrote == Some(&here) {
+                if manifest.wrote(rel, &here) {
                     plan.push((rel.clone(), Some(here), Some(text)));
                 } else {
                     by_hand.push(path);
                 }
             }
             (Some(here), None) => {
-                if wrote == Some(&here) {
+                if manifest.wrote(rel, &here) {
                     plan.push((rel.clone(), Some(here), None));
                 } else {
                     unknown.push(path);
@@ -321,6 +345,25 @@ fn apply(
         });
     }
     let changed = !plan.is_empty();
+    let target: BTreeMap<String, String> = snapshot
+        .files
+        .iter()
+        .map(|f| (f.path.clone(), f.sha256.clone()))
+        .collect();
+    if changed {
+        // Write ahead: the new digests, and every digest vak had written,
+        // before the first file changes (see `Manifest::previous`).
+        let mut previous = manifest.previous.clone();
+        previous.extend(manifest.files.clone());
+        write_manifest(
+            home,
+            &Manifest {
+                generation: manifest.generation,
+                files: target.clone(),
+                previous,
+            },
+        )?;
+    }
     for (rel, here, text) in plan {
         let path = home.join(&rel);
         // The digest seen above: a hand edit in between is refused, not lost.
@@ -334,20 +377,14 @@ fn apply(
             }
         }
     }
-    let record = Manifest {
-        generation: snapshot.generation,
-        files: snapshot
-            .files
-            .iter()
-            .map(|f| (f.path.clone(), f.sha256.clone()))
-            .collect(),
-    };
-    let text = serde_json::to_string_pretty(&record).map_err(|e| HomeError::Replica {
-        action: "encode",
-        path: home.join(REPLICA_MANIFEST),
-        reason: e.to_string(),
-    })?;
-    save_atomic(&home.join(REPLICA_MANIFEST), home, &text, None)?;
+    write_manifest(
+        home,
+        &Manifest {
+            generation: snapshot.generation,
+            files: target,
+            previous: BTreeMap::new(),
+        },
+    )?;
     if changed {
         tracing::info!(
             generation = snapshot.generation,
@@ -708,6 +745,36 @@ mod tests {
         assert!(synced.changed);
         assert_eq!(read(&home, RULES).as_deref(), Some("- new rules\n"));
         assert_eq!(read(&home, ROLE), None);
+    }
+
+    #[test]
+    fn a_sync_killed_half_way_is_finished_by_the_next_even_after_the_store_moved_on() {
+        const SURFACE: &str = ".vak/prompts/surface/telegram/identity.md";
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(RULES, Some("- rules 1\n"));
+        sync_home(&home, &store, "memory", false).expect("sync");
+        // The next sync dies after writing the rules (sorted first) and
+        // before the surface file: `surface` is a file, so its directory
+        // cannot be made. That is what a kill in between leaves behind.
+        store.set(RULES, Some("- rules 2\n"));
+        store.set(SURFACE, Some("on telegram\n"));
+        std::fs::write(home.join(".vak/prompts/surface"), "in the way").expect("write");
+        sync_home(&home, &store, "memory", false).expect_err("dies half-way");
+        assert_eq!(read(&home, RULES).as_deref(), Some("- rules 2\n"));
+        std::fs::remove_file(home.join(".vak/prompts/surface")).expect("rm");
+        // The store moves on before the node syncs again: the rules file
+        // holds a text vak wrote, not a hand edit.
+        store.set(RULES, Some("- rules 3\n"));
+        let synced = sync_home(&home, &store, "memory", false).expect("finished");
+        assert!(synced.changed);
+        assert_eq!(read(&home, RULES).as_deref(), Some("- rules 3\n"));
+        assert_eq!(read(&home, SURFACE).as_deref(), Some("on telegram\n"));
+        // Complete again: the write-ahead digests are gone, so a hand edit
+        // back to an older text is still a hand edit.
+        std::fs::write(home.join(RULES), "- rules 2\n").expect("write");
+        let error = sync_home(&home, &store, "memory", false).expect_err("refused");
+        assert!(matches!(error, HomeError::EditedByHand { .. }), "{error}");
     }
 
     #[test]
