@@ -286,7 +286,13 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
 
 /// `vak trust --preview [DIR]`: what trusting would change; writes nothing.
 fn trust_preview(home: &Utf8Path, dir: &Utf8Path, format: Format) -> Result<(), CliError> {
-    // Untrusted against trusted, whatever the trust store says now.
+    // Untrusted against trusted, whatever the trust store says now; named
+    // by the path `vak trust` would record, not as typed.
+    let dir = std::fs::canonicalize(dir)
+        .ok()
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .unwrap_or_else(|| dir.to_owned());
+    let dir = dir.as_path();
     let selectors = vak_core::Selectors::new(home, dir);
     let preview = vak_core::history::trust_preview(&selectors)?;
     let budget = &preview.budget;

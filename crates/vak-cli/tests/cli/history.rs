@@ -296,6 +296,14 @@ fn trust_preview_shows_the_change_and_writes_nothing() {
     assert!(text.contains("prompt prefix: "), "{text}");
     let json = env.json(&["trust", "--preview"]);
     assert!(json["tokens"]["after"].as_u64().is_some(), "{json}");
+    // Named as `vak trust` would record it, however it was typed.
+    let relative = env.json(&["trust", "--preview", "."]);
+    let canonical = fs::canonicalize(env.project()).unwrap();
+    assert_eq!(
+        relative["project"],
+        canonical.to_str().unwrap(),
+        "{relative}"
+    );
     assert!(
         json["blocks"]
             .as_array()
