@@ -513,8 +513,7 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
 
 /// `vak prompts check`.
 pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
-    let core = Core::open(args.selectors.to_selectors()?)?;
-    let core = vak_gateway::on_chosen_store(core, None)?;
+    let core = crate::prompts::synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
     let resolved = core.resolve()?;
     let budget = budget_of(&resolved);
     let lints = lints_of(&resolved);

@@ -27,10 +27,28 @@ pub(crate) struct ViewArgs {
 pub(crate) use crate::out::print_json;
 
 fn resolve(args: &ViewArgs) -> Result<(Core, ResolvedPrompt), CliError> {
-    let core = Core::open(args.selectors.to_selectors()?)?;
-    let core = vak_gateway::on_chosen_store(core, None)?;
+    let core = synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
     let resolved = core.resolve()?;
     Ok((core, resolved))
+}
+
+/// `core` on the chosen store with the home's replica brought up to it
+/// (DECISIONS §14). Reading commands still answer when that fails (an
+/// unreachable database, a bad `[store] url`, a replica edited by hand): from
+/// the files as they are, with a warning saying why they may be stale.
+pub(crate) fn synced_for_reading(core: Core) -> Core {
+    match vak_gateway::on_chosen_store(core.clone(), None) {
+        Ok(core) => core,
+        Err(error) => {
+            out::notice(
+                "warning",
+                &format!(
+                    "showing this home's files as they are, which may not be what the store holds: {error}"
+                ),
+            );
+            core
+        }
+    }
 }
 
 /// The note an untrusted project's output ends with: what was not applied
