@@ -396,3 +396,28 @@ fn a_symlinked_vak_directory_out_of_the_project_is_refused_even_when_trusted() {
             .contains("symlink leading outside")
     );
 }
+
+#[test]
+fn reading_commands_answer_from_the_files_when_the_store_cannot_be_reached() {
+    let env = Env::fixture("myproj");
+    // A bad `[store] url`, then a database nobody listens on: a warning
+    // each, and the prompt as this home's files have it.
+    env.write_home(".vak/config.toml", "[store]\nurl = \"mysql://x\"\n");
+    let expected = std::fs::read_to_string(fixtures().join("home/.vak/prompts/guardrails.md"))
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap()
+        .to_owned();
+    for store in [None, Some("postgres://nobody@127.0.0.1:1/none")] {
+        let mut show = env.command(&["prompts", "show"]);
+        if let Some(url) = store {
+            show.env("VAK_STORE", url);
+        }
+        let out = show.output().unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stderr(&out).contains("warning: showing this home's files as they are"));
+        let guardrail = expected.trim_start_matches("- ");
+        assert!(stdout(&out).contains(guardrail), "{}", stdout(&out));
+    }
+}
