@@ -5,7 +5,7 @@ use camino::Utf8Path;
 use serde::Serialize;
 use serde_json::json;
 use vak_core::prompts::{
-    Bound, ChatPlan, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
+    Bound, ChatPlan, Claim, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
     SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, diff,
     now_rfc3339,
@@ -409,18 +409,23 @@ pub fn deliver(
     meta: &SessionMeta,
     text: &str,
 ) -> Result<Delivered, LifecycleError> {
-    deliver_cached(store, prompts, meta, text, None)
+    deliver_cached(store, prompts, meta, text, None, None)
 }
 
 /// [`deliver`], resolving through `cache` when one is given (the service
 /// does: a [`PromptCache::within_window`], so what it answers fits the
-/// model's window; the resolution still happens under the chat's lock).
+/// model's window; the resolution still happens under the chat's lock),
+/// and taking `claim` (a signed request's signature; the service passes
+/// one, `vak gateway deliver` none) in the delivery's own transaction: a
+/// replay is refused as [`SessionError::Replayed`] with nothing written,
+/// and a delivery that fails leaves the signature free for the retry.
 pub fn deliver_cached(
     store: &dyn Store,
     prompts: &InboundPrompts,
     meta: &SessionMeta,
     text: &str,
     cache: Option<&PromptCache>,
+    claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
@@ -442,7 +447,9 @@ pub fn deliver_cached(
             }
             None => None,
         };
-        match deliver_once(store, prompts, meta, text, cache, &bot, &chat, generation) {
+        match deliver_once(
+            store, prompts, meta, text, cache, &bot, &chat, generation, claim,
+        ) {
             Err(LifecycleError::Store(SessionError::HomeMoved { .. }))
                 if attempt < HOME_RETRIES => {}
             other => return other,
@@ -463,6 +470,7 @@ fn deliver_once(
     bot: &Name,
     chat: &Name,
     generation: Option<i64>,
+    claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
     let (bot, chat) = (bot.clone(), chat.clone());
     match prompts.admission()? {
@@ -496,7 +504,7 @@ fn deliver_once(
             }
         }
     };
-    let committed = store.deliver_at(&bot, &chat, generation, &mut plan)?;
+    let committed = store.deliver_at(&bot, &chat, generation, claim, &mut plan)?;
     if let Some(error) = failure {
         return Err(error);
     }

@@ -23,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use camino::Utf8PathBuf;
 use serde_json::{Value, json};
-use vak_core::prompts::{Name, NameKind, Store, SurfaceKind};
+use vak_core::prompts::{Claim, Name, NameKind, SessionError, Store, SurfaceKind};
 use vak_core::{Admission, CoreError, InboundPrompts, PromptCache, Selectors};
 
 use crate::{LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
@@ -372,20 +372,22 @@ fn handle(
         }
         Err(error) => return failure(&LifecycleError::Core(error)),
     }
-    match state
-        .store
-        .claim_once(signature.unwrap_or_default().trim(), at, REPLAY_WINDOW_SECS)
-    {
-        Ok(true) => {}
-        Ok(false) => {
-            return refusal(
-                StatusCode::UNAUTHORIZED,
-                "this signed request was already received (a replay); sign each request afresh",
-            );
-        }
-        Err(error) => return failure(&LifecycleError::Store(error)),
-    }
-    match deliver_cached(&*state.store, &prompts, &meta, &text, Some(&state.cache)) {
+    // The signature is taken by the delivery itself, in its transaction
+    // under the chat's lock: taken when it commits, free again when it
+    // fails, so the sender's retry of a failed delivery is not a replay.
+    let claim = Claim {
+        key: signature.unwrap_or_default().trim(),
+        at,
+        window_secs: REPLAY_WINDOW_SECS,
+    };
+    match deliver_cached(
+        &*state.store,
+        &prompts,
+        &meta,
+        &text,
+        Some(&state.cache),
+        Some(&claim),
+    ) {
         Ok(delivered) => {
             let mut response = axum::Json(delivered.to_json()).into_response();
             response.extensions_mut().insert(Delivery {
@@ -402,6 +404,9 @@ fn failure(error: &LifecycleError) -> Response {
     match error {
         LifecycleError::UnknownBot { .. } | LifecycleError::UnknownChat { .. } => {
             refusal(StatusCode::FORBIDDEN, &error.to_string())
+        }
+        LifecycleError::Store(SessionError::Replayed) => {
+            refusal(StatusCode::UNAUTHORIZED, &error.to_string())
         }
         LifecycleError::Core(CoreError::OverContextWindow(_)) => {
             refusal(StatusCode::UNPROCESSABLE_ENTITY, &error.to_string())

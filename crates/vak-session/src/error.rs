@@ -121,6 +121,12 @@ pub enum SessionError {
         /// The store's generation under the chat's lock.
         now: i64,
     },
+    /// The delivery's request signature was already taken by a delivery
+    /// that committed: a replay. Nothing was written.
+    #[error(
+        "this signed request was already received and delivered (a replay); nothing was written, so sign each new request afresh"
+    )]
+    Replayed,
     /// The bindings file is not valid JSON of the expected shape.
     #[error(
         "`{}` is not a valid bindings file ({}); fix or move it, nothing was changed",

@@ -49,6 +49,6 @@ pub use home::{
 pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
 pub use ledger::{DriftAccepted, Header, Ledger, Record, SessionMeta, SessionStore, Turn};
-pub use store::{Bound, BoundSession, ChatPlan, Committed, FileStore, FreshSession, Store};
+pub use store::{Bound, BoundSession, ChatPlan, Claim, Committed, FileStore, FreshSession, Store};
 pub use time::now_rfc3339;
 pub use vak_prompt_history::{FileHistory, History};

@@ -110,6 +110,20 @@ pub struct Committed {
     pub session: SessionId,
 }
 
+/// A signed request's signature, taken once across every process using a
+/// store, together with the delivery it arrived with (see
+/// [`Store::deliver_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claim<'a> {
+    /// The signature as received (`v1=<hex>`).
+    pub key: &'a str,
+    /// The request's Unix time (its `X-Vak-Timestamp`).
+    pub at: i64,
+    /// The signing window in seconds: a claim older than twice this may be
+    /// forgotten, since its request would be refused as stale anyway.
+    pub window_secs: i64,
+}
+
 /// Ledgers, bindings and audit events behind one interface.
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Where the store lives, for messages (`file store at …`).
@@ -145,12 +159,6 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Every binding as `(bot, chat, binding)`, for display.
     fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError>;
 
-    /// Claim `key` (a request signature) once across every process using
-    /// this store: `true` the first time, `false` if it was claimed before.
-    /// `at` is the request's Unix time; claims older than twice
-    /// `window_secs` may be forgotten.
-    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError>;
-
     /// One delivery to `bot`/`chat`, all or nothing under the chat's lock:
     /// look the binding up, ask `plan` what to write, write it. `plan` runs
     /// under the lock (so it may resolve the prompt there: a resolution made
@@ -161,24 +169,34 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         bot: &Name,
         chat: &Name,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
-    ) -> Result<Option<Committed>, SessionError>;
+    ) -> Result<Option<Committed>, SessionError> {
+        self.deliver_at(bot, chat, None, None, plan)
+    }
 
     /// [`deliver`](Self::deliver) for a prompt resolved from the home side
-    /// at `home_generation` (`None`: not from a store's home side). A store
-    /// that holds the home side compares it with its generation under the
-    /// chat's lock, before `plan` runs, and answers
+    /// at `home_generation` (`None`: not from a store's home side), taking
+    /// `claim` (a signed request's signature, `None` for an unsigned
+    /// delivery) as part of the delivery's outcome.
+    ///
+    /// A store that holds the home side compares `home_generation` with its
+    /// generation under the chat's lock, before `plan` runs, and answers
     /// [`SessionError::HomeMoved`] (nothing written) when it moved on, so a
     /// node holding an older replica can never rotate a chat back.
+    ///
+    /// The claim is checked under the chat's lock before `plan` runs: one
+    /// already taken by a committed delivery answers
+    /// [`SessionError::Replayed`] and nothing is written. It is recorded
+    /// only with a delivery that commits, so a delivery that fails (or whose
+    /// plan answers `None`) leaves the signature free for the sender's
+    /// retry (DECISIONS §13).
     fn deliver_at(
         &self,
         bot: &Name,
         chat: &Name,
         home_generation: Option<i64>,
+        claim: Option<&Claim<'_>>,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
-    ) -> Result<Option<Committed>, SessionError> {
-        let _ = home_generation;
-        self.deliver(bot, chat, plan)
-    }
+    ) -> Result<Option<Committed>, SessionError>;
 
     /// The home side of the prompt and the signing secrets, when this store
     /// holds them (DECISIONS §14: the PostgreSQL store). `None` (the file
@@ -328,44 +346,25 @@ impl Store for FileStore {
         self.bindings.list()
     }
 
-    /// A marker file `gateway/replay/<sha256 of key>` created `O_EXCL`, so
-    /// the claim holds across processes sharing the home; every 256th
-    /// claim removes markers older than twice the window.
-    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
-        let dir = self.home.join(".vak").join("gateway").join("replay");
-        crate::jsonl::ensure_dir(&dir)?;
-        let path = dir.join(vak_prompt_blocks::sha256_hex(key.as_bytes()));
-        let claimed = match crate::file::open_optional(
-            &path,
-            std::fs::OpenOptions::new().write(true).create_new(true),
-        ) {
-            Ok(_) => true,
-            Err(SessionError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::AlreadyExists =>
-            {
-                false
-            }
-            Err(error) => return Err(error),
-        };
-        if claimed
-            && CLAIMS
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                .is_multiple_of(256)
-        {
-            prune(&dir, at, window_secs);
-        }
-        Ok(claimed)
-    }
-
-    fn deliver(
+    /// The file store holds no home side, so `home_generation` is not
+    /// compared. A `claim` is checked under the chat's lock and the
+    /// signature's own lock (see [`ReplayHold`]) and its marker written
+    /// only once the delivery has committed.
+    fn deliver_at(
         &self,
         bot: &Name,
         chat: &Name,
+        home_generation: Option<i64>,
+        claim: Option<&Claim<'_>>,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
+        let _ = home_generation;
         // This chat's lock for the whole delivery; the bindings lock only
         // for the moment the binding moves, so other chats run meanwhile.
         let _chat = self.bindings.lock_chat(bot, chat)?;
+        // The signature does not cover the URL, so the same signed request
+        // may race to another chat: the signature's own lock orders those.
+        let replay = claim.map(|claim| self.hold_claim(claim)).transpose()?;
         let bound = match self.bindings.binding(bot, chat)?.map(|b| b.session_id) {
             None => Bound::Unbound,
             Some(id) => match self.sessions.read(&id) {
@@ -422,7 +421,87 @@ impl Store for FileStore {
                 id
             }
         };
+        // After the commit, never before: a marker written first would
+        // refuse the sender's retry of a delivery that then failed (the
+        // message lost). The price is the crash window between the commit
+        // and this marker: the turn is in the ledger but the client got no
+        // 200, so its retry is accepted and the turn appended a second
+        // time. An acknowledged turn is never lost and never acknowledged
+        // twice; an unacknowledged one may be recorded twice.
+        if let (Some(replay), Some(claim)) = (replay, claim) {
+            replay.mark(claim)?;
+        }
         Ok(Some(Committed { session }))
+    }
+}
+
+/// A request signature's lock (`gateway/replay/<sha256>.lock`, `flock`, so
+/// across processes), held from the check of its marker to the marker's
+/// write; the marker (`gateway/replay/<sha256>`) exists once a delivery
+/// carrying the signature has committed.
+struct ReplayHold {
+    _lock: std::fs::File,
+    dir: Utf8PathBuf,
+    marker: Utf8PathBuf,
+}
+
+impl FileStore {
+    /// Take `claim`'s lock and refuse it as [`SessionError::Replayed`] when
+    /// a committed delivery already wrote its marker.
+    fn hold_claim(&self, claim: &Claim<'_>) -> Result<ReplayHold, SessionError> {
+        let dir = self.home.join(".vak").join("gateway").join("replay");
+        crate::jsonl::ensure_dir(&dir)?;
+        let name = vak_prompt_blocks::sha256_hex(claim.key.as_bytes());
+        let lock_path = dir.join(format!("{name}.lock"));
+        let lock = crate::file::open(
+            &lock_path,
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(false),
+        )?;
+        lock.lock()
+            .map_err(|e| SessionError::io("lock", lock_path.clone(), e))?;
+        let marker = dir.join(name);
+        if crate::file::is_present(&marker) {
+            return Err(SessionError::Replayed);
+        }
+        Ok(ReplayHold {
+            _lock: lock,
+            dir,
+            marker,
+        })
+    }
+}
+
+impl ReplayHold {
+    /// Write the marker durably (file and directory fsynced), then release
+    /// the lock; every 256th marker of this process prunes old ones.
+    fn mark(self, claim: &Claim<'_>) -> Result<(), SessionError> {
+        match crate::file::open_optional(
+            &self.marker,
+            std::fs::OpenOptions::new().write(true).create_new(true),
+        ) {
+            Ok(Some(file)) => file
+                .sync_all()
+                .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?,
+            Ok(None) => {}
+            // Under the signature's lock only a marker from before an
+            // upgrade or a hand copy can be there: the claim holds either way.
+            Err(SessionError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(error) => return Err(error),
+        }
+        crate::jsonl::sync_dir(&self.dir)?;
+        if CLAIMS
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            .is_multiple_of(256)
+        {
+            // Old lock files go too: their requests are refused as stale
+            // before any delivery, so nobody waits on them.
+            prune(&self.dir, claim.at, claim.window_secs);
+        }
+        Ok(())
     }
 }
 

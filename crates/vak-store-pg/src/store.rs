@@ -600,39 +600,6 @@ impl Store for PgStore {
             .collect()
     }
 
-    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
-        let claimed = self
-            .pool
-            .with(|client| {
-                let n = client.execute(
-                    "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-                    &[&key, &at],
-                )?;
-                if n == 1
-                    && CLAIMS
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-                        .is_multiple_of(256)
-                {
-                    client.execute(
-                        "DELETE FROM vak_replay WHERE at < $1",
-                        &[&(at - 2 * window_secs)],
-                    )?;
-                }
-                Ok(n == 1)
-            })
-            .map_err(|e| self.err(&e))?;
-        Ok(claimed)
-    }
-
-    fn deliver(
-        &self,
-        bot: &Name,
-        chat: &Name,
-        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
-    ) -> Result<Option<Committed>, SessionError> {
-        self.deliver_at(bot, chat, None, plan)
-    }
-
     fn home(&self) -> Option<&dyn vak_session::HomeStore> {
         Some(self)
     }
@@ -642,6 +609,7 @@ impl Store for PgStore {
         bot: &Name,
         chat: &Name,
         home_generation: Option<i64>,
+        claim: Option<&vak_session::Claim<'_>>,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
@@ -673,6 +641,22 @@ impl Store for PgStore {
                         .and_then(|row| row.get(0))
                     }
                 };
+                // The signature is taken in this transaction, so it is
+                // taken exactly when the delivery commits: a delivery that
+                // fails rolls it back and the sender's retry is delivered.
+                // A concurrent insert of the same key (the same signed
+                // request on another node, to any chat) makes this one wait
+                // for that transaction and then insert nothing.
+                if let Some(claim) = claim {
+                    let taken = tx.execute(
+                        "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                        &[&claim.key, &claim.at],
+                    )?;
+                    if taken == 0 {
+                        outcome = Err(SessionError::Replayed);
+                        return Ok(());
+                    }
+                }
                 // Under the chat's lock: a prompt resolved from an older
                 // home side must not be planned with (it could rotate the
                 // chat back to a prompt another node already moved past).
@@ -770,6 +754,21 @@ impl Store for PgStore {
                 };
                 tx.commit()?;
                 outcome = Ok(Some(Committed { session }));
+                // Old claims are forgotten outside the delivery's
+                // transaction (two deliveries deleting the same rows in
+                // different orders could deadlock), and best effort: the
+                // delivery is committed, so a failed prune must not turn
+                // its 200 into a 500 whose retry would be refused.
+                if let Some(claim) = claim
+                    && CLAIMS
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                        .is_multiple_of(256)
+                {
+                    let _ = client.execute(
+                        "DELETE FROM vak_replay WHERE at < $1",
+                        &[&(claim.at - 2 * claim.window_secs)],
+                    );
+                }
                 Ok(())
             })
             .map_err(|e| self.err(&e))?;

@@ -3,7 +3,9 @@
 use std::collections::HashSet;
 
 use vak_core::Core;
-use vak_core::prompts::{Record, SecurityEvent, SessionId, Store};
+use vak_core::prompts::{
+    Claim, Name, NameKind, Record, SecurityEvent, SessionError, SessionId, Store,
+};
 use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, deliver, deliver_cached, meta_for};
 
 use crate::common::{Backend, Env};
@@ -39,7 +41,7 @@ on_both!(
     concurrent_deliveries_rotate_once,
     named_sessions_refuse_or_proceed_on_frozen,
     listings_page_newest_first,
-    a_signature_is_claimed_once,
+    a_signature_is_taken_only_by_a_committed_delivery,
     the_tail_sees_the_first_and_last_turns,
     a_cached_delivery_stays_cached_until_an_edit,
 );
@@ -249,16 +251,64 @@ fn listings_page_newest_first(env: &Env) {
     ));
 }
 
-fn a_signature_is_claimed_once(env: &Env) {
+fn deliver_signed(
+    env: &Env,
+    store: &dyn Store,
+    chat: &str,
+    text: &str,
+    claim: &Claim<'_>,
+) -> Result<vak_gateway::Delivered, LifecycleError> {
+    let selectors = env.selectors("helpdesk", chat);
+    let meta = meta_for(&selectors);
+    let prompts = vak_core::InboundPrompts::open(selectors).unwrap();
+    deliver_cached(store, &prompts, &meta, text, None, Some(claim))
+}
+
+/// A signature is taken with the delivery that commits, never by one that
+/// fails: the sender's retry of a failed delivery is delivered, and a
+/// replay of a delivered one (on any handle, to any chat) writes nothing.
+fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     let store = env.store();
     let other = env.store();
-    assert!(store.claim_once("v1=abc", 1_000, 300).unwrap());
-    assert!(!store.claim_once("v1=abc", 1_000, 300).unwrap());
-    assert!(
-        !other.claim_once("v1=abc", 1_001, 300).unwrap(),
-        "a second handle sees the claim"
+    env.allow("helpdesk", &["43".to_owned()]);
+    let claim = Claim {
+        key: "v1=abc",
+        at: 1_000,
+        window_secs: 300,
+    };
+    let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
+    let chat = Name::new(NameKind::Chat, "42").unwrap();
+    // A plan that fails (what a prompt over the window does): nothing is
+    // written, the signature included.
+    let failed = store.deliver_at(&bot, &chat, None, Some(&claim), &mut |_| None);
+    assert!(matches!(failed, Ok(None)), "{failed:?}");
+    assert!(store.bindings().unwrap().is_empty());
+
+    let first = deliver_signed(env, &*store, "42", "one", &claim).expect("the retry is delivered");
+    assert_eq!(first.outcome, DeliveryOutcome::Created);
+    for (handle, chat) in [(&store, "42"), (&other, "42"), (&other, "43")] {
+        let replayed = deliver_signed(env, &**handle, chat, "one", &claim).unwrap_err();
+        assert!(
+            matches!(replayed, LifecycleError::Store(SessionError::Replayed)),
+            "{replayed}"
+        );
+        assert!(replayed.to_string().contains("replay"), "{replayed}");
+    }
+    assert_eq!(
+        store.list_newest(10).unwrap().1,
+        1,
+        "a replay writes nothing"
     );
-    assert!(other.claim_once("v1=abd", 1_001, 300).unwrap());
+    assert_eq!(store.bindings().unwrap().len(), 1);
+    assert_eq!(store.read(&first.session).unwrap().turns().count(), 1);
+
+    let fresh = Claim {
+        key: "v1=abd",
+        ..claim
+    };
+    let second = deliver_signed(env, &*other, "42", "two", &fresh).unwrap();
+    assert_eq!(second.outcome, DeliveryOutcome::Continued);
+    assert_eq!(store.read(&first.session).unwrap().turns().count(), 2);
 }
 
 #[test]
@@ -373,15 +423,16 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
     let mut signed = 0;
     let mut send = |chat: &str, text: &str| {
         signed += 1;
-        assert!(
-            store
-                .claim_once(&format!("v1={signed}"), 1_000, 300)
-                .unwrap()
-        );
+        let key = format!("v1={signed}");
+        let claim = Claim {
+            key: &key,
+            at: 1_000,
+            window_secs: 300,
+        };
         let selectors = env.selectors("helpdesk", chat);
         let meta = meta_for(&selectors);
         let prompts = vak_core::InboundPrompts::open(selectors).unwrap();
-        deliver_cached(&*store, &prompts, &meta, text, Some(&cache)).unwrap()
+        deliver_cached(&*store, &prompts, &meta, text, Some(&cache), Some(&claim)).unwrap()
     };
     let first = send("42", "one");
     assert_eq!(first.outcome, DeliveryOutcome::Created);

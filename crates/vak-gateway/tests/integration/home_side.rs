@@ -6,9 +6,9 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_core::prompts::{
-    AuditEntries, Binding, Bound, ChatPlan, Committed, Expect, FrozenContract, Header, HomeStore,
-    Ledger, Name, NameKind, Record, SessionError, SessionId, SessionMeta, Store, SurfaceKind,
-    Swapped, sha256_hex,
+    AuditEntries, Binding, Bound, ChatPlan, Claim, Committed, Expect, FrozenContract, Header,
+    HomeStore, Ledger, Name, NameKind, Record, SessionError, SessionId, SessionMeta, Store,
+    SurfaceKind, Swapped, sha256_hex,
 };
 use vak_core::{InboundPrompts, Selectors};
 use vak_gateway::{DeliveryOutcome, deliver, meta_for};
@@ -132,7 +132,7 @@ fn under_the_chat_lock_an_older_generation_is_refused_before_the_plan_runs() {
     let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
     let chat = Name::new(NameKind::Chat, "42").unwrap();
     let mut planned = false;
-    let result = store.deliver_at(&bot, &chat, Some(now - 1), &mut |_| {
+    let result = store.deliver_at(&bot, &chat, Some(now - 1), None, &mut |_| {
         planned = true;
         None
     });
@@ -142,6 +142,59 @@ fn under_the_chat_lock_an_older_generation_is_refused_before_the_plan_runs() {
     );
     assert!(!planned);
     assert!(store.bindings().unwrap().is_empty());
+}
+
+/// A store error inside the delivery's transaction, after the signature
+/// was taken (here the home side moving on), rolls the signature back with
+/// everything else: the sender's retry is delivered, and its replay is not.
+#[test]
+fn a_delivery_that_fails_in_its_transaction_leaves_its_signature_free() {
+    let Some((env, store)) = seeded() else {
+        return;
+    };
+    let now = store.home_generation().unwrap();
+    let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
+    let chat = Name::new(NameKind::Chat, "42").unwrap();
+    let claim = Claim {
+        key: "v1=retried",
+        at: 1_000,
+        window_secs: 300,
+    };
+    let failed = store.deliver_at(&bot, &chat, Some(now - 1), Some(&claim), &mut |_| None);
+    assert!(
+        matches!(failed, Err(SessionError::HomeMoved { .. })),
+        "{failed:?}"
+    );
+    let mut admin =
+        postgres::Client::connect(env.url.as_deref().unwrap(), postgres::NoTls).unwrap();
+    let mut replay_rows = || -> i64 {
+        admin
+            .query_one("SELECT count(*) FROM vak_replay", &[])
+            .unwrap()
+            .get(0)
+    };
+    assert_eq!(replay_rows(), 0, "the failed delivery took nothing");
+
+    let selectors = env.selectors("helpdesk", "42");
+    let meta = meta_for(&selectors);
+    let prompts = InboundPrompts::open(selectors).unwrap();
+    let delivered =
+        vak_gateway::deliver_cached(&store, &prompts, &meta, "hello", None, Some(&claim)).unwrap();
+    assert_eq!(delivered.outcome, DeliveryOutcome::Created);
+    assert_eq!(replay_rows(), 1);
+    let replayed =
+        vak_gateway::deliver_cached(&store, &prompts, &meta, "hello", None, Some(&claim))
+            .unwrap_err();
+    assert!(
+        matches!(
+            replayed,
+            vak_gateway::LifecycleError::Store(SessionError::Replayed)
+        ),
+        "{replayed}"
+    );
+    assert_eq!(store.read(&delivered.session).unwrap().turns().count(), 1);
+    assert_eq!(store.list_newest(10).unwrap().1, 1);
+    assert_eq!(replay_rows(), 1, "a replay writes nothing");
 }
 
 /// The PostgreSQL store, moving the home side on once just before the
@@ -185,22 +238,12 @@ impl Store for MovesOnce {
     fn bindings(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
         self.inner.bindings()
     }
-    fn claim_once(&self, key: &str, at: i64, window_secs: i64) -> Result<bool, SessionError> {
-        self.inner.claim_once(key, at, window_secs)
-    }
-    fn deliver(
-        &self,
-        bot: &Name,
-        chat: &Name,
-        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
-    ) -> Result<Option<Committed>, SessionError> {
-        self.inner.deliver(bot, chat, plan)
-    }
     fn deliver_at(
         &self,
         bot: &Name,
         chat: &Name,
         home_generation: Option<i64>,
+        claim: Option<&Claim<'_>>,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
         if let Some(text) = self.edit.lock().unwrap().take() {
@@ -216,7 +259,8 @@ impl Store for MovesOnce {
                 .unwrap();
             assert!(matches!(done, Swapped::Done(_)));
         }
-        self.inner.deliver_at(bot, chat, home_generation, plan)
+        self.inner
+            .deliver_at(bot, chat, home_generation, claim, plan)
     }
     fn home(&self) -> Option<&dyn HomeStore> {
         Some(&self.inner)
