@@ -11,6 +11,7 @@ mod common;
 mod completions;
 mod discovery;
 mod edit;
+mod gateway_replay;
 mod gateway_scale;
 mod gateway_service;
 mod history;
