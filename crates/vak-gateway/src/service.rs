@@ -155,7 +155,9 @@ async fn healthz(State(state): State<Arc<Shared>>) -> Response {
             .home()
             .map(vak_core::prompts::HomeStore::home_generation)
             .transpose()?;
-        Ok::<_, vak_core::prompts::SessionError>((state.store.describe(), hits, misses, generation))
+        // The kind only: this route is unauthenticated, and the store's
+        // description names the home's path or the database's host.
+        Ok::<_, vak_core::prompts::SessionError>((state.store.kind(), hits, misses, generation))
     })
     .await;
     match probe {

@@ -129,6 +129,10 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// Where the store lives, for messages (`file store at …`).
     fn describe(&self) -> String;
 
+    /// `file` or `postgres`: what an unauthenticated probe may learn
+    /// (`/healthz`), where [`describe`](Self::describe) names paths and hosts.
+    fn kind(&self) -> &'static str;
+
     /// The prompt history kept in this store (DECISIONS §14): kept texts
     /// and version records live beside the ledgers whose digests they
     /// resolve, so every machine sharing the store reads the same ones.
@@ -308,6 +312,10 @@ impl FileStore {
 impl Store for FileStore {
     fn describe(&self) -> String {
         format!("the file store in `{}`", self.home.join(".vak"))
+    }
+
+    fn kind(&self) -> &'static str {
+        "file"
     }
 
     fn history(&self) -> &dyn History {

@@ -477,6 +477,10 @@ impl Store for PgStore {
         self.described.clone()
     }
 
+    fn kind(&self) -> &'static str {
+        "postgres"
+    }
+
     fn history(&self) -> &dyn vak_session::History {
         self
     }

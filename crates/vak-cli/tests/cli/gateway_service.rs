@@ -266,6 +266,8 @@ fn an_edit_while_serving_rotates_the_very_next_delivery() {
     assert_eq!(send("two")["outcome"], "continued");
     let (status, health) = get(&served.addr, "/healthz");
     assert_eq!(status, 200);
+    // Unauthenticated: the store's kind, never the home's path.
+    assert_eq!(health["store"], "file", "{health}");
     assert_eq!(health["resolution_cache"]["hits"], 1, "{health}");
     assert_eq!(health["resolution_cache"]["misses"], 1, "{health}");
     let rules = env.home().join(".vak/prompts/guardrails.md");

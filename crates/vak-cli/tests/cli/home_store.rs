@@ -218,6 +218,7 @@ fn two_nodes_with_empty_homes_share_the_home_side_and_rotate_once() {
     );
     let (_, health_a) = call(&node_a.addr, "GET", "/healthz", None);
     let (_, health_b) = call(&node_b.addr, "GET", "/healthz", None);
+    assert_eq!(health_a["store"], "postgres", "{health_a}");
     assert!(
         health_a["home_generation"].as_i64().unwrap() > 1,
         "{health_a}"

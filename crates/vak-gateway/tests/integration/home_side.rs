@@ -210,6 +210,9 @@ impl Store for MovesOnce {
     fn describe(&self) -> String {
         self.inner.describe()
     }
+    fn kind(&self) -> &'static str {
+        self.inner.kind()
+    }
     fn history(&self) -> &dyn vak_core::history::History {
         self.inner.history()
     }
