@@ -273,10 +273,24 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             }
         }
     }
-    kept.iter()
-        .map(Guardrail::render)
-        .collect::<Vec<_>>()
-        .join("\n")
+    join_nonempty(kept.iter().map(Guardrail::render), "\n")
+}
+
+/// `parts` joined by `separator` into one string, empty parts skipped:
+/// one allocation, where collecting and joining makes a vector too.
+fn join_nonempty<S: AsRef<str>>(parts: impl Iterator<Item = S>, separator: &str) -> String {
+    let mut out = String::new();
+    for part in parts {
+        let part = part.as_ref();
+        if part.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(separator);
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 fn skill_description(text: &str) -> String {
@@ -471,12 +485,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             }
             Composition::Additive => {
                 let candidates: Vec<Contributor> = of_block().map(contributor).collect();
-                let text = candidates
-                    .iter()
-                    .map(|c| c.text.as_str())
-                    .filter(|t| !t.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
+                let text = join_nonempty(candidates.iter().map(|c| c.text.as_str()), "\n\n");
                 ResolvedBlock {
                     block,
                     text,
@@ -629,25 +638,28 @@ fn heading(block: Block, agent: Option<&Name>) -> Option<String> {
 /// Render the prefix: blocks in their fixed order, empty ones omitted,
 /// surface notes directly under the generated `Surface:` line.
 fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
-    let mut sections: Vec<String> = Vec::new();
+    // Written into one string sized up front: sections are separated by a
+    // blank line, except that a surface note follows the section before it
+    // on the next line.
+    let size = blocks.iter().map(|b| b.text.len() + 160).sum::<usize>();
+    let mut prefix = String::with_capacity(size);
     for resolved in blocks {
         if resolved.text.is_empty() {
             continue;
         }
-        let body = match heading(resolved.block, agent) {
-            Some(heading) => format!("{heading}\n{}", resolved.text),
-            None => resolved.text.clone(),
-        };
-        if resolved.block == Block::SurfaceNote
-            && let Some(surface) = sections.last_mut()
-        {
-            surface.push('\n');
-            surface.push_str(&body);
-            continue;
+        if !prefix.is_empty() {
+            prefix.push_str(if resolved.block == Block::SurfaceNote {
+                "\n"
+            } else {
+                "\n\n"
+            });
         }
-        sections.push(body);
+        if let Some(heading) = heading(resolved.block, agent) {
+            prefix.push_str(&heading);
+            prefix.push('\n');
+        }
+        prefix.push_str(&resolved.text);
     }
-    let mut prefix = sections.join("\n\n");
     prefix.push('\n');
     prefix
 }
