@@ -298,7 +298,7 @@ impl Reader<'_> {
             }
         };
         for (block, file, text) in files {
-            let provenance = Provenance::new(layer, origin, dir.join(file).as_str());
+            let provenance = Provenance::new(layer, origin, dir.join(file).into_string());
             match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
