@@ -626,7 +626,7 @@ pub(crate) async fn tokens(
         .layers
         .iter()
         .flat_map(|l| &l.sources)
-        .find(|s| s.source.as_deref() == Some(preview.path.as_str()))
+        .find(|s| s.source() == Some(preview.path.as_str()))
         .map(|s| s.tokens);
     Ok(Json(json!({
         "prefix_tokens": report.prefix_tokens,
@@ -744,7 +744,7 @@ mod tests {
             contributors: layers
                 .iter()
                 .map(|&layer| Contributor {
-                    provenance: Provenance::new(layer, Origin::Home, "x"),
+                    provenance: Provenance::new(layer, Origin::Home, "x").into(),
                     text: "t".to_owned(),
                 })
                 .collect(),

@@ -480,7 +480,7 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
                 "      {:>6}  {} {}",
                 s.tokens,
                 s.block,
-                Escaped(s.source.as_deref().unwrap_or(""))
+                Escaped(s.source().unwrap_or(""))
             );
         }
     }

@@ -219,7 +219,7 @@ mod tests {
             contributors: layers
                 .iter()
                 .map(|l| Contributor {
-                    provenance: Provenance::new(*l, Origin::Project, "x"),
+                    provenance: Provenance::new(*l, Origin::Project, "x").into(),
                     text: String::new(),
                 })
                 .collect(),

@@ -8,9 +8,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
+use std::sync::Arc;
 
 use serde::Serialize;
-use vak_prompt_blocks::{Block, Origin, PromptLayer};
+use vak_prompt_blocks::{Block, Origin, PromptLayer, Provenance};
 use vak_prompt_compose::ResolvedBlock;
 
 use crate::{Encoding, ModelInfo};
@@ -29,10 +30,19 @@ pub struct BlockTokens {
 pub struct SourceTokens {
     /// The block it went into.
     pub block: Block,
-    /// The file or gateway key, as the provenance names it.
-    pub source: Option<String>,
+    /// The contributor's provenance row, shared with the resolution (not a
+    /// copy of its path). Serialized as `source`, the path or gateway key.
+    #[serde(rename = "source", serialize_with = "source_wire")]
+    pub provenance: Arc<Provenance>,
     /// Its count.
     pub tokens: usize,
+}
+
+impl SourceTokens {
+    /// The file or gateway key, as the provenance names it.
+    pub fn source(&self) -> Option<&str> {
+        self.provenance.source.as_deref()
+    }
 }
 
 /// Everything one layer contributed, with its count.
@@ -75,7 +85,7 @@ impl fmt::Display for LayerTokens {
         )?;
         for (index, s) in self.sources.iter().enumerate() {
             f.write_str(if index == 0 { " — " } else { ", " })?;
-            match &s.source {
+            match s.source() {
                 Some(source) => write!(
                     f,
                     "`{}` ({} {})",
@@ -150,7 +160,7 @@ impl BudgetReport {
             layer.tokens += tokens;
             layer.sources.push(SourceTokens {
                 block,
-                source: c.provenance.source.clone(),
+                provenance: Arc::clone(&c.provenance),
                 tokens,
             });
         }
@@ -292,6 +302,13 @@ impl fmt::Display for BudgetReport {
     }
 }
 
+fn source_wire<S: serde::Serializer>(
+    provenance: &Arc<Provenance>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&provenance.source, s)
+}
+
 fn layer_wire<S: serde::Serializer>(layer: &PromptLayer, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(layer.wire_name())
 }
@@ -313,7 +330,7 @@ mod tests {
         let mut blocks: Vec<ResolvedBlock> = Vec::new();
         for (block, provenance, text) in rows {
             let contributor = Contributor {
-                provenance: (*provenance).clone(),
+                provenance: Arc::new((*provenance).clone()),
                 text: (*text).to_owned(),
             };
             match blocks.last_mut() {
@@ -444,6 +461,28 @@ mod tests {
         assert!(!report.is_over());
         assert!(report.offenders().is_empty());
         assert!(report.over_cap_message().contains("built-in prompt alone"));
+    }
+
+    #[test]
+    fn a_source_row_is_the_contributors_provenance_and_serializes_as_before() {
+        let shared = prov(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/.vak/prompts/identity.md",
+        );
+        let blocks = resolved(&[(Block::Identity, &shared, "hello world")]);
+        let report = BudgetReport::measure(lookup("gpt-4o").unwrap(), 1500, "hello world", &blocks);
+        let row = &report.layers[0].sources[0];
+        // The same allocation as the contributor's, not a copy of its path.
+        assert!(Arc::ptr_eq(
+            &row.provenance,
+            &blocks[0].contributors[0].provenance
+        ));
+        assert_eq!(row.source(), Some("/h/.vak/prompts/identity.md"));
+        assert_eq!(
+            serde_json::to_value(row).unwrap(),
+            serde_json::json!({"block": "identity", "source": "/h/.vak/prompts/identity.md", "tokens": 2})
+        );
     }
 
     #[test]

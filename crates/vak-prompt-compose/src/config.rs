@@ -119,11 +119,11 @@ pub(crate) fn effective_config(
             demoted.push(Demotion {
                 block: None,
                 config_key: Some(key.key.clone()),
-                provenance: Provenance::new(
+                provenance: std::sync::Arc::new(Provenance::new(
                     layer,
                     file.origin,
                     format!("{}#{}", file.path, key.key),
-                ),
+                )),
                 reason: key.reason,
             });
         }

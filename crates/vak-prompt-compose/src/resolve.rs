@@ -2,7 +2,7 @@
 //! Pure: no I/O, no clock (the tail's instant comes in with the input).
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
     Block, Composition, Escaped, Guardrail, GuardrailLint, Name, Origin, Owner, PromptLayer,
@@ -35,8 +35,10 @@ pub struct ResolveInput<'a> {
 /// One layer's winning text for a block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Contributor {
-    /// Where it came from.
-    pub provenance: Provenance,
+    /// Where it came from: the loader's provenance row for the input,
+    /// shared, not copied (the budget's rows and the report point at the
+    /// same one).
+    pub provenance: Arc<Provenance>,
     /// Exactly the text it contributed: the file's text after the load's
     /// character rule ([`clean`]), without leading blank lines and trailing
     /// whitespace (for a block that is not a list, trimmed), so a CRLF
@@ -70,11 +72,11 @@ fn contributed<'t>(
 
 /// A contribution composition keeps: the block it goes to (agent-tier
 /// identity and rules become agent instructions), the loader's provenance
-/// by reference, and the cleaned text, borrowed when cleaning changed
+/// row (shared), and the cleaned text, borrowed when cleaning changed
 /// nothing.
 struct Kept<'a> {
     block: Block,
-    provenance: Cow<'a, Provenance>,
+    provenance: &'a Arc<Provenance>,
     text: Cow<'a, str>,
 }
 
@@ -84,21 +86,24 @@ struct Kept<'a> {
 /// matches its text), and the catalog's capability descriptors. Pure: the
 /// same constants give the same values every time.
 struct Builtin {
-    seed: Vec<(Block, Provenance, String)>,
+    seed: Vec<(Block, Arc<Provenance>, String)>,
     contract: Contributor,
-    descriptors: Vec<(Block, Provenance, String, PromptLayerDescriptor)>,
+    descriptors: Vec<(Block, Arc<Provenance>, String, PromptLayerDescriptor)>,
     capabilities: Vec<CapabilityDescriptor>,
 }
 
 fn builtin() -> &'static Builtin {
     static BUILTIN: OnceLock<Builtin> = OnceLock::new();
     BUILTIN.get_or_init(|| {
-        let seed: Vec<(Block, Provenance, String)> = seed()
+        let seed: Vec<(Block, Arc<Provenance>, String)> = seed()
             .iter()
-            .map(|s| (s.block, Provenance::seed(s.file), s.text.trim().to_owned()))
+            .map(|s| {
+                let provenance = Arc::new(Provenance::seed(s.file));
+                (s.block, provenance, s.text.trim().to_owned())
+            })
             .collect();
         let contract = Contributor {
-            provenance: Provenance::seed("capability-catalog"),
+            provenance: Arc::new(Provenance::seed("capability-catalog")),
             text: render_contract(CATALOG),
         };
         let mut descriptors: Vec<_> = seed
@@ -134,7 +139,7 @@ fn descriptor(block: Block, provenance: &Provenance, text: &str) -> PromptLayerD
         && let Some((.., made)) = builtin()
             .descriptors
             .iter()
-            .find(|(b, p, t, _)| *b == block && p == provenance && t == text)
+            .find(|(b, p, t, _)| *b == block && **p == *provenance && t == text)
     {
         return made.clone();
     }
@@ -171,8 +176,9 @@ pub struct ResolvedBlock {
     pub block: Block,
     /// Every winning layer, widest first. For narrowest-wins blocks, one.
     pub contributors: Vec<Contributor>,
-    /// Layers that had text for this block but lost to a narrower one.
-    pub shadowed: Vec<Provenance>,
+    /// Layers that had text for this block but lost to a narrower one:
+    /// their provenance rows, shared.
+    pub shadowed: Vec<Arc<Provenance>>,
     /// The composed text, without its heading. Empty renders nothing.
     pub text: String,
 }
@@ -194,8 +200,8 @@ pub struct Demotion {
     pub block: Option<Block>,
     /// The dotted config key, for a demoted config key.
     pub config_key: Option<String>,
-    /// Where it was.
-    pub provenance: Provenance,
+    /// Where it was: the loader's row for a dropped input.
+    pub provenance: Arc<Provenance>,
     /// Why it was dropped.
     pub reason: DemoteReason,
 }
@@ -267,10 +273,24 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             }
         }
     }
-    kept.iter()
-        .map(Guardrail::render)
-        .collect::<Vec<_>>()
-        .join("\n")
+    join_nonempty(kept.iter().map(Guardrail::render), "\n")
+}
+
+/// `parts` joined by `separator` into one string, empty parts skipped:
+/// one allocation, where collecting and joining makes a vector too.
+fn join_nonempty<S: AsRef<str>>(parts: impl Iterator<Item = S>, separator: &str) -> String {
+    let mut out = String::new();
+    for part in parts {
+        let part = part.as_ref();
+        if part.is_empty() {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(separator);
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 fn skill_description(text: &str) -> String {
@@ -320,7 +340,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         .iter()
         .map(|(block, provenance, text)| Kept {
             block: *block,
-            provenance: Cow::Borrowed(provenance),
+            provenance,
             text: Cow::Borrowed(text.as_str()),
         })
         .collect();
@@ -362,7 +382,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         match prompt_verdict(&contribution.provenance, block, input.trust) {
             Verdict::Keep => kept.push(Kept {
                 block,
-                provenance: Cow::Borrowed(&contribution.provenance),
+                provenance: &contribution.provenance,
                 text,
             }),
             Verdict::Demote(reason) => demoted.push(Demotion {
@@ -403,19 +423,19 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 .rposition(|c| {
                     c.provenance.layer < PromptLayer::Project
                         || (c.provenance.layer == PromptLayer::Project
-                            && chain.level_of(&c.provenance) == 0)
+                            && chain.level_of(c.provenance) == 0)
                 })
                 .map_or(0, |i| i + 1);
             let mut legacy = vec![Kept {
                 block: Block::Identity,
-                provenance: Cow::Borrowed(provenance),
+                provenance,
                 text: legacy_text,
             }];
             // The root's AGENTS.md stays its operating rules.
             if !root_has_rules {
                 legacy.push(Kept {
                     block: Block::OperatingRules,
-                    provenance: Cow::Borrowed(provenance),
+                    provenance,
                     text: Cow::Borrowed(""),
                 });
             }
@@ -431,7 +451,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         // A list parses its lines; any other block is its text, trimmed.
         let accumulates = block.composition() == Composition::Accumulate;
         let contributor = |c: &Kept<'_>| Contributor {
-            provenance: c.provenance.as_ref().clone(),
+            provenance: Arc::clone(c.provenance),
             text: if accumulates {
                 c.text.as_ref().to_owned()
             } else {
@@ -443,8 +463,8 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             // Only the narrowest text is kept; the layers it shadows are
             // named by provenance alone, so their text is never copied.
             Composition::NarrowestWins => {
-                let mut shadowed: Vec<Provenance> =
-                    of_block().map(|c| c.provenance.as_ref().clone()).collect();
+                let mut shadowed: Vec<Arc<Provenance>> =
+                    of_block().map(|c| Arc::clone(c.provenance)).collect();
                 let winner = of_block().next_back().map(contributor);
                 shadowed.pop();
                 ResolvedBlock {
@@ -465,12 +485,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             }
             Composition::Additive => {
                 let candidates: Vec<Contributor> = of_block().map(contributor).collect();
-                let text = candidates
-                    .iter()
-                    .map(|c| c.text.as_str())
-                    .filter(|t| !t.is_empty())
-                    .collect::<Vec<_>>()
-                    .join("\n\n");
+                let text = join_nonempty(candidates.iter().map(|c| c.text.as_str()), "\n\n");
                 ResolvedBlock {
                     block,
                     text,
@@ -537,7 +552,7 @@ fn runtime_block(
 ) -> ResolvedBlock {
     let contributors: Vec<Contributor> = match block {
         Block::Surface => vec![Contributor {
-            provenance: Provenance::runtime(&format!("surface/{}", input.surface)),
+            provenance: Arc::new(Provenance::runtime(&format!("surface/{}", input.surface))),
             text: format!("Surface: {}", input.surface.observation()),
         }],
         Block::Skills => {
@@ -552,10 +567,10 @@ fn runtime_block(
                     demoted.push(Demotion {
                         block: Some(Block::Skills),
                         config_key: None,
-                        provenance: Provenance {
+                        provenance: Arc::new(Provenance {
                             layer: PromptLayer::Project,
-                            ..provenance.clone()
-                        },
+                            ..provenance.as_ref().clone()
+                        }),
                         reason,
                     });
                     continue;
@@ -565,7 +580,7 @@ fn runtime_block(
                 let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
                 let description = one_line(&skill_description(&text), what, warnings);
                 lines.push(Contributor {
-                    provenance: provenance.clone(),
+                    provenance: Arc::clone(provenance),
                     text: format!("- `{name}`: {description}"),
                 });
             }
@@ -575,11 +590,11 @@ fn runtime_block(
             .mcp_servers
             .iter()
             .map(|server| Contributor {
-                provenance: Provenance {
+                provenance: Arc::new(Provenance {
                     layer: PromptLayer::Runtime,
                     origin: server.origin,
                     source: Some(server.source.clone()),
-                },
+                }),
                 text: one_line(
                     &server.value.line,
                     || format!("MCP server `{}`", Escaped(&server.source)),
@@ -623,25 +638,28 @@ fn heading(block: Block, agent: Option<&Name>) -> Option<String> {
 /// Render the prefix: blocks in their fixed order, empty ones omitted,
 /// surface notes directly under the generated `Surface:` line.
 fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
-    let mut sections: Vec<String> = Vec::new();
+    // Written into one string sized up front: sections are separated by a
+    // blank line, except that a surface note follows the section before it
+    // on the next line.
+    let size = blocks.iter().map(|b| b.text.len() + 160).sum::<usize>();
+    let mut prefix = String::with_capacity(size);
     for resolved in blocks {
         if resolved.text.is_empty() {
             continue;
         }
-        let body = match heading(resolved.block, agent) {
-            Some(heading) => format!("{heading}\n{}", resolved.text),
-            None => resolved.text.clone(),
-        };
-        if resolved.block == Block::SurfaceNote
-            && let Some(surface) = sections.last_mut()
-        {
-            surface.push('\n');
-            surface.push_str(&body);
-            continue;
+        if !prefix.is_empty() {
+            prefix.push_str(if resolved.block == Block::SurfaceNote {
+                "\n"
+            } else {
+                "\n\n"
+            });
         }
-        sections.push(body);
+        if let Some(heading) = heading(resolved.block, agent) {
+            prefix.push_str(&heading);
+            prefix.push('\n');
+        }
+        prefix.push_str(&resolved.text);
     }
-    let mut prefix = sections.join("\n\n");
     prefix.push('\n');
     prefix
 }

@@ -1,3 +1,5 @@
+use std::sync::Arc;
+
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
@@ -36,8 +38,10 @@ pub struct LoadRequest {
 pub struct Contribution {
     /// The block the text is for.
     pub block: Block,
-    /// Where it came from.
-    pub provenance: Provenance,
+    /// Where it came from: the one provenance row the loader built for
+    /// this input, shared (not copied) by the contributor, the budget's
+    /// row and the report that describe it.
+    pub provenance: Arc<Provenance>,
     /// Exactly the text read. Empty means "deliberately nothing".
     pub text: String,
 }
@@ -75,8 +79,8 @@ impl std::fmt::Display for Skipped {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LegacySystem {
     /// Where it came from (the project layer, its path), built once by the
-    /// loader and carried as is into demotions and descriptors.
-    pub provenance: Provenance,
+    /// loader and shared as is with demotions and contributors.
+    pub provenance: Arc<Provenance>,
     /// Its text.
     pub text: String,
 }
@@ -108,7 +112,7 @@ pub struct SkillEntry {
     /// block), its origin (home or project, which trust decides on) and the
     /// `SKILL.md` path. Built once by the loader and carried as is into the
     /// skills block's contributors and descriptors.
-    pub provenance: Provenance,
+    pub provenance: Arc<Provenance>,
     /// The file's text.
     pub text: String,
 }
@@ -155,7 +159,8 @@ impl LoadedChain {
     /// is written.
     pub fn substitute(&mut self, block: Block, provenance: &Provenance, text: Option<&str>) {
         let same = |b: Block, p: &Provenance| b == block && p == provenance;
-        self.contributions.retain(|c| !same(c.block, &c.provenance));
+        self.contributions
+            .retain(|c| !same(c.block, c.provenance.as_ref()));
         self.skipped
             .retain(|s| !(s.block.is_some_and(|b| same(b, &s.provenance))));
         let Some(text) = text else { return };
@@ -172,7 +177,7 @@ impl LoadedChain {
         };
         let new = Contribution {
             block,
-            provenance: provenance.clone(),
+            provenance: Arc::new(provenance.clone()),
             text: text.to_owned(),
         };
         let at = self
@@ -293,11 +298,11 @@ impl Reader<'_> {
             }
         };
         for (block, file, text) in files {
-            let provenance = Provenance::new(layer, origin, dir.join(file).as_str());
+            let provenance = Provenance::new(layer, origin, dir.join(file).into_string());
             match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
-                    provenance,
+                    provenance: Arc::new(provenance),
                     text,
                 }),
                 Ok(None) => {}
@@ -340,7 +345,7 @@ impl Reader<'_> {
                 Ok(Some(text)) => {
                     self.chain.contributions.push(Contribution {
                         block: Block::OperatingRules,
-                        provenance,
+                        provenance: Arc::new(provenance),
                         text,
                     });
                     return;
@@ -647,11 +652,11 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         match reader.read(&path, &project_root) {
             Ok(Some(text)) => {
                 reader.chain.legacy_system = Some(LegacySystem {
-                    provenance: Provenance::new(
+                    provenance: Arc::new(Provenance::new(
                         PromptLayer::Project,
                         Origin::Project,
                         path.as_str(),
-                    ),
+                    )),
                     text,
                 });
             }
@@ -722,10 +727,10 @@ fn load_skills(
         match reader.read(&path, root) {
             Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
                 name,
-                provenance: Provenance {
+                provenance: Arc::new(Provenance {
                     layer: PromptLayer::Runtime,
                     ..provenance
-                },
+                }),
                 text,
             }),
             Ok(None) => {}

@@ -587,7 +587,7 @@ fn entry_prompts(
         match value.as_str() {
             Some(text) => contributions.push(Contribution {
                 block,
-                provenance: Provenance::new(layer, Origin::Gateway, source),
+                provenance: std::sync::Arc::new(Provenance::new(layer, Origin::Gateway, source)),
                 text: text.to_owned(),
             }),
             None => skip(

@@ -76,7 +76,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
     let mut push = |block, layer, origin, source: String, text: &String| {
         chain.contributions.push(Contribution {
             block,
-            provenance: Provenance::new(layer, origin, source),
+            provenance: Provenance::new(layer, origin, source).into(),
             text: text.clone(),
         });
     };
