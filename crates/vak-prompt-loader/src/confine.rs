@@ -140,6 +140,14 @@ const READ_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC)
     .union(OFlags::NOCTTY);
 
+/// What [`ConfinedDir::open_entry`] opened: the entry's own handle (not yet
+/// known to be a regular file), or the file a symlink leads to, already
+/// checked as [`ConfinedDir::open_link`] checks it.
+enum Entry {
+    Handle(OwnedFd),
+    Link(File),
+}
+
 /// A directory inside a layer root, held open: everything done through it
 /// stays in the directory that was checked.
 #[derive(Debug)]
@@ -214,21 +222,29 @@ impl ConfinedDir {
         root: &ConfinedRoot,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
-        let fd = match rustix::fs::openat(
-            &self.fd,
-            name,
-            READ_FLAGS | OFlags::NOFOLLOW,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
-            Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
-                return read_bounded(self.open_link(name, root)?, limit).map(Some);
+        match self.open_entry(name, root)? {
+            None => Ok(None),
+            Some(Entry::Handle(fd)) => {
+                let (file, size) = regular_sized(fd)?;
+                read_sized(file, size, limit).map(Some)
             }
-            Err(e) => return Err(e.into()),
-        };
-        let (file, size) = regular_sized(fd)?;
-        read_sized(file, size, limit).map(Some)
+            Some(Entry::Link(file)) => read_bounded(file, limit).map(Some),
+        }
+    }
+
+    /// Open `name` without following a symlink; a symlink is opened by
+    /// [`ConfinedDir::open_link`], judged by where it leads. The one open
+    /// behind [`ConfinedDir::open_file`] and [`ConfinedDir::read_file`].
+    fn open_entry(&self, name: &str, root: &ConfinedRoot) -> Result<Option<Entry>, Refusal> {
+        match rustix::fs::openat(&self.fd, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty()) {
+            Ok(fd) => Ok(Some(Entry::Handle(fd))),
+            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => Ok(None),
+            // A symlink: judge where it leads, on the handle.
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => self
+                .open_link(name, root)
+                .map(|file| Some(Entry::Link(file))),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// The directory's handle, e.g. to lock or fsync it.
@@ -243,21 +259,11 @@ impl ConfinedDir {
     ///
     /// See [`Refusal`].
     pub fn open_file(&self, name: &str, root: &ConfinedRoot) -> Result<Option<File>, Refusal> {
-        let fd = match rustix::fs::openat(
-            &self.fd,
-            name,
-            READ_FLAGS | OFlags::NOFOLLOW,
-            Mode::empty(),
-        ) {
-            Ok(fd) => fd,
-            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
-            // A symlink: judge where it leads, on the handle.
-            Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
-                return self.open_link(name, root).map(Some);
-            }
-            Err(e) => return Err(e.into()),
-        };
-        regular(fd).map(Some)
+        match self.open_entry(name, root)? {
+            None => Ok(None),
+            Some(Entry::Handle(fd)) => regular(fd).map(Some),
+            Some(Entry::Link(file)) => Ok(Some(file)),
+        }
     }
 
     /// Open the regular file `name` in this directory without following a

@@ -258,15 +258,15 @@ pub fn read_gateway(
     home: &Utf8Path,
     file: GatewayFile,
 ) -> Result<Option<GatewayDoc>, GatewayError> {
-    let path = file.path(home);
-    let unreadable = |reason| GatewayError::Unreadable {
-        path: path.clone(),
-        reason,
-    };
     let mut dirs = match ConfinedRoot::new(home) {
         Ok(Some(root)) => OpenedDirs::new(root),
         Ok(None) => return Ok(None),
-        Err(e) => return Err(unreadable(ReadRefusal::Io(e.to_string()))),
+        Err(e) => {
+            return Err(GatewayError::Unreadable {
+                path: file.path(home),
+                reason: ReadRefusal::Io(e.to_string()),
+            });
+        }
     };
     read_gateway_in(&mut dirs, home, file)
 }
