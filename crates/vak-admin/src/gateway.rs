@@ -446,7 +446,7 @@ pub(crate) async fn save_bot(
 ) -> Result<Json<Value>, AdminError> {
     crate::server::blocking(move || {
         let (bot, block) = path(segments)?;
-        let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+        let tier = bot_tier(&bot)?;
         save_to(&state, tier, &block, bytes)
     })
     .await
@@ -460,7 +460,7 @@ pub(crate) async fn reset_bot(
 ) -> Result<Json<Value>, AdminError> {
     crate::server::blocking(move || {
         let (bot, block) = path(segments)?;
-        let tier = Tier::Bot(name(NameKind::Bot, &bot)?);
+        let tier = bot_tier(&bot)?;
         reset_of(&state, tier, &block, q)
     })
     .await
@@ -474,7 +474,7 @@ pub(crate) async fn save_chat(
 ) -> Result<Json<Value>, AdminError> {
     crate::server::blocking(move || {
         let (bot, chat, block) = path(segments)?;
-        let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+        let tier = chat_tier(&bot, &chat)?;
         save_to(&state, tier, &block, bytes)
     })
     .await
@@ -488,7 +488,7 @@ pub(crate) async fn reset_chat(
 ) -> Result<Json<Value>, AdminError> {
     crate::server::blocking(move || {
         let (bot, chat, block) = path(segments)?;
-        let tier = Tier::Chat(name(NameKind::Bot, &bot)?, name(NameKind::Chat, &chat)?);
+        let tier = chat_tier(&bot, &chat)?;
         reset_of(&state, tier, &block, q)
     })
     .await
