@@ -24,7 +24,7 @@ use axum::routing::{get, post};
 use camino::Utf8PathBuf;
 use serde_json::{Value, json};
 use vak_core::prompts::{Claim, Name, NameKind, SessionError, Store, SurfaceKind};
-use vak_core::{Admission, CoreError, InboundPrompts, PromptCache, Selectors};
+use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
 use crate::{LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
 
@@ -353,30 +353,10 @@ fn handle(
         Ok(prompts) => prompts,
         Err(error) => return failure(&LifecycleError::Core(error)),
     };
-    // The allowlist is home-side: read it from a replica synced to the
-    // store (a no-op for the file store).
-    match prompts.sync_home(&*state.store, false) {
-        Ok(Some(synced)) if synced.changed => state.cache.clear(),
-        Ok(_) => {}
-        Err(error) => return failure(&LifecycleError::Home(error)),
-    }
-    // Off the allowlist is 403 before the signature is taken, so a refusal
-    // writes nothing at all.
-    match prompts.admission() {
-        Ok(Admission::Admitted) => {}
-        Ok(refused) => {
-            let bot = prompts.bot().map(ToString::to_string).unwrap_or_default();
-            let chat = prompts.chat().map(ToString::to_string).unwrap_or_default();
-            return failure(&match refused {
-                Admission::UnknownBot => LifecycleError::UnknownBot { bot },
-                _ => LifecycleError::UnknownChat { bot, chat },
-            });
-        }
-        Err(error) => return failure(&LifecycleError::Core(error)),
-    }
-    // The signature is taken by the delivery itself, in its transaction
-    // under the chat's lock: taken when it commits, free again when it
-    // fails, so the sender's retry of a failed delivery is not a replay.
+    // The delivery syncs the home side, checks the allowlist (403, nothing
+    // written) and takes the signature in its transaction under the chat's
+    // lock: taken when it commits, free again when it fails, so the
+    // sender's retry of a failed delivery is not a replay.
     let claim = Claim {
         key: signature.unwrap_or_default().trim(),
         at,
