@@ -297,7 +297,7 @@ pub(crate) fn composition_name(block: Block) -> &'static str {
 /// The PromptReport, with each block's label, composition and provenance
 /// summary, and the budget.
 fn prompt_json(resolved: &ResolvedPrompt, budget: &Budget) -> Result<Value, AdminError> {
-    let mut report = serde_json::to_value(PromptReport::new(resolved))
+    let mut report = serde_json::to_value(PromptReport::new(resolved, budget))
         .map_err(|e| AdminError::Internal(format!("cannot encode the prompt report: {e}")))?;
     if let Some(blocks) = report.get_mut("blocks").and_then(Value::as_array_mut) {
         for (json, block) in blocks.iter_mut().zip(&resolved.blocks) {
@@ -312,7 +312,6 @@ fn prompt_json(resolved: &ResolvedPrompt, budget: &Budget) -> Result<Value, Admi
         }
     }
     if let Value::Object(map) = &mut report {
-        map.insert("tokens".to_owned(), json!(budget.report.summary()));
         map.insert("budget".to_owned(), json!(budget.report));
         map.insert("budget_warnings".to_owned(), json!(budget.warnings));
     }

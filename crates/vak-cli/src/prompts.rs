@@ -83,7 +83,10 @@ fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
 pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
     match args.format {
-        Format::Json => print_json(&PromptReport::new(&resolved)),
+        Format::Json => print_json(&PromptReport::new(
+            &resolved,
+            &vak_core::budget_of(&resolved),
+        )),
         Format::Text => {
             let mut text = escape_text(&resolved.prefix).into_owned();
             text.push_str(
@@ -113,7 +116,10 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
 pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
     if args.format == Format::Json {
-        return print_json(&PromptReport::new(&resolved));
+        return print_json(&PromptReport::new(
+            &resolved,
+            &vak_core::budget_of(&resolved),
+        ));
     }
     let s = core.selectors();
     let mut out = String::new();

@@ -12,7 +12,7 @@ use vak_prompt_compose::{ResolvedPrompt, TailContext};
 use vak_prompt_loader::{GatewayFile, read_gateway};
 use vak_prompt_trust::Trust;
 
-use crate::{Core, CoreError, PromptReport, Selectors};
+use crate::{Core, CoreError, Selectors};
 
 /// A handle that resolves prompts and can never write them: the one the
 /// gateway inbound path is given.
@@ -24,7 +24,7 @@ use crate::{Core, CoreError, PromptReport, Selectors};
 ///   field that hands the `Core`, a `&Core`, or the [`Selectors`] it was built
 ///   from back out, and it is not `Clone`.
 /// - Every method takes `&self` and returns owned, plain data —
-///   [`ResolvedPrompt`], [`PromptReport`], a `String`, a [`Trust`] — none of
+///   [`ResolvedPrompt`], a `String`, a [`Trust`] — none of
 ///   which has a method that writes a file. Resolution itself only reads
 ///   (the loader's `read_safely`).
 /// - Every prompt-layer writer in the workspace (the CLI's `vak prompts
@@ -138,11 +138,6 @@ impl InboundPrompts {
     /// Resolve the prompt, with the tail rendered for now.
     pub fn resolve(&self) -> Result<ResolvedPrompt, CoreError> {
         self.core.resolve()
-    }
-
-    /// The `vak prompts show --format json` object for the current chain.
-    pub fn report(&self) -> Result<PromptReport, CoreError> {
-        Ok(PromptReport::new(&self.core.resolve()?))
     }
 
     /// The assembled prefix, or the built-in prompt if the chain is unreadable.

@@ -2,101 +2,107 @@
 //! CLI and the admin API so both say the same thing.
 
 use serde::Serialize;
-use vak_prompt_blocks::{Composition, Owner, PromptLayer};
+use vak_prompt_blocks::{Block, Composition, Owner, PromptLayer};
 use vak_prompt_budget::TokenSummary;
 use vak_prompt_compose::{ResolvedBlock, ResolvedPrompt};
 use vak_prompt_trust::Trust;
 use vak_session::{AgentIdentity, CapabilityDescriptor, PromptLayerDescriptor};
 
-/// One block as the report shows it.
+use crate::Budget;
+
+/// One block as the report shows it: a projection of the resolved block,
+/// borrowing its text and its provenance rows.
 #[derive(Debug, Clone, Serialize)]
-pub struct BlockReport {
+pub struct BlockReport<'a> {
     /// Block wire name.
-    pub block: String,
+    pub block: &'static str,
     /// Winning layers' wire names, widest first.
-    pub layers: Vec<String>,
+    pub layers: Vec<&'static str>,
     /// The composed text.
-    pub text: String,
+    pub text: &'a str,
     /// `user` or `code`.
     pub owner: &'static str,
     /// Winning sources, in the order of `layers`.
-    pub sources: Vec<Option<String>>,
+    pub sources: Vec<Option<&'a str>>,
     /// Layers that had text but lost to a narrower one.
-    pub shadowed: Vec<ShadowedReport>,
+    pub shadowed: Vec<ShadowedReport<'a>>,
 }
 
 /// A layer that lost.
 #[derive(Debug, Clone, Serialize)]
-pub struct ShadowedReport {
+pub struct ShadowedReport<'a> {
     /// Layer wire name.
-    pub layer: String,
+    pub layer: &'static str,
     /// Its source.
-    pub source: Option<String>,
+    pub source: Option<&'a str>,
 }
 
 /// One demoted input.
 #[derive(Debug, Clone, Serialize)]
-pub struct DemotedReport {
+pub struct DemotedReport<'a> {
     /// The block it would have supplied, or `config` for a config key.
-    pub block: String,
+    pub block: &'static str,
     /// Layer wire name.
-    pub layer: String,
+    pub layer: &'static str,
     /// Path or key.
-    pub source: Option<String>,
+    pub source: Option<&'a str>,
     /// Why it was dropped and how to change that.
-    pub reason: String,
+    pub reason: &'static str,
     /// The dotted config key, for config demotions.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
+    pub key: Option<&'a str>,
 }
 
-/// The whole report.
+/// The whole report: a projection of one [`ResolvedPrompt`] and its
+/// [`Budget`] that copies none of their text — every string is borrowed
+/// from the resolution's blocks and the loader's provenance rows they
+/// share.
 #[derive(Debug, Clone, Serialize)]
-pub struct PromptReport {
+pub struct PromptReport<'a> {
     /// The assembled prefix.
-    pub prefix: String,
+    pub prefix: &'a str,
     /// The per-turn tail.
-    pub tail: String,
+    pub tail: &'a str,
     /// `sha256:…` over the descriptors.
-    pub fingerprint: String,
+    pub fingerprint: &'a str,
     /// The prefix's token count against the cap and the model's window.
     pub tokens: TokenSummary,
     /// Every block in render order.
-    pub blocks: Vec<BlockReport>,
+    pub blocks: Vec<BlockReport<'a>>,
     /// One per winning layer per block.
-    pub descriptors: Vec<PromptLayerDescriptor>,
+    pub descriptors: &'a [PromptLayerDescriptor],
     /// What trust dropped.
-    pub demoted: Vec<DemotedReport>,
-    /// Skips, lints and deprecations.
-    pub warnings: Vec<String>,
+    pub demoted: Vec<DemotedReport<'a>>,
+    /// Skips, lints and deprecations: the resolution's, then the budget's.
+    pub warnings: Vec<&'a str>,
     /// `trusted` or `untrusted`.
     pub trust: &'static str,
     /// The capability catalog.
-    pub capabilities: Vec<CapabilityDescriptor>,
+    pub capabilities: &'a [CapabilityDescriptor],
     /// The worker role, if one was selected.
-    pub agent: Option<AgentIdentity>,
+    pub agent: Option<&'a AgentIdentity>,
 }
 
-impl PromptReport {
-    /// Shape a resolution for output.
-    pub fn new(resolved: &ResolvedPrompt) -> Self {
-        let budget = crate::edit::budget_of(resolved);
+impl<'a> PromptReport<'a> {
+    /// Shape a resolution and its budget (from [`crate::budget_of`]) for
+    /// output.
+    pub fn new(resolved: &'a ResolvedPrompt, budget: &'a Budget) -> Self {
         PromptReport {
-            prefix: resolved.prefix.clone(),
-            tail: resolved.tail.clone(),
-            fingerprint: resolved.fingerprint.clone(),
+            prefix: &resolved.prefix,
+            tail: &resolved.tail,
+            fingerprint: &resolved.fingerprint,
             tokens: budget.report.summary(),
             blocks: resolved
                 .blocks
                 .iter()
                 .map(|b| BlockReport {
-                    block: b.block.wire_name().to_owned(),
+                    block: b.block.wire_name(),
                     layers: b
-                        .layers()
+                        .contributors
                         .iter()
-                        .map(|l| l.wire_name().to_owned())
+                        .map(|c| c.provenance.layer.wire_name())
                         .collect(),
-                    text: b.text.clone(),
+                    text: &b.text,
                     owner: match b.block.owner() {
                         Owner::User => "user",
                         Owner::Code => "code",
@@ -104,44 +110,42 @@ impl PromptReport {
                     sources: b
                         .contributors
                         .iter()
-                        .map(|c| c.provenance.source.clone())
+                        .map(|c| c.provenance.source.as_deref())
                         .collect(),
                     shadowed: b
                         .shadowed
                         .iter()
                         .map(|p| ShadowedReport {
-                            layer: p.layer.wire_name().to_owned(),
-                            source: p.source.clone(),
+                            layer: p.layer.wire_name(),
+                            source: p.source.as_deref(),
                         })
                         .collect(),
                 })
                 .collect(),
-            descriptors: resolved.descriptors.clone(),
+            descriptors: &resolved.descriptors,
             demoted: resolved
                 .demoted
                 .iter()
                 .map(|d| DemotedReport {
-                    block: d
-                        .block
-                        .map_or_else(|| "config".to_owned(), |b| b.wire_name().to_owned()),
-                    layer: d.provenance.layer.wire_name().to_owned(),
-                    source: d.provenance.source.clone(),
-                    reason: d.reason.explain().to_owned(),
-                    key: d.config_key.clone(),
+                    block: d.block.map_or("config", Block::wire_name),
+                    layer: d.provenance.layer.wire_name(),
+                    source: d.provenance.source.as_deref(),
+                    reason: d.reason.explain(),
+                    key: d.config_key.as_deref(),
                 })
                 .collect(),
             warnings: resolved
                 .warnings
                 .iter()
                 .chain(&budget.warnings)
-                .cloned()
+                .map(String::as_str)
                 .collect(),
             trust: match resolved.trust {
                 Trust::Trusted => "trusted",
                 Trust::Untrusted => "untrusted",
             },
-            capabilities: resolved.capabilities.clone(),
-            agent: resolved.agent.clone(),
+            capabilities: &resolved.capabilities,
+            agent: resolved.agent.as_ref(),
         }
     }
 }
