@@ -406,14 +406,50 @@ pub fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
 }
 
 /// [`read_bounded`] when the size is already known: the size only sizes
-/// the buffer and refuses early; the `take(limit + 1)` bound is what holds
-/// when the file grows meanwhile.
-fn read_sized(file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal> {
+/// the buffer and refuses early; the `limit + 1` bound is what holds when
+/// the file grows meanwhile.
+///
+/// The buffer holds one byte more than `fstat` said, so growth shows in the
+/// first read. A read that stops short exactly at that size has met the end
+/// of the file as it was when read (a regular file reads short only there),
+/// so no probe read is spent confirming it; any other short read reads on
+/// until a read returns nothing.
+fn read_sized(mut file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal> {
     if size > limit {
         return Err(Refusal::TooLarge { bytes: size, limit });
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(limit + 1).read_to_end(&mut bytes)?;
+    let Ok(size) = usize::try_from(size) else {
+        return read_rest(file, Vec::new(), limit);
+    };
+    let mut bytes = vec![0u8; size + 1];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let want = bytes.len() - filled;
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                if n < want && filled == size {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    bytes.truncate(filled);
+    if filled > size {
+        // It grew since `fstat`: read on, still bounded.
+        return read_rest(file, bytes, limit);
+    }
+    Ok(bytes)
+}
+
+/// Read what is left of `file` after `bytes`, at most `limit + 1` bytes in
+/// all; more than `limit` is [`Refusal::TooLarge`].
+fn read_rest(file: File, mut bytes: Vec<u8>, limit: u64) -> Result<Vec<u8>, Refusal> {
+    let left = (limit + 1).saturating_sub(bytes.len() as u64);
+    file.take(left).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(Refusal::TooLarge {
             bytes: bytes.len() as u64,
