@@ -4,7 +4,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
 use crate::LoaderError;
-use crate::confine::{ConfinedRoot, OpenedDirs};
+use crate::confine::OpenedDirs;
 use crate::discover::levels_between;
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, prompt_dir};
@@ -223,8 +223,8 @@ fn root_in<'r>(
     let at = match roots.iter().position(|(r, _)| r == root) {
         Some(at) => at,
         None => {
-            let real = ConfinedRoot::new(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
-            roots.push((root.to_owned(), real.map(OpenedDirs::new)));
+            let dirs = OpenedDirs::open(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+            roots.push((root.to_owned(), dirs));
             roots.len() - 1
         }
     };
@@ -251,7 +251,7 @@ impl Reader<'_> {
     /// Read `path` as a hostile file that must stay inside `root`.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
         match self.root(root)? {
-            Some(dirs) => match dirs.read(path, MAX_FILE_BYTES)? {
+            Some(dirs) => match dirs.read_one(path, MAX_FILE_BYTES)? {
                 Some(bytes) => utf8(bytes).map(Some),
                 None => Ok(None),
             },

@@ -140,6 +140,17 @@ const READ_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC)
     .union(OFlags::NOCTTY);
 
+/// The kernel's guarantee behind every one-call open below a checked
+/// directory: no symlink and no `..` anywhere on the way.
+const BENEATH_NO_SYMLINKS: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS);
+
+/// The nearest opened directory above a path (with where the rest of the
+/// path starts), or an ancestor known not to exist.
+enum Ancestor {
+    Open(Rc<ConfinedDir>, usize),
+    Missing,
+}
+
 /// What [`ConfinedDir::open_entry`] opened: the entry's own handle (not yet
 /// known to be a regular file), or the file a symlink leads to, already
 /// checked as [`ConfinedDir::open_link`] checks it.
@@ -485,6 +496,39 @@ impl OpenedDirs {
         }
     }
 
+    /// Resolve the root `path` and open it, in one step: the root's handle
+    /// is opened first and its real path is the one the kernel reports for
+    /// that handle, so the root is resolved once (not by `canonicalize` and
+    /// then again on the handle) and the path checked is the directory
+    /// held. `Ok(None)` when it does not exist. When that cannot answer (the
+    /// open fails, `/proc` is unavailable), the root is resolved exactly as
+    /// [`ConfinedRoot::new`] resolves it.
+    ///
+    /// # Errors
+    ///
+    /// As [`ConfinedRoot::new`].
+    pub fn open(path: &Utf8Path) -> io::Result<Option<Self>> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        if let Ok(fd) = rustix::fs::open(path.as_std_path(), flags, Mode::empty())
+            && let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            && real.is_absolute()
+        {
+            let dir = ConfinedDir {
+                fd,
+                path: path.to_owned(),
+                real: real.clone(),
+            };
+            return Ok(Some(OpenedDirs {
+                root: ConfinedRoot {
+                    path: path.to_owned(),
+                    real,
+                },
+                dirs: vec![(path.to_owned(), Some(Rc::new(dir)))],
+            }));
+        }
+        Ok(ConfinedRoot::new(path)?.map(OpenedDirs::new))
+    }
+
     /// The root.
     pub fn root(&self) -> &ConfinedRoot {
         &self.root
@@ -553,37 +597,108 @@ impl OpenedDirs {
     /// `None` when that cannot answer (a symlink on the way, no `openat2`):
     /// the caller then walks one name at a time.
     fn open_beneath(&mut self, dir: &Utf8Path) -> Option<Result<Option<ConfinedDir>, Refusal>> {
-        let root = self.root.path().as_str();
-        let mut base = dir.as_str();
-        let base_dir = loop {
-            base = &base[..base.rfind('/')?];
-            if base.len() < root.len() {
-                return None;
-            }
-            if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| path.as_str() == base) {
-                match opened {
-                    Some(opened) => break Rc::clone(opened),
-                    // An ancestor that is not there: neither is `dir`.
-                    None => return Some(Ok(None)),
-                }
-            }
-            if base.len() == root.len() {
-                match self.dir(self.root.path().to_owned().as_path()) {
-                    Ok(Some(opened)) => break opened,
-                    Ok(None) => return Some(Ok(None)),
-                    Err(_) => return None,
-                }
-            }
+        let (base_dir, rest) = match self.nearest_open(dir.as_str())? {
+            Ancestor::Open(base_dir, rest) => (base_dir, rest),
+            Ancestor::Missing => return Some(Ok(None)),
         };
-        let rest = &dir.as_str()[base.len() + 1..];
+        let rest = &dir.as_str()[rest..];
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-        match rustix::fs::openat2(&base_dir.fd, rest, flags, Mode::empty(), resolve) {
+        match rustix::fs::openat2(
+            &base_dir.fd,
+            rest,
+            flags,
+            Mode::empty(),
+            BENEATH_NO_SYMLINKS,
+        ) {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: dir.to_owned(),
                 real: base_dir.real.join(rest),
             }))),
+            Err(e) if e == Errno::NOENT => Some(Ok(None)),
+            Err(_) => None,
+        }
+    }
+
+    /// The nearest directory above `path` already opened (opening the root
+    /// when none is), and where the rest of `path` below it starts. `None`
+    /// when `path` is not a plain descendant of the root (an empty, `.` or
+    /// `..` component) or the root cannot be opened: the caller then takes
+    /// the path it always took.
+    fn nearest_open(&mut self, path: &str) -> Option<Ancestor> {
+        let root = self.root.path().as_str();
+        let rel = path.strip_prefix(root)?.strip_prefix('/')?;
+        if rel.split('/').any(|c| matches!(c, "" | "." | "..")) {
+            return None;
+        }
+        let mut base = path;
+        loop {
+            base = &base[..base.rfind('/')?];
+            if base.len() < root.len() {
+                return None;
+            }
+            if let Some((_, opened)) = self.dirs.iter().find(|(p, _)| p.as_str() == base) {
+                return Some(match opened {
+                    Some(opened) => Ancestor::Open(Rc::clone(opened), base.len() + 1),
+                    // An ancestor that is not there: neither is `path`.
+                    None => Ancestor::Missing,
+                });
+            }
+            if base.len() == root.len() {
+                return match self.dir(self.root.path().to_owned().as_path()) {
+                    Ok(Some(opened)) => Some(Ancestor::Open(opened, base.len() + 1)),
+                    Ok(None) => Some(Ancestor::Missing),
+                    Err(_) => None,
+                };
+            }
+        }
+    }
+
+    /// [`OpenedDirs::read`] for a file read alone in its directory: no
+    /// handle is opened (or kept) for the directory when one call below an
+    /// opened ancestor can answer; see [`OpenedDirs::read_beneath`].
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn read_one(&mut self, path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
+        match self.read_beneath(path, limit) {
+            Some(read) => read,
+            None => self.read(path, limit),
+        }
+    }
+
+    /// Read the plain descendant `path` of the root with one
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` below its nearest
+    /// directory already open, so a file alone in its directory (a skill's
+    /// `SKILL.md`, a gateway file) costs no directory handle. The kernel
+    /// refuses any symlink or `..` on the whole way, so what opens is a real
+    /// entry below a checked directory: inside the root, as
+    /// [`ConfinedDir::read_file`] would find. `None` on anything but success
+    /// or "not there" (a symlink anywhere, not a directory on the way, no
+    /// `openat2`): the caller then reads it the usual way, so every refusal
+    /// and its wording stay that way's.
+    fn read_beneath(
+        &mut self,
+        path: &Utf8Path,
+        limit: u64,
+    ) -> Option<Result<Option<Vec<u8>>, Refusal>> {
+        let (base_dir, rest) = match self.nearest_open(path.as_str())? {
+            Ancestor::Open(base_dir, rest) => (base_dir, rest),
+            Ancestor::Missing => return Some(Ok(None)),
+        };
+        let rest = &path.as_str()[rest..];
+        let flags = READ_FLAGS | OFlags::NOFOLLOW;
+        match rustix::fs::openat2(
+            &base_dir.fd,
+            rest,
+            flags,
+            Mode::empty(),
+            BENEATH_NO_SYMLINKS,
+        ) {
+            Ok(fd) => Some(
+                regular_sized(fd).and_then(|(file, size)| read_sized(file, size, limit).map(Some)),
+            ),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
         }
@@ -794,6 +909,76 @@ mod tests {
             dirs.read(&proj.join("../outside/deep/identity.md"), 100),
             Err(Refusal::Outside { .. })
         ));
+    }
+
+    #[test]
+    fn read_one_answers_as_read_does_for_links_fifos_and_missing_paths() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        let outside = base.join("outside");
+        fs::create_dir_all(proj.join(".vak/skills/plain")).unwrap();
+        fs::create_dir_all(proj.join("docs/skill")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(proj.join(".vak/skills/plain/SKILL.md"), "plain").unwrap();
+        fs::write(proj.join("docs/skill/SKILL.md"), "linked inside").unwrap();
+        fs::write(outside.join("SKILL.md"), "secret").unwrap();
+        symlink(proj.join("docs/skill"), proj.join(".vak/skills/inside")).unwrap();
+        symlink(&outside, proj.join(".vak/skills/out")).unwrap();
+        fs::create_dir_all(proj.join(".vak/skills/file-link")).unwrap();
+        symlink(
+            outside.join("SKILL.md"),
+            proj.join(".vak/skills/file-link/SKILL.md"),
+        )
+        .unwrap();
+        fs::create_dir_all(proj.join(".vak/skills/fifo")).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(proj.join(".vak/skills/fifo/SKILL.md"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        fs::create_dir_all(proj.join(".vak/skills/dir/SKILL.md")).unwrap();
+        let skills = proj.join(".vak/skills");
+        for name in [
+            "plain",
+            "inside",
+            "out",
+            "file-link",
+            "fifo",
+            "dir",
+            "missing",
+        ] {
+            let path = skills.join(name).join("SKILL.md");
+            let mut one = OpenedDirs::open(&proj).unwrap().unwrap();
+            let mut usual = OpenedDirs::new(ConfinedRoot::new(&proj).unwrap().unwrap());
+            let got = format!("{:?}", one.read_one(&path, 100));
+            let want = format!("{:?}", usual.read(&path, 100));
+            assert_eq!(got, want, "{name}");
+            // And again once the directories on the way are open.
+            assert_eq!(format!("{:?}", one.read_one(&path, 100)), want, "{name}");
+        }
+        let mut one = OpenedDirs::open(&proj).unwrap().unwrap();
+        assert_eq!(
+            one.read_one(&skills.join("plain/SKILL.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"plain"
+        );
+        assert!(matches!(
+            one.read_one(&skills.join("out/SKILL.md"), 100),
+            Err(Refusal::Outside { leads_to }) if leads_to == outside
+        ));
+        assert!(matches!(
+            one.read_one(&skills.join("plain/SKILL.md"), 3),
+            Err(Refusal::TooLarge { bytes: 5, limit: 3 })
+        ));
+        assert!(
+            OpenedDirs::open(&base.join("no-such-root"))
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(one.root().real(), proj.as_std_path());
     }
 
     #[test]

@@ -25,7 +25,7 @@ use vak_prompt_blocks::{
 };
 
 use crate::chain::{Contribution, Skipped};
-use crate::confine::{ConfinedRoot, OpenedDirs};
+use crate::confine::OpenedDirs;
 use crate::safe_read::ReadRefusal;
 use crate::write::{SaveError, SaveOutcome, save_atomic};
 
@@ -258,8 +258,8 @@ pub fn read_gateway(
     home: &Utf8Path,
     file: GatewayFile,
 ) -> Result<Option<GatewayDoc>, GatewayError> {
-    let mut dirs = match ConfinedRoot::new(home) {
-        Ok(Some(root)) => OpenedDirs::new(root),
+    let mut dirs = match OpenedDirs::open(home) {
+        Ok(Some(dirs)) => dirs,
         Ok(None) => return Ok(None),
         Err(e) => {
             return Err(GatewayError::Unreadable {
@@ -282,7 +282,7 @@ fn read_gateway_in(
         path: path.clone(),
         reason,
     };
-    let bytes = match dirs.read(&path, MAX_GATEWAY_BYTES) {
+    let bytes = match dirs.read_one(&path, MAX_GATEWAY_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         Err(refusal) => return Err(unreadable(refusal.into())),
