@@ -681,6 +681,37 @@ const MAX_SKILLS: usize = 256;
 /// The most directory entries looked at to choose them.
 const MAX_SKILL_ENTRIES: usize = 65_536;
 
+/// The first [`MAX_SKILL_ENTRIES`] names in `skills_dir`, unsorted; `None`
+/// when it cannot be listed. Listed through the directory's checked handle,
+/// which the skills' reads then open beneath; a directory that leads
+/// outside its root is listed by path as before, so each skill in it is
+/// refused by name, as it always was.
+fn skill_names(
+    reader: &mut Reader<'_>,
+    skills_dir: &Utf8Path,
+    root: &Utf8Path,
+) -> Option<Vec<String>> {
+    if let Ok(Some(dirs)) = reader.root(root) {
+        match dirs.dir(skills_dir) {
+            Ok(Some(dir)) => {
+                if let Ok(names) = dir.names(MAX_SKILL_ENTRIES) {
+                    return Some(names);
+                }
+            }
+            Ok(None) => return None,
+            Err(_) => {}
+        }
+    }
+    let entries = skills_dir.read_dir_utf8().ok()?;
+    Some(
+        entries
+            .filter_map(Result::ok)
+            .take(MAX_SKILL_ENTRIES)
+            .map(|entry| entry.file_name().to_owned())
+            .collect(),
+    )
+}
+
 fn load_skills(
     reader: &mut Reader<'_>,
     vak_dir: &Utf8Path,
@@ -689,17 +720,12 @@ fn load_skills(
     layer: PromptLayer,
 ) {
     let skills_dir = vak_dir.join("skills");
-    let Ok(entries) = skills_dir.read_dir_utf8() else {
-        return;
-    };
     // A clone can ship any number of skill directories; listing and
     // reading them all would let it make every command slow. The first
     // MAX_SKILLS by name are read, and the cut is reported once.
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .take(MAX_SKILL_ENTRIES)
-        .map(|entry| entry.file_name().to_owned())
-        .collect();
+    let Some(mut names) = skill_names(reader, &skills_dir, root) else {
+        return;
+    };
     names.sort();
     if names.len() > MAX_SKILLS {
         let first_skipped = skills_dir.join(&names[MAX_SKILLS]);

@@ -258,6 +258,33 @@ impl ConfinedDir {
         }
     }
 
+    /// The names in this directory (not `.` or `..`), listed through the
+    /// checked handle rather than by path, at most `max` of them; a name
+    /// that is not UTF-8 is left out, and a listing error ends the list, as
+    /// `std::fs::read_dir` does.
+    ///
+    /// # Errors
+    ///
+    /// The rewind to the start (the handle is shared, and may have been
+    /// listed before in this load).
+    pub fn names(&self, max: usize) -> io::Result<Vec<String>> {
+        rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))?;
+        let mut buf = [const { std::mem::MaybeUninit::<u8>::uninit() }; 8192];
+        let mut dir = rustix::fs::RawDir::new(&self.fd, &mut buf);
+        let mut names = Vec::new();
+        while names.len() < max {
+            let Some(Ok(entry)) = dir.next() else { break };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if let Ok(name) = std::str::from_utf8(name) {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
+    }
+
     /// The directory's handle, e.g. to lock or fsync it.
     pub fn as_file(&self) -> io::Result<File> {
         Ok(File::from(self.fd.try_clone()?))
@@ -979,6 +1006,24 @@ mod tests {
                 .is_none()
         );
         assert_eq!(one.root().real(), proj.as_std_path());
+    }
+
+    #[test]
+    fn names_list_the_same_through_a_shared_handle_every_time() {
+        let (_keep, root_path) = temp();
+        for name in ["b", "a", "c"] {
+            fs::create_dir(root_path.join(name)).unwrap();
+        }
+        fs::write(root_path.join("f"), "").unwrap();
+        let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
+        let dir = ConfinedDir::open(&root_path, &root).unwrap().unwrap();
+        let mut first = dir.names(100).unwrap();
+        first.sort();
+        assert_eq!(first, ["a", "b", "c", "f"]);
+        let mut again = dir.names(100).unwrap();
+        again.sort();
+        assert_eq!(again, first, "listed again from the start");
+        assert_eq!(dir.names(2).unwrap().len(), 2);
     }
 
     #[test]
