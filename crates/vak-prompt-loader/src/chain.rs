@@ -220,7 +220,8 @@ fn root_in<'r>(
     roots: &'r mut Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
     root: &Utf8Path,
 ) -> Result<Option<&'r mut OpenedDirs>, ReadRefusal> {
-    let at = match roots.iter().position(|(r, _)| r == root) {
+    // Compared as strings: the loader spells each root one way.
+    let at = match roots.iter().position(|(r, _)| r.as_str() == root.as_str()) {
         Some(at) => at,
         None => {
             let dirs = OpenedDirs::open(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
