@@ -7,7 +7,7 @@ use crate::LoaderError;
 use crate::confine::OpenedDirs;
 use crate::discover::levels_between;
 use crate::gateway::load_gateway;
-use crate::paths::{LayerDirs, prompt_dir};
+use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
 /// What to load: the home, the project, and the selectors that pick
@@ -299,7 +299,7 @@ impl Reader<'_> {
             }
         };
         for (block, file, text) in files {
-            let provenance = Provenance::new(layer, origin, dir.join(file).into_string());
+            let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
             match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
@@ -328,7 +328,7 @@ impl Reader<'_> {
         root: &Utf8Path,
         names: &[String],
     ) {
-        let own = prompts.join("operating-rules.md");
+        let own = join(prompts, &["operating-rules.md"]);
         let decided = |p: &Provenance| p.source.as_deref() == Some(own.as_str());
         if self
             .chain
@@ -340,7 +340,7 @@ impl Reader<'_> {
             return;
         }
         for name in names {
-            let path = level.join(name);
+            let path = join(level, &[name]);
             let provenance = Provenance::new(PromptLayer::Project, Origin::Project, path.as_str());
             match self.read(&path, root) {
                 Ok(Some(text)) => {
@@ -483,21 +483,24 @@ fn stays_inside(
 /// Fails only when the request itself cannot be honoured (no such project,
 /// no such role); bad files are skipped and reported in the result.
 pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
-    if !request.project.is_dir() {
-        return Err(LoaderError::ProjectMissing(request.project.clone()));
-    }
-    let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
-    let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
-
     let mut chain = LoadedChain::default();
     let mut reader = Reader {
         chain: &mut chain,
         roots: Vec::new(),
     };
+    // The project's root is opened first: a handle opened as a directory
+    // proves it is one, so the `stat` is only asked when that open did not
+    // answer.
+    let opened = matches!(reader.root(&request.project), Ok(Some(dirs)) if dirs.holds_root());
+    if !opened && !request.project.is_dir() {
+        return Err(LoaderError::ProjectMissing(request.project.clone()));
+    }
+    let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
+    let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
 
     // A project's whole `.vak` may itself be a symlink out of the checkout;
     // then nothing under it is the project's to say.
-    let project_vak = request.project.join(".vak");
+    let project_vak = join(&request.project, &[".vak"]);
     let project_ok = match stays_inside(&mut reader, &project_vak, &request.project) {
         Ok(()) => true,
         Err(refusal) => {
@@ -515,7 +518,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let home_root = request.home.clone();
     let project_root = request.project.clone();
 
-    let home_vak = request.home.join(".vak");
+    let home_vak = join(&request.home, &[".vak"]);
     let mut config_roots = vec![(
         home_vak.clone(),
         home_root.clone(),
@@ -531,7 +534,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         ));
     }
     for (vak_dir, root, origin, layer) in &config_roots {
-        let path = vak_dir.join("config.toml");
+        let path = join(vak_dir, &["config.toml"]);
         let provenance = Provenance::new(*layer, *origin, path.as_str());
         match reader.read(&path, root) {
             Ok(Some(text)) => match text.parse::<toml::Table>() {
@@ -649,7 +652,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     }
 
     if project_ok {
-        let path = project_vak.join("SYSTEM.md");
+        let path = join(&project_vak, &["SYSTEM.md"]);
         match reader.read(&path, &project_root) {
             Ok(Some(text)) => {
                 reader.chain.legacy_system = Some(LegacySystem {
@@ -720,7 +723,7 @@ fn load_skills(
     origin: Origin,
     layer: PromptLayer,
 ) {
-    let skills_dir = vak_dir.join("skills");
+    let skills_dir = join(vak_dir, &["skills"]);
     // A clone can ship any number of skill directories; listing and
     // reading them all would let it make every command slow. The first
     // MAX_SKILLS by name are read, and the cut is reported once.
@@ -741,7 +744,7 @@ fn load_skills(
         names.truncate(MAX_SKILLS);
     }
     for name in names {
-        let path = skills_dir.join(&name).join("SKILL.md");
+        let path = join(&skills_dir, &[&name, "SKILL.md"]);
         let provenance = Provenance::new(layer, origin, path.as_str());
         if Name::new(vak_prompt_blocks::NameKind::Role, &name).is_err() {
             reader.skip(

@@ -212,7 +212,7 @@ impl ConfinedDir {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: path.to_owned(),
-                real: self.real.join(name),
+                real: real_join(&self.real, name),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -418,6 +418,14 @@ impl ConfinedDir {
     }
 }
 
+/// `real.join(rest)` in one allocation of the exact size.
+fn real_join(real: &Path, rest: &str) -> PathBuf {
+    let mut out = PathBuf::with_capacity(real.as_os_str().len() + 1 + rest.len());
+    out.push(real);
+    out.push(rest);
+    out
+}
+
 /// The handle as a file, if it is a regular file.
 fn regular(fd: OwnedFd) -> Result<File, Refusal> {
     regular_sized(fd).map(|(file, _)| file)
@@ -561,6 +569,14 @@ impl OpenedDirs {
         &self.root
     }
 
+    /// Whether the root itself is held open (as a directory): what
+    /// [`OpenedDirs::open`] does when it resolves the root from its handle.
+    pub fn holds_root(&self) -> bool {
+        self.dirs
+            .first()
+            .is_some_and(|(path, dir)| dir.is_some() && path.as_str() == self.root.path().as_str())
+    }
+
     /// The directory `dir`, opened and checked at most once. `Ok(None)` when
     /// it does not exist.
     ///
@@ -640,7 +656,7 @@ impl OpenedDirs {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: dir.to_owned(),
-                real: base_dir.real.join(rest),
+                real: real_join(&base_dir.real, rest),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,

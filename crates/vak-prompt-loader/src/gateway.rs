@@ -28,6 +28,7 @@ use vak_prompt_blocks::{
 
 use crate::chain::{Contribution, Skipped};
 use crate::confine::OpenedDirs;
+use crate::paths::join;
 use crate::safe_read::ReadRefusal;
 use crate::write::{SaveError, SaveOutcome, save_atomic};
 
@@ -36,7 +37,7 @@ pub const MAX_GATEWAY_BYTES: u64 = 1024 * 1024;
 
 /// `$VAK_HOME/.vak/gateway`: the directory holding the gateway's JSON files.
 pub fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
-    home.join(".vak").join("gateway")
+    join(home, &[".vak", "gateway"])
 }
 
 /// One of the two gateway files that carry prompts.
@@ -67,7 +68,7 @@ impl GatewayFile {
 
     /// The file's path under `home`.
     pub fn path(self, home: &Utf8Path) -> Utf8PathBuf {
-        gateway_dir(home).join(self.file_name())
+        join(home, &[".vak", "gateway", self.file_name()])
     }
 }
 
