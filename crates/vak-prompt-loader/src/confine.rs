@@ -6,13 +6,20 @@
 //! the open handle, never on a path that can change in between:
 //!
 //! - a directory is opened (`O_DIRECTORY`), and the path the kernel reports
-//!   for the handle (`/proc/self/fd/N`) must lie inside the canonical root;
+//!   for the handle (`/proc/self/fd/N`) must lie inside the canonical root
+//!   (a load's root is itself opened first and resolved from its handle);
 //! - a file is then opened *relative to that handle* with `O_NOFOLLOW`, so
 //!   it cannot leave the checked directory; a file that is itself a symlink
 //!   is opened by path and its handle judged the same way;
+//! - a directory or file below a checked directory may instead be opened in
+//!   one call with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: the
+//!   kernel then refuses any symlink or `..` on the whole way, so what opens
+//!   is a real entry below the checked one; on any answer but success or
+//!   "not there" the steps above are taken instead, so their refusals and
+//!   wording hold;
 //! - every open is `O_NONBLOCK`, and the handle's `fstat` must say "regular
 //!   file" before a byte is read, so a FIFO or device never blocks;
-//! - reads are bounded with `take(limit + 1)`, never a whole-file read.
+//! - reads are bounded by `limit + 1` bytes, never a whole-file read.
 //!
 //! Saves and removals go through the same [`ConfinedDir`]: the rename and the
 //! unlink happen relative to the checked directory handle.
