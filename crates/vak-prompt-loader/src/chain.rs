@@ -4,10 +4,10 @@ use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
 use crate::LoaderError;
-use crate::confine::{ConfinedRoot, OpenedDirs};
+use crate::confine::OpenedDirs;
 use crate::discover::levels_between;
 use crate::gateway::load_gateway;
-use crate::paths::{LayerDirs, prompt_dir};
+use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
 /// What to load: the home, the project, and the selectors that pick
@@ -220,11 +220,12 @@ fn root_in<'r>(
     roots: &'r mut Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
     root: &Utf8Path,
 ) -> Result<Option<&'r mut OpenedDirs>, ReadRefusal> {
-    let at = match roots.iter().position(|(r, _)| r == root) {
+    // Compared as strings: the loader spells each root one way.
+    let at = match roots.iter().position(|(r, _)| r.as_str() == root.as_str()) {
         Some(at) => at,
         None => {
-            let real = ConfinedRoot::new(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
-            roots.push((root.to_owned(), real.map(OpenedDirs::new)));
+            let dirs = OpenedDirs::open(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+            roots.push((root.to_owned(), dirs));
             roots.len() - 1
         }
     };
@@ -251,7 +252,7 @@ impl Reader<'_> {
     /// Read `path` as a hostile file that must stay inside `root`.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
         match self.root(root)? {
-            Some(dirs) => match dirs.read(path, MAX_FILE_BYTES)? {
+            Some(dirs) => match dirs.read_one(path, MAX_FILE_BYTES)? {
                 Some(bytes) => utf8(bytes).map(Some),
                 None => Ok(None),
             },
@@ -298,7 +299,7 @@ impl Reader<'_> {
             }
         };
         for (block, file, text) in files {
-            let provenance = Provenance::new(layer, origin, dir.join(file).into_string());
+            let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
             match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
                     block,
@@ -327,7 +328,7 @@ impl Reader<'_> {
         root: &Utf8Path,
         names: &[String],
     ) {
-        let own = prompts.join("operating-rules.md");
+        let own = join(prompts, &["operating-rules.md"]);
         let decided = |p: &Provenance| p.source.as_deref() == Some(own.as_str());
         if self
             .chain
@@ -339,7 +340,7 @@ impl Reader<'_> {
             return;
         }
         for name in names {
-            let path = level.join(name);
+            let path = join(level, &[name]);
             let provenance = Provenance::new(PromptLayer::Project, Origin::Project, path.as_str());
             match self.read(&path, root) {
                 Ok(Some(text)) => {
@@ -482,21 +483,24 @@ fn stays_inside(
 /// Fails only when the request itself cannot be honoured (no such project,
 /// no such role); bad files are skipped and reported in the result.
 pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
-    if !request.project.is_dir() {
-        return Err(LoaderError::ProjectMissing(request.project.clone()));
-    }
-    let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
-    let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
-
     let mut chain = LoadedChain::default();
     let mut reader = Reader {
         chain: &mut chain,
         roots: Vec::new(),
     };
+    // The project's root is opened first: a handle opened as a directory
+    // proves it is one, so the `stat` is only asked when that open did not
+    // answer.
+    let opened = matches!(reader.root(&request.project), Ok(Some(dirs)) if dirs.holds_root());
+    if !opened && !request.project.is_dir() {
+        return Err(LoaderError::ProjectMissing(request.project.clone()));
+    }
+    let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
+    let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
 
     // A project's whole `.vak` may itself be a symlink out of the checkout;
     // then nothing under it is the project's to say.
-    let project_vak = request.project.join(".vak");
+    let project_vak = join(&request.project, &[".vak"]);
     let project_ok = match stays_inside(&mut reader, &project_vak, &request.project) {
         Ok(()) => true,
         Err(refusal) => {
@@ -514,7 +518,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let home_root = request.home.clone();
     let project_root = request.project.clone();
 
-    let home_vak = request.home.join(".vak");
+    let home_vak = join(&request.home, &[".vak"]);
     let mut config_roots = vec![(
         home_vak.clone(),
         home_root.clone(),
@@ -530,7 +534,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         ));
     }
     for (vak_dir, root, origin, layer) in &config_roots {
-        let path = vak_dir.join("config.toml");
+        let path = join(vak_dir, &["config.toml"]);
         let provenance = Provenance::new(*layer, *origin, path.as_str());
         match reader.read(&path, root) {
             Ok(Some(text)) => match text.parse::<toml::Table>() {
@@ -648,7 +652,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     }
 
     if project_ok {
-        let path = project_vak.join("SYSTEM.md");
+        let path = join(&project_vak, &["SYSTEM.md"]);
         match reader.read(&path, &project_root) {
             Ok(Some(text)) => {
                 reader.chain.legacy_system = Some(LegacySystem {
@@ -681,6 +685,37 @@ const MAX_SKILLS: usize = 256;
 /// The most directory entries looked at to choose them.
 const MAX_SKILL_ENTRIES: usize = 65_536;
 
+/// The first [`MAX_SKILL_ENTRIES`] names in `skills_dir`, unsorted; `None`
+/// when it cannot be listed. Listed through the directory's checked handle,
+/// which the skills' reads then open beneath; a directory that leads
+/// outside its root is listed by path as before, so each skill in it is
+/// refused by name, as it always was.
+fn skill_names(
+    reader: &mut Reader<'_>,
+    skills_dir: &Utf8Path,
+    root: &Utf8Path,
+) -> Option<Vec<String>> {
+    if let Ok(Some(dirs)) = reader.root(root) {
+        match dirs.dir(skills_dir) {
+            Ok(Some(dir)) => {
+                if let Ok(names) = dir.names(MAX_SKILL_ENTRIES) {
+                    return Some(names);
+                }
+            }
+            Ok(None) => return None,
+            Err(_) => {}
+        }
+    }
+    let entries = skills_dir.read_dir_utf8().ok()?;
+    Some(
+        entries
+            .filter_map(Result::ok)
+            .take(MAX_SKILL_ENTRIES)
+            .map(|entry| entry.file_name().to_owned())
+            .collect(),
+    )
+}
+
 fn load_skills(
     reader: &mut Reader<'_>,
     vak_dir: &Utf8Path,
@@ -688,18 +723,13 @@ fn load_skills(
     origin: Origin,
     layer: PromptLayer,
 ) {
-    let skills_dir = vak_dir.join("skills");
-    let Ok(entries) = skills_dir.read_dir_utf8() else {
-        return;
-    };
+    let skills_dir = join(vak_dir, &["skills"]);
     // A clone can ship any number of skill directories; listing and
     // reading them all would let it make every command slow. The first
     // MAX_SKILLS by name are read, and the cut is reported once.
-    let mut names: Vec<String> = entries
-        .filter_map(Result::ok)
-        .take(MAX_SKILL_ENTRIES)
-        .map(|entry| entry.file_name().to_owned())
-        .collect();
+    let Some(mut names) = skill_names(reader, &skills_dir, root) else {
+        return;
+    };
     names.sort();
     if names.len() > MAX_SKILLS {
         let first_skipped = skills_dir.join(&names[MAX_SKILLS]);
@@ -714,7 +744,7 @@ fn load_skills(
         names.truncate(MAX_SKILLS);
     }
     for name in names {
-        let path = skills_dir.join(&name).join("SKILL.md");
+        let path = join(&skills_dir, &[&name, "SKILL.md"]);
         let provenance = Provenance::new(layer, origin, path.as_str());
         if Name::new(vak_prompt_blocks::NameKind::Role, &name).is_err() {
             reader.skip(

@@ -6,13 +6,20 @@
 //! the open handle, never on a path that can change in between:
 //!
 //! - a directory is opened (`O_DIRECTORY`), and the path the kernel reports
-//!   for the handle (`/proc/self/fd/N`) must lie inside the canonical root;
+//!   for the handle (`/proc/self/fd/N`) must lie inside the canonical root
+//!   (a load's root is itself opened first and resolved from its handle);
 //! - a file is then opened *relative to that handle* with `O_NOFOLLOW`, so
 //!   it cannot leave the checked directory; a file that is itself a symlink
 //!   is opened by path and its handle judged the same way;
+//! - a directory or file below a checked directory may instead be opened in
+//!   one call with `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: the
+//!   kernel then refuses any symlink or `..` on the whole way, so what opens
+//!   is a real entry below the checked one; on any answer but success or
+//!   "not there" the steps above are taken instead, so their refusals and
+//!   wording hold;
 //! - every open is `O_NONBLOCK`, and the handle's `fstat` must say "regular
 //!   file" before a byte is read, so a FIFO or device never blocks;
-//! - reads are bounded with `take(limit + 1)`, never a whole-file read.
+//! - reads are bounded by `limit + 1` bytes, never a whole-file read.
 //!
 //! Saves and removals go through the same [`ConfinedDir`]: the rename and the
 //! unlink happen relative to the checked directory handle.
@@ -140,6 +147,17 @@ const READ_FLAGS: OFlags = OFlags::RDONLY
     .union(OFlags::CLOEXEC)
     .union(OFlags::NOCTTY);
 
+/// The kernel's guarantee behind every one-call open below a checked
+/// directory: no symlink and no `..` anywhere on the way.
+const BENEATH_NO_SYMLINKS: ResolveFlags = ResolveFlags::BENEATH.union(ResolveFlags::NO_SYMLINKS);
+
+/// The nearest opened directory above a path (with where the rest of the
+/// path starts), or an ancestor known not to exist.
+enum Ancestor {
+    Open(Rc<ConfinedDir>, usize),
+    Missing,
+}
+
 /// What [`ConfinedDir::open_entry`] opened: the entry's own handle (not yet
 /// known to be a regular file), or the file a symlink leads to, already
 /// checked as [`ConfinedDir::open_link`] checks it.
@@ -201,7 +219,7 @@ impl ConfinedDir {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: path.to_owned(),
-                real: self.real.join(name),
+                real: real_join(&self.real, name),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -245,6 +263,33 @@ impl ConfinedDir {
                 .map(|file| Some(Entry::Link(file))),
             Err(e) => Err(e.into()),
         }
+    }
+
+    /// The names in this directory (not `.` or `..`), listed through the
+    /// checked handle rather than by path, at most `max` of them; a name
+    /// that is not UTF-8 is left out, and a listing error ends the list, as
+    /// `std::fs::read_dir` does.
+    ///
+    /// # Errors
+    ///
+    /// The rewind to the start (the handle is shared, and may have been
+    /// listed before in this load).
+    pub fn names(&self, max: usize) -> io::Result<Vec<String>> {
+        rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))?;
+        let mut buf = [const { std::mem::MaybeUninit::<u8>::uninit() }; 8192];
+        let mut dir = rustix::fs::RawDir::new(&self.fd, &mut buf);
+        let mut names = Vec::new();
+        while names.len() < max {
+            let Some(Ok(entry)) = dir.next() else { break };
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            if let Ok(name) = std::str::from_utf8(name) {
+                names.push(name.to_owned());
+            }
+        }
+        Ok(names)
     }
 
     /// The directory's handle, e.g. to lock or fsync it.
@@ -380,6 +425,14 @@ impl ConfinedDir {
     }
 }
 
+/// `real.join(rest)` in one allocation of the exact size.
+fn real_join(real: &Path, rest: &str) -> PathBuf {
+    let mut out = PathBuf::with_capacity(real.as_os_str().len() + 1 + rest.len());
+    out.push(real);
+    out.push(rest);
+    out
+}
+
 /// The handle as a file, if it is a regular file.
 fn regular(fd: OwnedFd) -> Result<File, Refusal> {
     regular_sized(fd).map(|(file, _)| file)
@@ -406,14 +459,50 @@ pub fn read_bounded(file: File, limit: u64) -> Result<Vec<u8>, Refusal> {
 }
 
 /// [`read_bounded`] when the size is already known: the size only sizes
-/// the buffer and refuses early; the `take(limit + 1)` bound is what holds
-/// when the file grows meanwhile.
-fn read_sized(file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal> {
+/// the buffer and refuses early; the `limit + 1` bound is what holds when
+/// the file grows meanwhile.
+///
+/// The buffer holds one byte more than `fstat` said, so growth shows in the
+/// first read. A read that stops short exactly at that size has met the end
+/// of the file as it was when read (a regular file reads short only there),
+/// so no probe read is spent confirming it; any other short read reads on
+/// until a read returns nothing.
+fn read_sized(mut file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal> {
     if size > limit {
         return Err(Refusal::TooLarge { bytes: size, limit });
     }
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(limit + 1).read_to_end(&mut bytes)?;
+    let Ok(size) = usize::try_from(size) else {
+        return read_rest(file, Vec::new(), limit);
+    };
+    let mut bytes = vec![0u8; size + 1];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        let want = bytes.len() - filled;
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => {
+                filled += n;
+                if n < want && filled == size {
+                    break;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    bytes.truncate(filled);
+    if filled > size {
+        // It grew since `fstat`: read on, still bounded.
+        return read_rest(file, bytes, limit);
+    }
+    Ok(bytes)
+}
+
+/// Read what is left of `file` after `bytes`, at most `limit + 1` bytes in
+/// all; more than `limit` is [`Refusal::TooLarge`].
+fn read_rest(file: File, mut bytes: Vec<u8>, limit: u64) -> Result<Vec<u8>, Refusal> {
+    let left = (limit + 1).saturating_sub(bytes.len() as u64);
+    file.take(left).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > limit {
         return Err(Refusal::TooLarge {
             bytes: bytes.len() as u64,
@@ -449,9 +538,50 @@ impl OpenedDirs {
         }
     }
 
+    /// Resolve the root `path` and open it, in one step: the root's handle
+    /// is opened first and its real path is the one the kernel reports for
+    /// that handle, so the root is resolved once (not by `canonicalize` and
+    /// then again on the handle) and the path checked is the directory
+    /// held. `Ok(None)` when it does not exist. When that cannot answer (the
+    /// open fails, `/proc` is unavailable), the root is resolved exactly as
+    /// [`ConfinedRoot::new`] resolves it.
+    ///
+    /// # Errors
+    ///
+    /// As [`ConfinedRoot::new`].
+    pub fn open(path: &Utf8Path) -> io::Result<Option<Self>> {
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        if let Ok(fd) = rustix::fs::open(path.as_std_path(), flags, Mode::empty())
+            && let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
+            && real.is_absolute()
+        {
+            let dir = ConfinedDir {
+                fd,
+                path: path.to_owned(),
+                real: real.clone(),
+            };
+            return Ok(Some(OpenedDirs {
+                root: ConfinedRoot {
+                    path: path.to_owned(),
+                    real,
+                },
+                dirs: vec![(path.to_owned(), Some(Rc::new(dir)))],
+            }));
+        }
+        Ok(ConfinedRoot::new(path)?.map(OpenedDirs::new))
+    }
+
     /// The root.
     pub fn root(&self) -> &ConfinedRoot {
         &self.root
+    }
+
+    /// Whether the root itself is held open (as a directory): what
+    /// [`OpenedDirs::open`] does when it resolves the root from its handle.
+    pub fn holds_root(&self) -> bool {
+        self.dirs
+            .first()
+            .is_some_and(|(path, dir)| dir.is_some() && path.as_str() == self.root.path().as_str())
     }
 
     /// The directory `dir`, opened and checked at most once. `Ok(None)` when
@@ -517,37 +647,108 @@ impl OpenedDirs {
     /// `None` when that cannot answer (a symlink on the way, no `openat2`):
     /// the caller then walks one name at a time.
     fn open_beneath(&mut self, dir: &Utf8Path) -> Option<Result<Option<ConfinedDir>, Refusal>> {
+        let (base_dir, rest) = match self.nearest_open(dir.as_str())? {
+            Ancestor::Open(base_dir, rest) => (base_dir, rest),
+            Ancestor::Missing => return Some(Ok(None)),
+        };
+        let rest = &dir.as_str()[rest..];
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        match rustix::fs::openat2(
+            &base_dir.fd,
+            rest,
+            flags,
+            Mode::empty(),
+            BENEATH_NO_SYMLINKS,
+        ) {
+            Ok(fd) => Some(Ok(Some(ConfinedDir {
+                fd,
+                path: dir.to_owned(),
+                real: real_join(&base_dir.real, rest),
+            }))),
+            Err(e) if e == Errno::NOENT => Some(Ok(None)),
+            Err(_) => None,
+        }
+    }
+
+    /// The nearest directory above `path` already opened (opening the root
+    /// when none is), and where the rest of `path` below it starts. `None`
+    /// when `path` is not a plain descendant of the root (an empty, `.` or
+    /// `..` component) or the root cannot be opened: the caller then takes
+    /// the path it always took.
+    fn nearest_open(&mut self, path: &str) -> Option<Ancestor> {
         let root = self.root.path().as_str();
-        let mut base = dir.as_str();
-        let base_dir = loop {
+        let rel = path.strip_prefix(root)?.strip_prefix('/')?;
+        if rel.split('/').any(|c| matches!(c, "" | "." | "..")) {
+            return None;
+        }
+        let mut base = path;
+        loop {
             base = &base[..base.rfind('/')?];
             if base.len() < root.len() {
                 return None;
             }
-            if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| path.as_str() == base) {
-                match opened {
-                    Some(opened) => break Rc::clone(opened),
-                    // An ancestor that is not there: neither is `dir`.
-                    None => return Some(Ok(None)),
-                }
+            if let Some((_, opened)) = self.dirs.iter().find(|(p, _)| p.as_str() == base) {
+                return Some(match opened {
+                    Some(opened) => Ancestor::Open(Rc::clone(opened), base.len() + 1),
+                    // An ancestor that is not there: neither is `path`.
+                    None => Ancestor::Missing,
+                });
             }
             if base.len() == root.len() {
-                match self.dir(self.root.path().to_owned().as_path()) {
-                    Ok(Some(opened)) => break opened,
-                    Ok(None) => return Some(Ok(None)),
-                    Err(_) => return None,
-                }
+                return match self.dir(self.root.path().to_owned().as_path()) {
+                    Ok(Some(opened)) => Some(Ancestor::Open(opened, base.len() + 1)),
+                    Ok(None) => Some(Ancestor::Missing),
+                    Err(_) => None,
+                };
             }
+        }
+    }
+
+    /// [`OpenedDirs::read`] for a file read alone in its directory: no
+    /// handle is opened (or kept) for the directory when one call below an
+    /// opened ancestor can answer; see [`OpenedDirs::read_beneath`].
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn read_one(&mut self, path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
+        match self.read_beneath(path, limit) {
+            Some(read) => read,
+            None => self.read(path, limit),
+        }
+    }
+
+    /// Read the plain descendant `path` of the root with one
+    /// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)` below its nearest
+    /// directory already open, so a file alone in its directory (a skill's
+    /// `SKILL.md`, a gateway file) costs no directory handle. The kernel
+    /// refuses any symlink or `..` on the whole way, so what opens is a real
+    /// entry below a checked directory: inside the root, as
+    /// [`ConfinedDir::read_file`] would find. `None` on anything but success
+    /// or "not there" (a symlink anywhere, not a directory on the way, no
+    /// `openat2`): the caller then reads it the usual way, so every refusal
+    /// and its wording stay that way's.
+    fn read_beneath(
+        &mut self,
+        path: &Utf8Path,
+        limit: u64,
+    ) -> Option<Result<Option<Vec<u8>>, Refusal>> {
+        let (base_dir, rest) = match self.nearest_open(path.as_str())? {
+            Ancestor::Open(base_dir, rest) => (base_dir, rest),
+            Ancestor::Missing => return Some(Ok(None)),
         };
-        let rest = &dir.as_str()[base.len() + 1..];
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
-        match rustix::fs::openat2(&base_dir.fd, rest, flags, Mode::empty(), resolve) {
-            Ok(fd) => Some(Ok(Some(ConfinedDir {
-                fd,
-                path: dir.to_owned(),
-                real: base_dir.real.join(rest),
-            }))),
+        let rest = &path.as_str()[rest..];
+        let flags = READ_FLAGS | OFlags::NOFOLLOW;
+        match rustix::fs::openat2(
+            &base_dir.fd,
+            rest,
+            flags,
+            Mode::empty(),
+            BENEATH_NO_SYMLINKS,
+        ) {
+            Ok(fd) => Some(
+                regular_sized(fd).and_then(|(file, size)| read_sized(file, size, limit).map(Some)),
+            ),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
         }
@@ -758,6 +959,94 @@ mod tests {
             dirs.read(&proj.join("../outside/deep/identity.md"), 100),
             Err(Refusal::Outside { .. })
         ));
+    }
+
+    #[test]
+    fn read_one_answers_as_read_does_for_links_fifos_and_missing_paths() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        let outside = base.join("outside");
+        fs::create_dir_all(proj.join(".vak/skills/plain")).unwrap();
+        fs::create_dir_all(proj.join("docs/skill")).unwrap();
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(proj.join(".vak/skills/plain/SKILL.md"), "plain").unwrap();
+        fs::write(proj.join("docs/skill/SKILL.md"), "linked inside").unwrap();
+        fs::write(outside.join("SKILL.md"), "secret").unwrap();
+        symlink(proj.join("docs/skill"), proj.join(".vak/skills/inside")).unwrap();
+        symlink(&outside, proj.join(".vak/skills/out")).unwrap();
+        fs::create_dir_all(proj.join(".vak/skills/file-link")).unwrap();
+        symlink(
+            outside.join("SKILL.md"),
+            proj.join(".vak/skills/file-link/SKILL.md"),
+        )
+        .unwrap();
+        fs::create_dir_all(proj.join(".vak/skills/fifo")).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(proj.join(".vak/skills/fifo/SKILL.md"))
+                .status()
+                .unwrap()
+                .success()
+        );
+        fs::create_dir_all(proj.join(".vak/skills/dir/SKILL.md")).unwrap();
+        let skills = proj.join(".vak/skills");
+        for name in [
+            "plain",
+            "inside",
+            "out",
+            "file-link",
+            "fifo",
+            "dir",
+            "missing",
+        ] {
+            let path = skills.join(name).join("SKILL.md");
+            let mut one = OpenedDirs::open(&proj).unwrap().unwrap();
+            let mut usual = OpenedDirs::new(ConfinedRoot::new(&proj).unwrap().unwrap());
+            let got = format!("{:?}", one.read_one(&path, 100));
+            let want = format!("{:?}", usual.read(&path, 100));
+            assert_eq!(got, want, "{name}");
+            // And again once the directories on the way are open.
+            assert_eq!(format!("{:?}", one.read_one(&path, 100)), want, "{name}");
+        }
+        let mut one = OpenedDirs::open(&proj).unwrap().unwrap();
+        assert_eq!(
+            one.read_one(&skills.join("plain/SKILL.md"), 100)
+                .unwrap()
+                .unwrap(),
+            b"plain"
+        );
+        assert!(matches!(
+            one.read_one(&skills.join("out/SKILL.md"), 100),
+            Err(Refusal::Outside { leads_to }) if leads_to == outside
+        ));
+        assert!(matches!(
+            one.read_one(&skills.join("plain/SKILL.md"), 3),
+            Err(Refusal::TooLarge { bytes: 5, limit: 3 })
+        ));
+        assert!(
+            OpenedDirs::open(&base.join("no-such-root"))
+                .unwrap()
+                .is_none()
+        );
+        assert_eq!(one.root().real(), proj.as_std_path());
+    }
+
+    #[test]
+    fn names_list_the_same_through_a_shared_handle_every_time() {
+        let (_keep, root_path) = temp();
+        for name in ["b", "a", "c"] {
+            fs::create_dir(root_path.join(name)).unwrap();
+        }
+        fs::write(root_path.join("f"), "").unwrap();
+        let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
+        let dir = ConfinedDir::open(&root_path, &root).unwrap().unwrap();
+        let mut first = dir.names(100).unwrap();
+        first.sort();
+        assert_eq!(first, ["a", "b", "c", "f"]);
+        let mut again = dir.names(100).unwrap();
+        again.sort();
+        assert_eq!(again, first, "listed again from the start");
+        assert_eq!(dir.names(2).unwrap().len(), 2);
     }
 
     #[test]

@@ -14,6 +14,8 @@
 //! wrong type (a string or array where an object belongs) is reported with
 //! the file and key, never ignored silently.
 
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 use std::fmt;
 
 use camino::{Utf8Path, Utf8PathBuf};
@@ -25,7 +27,8 @@ use vak_prompt_blocks::{
 };
 
 use crate::chain::{Contribution, Skipped};
-use crate::confine::{ConfinedRoot, OpenedDirs};
+use crate::confine::OpenedDirs;
+use crate::paths::join;
 use crate::safe_read::ReadRefusal;
 use crate::write::{SaveError, SaveOutcome, save_atomic};
 
@@ -34,7 +37,7 @@ pub const MAX_GATEWAY_BYTES: u64 = 1024 * 1024;
 
 /// `$VAK_HOME/.vak/gateway`: the directory holding the gateway's JSON files.
 pub fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
-    home.join(".vak").join("gateway")
+    join(home, &[".vak", "gateway"])
 }
 
 /// One of the two gateway files that carry prompts.
@@ -65,7 +68,7 @@ impl GatewayFile {
 
     /// The file's path under `home`.
     pub fn path(self, home: &Utf8Path) -> Utf8PathBuf {
-        gateway_dir(home).join(self.file_name())
+        join(home, &[".vak", "gateway", self.file_name()])
     }
 }
 
@@ -258,8 +261,8 @@ pub fn read_gateway(
     home: &Utf8Path,
     file: GatewayFile,
 ) -> Result<Option<GatewayDoc>, GatewayError> {
-    let mut dirs = match ConfinedRoot::new(home) {
-        Ok(Some(root)) => OpenedDirs::new(root),
+    let mut dirs = match OpenedDirs::open(home) {
+        Ok(Some(dirs)) => dirs,
         Ok(None) => return Ok(None),
         Err(e) => {
             return Err(GatewayError::Unreadable {
@@ -282,7 +285,7 @@ fn read_gateway_in(
         path: path.clone(),
         reason,
     };
-    let bytes = match dirs.read(&path, MAX_GATEWAY_BYTES) {
+    let bytes = match dirs.read_one(&path, MAX_GATEWAY_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(None),
         Err(refusal) => return Err(unreadable(refusal.into())),
@@ -529,80 +532,465 @@ fn file_reason(error: &GatewayError) -> String {
     }
 }
 
-fn read_for_chain(
+/// The bytes of one gateway file for the chain: through the home's opened
+/// directories when there are some, else as [`read_gateway`] reads it.
+fn read_bytes_for_chain(
     home: &Utf8Path,
     dirs: Option<&mut OpenedDirs>,
     file: GatewayFile,
-    skipped: &mut Vec<Skipped>,
-) -> Option<GatewayDoc> {
-    let read = match dirs {
-        Some(dirs) => read_gateway_in(dirs, home, file),
-        None => read_gateway(home, file),
+) -> Result<Option<Vec<u8>>, GatewayError> {
+    let mut own;
+    let dirs = match dirs {
+        Some(dirs) => dirs,
+        None => match OpenedDirs::open(home) {
+            Ok(Some(dirs)) => {
+                own = dirs;
+                &mut own
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => {
+                return Err(GatewayError::Unreadable {
+                    path: file.path(home),
+                    reason: ReadRefusal::Io(e.to_string()),
+                });
+            }
+        },
     };
-    match read {
-        Ok(doc) => doc,
+    let path = file.path(home);
+    match dirs.read_one(&path, MAX_GATEWAY_BYTES) {
+        Ok(bytes) => Ok(bytes),
+        Err(refusal) => Err(GatewayError::Unreadable {
+            path,
+            reason: refusal.into(),
+        }),
+    }
+}
+
+/// Read one gateway file for the chain and walk it for the selected entry
+/// ([`walk_gateway`]); a file not used is reported whole, as
+/// [`read_gateway`]'s refusal.
+fn read_for_chain<'t>(
+    home: &Utf8Path,
+    bytes: &'t [u8],
+    selection: Selection<'_>,
+    skipped: &mut Vec<Skipped>,
+) -> Option<Found<'t>> {
+    let path = || selection.file.path(home);
+    let walked = match std::str::from_utf8(bytes) {
+        Ok(text) => walk_gateway(text, selection, &path),
+        Err(e) => Err(GatewayError::Unreadable {
+            path: path(),
+            reason: ReadRefusal::NotUtf8 {
+                at_byte: e.valid_up_to(),
+            },
+        }),
+    };
+    match walked {
+        Ok(found) => Some(found),
         Err(error) => {
             let source = match &error {
                 GatewayError::NotObject { key, .. } => key.clone(),
-                _ => file.path(home).to_string(),
+                _ => path().to_string(),
             };
-            skip(skipped, None, file.layer(), source, file_reason(&error));
+            skip(
+                skipped,
+                None,
+                selection.file.layer(),
+                source,
+                file_reason(&error),
+            );
             None
         }
     }
 }
 
-/// Contributions from one entry's `prompts` object. `key_prefix` is the
-/// source key of the entry, e.g. `bots.json#/helpdesk`.
-fn entry_prompts(
-    entry: &Value,
-    key_prefix: &str,
-    layer: PromptLayer,
+/// Which entry of which gateway file the chain wants.
+#[derive(Clone, Copy)]
+struct Selection<'s> {
+    file: GatewayFile,
+    bot: &'s str,
+    chat: Option<&'s str>,
+}
+
+/// What a JSON value is, as [`json_kind`] names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Null,
+    Bool,
+    Number,
+    String,
+    Array,
+    Object,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Null => "null",
+            Kind::Bool => "a boolean",
+            Kind::Number => "a number",
+            Kind::String => "a string",
+            Kind::Array => "an array",
+            Kind::Object => "an object",
+        }
+    }
+}
+
+/// A value as the walk keeps it: its kind, and a prompt string's text.
+struct Seen<'t> {
+    kind: Kind,
+    text: Option<Cow<'t, str>>,
+}
+
+impl Seen<'_> {
+    fn of(kind: Kind) -> Self {
+        Seen { kind, text: None }
+    }
+}
+
+/// What the walk found on the way to the selected entry. A key given twice
+/// refuses the whole file, so which of two values is kept never matters.
+#[derive(Default)]
+struct Found<'t> {
+    /// `allowlist.json`: the bot's object of chats.
+    bot: Option<Kind>,
+    /// The selected entry.
+    entry: Option<Kind>,
+    /// The entry's `prompts`.
+    prompts: Option<Kind>,
+    /// The keys of `prompts`, in the file's order, with their values.
+    keys: Vec<(Cow<'t, str>, Seen<'t>)>,
+}
+
+/// What the walk keeps of the value at hand.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// The top-level object.
+    Top,
+    /// `allowlist.json`'s object of the selected bot's chats.
+    Chats,
+    /// The selected entry.
+    Entry,
+    /// The entry's `prompts` object.
+    Prompts,
+    /// A value in `prompts`: a string's text is kept.
+    Text,
+    /// Only its kind, and its keys checked for duplicates.
+    Nothing,
+}
+
+/// Where a value sits: the JSON pointer of a duplicate key, spelled only
+/// when one is found.
+enum Pointer<'p> {
+    Root,
+    Key(&'p Pointer<'p>, &'p str),
+    Index(&'p Pointer<'p>, usize),
+}
+
+impl Pointer<'_> {
+    fn spell(&self, out: &mut String) {
+        match self {
+            Pointer::Root => out.push('#'),
+            Pointer::Key(parent, key) => {
+                parent.spell(out);
+                out.push('/');
+                out.push_str(key);
+            }
+            Pointer::Index(parent, index) => {
+                parent.spell(out);
+                out.push('/');
+                out.push_str(&index.to_string());
+            }
+        }
+    }
+}
+
+/// Walk a gateway file's JSON for the chain, without building it: every
+/// byte is parsed by the same parser, in the same order, as
+/// [`parse_gateway_json`] parses it (so a syntax error is the same error
+/// at the same place), every object's keys are checked for duplicates (the
+/// first found is the one named, as there), and only the selected entry's
+/// kinds and its `prompts` strings are kept.
+struct Walk<'a, 'p, 't> {
+    at: &'p Pointer<'p>,
+    want: Want,
+    selection: Selection<'a>,
+    found: &'a mut Found<'t>,
+    duplicate: &'a mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for Walk<'_, '_, 'de> {
+    type Value = Seen<'de>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Seen<'de>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Walk<'_, '_, 'de> {
+    type Value = Seen<'de>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Seen<'de>, E> {
+        Ok(Seen::of(Kind::Bool))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Seen<'de>, E> {
+        Ok(Seen::of(Kind::Number))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Seen<'de>, E> {
+        Ok(Seen::of(Kind::Number))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Seen<'de>, E> {
+        // As `Value` keeps it: a float JSON cannot hold is null.
+        Ok(Seen::of(if v.is_finite() {
+            Kind::Number
+        } else {
+            Kind::Null
+        }))
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Seen<'de>, E> {
+        Ok(Seen {
+            kind: Kind::String,
+            text: (self.want == Want::Text).then_some(Cow::Borrowed(v)),
+        })
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Seen<'de>, E> {
+        Ok(Seen {
+            kind: Kind::String,
+            text: (self.want == Want::Text).then(|| Cow::Owned(v.to_owned())),
+        })
+    }
+    fn visit_string<E>(self, v: String) -> Result<Seen<'de>, E> {
+        Ok(Seen {
+            kind: Kind::String,
+            text: (self.want == Want::Text).then_some(Cow::Owned(v)),
+        })
+    }
+    fn visit_unit<E>(self) -> Result<Seen<'de>, E> {
+        Ok(Seen::of(Kind::Null))
+    }
+    fn visit_none<E>(self) -> Result<Seen<'de>, E> {
+        Ok(Seen::of(Kind::Null))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Seen<'de>, A::Error> {
+        let mut index = 0;
+        loop {
+            let at = Pointer::Index(self.at, index);
+            let item = Walk {
+                at: &at,
+                want: Want::Nothing,
+                selection: self.selection,
+                found: &mut *self.found,
+                duplicate: &mut *self.duplicate,
+            };
+            if seq.next_element_seed(item)?.is_none() {
+                break;
+            }
+            index += 1;
+        }
+        Ok(Seen::of(Kind::Array))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seen<'de>, A::Error> {
+        let mut keys = BTreeSet::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let want = self.child(&key);
+            let at = Pointer::Key(self.at, &key);
+            let value = map.next_value_seed(Walk {
+                at: &at,
+                want,
+                selection: self.selection,
+                found: &mut *self.found,
+                duplicate: &mut *self.duplicate,
+            })?;
+            match want {
+                Want::Chats => self.found.bot = Some(value.kind),
+                Want::Entry => self.found.entry = Some(value.kind),
+                Want::Prompts => self.found.prompts = Some(value.kind),
+                Want::Text => self.found.keys.push((key.clone(), value)),
+                Want::Top | Want::Nothing => {}
+            }
+            if keys.contains(&key) {
+                if self.duplicate.is_none() {
+                    let mut pointer = String::new();
+                    at.spell(&mut pointer);
+                    *self.duplicate = Some(pointer);
+                }
+            } else {
+                keys.insert(key);
+            }
+        }
+        Ok(Seen::of(Kind::Object))
+    }
+}
+
+impl Walk<'_, '_, '_> {
+    /// What to keep of the value under `key` of the object at hand.
+    fn child(&self, key: &str) -> Want {
+        let selection = self.selection;
+        match self.want {
+            Want::Top if key == selection.bot => match selection.file {
+                GatewayFile::Bots => Want::Entry,
+                GatewayFile::Allowlist => Want::Chats,
+            },
+            Want::Chats if Some(key) == selection.chat => Want::Entry,
+            Want::Entry if key == "prompts" => Want::Prompts,
+            Want::Prompts => Want::Text,
+            _ => Want::Nothing,
+        }
+    }
+}
+
+/// An object key, borrowed from the text when it has no escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Cow<'de, str>, D::Error> {
+        d.deserialize_string(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Cow<'de, str>, E> {
+        Ok(Cow::Owned(v))
+    }
+}
+
+/// Walk `text` (the JSON of the file `path` names) for `selection`:
+/// refused whole exactly as [`read_gateway`] refuses it (not JSON, a key
+/// given twice, not an object at the top), else what was found.
+fn walk_gateway<'t>(
+    text: &'t str,
+    selection: Selection<'_>,
+    path: &dyn Fn() -> Utf8PathBuf,
+) -> Result<Found<'t>, GatewayError> {
+    let mut found = Found::default();
+    let mut duplicate = None;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let top = Walk {
+        at: &Pointer::Root,
+        want: Want::Top,
+        selection,
+        found: &mut found,
+        duplicate: &mut duplicate,
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|v| deserializer.end().map(|()| v))
+    .map_err(|e| GatewayError::NotJson {
+        path: path(),
+        message: e.to_string(),
+    })?;
+    if let Some(pointer) = duplicate {
+        return Err(GatewayError::DuplicateKey {
+            path: path(),
+            pointer,
+        });
+    }
+    if top.kind != Kind::Object {
+        return Err(GatewayError::NotObject {
+            key: format!("{}#", selection.file.file_name()),
+            found: top.kind.name(),
+            expected: " keyed by bot id",
+        });
+    }
+    Ok(found)
+}
+
+/// The selected entry's contributions, or what is wrong on the way to it,
+/// reported as [`GatewayDoc::entry`] and [`prompt_of`] report it.
+fn found_prompts(
+    found: Found<'_>,
+    selection: Selection<'_>,
     contributions: &mut Vec<Contribution>,
     skipped: &mut Vec<Skipped>,
 ) {
-    let Some(prompts) = entry.get("prompts") else {
-        return;
-    };
-    let Some(prompts) = prompts.as_object() else {
-        skip(
-            skipped,
-            None,
-            layer,
-            format!("{key_prefix}/prompts"),
-            format!(
-                "is {}, not an object of block names to strings",
-                json_kind(prompts)
-            ),
-        );
-        return;
-    };
+    let file = selection.file;
+    let layer = file.layer();
+    let mut steps = vec![selection.bot];
+    if file == GatewayFile::Allowlist {
+        match found.bot {
+            None => return,
+            Some(Kind::Object) => {}
+            Some(kind) => {
+                let error = GatewayError::NotObject {
+                    key: entry_key(file, &steps),
+                    found: kind.name(),
+                    expected: entry_expectation(file, true),
+                };
+                return wrong_entry(skipped, layer, error);
+            }
+        }
+        match selection.chat {
+            Some(chat) => steps.push(chat),
+            None => return,
+        }
+    }
+    let key_prefix = entry_key(file, &steps);
+    match found.entry {
+        None => return,
+        Some(Kind::Object) => {}
+        Some(kind) => {
+            let error = GatewayError::NotObject {
+                key: key_prefix,
+                found: kind.name(),
+                expected: entry_expectation(file, false),
+            };
+            return wrong_entry(skipped, layer, error);
+        }
+    }
+    match found.prompts {
+        None => return,
+        Some(Kind::Object) => {}
+        Some(kind) => {
+            return skip(
+                skipped,
+                None,
+                layer,
+                format!("{key_prefix}/prompts"),
+                format!(
+                    "is {}, not an object of block names to strings",
+                    kind.name()
+                ),
+            );
+        }
+    }
+    let mut keys = found.keys;
     // Read in the fixed block order, not the JSON's key order, so the
     // contribution list is deterministic.
     for block in Block::EDITABLE {
-        let Some(value) = prompts.get(block.wire_name()) else {
+        let Some(at) = keys.iter().position(|(k, _)| k == block.wire_name()) else {
             continue;
         };
+        let (_, value) = keys.swap_remove(at);
         let source = format!("{key_prefix}/prompts/{block}");
-        match value.as_str() {
+        match value.text {
             Some(text) => contributions.push(Contribution {
                 block,
                 provenance: std::sync::Arc::new(Provenance::new(layer, Origin::Gateway, source)),
-                text: text.to_owned(),
+                text: text.into_owned(),
             }),
             None => skip(
                 skipped,
                 Some(block),
                 layer,
                 source,
-                format!("is {}, not a string", json_kind(value)),
+                format!("is {}, not a string", value.kind.name()),
             ),
         }
     }
-    for key in prompts.keys() {
-        if Block::EDITABLE.iter().any(|b| b.wire_name() == key) {
-            continue;
-        }
+    // The rest in key order, as an object of the parsed file lists them.
+    keys.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    for (key, _) in keys {
         let reason = match key.parse::<Block>() {
             Ok(Block::AgentInstructions) => "cannot be set by a gateway entry: `agent-instructions` is made from an agent role's `identity.md` and `operating-rules.md` (in `.vak/prompts/agents/<role>/`); put the text there, or use this entry's `identity`/`operating-rules`".to_owned(),
             Ok(block) if block.owner() == Owner::Code => format!(
@@ -617,7 +1005,7 @@ fn entry_prompts(
             skipped,
             None,
             layer,
-            format!("{key_prefix}/prompts/{}", Escaped(key)),
+            format!("{key_prefix}/prompts/{}", Escaped(&key)),
             reason,
         );
     }
@@ -653,33 +1041,39 @@ pub(crate) fn load_gateway(
     skipped: &mut Vec<Skipped>,
 ) {
     let Some(bot) = bot else { return };
-    if let Some(doc) = read_for_chain(home, dirs.as_deref_mut(), GatewayFile::Bots, skipped) {
-        let path = [bot.as_str()];
-        match doc.entry(&path) {
-            Ok(Some(entry)) => entry_prompts(
-                entry,
-                &entry_key(GatewayFile::Bots, &path),
-                PromptLayer::Bot,
-                contributions,
-                skipped,
-            ),
-            Ok(None) => {}
-            Err(error) => wrong_entry(skipped, PromptLayer::Bot, error),
+    let tiers = [
+        Selection {
+            file: GatewayFile::Bots,
+            bot: bot.as_str(),
+            chat: None,
+        },
+        Selection {
+            file: GatewayFile::Allowlist,
+            bot: bot.as_str(),
+            chat: chat.map(Name::as_str),
+        },
+    ];
+    for selection in tiers {
+        if selection.file == GatewayFile::Allowlist && selection.chat.is_none() {
+            return;
         }
-    }
-    let Some(chat) = chat else { return };
-    if let Some(doc) = read_for_chain(home, dirs, GatewayFile::Allowlist, skipped) {
-        let path = [bot.as_str(), chat.as_str()];
-        match doc.entry(&path) {
-            Ok(Some(entry)) => entry_prompts(
-                entry,
-                &entry_key(GatewayFile::Allowlist, &path),
-                PromptLayer::Chat,
-                contributions,
-                skipped,
-            ),
-            Ok(None) => {}
-            Err(error) => wrong_entry(skipped, PromptLayer::Chat, error),
+        let bytes = match read_bytes_for_chain(home, dirs.as_deref_mut(), selection.file) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => continue,
+            Err(error) => {
+                let source = selection.file.path(home).to_string();
+                skip(
+                    skipped,
+                    None,
+                    selection.file.layer(),
+                    source,
+                    file_reason(&error),
+                );
+                continue;
+            }
+        };
+        if let Some(found) = read_for_chain(home, &bytes, selection, skipped) {
+            found_prompts(found, selection, contributions, skipped);
         }
     }
 }
@@ -708,6 +1102,249 @@ mod tests {
             &mut s,
         );
         (c, s)
+    }
+
+    /// The chain's gateway reading as it was before the walk: the file
+    /// parsed into a `Value`, then looked up. The walk must answer the same.
+    mod before {
+        use super::super::*;
+        use serde_json::Value;
+
+        fn read_for_chain(
+            home: &Utf8Path,
+            dirs: Option<&mut OpenedDirs>,
+            file: GatewayFile,
+            skipped: &mut Vec<Skipped>,
+        ) -> Option<GatewayDoc> {
+            let read = match dirs {
+                Some(dirs) => read_gateway_in(dirs, home, file),
+                None => read_gateway(home, file),
+            };
+            match read {
+                Ok(doc) => doc,
+                Err(error) => {
+                    let source = match &error {
+                        GatewayError::NotObject { key, .. } => key.clone(),
+                        _ => file.path(home).to_string(),
+                    };
+                    skip(skipped, None, file.layer(), source, file_reason(&error));
+                    None
+                }
+            }
+        }
+
+        /// Contributions from one entry's `prompts` object. `key_prefix` is the
+        /// source key of the entry, e.g. `bots.json#/helpdesk`.
+        fn entry_prompts(
+            entry: &Value,
+            key_prefix: &str,
+            layer: PromptLayer,
+            contributions: &mut Vec<Contribution>,
+            skipped: &mut Vec<Skipped>,
+        ) {
+            let Some(prompts) = entry.get("prompts") else {
+                return;
+            };
+            let Some(prompts) = prompts.as_object() else {
+                skip(
+                    skipped,
+                    None,
+                    layer,
+                    format!("{key_prefix}/prompts"),
+                    format!(
+                        "is {}, not an object of block names to strings",
+                        json_kind(prompts)
+                    ),
+                );
+                return;
+            };
+            // Read in the fixed block order, not the JSON's key order, so the
+            // contribution list is deterministic.
+            for block in Block::EDITABLE {
+                let Some(value) = prompts.get(block.wire_name()) else {
+                    continue;
+                };
+                let source = format!("{key_prefix}/prompts/{block}");
+                match value.as_str() {
+                    Some(text) => contributions.push(Contribution {
+                        block,
+                        provenance: std::sync::Arc::new(Provenance::new(
+                            layer,
+                            Origin::Gateway,
+                            source,
+                        )),
+                        text: text.to_owned(),
+                    }),
+                    None => skip(
+                        skipped,
+                        Some(block),
+                        layer,
+                        source,
+                        format!("is {}, not a string", json_kind(value)),
+                    ),
+                }
+            }
+            for key in prompts.keys() {
+                if Block::EDITABLE.iter().any(|b| b.wire_name() == key) {
+                    continue;
+                }
+                let reason = match key.parse::<Block>() {
+                    Ok(Block::AgentInstructions) => "cannot be set by a gateway entry: `agent-instructions` is made from an agent role's `identity.md` and `operating-rules.md` (in `.vak/prompts/agents/<role>/`); put the text there, or use this entry's `identity`/`operating-rules`".to_owned(),
+                    Ok(block) if block.owner() == Owner::Code => format!(
+                        "names `{block}`, which the runtime writes; no layer may set it (editable: identity, operating-rules, guardrails, surface-note)"
+                    ),
+                    Ok(block) => format!(
+                        "names `{block}`, which no gateway entry may set (editable: identity, operating-rules, guardrails, surface-note)"
+                    ),
+                    Err(_) => "is not a block name (expected identity, operating-rules, guardrails or surface-note)".to_owned(),
+                };
+                skip(
+                    skipped,
+                    None,
+                    layer,
+                    format!("{key_prefix}/prompts/{}", Escaped(key)),
+                    reason,
+                );
+            }
+        }
+
+        /// Report an entry that is there but not an object.
+        fn wrong_entry(skipped: &mut Vec<Skipped>, layer: PromptLayer, error: GatewayError) {
+            if let GatewayError::NotObject {
+                key,
+                found,
+                expected,
+            } = &error
+            {
+                skip(
+                    skipped,
+                    None,
+                    layer,
+                    key.clone(),
+                    format!("is {found}, not an object{expected}; it is not used"),
+                );
+            } else {
+                skip(skipped, None, layer, String::new(), error.to_string());
+            }
+        }
+
+        /// Append the bot and chat tiers' contributions.
+        pub(super) fn load_gateway(
+            home: &Utf8Path,
+            mut dirs: Option<&mut OpenedDirs>,
+            bot: Option<&Name>,
+            chat: Option<&Name>,
+            contributions: &mut Vec<Contribution>,
+            skipped: &mut Vec<Skipped>,
+        ) {
+            let Some(bot) = bot else { return };
+            if let Some(doc) = read_for_chain(home, dirs.as_deref_mut(), GatewayFile::Bots, skipped)
+            {
+                let path = [bot.as_str()];
+                match doc.entry(&path) {
+                    Ok(Some(entry)) => entry_prompts(
+                        entry,
+                        &entry_key(GatewayFile::Bots, &path),
+                        PromptLayer::Bot,
+                        contributions,
+                        skipped,
+                    ),
+                    Ok(None) => {}
+                    Err(error) => wrong_entry(skipped, PromptLayer::Bot, error),
+                }
+            }
+            let Some(chat) = chat else { return };
+            if let Some(doc) = read_for_chain(home, dirs, GatewayFile::Allowlist, skipped) {
+                let path = [bot.as_str(), chat.as_str()];
+                match doc.entry(&path) {
+                    Ok(Some(entry)) => entry_prompts(
+                        entry,
+                        &entry_key(GatewayFile::Allowlist, &path),
+                        PromptLayer::Chat,
+                        contributions,
+                        skipped,
+                    ),
+                    Ok(None) => {}
+                    Err(error) => wrong_entry(skipped, PromptLayer::Chat, error),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_walk_answers_as_the_parsed_value_did() {
+        let bots = [
+            r#"{"helpdesk": {"prompts": {"identity": "bot identity", "operating-rules": "r", "guardrails": "- g", "surface-note": "n"}}}"#,
+            r#"{"helpdesk": {"display_name": "Help", "prompts": {"identity": "esc\u00e9\n\"q\"", "zeta": 1, "alpha": "x", "safety-floor": "s", "agent-instructions": "a", "guardrails": 3, "surface-note": null, "odd\u001bkey": "k"}}, "other": {"prompts": 5}}"#,
+            r#"{"helpdesk": {"prompts": {"identity": "first", "identity": "second"}}}"#,
+            r#"{"a": [{"x": 1, "x": 2}], "helpdesk": {"prompts": {"identity": "i"}}, "a": 1}"#,
+            r#"{"helpdesk": {"prompts": {"identity": {"k": 1, "k": 2}}, "prompts": 1}}"#,
+            r#"{"helpdesk": "be nice"}"#,
+            r#"{"helpdesk": {"prompts": ["identity"]}}"#,
+            r#"{"helpdesk": {"prompts": {}}}"#,
+            r#"{"other": {}}"#,
+            r#"["helpdesk"]"#,
+            r#""text""#,
+            r#"{"helpdesk": {"prompts": {"identity": "i",}}}"#,
+            r#"{"helpdesk": 1} trailing"#,
+            r#"{"helpdesk": {"prompts": {"identity": 1e999}}}"#,
+            r#"{"helpdesk": {"prompts": {"identity": "i"}}, "\u0068elpdesk": {}}"#,
+            "{\"helpdesk\": {\"prompts\": {\"identity\": \"bad \u{1}\"}}}",
+            "",
+        ];
+        let allow = [
+            r#"{"helpdesk": {"ops": {"prompts": {"identity": "chat", "guardrails": "- g"}}}}"#,
+            r#"{"helpdesk": {"ops": ["x"]}}"#,
+            r#"{"helpdesk": ["ops"]}"#,
+            r#"{"helpdesk": {"ops": {"prompts": {"identity": 1}}, "ops2": {"a": 1, "a": 1}}}"#,
+            r#"{"helpdesk": {"other": {}}}"#,
+            r#"[{"a": 1}, {"b": 2, "b": 3}]"#,
+            r#"{"other": {"ops": {"prompts": "x"}}}"#,
+        ];
+        let (_keep, home) = home();
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").unwrap();
+        let chat = Name::new(vak_prompt_blocks::NameKind::Chat, "ops").unwrap();
+        let mut cases = 0;
+        for bots_text in bots
+            .iter()
+            .map(|t| Some(t.as_bytes()))
+            .chain([None, Some(&b"{\"helpdesk\": \"\xff\"}"[..])])
+        {
+            for allow_text in allow.iter().map(|t| Some(*t)).chain([None]) {
+                match bots_text {
+                    Some(text) => std::fs::write(GatewayFile::Bots.path(&home), text).unwrap(),
+                    None => {
+                        let _ = std::fs::remove_file(GatewayFile::Bots.path(&home));
+                    }
+                }
+                match allow_text {
+                    Some(text) => std::fs::write(GatewayFile::Allowlist.path(&home), text).unwrap(),
+                    None => {
+                        let _ = std::fs::remove_file(GatewayFile::Allowlist.path(&home));
+                    }
+                }
+                for with_chat in [false, true] {
+                    for with_dirs in [false, true] {
+                        let run = |walk: bool| {
+                            let mut dirs = OpenedDirs::open(&home).unwrap().unwrap();
+                            let dirs = with_dirs.then_some(&mut dirs);
+                            let (mut c, mut s) = (Vec::new(), Vec::new());
+                            let chat = with_chat.then_some(&chat);
+                            if walk {
+                                load_gateway(&home, dirs, Some(&bot), chat, &mut c, &mut s);
+                            } else {
+                                before::load_gateway(&home, dirs, Some(&bot), chat, &mut c, &mut s);
+                            }
+                            (c, s)
+                        };
+                        let (walked, parsed) = (run(true), run(false));
+                        assert_eq!(walked, parsed, "{bots_text:?} {allow_text:?} {with_chat}");
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 100);
     }
 
     #[test]

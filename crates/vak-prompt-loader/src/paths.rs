@@ -3,7 +3,28 @@ use vak_prompt_blocks::{Name, SurfaceKind};
 
 /// `<root>/.vak/prompts`: the prompt directory of a home or a project.
 pub fn prompt_dir(root: &Utf8Path) -> Utf8PathBuf {
-    root.join(".vak").join("prompts")
+    join(root, &[".vak", "prompts"])
+}
+
+/// `dir` joined with `names` in turn, as `Utf8Path::join` joins them, in
+/// one allocation of the exact size (a chain of `join`s copies the path
+/// once per name and grows it again for each). An empty or absolute name
+/// is joined by `Utf8Path::join` itself, which gives it its own meaning.
+pub(crate) fn join(dir: &Utf8Path, names: &[&str]) -> Utf8PathBuf {
+    if names.iter().any(|n| n.is_empty() || n.starts_with('/')) {
+        return names.iter().fold(dir.to_owned(), |path, n| path.join(n));
+    }
+    let mut out = String::with_capacity(
+        dir.as_str().len() + names.iter().map(|n| n.len() + 1).sum::<usize>(),
+    );
+    out.push_str(dir.as_str());
+    for name in names {
+        if !out.is_empty() && !out.ends_with('/') {
+            out.push('/');
+        }
+        out.push_str(name);
+    }
+    Utf8PathBuf::from(out)
 }
 
 /// The directories that make up one origin's share of the chain.
@@ -22,9 +43,32 @@ impl LayerDirs {
     pub fn new(root: &Utf8Path, surface: SurfaceKind, agent: Option<&Name>) -> Self {
         let base = prompt_dir(root);
         LayerDirs {
-            surface: base.join("surface").join(surface.wire_name()),
-            agent: agent.map(|role| base.join("agents").join(role.as_str())),
+            surface: join(&base, &["surface", surface.wire_name()]),
+            agent: agent.map(|role| join(&base, &["agents", role.as_str()])),
             base,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn join_joins_as_path_join_does() {
+        for dir in ["/h", "/h/", "", "rel", "/"] {
+            for names in [
+                &["a"][..],
+                &["a", "b.md"],
+                &[".vak", "prompts"],
+                &["a/b", "c"],
+                &["", "x"],
+                &["a", "/abs"],
+            ] {
+                let dir = Utf8Path::new(dir);
+                let want = names.iter().fold(dir.to_owned(), |p, n| p.join(n));
+                assert_eq!(join(dir, names), want, "{dir:?} {names:?}");
+            }
         }
     }
 }
