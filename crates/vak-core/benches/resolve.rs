@@ -7,7 +7,10 @@
 //! - `changed_one_file`: one input touched, so the cache arms its watch again
 //!   and reads and composes (what a change costs through the cache);
 //! - `compose_only`: composing an already-loaded chain (what `warm` measured
-//!   before the cache).
+//!   before the cache);
+//! - `load_only`, `load_only_sparse`: `load_chain` alone, on this chain and
+//!   on the bundled fixture project, whose surface and agent directories
+//!   are missing.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -165,6 +168,26 @@ fn bench(c: &mut Criterion) {
                 tail: TailContext::default(),
             }))
         })
+    });
+    // The two halves of `cold` apart: reading the chain alone, on this
+    // chain and on a sparse one (the bundled fixture: no surface or agent
+    // directories), since what pays on one can cost on the other.
+    group.bench_function("load_only", |b| {
+        b.iter(|| black_box(load_chain(&request).unwrap()))
+    });
+    let fixtures = Utf8PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures"));
+    let sparse = LoadRequest {
+        home: fixtures.join("home"),
+        project: fixtures.join("projects/myproj"),
+        surface: SurfaceKind::Server,
+        bot: None,
+        chat: None,
+        agent: None,
+        workdir: None,
+    };
+    assert!(load_chain(&sparse).unwrap().skipped.is_empty());
+    group.bench_function("load_only_sparse", |b| {
+        b.iter(|| black_box(load_chain(&sparse).unwrap()))
     });
     group.finish();
 
