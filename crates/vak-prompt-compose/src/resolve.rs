@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
-    Block, Composition, Escaped, Guardrail, GuardrailLint, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, clean, neutralise, parse_guardrails, sha256_hex,
+    Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
+    Provenance, SurfaceKind, clean, neutralise, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -254,11 +254,9 @@ impl ResolvedPrompt {
 /// Render the accumulated items of a guardrails or surface-note block,
 /// widest first, dropping later duplicates.
 fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<String>) -> String {
-    let mut kept: Vec<Guardrail> = Vec::new();
-    let mut keys = std::collections::HashSet::new();
+    let mut list = GuardrailList::new();
     for contributor in contributors {
-        let parsed = parse_guardrails(&contributor.text);
-        for lint in parsed.lints {
+        for lint in list.add(&contributor.text) {
             // A surface note is prose by nature; only guardrails are lists.
             if block == Block::SurfaceNote
                 && matches!(lint, GuardrailLint::ProseBeforeFirstBullet { .. })
@@ -267,13 +265,8 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             }
             warnings.push(format!("`{block}` in {}: {lint}", contributor.provenance));
         }
-        for (item, key) in parsed.items.into_iter().zip(parsed.keys) {
-            if keys.insert(key) {
-                kept.push(item);
-            }
-        }
     }
-    join_nonempty(kept.iter().map(Guardrail::render), "\n")
+    list.into_rendered()
 }
 
 /// `parts` joined by `separator` into one string, empty parts skipped:
