@@ -111,19 +111,16 @@ pub fn fold_whitespace(text: &str) -> String {
 /// `char::is_whitespace` accepts is tab, LF, VT, FF, CR or space; any byte
 /// from 0x80 up is left to the full fold.)
 fn is_folded(text: &str) -> bool {
-    // A leading space counts as one after a space.
-    let mut after_space = true;
-    for b in text.bytes() {
-        if b >= 0x80 || matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r') {
-            return false;
-        }
-        let space = b == b' ';
-        if space && after_space {
-            return false;
-        }
-        after_space = space;
-    }
-    !after_space || text.is_empty()
+    let bytes = text.as_bytes();
+    // Two passes without an early exit, which the compiler vectorises: a
+    // guardrail is a line or two, and most pass.
+    let odd = bytes.iter().fold(false, |any, b| {
+        any | (*b >= 0x80) | (*b == b'\t') | ((*b >= b'\n') & (*b <= b'\r'))
+    });
+    let doubled = bytes.windows(2).fold(false, |any, pair| {
+        any | ((pair[0] == b' ') & (pair[1] == b' '))
+    });
+    !odd && !doubled && bytes.first() != Some(&b' ') && bytes.last() != Some(&b' ')
 }
 
 /// Append `text`, whitespace folded, to `out`.
@@ -149,36 +146,55 @@ fn key_of<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
 }
 
 /// A set of dedup keys, kept in one string. A few keys are checked by
-/// scanning them; past that a hashed set is built, so a file of thousands
-/// of guardrails still deduplicates in linear time (DECISIONS §11), with
-/// std's keyed hasher, so no file can be made of colliding keys.
+/// scanning them (a cheap hash of each first, so the scan rarely compares
+/// text); past that a hashed set is built, so a file of thousands of
+/// guardrails still deduplicates in linear time (DECISIONS §11), with std's
+/// keyed hasher, so no file can be made of colliding keys.
 #[derive(Debug, Default)]
 struct KeySet {
     text: String,
-    ends: Vec<usize>,
+    /// Each scanned key's [`scan_hash`] and where it ends in `text`.
+    keys: Vec<(u64, usize)>,
     hashed: std::collections::HashSet<String>,
+}
+
+/// A hash to tell keys apart during [`KeySet`]'s short scan: eight bytes at
+/// a time, multiply and rotate. Not a defence against chosen collisions:
+/// a collision only costs one comparison of text, and the scan is short.
+fn scan_hash(key: &str) -> u64 {
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut chunks = key.as_bytes().chunks_exact(8);
+    let mut hash = key.len() as u64;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    }
+    let mut word = [0; 8];
+    word[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K)
 }
 
 impl KeySet {
     const SCAN: usize = 32;
 
-    /// Add `key`; whether it was new.
-    fn insert(&mut self, key: &str) -> bool {
-        if self.ends.len() < Self::SCAN {
+    /// Add `key`, whose [`scan_hash`] is `hash`; whether it was new.
+    fn insert(&mut self, key: &str, hash: u64) -> bool {
+        if self.keys.len() < Self::SCAN {
             let mut start = 0;
-            for end in &self.ends {
-                if self.text.get(start..*end) == Some(key) {
+            for (seen, end) in &self.keys {
+                if *seen == hash && self.text.get(start..*end) == Some(key) {
                     return false;
                 }
                 start = *end;
             }
             self.text.push_str(key);
-            self.ends.push(self.text.len());
+            self.keys.push((hash, self.text.len()));
             return true;
         }
         if self.hashed.is_empty() {
             let mut start = 0;
-            for end in &self.ends {
+            for (_, end) in &self.keys {
                 self.hashed
                     .insert(self.text.get(start..*end).unwrap_or_default().to_owned());
                 start = *end;
@@ -193,7 +209,7 @@ impl KeySet {
 
     fn clear(&mut self) {
         self.text.clear();
-        self.ends.clear();
+        self.keys.clear();
         self.hashed.clear();
     }
 }
@@ -232,7 +248,7 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut buf = String::new();
     walk(text, &mut parsed.lints, |line, item, lints| {
         let key = key_of(item, &mut buf);
-        if seen.insert(key) {
+        if seen.insert(key, scan_hash(key)) {
             parsed.keys.push(key.to_owned());
             parsed.items.push(Guardrail {
                 text: item.to_owned(),
@@ -323,6 +339,14 @@ impl GuardrailList {
         Self::default()
     }
 
+    /// An empty list with room for `bytes` of rendered text.
+    pub fn with_capacity(bytes: usize) -> Self {
+        GuardrailList {
+            rendered: String::with_capacity(bytes),
+            ..Self::default()
+        }
+    }
+
     /// Add the guardrails of `text` after those already added; the lints
     /// [`parse_guardrails`] gives for `text`, in the same order.
     pub fn add(&mut self, text: &str) -> Vec<GuardrailLint> {
@@ -336,12 +360,13 @@ impl GuardrailList {
         } = self;
         walk(text, &mut lints, |line, item, lints| {
             let key = key_of(item, buf);
-            if !in_text.insert(key) {
+            let hash = scan_hash(key);
+            if !in_text.insert(key, hash) {
                 lints.push(GuardrailLint::Duplicate {
                     line,
                     text: key.to_owned(),
                 });
-            } else if kept.insert(key) {
+            } else if kept.insert(key, hash) {
                 if !rendered.is_empty() {
                     rendered.push('\n');
                 }
@@ -546,6 +571,15 @@ mod tests {
         let lints: Vec<_> = texts.iter().flat_map(|t| list.add(t)).collect();
         let (rendered, before) = accumulate_before(&texts);
         assert_eq!((list.into_rendered(), lints), (rendered, before));
+    }
+
+    #[test]
+    fn keys_with_one_scan_hash_are_still_told_apart_by_text() {
+        let mut set = KeySet::default();
+        assert!(set.insert("a", 7) && set.insert("b", 7));
+        assert!(!set.insert("a", 7) && !set.insert("b", 7));
+        assert!(set.insert("c", scan_hash("c")) && !set.insert("c", scan_hash("c")));
+        assert_ne!(scan_hash("never do thing 0"), scan_hash("never do thing 1"));
     }
 
     #[test]

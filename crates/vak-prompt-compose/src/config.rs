@@ -1,6 +1,8 @@
 //! The effective config: home then project `config.toml`, after the
 //! project's privileged keys are demoted, with the source of every value.
 
+use std::borrow::Cow;
+
 use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
 use vak_prompt_loader::ConfigFile;
 use vak_prompt_trust::{Trust, demote_config};
@@ -104,18 +106,25 @@ pub(crate) fn effective_config(
 ) -> EffectiveConfig {
     let mut effective = EffectiveConfig::default();
     for file in configs {
-        let mut table = file.table.clone();
         let file_trust = if file.origin == Origin::Project {
             trust
         } else {
             Trust::Trusted
         };
+        // `demote_config` returns a trusted file's table untouched, so only
+        // an untrusted one is copied for it to remove keys from.
+        let mut table = Cow::Borrowed(&file.table);
         let layer = if file.origin == Origin::Project {
             PromptLayer::Project
         } else {
             PromptLayer::Shared
         };
-        for key in demote_config(&mut table, file_trust) {
+        let demoted_keys = if file_trust == Trust::Trusted {
+            Vec::new()
+        } else {
+            demote_config(table.to_mut(), file_trust)
+        };
+        for key in demoted_keys {
             demoted.push(Demotion {
                 block: None,
                 config_key: Some(key.key.clone()),
