@@ -178,6 +178,15 @@ fn scan_hash(key: &str) -> u64 {
 impl KeySet {
     const SCAN: usize = 32;
 
+    /// Room for a scan's worth of keys of `bytes` in all.
+    fn with_capacity(bytes: usize) -> Self {
+        KeySet {
+            text: String::with_capacity(bytes),
+            keys: Vec::with_capacity(Self::SCAN),
+            hashed: std::collections::HashSet::new(),
+        }
+    }
+
     /// Add `key`, whose [`scan_hash`] is `hash`; whether it was new.
     fn insert(&mut self, key: &str, hash: u64) -> bool {
         if self.keys.len() < Self::SCAN {
@@ -246,20 +255,25 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut parsed = ParsedGuardrails::default();
     let mut seen = KeySet::default();
     let mut buf = String::new();
-    walk(text, &mut parsed.lints, |line, item, lints| {
-        let key = key_of(item, &mut buf);
-        if seen.insert(key, scan_hash(key)) {
-            parsed.keys.push(key.to_owned());
-            parsed.items.push(Guardrail {
-                text: item.to_owned(),
-            });
-        } else {
-            lints.push(GuardrailLint::Duplicate {
-                line,
-                text: key.to_owned(),
-            });
-        }
-    });
+    walk(
+        text,
+        &mut String::new(),
+        &mut parsed.lints,
+        |line, item, lints| {
+            let key = key_of(item, &mut buf);
+            if seen.insert(key, scan_hash(key)) {
+                parsed.keys.push(key.to_owned());
+                parsed.items.push(Guardrail {
+                    text: item.to_owned(),
+                });
+            } else {
+                lints.push(GuardrailLint::Duplicate {
+                    line,
+                    text: key.to_owned(),
+                });
+            }
+        },
+    );
     parsed
 }
 
@@ -270,10 +284,11 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
 /// The guardrail being read is built in one reused string.
 fn walk(
     text: &str,
+    current: &mut String,
     lints: &mut Vec<GuardrailLint>,
     mut item: impl FnMut(usize, &str, &mut Vec<GuardrailLint>),
 ) {
-    let mut current = String::new();
+    current.clear();
     let mut current_line: Option<usize> = None;
     let mut seen_bullet = false;
     let mut finish =
@@ -295,7 +310,7 @@ fn walk(
             lints.push(GuardrailLint::HeadingKept { line: line_no });
         }
         if let Some(body) = bullet_body(line) {
-            finish(&mut current_line, &mut current, lints);
+            finish(&mut current_line, current, lints);
             seen_bullet = true;
             current_line = Some(line_no);
             current.push_str(body);
@@ -316,7 +331,7 @@ fn walk(
             current.push_str(trimmed);
         }
     }
-    finish(&mut current_line, &mut current, lints);
+    finish(&mut current_line, current, lints);
 }
 
 /// Guardrails gathered from several texts, widest first, into one rendered
@@ -330,6 +345,8 @@ pub struct GuardrailList {
     rendered: String,
     kept: KeySet,
     in_text: KeySet,
+    /// Reused for every text: the guardrail being read, and a key folded.
+    current: String,
     buf: String,
 }
 
@@ -343,7 +360,10 @@ impl GuardrailList {
     pub fn with_capacity(bytes: usize) -> Self {
         GuardrailList {
             rendered: String::with_capacity(bytes),
-            ..Self::default()
+            kept: KeySet::with_capacity(bytes),
+            in_text: KeySet::with_capacity(1024),
+            current: String::with_capacity(256),
+            buf: String::with_capacity(256),
         }
     }
 
@@ -356,9 +376,10 @@ impl GuardrailList {
             rendered,
             kept,
             in_text,
+            current,
             buf,
         } = self;
-        walk(text, &mut lints, |line, item, lints| {
+        walk(text, current, &mut lints, |line, item, lints| {
             let key = key_of(item, buf);
             let hash = scan_hash(key);
             if !in_text.insert(key, hash) {

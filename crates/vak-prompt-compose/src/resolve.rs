@@ -339,7 +339,13 @@ fn skill_description(text: &str) -> String {
             .unwrap_or("")
             .to_owned()
     });
-    let mut short: String = description.chars().take(160).collect();
+    // The first 160 characters, sliced rather than collected one by one.
+    let end = description
+        .char_indices()
+        .nth(160)
+        .map_or(description.len(), |(at, _)| at);
+    let mut short = String::with_capacity(end + '…'.len_utf8());
+    short.push_str(&description[..end]);
     if short.len() < description.len() {
         short.push('…');
     }
@@ -382,9 +388,10 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     let at_root = |c: &Contribution| {
         c.provenance.layer == PromptLayer::Project && chain.level_of(&c.provenance) == 0
     };
+    // The block is looked at first: `level_of` compares paths.
     let project_base_sets_identity = chain.contributions.iter().any(|c| {
-        at_root(c)
-            && matches!(c.block, Block::Identity | Block::OperatingRules)
+        matches!(c.block, Block::Identity | Block::OperatingRules)
+            && at_root(c)
             && match (&root_prompts, c.provenance.source.as_deref()) {
                 (Some(dir), Some(source)) => camino::Utf8Path::new(source).starts_with(dir),
                 _ => true,
@@ -393,7 +400,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     let root_has_rules = chain
         .contributions
         .iter()
-        .any(|c| at_root(c) && c.block == Block::OperatingRules);
+        .any(|c| c.block == Block::OperatingRules && at_root(c));
     for contribution in &chain.contributions {
         let text = contributed(
             &contribution.text,
