@@ -112,15 +112,17 @@ pub fn fold_whitespace(text: &str) -> String {
 /// from 0x80 up is left to the full fold.)
 fn is_folded(text: &str) -> bool {
     let bytes = text.as_bytes();
-    // Two passes without an early exit, which the compiler vectorises: a
-    // guardrail is a line or two, and most pass.
-    let odd = bytes.iter().fold(false, |any, b| {
-        any | (*b >= 0x80) | (*b == b'\t') | ((*b >= b'\n') & (*b <= b'\r'))
+    let odd = |b: u8| (b >= 0x80) | (b == b'\t') | (b'\n'..=b'\r').contains(&b);
+    // One pass over each byte and the next, without an early exit, which
+    // the compiler vectorises: a guardrail is a line or two, and most pass.
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return true;
+    };
+    let pairs = bytes.iter().zip(bytes.get(1..).unwrap_or_default());
+    let bad = pairs.fold(false, |any, (a, b)| {
+        any | odd(*a) | ((*a == b' ') & (*b == b' '))
     });
-    let doubled = bytes.windows(2).fold(false, |any, pair| {
-        any | ((pair[0] == b' ') & (pair[1] == b' '))
-    });
-    !odd && !doubled && bytes.first() != Some(&b' ') && bytes.last() != Some(&b' ')
+    !bad && !odd(*last) && *first != b' ' && *last != b' '
 }
 
 /// Append `text`, whitespace folded, to `out`.
