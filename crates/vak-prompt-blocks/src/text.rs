@@ -91,11 +91,13 @@ fn next_suspicious(bytes: &[u8], from: usize) -> Option<usize> {
         }
         at += LANES;
     }
-    bytes
-        .get(at..)?
-        .iter()
-        .position(starts)
-        .map(|found| at + found)
+    // The tail, shorter than a chunk, is passed the same way first: most
+    // prompt files are a few chunks long, so it is a good part of the scan.
+    let tail = bytes.get(at..)?;
+    if !tail.iter().fold(false, |any, b| any | maybe(*b)) {
+        return None;
+    }
+    tail.iter().position(starts).map(|found| at + found)
 }
 
 /// The byte offset of the first forbidden character of `text` at or after
