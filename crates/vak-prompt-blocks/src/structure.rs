@@ -84,6 +84,17 @@ fn marker_at(line: &str) -> Option<usize> {
     let mut at = skip_blanks(line, 0);
     loop {
         let rest = &line[at..];
+        // Every marker and container below begins with one of these bytes:
+        // the words of a list item (`- Run the tests.`) are passed here.
+        let opens = |b: &u8| {
+            matches!(
+                b,
+                b'-' | b'*' | b'_' | b'=' | b'#' | b'`' | b'~' | b'<' | b'>' | b'+' | b'0'..=b'9'
+            )
+        };
+        if !rest.as_bytes().first().is_some_and(opens) {
+            return None;
+        }
         if rest.starts_with(RULE_CHARS) && may_be_rule(line, at) {
             let shape = shape.get_or_insert_with(|| Shape::of(line));
             if shape.is_break_or_underline(line, at) {
