@@ -26,15 +26,20 @@ impl Guardrail {
     /// The guardrail as one markdown bullet, continuation lines indented.
     pub fn render(&self) -> String {
         let mut out = String::with_capacity(self.text.len() + 4);
-        for (index, line) in self.text.lines().enumerate() {
-            if index == 0 {
-                out.push_str("- ");
-            } else {
-                out.push_str("\n  ");
-            }
-            out.push_str(line);
-        }
+        render_into(&self.text, &mut out);
         out
+    }
+}
+
+/// Append `text` to `out` as [`Guardrail::render`] renders it.
+fn render_into(text: &str, out: &mut String) {
+    for (index, line) in text.lines().enumerate() {
+        if index == 0 {
+            out.push_str("- ");
+        } else {
+            out.push_str("\n  ");
+        }
+        out.push_str(line);
     }
 }
 
@@ -92,27 +97,132 @@ pub struct ParsedGuardrails {
 
 /// Collapse every run of whitespace to one space and trim the ends.
 pub fn fold_whitespace(text: &str) -> String {
-    // Most guardrails are ASCII words separated by single spaces: already
-    // folded. (Every byte below 0x80 that `char::is_whitespace` accepts is
-    // tab, LF, VT, FF, CR or space.)
-    let bytes = text.as_bytes();
-    let folded = bytes.first() != Some(&b' ')
-        && bytes.last() != Some(&b' ')
-        && bytes
-            .iter()
-            .all(|b| *b < 0x80 && !matches!(b, b'\t' | b'\n' | 0x0b | 0x0c | b'\r'))
-        && !text.contains("  ");
-    if folded {
+    if is_folded(text) {
         return text.to_owned();
     }
     let mut out = String::with_capacity(text.len());
+    fold_into(text, &mut out);
+    out
+}
+
+/// Whether [`fold_whitespace`] would return `text` as it is, in one pass
+/// over its bytes. Most guardrails are ASCII words separated by single
+/// spaces: already folded. (Every byte below 0x80 that
+/// `char::is_whitespace` accepts is tab, LF, VT, FF, CR or space; any byte
+/// from 0x80 up is left to the full fold.)
+fn is_folded(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let odd = |b: u8| (b >= 0x80) | (b == b'\t') | (b'\n'..=b'\r').contains(&b);
+    // One pass over each byte and the next, without an early exit, which
+    // the compiler vectorises: a guardrail is a line or two, and most pass.
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return true;
+    };
+    let pairs = bytes.iter().zip(bytes.get(1..).unwrap_or_default());
+    let bad = pairs.fold(false, |any, (a, b)| {
+        any | odd(*a) | ((*a == b' ') & (*b == b' '))
+    });
+    !bad && !odd(*last) && *first != b' ' && *last != b' '
+}
+
+/// Append `text`, whitespace folded, to `out`.
+fn fold_into(text: &str, out: &mut String) {
+    let start = out.len();
     for word in text.split_whitespace() {
-        if !out.is_empty() {
+        if out.len() > start {
             out.push(' ');
         }
         out.push_str(word);
     }
-    out
+}
+
+/// `text`'s [`Guardrail::dedup_key`]: `text` itself when it is already
+/// folded, else folded into `buf` (reused, so no key allocates).
+fn key_of<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
+    if is_folded(text) {
+        return text;
+    }
+    buf.clear();
+    fold_into(text, buf);
+    buf
+}
+
+/// A set of dedup keys, kept in one string. A few keys are checked by
+/// scanning them (a cheap hash of each first, so the scan rarely compares
+/// text); past that a hashed set is built, so a file of thousands of
+/// guardrails still deduplicates in linear time (DECISIONS §11), with std's
+/// keyed hasher, so no file can be made of colliding keys.
+#[derive(Debug, Default)]
+struct KeySet {
+    text: String,
+    /// Each scanned key's [`scan_hash`] and where it ends in `text`.
+    keys: Vec<(u64, usize)>,
+    hashed: std::collections::HashSet<String>,
+}
+
+/// A hash to tell keys apart during [`KeySet`]'s short scan: eight bytes at
+/// a time, multiply and rotate. Not a defence against chosen collisions:
+/// a collision only costs one comparison of text, and the scan is short.
+fn scan_hash(key: &str) -> u64 {
+    const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+    let mut chunks = key.as_bytes().chunks_exact(8);
+    let mut hash = key.len() as u64;
+    for chunk in &mut chunks {
+        let mut word = [0; 8];
+        word.copy_from_slice(chunk);
+        hash = (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+    }
+    let mut word = [0; 8];
+    word[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    (hash.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K)
+}
+
+impl KeySet {
+    const SCAN: usize = 32;
+
+    /// Room for a scan's worth of keys of `bytes` in all.
+    fn with_capacity(bytes: usize) -> Self {
+        KeySet {
+            text: String::with_capacity(bytes),
+            keys: Vec::with_capacity(Self::SCAN),
+            hashed: std::collections::HashSet::new(),
+        }
+    }
+
+    /// Add `key`, whose [`scan_hash`] is `hash`; whether it was new.
+    fn insert(&mut self, key: &str, hash: u64) -> bool {
+        if self.keys.len() < Self::SCAN {
+            let mut start = 0;
+            for (seen, end) in &self.keys {
+                if *seen == hash && self.text.get(start..*end) == Some(key) {
+                    return false;
+                }
+                start = *end;
+            }
+            self.text.push_str(key);
+            self.keys.push((hash, self.text.len()));
+            return true;
+        }
+        if self.hashed.is_empty() {
+            let mut start = 0;
+            for (_, end) in &self.keys {
+                self.hashed
+                    .insert(self.text.get(start..*end).unwrap_or_default().to_owned());
+                start = *end;
+            }
+        }
+        if self.hashed.contains(key) {
+            return false;
+        }
+        self.hashed.insert(key.to_owned());
+        true
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.keys.clear();
+        self.hashed.clear();
+    }
 }
 
 /// If `line` starts a top-level bullet, the text after its marker.
@@ -145,86 +255,155 @@ fn bullet_body(line: &str) -> Option<&str> {
 /// word of the text ends up in some guardrail.
 pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
     let mut parsed = ParsedGuardrails::default();
-    // The guardrail being read: its first line number and its lines joined
-    // by `\n` as they come (no per-guardrail vector of lines).
-    let mut current: Option<(usize, String)> = None;
-    let mut seen_bullet = false;
+    let mut seen = KeySet::default();
+    let mut buf = String::new();
+    walk(
+        text,
+        &mut String::new(),
+        &mut parsed.lints,
+        |line, item, lints| {
+            let key = key_of(item, &mut buf);
+            if seen.insert(key, scan_hash(key)) {
+                parsed.keys.push(key.to_owned());
+                parsed.items.push(Guardrail {
+                    text: item.to_owned(),
+                });
+            } else {
+                lints.push(GuardrailLint::Duplicate {
+                    line,
+                    text: key.to_owned(),
+                });
+            }
+        },
+    );
+    parsed
+}
 
-    // Keys already kept. A file of a few guardrails is checked by scanning
-    // them; a set is built only past that, so a huge file stays linear.
-    const SCAN: usize = 16;
-    let mut keys = std::collections::HashSet::new();
-    let mut finish = |current: &mut Option<(usize, String)>, parsed: &mut ParsedGuardrails| {
-        if let Some((line, text)) = current.take() {
-            let trimmed = text.trim();
-            if trimmed.is_empty() {
-                return;
-            }
-            let text = if trimmed.len() == text.len() {
-                text
-            } else {
-                trimmed.to_owned()
-            };
-            let guardrail = Guardrail { text };
-            let key = guardrail.dedup_key();
-            let seen = if parsed.keys.len() <= SCAN {
-                parsed.keys.contains(&key)
-            } else {
-                if keys.is_empty() {
-                    keys.extend(parsed.keys.iter().cloned());
+/// Walk the guardrails of `text` in file order: each one, trimmed and not
+/// empty, is handed to `item` with the line it starts on, as soon as the
+/// line after it shows it is complete; lints about single lines go to
+/// `lints` as the lines are met, so `item`'s own lints fall in line order.
+/// The guardrail being read is built in one reused string.
+fn walk(
+    text: &str,
+    current: &mut String,
+    lints: &mut Vec<GuardrailLint>,
+    mut item: impl FnMut(usize, &str, &mut Vec<GuardrailLint>),
+) {
+    current.clear();
+    let mut current_line: Option<usize> = None;
+    let mut seen_bullet = false;
+    let mut finish =
+        |current_line: &mut Option<usize>, current: &mut String, lints: &mut Vec<GuardrailLint>| {
+            if let Some(line) = current_line.take() {
+                let trimmed = current.trim();
+                if !trimmed.is_empty() {
+                    item(line, trimmed, lints);
                 }
-                keys.contains(&key)
-            };
-            if seen {
-                parsed
-                    .lints
-                    .push(GuardrailLint::Duplicate { line, text: key });
-            } else {
-                if !keys.is_empty() {
-                    keys.insert(key.clone());
-                }
-                parsed.keys.push(key);
-                parsed.items.push(guardrail);
+                current.clear();
             }
-        }
-    };
+        };
 
     for (index, raw_line) in text.lines().enumerate() {
         let line_no = index + 1;
         let line = raw_line.trim_end();
         let indent = line.len() - line.trim_start_matches(' ').len();
         if indent <= 3 && crate::structure::is_atx(&line[indent..]) {
-            parsed
-                .lints
-                .push(GuardrailLint::HeadingKept { line: line_no });
+            lints.push(GuardrailLint::HeadingKept { line: line_no });
         }
         if let Some(body) = bullet_body(line) {
-            finish(&mut current, &mut parsed);
+            finish(&mut current_line, current, lints);
             seen_bullet = true;
-            current = Some((line_no, body.to_owned()));
+            current_line = Some(line_no);
+            current.push_str(body);
             continue;
         }
         let trimmed = line.trim();
         if trimmed.is_empty() {
             continue;
         }
-        match current.as_mut() {
-            Some((_, lines)) => {
-                lines.push('\n');
-                lines.push_str(trimmed);
+        if current_line.is_some() {
+            current.push('\n');
+            current.push_str(trimmed);
+        } else {
+            if !seen_bullet {
+                lints.push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
             }
-            None => {
-                if !seen_bullet {
-                    parsed
-                        .lints
-                        .push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
-                }
-                current = Some((line_no, trimmed.to_owned()));
-            }
+            current_line = Some(line_no);
+            current.push_str(trimmed);
         }
     }
-    finish(&mut current, &mut parsed);
-    parsed
+    finish(&mut current_line, current, lints);
+}
+
+/// Guardrails gathered from several texts, widest first, into one rendered
+/// list: what composing an accumulating block does with
+/// [`parse_guardrails`] and [`Guardrail::render`], without a string per
+/// guardrail. A guardrail whose [`Guardrail::dedup_key`] an earlier text
+/// already had is dropped silently; one repeated within the same text is
+/// dropped and reported, as [`parse_guardrails`] reports it.
+#[derive(Debug, Default)]
+pub struct GuardrailList {
+    rendered: String,
+    kept: KeySet,
+    in_text: KeySet,
+    /// Reused for every text: the guardrail being read, and a key folded.
+    current: String,
+    buf: String,
+}
+
+impl GuardrailList {
+    /// An empty list.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// An empty list with room for `bytes` of rendered text.
+    pub fn with_capacity(bytes: usize) -> Self {
+        GuardrailList {
+            rendered: String::with_capacity(bytes),
+            kept: KeySet::with_capacity(bytes),
+            in_text: KeySet::with_capacity(1024),
+            current: String::with_capacity(256),
+            buf: String::with_capacity(256),
+        }
+    }
+
+    /// Add the guardrails of `text` after those already added; the lints
+    /// [`parse_guardrails`] gives for `text`, in the same order.
+    pub fn add(&mut self, text: &str) -> Vec<GuardrailLint> {
+        let mut lints = Vec::new();
+        self.in_text.clear();
+        let GuardrailList {
+            rendered,
+            kept,
+            in_text,
+            current,
+            buf,
+        } = self;
+        walk(text, current, &mut lints, |line, item, lints| {
+            let key = key_of(item, buf);
+            let hash = scan_hash(key);
+            if !in_text.insert(key, hash) {
+                lints.push(GuardrailLint::Duplicate {
+                    line,
+                    text: key.to_owned(),
+                });
+            } else if kept.insert(key, hash) {
+                if !rendered.is_empty() {
+                    rendered.push('\n');
+                }
+                render_into(item, rendered);
+            }
+        });
+        lints
+    }
+
+    /// Every kept guardrail rendered as a bullet ([`Guardrail::render`]),
+    /// one after another, in the order added.
+    pub fn into_rendered(self) -> String {
+        self.rendered
+    }
 }
 
 #[cfg(test)]
@@ -317,7 +496,154 @@ mod tests {
         assert!(parse_guardrails("\n\n-\n").items.is_empty());
     }
 
+    /// `parse_guardrails` as it was before the shared walk: the oracle.
+    fn parse_before(text: &str) -> ParsedGuardrails {
+        let mut parsed = ParsedGuardrails::default();
+        let mut current: Option<(usize, String)> = None;
+        let mut seen_bullet = false;
+        let finish = |current: &mut Option<(usize, String)>, parsed: &mut ParsedGuardrails| {
+            if let Some((line, text)) = current.take() {
+                let trimmed = text.trim();
+                if trimmed.is_empty() {
+                    return;
+                }
+                let guardrail = Guardrail {
+                    text: trimmed.to_owned(),
+                };
+                let key = guardrail
+                    .text
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                if parsed.keys.contains(&key) {
+                    parsed
+                        .lints
+                        .push(GuardrailLint::Duplicate { line, text: key });
+                } else {
+                    parsed.keys.push(key);
+                    parsed.items.push(guardrail);
+                }
+            }
+        };
+        for (index, raw_line) in text.lines().enumerate() {
+            let line_no = index + 1;
+            let line = raw_line.trim_end();
+            let indent = line.len() - line.trim_start_matches(' ').len();
+            if indent <= 3 && crate::structure::is_atx(&line[indent..]) {
+                parsed
+                    .lints
+                    .push(GuardrailLint::HeadingKept { line: line_no });
+            }
+            if let Some(body) = bullet_body(line) {
+                finish(&mut current, &mut parsed);
+                seen_bullet = true;
+                current = Some((line_no, body.to_owned()));
+                continue;
+            }
+            let trimmed = line.trim();
+            if trimmed.is_empty() {
+                continue;
+            }
+            match current.as_mut() {
+                Some((_, lines)) => {
+                    lines.push('\n');
+                    lines.push_str(trimmed);
+                }
+                None => {
+                    if !seen_bullet {
+                        parsed
+                            .lints
+                            .push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
+                    }
+                    current = Some((line_no, trimmed.to_owned()));
+                }
+            }
+        }
+        finish(&mut current, &mut parsed);
+        parsed
+    }
+
+    /// What composing an accumulating block did before [`GuardrailList`]:
+    /// parse each text, keep each key's first item, render and join.
+    fn accumulate_before(texts: &[String]) -> (String, Vec<GuardrailLint>) {
+        let mut keys: Vec<String> = Vec::new();
+        let mut kept: Vec<String> = Vec::new();
+        let mut lints = Vec::new();
+        for text in texts {
+            let parsed = parse_before(text);
+            lints.extend(parsed.lints);
+            for (item, key) in parsed.items.into_iter().zip(parsed.keys) {
+                if !keys.contains(&key) {
+                    keys.push(key);
+                    kept.push(item.render());
+                }
+            }
+        }
+        (kept.join("\n"), lints)
+    }
+
+    #[test]
+    fn a_list_of_several_texts_is_each_parsed_and_deduplicated() {
+        let texts = [
+            "- a\n- b\n-  a\n".to_owned(),
+            "# H\n- b\n- c\n  more\n".to_owned(),
+            String::new(),
+            "prose\n- c\nmore\n- d".to_owned(),
+        ];
+        let mut list = GuardrailList::new();
+        let lints: Vec<_> = texts.iter().flat_map(|t| list.add(t)).collect();
+        let (rendered, before) = accumulate_before(&texts);
+        assert_eq!((list.into_rendered(), lints), (rendered, before));
+    }
+
+    #[test]
+    fn keys_with_one_scan_hash_are_still_told_apart_by_text() {
+        let mut set = KeySet::default();
+        assert!(set.insert("a", 7) && set.insert("b", 7));
+        assert!(!set.insert("a", 7) && !set.insert("b", 7));
+        assert!(set.insert("c", scan_hash("c")) && !set.insert("c", scan_hash("c")));
+        assert_ne!(scan_hash("never do thing 0"), scan_hash("never do thing 1"));
+    }
+
+    #[test]
+    fn many_keys_switch_to_the_hashed_set() {
+        let text: String = (0..200).map(|i| format!("- item {}\n", i % 70)).collect();
+        assert_eq!(parse_guardrails(&text), parse_before(&text));
+        let mut list = GuardrailList::new();
+        let lints = list.add(&text);
+        let again = list.add(&text);
+        assert_eq!(
+            (list.into_rendered(), [lints, again].concat()),
+            accumulate_before(&[text.clone(), text])
+        );
+    }
+
     proptest! {
+        #[test]
+        fn the_walk_is_the_old_parser(
+            text in prop_oneof![
+                any::<String>(),
+                "([-*+] |[0-9]{1,2}[.)] |#{1,3} | {0,4}|\t)?[ab \t\u{a0}é#-]{0,6}\n{0,2}",
+                proptest::collection::vec("([-*+] |1\\. | {0,3}|#+ )?[ab \t\u{a0}]{0,5}", 0..40)
+                    .prop_map(|lines| lines.join("\n")),
+            ]
+        ) {
+            prop_assert_eq!(parse_guardrails(&text), parse_before(&text));
+        }
+
+        #[test]
+        fn the_list_is_parse_render_and_dedupe(
+            texts in proptest::collection::vec(
+                proptest::collection::vec("([-*] | {0,3})?[ab \t]{0,4}", 0..12)
+                    .prop_map(|lines| lines.join("\n")),
+                0..5,
+            )
+        ) {
+            let mut list = GuardrailList::new();
+            let lints: Vec<_> = texts.iter().flat_map(|t| list.add(t)).collect();
+            prop_assert_eq!((list.into_rendered(), lints), accumulate_before(&texts));
+        }
+
         #[test]
         fn the_folding_fast_path_agrees_with_splitting(
             text in prop_oneof![any::<String>(), "[a-z \t\n\r\u{b}\u{c}\u{a0}\u{3000}é]{0,30}"]

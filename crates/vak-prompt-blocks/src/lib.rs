@@ -32,7 +32,7 @@ pub use civil::civil_from_days;
 pub use digest::{Sha256Hex, sha256_hex};
 pub use error::BlocksError;
 pub use guardrail::{
-    Guardrail, GuardrailLint, ParsedGuardrails, fold_whitespace, parse_guardrails,
+    Guardrail, GuardrailLint, GuardrailList, ParsedGuardrails, fold_whitespace, parse_guardrails,
 };
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};

@@ -19,17 +19,28 @@ pub const SURFACE_PREFIX: &str = "Surface:";
 /// `text` with every line passed through [`neutralise_line`]. Borrows when
 /// no line needed it. Linear in the length of `text`.
 pub fn neutralise(text: &str) -> Cow<'_, str> {
-    if !text.split('\n').any(|line| marker_at(line).is_some()) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for (index, line) in text.split('\n').enumerate() {
-        if index > 0 {
-            out.push('\n');
+    // One pass: text up to each marker is copied once, and nothing at all
+    // is allocated when no line needs a backslash (nearly every text).
+    let mut out: Option<String> = None;
+    let mut copied = 0;
+    let mut line_start = 0;
+    for line in text.split('\n') {
+        if let Some(at) = marker_at(line) {
+            let at = line_start + at;
+            let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 16));
+            out.push_str(&text[copied..at]);
+            out.push('\\');
+            copied = at;
         }
-        out.push_str(&neutralise_line(line));
+        line_start += line.len() + 1;
     }
-    Cow::Owned(out)
+    match out {
+        None => Cow::Borrowed(text),
+        Some(mut out) => {
+            out.push_str(&text[copied..]);
+            Cow::Owned(out)
+        }
+    }
 }
 
 /// `line` with a backslash before the marker that would make it markdown
@@ -60,6 +71,9 @@ fn skip_blanks(line: &str, from: usize) -> usize {
 /// The byte offset where a backslash neutralises `line`, if it needs one.
 /// Linear in the length of `line`, however deeply its containers nest.
 fn marker_at(line: &str) -> Option<usize> {
+    if !may_open_structure(line) {
+        return None;
+    }
     // Any Unicode whitespace, not only CommonMark's blanks: whoever reads
     // the prefix may well trim a no-break space before `Surface:`.
     let words = line.trim_start();
@@ -70,7 +84,18 @@ fn marker_at(line: &str) -> Option<usize> {
     let mut at = skip_blanks(line, 0);
     loop {
         let rest = &line[at..];
-        if rest.starts_with(RULE_CHARS) {
+        // Every marker and container below begins with one of these bytes:
+        // the words of a list item (`- Run the tests.`) are passed here.
+        let opens = |b: &u8| {
+            matches!(
+                b,
+                b'-' | b'*' | b'_' | b'=' | b'#' | b'`' | b'~' | b'<' | b'>' | b'+' | b'0'..=b'9'
+            )
+        };
+        if !rest.as_bytes().first().is_some_and(opens) {
+            return None;
+        }
+        if rest.starts_with(RULE_CHARS) && may_be_rule(line, at) {
             let shape = shape.get_or_insert_with(|| Shape::of(line));
             if shape.is_break_or_underline(line, at) {
                 return Some(at);
@@ -90,6 +115,48 @@ fn marker_at(line: &str) -> Option<usize> {
             None => return None,
         }
     }
+}
+
+/// Whether [`marker_at`] could find anything in `line`, judged by the
+/// first byte that is not a space or tab: every marker, container and
+/// `Surface:` begins with one of a few ASCII characters, or with Unicode
+/// whitespace (ASCII's or a non-ASCII character). A line of prose (nearly
+/// every line) is answered here.
+fn may_open_structure(line: &str) -> bool {
+    line.bytes()
+        .find(|b| !matches!(b, b' ' | b'\t'))
+        .is_some_and(|b| {
+            !b.is_ascii()
+                || matches!(
+                    b,
+                    b'S' | b'-'
+                        | b'*'
+                        | b'_'
+                        | b'='
+                        | b'#'
+                        | b'`'
+                        | b'~'
+                        | b'<'
+                        | b'>'
+                        | b'+'
+                        | b'0'..=b'9'
+                        | b'\n'..=b'\r'
+                )
+        })
+}
+
+/// Whether the rest of `line` from `at` (which starts with one of
+/// [`RULE_CHARS`]) could be a break or underline: the next character that
+/// is not a blank is that same one, or there is none. A list item such as
+/// `- Run the tests.` is told apart here, without [`Shape::of`]'s pass over
+/// the whole line. The blanks skipped are skipped again by the caller, so
+/// the line is still read a bounded number of times.
+fn may_be_rule(line: &str, at: usize) -> bool {
+    let bytes = line.as_bytes();
+    bytes[at + 1..]
+        .iter()
+        .find(|b| !matches!(b, b' ' | b'\t'))
+        .is_none_or(|b| *b == bytes[at])
 }
 
 /// The characters a thematic break or a setext underline is made of.
@@ -273,7 +340,80 @@ mod tests {
         );
     }
 
+    /// `marker_at` as it was before its fast paths: the oracle they are
+    /// compared with.
+    fn marker_at_before(line: &str) -> Option<usize> {
+        let words = line.trim_start();
+        if words.starts_with(SURFACE_PREFIX) {
+            return Some(line.len() - words.len());
+        }
+        let mut shape: Option<Shape> = None;
+        let mut at = skip_blanks(line, 0);
+        loop {
+            let rest = &line[at..];
+            if rest.starts_with(RULE_CHARS) {
+                let shape = shape.get_or_insert_with(|| Shape::of(line));
+                if shape.is_break_or_underline(line, at) {
+                    return Some(at);
+                }
+            }
+            if is_atx(rest) || is_fence(rest) || is_html_start(rest) {
+                return Some(at);
+            }
+            if let Some(after) = rest.strip_prefix('>') {
+                at = skip_blanks(line, line.len() - after.len());
+                continue;
+            }
+            match list_marker_len(rest) {
+                Some(len) => at = skip_blanks(line, at + len),
+                None => return None,
+            }
+        }
+    }
+
+    /// `neutralise` as it was: every line through `neutralise_line`.
+    fn neutralise_before(text: &str) -> Cow<'_, str> {
+        if !text
+            .split('\n')
+            .any(|line| marker_at_before(line).is_some())
+        {
+            return Cow::Borrowed(text);
+        }
+        let mut out = String::new();
+        for (index, line) in text.split('\n').enumerate() {
+            if index > 0 {
+                out.push('\n');
+            }
+            match marker_at_before(line) {
+                None => out.push_str(line),
+                Some(at) => {
+                    out.push_str(&line[..at]);
+                    out.push('\\');
+                    out.push_str(&line[at..]);
+                }
+            }
+        }
+        Cow::Owned(out)
+    }
+
     proptest! {
+        #[test]
+        fn the_fast_paths_agree_with_the_full_check(
+            text in prop_oneof![
+                any::<String>(),
+                "[-#=*_`~<>+!/ a-zA-Z0-9.:)\t\n\u{a0}\u{3000}\u{b}\u{c}\r]{0,40}",
+                "([-*+>] |[0-9]{1,3}[.)] | {1,4}|\t)*(Surface:|[-=*_]{1,4}|#{1,7} ?|```|<[a-z!/?]|x)[-=*_ \ta-z]{0,6}\n?",
+            ]
+        ) {
+            for line in text.split('\n') {
+                prop_assert_eq!(marker_at(line), marker_at_before(line), "{:?}", line);
+            }
+            let fast = neutralise(&text);
+            let slow = neutralise_before(&text);
+            prop_assert_eq!(&fast, &slow);
+            prop_assert_eq!(matches!(fast, Cow::Borrowed(_)), matches!(slow, Cow::Borrowed(_)));
+        }
+
         /// Neutralising never removes a character, and is idempotent.
         #[test]
         fn neutralising_only_adds_backslashes(line in "[-#=*_`~<>!/ a-zA-Z0-9.:\t]{0,16}") {

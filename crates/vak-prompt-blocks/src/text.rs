@@ -28,13 +28,108 @@ pub fn is_forbidden(c: char) -> bool {
         | '\u{e0000}'..='\u{e007f}')
 }
 
+/// [`is_forbidden`] as a table of inclusive code point ranges: what the
+/// byte scan's [`STARTS_FORBIDDEN`] is derived from. A test checks, for
+/// every `char`, that the table and the function agree.
+const FORBIDDEN_RANGES: [(u32, u32); 10] = [
+    (0x0, 0x8),
+    (0xb, 0x1f),
+    (0x7f, 0x9f),
+    (0x2028, 0x2029),
+    (0x202a, 0x202e),
+    (0x2066, 0x2069),
+    (0x200b, 0x200d),
+    (0x2060, 0x2060),
+    (0xfeff, 0xfeff),
+    (0xe0000, 0xe007f),
+];
+
+/// The first byte of `cp`'s UTF-8 encoding.
+const fn lead_byte(cp: u32) -> usize {
+    (if cp < 0x80 {
+        cp
+    } else if cp < 0x800 {
+        0xc0 | (cp >> 6)
+    } else if cp < 0x1_0000 {
+        0xe0 | (cp >> 12)
+    } else {
+        0xf0 | (cp >> 18)
+    }) as usize
+}
+
+/// Whether a byte can begin the UTF-8 encoding of a forbidden character:
+/// the ASCII ones themselves and four lead bytes (`C2`, `E2`, `EF`, `F3`).
+/// Continuation bytes never can, so a hit is always on a char boundary.
+static STARTS_FORBIDDEN: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut range = 0;
+    while range < FORBIDDEN_RANGES.len() {
+        let (mut cp, last) = FORBIDDEN_RANGES[range];
+        while cp <= last {
+            table[lead_byte(cp)] = true;
+            cp += 1;
+        }
+        range += 1;
+    }
+    table
+};
+
+/// The offset of the first byte at or after `from` that may begin a
+/// forbidden character. Whole chunks are passed by comparisons without an
+/// early exit, which the compiler vectorises: a chunk of printable ASCII,
+/// tabs and newlines (nearly every prompt file) costs a few instructions.
+fn next_suspicious(bytes: &[u8], from: usize) -> Option<usize> {
+    const LANES: usize = 32;
+    let maybe = |b: u8| ((b < 0x20) & (b != b'\n') & (b != b'\t')) | (b >= 0x7f);
+    let starts = |b: &u8| STARTS_FORBIDDEN[usize::from(*b)];
+    let mut at = from;
+    while let Some(chunk) = bytes.get(at..at + LANES) {
+        if chunk.iter().fold(false, |any, b| any | maybe(*b))
+            && let Some(found) = chunk.iter().position(starts)
+        {
+            return Some(at + found);
+        }
+        at += LANES;
+    }
+    // The tail, shorter than a chunk, is passed the same way first: most
+    // prompt files are a few chunks long, so it is a good part of the scan.
+    let tail = bytes.get(at..)?;
+    if !tail.iter().fold(false, |any, b| any | maybe(*b)) {
+        return None;
+    }
+    tail.iter().position(starts).map(|found| at + found)
+}
+
+/// The byte offset of the first forbidden character of `text` at or after
+/// `from` (a char boundary): only the characters the byte scan could not
+/// pass are decoded.
+fn next_forbidden(text: &str, mut from: usize) -> Option<usize> {
+    while let Some(at) = next_suspicious(text.as_bytes(), from) {
+        let ch = text[at..].chars().next()?;
+        if is_forbidden(ch) {
+            return Some(at);
+        }
+        from = at + ch.len_utf8();
+    }
+    None
+}
+
+/// The 1-based line of the character at `at`, and how many characters come
+/// before it on its line.
+fn position_of(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let line = 1 + before.bytes().filter(|b| *b == b'\n').count();
+    (line, before[line_start..].chars().count())
+}
+
 /// Whether `text` holds a forbidden character. Every forbidden character is
-/// a C0 control, DEL or outside ASCII, so a text of printable ASCII, tabs
-/// and newlines (nearly every prompt file) is answered by a byte scan the
-/// compiler vectorises; anything else is decoded and checked exactly.
+/// a C0 control, DEL or begins with one of four lead bytes, so a text of
+/// printable ASCII, tabs and newlines (nearly every prompt file) is answered
+/// by a byte scan the compiler vectorises; only the characters that scan
+/// cannot pass are decoded and checked exactly.
 pub fn has_forbidden(text: &str) -> bool {
-    let maybe = |b: &u8| (*b < 0x20 && *b != b'\n' && *b != b'\t') || *b >= 0x7f;
-    text.as_bytes().iter().any(maybe) && text.chars().any(is_forbidden)
+    next_forbidden(text, 0).is_some()
 }
 
 /// Whether `c`, printed raw, could change what a terminal shows beyond
@@ -85,22 +180,14 @@ impl fmt::Display for ForbiddenChar {
 /// position; `None` when the text is clean. A lone `\r` or a CRLF counts:
 /// saves store LF line ends only.
 pub fn first_forbidden(text: &str) -> Option<ForbiddenChar> {
-    if !has_forbidden(text) {
-        return None;
-    }
-    let (mut line, mut column) = (1, 0);
-    for ch in text.chars() {
-        if ch == '\n' {
-            line += 1;
-            column = 0;
-            continue;
-        }
-        column += 1;
-        if is_forbidden(ch) {
-            return Some(ForbiddenChar { ch, line, column });
-        }
-    }
-    None
+    let at = next_forbidden(text, 0)?;
+    let ch = text[at..].chars().next()?;
+    let (line, before) = position_of(text, at);
+    Some(ForbiddenChar {
+        ch,
+        line,
+        column: before + 1,
+    })
 }
 
 /// A text as a load keeps it ([`clean`]), and the first character the
@@ -120,16 +207,19 @@ pub struct Cleaned<'a> {
 /// every other forbidden character ([`is_forbidden`]) is removed. Linear in
 /// the length of `text`; borrows when there is nothing to change.
 pub fn clean(text: &str) -> Cleaned<'_> {
-    if !has_forbidden(text) {
+    let Some(start) = next_forbidden(text, 0) else {
         return Cleaned {
             text: Cow::Borrowed(text),
             first: None,
         };
-    }
+    };
+    // Everything before the first forbidden character is kept as it is;
+    // only the rest is walked character by character.
     let mut out = String::with_capacity(text.len());
+    out.push_str(&text[..start]);
     let mut first = None;
-    let (mut line, mut column) = (1, 0);
-    let mut chars = text.chars().peekable();
+    let (mut line, mut column) = position_of(text, start);
+    let mut chars = text[start..].chars().peekable();
     while let Some(ch) = chars.next() {
         if ch == '\n' {
             line += 1;
@@ -260,7 +350,118 @@ mod tests {
         );
     }
 
+    /// `clean` as it was before the byte scan: every character decoded and
+    /// checked. The oracle the fast path is compared with.
+    fn clean_by_chars(text: &str) -> Cleaned<'_> {
+        if !text.chars().any(is_forbidden) {
+            return Cleaned {
+                text: Cow::Borrowed(text),
+                first: None,
+            };
+        }
+        let mut out = String::with_capacity(text.len());
+        let mut first = None;
+        let (mut line, mut column) = (1, 0);
+        let mut chars = text.chars().peekable();
+        while let Some(ch) = chars.next() {
+            if ch == '\n' {
+                line += 1;
+                column = 0;
+                out.push(ch);
+                continue;
+            }
+            column += 1;
+            if !is_forbidden(ch) {
+                out.push(ch);
+                continue;
+            }
+            if ch == '\r' && chars.peek() == Some(&'\n') {
+                continue;
+            }
+            if first.is_none() {
+                first = Some(ForbiddenChar { ch, line, column });
+            }
+            if is_line_break_like(ch) {
+                out.push('\n');
+            }
+        }
+        Cleaned {
+            text: Cow::Owned(out),
+            first,
+        }
+    }
+
+    /// `first_forbidden` as it was before the byte scan.
+    fn first_forbidden_by_chars(text: &str) -> Option<ForbiddenChar> {
+        let (mut line, mut column) = (1, 0);
+        for ch in text.chars() {
+            if ch == '\n' {
+                line += 1;
+                column = 0;
+                continue;
+            }
+            column += 1;
+            if is_forbidden(ch) {
+                return Some(ForbiddenChar { ch, line, column });
+            }
+        }
+        None
+    }
+
+    #[test]
+    fn the_range_table_is_the_character_rule() {
+        for c in (0..=u32::from(char::MAX)).filter_map(char::from_u32) {
+            let cp = u32::from(c);
+            let in_table = FORBIDDEN_RANGES
+                .iter()
+                .any(|(lo, hi)| (*lo..=*hi).contains(&cp));
+            assert_eq!(in_table, is_forbidden(c), "{}", char_name(c));
+            let mut utf8 = [0; 4];
+            let lead = c.encode_utf8(&mut utf8).as_bytes()[0];
+            assert_eq!(usize::from(lead), lead_byte(cp));
+            if is_forbidden(c) {
+                assert!(STARTS_FORBIDDEN[usize::from(lead)], "{}", char_name(c));
+            }
+        }
+        let leads: Vec<usize> = (0x80..0x100).filter(|b| STARTS_FORBIDDEN[*b]).collect();
+        assert_eq!(leads, [0xc2, 0xe2, 0xef, 0xf3]);
+    }
+
+    #[test]
+    fn the_scan_finds_what_sits_past_whole_chunks() {
+        for len in 0..100 {
+            for bad in [
+                "\u{0}",
+                "\r",
+                "\u{7f}",
+                "\u{85}",
+                "\u{202e}",
+                "\u{feff}",
+                "\u{e0041}",
+            ] {
+                let text = format!("{}é£€{bad}x", "a".repeat(len));
+                assert_eq!(clean(&text), clean_by_chars(&text), "{text:?}");
+                assert_eq!(first_forbidden(&text), first_forbidden_by_chars(&text));
+            }
+        }
+    }
+
     proptest! {
+        #[test]
+        fn the_fast_clean_is_the_character_by_character_one(
+            text in prop_oneof![
+                any::<String>(),
+                "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{a3}\u{200b}\u{2028}\u{202e}\u{2066}\u{feff}\u{fffd}\u{e0041}\u{e0100}é€]{0,80}",
+                "[a-z \n]{0,70}[\r\u{0}\u{202e}\u{2028}é]{0,2}[a-z \n]{0,70}",
+            ]
+        ) {
+            let fast = clean(&text);
+            let slow = clean_by_chars(&text);
+            prop_assert_eq!(&fast, &slow);
+            prop_assert_eq!(matches!(fast.text, Cow::Borrowed(_)), matches!(slow.text, Cow::Borrowed(_)));
+            prop_assert_eq!(first_forbidden(&text), first_forbidden_by_chars(&text));
+        }
+
         #[test]
         fn the_byte_scan_agrees_with_the_character_rule(
             text in prop_oneof![any::<String>(), "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{200b}\u{2028}é]{0,40}"]

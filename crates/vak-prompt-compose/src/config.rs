@@ -1,6 +1,8 @@
 //! The effective config: home then project `config.toml`, after the
 //! project's privileged keys are demoted, with the source of every value.
 
+use std::borrow::Cow;
+
 use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
 use vak_prompt_loader::ConfigFile;
 use vak_prompt_trust::{Trust, demote_config};
@@ -88,11 +90,21 @@ fn mcp_line(name: &str, server: &toml::Table) -> String {
     }
 }
 
-fn sourced<T>(file: &ConfigFile, value: T, key: &str) -> Sourced<T> {
+/// `value` with its source: the file's path, `#`, then the dotted key
+/// `key` spells out in parts (one string, sized once).
+fn sourced<T>(file: &ConfigFile, value: T, key: &[&str]) -> Sourced<T> {
+    let mut source = String::with_capacity(
+        file.path.as_str().len() + 1 + key.iter().map(|k| k.len()).sum::<usize>(),
+    );
+    source.push_str(file.path.as_str());
+    source.push('#');
+    for part in key {
+        source.push_str(part);
+    }
     Sourced {
         value,
         origin: file.origin,
-        source: format!("{}#{key}", file.path),
+        source,
     }
 }
 
@@ -104,18 +116,25 @@ pub(crate) fn effective_config(
 ) -> EffectiveConfig {
     let mut effective = EffectiveConfig::default();
     for file in configs {
-        let mut table = file.table.clone();
         let file_trust = if file.origin == Origin::Project {
             trust
         } else {
             Trust::Trusted
         };
+        // `demote_config` returns a trusted file's table untouched, so only
+        // an untrusted one is copied for it to remove keys from.
+        let mut table = Cow::Borrowed(&file.table);
         let layer = if file.origin == Origin::Project {
             PromptLayer::Project
         } else {
             PromptLayer::Shared
         };
-        for key in demote_config(&mut table, file_trust) {
+        let demoted_keys = if file_trust == Trust::Trusted {
+            Vec::new()
+        } else {
+            demote_config(table.to_mut(), file_trust)
+        };
+        for key in demoted_keys {
             demoted.push(Demotion {
                 block: None,
                 config_key: Some(key.key.clone()),
@@ -138,7 +157,7 @@ pub(crate) fn effective_config(
                 ))
             }
             Some(toml::Value::String(model)) => {
-                effective.model = Some(sourced(file, model.clone(), "model"))
+                effective.model = Some(sourced(file, model.clone(), &["model"]))
             }
             Some(_) => effective.warnings.push(format!(
                 "`model` in `{}` is not a string; ignored",
@@ -151,7 +170,7 @@ pub(crate) fn effective_config(
                 Some(toml::Value::Integer(n)) => {
                     effective
                         .max_tokens
-                        .push(sourced(file, *n, "prompts.max_tokens"))
+                        .push(sourced(file, *n, &["prompts.max_tokens"]))
                 }
                 Some(_) => effective.warnings.push(format!(
                     "`prompts.max_tokens` in `{}` is not an integer; ignored",
@@ -178,10 +197,9 @@ pub(crate) fn effective_config(
                     continue;
                 };
                 for rule in list.iter().filter_map(toml::Value::as_str) {
-                    effective.permissions.push((
-                        kind,
-                        sourced(file, rule.to_owned(), &format!("permissions.{key}")),
-                    ));
+                    effective
+                        .permissions
+                        .push((kind, sourced(file, rule.to_owned(), &["permissions.", key])));
                 }
             }
         }
@@ -205,7 +223,7 @@ pub(crate) fn effective_config(
                         name: name.clone(),
                         line: mcp_line(name, server),
                     },
-                    &format!("mcp.servers.{name}"),
+                    &["mcp.servers.", name],
                 ));
             }
         }

@@ -5,8 +5,8 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
-    Block, Composition, Escaped, Guardrail, GuardrailLint, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, clean, neutralise, parse_guardrails, sha256_hex,
+    Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
+    Provenance, SurfaceKind, clean, neutralise, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -78,6 +78,8 @@ struct Kept<'a> {
     block: Block,
     provenance: &'a Arc<Provenance>,
     text: Cow<'a, str>,
+    /// For a seed text, its descriptor, made once per process.
+    made: Option<&'a PromptLayerDescriptor>,
 }
 
 /// What composition derives from the binary alone, built once per process:
@@ -88,8 +90,12 @@ struct Kept<'a> {
 struct Builtin {
     seed: Vec<(Block, Arc<Provenance>, String)>,
     contract: Contributor,
+    /// The seed's descriptors, in the seed's order, then the contract's.
     descriptors: Vec<(Block, Arc<Provenance>, String, PromptLayerDescriptor)>,
     capabilities: Vec<CapabilityDescriptor>,
+    /// The generated `Surface:` line of each [`SurfaceKind::ALL`], with
+    /// its descriptor: code-owned text, so it is digested once.
+    surfaces: Vec<(Contributor, PromptLayerDescriptor)>,
 }
 
 fn builtin() -> &'static Builtin {
@@ -123,13 +129,31 @@ fn builtin() -> &'static Builtin {
                 &contract.text,
             ),
         ));
+        let surfaces = SurfaceKind::ALL
+            .iter()
+            .map(|surface| {
+                let line = surface_line(*surface);
+                let descriptor =
+                    PromptLayerDescriptor::of(Block::Surface, &line.provenance, &line.text);
+                (line, descriptor)
+            })
+            .collect();
         Builtin {
             seed,
             contract,
             descriptors,
             capabilities: CATALOG.iter().map(|c| c.descriptor()).collect(),
+            surfaces,
         }
     })
+}
+
+/// The generated `Surface:` line for `surface`.
+fn surface_line(surface: SurfaceKind) -> Contributor {
+    Contributor {
+        provenance: Arc::new(Provenance::runtime(&format!("surface/{surface}"))),
+        text: format!("Surface: {}", surface.observation()),
+    }
 }
 
 /// The descriptor of `text` contributed to `block` from `provenance`: the
@@ -161,12 +185,15 @@ fn trim_lines(text: &str) -> &str {
 /// An input string that is rendered inside one line (a skill name or
 /// description, an MCP inventory line): cleaned, line breaks folded.
 fn one_line(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
-    contributed(text, what, warnings)
-        .split('\n')
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
+    let text = contributed(text, what, warnings);
+    let mut out = String::with_capacity(text.len());
+    for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// One block of the resolved prompt.
@@ -254,11 +281,10 @@ impl ResolvedPrompt {
 /// Render the accumulated items of a guardrails or surface-note block,
 /// widest first, dropping later duplicates.
 fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<String>) -> String {
-    let mut kept: Vec<Guardrail> = Vec::new();
-    let mut keys = std::collections::HashSet::new();
+    let mut list =
+        GuardrailList::with_capacity(contributors.iter().map(|c| c.text.len() + 8).sum());
     for contributor in contributors {
-        let parsed = parse_guardrails(&contributor.text);
-        for lint in parsed.lints {
+        for lint in list.add(&contributor.text) {
             // A surface note is prose by nature; only guardrails are lists.
             if block == Block::SurfaceNote
                 && matches!(lint, GuardrailLint::ProseBeforeFirstBullet { .. })
@@ -267,19 +293,18 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             }
             warnings.push(format!("`{block}` in {}: {lint}", contributor.provenance));
         }
-        for (item, key) in parsed.items.into_iter().zip(parsed.keys) {
-            if keys.insert(key) {
-                kept.push(item);
-            }
-        }
     }
-    join_nonempty(kept.iter().map(Guardrail::render), "\n")
+    list.into_rendered()
 }
 
 /// `parts` joined by `separator` into one string, empty parts skipped:
 /// one allocation, where collecting and joining makes a vector too.
-fn join_nonempty<S: AsRef<str>>(parts: impl Iterator<Item = S>, separator: &str) -> String {
-    let mut out = String::new();
+fn join_nonempty<S: AsRef<str>>(parts: impl Iterator<Item = S> + Clone, separator: &str) -> String {
+    let size = parts
+        .clone()
+        .map(|part| part.as_ref().len() + separator.len())
+        .sum();
+    let mut out = String::with_capacity(size);
     for part in parts {
         let part = part.as_ref();
         if part.is_empty() {
@@ -314,7 +339,13 @@ fn skill_description(text: &str) -> String {
             .unwrap_or("")
             .to_owned()
     });
-    let mut short: String = description.chars().take(160).collect();
+    // The first 160 characters, sliced rather than collected one by one.
+    let end = description
+        .char_indices()
+        .nth(160)
+        .map_or(description.len(), |(at, _)| at);
+    let mut short = String::with_capacity(end + '…'.len_utf8());
+    short.push_str(&description[..end]);
     if short.len() < description.len() {
         short.push('…');
     }
@@ -335,15 +366,17 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     // The seed, then every loaded contribution that trust keeps. At the
     // agent tier, identity and operating rules become additive agent
     // instructions: a role refines the agent, it never replaces who it is.
-    let mut kept: Vec<Kept<'_>> = builtin()
-        .seed
-        .iter()
-        .map(|(block, provenance, text)| Kept {
+    let builtin = builtin();
+    let mut kept: Vec<Kept<'_>> =
+        Vec::with_capacity(builtin.seed.len() + chain.contributions.len() + 2);
+    kept.extend(builtin.seed.iter().zip(&builtin.descriptors).map(
+        |((block, provenance, text), (.., made))| Kept {
             block: *block,
             provenance,
             text: Cow::Borrowed(text.as_str()),
-        })
-        .collect();
+            made: Some(made),
+        },
+    ));
     // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
     // directory sub-layer below the root, or the root's `AGENTS.md`, is not
     // "the project's own identity.md or operating-rules.md" (DECISIONS §4,
@@ -355,9 +388,10 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     let at_root = |c: &Contribution| {
         c.provenance.layer == PromptLayer::Project && chain.level_of(&c.provenance) == 0
     };
+    // The block is looked at first: `level_of` compares paths.
     let project_base_sets_identity = chain.contributions.iter().any(|c| {
-        at_root(c)
-            && matches!(c.block, Block::Identity | Block::OperatingRules)
+        matches!(c.block, Block::Identity | Block::OperatingRules)
+            && at_root(c)
             && match (&root_prompts, c.provenance.source.as_deref()) {
                 (Some(dir), Some(source)) => camino::Utf8Path::new(source).starts_with(dir),
                 _ => true,
@@ -366,7 +400,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     let root_has_rules = chain
         .contributions
         .iter()
-        .any(|c| at_root(c) && c.block == Block::OperatingRules);
+        .any(|c| c.block == Block::OperatingRules && at_root(c));
     for contribution in &chain.contributions {
         let text = contributed(
             &contribution.text,
@@ -384,6 +418,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 block,
                 provenance: &contribution.provenance,
                 text,
+                made: None,
             }),
             Verdict::Demote(reason) => demoted.push(Demotion {
                 block: Some(block),
@@ -430,6 +465,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 block: Block::Identity,
                 provenance,
                 text: legacy_text,
+                made: None,
             }];
             // The root's AGENTS.md stays its operating rules.
             if !root_has_rules {
@@ -437,6 +473,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                     block: Block::OperatingRules,
                     provenance,
                     text: Cow::Borrowed(""),
+                    made: None,
                 });
             }
             kept.splice(at..at, legacy);
@@ -446,27 +483,47 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     let config = effective_config(&chain.configs, input.trust, &mut demoted);
     warnings.extend(config.warnings.iter().cloned());
 
+    // Descriptors are made as each block is composed, in render order,
+    // while it is still known which kept text each contributor came from:
+    // a seed text's descriptor was made once per process, and an agent
+    // text's digest is the one its descriptor already holds.
+    let mut descriptors: Vec<PromptLayerDescriptor> = Vec::with_capacity(kept.len() + 16);
+    let mut kept_digest: Vec<Option<usize>> = vec![None; kept.len()];
     let mut blocks = Vec::with_capacity(Block::ALL.len());
     for block in Block::ALL {
         // A list parses its lines; any other block is its text, trimmed.
         let accumulates = block.composition() == Composition::Accumulate;
-        let contributor = |c: &Kept<'_>| Contributor {
-            provenance: Arc::clone(c.provenance),
-            text: if accumulates {
-                c.text.as_ref().to_owned()
+        let mut contributor = |index: usize| {
+            let c = &kept[index];
+            let text = if accumulates {
+                c.text.as_ref()
             } else {
-                c.text.trim().to_owned()
-            },
+                c.text.trim()
+            };
+            let same = text.len() == c.text.len();
+            descriptors.push(match c.made {
+                Some(made) if same => made.clone(),
+                _ => descriptor(block, c.provenance, text),
+            });
+            if same {
+                kept_digest[index] = Some(descriptors.len() - 1);
+            }
+            Contributor {
+                provenance: Arc::clone(c.provenance),
+                text: text.to_owned(),
+            }
         };
-        let of_block = || kept.iter().filter(|c| c.block == block);
+        let of_block = || (0..kept.len()).filter(|i| kept[*i].block == block);
         let resolved = match block.composition() {
             // Only the narrowest text is kept; the layers it shadows are
             // named by provenance alone, so their text is never copied.
             Composition::NarrowestWins => {
-                let mut shadowed: Vec<Arc<Provenance>> =
-                    of_block().map(|c| Arc::clone(c.provenance)).collect();
-                let winner = of_block().next_back().map(contributor);
-                shadowed.pop();
+                let count = of_block().count();
+                let shadowed: Vec<Arc<Provenance>> = of_block()
+                    .take(count.saturating_sub(1))
+                    .map(|i| Arc::clone(kept[i].provenance))
+                    .collect();
+                let winner = of_block().next_back().map(&mut contributor);
                 ResolvedBlock {
                     block,
                     text: winner.as_ref().map(|w| w.text.clone()).unwrap_or_default(),
@@ -475,7 +532,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::Accumulate => {
-                let candidates: Vec<Contributor> = of_block().map(contributor).collect();
+                let candidates: Vec<Contributor> = of_block().map(&mut contributor).collect();
                 ResolvedBlock {
                     block,
                     text: accumulate(block, &candidates, &mut warnings),
@@ -484,7 +541,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::Additive => {
-                let candidates: Vec<Contributor> = of_block().map(contributor).collect();
+                let candidates: Vec<Contributor> = of_block().map(&mut contributor).collect();
                 let text = join_nonempty(candidates.iter().map(|c| c.text.as_str()), "\n\n");
                 ResolvedBlock {
                     block,
@@ -494,7 +551,8 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::Fixed => {
-                let contract = &builtin().contract;
+                let contract = &builtin.contract;
+                descriptors.extend(builtin.descriptors.last().map(|(.., made)| made.clone()));
                 ResolvedBlock {
                     block,
                     contributors: vec![contract.clone()],
@@ -503,7 +561,17 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::RuntimeDerived => {
-                runtime_block(block, input, &config, &mut demoted, &mut warnings)
+                let resolved = runtime_block(block, input, &config, &mut demoted, &mut warnings);
+                match (block, builtin.surfaces.get(surface_index(input.surface))) {
+                    (Block::Surface, Some((_, made))) => descriptors.push(made.clone()),
+                    _ => descriptors.extend(
+                        resolved
+                            .contributors
+                            .iter()
+                            .map(|c| descriptor(block, &c.provenance, &c.text)),
+                    ),
+                }
+                resolved
             }
         };
         let mut resolved = resolved;
@@ -518,22 +586,16 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     }
 
     let prefix = render_prefix(&blocks, input.agent);
-    let descriptors: Vec<PromptLayerDescriptor> = blocks
-        .iter()
-        .flat_map(|b| {
-            b.contributors
-                .iter()
-                .map(move |c| descriptor(b.block, &c.provenance, &c.text))
-        })
-        .collect();
-    let agent = input.agent.map(|role| agent_identity(role, &kept, chain));
+    let agent = input
+        .agent
+        .map(|role| agent_identity(role, &kept, &kept_digest, &descriptors, chain));
 
     ResolvedPrompt {
         prefix,
         tail: render_tail(&input.tail),
         fingerprint: fingerprint(&descriptors),
         descriptors,
-        capabilities: builtin().capabilities.clone(),
+        capabilities: builtin.capabilities.clone(),
         agent,
         blocks,
         demoted,
@@ -551,10 +613,12 @@ fn runtime_block(
     warnings: &mut Vec<String>,
 ) -> ResolvedBlock {
     let contributors: Vec<Contributor> = match block {
-        Block::Surface => vec![Contributor {
-            provenance: Arc::new(Provenance::runtime(&format!("surface/{}", input.surface))),
-            text: format!("Surface: {}", input.surface.observation()),
-        }],
+        Block::Surface => vec![
+            builtin()
+                .surfaces
+                .get(surface_index(input.surface))
+                .map_or_else(|| surface_line(input.surface), |(line, _)| line.clone()),
+        ],
         Block::Skills => {
             let mut lines = Vec::new();
             for skill in &input.chain.skills {
@@ -579,9 +643,13 @@ fn runtime_block(
                 let text = contributed(&skill.text, what, warnings);
                 let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
                 let description = one_line(&skill_description(&text), what, warnings);
+                let mut line = String::with_capacity(name.len() + description.len() + 6);
+                for part in ["- `", &name, "`: ", &description] {
+                    line.push_str(part);
+                }
                 lines.push(Contributor {
                     provenance: Arc::clone(provenance),
-                    text: format!("- `{name}`: {description}"),
+                    text: line,
                 });
             }
             lines
@@ -604,11 +672,14 @@ fn runtime_block(
             .collect(),
         _ => Vec::new(),
     };
-    let text = contributors
-        .iter()
-        .map(|c| c.text.as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
+    // Every line, empty ones too, as a join of them would.
+    let mut text = String::with_capacity(contributors.iter().map(|c| c.text.len() + 1).sum());
+    for (index, c) in contributors.iter().enumerate() {
+        if index > 0 {
+            text.push('\n');
+        }
+        text.push_str(&c.text);
+    }
     ResolvedBlock {
         block,
         contributors,
@@ -617,22 +688,33 @@ fn runtime_block(
     }
 }
 
-/// The heading a block renders under, if any.
-fn heading(block: Block, agent: Option<&Name>) -> Option<String> {
-    match block {
-        Block::Identity | Block::Surface | Block::SurfaceNote => None,
-        Block::OperatingRules => Some("## Operating rules".into()),
-        Block::Guardrails => Some("## Guardrails".into()),
-        Block::CapabilityContract => Some("## Capabilities".into()),
-        Block::Skills => Some(
-            "## Skills\nLoad a skill with `use_skill` when its description fits the task.".into(),
-        ),
-        Block::Mcp => Some("## MCP servers".into()),
-        Block::AgentInstructions => Some(format!(
-            "## Agent instructions: {}\nThese refine tone, workflow and focus for this role; everything above still applies.",
-            agent.map_or("role", Name::as_str)
-        )),
-    }
+/// Where `surface` is in [`SurfaceKind::ALL`].
+fn surface_index(surface: SurfaceKind) -> usize {
+    SurfaceKind::ALL
+        .iter()
+        .position(|s| *s == surface)
+        .unwrap_or(usize::MAX)
+}
+
+/// Append the heading `block` renders under, if any, and its line break.
+fn push_heading(prefix: &mut String, block: Block, agent: Option<&Name>) {
+    let heading = match block {
+        Block::Identity | Block::Surface | Block::SurfaceNote => return,
+        Block::OperatingRules => "## Operating rules",
+        Block::Guardrails => "## Guardrails",
+        Block::CapabilityContract => "## Capabilities",
+        Block::Skills => {
+            "## Skills\nLoad a skill with `use_skill` when its description fits the task."
+        }
+        Block::Mcp => "## MCP servers",
+        Block::AgentInstructions => {
+            prefix.push_str("## Agent instructions: ");
+            prefix.push_str(agent.map_or("role", Name::as_str));
+            "\nThese refine tone, workflow and focus for this role; everything above still applies."
+        }
+    };
+    prefix.push_str(heading);
+    prefix.push('\n');
 }
 
 /// Render the prefix: blocks in their fixed order, empty ones omitted,
@@ -654,23 +736,43 @@ fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
                 "\n\n"
             });
         }
-        if let Some(heading) = heading(resolved.block, agent) {
-            prefix.push_str(&heading);
-            prefix.push('\n');
-        }
+        push_heading(&mut prefix, resolved.block, agent);
         prefix.push_str(&resolved.text);
     }
     prefix.push('\n');
     prefix
 }
 
-fn agent_identity(role: &Name, kept: &[Kept<'_>], chain: &LoadedChain) -> AgentIdentity {
-    let mut canonical = format!("role\t{role}\n");
-    for c in kept
-        .iter()
-        .filter(|c| c.provenance.layer == PromptLayer::Agent)
-    {
-        canonical.push_str(&format!("{}\t{}\n", c.block, sha256_hex(c.text.as_bytes())));
+/// The role's identity: a digest over the role name and each agent-tier
+/// text's block and digest. A text that went into a descriptor unchanged
+/// is not digested again: its descriptor's digest is the same hash.
+fn agent_identity(
+    role: &Name,
+    kept: &[Kept<'_>],
+    kept_digest: &[Option<usize>],
+    descriptors: &[PromptLayerDescriptor],
+    chain: &LoadedChain,
+) -> AgentIdentity {
+    let mut canonical = String::with_capacity(64 + 96 * kept_digest.iter().flatten().count());
+    for part in ["role\t", role.as_str(), "\n"] {
+        canonical.push_str(part);
+    }
+    for (index, c) in kept.iter().enumerate() {
+        if c.provenance.layer != PromptLayer::Agent {
+            continue;
+        }
+        canonical.push_str(c.block.wire_name());
+        canonical.push('\t');
+        match kept_digest
+            .get(index)
+            .copied()
+            .flatten()
+            .and_then(|d| descriptors.get(d))
+        {
+            Some(made) => canonical.push_str(&made.digest),
+            None => canonical.push_str(&sha256_hex(c.text.as_bytes())),
+        }
+        canonical.push('\n');
     }
     AgentIdentity {
         role: role.to_string(),
