@@ -244,10 +244,10 @@ impl TextChangeKind {
     }
 }
 
-fn pairing_key(d: &PromptLayerDescriptor) -> (String, String, Option<String>) {
+fn pairing_key(d: &PromptLayerDescriptor) -> (&str, &str, Option<&str>) {
     // Narrowest-wins layers pair by block and layer; accumulating and
     // project directory layers also by source (each contributor is its own).
-    (d.block.clone(), d.layer.clone(), d.source.clone())
+    (&d.block, &d.layer, d.source.as_deref())
 }
 
 /// Whether `block` (a wire name) has one winner per chain, so a frozen
@@ -350,8 +350,8 @@ fn pair_and_diff(
                     ))
                 });
                 out.push(TextChange {
-                    block: f.block.clone(),
-                    layer: d.layer.clone(),
+                    block: f.block.to_string(),
+                    layer: d.layer.to_string(),
                     source: d.source.clone(),
                     frozen: Some(f.digest.clone()),
                     current: Some(d.digest.clone()),
@@ -361,7 +361,7 @@ fn pair_and_diff(
                     } else {
                         TextChangeKind::Changed
                     },
-                    frozen_layer: Some(f.layer.clone()),
+                    frozen_layer: Some(f.layer.to_string()),
                     frozen_source: f.source.clone(),
                 });
             }
@@ -369,14 +369,14 @@ fn pair_and_diff(
                 let diff = text_of(store, &f.digest)
                     .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
                 out.push(TextChange {
-                    block: f.block.clone(),
-                    layer: f.layer.clone(),
+                    block: f.block.to_string(),
+                    layer: f.layer.to_string(),
                     source: f.source.clone(),
                     frozen: Some(f.digest.clone()),
                     current: None,
                     diff,
                     kind: TextChangeKind::Removed,
-                    frozen_layer: Some(f.layer.clone()),
+                    frozen_layer: Some(f.layer.to_string()),
                     frozen_source: f.source.clone(),
                 });
             }
@@ -387,8 +387,8 @@ fn pair_and_diff(
             continue;
         }
         out.push(TextChange {
-            block: d.block.clone(),
-            layer: d.layer.clone(),
+            block: d.block.to_string(),
+            layer: d.layer.to_string(),
             source: d.source.clone(),
             frozen: None,
             current: Some(d.digest.clone()),

@@ -144,7 +144,7 @@ impl<'a> PromptReport<'a> {
                 Trust::Trusted => "trusted",
                 Trust::Untrusted => "untrusted",
             },
-            capabilities: &resolved.capabilities,
+            capabilities: &resolved.capabilities[..],
             agent: resolved.agent.as_ref(),
         }
     }

@@ -17,7 +17,7 @@ use crate::{LifecycleError, Request, render_tail_for, render_tail_from};
 /// What a new session freezes, from a fresh resolution.
 pub fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
     FrozenContract {
-        capabilities: resolved.capabilities.clone(),
+        capabilities: resolved.capabilities.to_vec(),
         prompt_layers: resolved.descriptors.clone(),
         fingerprint: resolved.fingerprint.clone(),
         prefix: resolved.prefix.clone(),

@@ -92,7 +92,7 @@ struct Builtin {
     contract: Contributor,
     /// The seed's descriptors, in the seed's order, then the contract's.
     descriptors: Vec<(Block, Arc<Provenance>, String, PromptLayerDescriptor)>,
-    capabilities: Vec<CapabilityDescriptor>,
+    capabilities: Arc<[CapabilityDescriptor]>,
     /// The generated `Surface:` line of each [`SurfaceKind::ALL`], with
     /// its descriptor: code-owned text, so it is digested once.
     surfaces: Vec<(Contributor, PromptLayerDescriptor)>,
@@ -257,8 +257,9 @@ pub struct ResolvedPrompt {
     pub descriptors: Vec<PromptLayerDescriptor>,
     /// `sha256:…` over `descriptors`.
     pub fingerprint: String,
-    /// The capability catalog in force.
-    pub capabilities: Vec<CapabilityDescriptor>,
+    /// The capability catalog in force: the binary's own, built once per
+    /// process and shared by every resolution.
+    pub capabilities: Arc<[CapabilityDescriptor]>,
     /// The worker role's identity, when a role was selected.
     pub agent: Option<AgentIdentity>,
     /// What trust dropped.
@@ -595,7 +596,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         tail: render_tail(&input.tail),
         fingerprint: fingerprint(&descriptors),
         descriptors,
-        capabilities: builtin.capabilities.clone(),
+        capabilities: Arc::clone(&builtin.capabilities),
         agent,
         blocks,
         demoted,

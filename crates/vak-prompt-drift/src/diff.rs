@@ -106,10 +106,8 @@ fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor
     list.iter()
         .map(|d| {
             let name = pairing_name(&d.block, &d.layer, d.source.as_deref());
-            let n = seen
-                .entry((d.block.as_str(), d.layer.as_str(), name))
-                .or_insert(0);
-            let key = (d.block.as_str(), d.layer.as_str(), name, *n);
+            let n = seen.entry((&*d.block, &*d.layer, name)).or_insert(0);
+            let key = (&*d.block, &*d.layer, name, *n);
             *n += 1;
             (key, d)
         })
@@ -205,8 +203,8 @@ mod tests {
 
     fn d(block: &str, layer: &str, text: &str, source: &str) -> PromptLayerDescriptor {
         PromptLayerDescriptor {
-            block: block.into(),
-            layer: layer.into(),
+            block: block.to_owned().into(),
+            layer: layer.to_owned().into(),
             source: Some(source.into()),
             digest: sha256_hex(text),
             bytes: text.len(),

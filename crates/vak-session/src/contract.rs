@@ -1,3 +1,5 @@
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 use vak_prompt_blocks::{Block, Provenance, sha256_hex};
 
@@ -9,9 +11,11 @@ use vak_prompt_blocks::{Block, Provenance, sha256_hex};
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct PromptLayerDescriptor {
     /// Block wire name: `identity`, `operating-rules`, `guardrails`, …
-    pub block: String,
+    /// (borrowed from the build's own names when made from a resolution,
+    /// owned when read from a ledger).
+    pub block: Cow<'static, str>,
     /// Layer wire name: `seed`, `shared`, `project`, …, or `runtime`.
-    pub layer: String,
+    pub layer: Cow<'static, str>,
     /// A path, gateway key, or `builtin:`/`runtime:` name.
     #[serde(default)]
     pub source: Option<String>,
@@ -26,8 +30,8 @@ impl PromptLayerDescriptor {
     /// The only constructor, so digest and bytes always match the text.
     pub fn of(block: Block, provenance: &Provenance, text: &str) -> Self {
         PromptLayerDescriptor {
-            block: block.wire_name().to_owned(),
-            layer: provenance.layer.wire_name().to_owned(),
+            block: Cow::Borrowed(block.wire_name()),
+            layer: Cow::Borrowed(provenance.layer.wire_name()),
             source: provenance.source.clone(),
             digest: sha256_hex(text),
             bytes: text.len(),
