@@ -382,8 +382,8 @@ fn show_text(ledger: &Ledger) -> String {
             let _ = writeln!(
                 out,
                 "  {:<20} {:<8} {} {:>6} bytes  {}",
-                esc(&d.block.to_string()),
-                esc(&d.layer.to_string()),
+                esc(&d.block),
+                esc(&d.layer),
                 esc(&short(&d.digest)),
                 d.bytes,
                 esc(d.source.as_deref().unwrap_or("-"))
