@@ -215,11 +215,24 @@ impl ConfinedDir {
     /// symlink or anything else that must be judged by where it leads.
     fn open_child(&self, name: &str, path: &Utf8Path) -> Option<Result<Option<Self>, Refusal>> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat(&self.fd, name, flags, Mode::empty()) {
+        let opened = rustix::fs::openat(&self.fd, name, flags, Mode::empty());
+        ConfinedDir::opened_below(opened, path, &self.real, name)
+    }
+
+    /// What an open of the real entry `rest` below the checked directory
+    /// `real` (no symlink followed) gave: the directory, `Some(Ok(None))`
+    /// when nothing is there, `None` when it must be judged another way.
+    fn opened_below(
+        opened: rustix::io::Result<OwnedFd>,
+        path: &Utf8Path,
+        real: &Path,
+        rest: &str,
+    ) -> Option<Result<Option<Self>, Refusal>> {
+        match opened {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: path.to_owned(),
-                real: real_join(&self.real, name),
+                real: real_join(real, rest),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -653,21 +666,14 @@ impl OpenedDirs {
         };
         let rest = &dir.as_str()[rest..];
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        match rustix::fs::openat2(
+        let opened = rustix::fs::openat2(
             &base_dir.fd,
             rest,
             flags,
             Mode::empty(),
             BENEATH_NO_SYMLINKS,
-        ) {
-            Ok(fd) => Some(Ok(Some(ConfinedDir {
-                fd,
-                path: dir.to_owned(),
-                real: real_join(&base_dir.real, rest),
-            }))),
-            Err(e) if e == Errno::NOENT => Some(Ok(None)),
-            Err(_) => None,
-        }
+        );
+        ConfinedDir::opened_below(opened, dir, &base_dir.real, rest)
     }
 
     /// The nearest directory above `path` already opened (opening the root
