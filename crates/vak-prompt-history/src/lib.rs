@@ -32,4 +32,4 @@ pub use diff::unified_diff;
 pub use error::HistoryError;
 pub use history::{FileHistory, History};
 pub use log::{Action, MAX_RECORD_BYTES, VersionLog, VersionRecord, Versions};
-pub use objects::{MAX_OBJECT_BYTES, ObjectStore, is_digest};
+pub use objects::{MAX_OBJECT_BYTES, ObjectStore, is_digest, object_digest, verified_object};

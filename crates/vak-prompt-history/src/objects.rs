@@ -22,6 +22,44 @@ use crate::HistoryError;
 /// single contribution can come from).
 pub const MAX_OBJECT_BYTES: u64 = 1024 * 1024;
 
+/// The digest `text` is kept under, refusing a text over
+/// [`MAX_OBJECT_BYTES`]: the one size rule of every object store.
+///
+/// # Errors
+///
+/// [`HistoryError::TooLarge`], naming the text by its digest.
+pub fn object_digest(text: &str) -> Result<Sha256Hex, HistoryError> {
+    let bytes = text.len() as u64;
+    let digest = sha256_hex(text);
+    if bytes > MAX_OBJECT_BYTES {
+        return Err(HistoryError::TooLarge {
+            what: format!("the text with sha256 {digest}"),
+            bytes,
+            limit: MAX_OBJECT_BYTES,
+        });
+    }
+    Ok(digest)
+}
+
+/// The text of an object read back under `digest`, only if its bytes hash
+/// to it and are UTF-8: what every object store checks before serving one.
+/// `altered` makes the store's own error from what the bytes really are.
+///
+/// # Errors
+///
+/// `altered(actual digest)`, or `altered("bytes that are not UTF-8")`.
+pub fn verified_object(
+    digest: &str,
+    bytes: Vec<u8>,
+    altered: impl Fn(String) -> HistoryError,
+) -> Result<String, HistoryError> {
+    let actual = sha256_hex(&bytes);
+    if actual != digest {
+        return Err(altered(actual));
+    }
+    String::from_utf8(bytes).map_err(|_| altered("bytes that are not UTF-8".to_owned()))
+}
+
 /// Whether `digest` is a sha256 as vak writes them: 64 lowercase hex digits.
 pub fn is_digest(digest: &str) -> bool {
     digest.len() == 64
@@ -108,15 +146,7 @@ impl ObjectStore {
     /// symlink, FIFO or device, or the directory leads out of the home;
     /// [`HistoryError::Io`].
     pub fn put(&self, text: &str) -> Result<Sha256Hex, HistoryError> {
-        let bytes = text.len() as u64;
-        let digest = sha256_hex(text);
-        if bytes > MAX_OBJECT_BYTES {
-            return Err(HistoryError::TooLarge {
-                what: format!("the text with sha256 {digest}"),
-                bytes,
-                limit: MAX_OBJECT_BYTES,
-            });
-        }
+        let digest = object_digest(text)?;
         let dir = store_dir(&self.home, &self.dir, true)?.ok_or_else(|| HistoryError::Io {
             action: "open the object directory",
             path: self.dir.clone(),
@@ -189,18 +219,10 @@ impl ObjectStore {
             },
             other => HistoryError::refusal(&path, other),
         })?;
-        let actual = sha256_hex(&bytes);
-        if actual != digest {
-            return Err(HistoryError::Corrupt {
-                digest: digest.to_owned(),
-                path,
-                actual,
-            });
-        }
-        String::from_utf8(bytes).map_err(|_| HistoryError::Corrupt {
+        verified_object(digest, bytes, |actual| HistoryError::Corrupt {
             digest: digest.to_owned(),
-            path,
-            actual: "bytes that are not UTF-8".to_owned(),
+            path: path.clone(),
+            actual,
         })
     }
 

@@ -10,9 +10,10 @@
 //! exact JSON (as the file log's line) beside the columns it is queried
 //! by, so fields a newer build adds survive an older one.
 
-use vak_prompt_blocks::{Sha256Hex, sha256_hex};
+use vak_prompt_blocks::Sha256Hex;
 use vak_prompt_history::{
-    History, HistoryError, MAX_OBJECT_BYTES, MAX_RECORD_BYTES, VersionRecord, Versions, is_digest,
+    History, HistoryError, MAX_RECORD_BYTES, VersionRecord, Versions, is_digest, object_digest,
+    verified_object,
 };
 
 use crate::PgStore;
@@ -60,15 +61,7 @@ impl History for PgStore {
     }
 
     fn put_object(&self, text: &str) -> Result<Sha256Hex, HistoryError> {
-        let bytes = text.len() as u64;
-        let digest = sha256_hex(text);
-        if bytes > MAX_OBJECT_BYTES {
-            return Err(HistoryError::TooLarge {
-                what: format!("the text with sha256 {digest}"),
-                bytes,
-                limit: MAX_OBJECT_BYTES,
-            });
-        }
+        let digest = object_digest(text)?;
         self.pool
             .with(|client| {
                 client.execute(
@@ -107,16 +100,11 @@ impl History for PgStore {
                 store: self.described.clone(),
             });
         };
-        let altered = |actual: String| HistoryError::AlteredIn {
+        verified_object(digest, bytes, |actual| HistoryError::AlteredIn {
             digest: digest.to_owned(),
             store: self.described.clone(),
             actual,
-        };
-        let actual = sha256_hex(&bytes);
-        if actual != digest {
-            return Err(altered(actual));
-        }
-        String::from_utf8(bytes).map_err(|_| altered("bytes that are not UTF-8".to_owned()))
+        })
     }
 
     fn append_version(&self, record: &VersionRecord) -> Result<(), HistoryError> {
@@ -185,7 +173,8 @@ impl History for PgStore {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use vak_prompt_history::Action;
+    use vak_prompt_blocks::sha256_hex;
+    use vak_prompt_history::{Action, MAX_OBJECT_BYTES};
     use vak_session::Store as _;
 
     /// The test server's URL; `None` (skipped) without `VAK_TEST_PG_URL`,
