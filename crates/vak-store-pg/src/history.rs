@@ -177,39 +177,9 @@ mod tests {
     use vak_prompt_history::{Action, MAX_OBJECT_BYTES};
     use vak_session::Store as _;
 
-    /// The test server's URL; `None` (skipped) without `VAK_TEST_PG_URL`,
-    /// a failure under CI.
-    fn pg_url() -> Option<String> {
-        match std::env::var("VAK_TEST_PG_URL") {
-            Ok(url) if !url.is_empty() => Some(url),
-            _ => {
-                let ci =
-                    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-                assert!(!ci, "VAK_TEST_PG_URL is unset under CI");
-                None
-            }
-        }
-    }
-
     /// A fresh, migrated database; the store on it and its URL.
     fn scratch() -> Option<(PgStore, String)> {
-        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let url = pg_url()?;
-        let name = format!(
-            "vak_h_{}_{}_{}",
-            std::process::id(),
-            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .subsec_nanos()
-        );
-        let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        let (base, _) = url.rsplit_once('/').unwrap();
-        let scratch = format!("{base}/{name}");
+        let scratch = crate::testing::scratch_database(&crate::testing::pg_url()?, "h");
         PgStore::connect(&scratch).unwrap().migrate().unwrap();
         Some((PgStore::open(&scratch).unwrap(), scratch))
     }

@@ -36,6 +36,8 @@ mod home;
 mod migrate;
 mod pool;
 mod store;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
 pub use migrate::{MIGRATIONS, Migration};
 pub use store::{DEFAULT_POOL, LockMode, PgStore};

@@ -24,47 +24,7 @@ use crate::gateway_service::{post, secret, serve, signed};
 const CHATS: usize = 50;
 const CLIENTS: usize = 32;
 
-pub fn pg_url() -> Option<String> {
-    if let Ok(url) = std::env::var("VAK_TEST_PG_URL")
-        && !url.is_empty()
-    {
-        return Some(url);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "VAK_TEST_PG_URL is unset under CI: run the tests through .ci/test, which starts PostgreSQL"
-    );
-    // Written past the test harness's capture, once, so the skip is seen.
-    static NOTED: std::sync::Once = std::sync::Once::new();
-    NOTED.call_once(|| {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "note: VAK_TEST_PG_URL is unset, so the PostgreSQL CLI tests are skipped (.ci/test sets it)"
-        );
-    });
-    None
-}
-
-/// A fresh database on the test server; its URL.
-pub fn scratch_database(url: &str, tag: &str) -> String {
-    let name = format!(
-        "vak_scale_{tag}_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    );
-    let (base, _) = url.rsplit_once('/').unwrap();
-    let status = std::process::Command::new("psql")
-        .args([url, "-qc", &format!("CREATE DATABASE {name}")])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    format!("{base}/{name}")
-}
+pub use vak_store_pg::testing::{pg_url, scratch_database};
 
 fn deliveries() -> usize {
     std::env::var("VAK_SCALE_DELIVERIES")

@@ -2,7 +2,6 @@
 //! scratch store of either backend.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_core::Selectors;
@@ -26,51 +25,11 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// The PostgreSQL URL the tests use. Under CI (`CI` set) a missing
-/// `VAK_TEST_PG_URL` fails the test; elsewhere the PostgreSQL half is
-/// skipped with a note.
-pub fn pg_url() -> Option<String> {
-    if let Ok(url) = std::env::var("VAK_TEST_PG_URL")
-        && !url.is_empty()
-    {
-        return Some(url);
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "0" && v != "false");
-    assert!(
-        !ci,
-        "VAK_TEST_PG_URL is unset under CI: run the tests through .ci/test, which starts PostgreSQL"
-    );
-    // Written past the test harness's capture, once, so the skip is seen.
-    static NOTED: std::sync::Once = std::sync::Once::new();
-    NOTED.call_once(|| {
-        use std::io::Write as _;
-        let _ = writeln!(
-            std::io::stderr(),
-            "note: VAK_TEST_PG_URL is unset, so the PostgreSQL half of the store tests is skipped (.ci/test sets it)"
-        );
-    });
-    None
-}
-
-static DATABASES: AtomicUsize = AtomicUsize::new(0);
+pub use vak_store_pg::testing::pg_url;
 
 /// A fresh, migrated database on the test server; its URL.
 pub fn scratch_database(url: &str) -> String {
-    let name = format!(
-        "vak_t_{}_{}_{}",
-        std::process::id(),
-        DATABASES.fetch_add(1, Ordering::Relaxed),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos()
-    );
-    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    let (base, _) = url.rsplit_once('/').unwrap();
-    let scratch = format!("{base}/{name}");
+    let scratch = vak_store_pg::testing::scratch_database(url, "t");
     PgStore::connect(&scratch).unwrap().migrate().unwrap();
     scratch
 }
