@@ -61,12 +61,24 @@ pub fn now() -> i64 {
 
 /// POST `body` to `path` with `headers`; the status and the JSON answer.
 pub fn post(addr: &str, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, Value) {
+    request(addr, "POST", path, headers, body)
+}
+
+/// One HTTP/1.1 request with `headers` and a JSON `body`, on its own
+/// connection; the status and the JSON answer (`Null` when it is not JSON).
+pub fn request(
+    addr: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, String)],
+    body: &[u8],
+) -> (u16, Value) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(60)))
         .unwrap();
     let mut head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     for (name, value) in headers {

@@ -4,17 +4,15 @@
 //! one node's admin API rotates the chat once on the other node and no node
 //! ever rotates it back. Real binary, real PostgreSQL (`VAK_TEST_PG_URL`).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Stdio};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 use vak_core::prompts::sha256_hex;
 
 use crate::common::*;
 use crate::gateway_scale::{pg_url, scratch_database};
-use crate::gateway_service::{post, serve, signed};
+use crate::gateway_service::{post, request, serve, signed};
 
 const TOKEN: &str = "home-store-test-token-0123456789abcdef";
 
@@ -59,29 +57,8 @@ fn admin(env: &Env, url: &str) -> Admin {
 /// One authenticated admin request; the status and the JSON answer.
 fn call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     let body = body.map(Value::to_string).unwrap_or_default();
-    let mut stream = TcpStream::connect(addr).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(60)))
-        .unwrap();
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {TOKEN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut raw = Vec::new();
-    let _ = stream.read_to_end(&mut raw);
-    let raw = String::from_utf8_lossy(&raw).into_owned();
-    let status = raw
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("no status in {raw:?}"));
-    let json = raw
-        .split_once("\r\n\r\n")
-        .and_then(|(_, b)| serde_json::from_str(b).ok())
-        .unwrap_or(Value::Null);
-    (status, json)
+    let auth = [("Authorization", format!("Bearer {TOKEN}"))];
+    request(addr, method, path, &auth, body.as_bytes())
 }
 
 fn save_guardrails(addr: &str, text: &str, if_digest: &str) -> (u16, Value) {
