@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use vak_admin::{AdminError, ServeConfig, Server, TokenSource};
 use vak_core::prompts::escape_line;
 
-use crate::selectors::{home_dir, project_in};
+use crate::selectors::{StoreArg, home_dir, project_in};
 use crate::{CliError, out};
 
 /// `vak admin …`
@@ -29,10 +29,8 @@ pub(crate) struct ServeArgs {
     /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else the
-    /// shared config's `[store] url`, else the home's file store].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
 }
 
 /// The error as one escaped line: admin errors quote addresses and paths
@@ -67,7 +65,7 @@ pub(crate) fn admin(command: &AdminCommand) -> Result<(), CliError> {
 /// or SIGTERM.
 fn serve(args: &ServeArgs) -> Result<(), CliError> {
     let home = home_dir(args.home.as_ref())?;
-    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
+    let store = args.store.open(&home)?;
     let server = Server::bind(ServeConfig {
         store: Some(store),
         project: project_in(args.project.as_ref(), &home)?,

@@ -22,7 +22,7 @@ use vak_core::{
 use crate::CliError;
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, SelectorArgs, current_dir, home_dir, subdir};
+use crate::selectors::{Format, SelectorArgs, StoreArg, current_dir, home_dir, subdir};
 
 /// Which directory layer a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -58,9 +58,8 @@ pub(crate) struct TargetArgs {
     /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// The block: identity, operating-rules, guardrails or surface-note.
     pub(crate) block: String,
 }
@@ -152,7 +151,7 @@ impl TargetArgs {
         // to the home side when the store holds it (`--store`, `VAK_STORE`
         // or `[store] url`; DECISIONS §14), so every node sees it; the file
         // store keeps writing the home's files.
-        let store = vak_gateway::open_store(&selectors.home, self.store.as_deref())?;
+        let store = self.store.open(&selectors.home)?;
         let core = Core::for_target(selectors, &target)?.with_store(store);
         Ok((core, target))
     }

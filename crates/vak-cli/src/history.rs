@@ -18,7 +18,7 @@ use crate::CliError;
 use crate::edit::{Scope, TargetArgs, edit_error, report_change};
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, home_dir};
+use crate::selectors::{Format, StoreArg, home_dir};
 
 /// Which history `log` and `diff` read: a layer file, or a gateway key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -64,9 +64,8 @@ pub(crate) struct HistoryTargetArgs {
     /// directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// The block: identity, operating-rules, guardrails or surface-note.
     pub(crate) block: String,
 }
@@ -137,7 +136,7 @@ impl HistoryTargetArgs {
             (false, None) => None,
         };
         let home = home_dir(self.home.as_ref())?;
-        let store = vak_gateway::open_store(&home, self.store.as_deref())?;
+        let store = self.store.open(&home)?;
         let (file, entry) = match &chat {
             None => (GatewayFile::Bots, vec![bot.as_str()]),
             Some(chat) => (GatewayFile::Allowlist, vec![bot.as_str(), chat.as_str()]),
@@ -212,9 +211,8 @@ pub(crate) struct SessionDiffArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -448,7 +446,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
 pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
     let id = SessionId::parse(&args.session)?;
     let home = home_dir(args.home.as_ref())?;
-    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
+    let store = args.store.open(&home)?;
     let ledger = store.read(&id)?;
     for warning in &ledger.warnings {
         out::notice("warning", &warning.to_string());

@@ -7,6 +7,25 @@ use vak_core::{Selectors, default_home};
 
 use crate::CliError;
 
+/// `--store`: the store a command reads and writes, the same flag on
+/// every command that has one.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct StoreArg {
+    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else the home's file store].
+    #[arg(long = "store", value_name = "URL")]
+    pub(crate) url: Option<String>,
+}
+
+impl StoreArg {
+    /// Open the chosen store for `home`.
+    pub(crate) fn open(
+        &self,
+        home: &Utf8Path,
+    ) -> Result<std::sync::Arc<dyn vak_core::prompts::Store>, CliError> {
+        Ok(vak_gateway::open_store(home, self.url.as_deref())?)
+    }
+}
+
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub(crate) enum Format {

@@ -23,7 +23,7 @@ use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, clip};
 use crate::CliError;
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, SelectorArgs, home_dir, project_dir};
+use crate::selectors::{Format, SelectorArgs, StoreArg, home_dir, project_dir};
 
 /// `vak session …`
 #[derive(Debug, Clone, Subcommand)]
@@ -44,9 +44,8 @@ pub(crate) struct NewArgs {
     /// The parent session, for a child session.
     #[arg(long, value_name = "ID")]
     pub(crate) parent: Option<String>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -60,9 +59,8 @@ pub(crate) struct ShowArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -89,9 +87,8 @@ pub(crate) struct ListArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -112,9 +109,8 @@ pub(crate) struct ExecArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -138,9 +134,8 @@ pub(crate) struct ServeArgs {
     /// The address to listen on (port 0 picks a free one).
     #[arg(long, value_name = "HOST:PORT", default_value = "127.0.0.1:8788")]
     pub(crate) listen: String,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
@@ -179,9 +174,8 @@ pub(crate) struct DeliverArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// The project directory the bot works in [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
@@ -206,9 +200,8 @@ pub(crate) struct AuditListArgs {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
     #[arg(long, value_name = "DIR")]
     pub(crate) home: Option<Utf8PathBuf>,
-    /// The store: `file` or `postgres://…` [default: $VAK_STORE, else `[store] url` in the shared config, else file].
-    #[arg(long, value_name = "URL")]
-    pub(crate) store: Option<String>,
+    #[command(flatten)]
+    pub(crate) store: StoreArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -263,7 +256,7 @@ pub(crate) fn session(command: &SessionCommand) -> Result<(), CliError> {
 /// `vak session new`: resolve, freeze, write the ledger's first record.
 fn new(args: &NewArgs) -> Result<(), CliError> {
     let core = Core::open(args.selectors.to_selectors()?)?;
-    let store = vak_gateway::open_store(&core.selectors().home, args.store.as_deref())?;
+    let store = args.store.open(&core.selectors().home)?;
     let parent = args.parent.as_deref().map(session_id).transpose()?;
     let created = vak_gateway::new_session(&*store, &core, parent.as_ref())?;
     let (id, contract) = (&created.id, &created.contract);
@@ -300,7 +293,7 @@ fn short(digest: &str) -> String {
 /// `vak session show`.
 fn show(args: &ShowArgs) -> Result<(), CliError> {
     let id = session_id(&args.id)?;
-    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
+    let store = args.store.open(&home_dir(args.home.as_ref())?)?;
     let ledger = store.read(&id)?;
     match args.format {
         Format::Json => print_json(&json!({
@@ -426,7 +419,7 @@ fn show_text(ledger: &Ledger) -> String {
 /// that many ids are kept while the directory is read, and only their first
 /// records are read, each reduced to a summary at once.
 fn list(args: &ListArgs) -> Result<(), CliError> {
-    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
+    let store = args.store.open(&home_dir(args.home.as_ref())?)?;
     let (ids, total) = store.list_newest(args.limit)?;
     let mut sessions = Vec::new();
     let mut problems = Vec::new();
@@ -514,7 +507,7 @@ fn summary_line(session: &serde_json::Value) -> String {
 pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let id = session_id(&args.session)?;
     let home = home_dir(args.home.as_ref())?;
-    let store = vak_gateway::open_store(&home, args.store.as_deref())?;
+    let store = args.store.open(&home)?;
     let (outcome, warnings) = vak_gateway::exec(
         &*store,
         &home,
@@ -586,7 +579,7 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         )
     };
     let core = Core::open(selectors)?;
-    let store = vak_gateway::open_store(&core.selectors().home, args.store.as_deref())?;
+    let store = args.store.open(&core.selectors().home)?;
     let meta = vak_gateway::meta_for(core.selectors());
     // From here on the inbound path holds only a read-only handle: nothing
     // reachable from it writes a prompt layer (see vak_core::InboundPrompts).
@@ -629,7 +622,7 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
         home: home_dir(args.home.as_ref())?,
         project: project_dir(args.project.as_ref())?,
         listen: args.listen.clone(),
-        store: args.store.clone(),
+        store: args.store.url.clone(),
     })?;
     // The URL alone on the first line of stdout, for scripts; the rest on
     // stderr, so a reader that stops after one line cannot stop the service.
@@ -683,7 +676,7 @@ pub(crate) fn audit(command: &AuditCommand) -> Result<(), CliError> {
 /// `vak audit list`: the newest `--limit` events, newest first, streamed
 /// from the log so memory does not grow with it.
 fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
-    let store = vak_gateway::open_store(&home_dir(args.home.as_ref())?, args.store.as_deref())?;
+    let store = args.store.open(&home_dir(args.home.as_ref())?)?;
     let entries = store.audit_newest(args.limit)?;
     match args.format {
         Format::Json => print_json(&json!({
