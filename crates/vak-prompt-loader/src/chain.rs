@@ -7,7 +7,7 @@ use crate::LoaderError;
 use crate::confine::OpenedDirs;
 use crate::discover::levels_between;
 use crate::gateway::load_gateway;
-use crate::paths::{LayerDirs, join, prompt_dir};
+use crate::paths::{LayerDirs, is_joined, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
 /// What to load: the home, the project, and the selectors that pick
@@ -274,17 +274,15 @@ impl Reader<'_> {
         // root is reported once, naming the directory.
         let read = match self.root(root) {
             Ok(Some(dirs)) => match dirs.dir(dir) {
-                Ok(Some(opened)) => Ok(Block::EDITABLE
-                    .into_iter()
-                    .filter_map(|block| {
-                        let file = block.file_name()?;
-                        let text = opened
-                            .read_file(file, dirs.root(), MAX_FILE_BYTES)
-                            .map_err(ReadRefusal::from)
-                            .and_then(|bytes| bytes.map(utf8).transpose());
-                        Some((block, file, text))
-                    })
-                    .collect::<Vec<_>>()),
+                // An array, not a `Vec`: the block list is fixed.
+                Ok(Some(opened)) => Ok(Block::EDITABLE.map(|block| {
+                    let file = block.file_name()?;
+                    let text = opened
+                        .read_file(file, dirs.root(), MAX_FILE_BYTES)
+                        .map_err(ReadRefusal::from)
+                        .and_then(|bytes| bytes.map(utf8).transpose());
+                    Some((block, file, text))
+                })),
                 Ok(None) => return false,
                 Err(refusal) => Err(ReadRefusal::from(refusal)),
             },
@@ -298,7 +296,7 @@ impl Reader<'_> {
                 return false;
             }
         };
-        for (block, file, text) in files {
+        for (block, file, text) in files.into_iter().flatten() {
             let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
             match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
@@ -328,8 +326,13 @@ impl Reader<'_> {
         root: &Utf8Path,
         names: &[String],
     ) {
-        let own = join(prompts, &["operating-rules.md"]);
-        let decided = |p: &Provenance| p.source.as_deref() == Some(own.as_str());
+        // `prompts/operating-rules.md` as `join` spells it, compared piece
+        // by piece rather than built.
+        let decided = |p: &Provenance| {
+            p.source
+                .as_deref()
+                .is_some_and(|source| is_joined(source, prompts, "operating-rules.md"))
+        };
         if self
             .chain
             .contributions
@@ -341,19 +344,21 @@ impl Reader<'_> {
         }
         for name in names {
             let path = join(level, &[name]);
-            let provenance = Provenance::new(PromptLayer::Project, Origin::Project, path.as_str());
-            match self.read(&path, root) {
+            let read = self.read(&path, root);
+            let provenance =
+                || Provenance::new(PromptLayer::Project, Origin::Project, path.into_string());
+            match read {
                 Ok(Some(text)) => {
                     self.chain.contributions.push(Contribution {
                         block: Block::OperatingRules,
-                        provenance: Arc::new(provenance),
+                        provenance: Arc::new(provenance()),
                         text,
                     });
                     return;
                 }
                 Ok(None) => {}
                 Err(refusal) => {
-                    self.skip(Some(Block::OperatingRules), provenance, refusal);
+                    self.skip(Some(Block::OperatingRules), provenance(), refusal);
                     return;
                 }
             }
@@ -515,51 +520,52 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
 
     // One rule for every layer file (DECISIONS §11 "Paths"): it must stay
     // inside its home or its project once every symlink is resolved.
-    let home_root = request.home.clone();
-    let project_root = request.project.clone();
+    let home_root = &request.home;
+    let project_root = &request.project;
 
     let home_vak = join(&request.home, &[".vak"]);
-    let mut config_roots = vec![(
-        home_vak.clone(),
-        home_root.clone(),
-        Origin::Home,
-        PromptLayer::Shared,
-    )];
-    if project_ok {
-        config_roots.push((
-            project_vak.clone(),
-            project_root.clone(),
+    // The project's entry is only read when `project_ok`.
+    let config_roots = [
+        (&home_vak, home_root, Origin::Home, PromptLayer::Shared),
+        (
+            &project_vak,
+            project_root,
             Origin::Project,
             PromptLayer::Project,
-        ));
-    }
-    for (vak_dir, root, origin, layer) in &config_roots {
+        ),
+    ];
+    let config_roots = &config_roots[..if project_ok { 2 } else { 1 }];
+    reader.chain.configs.reserve_exact(config_roots.len());
+    for &(vak_dir, root, origin, layer) in config_roots {
         let path = join(vak_dir, &["config.toml"]);
-        let provenance = Provenance::new(*layer, *origin, path.as_str());
         match reader.read(&path, root) {
             Ok(Some(text)) => match text.parse::<toml::Table>() {
                 Ok(table) => reader.chain.configs.push(ConfigFile {
-                    origin: *origin,
+                    origin,
                     path,
                     table,
                 }),
                 Err(error) => reader.skip(
                     None,
-                    provenance,
+                    Provenance::new(layer, origin, path.into_string()),
                     format!("is not valid TOML: {}", error.message()),
                 ),
             },
             Ok(None) => {}
-            Err(refusal) => reader.skip(None, provenance, refusal),
+            Err(refusal) => reader.skip(
+                None,
+                Provenance::new(layer, origin, path.into_string()),
+                refusal,
+            ),
         }
     }
 
+    // Kept aside while the chain is read, and moved into it at the end.
     let interop = interop_names(&mut reader);
-    reader.chain.interop_names.clone_from(&interop);
 
     reader.directory_layer(
         &home_dirs.base,
-        &home_root,
+        home_root,
         PromptLayer::Shared,
         Origin::Home,
     );
@@ -571,17 +577,12 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     if project_ok {
         reader.directory_layer(
             &project_dirs.base,
-            &project_root,
+            project_root,
             PromptLayer::Project,
             Origin::Project,
         );
     }
-    reader.interop_file(
-        &request.project,
-        &project_dirs.base,
-        &project_root,
-        &interop,
-    );
+    reader.interop_file(&request.project, &project_dirs.base, project_root, &interop);
     if let Some(workdir) = &request.workdir {
         if !workdir.starts_with(&request.project) {
             reader.skip(
@@ -595,23 +596,23 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
             let prompts = prompt_dir(&level);
             reader.directory_layer(
                 &prompts,
-                &project_root,
+                project_root,
                 PromptLayer::Project,
                 Origin::Project,
             );
-            reader.interop_file(&level, &prompts, &project_root, &interop);
+            reader.interop_file(&level, &prompts, project_root, &interop);
         }
     }
     reader.directory_layer(
         &home_dirs.surface,
-        &home_root,
+        home_root,
         PromptLayer::Surface,
         Origin::Home,
     );
     if project_ok {
         reader.directory_layer(
             &project_dirs.surface,
-            &project_root,
+            project_root,
             PromptLayer::Surface,
             Origin::Project,
         );
@@ -629,18 +630,18 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
 
     if let Some(role) = &request.agent {
         let candidates = [
-            (home_dirs.agent.as_ref(), &home_root, Origin::Home, true),
+            (home_dirs.agent, home_root, Origin::Home, true),
             (
-                project_dirs.agent.as_ref(),
-                &project_root,
+                project_dirs.agent,
+                project_root,
                 Origin::Project,
                 project_ok,
             ),
         ];
         for (dir, root, origin, allowed) in candidates {
             let Some(dir) = dir else { continue };
-            if allowed && reader.directory_layer(dir, root, PromptLayer::Agent, origin) {
-                reader.chain.role_dirs.push(dir.clone());
+            if allowed && reader.directory_layer(&dir, root, PromptLayer::Agent, origin) {
+                reader.chain.role_dirs.push(dir);
             }
         }
         if reader.chain.role_dirs.is_empty() {
@@ -653,13 +654,13 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
 
     if project_ok {
         let path = join(&project_vak, &["SYSTEM.md"]);
-        match reader.read(&path, &project_root) {
+        match reader.read(&path, project_root) {
             Ok(Some(text)) => {
                 reader.chain.legacy_system = Some(LegacySystem {
                     provenance: Arc::new(Provenance::new(
                         PromptLayer::Project,
                         Origin::Project,
-                        path.as_str(),
+                        path.into_string(),
                     )),
                     text,
                 });
@@ -667,16 +668,17 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
             Ok(None) => {}
             Err(refusal) => reader.skip(
                 Some(Block::Identity),
-                Provenance::new(PromptLayer::Project, Origin::Project, path.as_str()),
+                Provenance::new(PromptLayer::Project, Origin::Project, path.into_string()),
                 refusal,
             ),
         }
     }
 
-    for (vak_dir, root, origin, layer) in &config_roots {
-        load_skills(&mut reader, vak_dir, root, *origin, *layer);
+    for &(vak_dir, root, origin, layer) in config_roots {
+        load_skills(&mut reader, vak_dir, root, origin, layer);
     }
 
+    chain.interop_names = interop;
     Ok(chain)
 }
 
@@ -745,11 +747,10 @@ fn load_skills(
     }
     for name in names {
         let path = join(&skills_dir, &[&name, "SKILL.md"]);
-        let provenance = Provenance::new(layer, origin, path.as_str());
         if Name::new(vak_prompt_blocks::NameKind::Role, &name).is_err() {
             reader.skip(
                 Some(Block::Skills),
-                provenance,
+                Provenance::new(layer, origin, path.into_string()),
                 "has a directory name that is not a valid skill name",
             );
             continue;
@@ -757,14 +758,19 @@ fn load_skills(
         match reader.read(&path, root) {
             Ok(Some(text)) => reader.chain.skills.push(SkillEntry {
                 name,
-                provenance: Arc::new(Provenance {
-                    layer: PromptLayer::Runtime,
-                    ..provenance
-                }),
+                provenance: Arc::new(Provenance::new(
+                    PromptLayer::Runtime,
+                    origin,
+                    path.into_string(),
+                )),
                 text,
             }),
             Ok(None) => {}
-            Err(refusal) => reader.skip(Some(Block::Skills), provenance, refusal),
+            Err(refusal) => reader.skip(
+                Some(Block::Skills),
+                Provenance::new(layer, origin, path.into_string()),
+                refusal,
+            ),
         }
     }
 }
