@@ -277,8 +277,8 @@ impl Reader<'_> {
                 // An array, not a `Vec`: the block list is fixed.
                 Ok(Some(opened)) => Ok(Block::EDITABLE.map(|block| {
                     let file = block.file_name()?;
-                    let text = opened
-                        .read_file(file, dirs.root(), MAX_FILE_BYTES)
+                    let text = dirs
+                        .read_in(&opened, file, MAX_FILE_BYTES)
                         .map_err(ReadRefusal::from)
                         .and_then(|bytes| bytes.map(utf8).transpose());
                     Some((block, file, text))

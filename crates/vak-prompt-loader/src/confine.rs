@@ -24,11 +24,14 @@
 //! Saves and removals go through the same [`ConfinedDir`]: the rename and the
 //! unlink happen relative to the checked directory handle.
 
+use std::cell::OnceCell;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::{Arc, OnceLock};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
@@ -68,8 +71,11 @@ impl ConfinedRoot {
         &self.real
     }
 
+    /// A root whose real path could not be found (see
+    /// [`OpenedDirs::root`]) is not absolute, and contains nothing: every
+    /// symlink under it is refused.
     fn contains(&self, real: &Path) -> bool {
-        real.starts_with(&self.real)
+        self.real.is_absolute() && real.starts_with(&self.real)
     }
 }
 
@@ -123,7 +129,8 @@ fn lossy(path: PathBuf) -> Utf8PathBuf {
 /// Where the kernel says an open handle lives. Falls back to resolving
 /// `path` and checking it names the same inode when `/proc` is unavailable.
 fn real_path_of(fd: &OwnedFd, path: &Utf8Path) -> Result<PathBuf, Refusal> {
-    if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())) {
+    let mut proc_path = ProcFdPath::default();
+    if let Ok(real) = std::fs::read_link(proc_path.of(fd.as_raw_fd())) {
         return Ok(real);
     }
     let real = std::fs::canonicalize(path)?;
@@ -135,6 +142,33 @@ fn real_path_of(fd: &OwnedFd, path: &Utf8Path) -> Result<PathBuf, Refusal> {
         Err(Refusal::Io(io::Error::other(
             "it changed while it was being opened",
         )))
+    }
+}
+
+/// `/proc/self/fd/<fd>`, spelled in a buffer on the stack rather than by
+/// `format!`.
+#[derive(Default)]
+struct ProcFdPath([u8; 32]);
+
+impl ProcFdPath {
+    fn of(&mut self, fd: i32) -> &Path {
+        const PREFIX: &[u8] = b"/proc/self/fd/";
+        let mut digits = [0u8; 10];
+        let mut n = fd.unsigned_abs();
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (n % 10) as u8;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        let digits = &digits[at..];
+        let len = PREFIX.len() + digits.len();
+        self.0[..PREFIX.len()].copy_from_slice(PREFIX);
+        self.0[PREFIX.len()..len].copy_from_slice(digits);
+        Path::new(std::ffi::OsStr::from_bytes(&self.0[..len]))
     }
 }
 
@@ -171,8 +205,14 @@ enum Entry {
 #[derive(Debug)]
 pub struct ConfinedDir {
     fd: OwnedFd,
-    path: Utf8PathBuf,
-    real: PathBuf,
+    /// Shared with [`OpenedDirs`]' key for this directory: one copy of the
+    /// path per directory.
+    path: Arc<str>,
+    /// Found when a check opens the directory by path; otherwise only when
+    /// asked for ([`ConfinedDir::real`]), which a load never does: a
+    /// directory opened below a checked one is inside the root by
+    /// construction.
+    real: OnceLock<PathBuf>,
 }
 
 impl ConfinedDir {
@@ -198,14 +238,14 @@ impl ConfinedDir {
         }
         Ok(Some(ConfinedDir {
             fd,
-            path: dir.to_owned(),
-            real,
+            path: Arc::from(dir.as_str()),
+            real: OnceLock::from(real),
         }))
     }
 
     /// The directory as given.
     pub fn path(&self) -> &Utf8Path {
-        &self.path
+        Utf8Path::new(&self.path)
     }
 
     /// Open the subdirectory `name` relative to this (checked) handle
@@ -216,23 +256,21 @@ impl ConfinedDir {
     fn open_child(&self, name: &str, path: &Utf8Path) -> Option<Result<Option<Self>, Refusal>> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let opened = rustix::fs::openat(&self.fd, name, flags, Mode::empty());
-        ConfinedDir::opened_below(opened, path, &self.real, name)
+        ConfinedDir::opened_below(opened, path)
     }
 
-    /// What an open of the real entry `rest` below the checked directory
-    /// `real` (no symlink followed) gave: the directory, `Some(Ok(None))`
-    /// when nothing is there, `None` when it must be judged another way.
+    /// What an open of a real entry below a checked directory (no symlink
+    /// followed) gave: the directory, `Some(Ok(None))` when nothing is
+    /// there, `None` when it must be judged another way.
     fn opened_below(
         opened: rustix::io::Result<OwnedFd>,
         path: &Utf8Path,
-        real: &Path,
-        rest: &str,
     ) -> Option<Result<Option<Self>, Refusal>> {
         match opened {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
-                path: path.to_owned(),
-                real: real_join(real, rest),
+                path: Arc::from(path.as_str()),
+                real: OnceLock::new(),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -253,6 +291,17 @@ impl ConfinedDir {
         root: &ConfinedRoot,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
+        self.read_file_with(name, || root, limit)
+    }
+
+    /// [`ConfinedDir::read_file`] with the root asked for only when a
+    /// symlink must be judged by where it leads.
+    fn read_file_with<'r>(
+        &self,
+        name: &str,
+        root: impl FnOnce() -> &'r ConfinedRoot,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, Refusal> {
         match self.open_entry(name, root)? {
             None => Ok(None),
             Some(Entry::Handle(fd)) => {
@@ -266,13 +315,17 @@ impl ConfinedDir {
     /// Open `name` without following a symlink; a symlink is opened by
     /// [`ConfinedDir::open_link`], judged by where it leads. The one open
     /// behind [`ConfinedDir::open_file`] and [`ConfinedDir::read_file`].
-    fn open_entry(&self, name: &str, root: &ConfinedRoot) -> Result<Option<Entry>, Refusal> {
+    fn open_entry<'r>(
+        &self,
+        name: &str,
+        root: impl FnOnce() -> &'r ConfinedRoot,
+    ) -> Result<Option<Entry>, Refusal> {
         match rustix::fs::openat(&self.fd, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty()) {
             Ok(fd) => Ok(Some(Entry::Handle(fd))),
             Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => Ok(None),
             // A symlink: judge where it leads, on the handle.
             Err(e) if e == Errno::LOOP || e == Errno::MLINK => self
-                .open_link(name, root)
+                .open_link(name, root())
                 .map(|file| Some(Entry::Link(file))),
             Err(e) => Err(e.into()),
         }
@@ -317,7 +370,7 @@ impl ConfinedDir {
     ///
     /// See [`Refusal`].
     pub fn open_file(&self, name: &str, root: &ConfinedRoot) -> Result<Option<File>, Refusal> {
-        match self.open_entry(name, root)? {
+        match self.open_entry(name, || root)? {
             None => Ok(None),
             Some(Entry::Handle(fd)) => regular(fd).map(Some),
             Some(Entry::Link(file)) => Ok(Some(file)),
@@ -340,7 +393,7 @@ impl ConfinedDir {
     }
 
     fn open_link(&self, name: &str, root: &ConfinedRoot) -> Result<File, Refusal> {
-        let path = self.path.join(name);
+        let path = self.path().join(name);
         let fd = match rustix::fs::openat(&self.fd, name, READ_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
             Err(e) if e == Errno::NOENT => return Err(Refusal::Dangling),
@@ -432,18 +485,12 @@ impl ConfinedDir {
         }
     }
 
-    /// The directory's real path.
+    /// The directory's real path: where the kernel says the handle lives
+    /// (empty when that cannot be found).
     pub fn real(&self) -> &Path {
-        &self.real
+        self.real
+            .get_or_init(|| real_path_of(&self.fd, self.path()).unwrap_or_default())
     }
-}
-
-/// `real.join(rest)` in one allocation of the exact size.
-fn real_join(real: &Path, rest: &str) -> PathBuf {
-    let mut out = PathBuf::with_capacity(real.as_os_str().len() + 1 + rest.len());
-    out.push(real);
-    out.push(rest);
-    out
 }
 
 /// The handle as a file, if it is a regular file.
@@ -538,15 +585,32 @@ fn read_rest(file: File, mut bytes: Vec<u8>, limit: u64) -> Result<Vec<u8>, Refu
 /// Refusals are not remembered: they are rare, and reported per input.
 #[derive(Debug)]
 pub struct OpenedDirs {
-    root: ConfinedRoot,
-    dirs: Vec<(Utf8PathBuf, Option<Rc<ConfinedDir>>)>,
+    /// The root as given.
+    root_path: Arc<str>,
+    /// The root resolved: given to [`OpenedDirs::new`], or found from the
+    /// root's handle the first time a symlink must be judged (most loads
+    /// have none, and skip the `/proc` look-up).
+    root: OnceCell<ConfinedRoot>,
+    dirs: Vec<(DirKey, Option<Rc<ConfinedDir>>)>,
+}
+
+/// A directory's path as [`OpenedDirs`] looks it up: the opened
+/// directory's own copy when there is one.
+#[derive(Debug)]
+struct DirKey(Arc<str>);
+
+impl DirKey {
+    fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 impl OpenedDirs {
     /// No directory opened yet under `root`.
     pub fn new(root: ConfinedRoot) -> Self {
         OpenedDirs {
-            root,
+            root_path: Arc::from(root.path.as_str()),
+            root: OnceCell::from(root),
             dirs: Vec::new(),
         }
     }
@@ -564,29 +628,57 @@ impl OpenedDirs {
     /// As [`ConfinedRoot::new`].
     pub fn open(path: &Utf8Path) -> io::Result<Option<Self>> {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        if let Ok(fd) = rustix::fs::open(path.as_std_path(), flags, Mode::empty())
-            && let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
-            && real.is_absolute()
-        {
+        if let Ok(fd) = rustix::fs::open(path.as_std_path(), flags, Mode::empty()) {
+            let path: Arc<str> = Arc::from(path.as_str());
             let dir = ConfinedDir {
                 fd,
-                path: path.to_owned(),
-                real: real.clone(),
+                path: Arc::clone(&path),
+                real: OnceLock::new(),
             };
+            // Room for the layer directories a load opens under one root.
+            let mut dirs = Vec::with_capacity(8);
+            dirs.push((DirKey(Arc::clone(&path)), Some(Rc::new(dir))));
             return Ok(Some(OpenedDirs {
-                root: ConfinedRoot {
-                    path: path.to_owned(),
-                    real,
-                },
-                dirs: vec![(path.to_owned(), Some(Rc::new(dir)))],
+                root_path: path,
+                root: OnceCell::new(),
+                dirs,
             }));
         }
         Ok(ConfinedRoot::new(path)?.map(OpenedDirs::new))
     }
 
-    /// The root.
+    /// The root as given.
+    fn root_path(&self) -> &Utf8Path {
+        Utf8Path::new(&self.root_path)
+    }
+
+    /// The root, resolved. When [`OpenedDirs::open`] held it open, its real
+    /// path is the one the kernel reports for that handle, found the first
+    /// time it is asked for; when `/proc` cannot say (or says something
+    /// that is not absolute), the root is resolved as
+    /// [`ConfinedRoot::new`] resolves it; and when that fails too (the root
+    /// went away meanwhile), it contains nothing, so every symlink under it
+    /// is refused.
     pub fn root(&self) -> &ConfinedRoot {
-        &self.root
+        self.root.get_or_init(|| {
+            let held = self
+                .dirs
+                .first()
+                .and_then(|(_, dir)| dir.as_ref())
+                .filter(|dir| dir.path == self.root_path);
+            let real = held
+                .and_then(|dir| {
+                    let mut proc_path = ProcFdPath::default();
+                    std::fs::read_link(proc_path.of(dir.fd.as_raw_fd())).ok()
+                })
+                .filter(|real| real.is_absolute())
+                .or_else(|| std::fs::canonicalize(self.root_path().as_std_path()).ok())
+                .unwrap_or_default();
+            ConfinedRoot {
+                path: self.root_path().to_owned(),
+                real,
+            }
+        })
     }
 
     /// Whether the root itself is held open (as a directory): what
@@ -594,7 +686,7 @@ impl OpenedDirs {
     pub fn holds_root(&self) -> bool {
         self.dirs
             .first()
-            .is_some_and(|(path, dir)| dir.is_some() && path.as_str() == self.root.path().as_str())
+            .is_some_and(|(path, dir)| dir.is_some() && path.as_str() == &*self.root_path)
     }
 
     /// The directory `dir`, opened and checked at most once. `Ok(None)` when
@@ -616,7 +708,11 @@ impl OpenedDirs {
             return Ok(opened.clone());
         }
         let opened = self.open_uncached(dir)?.map(Rc::new);
-        self.dirs.push((dir.to_owned(), opened.clone()));
+        let key = match &opened {
+            Some(opened) => Arc::clone(&opened.path),
+            None => Arc::from(dir.as_str()),
+        };
+        self.dirs.push((DirKey(key), opened.clone()));
         Ok(opened)
     }
 
@@ -625,7 +721,7 @@ impl OpenedDirs {
         // component): its last name is opened under its parent's handle.
         let plain_child = dir
             .as_str()
-            .strip_prefix(self.root.path().as_str())
+            .strip_prefix(&*self.root_path)
             .and_then(|rel| rel.strip_prefix('/'))
             .filter(|rel| rel.split('/').all(|c| !matches!(c, "" | "." | "..")))
             .and_then(|rel| rel.rsplit('/').next());
@@ -648,7 +744,7 @@ impl OpenedDirs {
                 Err(_) => {}
             }
         }
-        ConfinedDir::open(dir, &self.root)
+        ConfinedDir::open(dir, self.root())
     }
 
     /// Open the plain descendant `dir` of the root in one call, relative to
@@ -673,7 +769,7 @@ impl OpenedDirs {
             Mode::empty(),
             BENEATH_NO_SYMLINKS,
         );
-        ConfinedDir::opened_below(opened, dir, &base_dir.real, rest)
+        ConfinedDir::opened_below(opened, dir)
     }
 
     /// The nearest directory above `path` already opened (opening the root
@@ -682,7 +778,8 @@ impl OpenedDirs {
     /// `..` component) or the root cannot be opened: the caller then takes
     /// the path it always took.
     fn nearest_open(&mut self, path: &str) -> Option<Ancestor> {
-        let root = self.root.path().as_str();
+        let root_path = Arc::clone(&self.root_path);
+        let root = &*root_path;
         let rel = path.strip_prefix(root)?.strip_prefix('/')?;
         if rel.split('/').any(|c| matches!(c, "" | "." | "..")) {
             return None;
@@ -701,7 +798,7 @@ impl OpenedDirs {
                 });
             }
             if base.len() == root.len() {
-                return match self.dir(self.root.path().to_owned().as_path()) {
+                return match self.dir(Utf8Path::new(root)) {
                     Ok(Some(opened)) => Some(Ancestor::Open(opened, base.len() + 1)),
                     Ok(None) => Some(Ancestor::Missing),
                     Err(_) => None,
@@ -760,6 +857,21 @@ impl OpenedDirs {
         }
     }
 
+    /// [`ConfinedDir::read_file`] of `name` in `dir`, one of these
+    /// directories, with the root resolved only if a symlink must be judged.
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn read_in(
+        &self,
+        dir: &ConfinedDir,
+        name: &str,
+        limit: u64,
+    ) -> Result<Option<Vec<u8>>, Refusal> {
+        dir.read_file_with(name, || self.root(), limit)
+    }
+
     /// Read `path` confined to the root and bounded by `limit`, through its
     /// directory's shared handle. `Ok(None)` when nothing is there.
     ///
@@ -771,7 +883,7 @@ impl OpenedDirs {
             return Err(Refusal::NotRegularFile);
         };
         match self.dir(dir)? {
-            Some(dir) => dir.read_file(name, &self.root, limit),
+            Some(dir) => self.read_in(&dir, name, limit),
             None => Ok(None),
         }
     }
@@ -1035,6 +1147,62 @@ mod tests {
                 .is_none()
         );
         assert_eq!(one.root().real(), proj.as_std_path());
+    }
+
+    #[test]
+    fn proc_fd_path_spells_as_format_does() {
+        for fd in [0, 7, 10, 99, 123, 4096, i32::MAX] {
+            let mut buf = ProcFdPath::default();
+            assert_eq!(
+                buf.of(fd),
+                Path::new(&format!("/proc/self/fd/{fd}")),
+                "{fd}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_load_without_symlinks_never_resolves_its_root_and_one_with_them_does() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        fs::create_dir_all(proj.join(".vak/prompts/surface/cli")).unwrap();
+        fs::create_dir_all(proj.join("docs")).unwrap();
+        fs::write(proj.join(".vak/prompts/identity.md"), "id").unwrap();
+        fs::write(proj.join(".vak/prompts/surface/cli/note.md"), "note").unwrap();
+        fs::write(proj.join("docs/g.md"), "inside").unwrap();
+        fs::write(base.join("secret.md"), "outside").unwrap();
+        symlink("../../docs/g.md", proj.join(".vak/prompts/inside.md")).unwrap();
+        symlink(base.join("secret.md"), proj.join(".vak/prompts/out.md")).unwrap();
+        let mut dirs = OpenedDirs::open(&proj).unwrap().unwrap();
+        let prompts = proj.join(".vak/prompts");
+        for (name, want) in [
+            ("identity.md", &b"id"[..]),
+            ("surface/cli/note.md", b"note"),
+        ] {
+            assert_eq!(
+                dirs.read_one(&prompts.join(name), 100).unwrap().unwrap(),
+                want
+            );
+            assert_eq!(dirs.read(&prompts.join(name), 100).unwrap().unwrap(), want);
+        }
+        assert!(dirs.root.get().is_none(), "no symlink, no look-up");
+        assert_eq!(
+            dirs.read(&prompts.join("inside.md"), 100).unwrap().unwrap(),
+            b"inside"
+        );
+        assert_eq!(dirs.root().real(), proj.as_std_path());
+        assert!(matches!(
+            dirs.read(&prompts.join("out.md"), 100),
+            Err(Refusal::Outside { leads_to }) if leads_to == base.join("secret.md")
+        ));
+        let opened = dirs.dir(&prompts).unwrap().unwrap();
+        assert_eq!(opened.real(), proj.join(".vak/prompts").as_std_path());
+        // A root that cannot be resolved contains nothing.
+        let lost = ConfinedRoot {
+            path: proj.clone(),
+            real: PathBuf::new(),
+        };
+        assert!(!lost.contains(proj.as_std_path()));
     }
 
     #[test]
