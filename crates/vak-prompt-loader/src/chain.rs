@@ -502,6 +502,22 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     }
     let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
     let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
+    // Room for the most this request can contribute, so the list is
+    // allocated once rather than grown (and copied) on the way: each
+    // directory layer (base, surface, agent, home and project) at most its
+    // editable blocks, each gateway tier as many, the project root's interop
+    // file one; the working directory's levels are added when known.
+    let per_dir = Block::EDITABLE.len();
+    let dir_layers = if request.agent.is_some() { 6 } else { 4 };
+    let tiers = match (&request.bot, &request.chat) {
+        (None, _) => 0,
+        (Some(_), None) => 1,
+        (Some(_), Some(_)) => 2,
+    };
+    reader
+        .chain
+        .contributions
+        .reserve_exact((dir_layers + tiers) * per_dir + 1);
 
     // A project's whole `.vak` may itself be a symlink out of the checkout;
     // then nothing under it is the project's to say.
@@ -591,7 +607,12 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
             );
         }
-        for level in levels_between(&request.project, workdir) {
+        let levels = levels_between(&request.project, workdir);
+        reader
+            .chain
+            .contributions
+            .reserve(levels.len() * (Block::EDITABLE.len() + 1));
+        for level in levels {
             reader.chain.project_levels.push(level.clone());
             let prompts = prompt_dir(&level);
             reader.directory_layer(

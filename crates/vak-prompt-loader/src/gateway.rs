@@ -791,7 +791,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_, 'de> {
         Ok(Seen::of(Kind::Array))
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seen<'de>, A::Error> {
-        let mut keys = BTreeSet::new();
+        let mut keys = SeenKeys::default();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let want = self.child(&key);
             let at = Pointer::Key(self.at, &key);
@@ -820,6 +820,45 @@ impl<'de> Visitor<'de> for Walk<'_, '_, 'de> {
             }
         }
         Ok(Seen::of(Kind::Object))
+    }
+}
+
+/// How many keys of one object [`SeenKeys`] compares one by one.
+const FEW_KEYS: usize = 8;
+
+/// The keys of one object seen so far: the first [`FEW_KEYS`] kept on the
+/// stack and compared one by one (a gateway object has a handful, and a
+/// `BTreeSet` allocated per object was most of the walk's allocations),
+/// the rest in a `BTreeSet`, so an object with many keys stays n log n.
+struct SeenKeys<'t> {
+    few: [Cow<'t, str>; FEW_KEYS],
+    len: usize,
+    many: BTreeSet<Cow<'t, str>>,
+}
+
+impl Default for SeenKeys<'_> {
+    fn default() -> Self {
+        SeenKeys {
+            few: [const { Cow::Borrowed("") }; FEW_KEYS],
+            len: 0,
+            many: BTreeSet::new(),
+        }
+    }
+}
+
+impl<'t> SeenKeys<'t> {
+    fn contains(&self, key: &str) -> bool {
+        self.few[..self.len].iter().any(|k| k == key) || self.many.contains(key)
+    }
+
+    /// Add `key`, which is not there yet.
+    fn insert(&mut self, key: Cow<'t, str>) {
+        if let Some(slot) = self.few.get_mut(self.len) {
+            *slot = key;
+            self.len += 1;
+        } else {
+            self.many.insert(key);
+        }
     }
 }
 
@@ -916,14 +955,16 @@ fn found_prompts(
 ) {
     let file = selection.file;
     let layer = file.layer();
-    let mut steps = vec![selection.bot];
+    // The entry's path: the bot, then the chat for `allowlist.json`.
+    let mut steps = [selection.bot, ""];
+    let mut depth = 1;
     if file == GatewayFile::Allowlist {
         match found.bot {
             None => return,
             Some(Kind::Object) => {}
             Some(kind) => {
                 let error = GatewayError::NotObject {
-                    key: entry_key(file, &steps),
+                    key: entry_key(file, &steps[..depth]),
                     found: kind.name(),
                     expected: entry_expectation(file, true),
                 };
@@ -931,11 +972,14 @@ fn found_prompts(
             }
         }
         match selection.chat {
-            Some(chat) => steps.push(chat),
+            Some(chat) => {
+                steps[1] = chat;
+                depth = 2;
+            }
             None => return,
         }
     }
-    let key_prefix = entry_key(file, &steps);
+    let key_prefix = entry_key(file, &steps[..depth]);
     match found.entry {
         None => return,
         Some(Kind::Object) => {}
@@ -1345,6 +1389,94 @@ mod tests {
             }
         }
         assert!(cases > 100);
+    }
+
+    #[test]
+    fn the_walk_finds_duplicates_among_many_keys_as_the_parsed_value_did() {
+        // Objects past the keys compared one by one: a duplicate of a key
+        // kept on the stack, of one kept in the set, or none, at every depth
+        // of the walk.
+        let (_keep, home) = home();
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").unwrap();
+        let chat = Name::new(vak_prompt_blocks::NameKind::Chat, "ops").unwrap();
+        let object = |n: usize, dup: Option<(usize, usize)>, inner: &str| {
+            let mut keys: Vec<String> = (0..n).map(|i| format!("k{i:02}")).collect();
+            if let Some((of, at)) = dup.filter(|(of, at)| of < at && *at < n) {
+                keys[at] = keys[of].clone();
+            }
+            let mut text = String::from("{");
+            for (i, key) in keys.iter().enumerate() {
+                text.push_str(&format!("\"{key}\": \"v{i}\", "));
+            }
+            text.push_str(inner);
+            text.push('}');
+            text
+        };
+        let mut cases = 0;
+        for n in [0, 1, 7, 8, 9, 12, 20] {
+            for dup in [
+                None,
+                Some((0, 3)),
+                Some((2, 7)),
+                Some((1, 8)),
+                Some((3, 11)),
+                Some((9, 15)),
+                Some((10, 19)),
+            ] {
+                let prompts = object(n, dup, r#""identity": "i", "guardrails": "- g""#);
+                let entry = object(n, dup, &format!(r#""prompts": {prompts}"#));
+                let plain_prompts = r#"{"identity": "i"}"#;
+                let plain_entry = format!(r#"{{"prompts": {plain_prompts}}}"#);
+                let bots = [
+                    format!(r#"{{"helpdesk": {{"prompts": {prompts}}}}}"#),
+                    format!(r#"{{"helpdesk": {entry}}}"#),
+                    object(n, dup, &format!(r#""helpdesk": {plain_entry}"#)),
+                    object(
+                        n,
+                        dup,
+                        &format!(r#""other": {prompts}, "helpdesk": {plain_entry}"#),
+                    ),
+                ];
+                let allow = [
+                    format!(r#"{{"helpdesk": {{"ops": {entry}}}}}"#),
+                    format!(
+                        r#"{{"helpdesk": {}}}"#,
+                        object(n, dup, &format!(r#""ops": {plain_entry}"#))
+                    ),
+                ];
+                for (bots_text, allow_text) in bots.iter().zip(allow.iter().cycle()) {
+                    std::fs::write(GatewayFile::Bots.path(&home), bots_text).unwrap();
+                    std::fs::write(GatewayFile::Allowlist.path(&home), allow_text).unwrap();
+                    let run = |walk: bool| {
+                        let mut dirs = OpenedDirs::open(&home).unwrap().unwrap();
+                        let (mut c, mut s) = (Vec::new(), Vec::new());
+                        if walk {
+                            load_gateway(
+                                &home,
+                                Some(&mut dirs),
+                                Some(&bot),
+                                Some(&chat),
+                                &mut c,
+                                &mut s,
+                            );
+                        } else {
+                            before::load_gateway(
+                                &home,
+                                Some(&mut dirs),
+                                Some(&bot),
+                                Some(&chat),
+                                &mut c,
+                                &mut s,
+                            );
+                        }
+                        (c, s)
+                    };
+                    assert_eq!(run(true), run(false), "{bots_text} {allow_text}");
+                    cases += 1;
+                }
+            }
+        }
+        assert!(cases > 100, "{cases}");
     }
 
     #[test]
