@@ -145,6 +145,25 @@ fn real_path_of(fd: &OwnedFd, path: &Utf8Path) -> Result<PathBuf, Refusal> {
     }
 }
 
+/// Whether `rel` is one or more plain names joined by `/`: no empty, `.` or
+/// `..` component (so no leading, trailing or doubled slash), checked in
+/// one pass over the bytes.
+fn is_plain(rel: &str) -> bool {
+    let mut start = 0;
+    for end in rel
+        .bytes()
+        .enumerate()
+        .filter_map(|(at, b)| (b == b'/').then_some(at))
+        .chain([rel.len()])
+    {
+        if matches!(&rel.as_bytes()[start..end], b"" | b"." | b"..") {
+            return false;
+        }
+        start = end + 1;
+    }
+    true
+}
+
 /// `/proc/self/fd/<fd>`, spelled in a buffer on the stack rather than by
 /// `format!`.
 #[derive(Default)]
@@ -723,8 +742,8 @@ impl OpenedDirs {
             .as_str()
             .strip_prefix(&*self.root_path)
             .and_then(|rel| rel.strip_prefix('/'))
-            .filter(|rel| rel.split('/').all(|c| !matches!(c, "" | "." | "..")))
-            .and_then(|rel| rel.rsplit('/').next());
+            .filter(|rel| is_plain(rel))
+            .map(|rel| rel.rfind('/').map_or(rel, |at| &rel[at + 1..]));
         if plain_child.is_some()
             && let Some(opened) = self.open_beneath(dir)
         {
@@ -778,32 +797,37 @@ impl OpenedDirs {
     /// `..` component) or the root cannot be opened: the caller then takes
     /// the path it always took.
     fn nearest_open(&mut self, path: &str) -> Option<Ancestor> {
-        let root_path = Arc::clone(&self.root_path);
-        let root = &*root_path;
-        let rel = path.strip_prefix(root)?.strip_prefix('/')?;
-        if rel.split('/').any(|c| matches!(c, "" | "." | "..")) {
+        let root_len = self.root_path.len();
+        let rel = path.strip_prefix(&*self.root_path)?.strip_prefix('/')?;
+        if !is_plain(rel) {
             return None;
         }
-        let mut base = path;
-        loop {
-            base = &base[..base.rfind('/')?];
-            if base.len() < root.len() {
-                return None;
-            }
-            if let Some((_, opened)) = self.dirs.iter().find(|(p, _)| p.as_str() == base) {
-                return Some(match opened {
-                    Some(opened) => Ancestor::Open(Rc::clone(opened), base.len() + 1),
-                    // An ancestor that is not there: neither is `path`.
-                    None => Ancestor::Missing,
-                });
-            }
-            if base.len() == root.len() {
-                return match self.dir(Utf8Path::new(root)) {
-                    Ok(Some(opened)) => Some(Ancestor::Open(opened, base.len() + 1)),
-                    Ok(None) => Some(Ancestor::Missing),
-                    Err(_) => None,
-                };
-            }
+        // The deepest directory looked up so far that `path` lies below:
+        // the longest key that is `path` cut at one of its slashes (the
+        // root at least). One pass over the few keys, rather than a search
+        // of them for each directory on the way up.
+        let nearest = self
+            .dirs
+            .iter()
+            .filter(|(key, _)| {
+                let key = key.as_str();
+                key.len() >= root_len
+                    && path.as_bytes().get(key.len()) == Some(&b'/')
+                    && path.starts_with(key)
+            })
+            .max_by_key(|(key, _)| key.as_str().len());
+        if let Some((key, opened)) = nearest {
+            return Some(match opened {
+                Some(opened) => Ancestor::Open(Rc::clone(opened), key.as_str().len() + 1),
+                // An ancestor that is not there: neither is `path`.
+                None => Ancestor::Missing,
+            });
+        }
+        let root = Arc::clone(&self.root_path);
+        match self.dir(Utf8Path::new(&*root)) {
+            Ok(Some(opened)) => Some(Ancestor::Open(opened, root_len + 1)),
+            Ok(None) => Some(Ancestor::Missing),
+            Err(_) => None,
         }
     }
 
@@ -1147,6 +1171,25 @@ mod tests {
                 .is_none()
         );
         assert_eq!(one.root().real(), proj.as_std_path());
+    }
+
+    #[test]
+    fn is_plain_agrees_with_splitting_on_slashes() {
+        let parts = ["", ".", "..", "a", "b.md", "...", ".vak", "x..", "é"];
+        let mut rels = vec![String::new()];
+        for a in parts {
+            rels.push(a.to_owned());
+            for b in parts {
+                rels.push(format!("{a}/{b}"));
+                for c in parts {
+                    rels.push(format!("{a}/{b}/{c}"));
+                }
+            }
+        }
+        for rel in &rels {
+            let want = rel.split('/').all(|c| !matches!(c, "" | "." | ".."));
+            assert_eq!(is_plain(rel), want, "{rel:?}");
+        }
     }
 
     #[test]
