@@ -553,7 +553,10 @@ fn read_sized(mut file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal>
     let Ok(size) = usize::try_from(size) else {
         return read_rest(file, Vec::new(), limit);
     };
-    let mut bytes = vec![0u8; size + 1];
+    // `malloc` and a fill rather than `vec![0; n]`'s `calloc`, which glibc
+    // serves without its per-thread cache.
+    let mut bytes = Vec::with_capacity(size + 1);
+    bytes.resize(size + 1, 0u8);
     let mut filled = 0;
     while filled < bytes.len() {
         let want = bytes.len() - filled;

@@ -366,7 +366,12 @@ fn entry_expectation(file: GatewayFile, intermediate: bool) -> &'static str {
 
 /// `bots.json#/<bot>` or `allowlist.json#/<bot>/<chat>`.
 pub fn entry_key(file: GatewayFile, entry_path: &[&str]) -> String {
-    let mut key = format!("{}#", file.file_name());
+    let name = file.file_name();
+    let mut key = String::with_capacity(
+        name.len() + 1 + entry_path.iter().map(|p| p.len() + 1).sum::<usize>(),
+    );
+    key.push_str(name);
+    key.push('#');
     for part in entry_path {
         key.push('/');
         key.push_str(part);
@@ -1016,7 +1021,7 @@ fn found_prompts(
             continue;
         };
         let (_, value) = keys.swap_remove(at);
-        let source = format!("{key_prefix}/prompts/{block}");
+        let source = joined(&[&key_prefix, "/prompts/", block.wire_name()]);
         match value.text {
             Some(text) => contributions.push(Contribution {
                 block,
@@ -1053,6 +1058,16 @@ fn found_prompts(
             reason,
         );
     }
+}
+
+/// `pieces` in one string of the exact size (`format!` guesses the size and
+/// grows it).
+fn joined(pieces: &[&str]) -> String {
+    let mut out = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
+    for piece in pieces {
+        out.push_str(piece);
+    }
+    out
 }
 
 /// Report an entry that is there but not an object.
