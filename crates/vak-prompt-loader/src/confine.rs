@@ -554,9 +554,14 @@ fn read_sized(mut file: File, size: u64, limit: u64) -> Result<Vec<u8>, Refusal>
         return read_rest(file, Vec::new(), limit);
     };
     // `malloc` and a fill rather than `vec![0; n]`'s `calloc`, which glibc
-    // serves without its per-thread cache.
-    let mut bytes = Vec::with_capacity(size + 1);
-    bytes.resize(size + 1, 0u8);
+    // serves without its per-thread cache (and which LLVM also makes of
+    // `repeat_n(0, n).collect()`; this spelling it leaves alone).
+    #[allow(clippy::slow_vector_initialization)]
+    let mut bytes = {
+        let mut bytes = Vec::with_capacity(size + 1);
+        bytes.resize(size + 1, 0u8);
+        bytes
+    };
     let mut filled = 0;
     while filled < bytes.len() {
         let want = bytes.len() - filled;
