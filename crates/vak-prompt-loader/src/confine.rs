@@ -7,7 +7,8 @@
 //!
 //! - a directory is opened (`O_DIRECTORY`), and the path the kernel reports
 //!   for the handle (`/proc/self/fd/N`) must lie inside the canonical root
-//!   (a load's root is itself opened first and resolved from its handle);
+//!   (a load's root is itself opened first and resolved from its handle,
+//!   the first time something must be judged against it);
 //! - a file is then opened *relative to that handle* with `O_NOFOLLOW`, so
 //!   it cannot leave the checked directory; a file that is itself a symlink
 //!   is opened by path and its handle judged the same way;
