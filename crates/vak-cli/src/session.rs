@@ -524,7 +524,7 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
             if args.format == Format::Json {
                 print_json(&outcome.to_json())?;
             }
-            return Err(CliError::DriftRefused(refusal(&id, drift)));
+            return Err(CliError::DriftRefused(refusal(&id, drift, &args.store)));
         }
         Exec::Continued(resumed) | Exec::ProceedOnFrozen(resumed) => resumed,
     };
@@ -548,11 +548,22 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     }
 }
 
-fn refusal(id: &SessionId, report: &DriftReport) -> String {
+fn refusal(id: &SessionId, report: &DriftReport, store: &StoreArg) -> String {
     format!(
-        "the prompt changed since session {id} was created, so it was not resumed:\n{}`vak session diff {id}` shows the text that changed. To proceed on the prompt it was created with, add --accept-drift; to use the current prompt, start a new session with `vak session new`.",
-        changes_text(&report.changes)
+        "the prompt changed since session {id} was created, so it was not resumed:\n{}{} shows the text that changed. To proceed on the prompt it was created with, add --accept-drift; to use the current prompt, start a new session with `vak session new`.",
+        changes_text(&report.changes),
+        diff_hint(id, store)
     )
+}
+
+/// The `vak session diff` command that reads `id` back from the store this
+/// command used. The store's URL is not repeated: it may carry a password,
+/// and this line goes to a terminal and to chat logs.
+fn diff_hint(id: &SessionId, store: &StoreArg) -> String {
+    match store.url {
+        Some(_) => format!("`vak session diff {id}` (with the same --store)"),
+        None => format!("`vak session diff {id}`"),
+    }
 }
 
 /// `vak gateway …`
@@ -605,7 +616,8 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
                     format!("bound to new session {session} (the old ledger was gone)")
                 }
                 DeliveryOutcome::Rotated { previous, changes } => format!(
-                    "the prompt changed, rotated to new session {session}; session {previous} is kept, the change is in `vak audit list` and `vak session diff {previous}` shows the text:\n{}",
+                    "the prompt changed, rotated to new session {session}; session {previous} is kept, the change is in `vak audit list` and {} shows the text:\n{}",
+                    diff_hint(previous, &args.store),
                     changes_text(changes).trim_end()
                 ),
             };

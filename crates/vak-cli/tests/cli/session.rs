@@ -162,11 +162,34 @@ fn exec_after_an_edit_fails_closed_naming_each_change() {
     assert!(err.contains("identity (project): changed "), "{err}");
     assert!(err.contains("surface-note (surface): added "), "{err}");
     assert!(err.contains("--accept-drift"), "{err}");
+    assert!(
+        err.contains(&format!("`vak session diff {id}` shows")),
+        "{err}"
+    );
     assert!(stdout(&out).is_empty());
     assert_eq!(
         fs::read(ledger_path(&env, &id)).unwrap(),
         before,
         "a refused resume writes nothing"
+    );
+    // Told which store, the hint says to read it back from the same one
+    // (without repeating a URL that may carry a password).
+    let out = env.vak(&[
+        "exec",
+        "--session",
+        &id,
+        "--store",
+        "file",
+        "--message",
+        "x",
+    ]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "`vak session diff {id}` (with the same --store) shows"
+        )),
+        "{}",
+        stderr(&out)
     );
 
     let out = env.vak(&[
