@@ -47,15 +47,17 @@ impl PromptLayerDescriptor {
 pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
     let mut canonical = String::with_capacity(descriptors.len() * 96);
     for d in descriptors {
-        canonical.push_str(&d.block);
-        canonical.push('\t');
-        canonical.push_str(&d.layer);
-        canonical.push('\t');
-        canonical.push_str(&d.digest);
-        canonical.push('\n');
+        for part in [&d.block, "\t", &d.layer, "\t", &d.digest, "\n"] {
+            canonical.push_str(part);
+        }
     }
-    format!("sha256:{}", sha256_hex(canonical))
+    let mut out = String::with_capacity(SHA256_PREFIX.len() + 64);
+    out.push_str(SHA256_PREFIX);
+    out.push_str(&sha256_hex(canonical));
+    out
 }
+
+const SHA256_PREFIX: &str = "sha256:";
 
 /// One callable tool in the runtime's capability catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -146,6 +148,29 @@ mod tests {
             fingerprint(&[moved, b.clone()])
         );
         assert_ne!(fingerprint(&[a.clone(), b.clone()]), fingerprint(&[b, a]));
+    }
+
+    #[test]
+    fn fingerprint_is_sha256_of_the_canonical_lines() {
+        let descriptors: Vec<PromptLayerDescriptor> = (0..40)
+            .map(|i| {
+                PromptLayerDescriptor::of(
+                    Block::ALL[i % Block::ALL.len()],
+                    &Provenance::seed("identity"),
+                    &"text ".repeat(i),
+                )
+            })
+            .collect();
+        for end in 0..=descriptors.len() {
+            let mut canonical = String::new();
+            for d in &descriptors[..end] {
+                canonical.push_str(&format!("{}\t{}\t{}\n", d.block, d.layer, d.digest));
+            }
+            assert_eq!(
+                fingerprint(&descriptors[..end]),
+                format!("sha256:{}", sha256_hex(canonical))
+            );
+        }
     }
 
     #[test]
