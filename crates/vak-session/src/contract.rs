@@ -1,7 +1,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use vak_prompt_blocks::{Block, Provenance, sha256_hex};
+use vak_prompt_blocks::{Block, Provenance, Sha256Writer, sha256_hex};
 
 /// Where one layer's text for one block came from, with its digest.
 ///
@@ -45,7 +45,9 @@ impl PromptLayerDescriptor {
 /// The source path is left out on purpose: moving a home directory does not
 /// change the instructions, and drift is about instructions.
 pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
-    let mut canonical = String::with_capacity(descriptors.len() * 96);
+    // The canonical text (one `block\tlayer\tdigest\n` line per
+    // descriptor) is hashed as it is written, never held whole.
+    let mut canonical = Sha256Writer::new();
     for d in descriptors {
         for part in [&d.block, "\t", &d.layer, "\t", &d.digest, "\n"] {
             canonical.push_str(part);
@@ -53,7 +55,7 @@ pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
     }
     let mut out = String::with_capacity(SHA256_PREFIX.len() + 64);
     out.push_str(SHA256_PREFIX);
-    out.push_str(&sha256_hex(canonical));
+    canonical.finish_into(&mut out);
     out
 }
 
