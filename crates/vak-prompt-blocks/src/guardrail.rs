@@ -125,9 +125,35 @@ fn is_folded(text: &str) -> bool {
     !bad && !odd(*last) && *first != b' ' && *last != b' '
 }
 
+/// Whether `text` is folded but for single line breaks between words: a
+/// guardrail with continuation lines, which the walk joins by `\n` after
+/// trimming each, so folding it only turns each `\n` into a space. One
+/// pass over each byte and the next, as [`is_folded`].
+fn is_folded_lines(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let odd = |b: u8| (b >= 0x80) | (b == b'\t') | (b'\x0b'..=b'\r').contains(&b);
+    let space = |b: u8| (b == b' ') | (b == b'\n');
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return true;
+    };
+    let pairs = bytes.iter().zip(bytes.get(1..).unwrap_or_default());
+    let bad = pairs.fold(false, |any, (a, b)| any | odd(*a) | (space(*a) & space(*b)));
+    !bad && !odd(*last) && !space(*first) && !space(*last)
+}
+
 /// Append `text`, whitespace folded, to `out`.
 fn fold_into(text: &str, out: &mut String) {
     let start = out.len();
+    if is_folded_lines(text) {
+        // Copied a line at a time rather than a word at a time.
+        for line in text.split('\n') {
+            if out.len() > start {
+                out.push(' ');
+            }
+            out.push_str(line);
+        }
+        return;
+    }
     for word in text.split_whitespace() {
         if out.len() > start {
             out.push(' ');
@@ -654,6 +680,20 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn folding_is_joining_the_words(
+            text in prop_oneof![
+                any::<String>(),
+                "[ab \n\t\u{a0}\u{b}\u{c}\r]{0,12}",
+                proptest::collection::vec("[a-z]{1,4}", 0..6).prop_map(|w| w.join("\n")),
+            ]
+        ) {
+            let mut folded = String::from("x");
+            fold_into(&text, &mut folded);
+            let words: Vec<&str> = text.split_whitespace().collect();
+            prop_assert_eq!(folded, format!("x{}", words.join(" ")));
+        }
+
         #[test]
         fn the_walk_is_the_old_parser(
             text in prop_oneof![
