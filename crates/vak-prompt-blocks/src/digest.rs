@@ -19,6 +19,72 @@ pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> Sha256Hex {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// A sha256 of text given in many small pieces (a canonical form written
+/// field by field), without building that text as one string first.
+///
+/// The pieces are gathered in a buffer on the stack and hashed a buffer at a
+/// time: handing the hasher each piece on its own costs more than building
+/// the string, and the string is one more large allocation.
+pub struct Sha256Writer {
+    hasher: Sha256,
+    buffer: [u8; Self::BUFFER],
+    filled: usize,
+}
+
+impl Default for Sha256Writer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Sha256Writer {
+    /// A whole number of sha256 blocks (64 bytes each).
+    const BUFFER: usize = 512;
+
+    /// A writer with nothing written yet.
+    pub fn new() -> Self {
+        Sha256Writer {
+            hasher: Sha256::new(),
+            buffer: [0; Self::BUFFER],
+            filled: 0,
+        }
+    }
+
+    /// Append `text` to what is hashed.
+    #[inline]
+    pub fn push_str(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        if let Some(room) = self.buffer.get_mut(self.filled..self.filled + bytes.len()) {
+            room.copy_from_slice(bytes);
+            self.filled += bytes.len();
+            return;
+        }
+        self.flush();
+        if let Some(room) = self.buffer.get_mut(..bytes.len()) {
+            room.copy_from_slice(bytes);
+            self.filled = bytes.len();
+        } else {
+            self.hasher.update(bytes);
+        }
+    }
+
+    fn flush(&mut self) {
+        self.hasher
+            .update(self.buffer.get(..self.filled).unwrap_or_default());
+        self.filled = 0;
+    }
+
+    /// Append the lowercase hex sha256 of everything written to `out`: the
+    /// same 64 characters [`sha256_hex`] gives for the text as one string.
+    pub fn finish_into(&mut self, out: &mut String) {
+        self.flush();
+        for byte in self.hasher.finalize_reset() {
+            out.push(char::from(HEX[usize::from(byte >> 4)]));
+            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -33,5 +99,32 @@ mod tests {
             sha256_hex("abc"),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
         );
+    }
+
+    #[test]
+    fn writer_hashes_its_pieces_as_one_text() {
+        // Pieces that fill the buffer exactly, straddle it, and exceed it.
+        let long = "x".repeat(Sha256Writer::BUFFER * 2 + 3);
+        let pieces: Vec<&str> = vec![
+            "",
+            "abc",
+            &long[..Sha256Writer::BUFFER - 3],
+            "tab\t",
+            &long,
+            "z",
+            &long[..Sha256Writer::BUFFER],
+            "",
+        ];
+        for end in 0..=pieces.len() {
+            let mut writer = Sha256Writer::new();
+            let mut whole = String::new();
+            for piece in &pieces[..end] {
+                writer.push_str(piece);
+                whole.push_str(piece);
+            }
+            let mut hex = String::new();
+            writer.finish_into(&mut hex);
+            assert_eq!(hex, sha256_hex(&whole), "{end} pieces");
+        }
     }
 }

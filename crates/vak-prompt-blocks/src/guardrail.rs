@@ -125,9 +125,35 @@ fn is_folded(text: &str) -> bool {
     !bad && !odd(*last) && *first != b' ' && *last != b' '
 }
 
+/// Whether `text` is folded but for single line breaks between words: a
+/// guardrail with continuation lines, which the walk joins by `\n` after
+/// trimming each, so folding it only turns each `\n` into a space. One
+/// pass over each byte and the next, as [`is_folded`].
+fn is_folded_lines(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let odd = |b: u8| (b >= 0x80) | (b == b'\t') | (b'\x0b'..=b'\r').contains(&b);
+    let space = |b: u8| (b == b' ') | (b == b'\n');
+    let (Some(first), Some(last)) = (bytes.first(), bytes.last()) else {
+        return true;
+    };
+    let pairs = bytes.iter().zip(bytes.get(1..).unwrap_or_default());
+    let bad = pairs.fold(false, |any, (a, b)| any | odd(*a) | (space(*a) & space(*b)));
+    !bad && !odd(*last) && !space(*first) && !space(*last)
+}
+
 /// Append `text`, whitespace folded, to `out`.
 fn fold_into(text: &str, out: &mut String) {
     let start = out.len();
+    if is_folded_lines(text) {
+        // Copied a line at a time rather than a word at a time.
+        for line in text.split('\n') {
+            if out.len() > start {
+                out.push(' ');
+            }
+            out.push_str(line);
+        }
+        return;
+    }
     for word in text.split_whitespace() {
         if out.len() > start {
             out.push(' ');
@@ -143,21 +169,38 @@ fn key_of<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
         return text;
     }
     buf.clear();
+    buf.reserve(text.len());
     fold_into(text, buf);
     buf
 }
 
 /// A set of dedup keys, kept in one string. A few keys are checked by
 /// scanning them (a cheap hash of each first, so the scan rarely compares
-/// text); past that a hashed set is built, so a file of thousands of
+/// text); past that a hashed map is built, so a file of thousands of
 /// guardrails still deduplicates in linear time (DECISIONS §11), with std's
 /// keyed hasher, so no file can be made of colliding keys.
+///
+/// Each key remembers the last text (numbered by the caller) it was met
+/// in, so one set tells a repeat within a text from a repeat of an earlier
+/// text's guardrail, without a second set cleared for every text.
 #[derive(Debug, Default)]
 struct KeySet {
     text: String,
-    /// Each scanned key's [`scan_hash`] and where it ends in `text`.
-    keys: Vec<(u64, usize)>,
-    hashed: std::collections::HashSet<String>,
+    /// Each scanned key's [`scan_hash`], where it ends in `text`, and the
+    /// last text it was met in.
+    keys: Vec<(u64, usize, usize)>,
+    hashed: std::collections::HashMap<String, usize>,
+}
+
+/// Whether a key met in a text was met before, and where.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Met {
+    /// Never before.
+    First,
+    /// In an earlier text, not yet in this one.
+    InEarlierText,
+    /// Already in this text.
+    InThisText,
 }
 
 /// A hash to tell keys apart during [`KeySet`]'s short scan: eight bytes at
@@ -185,43 +228,53 @@ impl KeySet {
         KeySet {
             text: String::with_capacity(bytes),
             keys: Vec::with_capacity(Self::SCAN),
-            hashed: std::collections::HashSet::new(),
+            hashed: std::collections::HashMap::new(),
         }
     }
 
     /// Add `key`, whose [`scan_hash`] is `hash`; whether it was new.
+    #[cfg(test)]
     fn insert(&mut self, key: &str, hash: u64) -> bool {
+        self.meet(key, hash, 0) == Met::First
+    }
+
+    /// Meet `key`, whose [`scan_hash`] is `hash`, in text number `text`:
+    /// whether and where it was met before.
+    fn meet(&mut self, key: &str, hash: u64, text: usize) -> Met {
+        let was_in = |last: &mut usize| {
+            if std::mem::replace(last, text) == text {
+                Met::InThisText
+            } else {
+                Met::InEarlierText
+            }
+        };
         if self.keys.len() < Self::SCAN {
             let mut start = 0;
-            for (seen, end) in &self.keys {
+            for (seen, end, last) in &mut self.keys {
                 if *seen == hash && self.text.get(start..*end) == Some(key) {
-                    return false;
+                    return was_in(last);
                 }
                 start = *end;
             }
             self.text.push_str(key);
-            self.keys.push((hash, self.text.len()));
-            return true;
+            self.keys.push((hash, self.text.len(), text));
+            return Met::First;
         }
         if self.hashed.is_empty() {
             let mut start = 0;
-            for (_, end) in &self.keys {
-                self.hashed
-                    .insert(self.text.get(start..*end).unwrap_or_default().to_owned());
+            for (_, end, last) in &self.keys {
+                self.hashed.insert(
+                    self.text.get(start..*end).unwrap_or_default().to_owned(),
+                    *last,
+                );
                 start = *end;
             }
         }
-        if self.hashed.contains(key) {
-            return false;
+        if let Some(last) = self.hashed.get_mut(key) {
+            return was_in(last);
         }
-        self.hashed.insert(key.to_owned());
-        true
-    }
-
-    fn clear(&mut self) {
-        self.text.clear();
-        self.keys.clear();
-        self.hashed.clear();
+        self.hashed.insert(key.to_owned(), text);
+        Met::First
     }
 }
 
@@ -263,7 +316,7 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
         &mut parsed.lints,
         |line, item, lints| {
             let key = key_of(item, &mut buf);
-            if seen.insert(key, scan_hash(key)) {
+            if seen.meet(key, scan_hash(key), 0) == Met::First {
                 parsed.keys.push(key.to_owned());
                 parsed.items.push(Guardrail {
                     text: item.to_owned(),
@@ -345,8 +398,10 @@ fn walk(
 #[derive(Debug, Default)]
 pub struct GuardrailList {
     rendered: String,
-    kept: KeySet,
-    in_text: KeySet,
+    /// Every key met so far, with the last text it was met in.
+    keys: KeySet,
+    /// How many texts were added: the number of the one being added.
+    texts: usize,
     /// Reused for every text: the guardrail being read, and a key folded.
     current: String,
     buf: String,
@@ -360,12 +415,15 @@ impl GuardrailList {
 
     /// An empty list with room for `bytes` of rendered text.
     pub fn with_capacity(bytes: usize) -> Self {
+        // The reused strings are sized by the first text that needs them:
+        // a guardrail is a line or two, and a text never needs more than
+        // its own length.
         GuardrailList {
             rendered: String::with_capacity(bytes),
-            kept: KeySet::with_capacity(bytes),
-            in_text: KeySet::with_capacity(1024),
-            current: String::with_capacity(256),
-            buf: String::with_capacity(256),
+            keys: KeySet::with_capacity(bytes),
+            texts: 0,
+            current: String::new(),
+            buf: String::new(),
         }
     }
 
@@ -373,27 +431,30 @@ impl GuardrailList {
     /// [`parse_guardrails`] gives for `text`, in the same order.
     pub fn add(&mut self, text: &str) -> Vec<GuardrailLint> {
         let mut lints = Vec::new();
-        self.in_text.clear();
+        self.texts += 1;
         let GuardrailList {
             rendered,
-            kept,
-            in_text,
+            keys,
+            texts,
             current,
             buf,
         } = self;
+        let number = *texts;
+        current.reserve(text.len().min(256));
         walk(text, current, &mut lints, |line, item, lints| {
             let key = key_of(item, buf);
-            let hash = scan_hash(key);
-            if !in_text.insert(key, hash) {
-                lints.push(GuardrailLint::Duplicate {
+            match keys.meet(key, scan_hash(key), number) {
+                Met::InThisText => lints.push(GuardrailLint::Duplicate {
                     line,
                     text: key.to_owned(),
-                });
-            } else if kept.insert(key, hash) {
-                if !rendered.is_empty() {
-                    rendered.push('\n');
+                }),
+                Met::InEarlierText => {}
+                Met::First => {
+                    if !rendered.is_empty() {
+                        rendered.push('\n');
+                    }
+                    render_into(item, rendered);
                 }
-                render_into(item, rendered);
             }
         });
         lints
@@ -619,6 +680,20 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn folding_is_joining_the_words(
+            text in prop_oneof![
+                any::<String>(),
+                "[ab \n\t\u{a0}\u{b}\u{c}\r]{0,12}",
+                proptest::collection::vec("[a-z]{1,4}", 0..6).prop_map(|w| w.join("\n")),
+            ]
+        ) {
+            let mut folded = String::from("x");
+            fold_into(&text, &mut folded);
+            let words: Vec<&str> = text.split_whitespace().collect();
+            prop_assert_eq!(folded, format!("x{}", words.join(" ")));
+        }
+
         #[test]
         fn the_walk_is_the_old_parser(
             text in prop_oneof![

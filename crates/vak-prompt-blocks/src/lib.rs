@@ -29,7 +29,7 @@ mod text;
 
 pub use block::{Block, Composition, Owner};
 pub use civil::civil_from_days;
-pub use digest::{Sha256Hex, sha256_hex};
+pub use digest::{Sha256Hex, Sha256Writer, sha256_hex};
 pub use error::BlocksError;
 pub use guardrail::{
     Guardrail, GuardrailLint, GuardrailList, ParsedGuardrails, fold_whitespace, parse_guardrails,

@@ -187,13 +187,20 @@ fn trim_lines(text: &str) -> &str {
 fn one_line(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String>) -> String {
     let text = contributed(text, what, warnings);
     let mut out = String::with_capacity(text.len());
+    push_one_line(&text, &mut out);
+    out
+}
+
+/// Append `text` to `out` as [`one_line`] renders an already cleaned text:
+/// its lines trimmed, blank ones dropped, the rest joined by spaces.
+fn push_one_line(text: &str, out: &mut String) {
+    let start = out.len();
     for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
-        if !out.is_empty() {
+        if out.len() > start {
             out.push(' ');
         }
         out.push_str(line);
     }
-    out
 }
 
 /// One block of the resolved prompt.
@@ -319,7 +326,10 @@ fn join_nonempty<S: AsRef<str>>(parts: impl Iterator<Item = S> + Clone, separato
     out
 }
 
-fn skill_description(text: &str) -> String {
+/// A skill's description: its front matter's `description:`, else its
+/// first line of prose, cut at 160 characters (then ending in `…`).
+/// Borrowed from `text` unless it was cut.
+fn skill_description(text: &str) -> Cow<'_, str> {
     let mut lines = text.lines();
     let mut description = None;
     if text.starts_with("---") {
@@ -329,7 +339,7 @@ fn skill_description(text: &str) -> String {
                 break;
             }
             if let Some(value) = line.strip_prefix("description:") {
-                description = Some(value.trim().trim_matches('"').to_owned());
+                description = Some(value.trim().trim_matches('"'));
             }
         }
     }
@@ -338,19 +348,15 @@ fn skill_description(text: &str) -> String {
             .map(str::trim)
             .find(|l| !l.is_empty() && !l.starts_with('#') && *l != "---")
             .unwrap_or("")
-            .to_owned()
     });
     // The first 160 characters, sliced rather than collected one by one.
-    let end = description
-        .char_indices()
-        .nth(160)
-        .map_or(description.len(), |(at, _)| at);
+    let Some((end, _)) = description.char_indices().nth(160) else {
+        return Cow::Borrowed(description);
+    };
     let mut short = String::with_capacity(end + '…'.len_utf8());
     short.push_str(&description[..end]);
-    if short.len() < description.len() {
-        short.push('…');
-    }
-    short
+    short.push('…');
+    Cow::Owned(short)
 }
 
 /// Resolve the prompt: apply trust, compose every block, render the prefix
@@ -533,7 +539,8 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::Accumulate => {
-                let candidates: Vec<Contributor> = of_block().map(&mut contributor).collect();
+                let mut candidates = Vec::with_capacity(of_block().count());
+                candidates.extend(of_block().map(&mut contributor));
                 ResolvedBlock {
                     block,
                     text: accumulate(block, &candidates, &mut warnings),
@@ -542,7 +549,8 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 }
             }
             Composition::Additive => {
-                let candidates: Vec<Contributor> = of_block().map(&mut contributor).collect();
+                let mut candidates = Vec::with_capacity(of_block().count());
+                candidates.extend(of_block().map(&mut contributor));
                 let text = join_nonempty(candidates.iter().map(|c| c.text.as_str()), "\n\n");
                 ResolvedBlock {
                     block,
@@ -642,12 +650,16 @@ fn runtime_block(
                 }
                 let what = || format!("skill `{}`", Escaped(skill.path().as_str()));
                 let text = contributed(&skill.text, what, warnings);
-                let name = one_line(&skill.name, || format!("the name of {}", what()), warnings);
-                let description = one_line(&skill_description(&text), what, warnings);
+                // Name and description are cleaned (and warned about) in
+                // that order, then folded straight into the line.
+                let name = contributed(&skill.name, || format!("the name of {}", what()), warnings);
+                let description = skill_description(&text);
+                let description = contributed(&description, what, warnings);
                 let mut line = String::with_capacity(name.len() + description.len() + 6);
-                for part in ["- `", &name, "`: ", &description] {
-                    line.push_str(part);
-                }
+                line.push_str("- `");
+                push_one_line(&name, &mut line);
+                line.push_str("`: ");
+                push_one_line(&description, &mut line);
                 lines.push(Contributor {
                     provenance: Arc::clone(provenance),
                     text: line,
@@ -754,7 +766,13 @@ fn agent_identity(
     descriptors: &[PromptLayerDescriptor],
     chain: &LoadedChain,
 ) -> AgentIdentity {
-    let mut canonical = String::with_capacity(64 + 96 * kept_digest.iter().flatten().count());
+    // Sized by the agent-tier texts alone: one line each of a block name
+    // (at most 20 bytes), a tab, a digest and a line break.
+    let agent_texts = kept
+        .iter()
+        .filter(|c| c.provenance.layer == PromptLayer::Agent)
+        .count();
+    let mut canonical = String::with_capacity(role.as_str().len() + 7 + 86 * agent_texts);
     for part in ["role\t", role.as_str(), "\n"] {
         canonical.push_str(part);
     }

@@ -1,7 +1,7 @@
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
-use vak_prompt_blocks::{Block, Provenance, sha256_hex};
+use vak_prompt_blocks::{Block, Provenance, Sha256Writer, sha256_hex};
 
 /// Where one layer's text for one block came from, with its digest.
 ///
@@ -45,17 +45,21 @@ impl PromptLayerDescriptor {
 /// The source path is left out on purpose: moving a home directory does not
 /// change the instructions, and drift is about instructions.
 pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
-    let mut canonical = String::with_capacity(descriptors.len() * 96);
+    // The canonical text (one `block\tlayer\tdigest\n` line per
+    // descriptor) is hashed as it is written, never held whole.
+    let mut canonical = Sha256Writer::new();
     for d in descriptors {
-        canonical.push_str(&d.block);
-        canonical.push('\t');
-        canonical.push_str(&d.layer);
-        canonical.push('\t');
-        canonical.push_str(&d.digest);
-        canonical.push('\n');
+        for part in [&d.block, "\t", &d.layer, "\t", &d.digest, "\n"] {
+            canonical.push_str(part);
+        }
     }
-    format!("sha256:{}", sha256_hex(canonical))
+    let mut out = String::with_capacity(SHA256_PREFIX.len() + 64);
+    out.push_str(SHA256_PREFIX);
+    canonical.finish_into(&mut out);
+    out
 }
+
+const SHA256_PREFIX: &str = "sha256:";
 
 /// One callable tool in the runtime's capability catalog.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -146,6 +150,29 @@ mod tests {
             fingerprint(&[moved, b.clone()])
         );
         assert_ne!(fingerprint(&[a.clone(), b.clone()]), fingerprint(&[b, a]));
+    }
+
+    #[test]
+    fn fingerprint_is_sha256_of_the_canonical_lines() {
+        let descriptors: Vec<PromptLayerDescriptor> = (0..40)
+            .map(|i| {
+                PromptLayerDescriptor::of(
+                    Block::ALL[i % Block::ALL.len()],
+                    &Provenance::seed("identity"),
+                    &"text ".repeat(i),
+                )
+            })
+            .collect();
+        for end in 0..=descriptors.len() {
+            let mut canonical = String::new();
+            for d in &descriptors[..end] {
+                canonical.push_str(&format!("{}\t{}\t{}\n", d.block, d.layer, d.digest));
+            }
+            assert_eq!(
+                fingerprint(&descriptors[..end]),
+                format!("sha256:{}", sha256_hex(canonical))
+            );
+        }
     }
 
     #[test]
