@@ -5,7 +5,7 @@ use clap::{Args, Subcommand};
 use vak_admin::{AdminError, ServeConfig, Server, TokenSource};
 use vak_core::prompts::escape_line;
 
-use crate::selectors::{StoreArg, home_dir, project_in};
+use crate::selectors::{HomeArg, StoreArg, project_in};
 use crate::{CliError, out};
 
 /// `vak admin …`
@@ -21,9 +21,8 @@ pub(crate) struct ServeArgs {
     /// Address to listen on; loopback by default. Port 0 picks a free port.
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
     pub(crate) listen: String,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     /// The project root, exactly [default: found from the current directory:
     /// the nearest ancestor with .git, else with .vak, else the current
     /// directory].
@@ -64,7 +63,7 @@ pub(crate) fn admin(command: &AdminCommand) -> Result<(), CliError> {
 /// Bind, say where to go and where the token is, then serve until Ctrl-C
 /// or SIGTERM.
 fn serve(args: &ServeArgs) -> Result<(), CliError> {
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let store = args.store.open(&home)?;
     let server = Server::bind(ServeConfig {
         store: Some(store),

@@ -22,7 +22,7 @@ use vak_core::{
 use crate::CliError;
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, SelectorArgs, StoreArg, current_dir, home_dir, subdir};
+use crate::selectors::{Format, HomeArg, SelectorArgs, StoreArg, current_dir, subdir};
 
 /// Which directory layer a write goes to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -50,9 +50,8 @@ pub(crate) struct TargetArgs {
     /// root's [default: the project root, wherever the command runs].
     #[arg(long, value_name = "SUBDIR", conflicts_with_all = ["surface", "agent"])]
     pub(crate) dir: Option<Utf8PathBuf>,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     /// The project root, exactly [default: found from the current directory:
     /// the nearest ancestor with .git, else with .vak, else the current
     /// directory].
@@ -142,7 +141,7 @@ impl TargetArgs {
             Scope::Project => CoreScope::Project,
         };
         let target = EditTarget::new(scope, sub, block).map_err(edit_error)?;
-        let home = home_dir(self.home.as_ref())?;
+        let home = self.home.dir()?;
         let selectors = match &self.project {
             Some(project) => Selectors::new(home, project.clone()),
             None => Selectors::discover(home, &current_dir()?)?,

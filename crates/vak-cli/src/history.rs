@@ -18,7 +18,7 @@ use crate::CliError;
 use crate::edit::{Scope, TargetArgs, edit_error, report_change};
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, StoreArg, home_dir};
+use crate::selectors::{Format, HomeArg, StoreArg};
 
 /// Which history `log` and `diff` read: a layer file, or a gateway key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -56,9 +56,8 @@ pub(crate) struct HistoryTargetArgs {
     /// The gateway chat (--scope chat).
     #[arg(long, value_name = "NAME")]
     pub(crate) chat: Option<String>,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     /// The project root, exactly [default: found from the current directory:
     /// the nearest ancestor with .git, else with .vak, else the current
     /// directory].
@@ -135,7 +134,7 @@ impl HistoryTargetArgs {
             }
             (false, None) => None,
         };
-        let home = home_dir(self.home.as_ref())?;
+        let home = self.home.dir()?;
         let store = self.store.open(&home)?;
         let (file, entry) = match &chat {
             None => (GatewayFile::Bots, vec![bot.as_str()]),
@@ -208,9 +207,8 @@ pub(crate) struct RevertArgs {
 pub(crate) struct SessionDiffArgs {
     /// The session id.
     pub(crate) session: String,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// Output format.
@@ -445,7 +443,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
 /// `vak session diff ID`.
 pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
     let id = SessionId::parse(&args.session)?;
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let store = args.store.open(&home)?;
     let ledger = store.read(&id)?;
     for warning in &ledger.warnings {

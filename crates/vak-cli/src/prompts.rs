@@ -12,7 +12,7 @@ use vak_core::{Core, LayerNaming, PromptReport, provenance_summary};
 
 use crate::CliError;
 use crate::out;
-use crate::selectors::{Format, SelectorArgs, home_dir, project_in};
+use crate::selectors::{Format, HomeArg, SelectorArgs, project_in};
 
 /// Arguments of `show` and `explain`.
 #[derive(Debug, Clone, Args)]
@@ -228,9 +228,8 @@ pub(crate) struct TrustArgs {
     /// Output format (with --preview).
     #[arg(long, value_enum, default_value_t = Format::Text, requires = "preview")]
     pub(crate) format: Format,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
 }
 
 /// Arguments of `vak untrust`.
@@ -239,14 +238,13 @@ pub(crate) struct UntrustArgs {
     /// The project directory [default: the project root found from the
     /// current directory].
     pub(crate) dir: Option<Utf8PathBuf>,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
 }
 
 /// `vak trust [DIR]` and `vak trust --list`.
 pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     if args.list {
         for dir in store.list() {
@@ -397,7 +395,7 @@ prompt prefix: {} -> {} tokens (cap {})
 
 /// `vak untrust [DIR]`.
 pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     let dir = project_in(args.dir.as_ref(), &home)?;
     let done = store.untrust(&dir).map_err(vak_core::CoreError::from)?;

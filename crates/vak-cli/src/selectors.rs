@@ -26,6 +26,22 @@ impl StoreArg {
     }
 }
 
+/// `--home`: the vak home, the same flag on every command that takes one
+/// outside the prompt selectors.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct HomeArg {
+    /// The vak home [default: $VAK_HOME, else ~/vak-home].
+    #[arg(id = "home", long = "home", value_name = "DIR")]
+    pub(crate) path: Option<Utf8PathBuf>,
+}
+
+impl HomeArg {
+    /// The home given, else the default one.
+    pub(crate) fn dir(&self) -> Result<Utf8PathBuf, CliError> {
+        home_dir(self.path.as_ref())
+    }
+}
+
 /// Output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
 pub(crate) enum Format {

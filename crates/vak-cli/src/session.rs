@@ -23,7 +23,7 @@ use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, clip};
 use crate::CliError;
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, SelectorArgs, StoreArg, home_dir, project_dir};
+use crate::selectors::{Format, HomeArg, SelectorArgs, StoreArg, project_dir};
 
 /// `vak session …`
 #[derive(Debug, Clone, Subcommand)]
@@ -56,9 +56,8 @@ pub(crate) struct NewArgs {
 pub(crate) struct ShowArgs {
     /// The session id.
     pub(crate) id: String,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// Output format.
@@ -84,9 +83,8 @@ pub(crate) struct ListArgs {
     /// Show the newest N sessions, newest first [max 10000].
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, value_parser = limit)]
     pub(crate) limit: usize,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// Output format.
@@ -106,9 +104,8 @@ pub(crate) struct ExecArgs {
     /// The user's message.
     #[arg(long, value_name = "TEXT")]
     pub(crate) message: Option<String>,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// Output format.
@@ -136,9 +133,8 @@ pub(crate) struct ServeArgs {
     pub(crate) listen: String,
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     /// The project directory the bots work in [default: the current directory].
     #[arg(long, value_name = "DIR")]
     pub(crate) project: Option<Utf8PathBuf>,
@@ -154,9 +150,8 @@ pub(crate) struct SecretArgs {
     /// config, else file].
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
 }
 
 /// `vak gateway deliver`.
@@ -171,9 +166,8 @@ pub(crate) struct DeliverArgs {
     /// The inbound message.
     #[arg(long, value_name = "TEXT")]
     pub(crate) text: String,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The project directory the bot works in [default: the current directory].
@@ -197,9 +191,8 @@ pub(crate) struct AuditListArgs {
     /// Show the newest N events, newest first [max 10000].
     #[arg(long, value_name = "N", default_value_t = DEFAULT_LIMIT, value_parser = limit)]
     pub(crate) limit: usize,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// Output format.
@@ -293,7 +286,7 @@ fn short(digest: &str) -> String {
 /// `vak session show`.
 fn show(args: &ShowArgs) -> Result<(), CliError> {
     let id = session_id(&args.id)?;
-    let store = args.store.open(&home_dir(args.home.as_ref())?)?;
+    let store = args.store.open(&args.home.dir()?)?;
     let ledger = store.read(&id)?;
     match args.format {
         Format::Json => print_json(&json!({
@@ -419,7 +412,7 @@ fn show_text(ledger: &Ledger) -> String {
 /// that many ids are kept while the directory is read, and only their first
 /// records are read, each reduced to a summary at once.
 fn list(args: &ListArgs) -> Result<(), CliError> {
-    let store = args.store.open(&home_dir(args.home.as_ref())?)?;
+    let store = args.store.open(&args.home.dir()?)?;
     let (ids, total) = store.list_newest(args.limit)?;
     let mut sessions = Vec::new();
     let mut problems = Vec::new();
@@ -506,7 +499,7 @@ fn summary_line(session: &serde_json::Value) -> String {
 /// that the drift was accepted.
 pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let id = session_id(&args.session)?;
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let store = args.store.open(&home)?;
     let (outcome, warnings) = vak_gateway::exec(
         &*store,
@@ -584,10 +577,7 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
         surface: SurfaceKind::Chat,
         bot: Some(bot.clone()),
         chat: Some(chat.clone()),
-        ..Selectors::new(
-            home_dir(args.home.as_ref())?,
-            project_dir(args.project.as_ref())?,
-        )
+        ..Selectors::new(args.home.dir()?, project_dir(args.project.as_ref())?)
     };
     let core = Core::open(selectors)?;
     let store = args.store.open(&core.selectors().home)?;
@@ -631,7 +621,7 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
 /// until SIGTERM or Ctrl-C.
 fn serve(args: &ServeArgs) -> Result<(), CliError> {
     let service = vak_gateway::Service::bind(vak_gateway::ServiceConfig {
-        home: home_dir(args.home.as_ref())?,
+        home: args.home.dir()?,
         project: project_dir(args.project.as_ref())?,
         listen: args.listen.clone(),
         store: args.store.url.clone(),
@@ -664,7 +654,7 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
 /// `vak gateway secret BOT`.
 fn secret(args: &SecretArgs) -> Result<(), CliError> {
     let bot = name(NameKind::Bot, &args.bot)?;
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let store = vak_gateway::open_store(&home, args.store.as_deref())?;
     let (secret, created) = vak_gateway::ensure_bot_secret(&*store, &home, &bot)?;
     if created {
@@ -688,7 +678,7 @@ pub(crate) fn audit(command: &AuditCommand) -> Result<(), CliError> {
 /// `vak audit list`: the newest `--limit` events, newest first, streamed
 /// from the log so memory does not grow with it.
 fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
-    let store = args.store.open(&home_dir(args.home.as_ref())?)?;
+    let store = args.store.open(&args.home.dir()?)?;
     let entries = store.audit_newest(args.limit)?;
     match args.format {
         Format::Json => print_json(&json!({

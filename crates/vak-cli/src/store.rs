@@ -9,7 +9,7 @@ use vak_gateway::{Migrated, StoreSource, StoreUrl, choose_store};
 use crate::CliError;
 use crate::out;
 use crate::prompts::print_json;
-use crate::selectors::{Format, home_dir};
+use crate::selectors::{Format, HomeArg, home_dir};
 
 /// `vak store …`
 #[derive(Debug, Clone, Subcommand)]
@@ -26,9 +26,8 @@ pub(crate) struct MigrateArgs {
     /// The store [default: $VAK_STORE, else `[store] url` in the shared config, else file].
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
-    /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
-    pub(crate) home: Option<Utf8PathBuf>,
+    #[command(flatten)]
+    pub(crate) home: HomeArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -67,7 +66,7 @@ pub(crate) fn store(command: &StoreCommand) -> Result<(), CliError> {
 }
 
 fn migrate(args: &MigrateArgs) -> Result<(), CliError> {
-    let home = home_dir(args.home.as_ref())?;
+    let home = args.home.dir()?;
     let migrated = vak_gateway::migrate(&home, args.store.as_deref())?;
     match (&migrated, args.format) {
         (Migrated::FileStore, Format::Json) => print_json(&json!({"store": "file", "applied": []})),
