@@ -38,13 +38,7 @@ fn a_signed_request_refused_inside_its_delivery_is_delivered_when_retried() {
         ".vak/prompts/surface/chat/guardrails.md",
     ];
     for (path, tag) in layers.iter().zip(["alpha", "beta"]) {
-        let mut text = String::new();
-        let mut i = 0;
-        while text.len() < 250 * 1024 {
-            text.push_str(&format!("- never {tag}{i} x{i}y z{i}q\n"));
-            i += 1;
-        }
-        env.write_project(path, &text);
+        env.write_project(path, &large_guardrails(tag));
     }
     let body = r#"{"text":"sent while the prompt was too long"}"#;
     let headers = signed(&key, body);

@@ -7,7 +7,7 @@ use std::io::Write as _;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::common::{Env, copy_tree, fixtures, stderr, stdout, write};
+use crate::common::{Env, copy_tree, fixtures, large_guardrails, stderr, stdout, write};
 
 /// A fresh env whose (untrusted) project is a copy of one hostile case.
 fn hostile(case: &str) -> Env {
@@ -354,12 +354,7 @@ fn no_session_is_frozen_over_the_context_window_and_check_stays_fast() {
         (".vak/prompts/guardrails.md", "alpha"),
         (".vak/prompts/surface/cli/guardrails.md", "beta"),
     ] {
-        let mut text = String::new();
-        let mut i = 0;
-        while text.len() < 250 * 1024 {
-            text.push_str(&format!("- never {tag}{i} x{i}y z{i}q\n"));
-            i += 1;
-        }
+        let text = large_guardrails(tag);
         env.write_project(path, &text);
         if tag == "beta" {
             env.write_project(".vak/prompts/surface/chat/guardrails.md", &text);
