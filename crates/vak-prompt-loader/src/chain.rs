@@ -7,7 +7,7 @@ use crate::LoaderError;
 use crate::confine::OpenedDirs;
 use crate::discover::levels_between;
 use crate::gateway::load_gateway;
-use crate::paths::{LayerDirs, is_joined, join, prompt_dir};
+use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
 /// What to load: the home, the project, and the selectors that pick
@@ -326,13 +326,8 @@ impl Reader<'_> {
         root: &Utf8Path,
         names: &[String],
     ) {
-        // `prompts/operating-rules.md` as `join` spells it, compared piece
-        // by piece rather than built.
-        let decided = |p: &Provenance| {
-            p.source
-                .as_deref()
-                .is_some_and(|source| is_joined(source, prompts, "operating-rules.md"))
-        };
+        let own = join(prompts, &["operating-rules.md"]);
+        let decided = |p: &Provenance| p.source.as_deref() == Some(own.as_str());
         if self
             .chain
             .contributions

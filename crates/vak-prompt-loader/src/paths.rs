@@ -27,27 +27,6 @@ pub(crate) fn join(dir: &Utf8Path, names: &[&str]) -> Utf8PathBuf {
     Utf8PathBuf::from(out)
 }
 
-/// Whether `path` is what [`join`] makes of `dir` and the plain `name`
-/// (neither empty nor absolute), without building it.
-pub(crate) fn is_joined(path: &str, dir: &Utf8Path, name: &str) -> bool {
-    if name.is_empty() || name.starts_with('/') {
-        return path == dir.join(name).as_str();
-    }
-    let dir = dir.as_str();
-    let Some(rest) = path.strip_prefix(dir) else {
-        return false;
-    };
-    let rest = if dir.is_empty() || dir.ends_with('/') {
-        rest
-    } else {
-        match rest.strip_prefix('/') {
-            Some(rest) => rest,
-            None => return false,
-        }
-    };
-    rest == name
-}
-
 /// The directories that make up one origin's share of the chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerDirs {
@@ -89,14 +68,6 @@ mod tests {
                 let dir = Utf8Path::new(dir);
                 let want = names.iter().fold(dir.to_owned(), |p, n| p.join(n));
                 assert_eq!(join(dir, names), want, "{dir:?} {names:?}");
-                let joined = join(dir, &names[..1]);
-                for name in ["a", "b.md", "", "/abs", ".vak"] {
-                    assert_eq!(
-                        is_joined(joined.as_str(), dir, name),
-                        join(dir, &[name]) == joined,
-                        "{dir:?} {names:?} {name:?}"
-                    );
-                }
             }
         }
     }
