@@ -1021,7 +1021,7 @@ fn found_prompts(
             continue;
         };
         let (_, value) = keys.swap_remove(at);
-        let source = joined(&[&key_prefix, "/prompts/", block.wire_name()]);
+        let source = [&key_prefix, "/prompts/", block.wire_name()].concat();
         match value.text {
             Some(text) => contributions.push(Contribution {
                 block,
@@ -1058,16 +1058,6 @@ fn found_prompts(
             reason,
         );
     }
-}
-
-/// `pieces` in one string of the exact size (`format!` guesses the size and
-/// grows it).
-fn joined(pieces: &[&str]) -> String {
-    let mut out = String::with_capacity(pieces.iter().map(|p| p.len()).sum());
-    for piece in pieces {
-        out.push_str(piece);
-    }
-    out
 }
 
 /// Report an entry that is there but not an object.
