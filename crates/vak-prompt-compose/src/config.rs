@@ -68,47 +68,26 @@ pub struct EffectiveConfig {
 }
 
 fn mcp_line(name: &str, server: &toml::Table) -> String {
-    let text = |key: &str| server.get(key).and_then(toml::Value::as_str);
-    let args = || {
-        server
+    let what = if let Some(command) = server.get("command").and_then(toml::Value::as_str) {
+        let args: Vec<&str> = server
             .get("args")
             .and_then(toml::Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(toml::Value::as_str)
-    };
-    let description = text("description");
-    // Written into one string sized up front: `- `name` (what): description`.
-    let size = name.len()
-        + 32
-        + text("command").map_or(0, str::len)
-        + args().map(|a| a.len() + 1).sum::<usize>()
-        + text("url").map_or(0, str::len)
-        + description.map_or(0, str::len);
-    let mut line = String::with_capacity(size);
-    for part in ["- `", name, "` ("] {
-        line.push_str(part);
-    }
-    if let Some(command) = text("command") {
-        line.push_str("command `");
-        line.push_str(command);
-        for arg in args() {
-            line.push(' ');
-            line.push_str(arg);
+            .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
+            .unwrap_or_default();
+        if args.is_empty() {
+            format!("command `{command}`")
+        } else {
+            format!("command `{command} {}`", args.join(" "))
         }
-        line.push('`');
-    } else if let Some(url) = text("url") {
-        line.push_str("at ");
-        line.push_str(url);
+    } else if let Some(url) = server.get("url").and_then(toml::Value::as_str) {
+        format!("at {url}")
     } else {
-        line.push_str("configured");
+        "configured".to_owned()
+    };
+    match server.get("description").and_then(toml::Value::as_str) {
+        Some(description) => format!("- `{name}` ({what}): {description}"),
+        None => format!("- `{name}` ({what})"),
     }
-    line.push(')');
-    if let Some(description) = description {
-        line.push_str(": ");
-        line.push_str(description);
-    }
-    line
 }
 
 /// `value` with its source: the file's path, `#`, then the dotted key
@@ -250,57 +229,4 @@ pub(crate) fn effective_config(
         }
     }
     effective
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// How the line was written before it was written into one string.
-    fn mcp_line_before(name: &str, server: &toml::Table) -> String {
-        let what = if let Some(command) = server.get("command").and_then(toml::Value::as_str) {
-            let args: Vec<&str> = server
-                .get("args")
-                .and_then(toml::Value::as_array)
-                .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
-                .unwrap_or_default();
-            if args.is_empty() {
-                format!("command `{command}`")
-            } else {
-                format!("command `{command} {}`", args.join(" "))
-            }
-        } else if let Some(url) = server.get("url").and_then(toml::Value::as_str) {
-            format!("at {url}")
-        } else {
-            "configured".to_owned()
-        };
-        match server.get("description").and_then(toml::Value::as_str) {
-            Some(description) => format!("- `{name}` ({what}): {description}"),
-            None => format!("- `{name}` ({what})"),
-        }
-    }
-
-    #[test]
-    fn mcp_lines_are_the_ones_written_with_format() {
-        for server in [
-            "",
-            "command = \"docs-mcp\"",
-            "command = \"docs\"\nargs = []",
-            "command = \"docs\"\nargs = [\"\"]",
-            "command = \"docs\"\nargs = [\"--a\", 3, \"b c\"]\ndescription = \"the docs\"",
-            "command = 7\nurl = \"https://x\"",
-            "url = \"https://x\"\ndescription = \"\"",
-            "args = [\"x\"]\ndescription = \"only\"",
-            "command = \"c\"\nargs = \"not a list\"",
-        ] {
-            let table: toml::Table = toml::from_str(server).expect("test TOML parses");
-            for name in ["docs", "", "a`b"] {
-                assert_eq!(
-                    mcp_line(name, &table),
-                    mcp_line_before(name, &table),
-                    "{server:?}"
-                );
-            }
-        }
-    }
 }

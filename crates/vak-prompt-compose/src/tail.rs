@@ -37,54 +37,29 @@ impl TailContext {
 
 /// `YYYY-MM-DDTHH:MM:SSZ` for a Unix timestamp (proleptic Gregorian, UTC).
 pub fn rfc3339_utc(unix: i64) -> String {
-    let mut out = String::with_capacity(20);
-    push_rfc3339_utc(unix, &mut out);
-    out
-}
-
-/// Append [`rfc3339_utc`] of `unix` to `out`.
-fn push_rfc3339_utc(unix: i64, out: &mut String) {
-    use std::fmt::Write as _;
     let (year, month, day) = civil_from_days(unix.div_euclid(86_400));
     let secs = unix.rem_euclid(86_400);
-    // Writing to a `String` cannot fail.
-    let _ = write!(
-        out,
+    format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         secs / 3600,
         secs % 3600 / 60,
         secs % 60
-    );
+    )
 }
-
-const NOW: &str = "Now: ";
-const STANCE: &str = ". Your training data stops before this; treat later events as unknown unless a tool shows them, and say when you are unsure.";
 
 /// Render the tail.
 pub fn render_tail(context: &TailContext) -> String {
-    let parts = [
+    let mut tail = format!(
+        "Now: {}. Your training data stops before this; treat later events as unknown unless a tool shows them, and say when you are unsure.",
+        rfc3339_utc(context.now_unix)
+    );
+    for (label, value) in [
         ("Session intent", &context.intent),
         ("Work contract", &context.work_contract),
         ("Conversation so far", &context.thread),
-    ];
-    // One string, sized up front: the instant is 20 characters for any year
-    // of four digits, and a wider one only grows it.
-    let size = NOW.len()
-        + 20
-        + STANCE.len()
-        + parts
-            .iter()
-            .filter_map(|(label, value)| value.as_ref().map(|v| label.len() + v.len() + 3))
-            .sum::<usize>();
-    let mut tail = String::with_capacity(size);
-    tail.push_str(NOW);
-    push_rfc3339_utc(context.now_unix, &mut tail);
-    tail.push_str(STANCE);
-    for (label, value) in parts {
+    ] {
         if let Some(value) = value {
-            for part in ["\n", label, ": ", value] {
-                tail.push_str(part);
-            }
+            tail.push_str(&format!("\n{label}: {value}"));
         }
     }
     tail
@@ -110,37 +85,5 @@ mod tests {
         });
         assert!(tail.starts_with("Now: 1970-01-01T00:00:00Z."));
         assert!(tail.ends_with("Session intent: fix the tests"));
-    }
-
-    #[test]
-    fn tail_is_the_one_written_with_format() {
-        for now_unix in [
-            0,
-            1_796_212_800,
-            -62_135_596_800,
-            253_402_300_800,
-            i64::MAX / 2,
-        ] {
-            let context = TailContext {
-                now_unix,
-                intent: Some("fix the tests".into()),
-                work_contract: None,
-                thread: Some("a\nb".into()),
-            };
-            let mut want = format!(
-                "Now: {}. Your training data stops before this; treat later events as unknown unless a tool shows them, and say when you are unsure.",
-                rfc3339_utc(now_unix)
-            );
-            for (label, value) in [
-                ("Session intent", &context.intent),
-                ("Work contract", &context.work_contract),
-                ("Conversation so far", &context.thread),
-            ] {
-                if let Some(value) = value {
-                    want.push_str(&format!("\n{label}: {value}"));
-                }
-            }
-            assert_eq!(render_tail(&context), want);
-        }
     }
 }
