@@ -619,18 +619,9 @@ pub struct OpenedDirs {
     /// root's handle the first time a symlink must be judged (most loads
     /// have none, and skip the `/proc` look-up).
     root: OnceCell<ConfinedRoot>,
-    dirs: Vec<(DirKey, Option<Rc<ConfinedDir>>)>,
-}
-
-/// A directory's path as [`OpenedDirs`] looks it up: the opened
-/// directory's own copy when there is one.
-#[derive(Debug)]
-struct DirKey(Arc<str>);
-
-impl DirKey {
-    fn as_str(&self) -> &str {
-        &self.0
-    }
+    /// Each directory looked up, by its path (the opened directory's own
+    /// copy when there is one), and what was found there.
+    dirs: Vec<(Arc<str>, Option<Rc<ConfinedDir>>)>,
 }
 
 impl OpenedDirs {
@@ -665,7 +656,7 @@ impl OpenedDirs {
             };
             // Room for the layer directories a load opens under one root.
             let mut dirs = Vec::with_capacity(8);
-            dirs.push((DirKey(Arc::clone(&path)), Some(Rc::new(dir))));
+            dirs.push((Arc::clone(&path), Some(Rc::new(dir))));
             return Ok(Some(OpenedDirs {
                 root_path: path,
                 root: OnceCell::new(),
@@ -714,7 +705,7 @@ impl OpenedDirs {
     pub fn holds_root(&self) -> bool {
         self.dirs
             .first()
-            .is_some_and(|(path, dir)| dir.is_some() && path.as_str() == &*self.root_path)
+            .is_some_and(|(path, dir)| dir.is_some() && *path == self.root_path)
     }
 
     /// The directory `dir`, opened and checked at most once. `Ok(None)` when
@@ -728,11 +719,7 @@ impl OpenedDirs {
         // Paths are compared as strings, not component by component: the
         // loader spells each directory one way, and a miss only costs an
         // open.
-        if let Some((_, opened)) = self
-            .dirs
-            .iter()
-            .find(|(path, _)| path.as_str() == dir.as_str())
-        {
+        if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| **path == *dir.as_str()) {
             return Ok(opened.clone());
         }
         let opened = self.open_uncached(dir)?.map(Rc::new);
@@ -740,7 +727,7 @@ impl OpenedDirs {
             Some(opened) => Arc::clone(&opened.path),
             None => Arc::from(dir.as_str()),
         };
-        self.dirs.push((DirKey(key), opened.clone()));
+        self.dirs.push((key, opened.clone()));
         Ok(opened)
     }
 
@@ -819,15 +806,15 @@ impl OpenedDirs {
             .dirs
             .iter()
             .filter(|(key, _)| {
-                let key = key.as_str();
+                let key: &str = key;
                 key.len() >= root_len
                     && path.as_bytes().get(key.len()) == Some(&b'/')
                     && path.starts_with(key)
             })
-            .max_by_key(|(key, _)| key.as_str().len());
+            .max_by_key(|(key, _)| key.len());
         if let Some((key, opened)) = nearest {
             return Some(match opened {
-                Some(opened) => Ancestor::Open(Rc::clone(opened), key.as_str().len() + 1),
+                Some(opened) => Ancestor::Open(Rc::clone(opened), key.len() + 1),
                 // An ancestor that is not there: neither is `path`.
                 None => Ancestor::Missing,
             });
@@ -1068,7 +1055,7 @@ mod tests {
         );
         // `surface/cli` was opened in one call beneath `prompts`: the
         // intermediate `surface` needed no handle of its own.
-        let opened: Vec<&str> = dirs.dirs.iter().map(|(p, _)| p.as_str()).collect();
+        let opened: Vec<&str> = dirs.dirs.iter().map(|(p, _)| &**p).collect();
         assert!(
             opened.contains(&prompts.join("surface/cli").as_str()),
             "{opened:?}"
