@@ -399,3 +399,52 @@ fn a_project_that_contains_the_home_cannot_reset_the_shared_layer_through_a_link
         );
     }
 }
+
+/// A root's real path is looked up only when a symlink must be judged
+/// against it: the judgement is the same whether the project is named by
+/// its real path, through a symlink to it, or found from the current
+/// directory, and whether a link inside leads in by a relative path, in by
+/// an absolute path through that symlink, or out.
+#[test]
+fn symlinks_are_judged_alike_however_the_project_is_named() {
+    let env = Env::empty();
+    let outside = tempfile::tempdir().unwrap();
+    write(&outside.path().join("secret.md"), "OUTSIDE-SECRET");
+    let link = outside.path().join("project-link");
+    symlink(env.project(), &link).unwrap();
+    env.write_project("docs/identity.md", "INSIDE-BY-ABSOLUTE-LINK identity");
+    env.write_project("docs/guardrails.md", "- INSIDE-BY-RELATIVE-LINK rule\n");
+    let prompts = env.project().join(".vak/prompts");
+    mkdirs(&prompts);
+    symlink(link.join("docs/identity.md"), prompts.join("identity.md")).unwrap();
+    symlink("../../docs/guardrails.md", prompts.join("guardrails.md")).unwrap();
+    symlink(
+        outside.path().join("secret.md"),
+        prompts.join("surface-note.md"),
+    )
+    .unwrap();
+    env.trust();
+
+    let by_real = env.json(&["prompts", "show"]);
+    let link_arg = link.to_str().unwrap();
+    let by_link = env.json(&["prompts", "show", "--project", link_arg]);
+    let from_link = env
+        .command(&["prompts", "show", "--format", "json"])
+        .current_dir(&link)
+        .output()
+        .unwrap();
+    assert!(from_link.status.success(), "{}", stderr(&from_link));
+    let from_link: serde_json::Value = serde_json::from_slice(&from_link.stdout).unwrap();
+    for report in [&by_real, &by_link, &from_link] {
+        let prefix = report["prefix"].as_str().unwrap();
+        assert!(prefix.contains("INSIDE-BY-ABSOLUTE-LINK"), "{report}");
+        assert!(prefix.contains("INSIDE-BY-RELATIVE-LINK"), "{report}");
+        assert!(!prefix.contains("OUTSIDE-SECRET"), "{report}");
+        let warnings = report["warnings"].to_string();
+        assert!(
+            warnings.contains("surface-note.md") && warnings.contains("symlink leading outside"),
+            "{warnings}"
+        );
+        assert_eq!(report["prefix"], by_real["prefix"]);
+    }
+}
