@@ -1,5 +1,5 @@
 use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -102,7 +102,9 @@ fn pairing_name<'a>(block: &str, layer: &str, source: Option<&'a str>) -> Option
 }
 
 fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor)> {
-    let mut seen: HashMap<(&str, &str, Option<&str>), usize> = HashMap::with_capacity(list.len());
+    // Ordered maps, not hashed: a contract has a few dozen descriptors, and
+    // comparing their short names costs less than SipHashing them.
+    let mut seen: BTreeMap<(&str, &str, Option<&str>), usize> = BTreeMap::new();
     list.iter()
         .map(|d| {
             let name = pairing_name(&d.block, &d.layer, d.source.as_deref());
@@ -130,9 +132,9 @@ pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor])
     }
     let frozen = keyed(frozen);
     let current = keyed(current);
-    let current_by_key: HashMap<Key<'_>, &PromptLayerDescriptor> =
+    let current_by_key: BTreeMap<Key<'_>, &PromptLayerDescriptor> =
         current.iter().copied().collect();
-    let frozen_by_key: HashMap<Key<'_>, &PromptLayerDescriptor> = frozen.iter().copied().collect();
+    let frozen_by_key: BTreeMap<Key<'_>, &PromptLayerDescriptor> = frozen.iter().copied().collect();
     let mut changes = Vec::new();
     for (key, old) in &frozen {
         match current_by_key.get(key) {
@@ -186,8 +188,9 @@ fn order(a: &LayerChange, b: &LayerChange) -> Ordering {
             s,
         )
     }
-    let name =
-        |c: &LayerChange| pairing_name(&c.block, &c.layer, c.source.as_deref()).map(str::to_owned);
+    fn name(c: &LayerChange) -> Option<&str> {
+        pairing_name(&c.block, &c.layer, c.source.as_deref())
+    }
     block_rank(&a.block)
         .cmp(&block_rank(&b.block))
         .then_with(|| layer_rank(&a.layer).cmp(&layer_rank(&b.layer)))
