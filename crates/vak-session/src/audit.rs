@@ -47,6 +47,8 @@ pub enum SecurityEvent {
     Unknown,
 }
 
+impl crate::jsonl::JsonLine for SecurityEvent {}
+
 /// The security log as read back.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AuditEntries {

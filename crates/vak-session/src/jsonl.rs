@@ -151,6 +151,15 @@ impl<R: BufRead> LineReader<R> {
     }
 }
 
+/// A record of a JSON-lines file: how one line is parsed.
+pub(crate) trait JsonLine: DeserializeOwned {
+    /// The record `line` holds; `serde_json::from_slice` unless the record
+    /// has a faster way to the same answer.
+    fn from_line(line: &[u8]) -> serde_json::Result<Self> {
+        serde_json::from_slice(line)
+    }
+}
+
 /// What one line of a JSON-lines file is.
 pub(crate) enum Entry<T> {
     /// A record.
@@ -162,11 +171,7 @@ pub(crate) enum Entry<T> {
 }
 
 /// Classify the line `raw` (whose bytes are `bytes`) of `path`.
-pub(crate) fn classify<T: DeserializeOwned>(
-    path: &Utf8Path,
-    raw: RawLine,
-    bytes: &[u8],
-) -> Entry<T> {
+pub(crate) fn classify<T: JsonLine>(path: &Utf8Path, raw: RawLine, bytes: &[u8]) -> Entry<T> {
     let skipped = |reason| TornLine {
         path: path.to_owned(),
         line: raw.line,
@@ -179,7 +184,7 @@ pub(crate) fn classify<T: DeserializeOwned>(
     if raw.complete && bytes.iter().all(u8::is_ascii_whitespace) {
         return Entry::Blank;
     }
-    match serde_json::from_slice::<T>(bytes) {
+    match T::from_line(bytes) {
         // Without its newline the append never finished, even if the bytes
         // happen to parse; the next append moves it aside the same way.
         Ok(_) if !raw.complete => Entry::Skipped(skipped(SkipReason::Torn), None),
@@ -208,7 +213,7 @@ pub(crate) fn open_shared(path: &Utf8Path) -> Result<File, SessionError> {
 /// Read every record of `path` strictly: a skipped line is tolerated only
 /// as the last one (DECISIONS §6); an earlier one is an error naming the
 /// file and line, so history is never silently dropped.
-pub(crate) fn read<T: DeserializeOwned>(path: &Utf8Path) -> Result<Parsed<T>, SessionError> {
+pub(crate) fn read<T: JsonLine>(path: &Utf8Path) -> Result<Parsed<T>, SessionError> {
     let file = open_shared(path)?;
     let mut lines = LineReader::new(BufReader::new(&file), MAX_LINE_BYTES);
     let mut records = Vec::new();
@@ -253,7 +258,7 @@ fn earlier_line_error(skipped: TornLine, error: Option<serde_json::Error>) -> Se
 
 /// Read only the first record, for listings that must not cost a full read.
 /// `None` when the first line is torn, too long or absent.
-pub(crate) fn read_first<T: DeserializeOwned>(path: &Utf8Path) -> Result<Option<T>, SessionError> {
+pub(crate) fn read_first<T: JsonLine>(path: &Utf8Path) -> Result<Option<T>, SessionError> {
     let file = open_shared(path)?;
     let mut lines = LineReader::new(BufReader::new(&file), MAX_LINE_BYTES);
     let Some(raw) = lines
@@ -277,10 +282,7 @@ pub(crate) fn read_first<T: DeserializeOwned>(path: &Utf8Path) -> Result<Option<
 }
 
 #[cfg(test)]
-pub(crate) fn parse<T: DeserializeOwned>(
-    path: &Utf8Path,
-    bytes: &[u8],
-) -> Result<Parsed<T>, SessionError> {
+pub(crate) fn parse<T: JsonLine>(path: &Utf8Path, bytes: &[u8]) -> Result<Parsed<T>, SessionError> {
     let dir = tempfile::tempdir().map_err(|e| SessionError::io("create", path, e))?;
     let file = Utf8PathBuf::from_path_buf(dir.path().join("f"))
         .map_err(|_| SessionError::io("create", path, io::ErrorKind::InvalidData.into()))?;
@@ -310,7 +312,7 @@ pub(crate) fn parse<T: DeserializeOwned>(
 /// `<name>.foreign-<unix nanos>` and cut off, under the same lock: the new
 /// record never lands after a line readers skip, so it is never lost behind
 /// one, and the bytes that were there are kept.
-pub(crate) fn append<T: DeserializeOwned>(
+pub(crate) fn append<T: JsonLine>(
     path: &Utf8Path,
     mut line: Vec<u8>,
     create: bool,
@@ -332,7 +334,7 @@ pub(crate) fn append<T: DeserializeOwned>(
 /// Move every trailing line a reader of `T` would skip into a sibling file
 /// and truncate `file` to the end of its last good line. Returns the sibling
 /// when anything was moved.
-fn repair_tail<T: DeserializeOwned>(
+fn repair_tail<T: JsonLine>(
     file: &mut File,
     path: &Utf8Path,
 ) -> Result<Option<Utf8PathBuf>, SessionError> {
@@ -361,7 +363,7 @@ fn repair_tail<T: DeserializeOwned>(
 
 /// Whether the line `[start, end)` is one readers keep: complete, within the
 /// bound, and blank or a record of `T`.
-fn line_is_sound<T: DeserializeOwned>(file: &mut File, start: u64, end: u64) -> io::Result<bool> {
+fn line_is_sound<T: JsonLine>(file: &mut File, start: u64, end: u64) -> io::Result<bool> {
     let len = end - start;
     if len > MAX_LINE_BYTES as u64 {
         return Ok(false);
@@ -370,8 +372,7 @@ fn line_is_sound<T: DeserializeOwned>(file: &mut File, start: u64, end: u64) -> 
     file.seek(SeekFrom::Start(start))?;
     (&*file).take(len).read_to_end(&mut bytes)?;
     Ok(bytes.ends_with(b"\n")
-        && (bytes.iter().all(u8::is_ascii_whitespace)
-            || serde_json::from_slice::<T>(&bytes).is_ok()))
+        && (bytes.iter().all(u8::is_ascii_whitespace) || T::from_line(&bytes).is_ok()))
 }
 
 /// Copy `[from, len)` of `file` into a new sibling of `path` (never
@@ -520,6 +521,9 @@ mod tests {
     struct Typed {
         r#type: String,
     }
+
+    impl JsonLine for Typed {}
+    impl JsonLine for serde_json::Value {}
 
     fn foreign_files(dir: &Utf8Path) -> Vec<Vec<u8>> {
         let mut found: Vec<_> = std::fs::read_dir(dir)

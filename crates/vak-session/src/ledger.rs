@@ -123,6 +123,33 @@ pub enum Record {
 }
 
 impl Record {
+    /// One ledger line, parsed: exactly what `serde_json::from_slice` gives
+    /// for a [`Record`], without its detour.
+    ///
+    /// The derived, internally tagged parse first copies the whole line into
+    /// a buffered tree to find the `type` field, then parses the record from
+    /// that copy: a `created` line carries the frozen prefix, kilobytes, and
+    /// that detour was a third of resuming a session. Lines as vak writes
+    /// them put `type` first, so a line that starts `{"type":"<known>",` and
+    /// names no other `type` key (not even through a `\u` escape) is parsed
+    /// straight into its variant, which ignores the `type` key as the
+    /// derived parse removes it. Any other line, and any error, takes the
+    /// derived parse, so every answer and message stays its.
+    pub fn from_json(line: &[u8]) -> serde_json::Result<Record> {
+        let direct = match tag_written_first(line) {
+            Some("created") => serde_json::from_slice::<Header>(line)
+                .ok()
+                .map(|header| Record::Created(Box::new(header))),
+            Some("turn") => serde_json::from_slice(line).ok().map(Record::Turn),
+            Some("drift-accepted") => serde_json::from_slice(line).ok().map(Record::DriftAccepted),
+            _ => None,
+        };
+        match direct {
+            Some(record) => Ok(record),
+            None => serde_json::from_slice(line),
+        }
+    }
+
     /// The wire name of the record's type.
     pub fn kind(&self) -> &'static str {
         match self {
@@ -132,6 +159,28 @@ impl Record {
             Record::Unknown => "unknown",
         }
     }
+}
+
+impl jsonl::JsonLine for Record {
+    fn from_line(line: &[u8]) -> serde_json::Result<Self> {
+        Record::from_json(line)
+    }
+}
+
+/// The `type` of a line written as vak writes it: the object's first key,
+/// with a plain string value, and the only key that can read as `type`
+/// (the bytes `"type"` appear nowhere after it, nor any `\u` escape, the one
+/// way to spell a key's letters otherwise). `None` for anything else.
+fn tag_written_first(line: &[u8]) -> Option<&str> {
+    let rest = line.strip_prefix(br#"{"type":""#)?;
+    let end = memchr::memchr2(b'"', b'\\', rest)?;
+    let after = rest.get(end..)?.strip_prefix(b"\"")?;
+    if memchr::memmem::find(after, br#""type""#).is_some()
+        || memchr::memmem::find(after, br"\u").is_some()
+    {
+        return None;
+    }
+    std::str::from_utf8(rest.get(..end)?).ok()
 }
 
 /// A whole ledger as read back.
@@ -562,5 +611,107 @@ mod tests {
         assert_eq!(store.list_newest(1).expect("newest"), (vec![b.clone()], 2));
         assert_eq!(store.list_newest(5).expect("newest"), (vec![b, a], 2));
         assert_eq!(store.list_newest(0).expect("none").1, 2);
+    }
+
+    /// `Record::from_json` against the derived parse it stands in for: the
+    /// same record, or an error for both.
+    fn agrees(line: &[u8]) {
+        let derived = serde_json::from_slice::<Record>(line);
+        let direct = Record::from_json(line);
+        match (&derived, &direct) {
+            (Ok(a), Ok(b)) => assert_eq!(a, b, "{}", String::from_utf8_lossy(line)),
+            (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string()),
+            _ => panic!(
+                "derived {derived:?} but direct {direct:?} for {}",
+                String::from_utf8_lossy(line)
+            ),
+        }
+    }
+
+    #[test]
+    fn lines_as_written_take_the_direct_parse() {
+        let header = Record::Created(Box::new(Header {
+            meta: SessionMeta {
+                project: Some("/p".into()),
+                ..SessionMeta::now()
+            },
+            contract: contract(),
+        }));
+        let accepted = Record::DriftAccepted(DriftAccepted {
+            at: "2026-12-03T00:00:00Z".into(),
+            changes: Vec::new(),
+            current_fingerprint: Some("sha256:00".into()),
+        });
+        for (record, tag) in [
+            (header, "created"),
+            (Record::Turn(Turn::now("hi", "tail")), "turn"),
+            (accepted, "drift-accepted"),
+        ] {
+            let line = serde_json::to_vec(&record).expect("serialize");
+            assert_eq!(tag_written_first(&line), Some(tag));
+            assert_eq!(Record::from_json(&line).expect("parse"), record);
+            agrees(&line);
+        }
+    }
+
+    #[test]
+    fn lines_not_as_written_answer_as_the_derived_parse() {
+        for line in [
+            // The tag elsewhere, spelled with escapes, or twice.
+            r#"{"at":"t","message":"m","type":"turn"}"#,
+            r#"{"type":"turn","at":"t","message":"m","type":"turn"}"#,
+            r#"{"type":"turn","at":"t","message":"m","type":"created"}"#,
+            r#"{"type":"turn","at":"t","message":"m","\u0074ype":"created"}"#,
+            r#"{"\u0074ype":"turn","at":"t","message":"m"}"#,
+            r#"{"type":"tu\u0072n","at":"t","message":"m"}"#,
+            // Unknown, missing, wrong-typed tags and fields.
+            r#"{"type":"newer-kind","x":1}"#,
+            r#"{"type":"turn"}"#,
+            r#"{"type":"turn","at":1,"message":"m"}"#,
+            r#"{"type":"created","contract":7}"#,
+            r#"{"type":"created","contract":{"prefix":"p"},"contract":{}}"#,
+            r#"{"type":"created","created_at":"a","created_at":"b"}"#,
+            r#"{"type":7,"at":"t","message":"m"}"#,
+            r#"{"at":"t","message":"m"}"#,
+            // Not quite one object.
+            r#"{"type":"turn","at":"t","message":"m"} x"#,
+            r#"{"type":"turn","at":"t","message":"m""#,
+            r#"["turn","t","m","tail"]"#,
+            r#" {"type":"turn","at":"t","message":"m"}"#,
+            r#"{"type":"turn","at":"t","message":"type"}"#,
+            r#"{"type":"turn","at":"t","message":"\"type\" \\u"}"#,
+            "",
+            "null",
+        ] {
+            agrees(line.as_bytes());
+        }
+    }
+
+    proptest::proptest! {
+        /// Any turn or header vak could write, and the same line with a
+        /// stray key, parse alike both ways.
+        #[test]
+        fn direct_and_derived_parses_agree(
+            message in ".{0,40}",
+            tail in "(type|\"|\\\\|u|\\PC){0,12}",
+            project in proptest::option::of(".{0,12}"),
+            extra in proptest::option::of("[a-z\"\\\\]{1,6}"),
+        ) {
+            let turn = Record::Turn(Turn { at: "t".into(), message, tail });
+            let header = Record::Created(Box::new(Header {
+                meta: SessionMeta { project, ..SessionMeta::default() },
+                contract: contract(),
+            }));
+            for record in [turn, header] {
+                let line = serde_json::to_string(&record).expect("serialize");
+                proptest::prop_assert_eq!(Record::from_json(line.as_bytes()).expect("parse"), record);
+                agrees(line.as_bytes());
+                if let Some(key) = &extra {
+                    let key = serde_json::to_string(key).expect("key");
+                    let stray = format!("{},{key}:1}}", &line[..line.len() - 1]);
+                    agrees(stray.as_bytes());
+                }
+            }
+        }
     }
 }

@@ -272,7 +272,7 @@ fn read_ledger(
         &[&id.as_str()],
     )? {
         let text: String = row.get(0);
-        match serde_json::from_str::<Record>(&text) {
+        match Record::from_json(text.as_bytes()) {
             Ok(Record::Unknown) => skipped_unknown += 1,
             Ok(record) => records.push(record),
             Err(e) => return Ok(Err(store.bad(id, "a record", &e))),
@@ -321,7 +321,7 @@ fn read_bound(
             None => Ok(None),
             Some(row) => {
                 let text: String = row.get(0);
-                match serde_json::from_str::<Record>(&text) {
+                match Record::from_json(text.as_bytes()) {
                     Ok(Record::Turn(turn)) => Ok(Some(turn)),
                     Ok(_) => Ok(None),
                     Err(e) => Err(store.bad(id, "a record", &e)),
