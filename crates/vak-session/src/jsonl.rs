@@ -428,7 +428,7 @@ fn line_start(file: &mut File, end: u64) -> io::Result<u64> {
         let n = usize::try_from(stop - start).unwrap_or(buf.len());
         file.seek(SeekFrom::Start(start))?;
         file.read_exact(&mut buf[..n])?;
-        if let Some(pos) = buf[..n].iter().rposition(|b| *b == b'\n') {
+        if let Some(pos) = memchr::memrchr(b'\n', &buf[..n]) {
             return Ok(start + pos as u64 + 1);
         }
         stop = start;
