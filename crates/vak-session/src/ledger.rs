@@ -83,6 +83,12 @@ pub struct Turn {
     /// The per-turn tail rendered for the request.
     #[serde(default)]
     pub tail: String,
+    /// For a turn a signed request delivered, its signature's digest
+    /// ([`Claim::digest`](crate::Claim::digest)): written in the same line
+    /// as the turn, so a retry of a delivery that committed but was never
+    /// acknowledged is found in the ledger and refused as a replay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<String>,
 }
 
 impl Turn {
@@ -92,6 +98,7 @@ impl Turn {
             at: now_rfc3339(),
             message: message.into(),
             tail: tail.into(),
+            delivery: None,
         }
     }
 }
@@ -215,6 +222,13 @@ impl Ledger {
             Record::Turn(t) => Some(t),
             _ => None,
         })
+    }
+
+    /// Whether a turn of this ledger came with the signed delivery whose
+    /// signature's digest is `delivery`.
+    pub fn has_delivery(&self, delivery: &str) -> bool {
+        self.turns()
+            .any(|turn| turn.delivery.as_deref() == Some(delivery))
     }
 
     /// Every accepted drift, in order.
@@ -700,7 +714,7 @@ mod tests {
             project in proptest::option::of(".{0,12}"),
             extra in proptest::option::of("[a-z\"\\\\]{1,6}"),
         ) {
-            let turn = Record::Turn(Turn { at: "t".into(), message, tail });
+            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None });
             let header = Record::Created(Box::new(Header {
                 meta: SessionMeta { project, ..SessionMeta::default() },
                 contract: contract(),

@@ -124,6 +124,14 @@ pub struct Claim<'a> {
     pub window_secs: i64,
 }
 
+impl Claim<'_> {
+    /// The signature's digest (SHA-256, hex): what names its replay marker
+    /// and what a turn it delivered records ([`Turn::delivery`]).
+    pub fn digest(&self) -> String {
+        vak_prompt_blocks::sha256_hex(self.key.as_bytes())
+    }
+}
+
 /// Ledgers, bindings and audit events behind one interface.
 pub trait Store: Send + Sync + std::fmt::Debug {
     /// Where the store lives, for messages (`file store at …`).
@@ -373,9 +381,24 @@ impl Store for FileStore {
         // The signature does not cover the URL, so the same signed request
         // may race to another chat: the signature's own lock orders those.
         let replay = claim.map(|claim| self.hold_claim(claim)).transpose()?;
+        // Every turn records the delivery it came with, so one that
+        // committed before a crash kept its marker from being written is
+        // still found, in the session it was bound to, and refused.
+        let delivery = claim.map(Claim::digest);
+        let committed_before = |ledger: &Ledger| {
+            delivery
+                .as_deref()
+                .is_some_and(|delivery| ledger.has_delivery(delivery))
+        };
         let bound = match self.bindings.binding(bot, chat)?.map(|b| b.session_id) {
             None => Bound::Unbound,
             Some(id) => match self.sessions.read(&id) {
+                Ok(ledger) if committed_before(&ledger) => {
+                    if let (Some(replay), Some(claim)) = (replay, claim) {
+                        replay.mark(claim)?;
+                    }
+                    return Err(SessionError::Replayed);
+                }
                 Ok(ledger) => Bound::Live(Box::new(BoundSession::of(ledger))),
                 Err(SessionError::NotFound { .. }) => Bound::Gone(id),
                 Err(error) => return Err(error),
@@ -385,13 +408,14 @@ impl Store for FileStore {
             return Ok(None);
         };
         let session = match planned {
-            ChatPlan::Continue { turn } => {
+            ChatPlan::Continue { mut turn } => {
                 let Bound::Live(ledger) = &bound else {
                     return Err(SessionError::PlanMismatch {
                         bot: bot.to_string(),
                         chat: chat.to_string(),
                     });
                 };
+                turn.delivery = delivery;
                 self.sessions.append(&ledger.id, &Record::Turn(turn))?;
                 ledger.id.clone()
             }
@@ -400,7 +424,7 @@ impl Store for FileStore {
                     meta,
                     contract,
                     change,
-                    turn,
+                    mut turn,
                 } = *fresh;
                 // A rotation a crash interrupted after its event was written
                 // (and before the binding moved) is finished, not repeated:
@@ -409,8 +433,15 @@ impl Store for FileStore {
                     Some(change) => self.interrupted_rotation(change, &contract)?,
                     None => None,
                 };
+                // The interrupted delivery may have got as far as its turn:
+                // then it is not appended again, the binding is finished,
+                // and the retry is a replay.
+                let mut replayed = false;
                 let id = match resumed {
-                    Some(id) => id,
+                    Some(id) => {
+                        replayed = committed_before(&self.sessions.read(&id)?);
+                        id
+                    }
                     None => {
                         let id = self.sessions.create(meta, contract)?;
                         if let Some(mut change) = change {
@@ -422,20 +453,29 @@ impl Store for FileStore {
                         id
                     }
                 };
-                self.sessions.append(&id, &Record::Turn(turn))?;
+                if !replayed {
+                    turn.delivery = delivery;
+                    self.sessions.append(&id, &Record::Turn(turn))?;
+                }
                 let mut guard = self.bindings.lock()?;
                 guard.bind(bot, chat, id.clone());
                 guard.commit()?;
+                if replayed {
+                    if let (Some(replay), Some(claim)) = (replay, claim) {
+                        replay.mark(claim)?;
+                    }
+                    return Err(SessionError::Replayed);
+                }
                 id
             }
         };
         // After the commit, never before: a marker written first would
         // refuse the sender's retry of a delivery that then failed (the
-        // message lost). The price is the crash window between the commit
-        // and this marker: the turn is in the ledger but the client got no
-        // 200, so its retry is accepted and the turn appended a second
-        // time. An acknowledged turn is never lost and never acknowledged
-        // twice; an unacknowledged one may be recorded twice.
+        // message lost). A crash between the commit and this marker leaves
+        // the turn in the ledger, carrying its delivery's digest: the
+        // retry finds it there (above) and is refused as a replay, and the
+        // marker written then. A turn is recorded once, acknowledged or
+        // not.
         if let (Some(replay), Some(claim)) = (replay, claim) {
             replay.mark(claim)?;
         }
@@ -459,7 +499,7 @@ impl FileStore {
     fn hold_claim(&self, claim: &Claim<'_>) -> Result<ReplayHold, SessionError> {
         let dir = self.home.join(".vak").join("gateway").join("replay");
         crate::jsonl::ensure_dir(&dir)?;
-        let name = vak_prompt_blocks::sha256_hex(claim.key.as_bytes());
+        let name = claim.digest();
         let lock_path = dir.join(format!("{name}.lock"));
         let lock = crate::file::open(
             &lock_path,

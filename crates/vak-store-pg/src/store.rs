@@ -698,8 +698,12 @@ impl Store for PgStore {
                 let Some(planned) = plan(&bound) else {
                     return Ok(());
                 };
+                // Both stores record the delivery a turn came with; here the
+                // claim's row commits with it, so nothing reads it back.
+                let delivery = claim.map(vak_session::Claim::digest);
                 let session = match planned {
-                    ChatPlan::Continue { turn } => {
+                    ChatPlan::Continue { mut turn } => {
+                        turn.delivery = delivery;
                         let Bound::Live(ledger) = &bound else {
                             outcome = Err(SessionError::PlanMismatch {
                                 bot: bot.to_string(),
@@ -721,8 +725,9 @@ impl Store for PgStore {
                             meta,
                             contract,
                             change,
-                            turn,
+                            mut turn,
                         } = *fresh;
+                        turn.delivery = delivery;
                         let id = SessionId::generate();
                         let encoded = self.header_text(&id, meta, contract).and_then(|h| {
                             let turn = self.encode(&Record::Turn(turn), &id)?;

@@ -300,7 +300,12 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
         "a replay writes nothing"
     );
     assert_eq!(store.bindings().unwrap().len(), 1);
-    assert_eq!(store.read(&first.session).unwrap().turns().count(), 1);
+    let ledger = store.read(&first.session).unwrap();
+    assert_eq!(ledger.turns().count(), 1);
+    assert!(
+        ledger.has_delivery(&claim.digest()),
+        "the turn records its delivery"
+    );
 
     let fresh = Claim {
         key: "v1=abd",
@@ -353,6 +358,94 @@ fn import_moves_a_file_store_and_verifies_it() {
     let next = deliver_to(&env, &pg, "42", "four");
     assert_eq!(next.outcome, DeliveryOutcome::Continued);
     assert_eq!(next.session, rotated.session);
+}
+
+/// The file store's replay marker is written after the delivery commits; a
+/// crash in between leaves the turn without its marker. The retry finds the
+/// turn by its delivery and is refused as a replay: nothing appended twice,
+/// and the marker written then.
+#[test]
+fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
+    let env = Env::new(Backend::File).unwrap();
+    let store = env.store();
+    let marker = |claim: &Claim<'_>| env.home.join(".vak/gateway/replay").join(claim.digest());
+    let first_claim = Claim {
+        key: "v1=created",
+        at: 1_000,
+        window_secs: 300,
+    };
+    let next_claim = Claim {
+        key: "v1=continued",
+        ..first_claim
+    };
+    for (claim, text, turns) in [(first_claim, "one", 1), (next_claim, "two", 2)] {
+        let delivered = deliver_signed(&env, &*store, "42", text, &claim).unwrap();
+        std::fs::remove_file(marker(&claim)).expect("the crash: no marker");
+        let retried = deliver_signed(&env, &*store, "42", text, &claim).unwrap_err();
+        assert!(
+            matches!(retried, LifecycleError::Store(SessionError::Replayed)),
+            "{retried}"
+        );
+        assert!(
+            marker(&claim).exists(),
+            "the marker is written by the retry"
+        );
+        let ledger = store.read(&delivered.session).unwrap();
+        assert_eq!(ledger.turns().count(), turns, "recorded once");
+    }
+}
+
+/// A rotation a crash interrupted after it appended its turn (new session,
+/// event and turn written; binding and marker not): the retry finishes the
+/// binding, appends nothing, and is refused as a replay.
+#[test]
+fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
+    use vak_core::prompts::{AuditLog, ConfigChange, Turn, now_rfc3339};
+    let env = Env::new(Backend::File).unwrap();
+    let store = env.store();
+    let first = deliver_to(&env, &*store, "42", "one");
+    env.edit_prompt("Changed, then the process died after the turn.");
+    let claim = Claim {
+        key: "v1=rotating",
+        at: 1_000,
+        window_secs: 300,
+    };
+    let selectors = env.selectors("helpdesk", "42");
+    let resolved = vak_core::InboundPrompts::open(selectors.clone())
+        .unwrap()
+        .resolve()
+        .unwrap();
+    let orphan = store
+        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
+        .unwrap();
+    let old = store.read(&first.session).unwrap();
+    AuditLog::new(&env.home)
+        .append(&SecurityEvent::ConfigChange(ConfigChange {
+            at: now_rfc3339(),
+            bot: "helpdesk".to_owned(),
+            chat: "42".to_owned(),
+            old_session: first.session.clone(),
+            new_session: orphan.clone(),
+            old_fingerprint: Some(old.contract().fingerprint.clone()),
+            new_fingerprint: Some(resolved.fingerprint.clone()),
+            changes: Vec::new(),
+        }))
+        .unwrap();
+    let mut turn = Turn::now("two", "");
+    turn.delivery = Some(claim.digest());
+    store.append(&orphan, &Record::Turn(turn)).unwrap();
+
+    let retried = deliver_signed(&env, &*store, "42", "two", &claim).unwrap_err();
+    assert!(
+        matches!(retried, LifecycleError::Store(SessionError::Replayed)),
+        "{retried}"
+    );
+    assert_eq!(store.bindings().unwrap()[0].2.session_id, orphan);
+    assert_eq!(store.read(&orphan).unwrap().turns().count(), 1);
+    assert_eq!(config_changes(&*store).len(), 1, "one config-change event");
+    let next = deliver_to(&env, &*store, "42", "three");
+    assert_eq!(next.outcome, DeliveryOutcome::Continued);
+    assert_eq!(next.session, orphan);
 }
 
 /// A file-store rotation a crash interrupted after its `config-change`
