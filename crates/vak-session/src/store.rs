@@ -433,9 +433,10 @@ impl Store for FileStore {
                     Some(change) => self.interrupted_rotation(change, &contract)?,
                     None => None,
                 };
-                // The interrupted delivery may have got as far as its turn:
-                // then it is not appended again, the binding is finished,
-                // and the retry is a replay.
+                // A rotation interrupted by a build that appended the turn
+                // before binding may have got as far as its turn: then it is
+                // not appended again, the binding is finished, and the retry
+                // is a replay.
                 let mut replayed = false;
                 let id = match resumed {
                     Some(id) => {
@@ -453,13 +454,19 @@ impl Store for FileStore {
                         id
                     }
                 };
+                // Bound before its turn is appended: a crash in between
+                // leaves the chat on its new session without the turn, which
+                // the sender's retry then appends (continuing it); the other
+                // way round, a chat's first delivery killed there would leave
+                // its turn in a session nothing is bound to, and the retry
+                // would record it again in another.
+                let mut guard = self.bindings.lock()?;
+                guard.bind(bot, chat, id.clone());
+                guard.commit()?;
                 if !replayed {
                     turn.delivery = delivery;
                     self.sessions.append(&id, &Record::Turn(turn))?;
                 }
-                let mut guard = self.bindings.lock()?;
-                guard.bind(bot, chat, id.clone());
-                guard.commit()?;
                 if replayed {
                     if let (Some(replay), Some(claim)) = (replay, claim) {
                         replay.mark(claim)?;

@@ -395,8 +395,51 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     }
 }
 
+/// A chat's first delivery killed after binding its new session and before
+/// appending the turn: the retry continues that session and records the
+/// turn there, once.
+#[test]
+fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
+    use vak_core::prompts::BindingStore;
+    let env = Env::new(Backend::File).unwrap();
+    let store = env.store();
+    let claim = Claim {
+        key: "v1=first",
+        at: 1_000,
+        window_secs: 300,
+    };
+    let selectors = env.selectors("helpdesk", "42");
+    let resolved = vak_core::InboundPrompts::open(selectors.clone())
+        .unwrap()
+        .resolve()
+        .unwrap();
+    let created = store
+        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
+        .unwrap();
+    let mut bindings = BindingStore::new(&env.home).lock().unwrap();
+    bindings.bind(
+        &Name::new(NameKind::Bot, "helpdesk").unwrap(),
+        &Name::new(NameKind::Chat, "42").unwrap(),
+        created.clone(),
+    );
+    bindings.commit().unwrap();
+
+    let retried = deliver_signed(&env, &*store, "42", "one", &claim).unwrap();
+    assert_eq!(retried.session, created);
+    assert_eq!(store.list_newest(10).unwrap().1, 1, "no second session");
+    let ledger = store.read(&created).unwrap();
+    assert_eq!(ledger.turns().count(), 1);
+    assert!(ledger.has_delivery(&claim.digest()));
+    let replayed = deliver_signed(&env, &*store, "42", "one", &claim).unwrap_err();
+    assert!(matches!(
+        replayed,
+        LifecycleError::Store(SessionError::Replayed)
+    ));
+}
+
 /// A rotation a crash interrupted after it appended its turn (new session,
-/// event and turn written; binding and marker not): the retry finishes the
+/// event and turn written; binding and marker not: what a build that
+/// appended the turn before binding could leave): the retry finishes the
 /// binding, appends nothing, and is refused as a replay.
 #[test]
 fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
