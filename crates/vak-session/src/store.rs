@@ -463,16 +463,14 @@ impl Store for FileStore {
                 let mut guard = self.bindings.lock()?;
                 guard.bind(bot, chat, id.clone());
                 guard.commit()?;
-                if !replayed {
-                    turn.delivery = delivery;
-                    self.sessions.append(&id, &Record::Turn(turn))?;
-                }
                 if replayed {
                     if let (Some(replay), Some(claim)) = (replay, claim) {
                         replay.mark(claim)?;
                     }
                     return Err(SessionError::Replayed);
                 }
+                turn.delivery = delivery;
+                self.sessions.append(&id, &Record::Turn(turn))?;
                 id
             }
         };
