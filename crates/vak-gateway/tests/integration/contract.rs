@@ -395,6 +395,42 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     }
 }
 
+/// A session for chat 42 frozen on the prompt that resolves now, as a
+/// delivery killed part-way leaves one, and its fingerprint.
+fn session_left_by_a_crash(env: &Env, store: &dyn Store) -> (SessionId, String) {
+    let selectors = env.selectors("helpdesk", "42");
+    let resolved = vak_core::InboundPrompts::open(selectors.clone())
+        .unwrap()
+        .resolve()
+        .unwrap();
+    let id = store
+        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
+        .unwrap();
+    (id, resolved.fingerprint.clone())
+}
+
+/// What a rotation of chat 42 away from `old` killed after its
+/// `config-change` event leaves: the new session and its event, the binding
+/// not moved.
+fn rotation_left_by_a_crash(env: &Env, store: &dyn Store, old: &SessionId) -> SessionId {
+    use vak_core::prompts::{AuditLog, ConfigChange, now_rfc3339};
+    let (orphan, fingerprint) = session_left_by_a_crash(env, store);
+    let old_fingerprint = store.read(old).unwrap().contract().fingerprint.clone();
+    AuditLog::new(&env.home)
+        .append(&SecurityEvent::ConfigChange(ConfigChange {
+            at: now_rfc3339(),
+            bot: "helpdesk".to_owned(),
+            chat: "42".to_owned(),
+            old_session: old.clone(),
+            new_session: orphan.clone(),
+            old_fingerprint: Some(old_fingerprint),
+            new_fingerprint: Some(fingerprint),
+            changes: Vec::new(),
+        }))
+        .unwrap();
+    orphan
+}
+
 /// A chat's first delivery killed after binding its new session and before
 /// appending the turn: the retry continues that session and records the
 /// turn there, once.
@@ -408,14 +444,7 @@ fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
         at: 1_000,
         window_secs: 300,
     };
-    let selectors = env.selectors("helpdesk", "42");
-    let resolved = vak_core::InboundPrompts::open(selectors.clone())
-        .unwrap()
-        .resolve()
-        .unwrap();
-    let created = store
-        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
-        .unwrap();
+    let (created, _) = session_left_by_a_crash(&env, &*store);
     let mut bindings = BindingStore::new(&env.home).lock().unwrap();
     bindings.bind(
         &Name::new(NameKind::Bot, "helpdesk").unwrap(),
@@ -443,7 +472,7 @@ fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
 /// binding, appends nothing, and is refused as a replay.
 #[test]
 fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
-    use vak_core::prompts::{AuditLog, ConfigChange, Turn, now_rfc3339};
+    use vak_core::prompts::Turn;
     let env = Env::new(Backend::File).unwrap();
     let store = env.store();
     let first = deliver_to(&env, &*store, "42", "one");
@@ -453,27 +482,7 @@ fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
         at: 1_000,
         window_secs: 300,
     };
-    let selectors = env.selectors("helpdesk", "42");
-    let resolved = vak_core::InboundPrompts::open(selectors.clone())
-        .unwrap()
-        .resolve()
-        .unwrap();
-    let orphan = store
-        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
-        .unwrap();
-    let old = store.read(&first.session).unwrap();
-    AuditLog::new(&env.home)
-        .append(&SecurityEvent::ConfigChange(ConfigChange {
-            at: now_rfc3339(),
-            bot: "helpdesk".to_owned(),
-            chat: "42".to_owned(),
-            old_session: first.session.clone(),
-            new_session: orphan.clone(),
-            old_fingerprint: Some(old.contract().fingerprint.clone()),
-            new_fingerprint: Some(resolved.fingerprint.clone()),
-            changes: Vec::new(),
-        }))
-        .unwrap();
+    let orphan = rotation_left_by_a_crash(&env, &*store, &first.session);
     let mut turn = Turn::now("two", "");
     turn.delivery = Some(claim.digest());
     store.append(&orphan, &Record::Turn(turn)).unwrap();
@@ -496,33 +505,11 @@ fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
 /// finished by the next delivery, not repeated.
 #[test]
 fn an_interrupted_rotation_is_finished_not_repeated() {
-    use vak_core::prompts::{AuditLog, ConfigChange, now_rfc3339};
     let env = Env::new(Backend::File).unwrap();
     let store = env.store();
     let first = deliver_to(&env, &*store, "42", "one");
     env.edit_prompt("Changed, then the process died.");
-    // What the crashed delivery left: the new session and its event.
-    let selectors = env.selectors("helpdesk", "42");
-    let resolved = vak_core::InboundPrompts::open(selectors.clone())
-        .unwrap()
-        .resolve()
-        .unwrap();
-    let orphan = store
-        .create(meta_for(&selectors), vak_gateway::freeze(&resolved, None))
-        .unwrap();
-    let old = store.read(&first.session).unwrap();
-    AuditLog::new(&env.home)
-        .append(&SecurityEvent::ConfigChange(ConfigChange {
-            at: now_rfc3339(),
-            bot: "helpdesk".to_owned(),
-            chat: "42".to_owned(),
-            old_session: first.session.clone(),
-            new_session: orphan.clone(),
-            old_fingerprint: Some(old.contract().fingerprint.clone()),
-            new_fingerprint: Some(resolved.fingerprint.clone()),
-            changes: Vec::new(),
-        }))
-        .unwrap();
+    let orphan = rotation_left_by_a_crash(&env, &*store, &first.session);
 
     let next = deliver_to(&env, &*store, "42", "two");
     assert!(matches!(next.outcome, DeliveryOutcome::Rotated { .. }));
