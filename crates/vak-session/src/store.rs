@@ -440,7 +440,10 @@ impl Store for FileStore {
                 let mut replayed = false;
                 let id = match resumed {
                     Some(id) => {
-                        replayed = committed_before(&self.sessions.read(&id)?);
+                        // Only a signed delivery can be looked for: an
+                        // unsigned one reads no ledger here.
+                        replayed =
+                            delivery.is_some() && committed_before(&self.sessions.read(&id)?);
                         id
                     }
                     None => {
