@@ -702,6 +702,14 @@ mod tests {
         ] {
             agrees(line.as_bytes());
         }
+        // Bytes that are not UTF-8, in a value and in the tag itself.
+        for line in [
+            &b"{\"type\":\"turn\",\"at\":\"t\",\"message\":\"\xff\xfe\"}"[..],
+            &b"{\"type\":\"tu\xffrn\",\"at\":\"t\",\"message\":\"m\"}"[..],
+            &b"{\"type\":\"created\",\"contract\":{\"prefix\":\"\xc3\"}}"[..],
+        ] {
+            agrees(line);
+        }
     }
 
     proptest::proptest! {
