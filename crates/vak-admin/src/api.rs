@@ -873,9 +873,13 @@ pub(crate) async fn history_diff(
         let history = core.store().history();
         let from = q.from.filter(|d| !d.is_empty());
         let to = q.to.filter(|d| !d.is_empty());
-        let old =
-            vak_core::history::version_text(history, from.as_deref()).map_err(history_error)?;
-        let new = vak_core::history::version_text(history, to.as_deref()).map_err(history_error)?;
+        // The file as it is now answers for its own digest, recorded or not
+        // (edited by hand, or by a `git pull`).
+        let current = vak_core::history::current_text(&core, &target);
+        let old = vak_core::history::text_or_current(history, from.as_deref(), current.as_ref())
+            .map_err(history_error)?;
+        let new = vak_core::history::text_or_current(history, to.as_deref(), current.as_ref())
+            .map_err(history_error)?;
         let short = |d: &Option<String>| {
             d.as_deref()
                 .map_or_else(|| "(no file)".to_owned(), vak_core::prompts::short_digest)

@@ -503,13 +503,7 @@ fn history_of(state: &AppState, tier: &Tier, block: &str) -> Result<Value, Admin
         .history()
         .versions_of(&key)
         .map_err(history_error)?;
-    let current = match read_gateway(&state.home, tier.file()).map_err(gateway_error)? {
-        Some(doc) => doc
-            .prompt(&tier.entry_path(), block)
-            .map_err(gateway_error)?
-            .map(|t| sha256_hex(t.as_bytes())),
-        None => None,
-    };
+    let current = current_of(state, tier, block)?.map(|c| c.digest);
     Ok(json!({
         "block": block.wire_name(),
         "key": key,
@@ -519,8 +513,25 @@ fn history_of(state: &AppState, tier: &Tier, block: &str) -> Result<Value, Admin
     }))
 }
 
+/// One gateway key's text now, with its digest; `None` when it is not set.
+fn current_of(
+    state: &AppState,
+    tier: &Tier,
+    block: Block,
+) -> Result<Option<history::CurrentText>, AdminError> {
+    Ok(
+        match read_gateway(&state.home, tier.file()).map_err(gateway_error)? {
+            Some(doc) => doc
+                .prompt(&tier.entry_path(), block)
+                .map_err(gateway_error)?
+                .map(history::CurrentText::of),
+            None => None,
+        },
+    )
+}
+
 /// A unified diff between two versions of one gateway key (empty digest:
-/// no key).
+/// no key); the key's text now answers for its own digest, recorded or not.
 fn history_diff_of(
     state: &AppState,
     tier: &Tier,
@@ -532,8 +543,11 @@ fn history_diff_of(
     let history = state.store.history();
     let from = q.from.filter(|d| !d.is_empty());
     let to = q.to.filter(|d| !d.is_empty());
-    let old = history::version_text(history, from.as_deref()).map_err(history_error)?;
-    let new = history::version_text(history, to.as_deref()).map_err(history_error)?;
+    let current = current_of(state, tier, block)?;
+    let old = history::text_or_current(history, from.as_deref(), current.as_ref())
+        .map_err(history_error)?;
+    let new = history::text_or_current(history, to.as_deref(), current.as_ref())
+        .map_err(history_error)?;
     let short = |d: &Option<String>| {
         d.as_deref()
             .map_or_else(|| "(no key)".to_owned(), vak_core::prompts::short_digest)

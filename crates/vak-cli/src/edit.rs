@@ -329,7 +329,7 @@ fn temp_copy(block: Block, text: &str) -> Result<Utf8PathBuf, CliError> {
     let dir = Utf8PathBuf::from_path_buf(std::env::temp_dir()).map_err(|p| {
         CliError::Failed(format!(
             "temporary directory `{}` is not UTF-8",
-            p.display()
+            vak_core::prompts::Escaped(&p.to_string_lossy())
         ))
     })?;
     let stamp = std::time::SystemTime::now()

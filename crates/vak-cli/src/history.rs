@@ -8,9 +8,10 @@ use camino::Utf8PathBuf;
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use vak_core::history::{
-    self, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest, version_text,
+    self, CurrentText, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest,
+    text_or_current,
 };
-use vak_core::prompts::{Block, GatewayFile, Name, NameKind, read_gateway, sha256_hex};
+use vak_core::prompts::{Block, GatewayFile, Name, NameKind, read_gateway};
 use vak_core::prompts::{Escaped, SessionId, escape_line, escape_text, short_digest};
 use vak_core::{Core, EditTarget};
 
@@ -74,7 +75,7 @@ struct GatewayKey {
     key: String,
     block: Block,
     store: std::sync::Arc<dyn vak_core::prompts::Store>,
-    current: Option<String>,
+    current: Option<CurrentText>,
 }
 
 /// Either kind of history target.
@@ -145,7 +146,7 @@ impl HistoryTargetArgs {
                 Some(doc) => doc
                     .prompt(&entry, block)
                     .map_err(|e| CliError::Failed(e.to_string()))?
-                    .map(|t| sha256_hex(t.as_bytes())),
+                    .map(CurrentText::of),
                 None => None,
             };
         Ok(Addressed::Gateway(GatewayKey {
@@ -357,23 +358,33 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
         .as_deref()
         .map(|d| resolve_digest(d, &records))
         .transpose()?;
-    let (pair, block, path, history) = match &addressed {
+    let (pair, block, path, history, current) = match &addressed {
         Addressed::File(file) => {
             let (core, target) = &**file;
+            let current = history::current_text(core, target);
             (
-                diff_pair(core, target, from.as_deref(), to.as_deref()).map_err(history_error)?,
+                diff_pair(
+                    core,
+                    target,
+                    from.as_deref(),
+                    to.as_deref(),
+                    current.as_ref(),
+                )
+                .map_err(history_error)?,
                 target.block,
                 target.path(core.selectors()).into_string(),
                 core.store().history(),
+                current,
             )
         }
         Addressed::Gateway(gateway) => (
             history::pair_of(records.last(), from.as_deref(), to.as_deref(), || {
-                gateway.current.clone()
+                gateway.current.as_ref().map(|c| c.digest.clone())
             }),
             gateway.block,
             gateway.key.clone(),
             gateway.store.history(),
+            gateway.current.clone(),
         ),
     };
     let Some((from, to)) = pair else {
@@ -382,8 +393,8 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
             Escaped(&path)
         )));
     };
-    let old = version_text(history, from.as_deref()).map_err(history_error)?;
-    let new = version_text(history, to.as_deref()).map_err(history_error)?;
+    let old = text_or_current(history, from.as_deref(), current.as_ref()).map_err(history_error)?;
+    let new = text_or_current(history, to.as_deref(), current.as_ref()).map_err(history_error)?;
     let diff = history::unified(
         &format!("{block} {}", show(from.as_deref())),
         &format!("{block} {}", show(to.as_deref())),

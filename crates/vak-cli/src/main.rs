@@ -168,8 +168,42 @@ fn run(cli: &Cli) -> Result<(), CliError> {
     }
 }
 
+/// The command line, parsed; a usage error is printed with every argument
+/// escaped and exits with 2.
+///
+/// clap quotes an offending argument as given, so a value holding an escape
+/// sequence or a newline would reach the terminal raw (a script or a
+/// completion can pass what a repository chose). The arguments are parsed
+/// once as given; only when that fails are they parsed again escaped, so
+/// the error clap reports names them escaped. Should the escaped arguments
+/// fail differently (or parse), the first error is shown with its control
+/// characters escaped instead.
+fn parse_cli() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let error = match Cli::try_parse_from(&args) {
+        Ok(cli) => return cli,
+        Err(error) => error,
+    };
+    if !error.use_stderr() {
+        // `--help` and `--version`: clap's own text, to stdout.
+        error.exit();
+    }
+    let escaped = args.iter().map(|arg| {
+        let arg = arg.to_string_lossy();
+        vak_core::prompts::escape_line(&arg).into_owned()
+    });
+    match Cli::try_parse_from(escaped) {
+        Err(again) if again.kind() == error.kind() => again.exit(),
+        _ => {
+            let text = error.render().to_string();
+            eprint!("{}", vak_core::prompts::escape_text(&text));
+            std::process::exit(error.exit_code());
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_cli();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.
     let service = matches!(

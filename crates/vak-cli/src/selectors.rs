@@ -101,8 +101,12 @@ pub(crate) fn current_dir() -> Result<Utf8PathBuf, CliError> {
         context: "cannot read the current directory".to_owned(),
         source,
     })?;
-    Utf8PathBuf::from_path_buf(cwd)
-        .map_err(|p| CliError::Usage(format!("current directory `{}` is not UTF-8", p.display())))
+    Utf8PathBuf::from_path_buf(cwd).map_err(|p| {
+        CliError::Usage(format!(
+            "current directory `{}` is not UTF-8",
+            vak_core::prompts::Escaped(&p.to_string_lossy())
+        ))
+    })
 }
 
 /// The project from `--project` (exactly that directory), or the root

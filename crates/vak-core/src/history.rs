@@ -192,6 +192,58 @@ pub fn version_text(history: &dyn History, digest: Option<&str>) -> Result<Strin
     }
 }
 
+/// A file's (or gateway key's) text as it is now, with its digest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentText {
+    /// Lowercase hex sha256 of the text's bytes.
+    pub digest: String,
+    /// The text.
+    pub text: String,
+}
+
+impl CurrentText {
+    /// `text` and its digest.
+    pub fn of(text: &str) -> Self {
+        CurrentText {
+            digest: vak_prompt_blocks::sha256_hex(text.as_bytes()),
+            text: text.to_owned(),
+        }
+    }
+}
+
+/// `target`'s file as it is now; `None` when there is none, or when it
+/// cannot be read as a save would read it (a symlink, too large, …).
+pub fn current_text(core: &Core, target: &EditTarget) -> Option<CurrentText> {
+    let (digest, bytes) = vak_prompt_loader::current_version(
+        &target.path(core.selectors()),
+        target.root(core.selectors()),
+    )
+    .ok()
+    .flatten()?;
+    Some(CurrentText {
+        digest,
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+    })
+}
+
+/// [`version_text`], where the version that is `current` is read from it:
+/// a text edited by hand (or by a `git pull`) was never recorded, yet "the
+/// file as it is now" is always there to compare.
+///
+/// # Errors
+///
+/// As [`version_text`], for any other version.
+pub fn text_or_current(
+    history: &dyn History,
+    digest: Option<&str>,
+    current: Option<&CurrentText>,
+) -> Result<String, HistoryError> {
+    match (digest, current) {
+        (Some(digest), Some(current)) if digest == current.digest => Ok(current.text.clone()),
+        _ => version_text(history, digest),
+    }
+}
+
 /// One block and layer whose text differs between a frozen contract and
 /// the current resolution.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -424,8 +476,9 @@ pub fn versions(core: &Core, target: &EditTarget) -> Result<Versions, HistoryErr
 pub type DiffPair = (Option<String>, Option<String>);
 
 /// Which two versions `diff` compares: `from`/`to` digests, or by default
-/// the last recorded change's before and after. `Ok(None)` when there is no
-/// recorded change and no digest was given.
+/// the last recorded change's before and after; `current` is the target as
+/// it is now. `Ok(None)` when there is no recorded change and no digest
+/// was given.
 ///
 /// # Errors
 ///
@@ -435,17 +488,12 @@ pub fn diff_pair(
     target: &EditTarget,
     from: Option<&str>,
     to: Option<&str>,
+    current: Option<&CurrentText>,
 ) -> Result<Option<DiffPair>, HistoryError> {
     let last = versions(core, target)?.records.pop();
-    let current = || {
-        vak_prompt_loader::current_digest(
-            &target.path(core.selectors()),
-            target.root(core.selectors()),
-        )
-        .ok()
-        .flatten()
-    };
-    Ok(pair_of(last.as_ref(), from, to, current))
+    Ok(pair_of(last.as_ref(), from, to, || {
+        current.map(|c| c.digest.clone())
+    }))
 }
 
 /// The rule of [`diff_pair`] for any target (a layer file or a gateway
@@ -708,7 +756,9 @@ mod tests {
             );
         }
         // Default diff: the last change.
-        let (from, to) = diff_pair(&core, &target, None, None).unwrap().unwrap();
+        let (from, to) = diff_pair(&core, &target, None, None, None)
+            .unwrap()
+            .unwrap();
         assert_eq!(from, Some(first.outcome.digest.clone()));
         assert_eq!(to, None);
     }

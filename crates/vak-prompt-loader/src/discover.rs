@@ -43,7 +43,10 @@ fn canonical(path: &Utf8Path) -> io::Result<Utf8PathBuf> {
     Utf8PathBuf::from_path_buf(real).map_err(|p| {
         io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("`{}` is not valid UTF-8", p.display()),
+            format!(
+                "`{}` is not valid UTF-8",
+                vak_prompt_blocks::Escaped(&p.to_string_lossy())
+            ),
         )
     })
 }

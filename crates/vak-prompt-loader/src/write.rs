@@ -142,13 +142,44 @@ pub struct SaveOutcome {
 /// A symlink, a non-regular file, a path that leads outside `root` or a
 /// file over the limit is refused, as a save to it would be.
 pub fn current_digest(path: &Utf8Path, root: &Utf8Path) -> Result<Option<Sha256Hex>, SaveError> {
+    Ok(current_version(path, root)?.map(|(digest, _)| digest))
+}
+
+/// The file at `path` as it is now: its sha256 and its bytes, `None` when
+/// there is none. Read as [`current_digest`] reads it, so the digest is the
+/// one a save would compare against.
+///
+/// # Errors
+///
+/// As [`current_digest`].
+pub fn current_version(
+    path: &Utf8Path,
+    root: &Utf8Path,
+) -> Result<Option<(Sha256Hex, Vec<u8>)>, SaveError> {
     let Some(root) = ConfinedRoot::new(root).map_err(io_err("open the layer root", root))? else {
         return Ok(None);
     };
     let Some((dir, name)) = open_parent(path, &root, "read")? else {
         return Ok(None);
     };
-    digest_in(&dir, name, path, Some(MAX_FILE_BYTES))
+    let Some(file) = open_checked(&dir, name, path)? else {
+        return Ok(None);
+    };
+    let bytes = read_bounded(file, MAX_FILE_BYTES).map_err(|r| refusal_error(r, "read", path))?;
+    Ok(Some((sha256_hex(&bytes), bytes)))
+}
+
+/// `name` in `dir` opened for reading: `None` when absent; a symlink or
+/// anything but a regular file is refused, as a save to it would be.
+fn open_checked(dir: &ConfinedDir, name: &str, path: &Utf8Path) -> Result<Option<File>, SaveError> {
+    match dir.kind_of(name).map_err(io_err("inspect", path))? {
+        None => return Ok(None),
+        Some(FileType::Symlink) => return Err(SaveError::Symlink(path.to_owned())),
+        Some(FileType::RegularFile) => {}
+        Some(_) => return Err(SaveError::NotRegularFile(path.to_owned())),
+    }
+    dir.open_regular_nofollow(name)
+        .map_err(|refusal| refusal_error(refusal, "read", path))
 }
 
 /// `path`'s directory opened inside `root`, and its file name. `None` when
@@ -206,16 +237,8 @@ fn digest_in(
     path: &Utf8Path,
     limit: Option<u64>,
 ) -> Result<Option<Sha256Hex>, SaveError> {
-    match dir.kind_of(name).map_err(io_err("inspect", path))? {
-        None => return Ok(None),
-        Some(FileType::Symlink) => return Err(SaveError::Symlink(path.to_owned())),
-        Some(FileType::RegularFile) => {}
-        Some(_) => return Err(SaveError::NotRegularFile(path.to_owned())),
-    }
-    let file = match dir.open_regular_nofollow(name) {
-        Ok(Some(file)) => file,
-        Ok(None) => return Ok(None),
-        Err(refusal) => return Err(refusal_error(refusal, "read", path)),
+    let Some(file) = open_checked(dir, name, path)? else {
+        return Ok(None);
     };
     match limit {
         Some(limit) => {

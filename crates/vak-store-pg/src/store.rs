@@ -5,7 +5,7 @@ use std::str::FromStr;
 use camino::Utf8PathBuf;
 use postgres::config::Host;
 use postgres::{Config, GenericClient};
-use vak_prompt_blocks::Name;
+use vak_prompt_blocks::{Escaped, Name};
 use vak_session::{
     AuditEntries, Binding, Bound, BoundSession, ChatPlan, Committed, FreshSession, Header, Ledger,
     Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Turn,
@@ -60,7 +60,13 @@ fn describe(config: &Config) -> String {
         .unwrap_or_else(|| "localhost".to_owned());
     let port = config.get_ports().first().copied().unwrap_or(5432);
     let db = config.get_dbname().unwrap_or("postgres");
-    format!("the PostgreSQL store at {host}:{port}/{db}")
+    // The URL is input: a host or database name may hold a newline or an
+    // escape sequence, and this text heads every error about the store.
+    format!(
+        "the PostgreSQL store at {}:{port}/{}",
+        Escaped(&host),
+        Escaped(db)
+    )
 }
 
 impl PgStore {
@@ -71,7 +77,10 @@ impl PgStore {
         let (url, lock, pool) = vak_params(url)?;
         let mut config = Config::from_str(&url).map_err(|e| SessionError::Backend {
             store: "the PostgreSQL store".to_owned(),
-            reason: format!("the store URL is not a valid PostgreSQL URL ({e})"),
+            reason: format!(
+                "the store URL is not a valid PostgreSQL URL ({})",
+                Escaped(&e.to_string())
+            ),
         })?;
         if config.get_application_name().is_none() {
             config.application_name("vak");
@@ -225,7 +234,8 @@ fn vak_params(url: &str) -> Result<(String, LockMode, usize), SessionError> {
             Some(("vak_lock", "row")) => lock = LockMode::Row,
             Some(("vak_lock", other)) => {
                 return Err(bad(format!(
-                    "`vak_lock={other}` in the store URL: expected `advisory` or `row`"
+                    "`vak_lock={}` in the store URL: expected `advisory` or `row`",
+                    Escaped(other)
                 )));
             }
             Some(("vak_pool", n)) => {
@@ -234,7 +244,10 @@ fn vak_params(url: &str) -> Result<(String, LockMode, usize), SessionError> {
                     .ok()
                     .filter(|n| (1..=64).contains(n))
                     .ok_or_else(|| {
-                        bad(format!("`vak_pool={n}` in the store URL: expected 1 to 64"))
+                        bad(format!(
+                            "`vak_pool={}` in the store URL: expected 1 to 64",
+                            Escaped(n)
+                        ))
                     })?;
             }
             _ => kept.push(pair),

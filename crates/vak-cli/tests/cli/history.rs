@@ -320,3 +320,42 @@ fn trust_preview_shows_the_change_and_writes_nothing() {
     let prompt = env.ok(&["prompts", "show"]);
     assert!(!prompt.contains("You are Kite."), "still untrusted");
 }
+
+#[test]
+fn diff_from_a_version_to_a_hand_edit_reads_the_file_as_it_is() {
+    let env = Env::empty();
+    env.trust();
+    let saved = set(&env, "guardrails", "- one\n");
+    // Edited outside vak (by hand, or by a `git pull`): never recorded.
+    env.write_project(&format!("{SHARED}/guardrails.md"), "- hand edited\n");
+    let out = env.vak(&[
+        "prompts",
+        "diff",
+        "--scope",
+        "project",
+        "guardrails",
+        "--from",
+        &saved[..12],
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let diff = stdout(&out);
+    assert!(diff.contains("\n-- one\n"), "{diff}");
+    assert!(diff.contains("\n+- hand edited\n"), "{diff}");
+    // Naming the hand edit's digest as `--to` reads it the same way.
+    let now = vak_core::prompts::sha256_hex("- hand edited\n");
+    let json = env.json(&[
+        "prompts",
+        "diff",
+        "--scope",
+        "project",
+        "guardrails",
+        "--from",
+        &saved,
+        "--to",
+        &now,
+    ]);
+    assert!(
+        json["diff"].as_str().unwrap().contains("+- hand edited"),
+        "{json}"
+    );
+}

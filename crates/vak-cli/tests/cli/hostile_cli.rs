@@ -465,3 +465,86 @@ fn a_clone_with_thousands_of_skills_gets_the_first_256_and_a_warning() {
         stderr(&out)
     );
 }
+
+/// No line of `text` but the first starts as vak's own messages do, and no
+/// raw escape or bell reaches it.
+fn one_message(what: &str, text: &str) {
+    assert!(
+        !text.contains(['\u{1b}', '\u{7}']),
+        "{what}: raw control:\n{text}"
+    );
+    assert!(
+        !text
+            .lines()
+            .skip(1)
+            .any(|l| l.starts_with("vak:") || l.starts_with("forged")),
+        "{what}: a forged line:\n{text}"
+    );
+}
+
+#[test]
+fn arguments_the_parser_refuses_are_quoted_escaped() {
+    let env = Env::fixture("myproj");
+    let hostile = "x\u{1b}]0;PWN\u{7}\nforged line";
+    for args in [
+        vec!["prompts", "show", "--format", hostile],
+        vec!["prompts", hostile],
+        vec!["prompts", "show", "--\u{1b}[2J\nforged"],
+        vec!["session", "list", "--limit", hostile],
+    ] {
+        let out = env.vak(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        let text = stderr(&out);
+        assert!(
+            text.contains("\\u{1b}"),
+            "{args:?}: not quoted escaped:\n{text}"
+        );
+        one_message(&format!("{args:?}"), &text);
+    }
+    // Help and version are clap's own text, untouched, on stdout.
+    let out = env.vak(&["--version"]);
+    assert!(out.status.success() && stdout(&out).starts_with("vak "));
+    // An argument that is not UTF-8 is refused the same way.
+    use std::os::unix::ffi::OsStrExt as _;
+    let out = env
+        .command(&["prompts", "show", "--agent"])
+        .arg(std::ffi::OsStr::from_bytes(b"r\xff\x1b[2J\nforged"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    one_message("non-UTF-8 argument", &stderr(&out));
+}
+
+#[test]
+fn a_store_url_or_a_directory_name_cannot_add_a_line_to_an_error() {
+    let env = Env::fixture("myproj");
+    let url = "postgres://u@h\u{1b}[2J\nforged/db\nforged?vak_lock=x\nforged";
+    for args in [
+        vec!["session", "list", "--store", url],
+        vec![
+            "session",
+            "list",
+            "--store",
+            "postgres://u@h/db?vak_pool=\u{1b}[2J\nforged",
+        ],
+    ] {
+        let out = env.vak(&args);
+        assert!(!out.status.success());
+        one_message(&format!("{args:?}"), &stderr(&out));
+        assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+    }
+    // A working directory whose name is not UTF-8 (and holds a newline).
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = env
+        .project()
+        .join(std::ffi::OsStr::from_bytes(b"nu\nvak: forged\xff\x1b[2J"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = env
+        .command(&["prompts", "show"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    one_message("non-UTF-8 directory", &stderr(&out));
+    assert_eq!(stderr(&out).lines().count(), 1, "{}", stderr(&out));
+}
