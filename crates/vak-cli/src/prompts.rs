@@ -225,8 +225,8 @@ pub(crate) struct TrustArgs {
     /// write nothing.
     #[arg(long, conflicts_with_all = ["list", "over_budget"])]
     pub(crate) preview: bool,
-    /// Output format (with --preview).
-    #[arg(long, value_enum, default_value_t = Format::Text, requires = "preview")]
+    /// Output format (with --preview or --list).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
     #[command(flatten)]
     pub(crate) home: HomeArg,
@@ -247,21 +247,29 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     let home = args.home.dir()?;
     let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     if args.list {
+        if args.format == Format::Json {
+            let trusted: Vec<&str> = store.list().collect();
+            return print_json(&json!({ "trusted": trusted }));
+        }
         for dir in store.list() {
             out::println(&escape_line(dir))?;
         }
         return Ok(());
     }
+    if args.format == Format::Json && !args.preview {
+        return Err(CliError::Usage(
+            "--format applies to `vak trust --preview` and `vak trust --list`".to_owned(),
+        ));
+    }
     let dir = project_in(args.dir.as_ref(), &home)?;
     if args.preview {
-        return trust_preview(&home, &dir, args.format);
+        return trust_preview(&home, &dir, args.dir.is_none(), args.format);
     }
     // Measured before the store changes: a refusal leaves it as it was.
     let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
     if let Some((chain, report)) = &budget.over {
-        let message = format!(
-            "refusing to trust `{}`: its layers would put the prompt prefix at {} tokens, over the cap of {} by {} (on the chain for {chain}); the trust store is unchanged. Shorten the project's layers, or pass --over-budget to trust it anyway. Layers: {}",
-            Escaped(dir.as_str()),
+        let over = format!(
+            "its layers would put the prompt prefix at {} tokens, over the cap of {} by {} (on the chain for {chain}). Layers: {}",
             report.prefix_tokens,
             report.cap,
             report.over_by(),
@@ -275,11 +283,20 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         if args.over_budget {
             out::notice(
                 "warning",
-                &message.replacen("refusing to trust", "trusting", 1),
+                &format!(
+                    "trusting `{}` although {over}; shorten the project's layers to bring it back under the cap",
+                    Escaped(dir.as_str())
+                ),
             );
         } else {
-            return Err(CliError::OverBudget(message));
+            return Err(CliError::OverBudget(format!(
+                "refusing to trust `{}`: {over}; the trust store is unchanged. Shorten the project's layers, or pass --over-budget to trust it anyway",
+                Escaped(dir.as_str())
+            )));
         }
+    }
+    if let Some(note) = budget.left_out.note() {
+        out::notice("warning", &note);
     }
     let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
     if args.dir.is_some()
@@ -307,7 +324,16 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
 }
 
 /// `vak trust --preview [DIR]`: what trusting would change; writes nothing.
-fn trust_preview(home: &Utf8Path, dir: &Utf8Path, format: Format) -> Result<(), CliError> {
+///
+/// Found from the current directory, the chain named is the one in force
+/// there (its directory layer included); every other chain trusting
+/// reaches is previewed too.
+fn trust_preview(
+    home: &Utf8Path,
+    dir: &Utf8Path,
+    found: bool,
+    format: Format,
+) -> Result<(), CliError> {
     // Untrusted against trusted, whatever the trust store says now; named
     // by the path `vak trust` would record, not as typed.
     let dir = std::fs::canonicalize(dir)
@@ -315,7 +341,13 @@ fn trust_preview(home: &Utf8Path, dir: &Utf8Path, format: Format) -> Result<(), 
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or_else(|| dir.to_owned());
     let dir = dir.as_path();
-    let selectors = vak_core::Selectors::new(home, dir);
+    let mut selectors = vak_core::Selectors::new(home, dir);
+    if found {
+        let here = vak_core::Selectors::discover(home, &crate::selectors::current_dir()?)?;
+        if here.project == selectors.project {
+            selectors.workdir = here.workdir;
+        }
+    }
     let preview = vak_core::history::trust_preview(&selectors)?;
     let budget = &preview.budget;
     let over = budget.over.as_ref().map(|(chain, report)| {
@@ -329,7 +361,10 @@ fn trust_preview(home: &Utf8Path, dir: &Utf8Path, format: Format) -> Result<(), 
             .collect();
         return print_json(&json!({
             "project": dir,
+            "chain": vak_core::describe_chain(&selectors, vak_core::prompts::Trust::Untrusted),
             "blocks": preview.blocks,
+            "elsewhere": preview.elsewhere,
+            "not_budgeted": budget.left_out.note(),
             "tokens": {
                 "before": budget.before.report.prefix_tokens,
                 "after": budget.after.report.prefix_tokens,
@@ -340,10 +375,14 @@ fn trust_preview(home: &Utf8Path, dir: &Utf8Path, format: Format) -> Result<(), 
         }));
     }
     let mut text = format!(
-        "trusting `{}` would change (nothing is written):
+        "trusting `{}` would change (nothing is written), on the chain for {}:
 prompt prefix: {} -> {} tokens (cap {})
 ",
         escape_line(dir.as_str()),
+        escape_line(&vak_core::describe_chain(
+            &selectors,
+            vak_core::prompts::Trust::Untrusted
+        )),
         budget.before.report.prefix_tokens,
         budget.after.report.prefix_tokens,
         budget.after.report.cap
@@ -375,11 +414,17 @@ prompt prefix: {} -> {} tokens (cap {})
             );
         }
     }
+    if let Some(note) = budget.left_out.note() {
+        let _ = writeln!(text, "{}", escape_line(&note));
+    }
     if preview.blocks.is_empty() {
-        text.push_str(
-            "no block's text would change
-",
-        );
+        text.push_str(if preview.elsewhere.is_empty() {
+            "no block's text would change, on any chain
+"
+        } else {
+            "no block's text would change on this chain
+"
+        });
     }
     for block in &preview.blocks {
         let _ = writeln!(
@@ -390,7 +435,34 @@ prompt prefix: {} -> {} tokens (cap {})
         );
         text.push_str(&escape_text(&block.diff));
     }
+    for other in &preview.elsewhere {
+        let block = &other.preview;
+        let _ = writeln!(
+            text,
+            "
+elsewhere, `{}` would be {} on the chain for {}:",
+            block.block,
+            block.change,
+            escape_line(&chains_named(&other.chains))
+        );
+        text.push_str(&escape_text(&block.diff));
+    }
     out::print(&text)
+}
+
+/// The first few chains of a list, and how many more.
+fn chains_named(chains: &[String]) -> String {
+    const SHOWN: usize = 3;
+    let mut out = chains
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if chains.len() > SHOWN {
+        let _ = write!(out, "; and {} more", chains.len() - SHOWN);
+    }
+    out
 }
 
 /// `vak untrust [DIR]`.

@@ -344,57 +344,82 @@ pub struct TrustBudget {
     /// The first chain trusting would push over the cap, named, with its
     /// budget once trusted.
     pub over: Option<(String, Box<BudgetReport>)>,
+    /// The chains that were not budgeted (see [`ChainsLeftOut`]).
+    pub left_out: ChainsLeftOut,
 }
 
 /// The budget before and after trusting `selectors.project`, on the chain
-/// named and on every surface and role chain (DECISIONS §12).
+/// named and on every chain trusting it reaches (see [`trust_chains`]);
+/// stops at the first chain pushed over the cap.
 ///
 /// # Errors
 ///
-/// When the chain cannot be loaded at all.
+/// When the named chain cannot be loaded at all.
 pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
+    let mut budget = None;
+    walk_trust_chains(selectors, |core, untrusted, trusted| {
+        let before = budget_of(untrusted);
+        let after = budget_of(trusted);
+        let over = pushes_over(&before.report, &after.report).then(|| {
+            (
+                describe_chain(core.selectors(), Trust::Untrusted),
+                Box::new(after.report.clone()),
+            )
+        });
+        let go_on = over.is_none();
+        match &mut budget {
+            None => {
+                budget = Some(TrustBudget {
+                    before,
+                    after,
+                    over,
+                    left_out: ChainsLeftOut::default(),
+                })
+            }
+            Some(budget) => budget.over = over,
+        }
+        go_on
+    })
+    .map(|left_out| {
+        budget.map(|mut budget| {
+            budget.left_out = left_out;
+            budget
+        })
+    })?
+    .ok_or_else(|| CoreError::Loader(LoaderError::ProjectMissing(selectors.project.clone())))
+}
+
+/// Compose the named chain, then every chain trusting `selectors.project`
+/// reaches ([`trust_chains`]), each untrusted and trusted, and hand them to
+/// `visit` until it answers `false`. A chain other than the named one that
+/// cannot be loaded (a role directory removed meanwhile) is passed over.
+/// Returns what was left out.
+///
+/// # Errors
+///
+/// When the named chain cannot be loaded at all.
+pub fn walk_trust_chains(
+    selectors: &Selectors,
+    mut visit: impl FnMut(&Core, &ResolvedPrompt, &ResolvedPrompt) -> bool,
+) -> Result<ChainsLeftOut, CoreError> {
     let core = Core::open(selectors.clone())?;
     let chain = core.load()?;
-    let before = budget_of(&core.compose(&chain, Trust::Untrusted, TailContext::now()));
-    let after = budget_of(&core.compose(&chain, Trust::Trusted, TailContext::now()));
-    let mut over = pushes_over(&before.report, &after.report).then(|| {
-        (
-            describe_chain(core.selectors(), Trust::Untrusted),
-            Box::new(after.report.clone()),
-        )
-    });
-    if over.is_none() {
-        let roles = roles_with_dirs(core.selectors());
-        let workdirs = deepest_directories(core.selectors(), None);
-        'chains: for (workdir, surface) in workdirs
-            .iter()
-            .flat_map(|w| SurfaceKind::ALL.map(|s| (w.clone(), s)))
-        {
-            for role in std::iter::once(None).chain(roles.iter().cloned().map(Some)) {
-                let other = Core::open(Selectors {
-                    surface,
-                    agent: role,
-                    workdir: workdir.clone(),
-                    ..core.selectors().clone()
-                })?;
-                let Ok(chain) = other.load() else { continue };
-                let b = budget_of(&other.compose(&chain, Trust::Untrusted, TailContext::now()));
-                let a = budget_of(&other.compose(&chain, Trust::Trusted, TailContext::now()));
-                if pushes_over(&b.report, &a.report) {
-                    over = Some((
-                        describe_chain(other.selectors(), Trust::Untrusted),
-                        Box::new(a.report),
-                    ));
-                    break 'chains;
-                }
-            }
+    let untrusted = core.compose(&chain, Trust::Untrusted, TailContext::now());
+    let trusted = core.compose(&chain, Trust::Trusted, TailContext::now());
+    let (others, left_out) = trust_chains(core.selectors());
+    if !visit(&core, &untrusted, &trusted) {
+        return Ok(left_out);
+    }
+    for other in others {
+        let other = Core::open(other)?;
+        let Ok(chain) = other.load() else { continue };
+        let untrusted = other.compose(&chain, Trust::Untrusted, TailContext::now());
+        let trusted = other.compose(&chain, Trust::Trusted, TailContext::now());
+        if !visit(&other, &untrusted, &trusted) {
+            break;
         }
     }
-    Ok(TrustBudget {
-        before,
-        after,
-        over,
-    })
+    Ok(left_out)
 }
 
 /// Lints of a resolution the user should fix: empty identity, guardrails
@@ -670,7 +695,7 @@ impl Core {
                 &path, expected, current,
             )));
         }
-        let preview = self.preview(target, Some(text))?;
+        let mut preview = self.preview(target, Some(text))?;
         if preview.over_budget() {
             return Err(EditError::OverBudget {
                 block: target.block,
@@ -679,7 +704,8 @@ impl Core {
                 chain: None,
             });
         }
-        self.check_reach(target, Some(text))?;
+        let left_out = self.check_reach(target, Some(text))?;
+        preview.budget.warnings.extend(left_out.note());
         self.keep_current(target, &path, &preview.before)?;
         self.store().history().put_object(text)?;
         let outcome = match crate::home::write_shared(
@@ -776,7 +802,7 @@ impl Core {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
-        let preview = self.preview(target, None)?;
+        let mut preview = self.preview(target, None)?;
         if preview.over_budget() {
             return Err(EditError::OverBudget {
                 block: target.block,
@@ -785,7 +811,8 @@ impl Core {
                 chain: None,
             });
         }
-        self.check_reach(target, None)?;
+        let left_out = self.check_reach(target, None)?;
+        preview.budget.warnings.extend(left_out.note());
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
         self.keep_current(target, &path, &preview.before)?;
@@ -918,14 +945,20 @@ impl Core {
     /// role that has a directory (or the one role's), and for a project
     /// file in an untrusted project also as if trusted, since `vak trust`
     /// would apply it. Refuses with the first chain the change would push
-    /// over the cap.
-    fn check_reach(&self, target: &EditTarget, text: Option<&str>) -> Result<(), EditError> {
+    /// over the cap; else says which chains it left out (see
+    /// [`ChainsLeftOut`]).
+    fn check_reach(
+        &self,
+        target: &EditTarget,
+        text: Option<&str>,
+    ) -> Result<ChainsLeftOut, EditError> {
         let trust = self.trust()?;
         let mut trusts = vec![trust];
         if target.scope == Scope::Project && trust == Trust::Untrusted {
             trusts.push(Trust::Trusted);
         }
-        for selectors in chains_reached(self.selectors(), target) {
+        let (chains, left_out) = chains_reached(self.selectors(), target);
+        for selectors in chains {
             let core = Core::open(selectors)?;
             let chain = match core.load_for(target) {
                 Ok(chain) => chain,
@@ -948,7 +981,7 @@ impl Core {
                 }
             }
         }
-        Ok(())
+        Ok(left_out)
     }
 }
 
@@ -1021,12 +1054,49 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// The roles that have a directory under the home or the project, sorted,
-/// each name valid. Bounded: a project that ships thousands of role
-/// directories gets its first 64 (by name) checked, not a stall.
-pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
-    const MAX_ROLES: usize = 64;
-    let mut roles: Vec<Name> = Vec::new();
+/// At most this many roles are budgeted besides the named chain.
+pub const MAX_ROLE_CHAINS: usize = 64;
+
+/// The chains a check left out, because a project has more role
+/// directories or directory layers than are budgeted: said, never silent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ChainsLeftOut {
+    /// Roles with a directory that were not budgeted.
+    pub roles: usize,
+    /// Deepest directory layers that were not budgeted.
+    pub directories: usize,
+}
+
+impl ChainsLeftOut {
+    /// What to tell the user, when anything was left out.
+    pub fn note(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        if self.roles > 0 {
+            parts.push(format!(
+                "{} more role director{} (the {MAX_ROLE_CHAINS} with the most text were; check another with `vak prompts check --agent ROLE`)",
+                self.roles,
+                if self.roles == 1 { "y" } else { "ies" }
+            ));
+        }
+        if self.directories > 0 {
+            parts.push(format!(
+                "{} more directory layer{} (the first {MAX_DIRECTORY_CHAINS} were; check another with `vak prompts check --dir DIR`)",
+                self.directories,
+                if self.directories == 1 { "" } else { "s" }
+            ));
+        }
+        (!parts.is_empty())
+            .then(|| format!("not every chain was budgeted: {}", parts.join(" and ")))
+    }
+}
+
+/// The roles that have a directory under the home or the project, each
+/// name valid, and how many more there were. Bounded: a project that ships
+/// thousands of role directories gets [`MAX_ROLE_CHAINS`] of them checked,
+/// not a stall; those with the most block text first (the ones a cap is
+/// likeliest to catch), then by name.
+pub fn roles_with_dirs(selectors: &Selectors) -> (Vec<Name>, usize) {
+    let mut roles: Vec<(u64, Name)> = Vec::new();
     for root in [&selectors.home, &selectors.project] {
         let dir = vak_prompt_loader::prompt_dir(root).join("agents");
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -1037,33 +1107,77 @@ pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
             if let (true, Some(name)) = (is_dir, entry.file_name().to_str())
                 && let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name)
             {
-                roles.push(role);
+                // Not followed: a link is refused by the loader anyway.
+                let bytes = Block::EDITABLE
+                    .iter()
+                    .filter_map(|b| {
+                        std::fs::symlink_metadata(dir.join(name).join(b.file_name()?)).ok()
+                    })
+                    .filter(std::fs::Metadata::is_file)
+                    .map(|m| m.len())
+                    .sum();
+                roles.push((bytes, role));
             }
         }
     }
-    roles.sort_by(|a, b| a.as_str().cmp(b.as_str()));
-    roles.dedup_by(|a, b| a.as_str() == b.as_str());
-    roles.truncate(MAX_ROLES);
-    roles
+    // The same role under both roots counts once, with both its texts.
+    roles.sort_by(|a, b| a.1.as_str().cmp(b.1.as_str()));
+    roles.dedup_by(|later, kept| {
+        let same = later.1.as_str() == kept.1.as_str();
+        if same {
+            kept.0 += later.0;
+        }
+        same
+    });
+    roles.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.as_str().cmp(b.1.as_str())));
+    let left_out = roles.len().saturating_sub(MAX_ROLE_CHAINS);
+    roles.truncate(MAX_ROLE_CHAINS);
+    (roles.into_iter().map(|(_, role)| role).collect(), left_out)
 }
 
 /// The chains a change to `target` reaches: see [`Core::check_reach`].
-pub fn chains_reached(base: &Selectors, target: &EditTarget) -> Vec<Selectors> {
+pub fn chains_reached(base: &Selectors, target: &EditTarget) -> (Vec<Selectors>, ChainsLeftOut) {
     let surfaces: Vec<SurfaceKind> = match &target.sub {
         SubLayer::Surface(kind) => vec![*kind],
         _ => SurfaceKind::ALL.to_vec(),
     };
-    let roles: Vec<Option<Name>> = match &target.sub {
-        SubLayer::Agent(role) => vec![Some(role.clone())],
-        _ => std::iter::once(None)
-            .chain(roles_with_dirs(base).into_iter().map(Some))
-            .collect(),
+    let below = match &target.sub {
+        SubLayer::Directory(dir) => Some(dir.as_path()),
+        _ => None,
     };
-    let workdirs = workdirs_reached(base, target);
+    let (workdirs, directories) = deepest_directories(base, below);
+    let (roles, left_out_roles) = match &target.sub {
+        SubLayer::Agent(role) => (vec![Some(role.clone())], 0),
+        _ => {
+            let (roles, left_out) = roles_with_dirs(base);
+            (
+                std::iter::once(None)
+                    .chain(roles.into_iter().map(Some))
+                    .collect(),
+                left_out,
+            )
+        }
+    };
+    (
+        product(base, &workdirs, &surfaces, &roles),
+        ChainsLeftOut {
+            roles: left_out_roles,
+            directories,
+        },
+    )
+}
+
+/// Every chain of `base` for each working directory, surface and role.
+fn product(
+    base: &Selectors,
+    workdirs: &[Option<Utf8PathBuf>],
+    surfaces: &[SurfaceKind],
+    roles: &[Option<Name>],
+) -> Vec<Selectors> {
     let mut out = Vec::with_capacity(surfaces.len() * roles.len() * workdirs.len());
-    for workdir in &workdirs {
-        for surface in &surfaces {
-            for role in &roles {
+    for workdir in workdirs {
+        for surface in surfaces {
+            for role in roles {
                 out.push(Selectors {
                     surface: *surface,
                     agent: role.clone(),
@@ -1076,40 +1190,55 @@ pub fn chains_reached(base: &Selectors, target: &EditTarget) -> Vec<Selectors> {
     out
 }
 
-/// At most this many directory layers are budgeted besides the named chain.
-const MAX_DIRECTORY_CHAINS: usize = 16;
-
-/// The working directories whose chains a change reaches (DECISIONS §12,
-/// §15): the named one, and each deepest directory layer of the project
-/// that the changed file is on the way to (every one for a shared or
-/// project-root file, those at or below it for a directory layer's file).
-/// A deepest directory's chain holds every wider directory's layer too.
-fn workdirs_reached(base: &Selectors, target: &EditTarget) -> Vec<Option<Utf8PathBuf>> {
-    let below = match &target.sub {
-        SubLayer::Directory(dir) => Some(dir.as_path()),
-        _ => None,
-    };
-    deepest_directories(base, below)
+/// Every chain trusting `base.project` reaches besides `base` itself: each
+/// surface, with no role and with each role that has a directory, in each
+/// deepest directory layer (DECISIONS §12, §15), and what was left out.
+pub fn trust_chains(base: &Selectors) -> (Vec<Selectors>, ChainsLeftOut) {
+    let (roles, left_out_roles) = roles_with_dirs(base);
+    let roles: Vec<Option<Name>> = std::iter::once(None)
+        .chain(roles.into_iter().map(Some))
+        .collect();
+    let (workdirs, directories) = deepest_directories(base, None);
+    let mut chains = product(base, &workdirs, &SurfaceKind::ALL, &roles);
+    chains.retain(|c| c != base);
+    (
+        chains,
+        ChainsLeftOut {
+            roles: left_out_roles,
+            directories,
+        },
+    )
 }
+
+/// At most this many directory layers are budgeted besides the named chain.
+pub const MAX_DIRECTORY_CHAINS: usize = 16;
 
 /// The named working directory, then each deepest directory layer of the
 /// project (at or below `below`, when given), at most
-/// [`MAX_DIRECTORY_CHAINS`] of them.
-fn deepest_directories(base: &Selectors, below: Option<&Utf8Path>) -> Vec<Option<Utf8PathBuf>> {
+/// [`MAX_DIRECTORY_CHAINS`] of them, and how many more there were. A
+/// deepest directory's chain holds every wider directory's layer too.
+fn deepest_directories(
+    base: &Selectors,
+    below: Option<&Utf8Path>,
+) -> (Vec<Option<Utf8PathBuf>>, usize) {
     let mut out = vec![base.workdir.clone()];
     let dirs =
         vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
-    let leaves = dirs.iter().filter(|d| {
-        below.is_none_or(|b| d.starts_with(b))
-            && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
-    });
-    for dir in leaves.take(MAX_DIRECTORY_CHAINS) {
+    let leaves: Vec<_> = dirs
+        .iter()
+        .filter(|d| {
+            below.is_none_or(|b| d.starts_with(b))
+                && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
+        })
+        .collect();
+    let left_out = leaves.len().saturating_sub(MAX_DIRECTORY_CHAINS);
+    for dir in leaves.into_iter().take(MAX_DIRECTORY_CHAINS) {
         let workdir = Some(base.project.join(dir));
         if !out.contains(&workdir) {
             out.push(workdir);
         }
     }
-    out
+    (out, left_out)
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {

@@ -531,11 +531,26 @@ pub struct BlockPreview {
     pub diff: String,
 }
 
+/// A change trusting would make on chains other than the one named.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ElsewherePreview {
+    /// The change.
+    #[serde(flatten)]
+    pub preview: BlockPreview,
+    /// Every chain it shows on (`surface chat, agent reviewer`, …).
+    pub chains: Vec<String>,
+}
+
 /// What `vak trust --preview` shows (DECISIONS §14): nothing is written.
 #[derive(Debug, Clone)]
 pub struct TrustPreview {
-    /// Every block whose text trusting would change.
+    /// Every block whose text trusting would change on the chain named.
     pub blocks: Vec<BlockPreview>,
+    /// Every other change trusting would make, on the other chains it
+    /// reaches (each surface, role and directory layer): a directory
+    /// layer's identity or a role's rules are shown too, not only what the
+    /// named chain would show.
+    pub elsewhere: Vec<ElsewherePreview>,
     /// The budget before and after, and the first chain trusting would push
     /// over the cap.
     pub budget: crate::TrustBudget,
@@ -544,21 +559,8 @@ pub struct TrustPreview {
     pub config_keys: Vec<(String, String)>,
 }
 
-/// What trusting `selectors.project` would change, on the chain named, with
-/// the budget over every chain it reaches. Writes nothing.
-///
-/// # Errors
-///
-/// When the chain cannot be loaded at all.
-pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
-    use vak_prompt_compose::TailContext;
-    use vak_prompt_trust::Trust;
-    let budget = crate::trust_budget(selectors)?;
-    let core = Core::open(selectors.clone())?;
-    let chain = core.load()?;
-    let now = TailContext::now();
-    let untrusted = core.compose(&chain, Trust::Untrusted, now.clone());
-    let trusted = core.compose(&chain, Trust::Trusted, now);
+/// Every block whose text differs between `untrusted` and `trusted`.
+fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<BlockPreview> {
     let mut blocks = Vec::new();
     for after in &trusted.blocks {
         let before = untrusted
@@ -586,7 +588,87 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
             after: after.text.clone(),
         });
     }
-    let config_keys = untrusted
+    blocks
+}
+
+/// What trusting `selectors.project` would change: on the chain named, on
+/// every other chain it reaches (see [`crate::trust_chains`]), and to the
+/// budget of each. Writes nothing.
+///
+/// # Errors
+///
+/// When the named chain cannot be loaded at all.
+pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
+    use crate::{TrustBudget, budget_of, describe_chain, pushes_over};
+    use vak_prompt_trust::Trust;
+    let mut named: Option<(Vec<BlockPreview>, TrustBudget, Vec<(String, String)>)> = None;
+    let mut elsewhere: Vec<ElsewherePreview> = Vec::new();
+    let left_out = crate::walk_trust_chains(selectors, |core, untrusted, trusted| {
+        let changes = block_changes(untrusted, trusted);
+        let before = budget_of(untrusted);
+        let after = budget_of(trusted);
+        let over = pushes_over(&before.report, &after.report).then(|| {
+            (
+                describe_chain(core.selectors(), Trust::Untrusted),
+                Box::new(after.report.clone()),
+            )
+        });
+        let Some((shown, budget, _)) = &mut named else {
+            let config_keys = config_keys_applied(untrusted, trusted);
+            named = Some((
+                changes,
+                TrustBudget {
+                    before,
+                    after,
+                    over,
+                    left_out: crate::ChainsLeftOut::default(),
+                },
+                config_keys,
+            ));
+            return true;
+        };
+        if budget.over.is_none() {
+            budget.over = over;
+        }
+        let chain = describe_chain(core.selectors(), Trust::Untrusted);
+        for change in changes {
+            let same = |p: &BlockPreview| {
+                p.block == change.block && p.before == change.before && p.after == change.after
+            };
+            if shown.iter().any(same) {
+                continue;
+            }
+            match elsewhere.iter_mut().find(|e| same(&e.preview)) {
+                Some(e) => e.chains.push(chain.clone()),
+                None => elsewhere.push(ElsewherePreview {
+                    preview: change,
+                    chains: vec![chain.clone()],
+                }),
+            }
+        }
+        true
+    })?;
+    let (blocks, mut budget, config_keys) = named.ok_or_else(|| {
+        crate::CoreError::Loader(vak_prompt_loader::LoaderError::ProjectMissing(
+            selectors.project.clone(),
+        ))
+    })?;
+    budget.left_out = left_out;
+    Ok(TrustPreview {
+        blocks,
+        elsewhere,
+        budget,
+        config_keys,
+    })
+}
+
+/// The config keys an untrusted project sets that trusting it would apply,
+/// each with its file.
+fn config_keys_applied(
+    untrusted: &ResolvedPrompt,
+    trusted: &ResolvedPrompt,
+) -> Vec<(String, String)> {
+    untrusted
         .demoted
         .iter()
         .filter_map(|d| {
@@ -597,12 +679,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                 .any(|t| t.config_key.as_deref() == Some(key.as_str()));
             (!still).then(|| (key, d.provenance.source.clone().unwrap_or_default()))
         })
-        .collect();
-    Ok(TrustPreview {
-        blocks,
-        budget,
-        config_keys,
-    })
+        .collect()
 }
 
 #[cfg(test)]

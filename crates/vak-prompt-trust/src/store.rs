@@ -158,10 +158,17 @@ impl TrustStore {
     ///
     /// # Errors
     ///
-    /// A directory that does not exist, or a store that cannot be read or
-    /// written (see [`TrustError`]).
+    /// A directory that does not exist or lies in the home, or a store that
+    /// cannot be read or written (see [`TrustError`]).
     pub fn trust(&mut self, project: &Utf8Path) -> Result<String, TrustError> {
         let key = canonical(project)?;
+        // The store lives at `<home>/.vak/trust.toml`.
+        let home = self.path.parent().and_then(Utf8Path::parent);
+        if let Some(home) = home.and_then(|h| canonical(h).ok())
+            && Utf8Path::new(&key).starts_with(&home)
+        {
+            return Err(TrustError::InsideHome(key));
+        }
         self.update(|trusted| {
             trusted.insert(key.clone());
         })?;

@@ -341,8 +341,62 @@ fn trust_is_refused_when_it_would_put_the_prompt_over_the_cap() {
 
     let out = env.vak(&["trust", "--over-budget"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stderr(&out).contains("warning"), "{}", stderr(&out));
+    let warning = stderr(&out);
+    assert!(warning.contains("warning: trusting"), "{warning}");
+    // It says what it did, not what a refusal would have said.
+    assert!(
+        !warning.contains("unchanged") && !warning.contains("pass --over-budget"),
+        "{warning}"
+    );
     assert_eq!(env.ok(&["trust", "--list"]).lines().count(), 1);
+    let json = env.json(&["trust", "--list"]);
+    assert_eq!(json["trusted"].as_array().unwrap().len(), 1, "{json}");
+}
+
+#[test]
+fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
+    let env = Env::empty();
+    let base = tokens(&env, &[]);
+    env.write_project(
+        ".vak/prompts/agents/zz/identity.md",
+        &words("role", (1500 - base) + 200),
+    );
+    // Sorted by name, `zz` would come after the 64 budgeted roles.
+    for i in 0..70 {
+        std::fs::create_dir_all(env.project().join(format!(".vak/prompts/agents/a{i:02}")))
+            .unwrap();
+    }
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("agent `zz`"), "{}", stderr(&out));
+    // Trusted anyway, the roles left unbudgeted are said, not skipped
+    // silently.
+    let out = env.vak(&["trust", "--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("not every chain was budgeted: 7 more role directories"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn the_home_is_never_trusted_as_a_project() {
+    let env = Env::fixture("myproj");
+    for args in [vec!["trust", env.home().to_str().unwrap()], vec!["trust"]] {
+        let out = env
+            .command(&args)
+            .current_dir(env.home().join(".vak"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("the home is never a project"),
+            "{}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
 }
 
 #[test]
