@@ -601,8 +601,7 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
 pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
     use crate::{TrustBudget, budget_of, describe_chain, pushes_over};
     use vak_prompt_trust::Trust;
-    let mut named: Option<(Vec<BlockPreview>, TrustBudget, Vec<(String, String)>)> = None;
-    let mut elsewhere: Vec<ElsewherePreview> = Vec::new();
+    let mut preview: Option<TrustPreview> = None;
     let left_out = crate::walk_trust_chains(selectors, |core, untrusted, trusted| {
         let changes = block_changes(untrusted, trusted);
         let before = budget_of(untrusted);
@@ -613,34 +612,35 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                 Box::new(after.report.clone()),
             )
         });
-        let Some((shown, budget, _)) = &mut named else {
-            let config_keys = config_keys_applied(untrusted, trusted);
-            named = Some((
-                changes,
-                TrustBudget {
+        // The first chain is the one named.
+        let Some(preview) = &mut preview else {
+            preview = Some(TrustPreview {
+                blocks: changes,
+                elsewhere: Vec::new(),
+                budget: TrustBudget {
                     before,
                     after,
                     over,
                     left_out: crate::ChainsLeftOut::default(),
                 },
-                config_keys,
-            ));
+                config_keys: config_keys_applied(untrusted, trusted),
+            });
             return true;
         };
-        if budget.over.is_none() {
-            budget.over = over;
+        if preview.budget.over.is_none() {
+            preview.budget.over = over;
         }
         let chain = describe_chain(core.selectors(), Trust::Untrusted);
         for change in changes {
             let same = |p: &BlockPreview| {
                 p.block == change.block && p.before == change.before && p.after == change.after
             };
-            if shown.iter().any(same) {
+            if preview.blocks.iter().any(same) {
                 continue;
             }
-            match elsewhere.iter_mut().find(|e| same(&e.preview)) {
+            match preview.elsewhere.iter_mut().find(|e| same(&e.preview)) {
                 Some(e) => e.chains.push(chain.clone()),
-                None => elsewhere.push(ElsewherePreview {
+                None => preview.elsewhere.push(ElsewherePreview {
                     preview: change,
                     chains: vec![chain.clone()],
                 }),
@@ -648,18 +648,13 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
         }
         true
     })?;
-    let (blocks, mut budget, config_keys) = named.ok_or_else(|| {
+    let mut preview = preview.ok_or_else(|| {
         crate::CoreError::Loader(vak_prompt_loader::LoaderError::ProjectMissing(
             selectors.project.clone(),
         ))
     })?;
-    budget.left_out = left_out;
-    Ok(TrustPreview {
-        blocks,
-        elsewhere,
-        budget,
-        config_keys,
-    })
+    preview.budget.left_out = left_out;
+    Ok(preview)
 }
 
 /// The config keys an untrusted project sets that trusting it would apply,
