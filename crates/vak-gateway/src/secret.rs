@@ -236,6 +236,19 @@ impl SignatureRefusal {
     }
 }
 
+/// A request whose signature matched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// The request's Unix time (its `X-Vak-Timestamp`).
+    pub at: i64,
+    /// The signature in its one canonical spelling (`v1=` and the MAC's
+    /// bytes in lowercase hex): what a replay is recognised by. Hex decodes
+    /// whatever its case (and `u8::from_str_radix` takes a `+` too), so the
+    /// spelling as received would let one captured request be sent again
+    /// under thousands of names.
+    pub key: String,
+}
+
 /// Check a request's signature headers against `secret` at `now` (Unix
 /// seconds). The comparison is constant-time (`Mac::verify_slice`).
 pub fn verify(
@@ -244,7 +257,7 @@ pub fn verify(
     signature: Option<&str>,
     body: &[u8],
     now: i64,
-) -> Result<i64, SignatureRefusal> {
+) -> Result<Verified, SignatureRefusal> {
     let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
         return Err(SignatureRefusal::Missing);
     };
@@ -263,7 +276,10 @@ pub fn verify(
     mac(secret, timestamp.trim(), body)
         .verify_slice(&given)
         .map_err(|_| SignatureRefusal::Wrong)?;
-    Ok(at)
+    Ok(Verified {
+        at,
+        key: format!("v1={}", hex(&given)),
+    })
 }
 
 #[cfg(test)]
@@ -279,7 +295,10 @@ mod tests {
         assert!(sig.starts_with("v1=") && sig.len() == 3 + 64);
         assert_eq!(
             verify(SECRET, Some("1000"), Some(&sig), body, 1100),
-            Ok(1000)
+            Ok(Verified {
+                at: 1000,
+                key: sig.clone()
+            })
         );
         assert_eq!(
             verify(SECRET, Some("1000"), Some(&sig), b"{}", 1000),
@@ -319,6 +338,35 @@ mod tests {
             verify(SECRET, Some("1000"), Some("v1=zz"), body, 1000),
             Err(SignatureRefusal::Wrong)
         );
+    }
+
+    #[test]
+    fn every_spelling_of_one_signature_has_one_key() {
+        let body = br#"{"text":"hi"}"#;
+        let sig = sign(SECRET, "1000", body);
+        let hex = &sig[3..];
+        let upper = format!("v1={}", hex.to_uppercase());
+        let mixed: String = hex
+            .chars()
+            .enumerate()
+            .map(|(i, c)| {
+                if i % 3 == 0 {
+                    c.to_ascii_uppercase()
+                } else {
+                    c
+                }
+            })
+            .collect();
+        let mixed = format!("v1={mixed}");
+        let mut spellings = vec![sig.clone(), upper, mixed, format!(" {sig} ")];
+        // `u8::from_str_radix` takes "+f" for "0f".
+        if let Some(at) = (0..hex.len()).step_by(2).find(|i| &hex[*i..=*i] == "0") {
+            spellings.push(format!("v1={}+{}", &hex[..at], &hex[at + 1..]));
+        }
+        for spelling in &spellings {
+            let verified = verify(SECRET, Some("1000"), Some(spelling), body, 1000);
+            assert_eq!(verified.map(|v| v.key), Ok(sig.clone()), "{spelling}");
+        }
     }
 
     #[test]

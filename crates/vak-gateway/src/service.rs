@@ -191,14 +191,15 @@ async fn messages(
             "the bot and chat in the path are not valid UTF-8",
         );
     };
-    let (Ok(bot), Ok(chat)) = (
+    // The names' own rule, worded once (as the CLI says it).
+    let (bot, chat) = match (
         Name::new(NameKind::Bot, &bot),
         Name::new(NameKind::Chat, &chat),
-    ) else {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "bot and chat names are letters, digits, `.`, `_` and `-`",
-        );
+    ) {
+        (Ok(bot), Ok(chat)) => (bot, chat),
+        (Err(error), _) | (_, Err(error)) => {
+            return refusal(StatusCode::BAD_REQUEST, &error.to_string());
+        }
     };
     let declared = headers
         .get(axum::http::header::CONTENT_LENGTH)
@@ -321,8 +322,8 @@ fn handle(
         }
     };
     let now = now_secs();
-    let at = match crate::verify(&secret, timestamp, signature, body, now) {
-        Ok(at) => at,
+    let verified = match crate::verify(&secret, timestamp, signature, body, now) {
+        Ok(verified) => verified,
         Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
     };
     let text = match serde_json::from_slice::<Value>(body) {
@@ -358,8 +359,8 @@ fn handle(
     // lock: taken when it commits, free again when it fails, so the
     // sender's retry of a failed delivery is not a replay.
     let claim = Claim {
-        key: signature.unwrap_or_default().trim(),
-        at,
+        key: &verified.key,
+        at: verified.at,
         window_secs: REPLAY_WINDOW_SECS,
     };
     match deliver_cached(

@@ -221,6 +221,21 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     assert_eq!(answer["outcome"], "created");
     let replayed = post(addr, &path, &headers, body.as_bytes());
     assert_eq!(replayed.0, 401, "a replay is refused: {}", replayed.1);
+    // The same signature spelled another way (hex in another case) is the
+    // same signature, and refused as a replay too.
+    let respelled: Vec<(&str, String)> = headers
+        .iter()
+        .map(|(name, value)| match *name {
+            "X-Vak-Signature" => (*name, format!("v1={}", value[3..].to_uppercase())),
+            _ => (*name, value.clone()),
+        })
+        .collect();
+    let replayed = post(addr, &path, &respelled, body.as_bytes());
+    assert_eq!(
+        replayed.0, 401,
+        "a respelled replay is refused: {}",
+        replayed.1
+    );
 
     let cli = env.json(&[
         "gateway",
