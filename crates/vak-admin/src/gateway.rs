@@ -44,6 +44,7 @@ const ALLOWLIST: &str = "allowlist.json";
 fn gateway_error(error: GatewayError) -> AdminError {
     match error {
         GatewayError::Save(save) => save_error(save),
+        GatewayError::ForbiddenCharacter { .. } => AdminError::BadRequest(error.to_string()),
         other => AdminError::Gateway(other.to_string()),
     }
 }
@@ -293,6 +294,10 @@ fn edit(
     if_digest: &str,
     action: history::Action,
 ) -> Result<Value, AdminError> {
+    // Refused before anything is read, kept or written.
+    if let Some(text) = text {
+        vak_core::prompts::check_gateway_text(&tier.key(block), text).map_err(gateway_error)?;
+    }
     // One edit at a time in this process; the file digest below covers
     // writers in other processes.
     let _guard = state.gateway_lock.lock().map_err(|_| {

@@ -55,8 +55,8 @@ pub mod prompts {
         remove_checked, save_atomic,
     };
     pub use vak_prompt_loader::{
-        GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, entry_key, gateway_dir,
-        json_kind, prompt_of, read_gateway, write_gateway_prompt,
+        GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,
+        gateway_dir, json_kind, prompt_of, read_gateway, write_gateway_prompt,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{

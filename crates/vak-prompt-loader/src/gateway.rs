@@ -127,6 +127,18 @@ pub enum GatewayError {
         /// What was found.
         found: &'static str,
     },
+    /// The text to save holds a character no prompt may contain
+    /// (DECISIONS §11): refused, as a layer file's save is.
+    #[error(
+        "refusing to save `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
+        Escaped(.key)
+    )]
+    ForbiddenCharacter {
+        /// The key that was left unchanged.
+        key: String,
+        /// The character and where it is.
+        found: vak_prompt_blocks::ForbiddenChar,
+    },
     /// The write failed or was refused.
     #[error(transparent)]
     Save(#[from] SaveError),
@@ -432,6 +444,24 @@ pub fn write_gateway_prompt(
     Ok(save_atomic(&path, home, &out, Some(expected))?)
 }
 
+/// Refuse a gateway prompt text holding a character no prompt may contain
+/// (DECISIONS §11), as a layer file's save is refused; `key` names it.
+/// Every gateway write checks it; a caller may check first, to refuse
+/// before any other work.
+///
+/// # Errors
+///
+/// [`GatewayError::ForbiddenCharacter`].
+pub fn check_gateway_text(key: &str, text: &str) -> Result<(), GatewayError> {
+    match vak_prompt_blocks::first_forbidden(text) {
+        Some(found) => Err(GatewayError::ForbiddenCharacter {
+            key: key.to_owned(),
+            found,
+        }),
+        None => Ok(()),
+    }
+}
+
 /// The file [`write_gateway_prompt`] would write, and its whole new text,
 /// without writing it (a store that holds the home side writes it instead).
 ///
@@ -479,6 +509,7 @@ pub fn gateway_prompt_text(
         })?;
     match text {
         Some(text) => {
+            check_gateway_text(&format!("{key}/prompts/{}", block.wire_name()), text)?;
             prompts_map.insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
         }
         None => {

@@ -25,8 +25,8 @@ pub use chain::{
 pub use discover::{Discovered, RootKind, directory_layers, discover_project, levels_between};
 pub use error::LoaderError;
 pub use gateway::{
-    GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, entry_key, gateway_dir,
-    gateway_prompt_text, json_kind, parse_gateway_json, prompt_of, read_gateway,
+    GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,
+    gateway_dir, gateway_prompt_text, json_kind, parse_gateway_json, prompt_of, read_gateway,
     write_gateway_prompt,
 };
 pub use paths::{LayerDirs, prompt_dir};

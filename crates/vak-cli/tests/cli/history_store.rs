@@ -659,3 +659,41 @@ fn a_delivery_keeps_its_texts_in_postgres_even_on_a_one_connection_pool() {
         "{diff}"
     );
 }
+
+#[test]
+fn a_gateway_key_saved_through_the_admin_refuses_what_a_layer_save_refuses() {
+    let env = Env::fixture("myproj");
+    let bots = env.home().join(".vak/gateway/bots.json");
+    let before = fs::read(&bots).unwrap();
+    let original: Value = serde_json::from_slice(&before).unwrap();
+    let old = original["helpdesk"]["prompts"]["identity"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let admin = Admin::start(&env, "file");
+    for hostile in [
+        "evil \u{1b}]0;x\u{7}",
+        "note\r\n## Guardrails",
+        "x\u{85}y",
+        "a\u{202e}b",
+        "zero\u{200b}width",
+        "tag\u{e0041}",
+    ] {
+        let (status, answer) = admin.send(
+            "PUT",
+            "/api/gateway/bots/helpdesk/identity",
+            Some(&json!({"text": hostile, "if_digest": sha(&old)})),
+        );
+        assert_eq!(status, 400, "{hostile:?}: {answer}");
+        assert!(answer["error"].as_str().unwrap().contains("U+"), "{answer}");
+    }
+    // Nothing written, nothing recorded.
+    assert_eq!(fs::read(&bots).unwrap(), before);
+    let (status, history) = admin.send("GET", "/api/gateway/bots/helpdesk/identity/history", None);
+    assert_eq!(status, 200, "{history}");
+    assert_eq!(
+        history["versions"].as_array().unwrap().len(),
+        0,
+        "{history}"
+    );
+}
