@@ -245,7 +245,9 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
         EditError::History(ref history) if history.is_not_kept() => {
             AdminError::NotFound(error.to_string())
         }
-        EditError::History(HistoryError::BadDigest(_)) => AdminError::BadRequest(error.to_string()),
+        EditError::History(HistoryError::BadDigest(_) | HistoryError::NotAVersion { .. }) => {
+            AdminError::BadRequest(error.to_string())
+        }
         EditError::History(_) => AdminError::Internal(error.to_string()),
     }
 }
@@ -818,7 +820,9 @@ mod tests {
 /// The history's refusals as HTTP answers.
 pub(crate) fn history_error(error: HistoryError) -> AdminError {
     match error {
-        HistoryError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
+        HistoryError::BadDigest(_) | HistoryError::NotAVersion { .. } => {
+            AdminError::BadRequest(error.to_string())
+        }
         ref not_kept if not_kept.is_not_kept() => AdminError::NotFound(error.to_string()),
         other => AdminError::Internal(other.to_string()),
     }

@@ -578,10 +578,14 @@ fn revert_of(
     let block = editable_block(block)?;
     let b: RevertBody = body(bytes)?;
     let if_digest = required_digest(b.if_digest)?;
-    let text = state
+    let key = tier.key(block);
+    let records = state
         .store
         .history()
-        .get_object(&b.to)
+        .versions_of(&key)
+        .map_err(history_error)?
+        .records;
+    let text = history::revert_text(state.store.history(), &records, &key, &b.to)
         .map_err(history_error)?;
     check_text_size(&text)?;
     edit(

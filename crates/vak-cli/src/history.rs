@@ -225,21 +225,6 @@ fn history_error(error: HistoryError) -> CliError {
 }
 
 /// Every digest the log names for this file, newest first.
-fn known_digests(records: &[VersionRecord]) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for r in records.iter().rev() {
-        for d in [r.after.as_deref(), r.before.as_deref()]
-            .into_iter()
-            .flatten()
-        {
-            if !out.contains(&d) {
-                out.push(d);
-            }
-        }
-    }
-    out
-}
-
 /// A full digest, or the one digest in the log that starts with `given`.
 fn resolve_digest(given: &str, records: &[VersionRecord]) -> Result<String, CliError> {
     let given = given.trim_end_matches('…');
@@ -256,7 +241,7 @@ fn resolve_digest(given: &str, records: &[VersionRecord]) -> Result<String, CliE
             Escaped(given)
         )));
     }
-    let matches: Vec<&str> = known_digests(records)
+    let matches: Vec<&str> = history::known_digests(records)
         .into_iter()
         .filter(|d| d.starts_with(given))
         .collect();

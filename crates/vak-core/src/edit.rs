@@ -737,7 +737,8 @@ impl Core {
     ///
     /// # Errors
     ///
-    /// [`EditError::History`] when `to` is not kept or was altered; then as
+    /// [`EditError::History`] when `to` is not a version `target`'s log
+    /// records, is not kept or was altered; then as
     /// [`save_block`](Self::save_block).
     pub fn revert_block(
         &self,
@@ -746,7 +747,13 @@ impl Core {
         if_digest: Option<&str>,
         who: &Who,
     ) -> Result<Saved, EditError> {
-        let text = self.store().history().get_object(to)?;
+        let records = crate::history::versions(self, target)?.records;
+        let text = crate::history::revert_text(
+            self.store().history(),
+            &records,
+            target.path(self.selectors()).as_str(),
+            to,
+        )?;
         self.save_block_by(target, &text, if_digest, who, Action::Revert)
     }
 

@@ -192,6 +192,46 @@ pub fn version_text(history: &dyn History, digest: Option<&str>) -> Result<Strin
     }
 }
 
+/// Every digest a target's log names (each record's before and after),
+/// newest first, each once.
+pub fn known_digests(records: &[VersionRecord]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for r in records.iter().rev() {
+        for d in [r.after.as_deref(), r.before.as_deref()]
+            .into_iter()
+            .flatten()
+        {
+            if !out.contains(&d) {
+                out.push(d);
+            }
+        }
+    }
+    out
+}
+
+/// The text a revert of `target` (a file's path or a gateway key) to `to`
+/// saves back: only a version its own log records, so a revert cannot
+/// copy another block's text, or any text the store happens to keep, into
+/// it.
+///
+/// # Errors
+///
+/// [`HistoryError::NotAVersion`], else as [`version_text`].
+pub fn revert_text(
+    history: &dyn History,
+    records: &[VersionRecord],
+    target: &str,
+    to: &str,
+) -> Result<String, HistoryError> {
+    if !known_digests(records).contains(&to) {
+        return Err(HistoryError::NotAVersion {
+            digest: to.to_owned(),
+            target: target.to_owned(),
+        });
+    }
+    history.get_object(to)
+}
+
 /// A file's (or gateway key's) text as it is now, with its digest.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CurrentText {

@@ -63,6 +63,18 @@ pub enum HistoryError {
         /// Why, as the backend said it.
         reason: String,
     },
+    /// A revert to a text that is not a version of the file or key being
+    /// reverted (another block's text, or one never recorded for it).
+    #[error(
+        "{digest} is not a version of `{}`: a revert goes back to a text its own log records; see `vak prompts log`",
+        Escaped(.target)
+    )]
+    NotAVersion {
+        /// The digest asked for.
+        digest: String,
+        /// The file or gateway key being reverted.
+        target: String,
+    },
     /// Not a sha256: 64 lowercase hex digits.
     #[error("`{}` is not a sha256: give 64 lowercase hex digits", Escaped(.0))]
     BadDigest(String),

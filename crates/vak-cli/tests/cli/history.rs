@@ -416,3 +416,32 @@ fn trust_preview_shows_every_chain_trusting_reaches() {
     // Nothing was written.
     assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
 }
+
+#[test]
+fn a_revert_goes_back_only_to_a_version_of_its_own_file() {
+    let env = Env::empty();
+    env.trust();
+    set(&env, "guardrails", "- one\n");
+    set(&env, "guardrails", "- two\n");
+    // Another block's text, kept in the same store under a full digest.
+    let other = set(&env, "identity", "You are someone else.\n");
+    let path = env.project().join(format!("{SHARED}/guardrails.md"));
+    let before = fs::read(&path).unwrap();
+    let out = env.vak(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "project",
+        "guardrails",
+        "--to",
+        &other,
+    ]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a version of"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(&path).unwrap(), before);
+    assert_eq!(log(&env, "guardrails").len(), 2);
+}
