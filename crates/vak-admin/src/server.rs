@@ -2,7 +2,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -248,17 +248,18 @@ pub async fn serve_router(
         .max_header_size(MAX_HEAD_BYTES)
         .keep_alive(true);
     let slots = Arc::new(Semaphore::new(connection_cap(limits.max_connections)));
+    let conns = Arc::new(Conns::default());
     let graceful = GracefulShutdown::new();
     // Whether accepting is failing: warned once when it starts, noted
     // when it ends, not every pause.
     let mut starved = false;
     tokio::pin!(stop);
     loop {
-        let slot = tokio::select! {
-            () = &mut stop => break,
-            slot = Arc::clone(&slots).acquire_owned() => slot,
-        };
-        let Ok(slot) = slot else { break };
+        // Accepted first, then given a slot: with every slot taken, a
+        // client that is actually waiting makes room by closing the oldest
+        // connection that has not sent a whole request (see `Conns`), so
+        // clients that hold connections open without finishing a request
+        // cannot keep everyone else out.
         let accepted = tokio::select! {
             () = &mut stop => break,
             accepted = listener.accept() => accepted,
@@ -286,14 +287,38 @@ pub async fn serve_router(
         if std::mem::take(&mut starved) {
             tracing::info!("accepting {label} connections again");
         }
+        let slot = match Arc::clone(&slots).try_acquire_owned() {
+            Ok(slot) => slot,
+            Err(tokio::sync::TryAcquireError::Closed) => break,
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                if conns.shed_one() {
+                    tracing::debug!(
+                        "every {label} slot is taken: closed the oldest connection without a whole request"
+                    );
+                }
+                let slot = tokio::select! {
+                    () = &mut stop => break,
+                    slot = Arc::clone(&slots).acquire_owned() => slot,
+                };
+                let Ok(slot) = slot else { break };
+                slot
+            }
+        };
         let activity = Activity::new();
         let io = TokioIo::new(Tracked {
             inner: stream,
             activity: activity.clone(),
         });
-        let connection = graceful.watch(http.serve_connection(io, service.clone()));
+        let conn = conns.add();
+        let staged = Staged {
+            inner: service.clone(),
+            conn: Arc::clone(&conn),
+        };
+        let connection = graceful.watch(http.serve_connection(io, staged));
+        let conns = Arc::clone(&conns);
         tokio::spawn(async move {
-            drive(connection, &activity, limits.idle_timeout).await;
+            drive(connection, &activity, limits.idle_timeout, &conn).await;
+            conns.remove(&conn);
             drop(slot);
         });
     }
@@ -411,8 +436,9 @@ pub fn stop_signal() -> std::io::Result<impl Future<Output = ()>> {
     })
 }
 
-/// Drive one connection until it ends or moves no byte for `idle`.
-async fn drive<F, E>(connection: F, activity: &Activity, idle: Duration)
+/// Drive one connection until it ends, moves no byte for `idle`, or is
+/// closed to make room ([`Conns::shed_one`]).
+async fn drive<F, E>(connection: F, activity: &Activity, idle: Duration, conn: &Conn)
 where
     F: Future<Output = Result<(), E>>,
     E: std::fmt::Display,
@@ -427,6 +453,10 @@ where
                 }
                 return;
             }
+            () = conn.close.notified() => {
+                tracing::debug!("closed a connection without a whole request to make room");
+                return;
+            }
             () = tokio::time::sleep_until(deadline) => {
                 if activity.last() + idle <= Instant::now() {
                     tracing::debug!(idle_s = idle.as_secs(), "closed an idle admin connection");
@@ -434,6 +464,143 @@ where
                 }
             }
         }
+    }
+}
+
+/// A connection's stage: waiting for a request head (new, or idle between
+/// keep-alive requests).
+const WAITING: u8 = 0;
+/// A request head arrived; its body has not been read to its end.
+const RECEIVING: u8 = 1;
+/// A whole request arrived and is being answered.
+const HANDLING: u8 = 2;
+
+/// One connection being served, as [`Conns`] sees it.
+#[derive(Debug)]
+struct Conn {
+    /// Accepted order: lower is older.
+    id: u64,
+    /// [`WAITING`], [`RECEIVING`] or [`HANDLING`].
+    stage: AtomicU8,
+    /// Set once it was chosen to close, so it is chosen once.
+    closing: AtomicBool,
+    /// Wakes the task driving it, to close it.
+    close: tokio::sync::Notify,
+}
+
+/// The connections being served. When every slot is taken and another
+/// client is waiting, the oldest connection that is not answering a whole
+/// request is closed to make room: a client that opens connections and
+/// never finishes a request head (or trickles a body) loses its oldest
+/// connection to each newcomer, so it cannot hold every slot, while a
+/// request being answered is never cut.
+#[derive(Debug, Default)]
+struct Conns {
+    next: AtomicU64,
+    /// Oldest first.
+    live: Mutex<Vec<Arc<Conn>>>,
+}
+
+impl Conns {
+    fn add(&self) -> Arc<Conn> {
+        let conn = Arc::new(Conn {
+            id: self.next.fetch_add(1, Ordering::Relaxed),
+            stage: AtomicU8::new(WAITING),
+            closing: AtomicBool::new(false),
+            close: tokio::sync::Notify::new(),
+        });
+        if let Ok(mut live) = self.live.lock() {
+            live.push(Arc::clone(&conn));
+        }
+        conn
+    }
+
+    fn remove(&self, conn: &Conn) {
+        if let Ok(mut live) = self.live.lock() {
+            live.retain(|c| c.id != conn.id);
+        }
+    }
+
+    /// Close the oldest connection without a whole request; `false` when
+    /// every one is answering one (then the newcomer waits for a slot).
+    fn shed_one(&self) -> bool {
+        let Ok(live) = self.live.lock() else {
+            return false;
+        };
+        let oldest = live.iter().find(|c| {
+            c.stage.load(Ordering::Relaxed) != HANDLING && !c.closing.load(Ordering::Relaxed)
+        });
+        match oldest {
+            Some(conn) => {
+                conn.closing.store(true, Ordering::Relaxed);
+                // Kept if the task is not waiting yet: it closes at once.
+                conn.close.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// The router, recording each connection's stage as its requests arrive
+/// and are answered (see [`Conns`]).
+#[derive(Clone)]
+struct Staged {
+    inner: TowerToHyperService<Router>,
+    conn: Arc<Conn>,
+}
+
+impl hyper::service::Service<hyper::Request<hyper::body::Incoming>> for Staged {
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response, std::convert::Infallible>> + Send>>;
+
+    fn call(&self, request: hyper::Request<hyper::body::Incoming>) -> Self::Future {
+        self.conn.stage.store(RECEIVING, Ordering::Relaxed);
+        let conn = Arc::clone(&self.conn);
+        let request = request.map(|body| {
+            axum::body::Body::new(StagedBody {
+                inner: body,
+                conn: Arc::clone(&conn),
+            })
+        });
+        let answer = hyper::service::Service::call(&self.inner, request);
+        Box::pin(async move {
+            let answer = answer.await;
+            conn.stage.store(WAITING, Ordering::Relaxed);
+            answer
+        })
+    }
+}
+
+/// A request body that moves its connection to [`HANDLING`] once it has
+/// been read to its end.
+struct StagedBody {
+    inner: hyper::body::Incoming,
+    conn: Arc<Conn>,
+}
+
+impl hyper::body::Body for StagedBody {
+    type Data = hyper::body::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.conn.stage.store(HANDLING, Ordering::Relaxed);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -822,6 +989,25 @@ pub(crate) async fn blocking<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn room_is_made_by_the_oldest_connection_without_a_whole_request() {
+        let conns = Conns::default();
+        let [a, b, c] = [conns.add(), conns.add(), conns.add()];
+        a.stage.store(HANDLING, Ordering::Relaxed);
+        b.stage.store(RECEIVING, Ordering::Relaxed);
+        // `a` is answering: `b` goes first, then `c`, each once.
+        assert!(conns.shed_one());
+        assert!(b.closing.load(Ordering::Relaxed) && !a.closing.load(Ordering::Relaxed));
+        assert!(conns.shed_one());
+        assert!(c.closing.load(Ordering::Relaxed));
+        assert!(!conns.shed_one(), "a request being answered is never cut");
+        conns.remove(&b);
+        conns.remove(&c);
+        a.stage.store(WAITING, Ordering::Relaxed);
+        assert!(conns.shed_one());
+        assert!(a.closing.load(Ordering::Relaxed));
+    }
 
     #[test]
     fn hosts_are_the_bound_address_and_localhost_only_for_loopback() {

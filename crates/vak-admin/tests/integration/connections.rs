@@ -368,3 +368,56 @@ fn a_stop_lets_a_request_in_flight_finish() {
     let result = thread.join().expect("server thread");
     assert!(result.is_ok(), "{result:?}");
 }
+
+#[test]
+fn clients_that_never_finish_a_request_cannot_keep_a_real_one_out() {
+    use std::io::Write as _;
+    // Few slots and a long header timeout: only making room can serve the
+    // real request in time.
+    let limits = Limits {
+        max_connections: 8,
+        header_read_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(30),
+        body_read_timeout: Duration::from_secs(30),
+        ..quick()
+    };
+    let (env, server) = Env::with(None, limits);
+    let mut slow = Vec::new();
+    for i in 0..24 {
+        let mut stream = TcpStream::connect(env.addr).expect("connect");
+        // Half a request head, or a whole head and a body that trickles.
+        let sent = if i % 2 == 0 {
+            "GET /api/layers?scope=project HTTP/1.1\r\nHost: x\r\n".to_owned()
+        } else {
+            format!(
+                "PUT /api/layers/identity?scope=project HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{\"te",
+                env.host(),
+                env.token
+            )
+        };
+        stream.write_all(sent.as_bytes()).expect("write");
+        slow.push(stream);
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let started = Instant::now();
+    let layers = env.get("/api/layers?scope=project").expect_ok();
+    assert_eq!(layers["scope"], "project");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "served only after {:?}",
+        started.elapsed()
+    );
+    // The oldest slow connections were closed to make room.
+    let first = &mut slow[0];
+    first
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    let mut buf = [0u8; 64];
+    let read = first.read(&mut buf);
+    assert!(
+        matches!(read, Ok(0))
+            || read.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the oldest slow connection is still open"
+    );
+    assert!(!server.is_finished(), "the server stopped");
+}
