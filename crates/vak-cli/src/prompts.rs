@@ -124,6 +124,9 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let s = core.selectors();
     let mut out = String::new();
     let trust = match resolved.trust {
+        // The home is never a project (DECISIONS §15): there is nothing to
+        // trust, and "untrusted" would suggest there were.
+        _ if core.project_is_home() => "the vak home: no project, the shared layers only",
         Trust::Trusted => "trusted",
         Trust::Untrusted => "untrusted",
     };

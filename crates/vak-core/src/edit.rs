@@ -114,7 +114,7 @@ pub enum EditError {
     /// A project-scope save or reset for a directory inside the vak home,
     /// which is never a project.
     #[error(
-        "refusing to change `{}`: `{}` is inside the vak home, and the home is never a project; use --scope shared, or run from the project",
+        "refusing to change `{}`: `{}` is the vak home or inside it, and the home is never a project; use --scope shared, or run from the project",
         Escaped(.path.as_str()),
         Escaped(.project.as_str())
     )]
@@ -488,7 +488,7 @@ pub fn lints_of_text(block: Block, text: &str) -> Vec<String> {
                 {
                     continue;
                 }
-                out.push(format!("`{block}`: {lint}"));
+                out.push(format!("`{block}`: {}", lint.worded_for(block)));
             }
         }
         _ => {}
@@ -869,7 +869,7 @@ impl Core {
         };
         // Inside the home there is no project (DECISIONS §15): a file saved
         // there would never be read as one.
-        if project != home && project.starts_with(&home) {
+        if project.starts_with(&home) {
             return Err(EditError::ProjectInHome {
                 path: path.to_owned(),
                 project: selectors.project.clone(),

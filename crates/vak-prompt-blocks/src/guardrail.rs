@@ -83,6 +83,26 @@ impl std::fmt::Display for GuardrailLint {
     }
 }
 
+impl GuardrailLint {
+    /// The lint worded for `block`: a surface note is composed as guardrails
+    /// are (line by line, duplicates dropped), but it is not a list of
+    /// guardrails, and the sentence should not say it is.
+    pub fn worded_for(&self, block: crate::Block) -> String {
+        match (block, self) {
+            (crate::Block::SurfaceNote, GuardrailLint::HeadingKept { line }) => format!(
+                "line {line}: a heading is kept as text of the note; it cannot start a section of the prompt"
+            ),
+            (crate::Block::SurfaceNote, GuardrailLint::Duplicate { line, text }) => {
+                format!("line {line}: duplicate line `{text}` is dropped")
+            }
+            (crate::Block::SurfaceNote, GuardrailLint::ProseBeforeFirstBullet { line }) => {
+                format!("line {line}: text before the first bullet is kept as one line")
+            }
+            _ => self.to_string(),
+        }
+    }
+}
+
 /// The guardrails found in one text, in order, with lints.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ParsedGuardrails {
@@ -470,6 +490,17 @@ impl GuardrailList {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_surface_notes_lints_do_not_call_it_guardrails() {
+        let lints = parse_guardrails("## A heading\n- x\n- x\n").lints;
+        assert!(!lints.is_empty());
+        for lint in &lints {
+            let worded = lint.worded_for(crate::Block::SurfaceNote);
+            assert!(!worded.contains("guardrail"), "{worded}");
+            assert_eq!(lint.worded_for(crate::Block::Guardrails), lint.to_string());
+        }
+    }
     use proptest::prelude::*;
 
     fn texts(parsed: &ParsedGuardrails) -> Vec<&str> {

@@ -299,7 +299,11 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             {
                 continue;
             }
-            warnings.push(format!("`{block}` in {}: {lint}", contributor.provenance));
+            warnings.push(format!(
+                "`{block}` in {}: {}",
+                contributor.provenance,
+                lint.worded_for(block)
+            ));
         }
     }
     list.into_rendered()

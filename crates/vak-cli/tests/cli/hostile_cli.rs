@@ -492,6 +492,28 @@ fn run_from_inside_the_home_the_shared_layer_is_applied_not_demoted() {
         .collect();
     assert!(layers.iter().any(|l| l == "shared"), "{layers:?}");
     assert!(!layers.iter().any(|l| l == "project"), "{layers:?}");
+    // No project to trust, and a project-scope save says why it is refused.
+    let out = env
+        .command(&["prompts", "explain"])
+        .current_dir(env.home())
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).lines().next().unwrap().contains("no project"),
+        "{}",
+        stdout(&out)
+    );
+    let out = env
+        .command(&["prompts", "set", "--scope", "project", "guardrails", "-"])
+        .current_dir(env.home())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the home is never a project") && !stderr(&out).contains("symlink"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]
