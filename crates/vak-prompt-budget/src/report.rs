@@ -66,23 +66,35 @@ pub struct LayerTokens {
 
 impl LayerTokens {
     /// Whether a user or operator wrote this layer (not the shipped seed,
-    /// not text the runtime derives). Only these are named in a refusal,
-    /// because only these can be shortened by the person reading it.
+    /// not text the runtime makes up itself). Only these are named in a
+    /// refusal, because only these can be shortened by the person reading
+    /// it. The skills and MCP inventories are derived, but from files in
+    /// the home or the project (each `SKILL.md`, the `[mcp]` config): a
+    /// clone's thousand skills are its own to shorten, and a refusal that
+    /// left them out would send the user to the wrong file.
     pub fn is_user_owned(&self) -> bool {
-        !matches!(self.layer, PromptLayer::Seed | PromptLayer::Runtime)
-            && !matches!(self.origin, Origin::BuiltIn | Origin::Runtime)
+        self.layer != PromptLayer::Seed && !matches!(self.origin, Origin::BuiltIn | Origin::Runtime)
     }
 }
 
 impl fmt::Display for LayerTokens {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} layer ({}): {} tokens",
-            self.layer,
-            self.origin.wire_name(),
-            self.tokens
-        )?;
+        if self.layer == PromptLayer::Runtime {
+            write!(
+                f,
+                "skills and MCP servers from the {}: {} tokens",
+                self.origin.wire_name(),
+                self.tokens
+            )?;
+        } else {
+            write!(
+                f,
+                "{} layer ({}): {} tokens",
+                self.layer,
+                self.origin.wire_name(),
+                self.tokens
+            )?;
+        }
         for (index, s) in self.sources.iter().enumerate() {
             f.write_str(if index == 0 { " — " } else { ", " })?;
             match s.source() {

@@ -540,6 +540,16 @@ fn a_clone_with_thousands_of_skills_gets_the_first_256_and_a_warning() {
         "{}",
         stderr(&out)
     );
+    // Back under the default cap, a check names the project's skills as
+    // what to shorten, not only the layers of text.
+    env.write_home(".vak/config.toml", "");
+    let out = env.vak(&["prompts", "check"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("skills and MCP servers from the project"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 /// No line of `text` but the first starts as vak's own messages do, and no
