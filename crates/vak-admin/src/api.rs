@@ -245,9 +245,11 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
         EditError::History(ref history) if history.is_not_kept() => {
             AdminError::NotFound(error.to_string())
         }
-        EditError::History(HistoryError::BadDigest(_) | HistoryError::NotAVersion { .. }) => {
-            AdminError::BadRequest(error.to_string())
+        // Not a version of this file: as a version never kept, nothing there.
+        EditError::History(HistoryError::NotAVersion { .. }) => {
+            AdminError::NotFound(error.to_string())
         }
+        EditError::History(HistoryError::BadDigest(_)) => AdminError::BadRequest(error.to_string()),
         EditError::History(_) => AdminError::Internal(error.to_string()),
     }
 }
@@ -820,9 +822,8 @@ mod tests {
 /// The history's refusals as HTTP answers.
 pub(crate) fn history_error(error: HistoryError) -> AdminError {
     match error {
-        HistoryError::BadDigest(_) | HistoryError::NotAVersion { .. } => {
-            AdminError::BadRequest(error.to_string())
-        }
+        HistoryError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
+        HistoryError::NotAVersion { .. } => AdminError::NotFound(error.to_string()),
         ref not_kept if not_kept.is_not_kept() => AdminError::NotFound(error.to_string()),
         other => AdminError::Internal(other.to_string()),
     }

@@ -216,6 +216,7 @@ pub fn known_digests(records: &[VersionRecord]) -> Vec<&str> {
 ///
 /// # Errors
 ///
+/// [`HistoryError::BadDigest`] for anything but a sha256,
 /// [`HistoryError::NotAVersion`], else as [`version_text`].
 pub fn revert_text(
     history: &dyn History,
@@ -223,6 +224,9 @@ pub fn revert_text(
     target: &str,
     to: &str,
 ) -> Result<String, HistoryError> {
+    if !is_digest(to) {
+        return Err(HistoryError::BadDigest(to.to_owned()));
+    }
     if !known_digests(records).contains(&to) {
         return Err(HistoryError::NotAVersion {
             digest: to.to_owned(),

@@ -66,7 +66,8 @@ pub enum HistoryError {
     /// A revert to a text that is not a version of the file or key being
     /// reverted (another block's text, or one never recorded for it).
     #[error(
-        "{digest} is not a version of `{}`: a revert goes back to a text its own log records; see `vak prompts log`",
+        "{} is not a version of `{}`: a revert goes back to a text its own log records; see `vak prompts log`",
+        Escaped(.digest),
         Escaped(.target)
     )]
     NotAVersion {
