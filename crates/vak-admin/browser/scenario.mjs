@@ -276,6 +276,7 @@ try {
   const preview = await page.locator('#trust-note .trust-preview').innerText();
   check(preview.includes('identity would be replaced'), 'the trust preview shows the identity trusting would apply');
   check(preview.includes('tokens (cap'), 'the trust preview shows the prefix tokens before and after against the cap');
+  check(/Elsewhere, agent-instructions would be \w+ \(on the chain for [^)]*agent `reviewer`/.test(preview), 'the trust preview shows what trusting changes on other chains (a role)');
   check(fs.readFileSync(path.join(home, '.vak', 'trust.toml'), 'utf8') === trustBefore, 'the preview wrote nothing to the trust store');
   await copyIsClean('#/prompts with the trust preview');
   await snap('trust-preview-untrusted');

@@ -948,6 +948,8 @@ pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, A
     Ok(Json(json!({
         "trusted": trusted,
         "blocks": preview.blocks,
+        "elsewhere": preview.elsewhere,
+        "not_budgeted": budget.left_out.note(),
         "tokens": {
             "before": budget.before.report.prefix_tokens,
             "after": budget.after.report.prefix_tokens,
