@@ -55,7 +55,7 @@ pub(crate) struct HistoryTargetArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) bot: Option<String>,
     /// The gateway chat (--scope chat).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", allow_negative_numbers = true)]
     pub(crate) chat: Option<String>,
     #[command(flatten)]
     pub(crate) home: HomeArg,

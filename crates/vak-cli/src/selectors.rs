@@ -77,7 +77,7 @@ pub(crate) struct SelectorArgs {
     #[arg(long, value_name = "ID")]
     pub(crate) bot: Option<String>,
     /// A gateway chat id under the bot (selects its allowlist.json entry).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true)]
     pub(crate) chat: Option<String>,
     /// A worker role (selects agents/ROLE/).
     #[arg(long, value_name = "ROLE")]

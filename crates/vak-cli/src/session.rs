@@ -160,8 +160,8 @@ pub(crate) struct DeliverArgs {
     /// The bot id.
     #[arg(long, value_name = "ID")]
     pub(crate) bot: String,
-    /// The chat id.
-    #[arg(long, value_name = "ID")]
+    /// The chat id (a negative number, as a Telegram group's, is one).
+    #[arg(long, value_name = "ID", allow_negative_numbers = true)]
     pub(crate) chat: String,
     /// The inbound message.
     #[arg(long, value_name = "TEXT")]

@@ -6,8 +6,9 @@ pub enum BlocksError {
     /// A role, surface, bot, chat or session name contains characters that
     /// could escape a directory or confuse a path.
     #[error(
-        "{kind} name `{}` is not allowed: use 1 to 64 letters, digits, `-` or `_`, not starting with `-`",
-        crate::Escaped(.name)
+        "{kind} name `{}` is not allowed: use 1 to 64 letters, digits, `-` or `_`, not starting with `-`{}",
+        crate::Escaped(.name),
+        if *.kind == "chat" { " unless it is a negative number (a group's id, as Telegram gives it: `-100123`)" } else { "" }
     )]
     InvalidName {
         /// What the name was meant to be (role, surface, …).

@@ -35,9 +35,16 @@ pub struct Name(String);
 impl Name {
     /// Validate `raw` as a name of `kind`.
     pub fn new(kind: NameKind, raw: &str) -> Result<Self, BlocksError> {
+        // A leading `-` could read as an option to whatever is handed the
+        // name; a chat may still be a negative number, as chat platforms
+        // number their groups (Telegram: `-100123`), which no tool reads as
+        // a word of options.
+        let negative_number = kind == NameKind::Chat
+            && raw.len() > 1
+            && raw.bytes().skip(1).all(|b| b.is_ascii_digit());
         let ok = !raw.is_empty()
             && raw.len() <= 64
-            && !raw.starts_with('-')
+            && (!raw.starts_with('-') || negative_number)
             && raw
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
@@ -97,6 +104,21 @@ mod tests {
         for good in ["reviewer", "bot_1", "01J9Z", "a-b"] {
             assert!(Name::new(NameKind::Role, good).is_ok());
         }
+    }
+
+    #[test]
+    fn a_chat_may_be_a_negative_number_and_nothing_else_may_start_with_a_dash() {
+        assert!(Name::new(NameKind::Chat, "-100123").is_ok());
+        for bad in ["-", "-rf", "-1a", "--1", "-1-2", "-1_"] {
+            assert!(Name::new(NameKind::Chat, bad).is_err(), "{bad:?}");
+        }
+        for kind in [NameKind::Role, NameKind::Bot, NameKind::Session] {
+            assert!(Name::new(kind, "-100123").is_err());
+        }
+        let error = Name::new(NameKind::Chat, "-x").unwrap_err().to_string();
+        assert!(error.contains("negative number"), "{error}");
+        let error = Name::new(NameKind::Bot, "-x").unwrap_err().to_string();
+        assert!(!error.contains("negative number"), "{error}");
     }
 
     proptest! {

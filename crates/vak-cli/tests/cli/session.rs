@@ -753,3 +753,30 @@ fn a_rotated_chat_session_diffs_to_the_text_that_changed() {
     assert!(out.contains("+- Never deploy RRRR on a Friday."), "{out}");
     assert!(!out.contains("text not kept"), "{out}");
 }
+
+#[test]
+fn a_chat_whose_id_is_a_negative_number_is_delivered_to() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    env.write_home(
+        ".vak/gateway/allowlist.json",
+        r#"{"helpdesk": {"-100123": {"prompts": {"guardrails": "- group rule"}}}}"#,
+    );
+    let json = env.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "-100123", "--text", "hi",
+    ]);
+    assert_eq!(json["outcome"], "created", "{json}");
+    let out = env.vak(&["prompts", "show", "--bot", "helpdesk", "--chat", "-100123"]);
+    assert!(stdout(&out).contains("group rule"), "{}", stdout(&out));
+    // Anything else starting with `-` is still no name.
+    let out = env.vak(&[
+        "gateway",
+        "deliver",
+        "--bot",
+        "helpdesk",
+        "--chat=-rf",
+        "--text",
+        "hi",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
