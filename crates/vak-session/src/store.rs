@@ -379,8 +379,11 @@ impl Store for FileStore {
         // for the moment the binding moves, so other chats run meanwhile.
         let _chat = self.bindings.lock_chat(bot, chat)?;
         // The signature does not cover the URL, so the same signed request
-        // may race to another chat: the signature's own lock orders those.
-        let replay = claim.map(|claim| self.hold_claim(claim)).transpose()?;
+        // may race to another chat: the signature's own lock orders those,
+        // and its marker names the chat it was delivered to.
+        let replay = claim
+            .map(|claim| self.hold_claim(claim, bot, chat))
+            .transpose()?;
         // Every turn records the delivery it came with, so one that
         // committed before a crash kept its marker from being written is
         // still found, in the session it was bound to, and refused.
@@ -395,7 +398,8 @@ impl Store for FileStore {
             Some(id) => match self.sessions.read(&id) {
                 Ok(ledger) if committed_before(&ledger) => {
                     if let (Some(replay), Some(claim)) = (replay, claim) {
-                        replay.mark(claim)?;
+                        replay.mark()?;
+                        replay.finish(claim);
                     }
                     return Err(SessionError::Replayed);
                 }
@@ -407,6 +411,12 @@ impl Store for FileStore {
         let Some(planned) = plan(&bound) else {
             return Ok(None);
         };
+        // Durable before anything of the delivery is: a crash after its turn
+        // then always leaves the marker naming this chat, so a replay of the
+        // request to another chat is refused whatever the crash lost.
+        if let Some(replay) = &replay {
+            replay.mark()?;
+        }
         let session = match planned {
             ChatPlan::Continue { mut turn } => {
                 let Bound::Live(ledger) = &bound else {
@@ -468,7 +478,7 @@ impl Store for FileStore {
                 guard.commit()?;
                 if replayed {
                     if let (Some(replay), Some(claim)) = (replay, claim) {
-                        replay.mark(claim)?;
+                        replay.finish(claim);
                     }
                     return Err(SessionError::Replayed);
                 }
@@ -477,34 +487,48 @@ impl Store for FileStore {
                 id
             }
         };
-        // After the commit, never before: a marker written first would
-        // refuse the sender's retry of a delivery that then failed (the
-        // message lost). A crash between the commit and this marker leaves
-        // the turn in the ledger, carrying its delivery's digest: the
-        // retry finds it there (above) and is refused as a replay, and the
-        // marker written then. A turn is recorded once, acknowledged or
-        // not.
+        // The marker was written before the delivery, naming this chat; it
+        // does not refuse the sender's retry of a delivery that then failed
+        // or was killed: that retry, to the same chat, is decided by the
+        // chat's ledger (above), where a committed turn carries its
+        // delivery's digest. A turn is recorded once, acknowledged or not.
         if let (Some(replay), Some(claim)) = (replay, claim) {
-            replay.mark(claim)?;
+            replay.finish(claim);
         }
         Ok(Some(Committed { session }))
     }
 }
 
 /// A request signature's lock (`gateway/replay/<sha256>.lock`, `flock`, so
-/// across processes), held from the check of its marker to the marker's
-/// write; the marker (`gateway/replay/<sha256>`) exists once a delivery
-/// carrying the signature has committed.
+/// across processes), held for the whole delivery; the marker
+/// (`gateway/replay/<sha256>`) is written, naming the bot and chat, before
+/// anything of the delivery is, and refuses the signature for every other
+/// chat from then on. For its own chat it refuses nothing by itself: the
+/// chat's ledger says whether the delivery committed.
 struct ReplayHold {
     _lock: std::fs::File,
     dir: Utf8PathBuf,
     marker: Utf8PathBuf,
+    /// What the marker says: `<bot>/<chat>`.
+    chat_key: String,
+    /// Whether the marker is there already (for this chat).
+    marked: bool,
 }
+
+/// The most a marker holds: `<bot>/<chat>` and a newline.
+const MAX_MARKER_BYTES: u64 = 256;
 
 impl FileStore {
     /// Take `claim`'s lock and refuse it as [`SessionError::Replayed`] when
-    /// a committed delivery already wrote its marker.
-    fn hold_claim(&self, claim: &Claim<'_>) -> Result<ReplayHold, SessionError> {
+    /// its marker names another chat (or is a marker from before markers
+    /// named one: that delivery committed).
+    fn hold_claim(
+        &self,
+        claim: &Claim<'_>,
+        bot: &Name,
+        chat: &Name,
+    ) -> Result<ReplayHold, SessionError> {
+        use std::io::Read as _;
         let dir = self.home.join(".vak").join("gateway").join("replay");
         crate::jsonl::ensure_dir(&dir)?;
         let name = claim.digest();
@@ -519,36 +543,63 @@ impl FileStore {
         lock.lock()
             .map_err(|e| SessionError::io("lock", lock_path.clone(), e))?;
         let marker = dir.join(name);
-        if crate::file::is_present(&marker) {
-            return Err(SessionError::Replayed);
-        }
+        let chat_key = format!("{bot}/{chat}");
+        let marked =
+            match crate::file::open_optional(&marker, std::fs::OpenOptions::new().read(true)) {
+                Ok(None) => false,
+                Ok(Some(file)) => {
+                    let mut said = String::new();
+                    // Not UTF-8, too long or unreadable: not this chat's.
+                    let _ = file.take(MAX_MARKER_BYTES).read_to_string(&mut said);
+                    if said.trim_end() != chat_key {
+                        return Err(SessionError::Replayed);
+                    }
+                    true
+                }
+                // A marker that cannot be opened (a FIFO, a symlink) is no
+                // proof the request is new.
+                Err(_) => return Err(SessionError::Replayed),
+            };
         Ok(ReplayHold {
             _lock: lock,
             dir,
             marker,
+            chat_key,
+            marked,
         })
     }
 }
 
 impl ReplayHold {
-    /// Write the marker durably (file and directory fsynced), then release
-    /// the lock; every 256th marker of this process prunes old ones.
-    fn mark(self, claim: &Claim<'_>) -> Result<(), SessionError> {
+    /// Write the marker durably (file and directory fsynced) unless it is
+    /// there already.
+    fn mark(&self) -> Result<(), SessionError> {
+        use std::io::Write as _;
+        if self.marked {
+            return Ok(());
+        }
         match crate::file::open_optional(
             &self.marker,
             std::fs::OpenOptions::new().write(true).create_new(true),
         ) {
-            Ok(Some(file)) => file
-                .sync_all()
-                .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?,
+            Ok(Some(mut file)) => {
+                file.write_all(format!("{}\n", self.chat_key).as_bytes())
+                    .map_err(|e| SessionError::io("write", self.marker.clone(), e))?;
+                file.sync_all()
+                    .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?;
+            }
             Ok(None) => {}
-            // Under the signature's lock only a marker from before an
-            // upgrade or a hand copy can be there: the claim holds either way.
+            // Under the signature's lock only a hand copy can be there.
             Err(SessionError::Io { source, .. })
                 if source.kind() == std::io::ErrorKind::AlreadyExists => {}
             Err(error) => return Err(error),
         }
-        crate::jsonl::sync_dir(&self.dir)?;
+        crate::jsonl::sync_dir(&self.dir)
+    }
+
+    /// Release the lock; every 256th claim of this process prunes old
+    /// markers.
+    fn finish(self, claim: &Claim<'_>) {
         if CLAIMS
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .is_multiple_of(256)
@@ -557,7 +608,6 @@ impl ReplayHold {
             // before any delivery, so nobody waits on them.
             prune(&self.dir, claim.at, claim.window_secs);
         }
-        Ok(())
     }
 }
 

@@ -576,3 +576,55 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
     assert_eq!(cache.counts(), (2, 2));
     assert!(cache.is_watching());
 }
+
+/// The file store writes a signature's marker, naming the chat, before
+/// anything of the delivery. A delivery killed after it and before its
+/// turn: the sender's retry to that chat is recorded, once; the same
+/// request sent to another chat is a replay, crash or no crash.
+#[test]
+fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_else() {
+    let env = Env::new(Backend::File).unwrap();
+    env.allow("helpdesk", &["43".to_owned()]);
+    let store = env.store();
+    let claim = Claim {
+        key: "v1=killed",
+        at: 1_000,
+        window_secs: 300,
+    };
+    let marker = env.home.join(".vak/gateway/replay").join(claim.digest());
+    // What the kill leaves: the marker, and nothing else.
+    std::fs::create_dir_all(marker.parent().unwrap()).unwrap();
+    std::fs::write(&marker, "helpdesk/42\n").unwrap();
+    let other = deliver_signed(&env, &*store, "43", "one", &claim).unwrap_err();
+    assert!(
+        matches!(other, LifecycleError::Store(SessionError::Replayed)),
+        "{other}"
+    );
+    let retried = deliver_signed(&env, &*store, "42", "one", &claim).expect("the retry");
+    assert_eq!(retried.outcome, DeliveryOutcome::Created);
+    for chat in ["42", "43"] {
+        let again = deliver_signed(&env, &*store, chat, "one", &claim).unwrap_err();
+        assert!(
+            matches!(again, LifecycleError::Store(SessionError::Replayed)),
+            "{chat}: {again}"
+        );
+    }
+    assert_eq!(store.read(&retried.session).unwrap().turns().count(), 1);
+    assert_eq!(store.bindings().unwrap().len(), 1, "nothing for chat 43");
+    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "helpdesk/42\n");
+
+    // A marker an older build wrote (empty) is a delivery that committed,
+    // to whichever chat.
+    let old = Claim {
+        key: "v1=old-build",
+        ..claim
+    };
+    std::fs::write(env.home.join(".vak/gateway/replay").join(old.digest()), "").unwrap();
+    for chat in ["42", "43"] {
+        let refused = deliver_signed(&env, &*store, chat, "two", &old).unwrap_err();
+        assert!(
+            matches!(refused, LifecycleError::Store(SessionError::Replayed)),
+            "{chat}: {refused}"
+        );
+    }
+}
