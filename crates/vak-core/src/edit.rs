@@ -1110,16 +1110,16 @@ pub fn roles_with_dirs(selectors: &Selectors) -> (Vec<Name>, usize) {
             continue;
         };
         for entry in entries.flatten().take(4096) {
-            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            // Followed: a role directory that is a symlink staying inside
+            // its root is read by the loader like any other, so it is
+            // budgeted and previewed like any other.
+            let is_dir = std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
             if let (true, Some(name)) = (is_dir, entry.file_name().to_str())
                 && let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name)
             {
-                // Not followed: a link is refused by the loader anyway.
                 let bytes = Block::EDITABLE
                     .iter()
-                    .filter_map(|b| {
-                        std::fs::symlink_metadata(dir.join(name).join(b.file_name()?)).ok()
-                    })
+                    .filter_map(|b| std::fs::metadata(dir.join(name).join(b.file_name()?)).ok())
                     .filter(std::fs::Metadata::is_file)
                     .map(|m| m.len())
                     .sum();

@@ -13,36 +13,82 @@ use std::fmt;
 /// Whether `c` may never appear in a prompt prefix (DECISIONS §11): C0
 /// controls other than tab and newline, DEL, C1 controls (NEL among them),
 /// the line and paragraph separators, bidi embedding/override/isolate
-/// controls, zero-width characters and the BOM, and Unicode tag characters.
+/// controls and marks (LRM, RLM, ALM), zero-width characters and the BOM,
+/// the other characters that show nothing (soft hyphen, combining grapheme
+/// joiner, invisible operators, deprecated format characters, Hangul,
+/// Khmer and Mongolian fillers and separators, interlinear annotation,
+/// musical format characters), Unicode tag characters and the
+/// supplementary variation selectors. Each is a way to put text in a
+/// prompt that a person reviewing it cannot see. The variation selectors
+/// U+FE00–FE0F are judged by where they stand ([`next_forbidden`]): after
+/// an emoji they are part of it.
 pub fn is_forbidden(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{8}'
         | '\u{b}'..='\u{1f}'
         | '\u{7f}'..='\u{9f}'
-        | '\u{2028}' | '\u{2029}'
-        | '\u{202a}'..='\u{202e}'
-        | '\u{2066}'..='\u{2069}'
-        | '\u{200b}'..='\u{200d}'
-        | '\u{2060}'
+        | '\u{ad}'
+        | '\u{34f}'
+        | '\u{61c}'
+        | '\u{115f}'..='\u{1160}'
+        | '\u{17b4}'..='\u{17b5}'
+        | '\u{180b}'..='\u{180f}'
+        | '\u{200b}'..='\u{200f}'
+        | '\u{2028}'..='\u{202e}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206f}'
+        | '\u{3164}'
         | '\u{feff}'
-        | '\u{e0000}'..='\u{e007f}')
+        | '\u{ffa0}'
+        | '\u{fff9}'..='\u{fffb}'
+        | '\u{1d173}'..='\u{1d17a}'
+        | '\u{e0000}'..='\u{e007f}'
+        | '\u{e0100}'..='\u{e01ef}')
 }
 
 /// [`is_forbidden`] as a table of inclusive code point ranges: what the
 /// byte scan's [`STARTS_FORBIDDEN`] is derived from. A test checks, for
 /// every `char`, that the table and the function agree.
-const FORBIDDEN_RANGES: [(u32, u32); 10] = [
+const FORBIDDEN_RANGES: [(u32, u32); 20] = [
     (0x0, 0x8),
     (0xb, 0x1f),
     (0x7f, 0x9f),
-    (0x2028, 0x2029),
-    (0x202a, 0x202e),
-    (0x2066, 0x2069),
-    (0x200b, 0x200d),
-    (0x2060, 0x2060),
+    (0xad, 0xad),
+    (0x34f, 0x34f),
+    (0x61c, 0x61c),
+    (0x115f, 0x1160),
+    (0x17b4, 0x17b5),
+    (0x180b, 0x180f),
+    (0x200b, 0x200f),
+    (0x2028, 0x202e),
+    (0x2060, 0x2064),
+    (0x2066, 0x206f),
+    (0x3164, 0x3164),
     (0xfeff, 0xfeff),
+    (0xffa0, 0xffa0),
+    (0xfff9, 0xfffb),
+    (0x1d173, 0x1d17a),
     (0xe0000, 0xe007f),
+    (0xe0100, 0xe01ef),
 ];
+
+/// A variation selector of the basic block (U+FE00–FE0F).
+fn is_variation_selector(c: char) -> bool {
+    matches!(c, '\u{fe00}'..='\u{fe0f}')
+}
+
+/// Whether a variation selector between `prev` and `next` shows nothing:
+/// at the start of a line, after another selector (a run of them is how a
+/// hidden message rides on one visible character), or after an ASCII
+/// character other than a keycap's base (`1`, `#` and `*` before U+20E3).
+fn stray_selector(prev: Option<char>, next: Option<char>) -> bool {
+    match prev {
+        None | Some('\n') => true,
+        Some(p) if is_variation_selector(p) => true,
+        Some(p) if p.is_ascii() => next != Some('\u{20e3}'),
+        Some(_) => false,
+    }
+}
 
 /// The first byte of `cp`'s UTF-8 encoding.
 const fn lead_byte(cp: u32) -> usize {
@@ -58,8 +104,9 @@ const fn lead_byte(cp: u32) -> usize {
 }
 
 /// Whether a byte can begin the UTF-8 encoding of a forbidden character:
-/// the ASCII ones themselves and four lead bytes (`C2`, `E2`, `EF`, `F3`).
-/// Continuation bytes never can, so a hit is always on a char boundary.
+/// the ASCII ones themselves and a few lead bytes. Continuation bytes never
+/// can, so a hit is always on a char boundary. (The variation selectors
+/// U+FE00–FE0F begin with `EF`, which U+FEFF already sets.)
 static STARTS_FORBIDDEN: [bool; 256] = {
     let mut table = [false; 256];
     let mut range = 0;
@@ -106,7 +153,12 @@ fn next_suspicious(bytes: &[u8], from: usize) -> Option<usize> {
 fn next_forbidden(text: &str, mut from: usize) -> Option<usize> {
     while let Some(at) = next_suspicious(text.as_bytes(), from) {
         let ch = text[at..].chars().next()?;
-        if is_forbidden(ch) {
+        let stray = || {
+            let prev = text[..at].chars().next_back();
+            let next = text[at + ch.len_utf8()..].chars().next();
+            stray_selector(prev, next)
+        };
+        if is_forbidden(ch) || (is_variation_selector(ch) && stray()) {
             return Some(at);
         }
         from = at + ch.len_utf8();
@@ -136,10 +188,6 @@ pub fn has_forbidden(text: &str) -> bool {
 /// itself: every forbidden character plus the invisible direction marks.
 pub fn is_unsafe_for_terminal(c: char) -> bool {
     is_forbidden(c)
-        || matches!(
-            c,
-            '\u{200e}' | '\u{200f}' | '\u{061c}' | '\u{2061}'..='\u{2064}'
-        )
 }
 
 /// Whether `c` is one a load turns into a line break rather than removing:
@@ -228,7 +276,11 @@ pub fn clean(text: &str) -> Cleaned<'_> {
             continue;
         }
         column += 1;
-        if !is_forbidden(ch) {
+        // A selector is judged by what it follows in the text kept, so the
+        // kept text is clean by the same rule.
+        let stray = is_variation_selector(ch)
+            && stray_selector(out.chars().next_back(), chars.peek().copied());
+        if !is_forbidden(ch) && !stray {
             out.push(ch);
             continue;
         }
@@ -352,8 +404,26 @@ mod tests {
 
     /// `clean` as it was before the byte scan: every character decoded and
     /// checked. The oracle the fast path is compared with.
+    /// The character rule with its context, char by char: the oracle the
+    /// byte scan is held to.
+    fn forbidden_by_chars(text: &str) -> Vec<bool> {
+        let chars: Vec<char> = text.chars().collect();
+        (0..chars.len())
+            .map(|i| {
+                let prev = i.checked_sub(1).map(|j| chars[j]);
+                is_forbidden(chars[i])
+                    || (is_variation_selector(chars[i])
+                        && stray_selector(prev, chars.get(i + 1).copied()))
+            })
+            .collect()
+    }
+
+    fn any_forbidden_by_chars(text: &str) -> bool {
+        forbidden_by_chars(text).into_iter().any(|f| f)
+    }
+
     fn clean_by_chars(text: &str) -> Cleaned<'_> {
-        if !text.chars().any(is_forbidden) {
+        if !any_forbidden_by_chars(text) {
             return Cleaned {
                 text: Cow::Borrowed(text),
                 first: None,
@@ -371,7 +441,9 @@ mod tests {
                 continue;
             }
             column += 1;
-            if !is_forbidden(ch) {
+            let stray = is_variation_selector(ch)
+                && stray_selector(out.chars().next_back(), chars.peek().copied());
+            if !is_forbidden(ch) && !stray {
                 out.push(ch);
                 continue;
             }
@@ -394,14 +466,14 @@ mod tests {
     /// `first_forbidden` as it was before the byte scan.
     fn first_forbidden_by_chars(text: &str) -> Option<ForbiddenChar> {
         let (mut line, mut column) = (1, 0);
-        for ch in text.chars() {
+        for (ch, forbidden) in text.chars().zip(forbidden_by_chars(text)) {
             if ch == '\n' {
                 line += 1;
                 column = 0;
                 continue;
             }
             column += 1;
-            if is_forbidden(ch) {
+            if forbidden {
                 return Some(ForbiddenChar { ch, line, column });
             }
         }
@@ -424,7 +496,62 @@ mod tests {
             }
         }
         let leads: Vec<usize> = (0x80..0x100).filter(|b| STARTS_FORBIDDEN[*b]).collect();
-        assert_eq!(leads, [0xc2, 0xe2, 0xef, 0xf3]);
+        assert_eq!(
+            leads,
+            [0xc2, 0xcd, 0xd8, 0xe1, 0xe2, 0xe3, 0xef, 0xf0, 0xf3]
+        );
+        // The selectors judged by place begin with a lead byte the table
+        // already sets.
+        for selector in ['\u{fe00}', '\u{fe0f}'] {
+            let mut utf8 = [0; 4];
+            let lead = selector.encode_utf8(&mut utf8).as_bytes()[0];
+            assert!(STARTS_FORBIDDEN[usize::from(lead)]);
+        }
+    }
+
+    #[test]
+    fn invisible_characters_and_stray_variation_selectors_are_forbidden() {
+        for hidden in [
+            '\u{ad}',
+            '\u{34f}',
+            '\u{61c}',
+            '\u{115f}',
+            '\u{180e}',
+            '\u{200e}',
+            '\u{200f}',
+            '\u{2061}',
+            '\u{206a}',
+            '\u{3164}',
+            '\u{ffa0}',
+            '\u{fff9}',
+            '\u{1d173}',
+            '\u{e0100}',
+            '\u{e01ef}',
+        ] {
+            let text = format!("- be careful{hidden}.\n");
+            assert!(first_forbidden(&text).is_some(), "{}", char_name(hidden));
+            assert!(!has_forbidden(&clean(&text).text), "{}", char_name(hidden));
+        }
+        // Emoji keep their selector; a keycap keeps its own.
+        for fine in [
+            "I \u{2764}\u{fe0f} tests",
+            "press 1\u{fe0f}\u{20e3}",
+            "\u{263a}\u{fe0e}",
+        ] {
+            assert_eq!(first_forbidden(fine), None, "{fine:?}");
+        }
+        // A hidden message carried by selectors after one visible character,
+        // or after a letter, or at a line's start.
+        let smuggled: String = std::iter::once('\u{2764}')
+            .chain((0..16).map(|b| char::from_u32(0xfe00 + b).unwrap()))
+            .collect();
+        for bad in [smuggled.as_str(), "a\u{fe0f}", "\u{fe0f}x", "ok\n\u{fe01}"] {
+            let found = first_forbidden(bad).unwrap_or_else(|| panic!("{bad:?}"));
+            assert!(is_variation_selector(found.ch));
+            let cleaned = clean(bad);
+            assert!(!has_forbidden(&cleaned.text), "{:?}", cleaned.text);
+        }
+        assert_eq!(clean(&smuggled).text, "\u{2764}\u{fe00}");
     }
 
     #[test]
@@ -451,7 +578,7 @@ mod tests {
         fn the_fast_clean_is_the_character_by_character_one(
             text in prop_oneof![
                 any::<String>(),
-                "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{a3}\u{200b}\u{2028}\u{202e}\u{2066}\u{feff}\u{fffd}\u{e0041}\u{e0100}é€]{0,80}",
+                "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{a3}\u{200b}\u{2028}\u{202e}\u{2066}\u{feff}\u{fffd}\u{e0041}\u{e0100}\u{fe0f}\u{fe00}\u{2764}\u{20e3}é€]{0,80}",
                 "[a-z \n]{0,70}[\r\u{0}\u{202e}\u{2028}é]{0,2}[a-z \n]{0,70}",
             ]
         ) {
@@ -464,9 +591,9 @@ mod tests {
 
         #[test]
         fn the_byte_scan_agrees_with_the_character_rule(
-            text in prop_oneof![any::<String>(), "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{200b}\u{2028}é]{0,40}"]
+            text in prop_oneof![any::<String>(), "[ -~\t\n\r\u{0}\u{7f}\u{85}\u{a0}\u{200b}\u{2028}é\u{fe0f}\u{2764}\u{20e3}]{0,40}"]
         ) {
-            prop_assert_eq!(has_forbidden(&text), text.chars().any(is_forbidden));
+            prop_assert_eq!(has_forbidden(&text), any_forbidden_by_chars(&text));
         }
 
         #[test]
@@ -481,9 +608,9 @@ mod tests {
         #[test]
         fn cleaned_text_holds_no_forbidden_character(text in any::<String>()) {
             let cleaned = clean(&text);
-            prop_assert!(!cleaned.text.chars().any(is_forbidden));
+            prop_assert!(!any_forbidden_by_chars(&cleaned.text));
             prop_assert_eq!(clean(&cleaned.text).text, cleaned.text.clone());
-            let only_crlf = !text.replace("\r\n", "\n").chars().any(is_forbidden);
+            let only_crlf = !any_forbidden_by_chars(&text.replace("\r\n", "\n"));
             prop_assert_eq!(cleaned.first.is_none(), only_crlf);
         }
     }

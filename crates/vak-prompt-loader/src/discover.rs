@@ -117,7 +117,10 @@ fn discover_with(
 
 /// The directories strictly below `root` down to `workdir` inclusive,
 /// widest first: the candidates for directory sub-layers. Empty when
-/// `workdir` is `root` or not inside it.
+/// `workdir` is `root` or not inside it. Cut off where [`directory_layers`]
+/// stops looking (a hidden directory, `node_modules`, `target`, or past
+/// [`MAX_DEPTH`]): a layer applies only where the preview and the budget,
+/// which enumerate layers with that walk, can see it.
 pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
     let Ok(rest) = workdir.strip_prefix(root) else {
         return Vec::new();
@@ -127,6 +130,9 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
     for component in rest.components() {
         match component {
             camino::Utf8Component::Normal(name) => {
+                if is_skipped_dir(name) || levels.len() >= MAX_DEPTH {
+                    break;
+                }
                 dir.push(name);
                 levels.push(dir.clone());
             }
@@ -135,6 +141,12 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
         }
     }
     levels
+}
+
+/// A directory that is never a project sub-layer, nor looked into for one:
+/// hidden (`.git`, `.github`, `.vak`), `node_modules`, `target`.
+fn is_skipped_dir(name: &str) -> bool {
+    name.starts_with('.') || name == "node_modules" || name == "target"
 }
 
 /// How deep below the root [`directory_layers`] looks.
@@ -151,14 +163,15 @@ const MAX_LAYERS: usize = 256;
 /// hidden directories (`.git`, `.vak`), `node_modules` and `target` are not
 /// entered.
 pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
-    let skip = |name: &str| name.starts_with('.') || name == "node_modules" || name == "target";
     let mut found = Vec::new();
     let walk = walkdir::WalkDir::new(root)
         .min_depth(1)
         .max_depth(MAX_DEPTH)
         .follow_links(false)
         .into_iter()
-        .filter_entry(|e| e.file_type().is_dir() && !e.file_name().to_str().is_none_or(skip));
+        .filter_entry(|e| {
+            e.file_type().is_dir() && !e.file_name().to_str().is_none_or(is_skipped_dir)
+        });
     for entry in walk.take(MAX_VISITED).flatten() {
         let Some(path) = Utf8Path::from_path(entry.path()) else {
             continue;
@@ -273,5 +286,15 @@ mod tests {
         );
         assert!(levels_between(root, root).is_empty());
         assert!(levels_between(root, Utf8Path::new("/elsewhere")).is_empty());
+        // Where the walk that lists layers does not look, no layer applies.
+        assert!(levels_between(root, Utf8Path::new("/r/.github/x")).is_empty());
+        assert_eq!(
+            levels_between(root, Utf8Path::new("/r/a/node_modules/b")),
+            [Utf8PathBuf::from("/r/a")]
+        );
+        let deep: Utf8PathBuf = ["/r", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"]
+            .iter()
+            .collect();
+        assert_eq!(levels_between(root, &deep).len(), MAX_DEPTH);
     }
 }

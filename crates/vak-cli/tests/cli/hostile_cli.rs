@@ -49,9 +49,19 @@ fn no_forbidden(text: &str) -> Result<(), String> {
         matches!(c,
             '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
             | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-            | '\u{200b}'..='\u{200d}' | '\u{2060}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}')
+            | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}'
+            | '\u{e0100}'..='\u{e01ef}' | '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{3164}' | '\u{115f}')
     }) {
-        None => Ok(()),
+        None => {
+            // Nor a run of variation selectors: one after an emoji is its
+            // presentation, a run is a hidden message.
+            let selector = |c: char| matches!(c, '\u{fe00}'..='\u{fe0f}');
+            let chars: Vec<char> = text.chars().collect();
+            match chars.windows(2).position(|w| selector(w[0]) && selector(w[1])) {
+                None => Ok(()),
+                Some(at) => Err(format!("a run of variation selectors at char {at}: {text:?}")),
+            }
+        }
         Some(at) => Err(format!("forbidden character at char {at}: {text:?}")),
     }
 }
@@ -65,6 +75,7 @@ fn hostile_text_cannot_forge_structure_or_hide_characters() {
         "setext-and-fences",
         "invisible",
         "terminal",
+        "smuggled",
     ] {
         let env = hostile(case);
         let json = env.json(&["prompts", "show"]);
