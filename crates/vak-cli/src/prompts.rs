@@ -318,12 +318,22 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         );
     }
     out::println(&format!(
-        "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix: {} -> {} tokens (cap {})",
+        "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix: {} -> {} tokens ({})",
         Escaped(key.as_str()),
         budget.before.report.prefix_tokens,
         budget.after.report.prefix_tokens,
-        budget.after.report.cap
+        cap_change(&budget)
     ))
+}
+
+/// `cap 1500`, or `cap 1500 -> 9000` when trusting moves it.
+fn cap_change(budget: &vak_core::TrustBudget) -> String {
+    let (before, after) = (budget.before.report.cap, budget.after.report.cap);
+    if before == after {
+        format!("cap {after}")
+    } else {
+        format!("cap {before} -> {after}")
+    }
 }
 
 /// `vak trust --preview [DIR]`: what trusting would change; writes nothing.
@@ -379,7 +389,7 @@ fn trust_preview(
     }
     let mut text = format!(
         "trusting `{}` would change (nothing is written), on the chain for {}:
-prompt prefix: {} -> {} tokens (cap {})
+prompt prefix: {} -> {} tokens ({})
 ",
         escape_line(dir.as_str()),
         escape_line(&vak_core::describe_chain(
@@ -388,7 +398,7 @@ prompt prefix: {} -> {} tokens (cap {})
         )),
         budget.before.report.prefix_tokens,
         budget.after.report.prefix_tokens,
-        budget.after.report.cap
+        cap_change(budget)
     );
     if let Some((chain, report)) = &budget.over {
         let _ = writeln!(

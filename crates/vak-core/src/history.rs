@@ -658,6 +658,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
         });
         // The first chain is the one named.
         let Some(preview) = &mut preview else {
+            let config_keys = config_keys_applied(untrusted, trusted, &before, &after);
             preview = Some(TrustPreview {
                 blocks: changes,
                 elsewhere: Vec::new(),
@@ -667,7 +668,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                     over,
                     left_out: crate::ChainsLeftOut::default(),
                 },
-                config_keys: config_keys_applied(untrusted, trusted),
+                config_keys,
             });
             return true;
         };
@@ -702,12 +703,17 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
 }
 
 /// The config keys an untrusted project sets that trusting it would apply,
-/// each with its file.
+/// each with its file: every key demoted untrusted and not trusted, and
+/// the two an untrusted project is only warned about, `model` (ignored)
+/// and `prompts.max_tokens` (which may only lower the cap), when trusting
+/// changes what they decide.
 fn config_keys_applied(
     untrusted: &ResolvedPrompt,
     trusted: &ResolvedPrompt,
+    before: &crate::Budget,
+    after: &crate::Budget,
 ) -> Vec<(String, String)> {
-    untrusted
+    let mut keys: Vec<(String, String)> = untrusted
         .demoted
         .iter()
         .filter_map(|d| {
@@ -718,7 +724,22 @@ fn config_keys_applied(
                 .any(|t| t.config_key.as_deref() == Some(key.as_str()));
             (!still).then(|| (key, d.provenance.source.clone().unwrap_or_default()))
         })
-        .collect()
+        .collect();
+    if let Some(model) = &trusted.config.model
+        && model.origin == vak_prompt_blocks::Origin::Project
+        && untrusted.config.model.as_ref() != Some(model)
+    {
+        keys.push(("model".to_owned(), model.source.clone()));
+    }
+    if after.cap.tokens != before.cap.tokens
+        && let Some(file) = &after.cap.file
+    {
+        keys.push((
+            "prompts.max_tokens".to_owned(),
+            format!("{file}#prompts.max_tokens"),
+        ));
+    }
+    keys
 }
 
 #[cfg(test)]

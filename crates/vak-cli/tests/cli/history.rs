@@ -445,3 +445,22 @@ fn a_revert_goes_back_only_to_a_version_of_its_own_file() {
     assert_eq!(fs::read(&path).unwrap(), before);
     assert_eq!(log(&env, "guardrails").len(), 2);
 }
+
+#[test]
+fn trust_preview_names_the_model_and_the_cap_a_project_would_set() {
+    let env = Env::empty();
+    env.write_project(
+        ".vak/config.toml",
+        "model = \"gpt-4.1\"\n[prompts]\nmax_tokens = 9000\n",
+    );
+    let json = env.json(&["trust", "--preview"]);
+    let keys: Vec<&str> = json["config_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["key"].as_str().unwrap())
+        .collect();
+    assert!(keys.contains(&"model"), "{json}");
+    assert!(keys.contains(&"prompts.max_tokens"), "{json}");
+    assert_eq!(json["tokens"]["cap"], 9000, "{json}");
+}
