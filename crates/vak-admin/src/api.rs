@@ -880,7 +880,11 @@ pub(crate) async fn history_diff(
         let to = q.to.filter(|d| !d.is_empty());
         // The file as it is now answers for its own digest, recorded or not
         // (edited by hand, or by a `git pull`).
-        let current = vak_core::history::current_text(&core, &target);
+        // Both versions are named: a file that cannot be read now only
+        // means its own digest reads from the store, like any other.
+        let current = vak_core::history::current_text(&core, &target)
+            .ok()
+            .flatten();
         let old = vak_core::history::text_or_current(history, from.as_deref(), current.as_ref())
             .map_err(history_error)?;
         let new = vak_core::history::text_or_current(history, to.as_deref(), current.as_ref())

@@ -346,7 +346,15 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
     let (pair, block, path, history, current) = match &addressed {
         Addressed::File(file) => {
             let (core, target) = &**file;
-            let current = history::current_text(core, target);
+            // Read only as far as the diff needs it: "to the file as it is
+            // now" must be able to read the file, and says why it cannot.
+            let current = match history::current_text(core, target) {
+                Ok(current) => current,
+                Err(error) if from.is_some() && to.is_none() => {
+                    return Err(CliError::Failed(error.to_string()));
+                }
+                Err(_) => None,
+            };
             (
                 diff_pair(
                     core,

@@ -255,19 +255,29 @@ impl CurrentText {
     }
 }
 
-/// `target`'s file as it is now; `None` when there is none, or when it
-/// cannot be read as a save would read it (a symlink, too large, …).
-pub fn current_text(core: &Core, target: &EditTarget) -> Option<CurrentText> {
-    let (digest, bytes) = vak_prompt_loader::current_version(
-        &target.path(core.selectors()),
-        target.root(core.selectors()),
-    )
-    .ok()
-    .flatten()?;
-    Some(CurrentText {
-        digest,
-        text: String::from_utf8_lossy(&bytes).into_owned(),
-    })
+/// `target`'s file as it is now; `None` when there is none.
+///
+/// # Errors
+///
+/// A file a save would refuse to read (a symlink, a FIFO, over the size
+/// limit, outside its root) or one that is not UTF-8: said, naming it,
+/// rather than shown as "no file".
+pub fn current_text(
+    core: &Core,
+    target: &EditTarget,
+) -> Result<Option<CurrentText>, vak_prompt_loader::SaveError> {
+    let path = target.path(core.selectors());
+    let Some((digest, bytes)) =
+        vak_prompt_loader::current_version(&path, target.root(core.selectors()))?
+    else {
+        return Ok(None);
+    };
+    let text = String::from_utf8(bytes).map_err(|e| vak_prompt_loader::SaveError::Io {
+        action: "read as UTF-8 text",
+        path,
+        source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
+    })?;
+    Ok(Some(CurrentText { digest, text }))
 }
 
 /// [`version_text`], where the version that is `current` is read from it:

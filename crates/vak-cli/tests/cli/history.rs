@@ -464,3 +464,32 @@ fn trust_preview_names_the_model_and_the_cap_a_project_would_set() {
     assert!(keys.contains(&"prompts.max_tokens"), "{json}");
     assert_eq!(json["tokens"]["cap"], 9000, "{json}");
 }
+
+#[test]
+fn a_diff_to_a_file_that_cannot_be_read_says_why() {
+    let env = Env::empty();
+    env.trust();
+    let saved = set(&env, "guardrails", "- one\n");
+    let path = env.project().join(format!("{SHARED}/guardrails.md"));
+    let args = [
+        "prompts",
+        "diff",
+        "--scope",
+        "project",
+        "guardrails",
+        "--from",
+        &saved,
+    ];
+    // Not UTF-8.
+    fs::write(&path, b"- caf\xe9\n").unwrap();
+    let out = env.vak(&args);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stderr(&out).contains("UTF-8"), "{}", stderr(&out));
+    // A symlink.
+    fs::remove_file(&path).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &path).unwrap();
+    let out = env.vak(&args);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("(no file)"), "{}", stdout(&out));
+}
