@@ -212,10 +212,18 @@ fn main() -> ExitCode {
             command: session::GatewayCommand::Serve(_)
         }
     );
+    let admin_server = matches!(
+        &cli.command,
+        Command::Admin {
+            command: admin::AdminCommand::Serve(_)
+        }
+    );
     if service {
         // A service logs one line per delivery by default.
         init_logging(tracing::Level::INFO);
-    } else if std::env::var_os("VAK_LOG").is_some() {
+    } else if admin_server || std::env::var_os("VAK_LOG").is_some() {
+        // A server's warnings (listening beyond loopback, accept errors)
+        // are for whoever started it, asked or not.
         init_logging(tracing::Level::WARN);
     }
     match run(&cli) {
