@@ -624,6 +624,7 @@ pub(crate) async fn tokens(
                 .map_err(edit_error)?
         }
     };
+    let forbidden = vak_core::prompts::first_forbidden(&b.text).map(|found| found.to_string());
     let report = &preview.budget.report;
     let text_tokens: Option<usize> = report
         .layers
@@ -640,7 +641,10 @@ pub(crate) async fn tokens(
         "context_window": report.context_window,
         "approximate": report.approximate,
         "over_cap": report.is_over(),
-        "refused": preview.over_budget(),
+        // A save refuses a forbidden character before any count; the live
+        // count says so too, naming it.
+        "refused": preview.over_budget() || forbidden.is_some(),
+        "forbidden": forbidden,
         "not_applied": preview.not_applied,
         "lints": preview.lints,
     })))

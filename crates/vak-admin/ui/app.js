@@ -415,7 +415,8 @@ function card(target, b) {
       let text = 'Prompt with this text: ' + fmt(d.prefix_tokens) + ' / ' + fmt(d.cap) + ' tokens (cap)';
       if (d.text_tokens !== null && d.text_tokens !== undefined) text += ' \u00b7 this text: ' + fmt(d.text_tokens);
       text += ' \u00b7 ' + d.model + ' window: ' + fmt(d.context_window) + (d.approximate ? ' (approximate count)' : '');
-      if (d.refused) text += ' \u2014 over the cap by ' + fmt(d.prefix_tokens - d.cap) + '; a save would be refused.';
+      if (d.forbidden) text += ' \u2014 the text holds ' + d.forbidden + ', a character no prompt may hold; a save would be refused.';
+      else if (d.refused) text += ' \u2014 over the cap by ' + fmt(d.prefix_tokens - d.cap) + '; a save would be refused.';
       else if (d.over_cap) text += ' \u2014 still over the cap, but smaller than before, so a save is accepted.';
       if (d.not_applied) text += ' ' + d.not_applied + '.';
       count.textContent = text;
