@@ -599,6 +599,18 @@ fn every_error_status_has_a_json_sentence() {
         &json!({"block": "skills", "text": "x", "scope": "shared"}),
     )
     .expect_error(400);
+    // The live count says what the save would then say.
+    let count = env
+        .post(
+            "/api/tokens",
+            &json!({"block": "guardrails", "text": "- a\u{200f}b\n", "scope": "shared"}),
+        )
+        .expect_ok();
+    assert_eq!(count["refused"], true, "{count}");
+    assert!(
+        count["forbidden"].as_str().unwrap().starts_with("U+200F"),
+        "{count}"
+    );
     assert!(
         !env.project_file("../../etc").exists(),
         "nothing was created for a refused name"
