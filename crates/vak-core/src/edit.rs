@@ -105,9 +105,10 @@ pub enum EditError {
         chain: Option<String>,
     },
     /// A directory sub-layer was named for the shared scope, or with a path
-    /// that is not a plain relative path below the project root.
+    /// that is not a plain relative path below the project root where a
+    /// layer is read.
     #[error(
-        "`{}` is not a directory sub-layer: name a directory inside the project, relative to its root (project scope only)",
+        "`{}` is not a directory sub-layer: name a directory inside the project, relative to its root (project scope only; not in a hidden directory, `node_modules` or `target`, at most 8 deep, no control or invisible characters)",
         Escaped(.0.as_str())
     )]
     BadDirectory(Utf8PathBuf),
@@ -158,14 +159,10 @@ impl EditTarget {
             };
             return Err(EditError::NotEditable(block, why));
         }
-        if let SubLayer::Directory(dir) = &sub {
-            let plain = !dir.as_str().is_empty()
-                && dir
-                    .components()
-                    .all(|c| matches!(c, camino::Utf8Component::Normal(_)));
-            if scope != Scope::Project || !plain {
-                return Err(EditError::BadDirectory(dir.clone()));
-            }
+        if let SubLayer::Directory(dir) = &sub
+            && (scope != Scope::Project || !vak_prompt_loader::is_layer_dir(dir))
+        {
+            return Err(EditError::BadDirectory(dir.clone()));
         }
         Ok(EditTarget { scope, sub, block })
     }

@@ -143,6 +143,24 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
     levels
 }
 
+/// Whether `rel` (relative to a project root) can be a directory sub-layer:
+/// plain names only, none of them one the walk skips ([`is_skipped_dir`]),
+/// none holding a character no prompt may hold, at most [`MAX_DEPTH`]
+/// deep. A layer anywhere else would never be read, so it is not written.
+pub fn is_layer_dir(rel: &Utf8Path) -> bool {
+    let mut depth = 0;
+    for component in rel.components() {
+        let camino::Utf8Component::Normal(name) = component else {
+            return false;
+        };
+        if is_skipped_dir(name) || vak_prompt_blocks::has_forbidden(name) {
+            return false;
+        }
+        depth += 1;
+    }
+    (1..=MAX_DEPTH).contains(&depth)
+}
+
 /// A directory that is never a project sub-layer, nor looked into for one:
 /// hidden (`.git`, `.github`, `.vak`), `node_modules`, `target`.
 fn is_skipped_dir(name: &str) -> bool {

@@ -22,7 +22,9 @@ pub use chain::{
     ConfigFile, Contribution, DEFAULT_INTEROP, LegacySystem, LoadRequest, LoadedChain, SkillEntry,
     Skipped, interop_of_level, load_chain,
 };
-pub use discover::{Discovered, RootKind, directory_layers, discover_project, levels_between};
+pub use discover::{
+    Discovered, RootKind, directory_layers, discover_project, is_layer_dir, levels_between,
+};
 pub use error::LoaderError;
 pub use gateway::{
     GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,

@@ -681,3 +681,38 @@ fn a_symlinked_role_or_a_layer_in_a_hidden_directory_cannot_hide_from_trust() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stdout(&out).contains("DAN"), "{}", stdout(&out));
 }
+
+#[test]
+fn no_directory_layer_is_written_where_none_is_read() {
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    for dir in [
+        ".github",
+        "web/node_modules/x",
+        "a\u{1b}[2Jb",
+        "a/b/c/d/e/f/g/h/i",
+    ] {
+        let out = env.vak_stdin(
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "--dir",
+                dir,
+                "guardrails",
+                "-",
+            ],
+            "- x\n",
+        );
+        assert_eq!(out.status.code(), Some(2), "{dir:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("is not a directory sub-layer"),
+            "{}",
+            stderr(&out)
+        );
+        one_message(&format!("{dir:?}"), &stderr(&out));
+    }
+    assert!(!env.project().join(".github").exists());
+    assert!(!env.project().join("web").exists());
+}
