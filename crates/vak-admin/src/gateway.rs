@@ -80,6 +80,14 @@ impl Tier {
     }
 
     /// The source key the loader reports for `block` of this entry.
+    /// `bot `helpdesk`` or `chat `42` of bot `helpdesk``, for messages.
+    fn describe(&self) -> String {
+        match self {
+            Tier::Bot(bot) => format!("bot `{bot}`"),
+            Tier::Chat(bot, chat) => format!("chat `{chat}` of bot `{bot}`"),
+        }
+    }
+
     fn key(&self, block: Block) -> String {
         match self {
             Tier::Bot(bot) => history::gateway_key(bot, None, block),
@@ -316,6 +324,23 @@ fn edit(
         .as_ref()
         .map_or_else(|| ABSENT_DIGEST.to_owned(), |d| d.digest.clone());
     let key = tier.key(block);
+    // A prompt edit never puts a bot or a chat on the gateway's lists: an
+    // entry is what lets a chat's messages in (DECISIONS §13), and a typo
+    // in an id must not grant that.
+    let listed = match &doc {
+        Some(doc) => doc
+            .entry(&tier.entry_path())
+            .map_err(gateway_error)?
+            .is_some(),
+        None => false,
+    };
+    if !listed {
+        return Err(AdminError::NotFound(format!(
+            "{} has no entry in `{}`, so there is no prompt of it to edit; add the entry there first (an empty object is enough)",
+            tier.describe(),
+            tier.file().file_name()
+        )));
+    }
     let current = match &doc {
         Some(doc) => doc
             .prompt(&tier.entry_path(), block)

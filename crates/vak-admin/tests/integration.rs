@@ -1665,3 +1665,25 @@ fn history_diff_revert_and_the_trust_preview() {
     .expect_error(404);
     assert!(preview["tokens"]["after"].as_u64().is_some(), "{preview}");
 }
+
+#[test]
+fn a_prompt_edit_never_puts_a_bot_or_chat_on_the_gateways_lists() {
+    let env = Env::new();
+    let allow_path = env.gateway_file("allowlist.json");
+    let bots_path = env.gateway_file("bots.json");
+    let (allow, bots) = (
+        std::fs::read(&allow_path).ok(),
+        std::fs::read(&bots_path).ok(),
+    );
+    for path in [
+        "/api/gateway/chats/helpdesk/666/guardrails",
+        "/api/gateway/bots/nobot/guardrails",
+    ] {
+        let error = env
+            .put(path, &json!({"text": "- be brief", "if_digest": ""}))
+            .expect_error(404);
+        assert!(error.contains("add the entry there first"), "{error}");
+    }
+    assert_eq!(std::fs::read(&allow_path).ok(), allow);
+    assert_eq!(std::fs::read(&bots_path).ok(), bots);
+}
