@@ -346,24 +346,26 @@ pub struct TrustBudget {
 }
 
 /// The budget before and after trusting `selectors.project`, on the chain
-/// named and on every chain trusting it reaches (see [`trust_chains`]);
-/// stops at the first chain pushed over the cap.
+/// named and on every chain trusting it reaches (see
+/// [`ChainPlan::for_trust`]); stops at the first chain pushed over the cap.
 ///
 /// # Errors
 ///
 /// When the named chain cannot be loaded at all.
 pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
-    let mut budget = None;
-    walk_trust_chains(selectors, |core, untrusted, trusted| {
+    use std::ops::ControlFlow;
+    let mut budget: Option<TrustBudget> = None;
+    let left_out = walk_trust_chains(selectors, |core, untrusted, trusted| {
         let before = budget_of(untrusted);
         let after = budget_of(trusted);
+        let weight = after.report.prefix_tokens;
         let over = pushes_over(&before.report, &after.report).then(|| {
             (
                 describe_chain(core.selectors(), Trust::Untrusted),
                 Box::new(after.report.clone()),
             )
         });
-        let go_on = over.is_none();
+        let stop = over.is_some();
         match &mut budget {
             None => {
                 budget = Some(TrustBudget {
@@ -375,48 +377,63 @@ pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
             }
             Some(budget) => budget.over = over,
         }
-        go_on
-    })
-    .map(|left_out| {
-        budget.map(|mut budget| {
-            budget.left_out = left_out;
-            budget
-        })
-    })?
-    .ok_or_else(|| CoreError::Loader(LoaderError::ProjectMissing(selectors.project.clone())))
+        if stop {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(weight)
+        }
+    })?;
+    let mut budget = budget
+        .ok_or_else(|| CoreError::Loader(LoaderError::ProjectMissing(selectors.project.clone())))?;
+    budget.left_out = left_out;
+    Ok(budget)
 }
 
-/// Compose the named chain, then every chain trusting `selectors.project`
-/// reaches ([`trust_chains`]), each untrusted and trusted, and hand them to
-/// `visit` until it answers `false`. A chain other than the named one that
-/// cannot be loaded (a role directory removed meanwhile) is passed over.
-/// Returns what was left out.
+/// Compose every chain trusting `selectors.project` reaches
+/// ([`ChainPlan::for_trust`]), the named one first, each untrusted and
+/// trusted, and hand them to `visit`, which answers the trusted prefix's
+/// tokens (what ranks the chains to cross) or `Break` to stop. A chain other
+/// than the named one that cannot be loaded (a role directory removed
+/// meanwhile) is passed over. Returns what was left out (nothing, once
+/// `visit` stopped).
 ///
 /// # Errors
 ///
 /// When the named chain cannot be loaded at all.
 pub fn walk_trust_chains(
     selectors: &Selectors,
-    mut visit: impl FnMut(&Core, &ResolvedPrompt, &ResolvedPrompt) -> bool,
+    mut visit: impl FnMut(&Core, &ResolvedPrompt, &ResolvedPrompt) -> std::ops::ControlFlow<(), usize>,
 ) -> Result<ChainsLeftOut, CoreError> {
-    let core = Core::open(selectors.clone())?;
-    let chain = core.load()?;
-    let untrusted = core.compose(&chain, Trust::Untrusted, TailContext::now());
-    let trusted = core.compose(&chain, Trust::Trusted, TailContext::now());
-    let (others, left_out) = trust_chains(core.selectors());
-    if !visit(&core, &untrusted, &trusted) {
-        return Ok(left_out);
-    }
-    for other in others {
-        let other = Core::open(other)?;
-        let Ok(chain) = other.load() else { continue };
-        let untrusted = other.compose(&chain, Trust::Untrusted, TailContext::now());
-        let trusted = other.compose(&chain, Trust::Trusted, TailContext::now());
-        if !visit(&other, &untrusted, &trusted) {
-            break;
+    use std::ops::ControlFlow;
+    let base = Selectors {
+        agent: None,
+        ..selectors.clone()
+    };
+    let plan = ChainPlan::for_trust(&base);
+    let mut named = true;
+    let flow = plan.visit(|chain| {
+        let first = std::mem::take(&mut named);
+        let core = match Core::open(chain.clone()) {
+            Ok(core) => core,
+            Err(error) => return ControlFlow::Break(Err(error)),
+        };
+        let loaded = match core.load() {
+            Ok(loaded) => loaded,
+            Err(error) if first => return ControlFlow::Break(Err(error)),
+            Err(_) => return ControlFlow::Continue(None),
+        };
+        let untrusted = core.compose(&loaded, Trust::Untrusted, TailContext::now());
+        let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
+        match visit(&core, &untrusted, &trusted) {
+            ControlFlow::Continue(weight) => ControlFlow::Continue(Some(weight)),
+            ControlFlow::Break(()) => ControlFlow::Break(Ok(())),
         }
+    });
+    match flow {
+        ControlFlow::Continue(left_out) => Ok(left_out),
+        ControlFlow::Break(Ok(())) => Ok(ChainsLeftOut::default()),
+        ControlFlow::Break(Err(error)) => Err(error),
     }
-    Ok(left_out)
 }
 
 /// Lints of a resolution the user should fix: empty identity, guardrails
@@ -944,47 +961,61 @@ impl Core {
 }
 
 impl Core {
-    /// Every chain a change to `target` takes part in (DECISIONS §12): each
-    /// surface kind (or the one sub-layer's), with no role and with every
-    /// role that has a directory (or the one role's), and for a project
-    /// file in an untrusted project also as if trusted, since `vak trust`
-    /// would apply it. Refuses with the first chain the change would push
-    /// over the cap; else says which chains it left out (see
-    /// [`ChainsLeftOut`]).
+    /// Every chain a change to `target` takes part in (DECISIONS §12,
+    /// [`ChainPlan::for_change`]): each surface kind (or the one
+    /// sub-layer's), with no role and with every role that has a directory
+    /// (or the one role's), each directory layer, each gateway bot and
+    /// chat, and for a project file in an untrusted project also as if
+    /// trusted, since `vak trust` would apply it. Refuses with the first
+    /// chain the change would push over the cap; else says which chains
+    /// were not crossed with every other (see [`ChainsLeftOut`]).
     fn check_reach(
         &self,
         target: &EditTarget,
         text: Option<&str>,
     ) -> Result<ChainsLeftOut, EditError> {
+        use std::ops::ControlFlow;
         let trust = self.trust()?;
         let mut trusts = vec![trust];
         if target.scope == Scope::Project && trust == Trust::Untrusted {
             trusts.push(Trust::Trusted);
         }
-        let (chains, left_out) = chains_reached(self.selectors(), target);
-        for selectors in chains {
-            let core = Core::open(selectors)?;
+        let plan = ChainPlan::for_change(self.selectors(), target);
+        let flow = plan.visit(|selectors| {
+            let core = match Core::open(selectors.clone()) {
+                Ok(core) => core,
+                Err(error) => return ControlFlow::Break(error.into()),
+            };
             let chain = match core.load_for(target) {
                 Ok(chain) => chain,
                 // A role directory that vanished meanwhile reaches nothing.
-                Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => continue,
-                Err(error) => return Err(error.into()),
+                Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
+                    return ControlFlow::Continue(None);
+                }
+                Err(error) => return ControlFlow::Break(error.into()),
             };
             let mut after_chain = chain.clone();
             substitute_target(&mut after_chain, target, core.selectors(), text);
+            let mut weight = 0;
             for &trust in &trusts {
                 let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                 let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
                 if pushes_over(&before.report, &after.report) {
-                    return Err(EditError::OverBudget {
+                    return ControlFlow::Break(EditError::OverBudget {
                         block: target.block,
                         path: target.path(self.selectors()),
                         report: Box::new(after.report),
                         chain: Some(describe_chain(core.selectors(), trust)),
                     });
                 }
+                weight = weight.max(after.report.prefix_tokens);
             }
-        }
+            ControlFlow::Continue(Some(weight))
+        });
+        let left_out = match flow {
+            ControlFlow::Continue(left_out) => left_out,
+            ControlFlow::Break(error) => return Err(error),
+        };
         Ok(left_out)
     }
 }
@@ -1058,17 +1089,28 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// At most this many roles are budgeted besides the named chain.
+/// At most this many roles are budgeted on every surface and directory
+/// layer; every role is budgeted on the named surface and directory.
 pub const MAX_ROLE_CHAINS: usize = 64;
 
-/// The chains a check left out, because a project has more role
-/// directories or directory layers than are budgeted: said, never silent.
+/// At most this many directory layers are budgeted on every surface and
+/// role; every one is budgeted on the named surface.
+pub const MAX_DIRECTORY_CHAINS: usize = 16;
+
+/// At most this many gateway bots and chats are budgeted.
+pub const MAX_GATEWAY_CHAINS: usize = 256;
+
+/// What a check could not budget on every chain, because a project has
+/// more role directories, directory layers or gateway entries than are
+/// crossed with each other: said, never silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChainsLeftOut {
-    /// Roles with a directory that were not budgeted.
+    /// Roles budgeted on the named surface and directory only.
     pub roles: usize,
-    /// Deepest directory layers that were not budgeted.
+    /// Directory layers budgeted on the named surface only.
     pub directories: usize,
+    /// Gateway bots and chats not budgeted at all.
+    pub gateway: usize,
 }
 
 impl ChainsLeftOut {
@@ -1077,30 +1119,40 @@ impl ChainsLeftOut {
         let mut parts = Vec::new();
         if self.roles > 0 {
             parts.push(format!(
-                "{} more role director{} (the {MAX_ROLE_CHAINS} with the most text were; check another with `vak prompts check --agent ROLE`)",
+                "{} role director{} on the named surface and directory only (the {MAX_ROLE_CHAINS} with the longest prompts were budgeted everywhere; check another with `vak prompts check --agent ROLE --surface KIND`)",
                 self.roles,
                 if self.roles == 1 { "y" } else { "ies" }
             ));
         }
         if self.directories > 0 {
             parts.push(format!(
-                "{} more directory layer{} (the first {MAX_DIRECTORY_CHAINS} were; check another with `vak prompts check --dir DIR`)",
+                "{} directory layer{} on the named surface only (the {MAX_DIRECTORY_CHAINS} with the longest prompts were budgeted everywhere; check another with `vak prompts check --dir DIR`)",
                 self.directories,
                 if self.directories == 1 { "" } else { "s" }
             ));
         }
-        (!parts.is_empty())
-            .then(|| format!("not every chain was budgeted: {}", parts.join(" and ")))
+        if self.gateway > 0 {
+            parts.push(format!(
+                "{} gateway bot{} or chat{} not at all (past the first {MAX_GATEWAY_CHAINS}; check one with `vak prompts check --surface chat --bot BOT --chat CHAT`)",
+                self.gateway,
+                if self.gateway == 1 { "" } else { "s" },
+                if self.gateway == 1 { "" } else { "s" }
+            ));
+        }
+        (!parts.is_empty()).then(|| {
+            format!(
+                "not every chain was budgeted everywhere: {}",
+                parts.join("; ")
+            )
+        })
     }
 }
 
-/// The roles that have a directory under the home or the project, each
-/// name valid, and how many more there were. Bounded: a project that ships
-/// thousands of role directories gets [`MAX_ROLE_CHAINS`] of them checked,
-/// not a stall; those with the most block text first (the ones a cap is
-/// likeliest to catch), then by name.
-pub fn roles_with_dirs(selectors: &Selectors) -> (Vec<Name>, usize) {
-    let mut roles: Vec<(u64, Name)> = Vec::new();
+/// The roles that have a directory under the home or the project (a
+/// symlink staying inside its root counts), each name valid, sorted by
+/// name. Bounded by the first 4096 entries of each `agents/` directory.
+pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
+    let mut roles: Vec<Name> = Vec::new();
     for root in [&selectors.home, &selectors.project] {
         let dir = vak_prompt_loader::prompt_dir(root).join("agents");
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -1114,135 +1166,234 @@ pub fn roles_with_dirs(selectors: &Selectors) -> (Vec<Name>, usize) {
             if let (true, Some(name)) = (is_dir, entry.file_name().to_str())
                 && let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name)
             {
-                let bytes = Block::EDITABLE
-                    .iter()
-                    .filter_map(|b| std::fs::metadata(dir.join(name).join(b.file_name()?)).ok())
-                    .filter(std::fs::Metadata::is_file)
-                    .map(|m| m.len())
-                    .sum();
-                roles.push((bytes, role));
+                roles.push(role);
             }
         }
     }
-    // The same role under both roots counts once, with both its texts.
-    roles.sort_by(|a, b| a.1.as_str().cmp(b.1.as_str()));
-    roles.dedup_by(|later, kept| {
-        let same = later.1.as_str() == kept.1.as_str();
-        if same {
-            kept.0 += later.0;
-        }
-        same
-    });
-    roles.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.as_str().cmp(b.1.as_str())));
-    let left_out = roles.len().saturating_sub(MAX_ROLE_CHAINS);
-    roles.truncate(MAX_ROLE_CHAINS);
-    (roles.into_iter().map(|(_, role)| role).collect(), left_out)
+    roles.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+    roles.dedup_by(|a, b| a.as_str() == b.as_str());
+    roles
 }
 
-/// The chains a change to `target` reaches: see [`Core::check_reach`].
-pub fn chains_reached(base: &Selectors, target: &EditTarget) -> (Vec<Selectors>, ChainsLeftOut) {
-    let surfaces: Vec<SurfaceKind> = match &target.sub {
-        SubLayer::Surface(kind) => vec![*kind],
-        _ => SurfaceKind::ALL.to_vec(),
-    };
-    let below = match &target.sub {
-        SubLayer::Directory(dir) => Some(dir.as_path()),
-        _ => None,
-    };
-    let (workdirs, directories) = deepest_directories(base, below);
-    let (roles, left_out_roles) = match &target.sub {
-        SubLayer::Agent(role) => (vec![Some(role.clone())], 0),
-        _ => {
-            let (roles, left_out) = roles_with_dirs(base);
-            (
-                std::iter::once(None)
-                    .chain(roles.into_iter().map(Some))
-                    .collect(),
-                left_out,
-            )
-        }
-    };
-    (
-        product(base, &workdirs, &surfaces, &roles),
-        ChainsLeftOut {
-            roles: left_out_roles,
-            directories,
-        },
-    )
-}
-
-/// Every chain of `base` for each working directory, surface and role.
-fn product(
-    base: &Selectors,
-    workdirs: &[Option<Utf8PathBuf>],
-    surfaces: &[SurfaceKind],
-    roles: &[Option<Name>],
-) -> Vec<Selectors> {
-    let mut out = Vec::with_capacity(surfaces.len() * roles.len() * workdirs.len());
-    for workdir in workdirs {
-        for surface in surfaces {
-            for role in roles {
-                out.push(Selectors {
-                    surface: *surface,
-                    agent: role.clone(),
-                    workdir: workdir.clone(),
-                    ..base.clone()
-                });
-            }
+/// Every gateway bot (`bots.json`) and chat (`allowlist.json`) of the
+/// home, valid names only, bots first.
+fn gateway_entries(home: &Utf8Path) -> Vec<(Name, Option<Name>)> {
+    use vak_prompt_blocks::NameKind;
+    let mut out = Vec::new();
+    if let Ok(Some(doc)) =
+        vak_prompt_loader::read_gateway(home, vak_prompt_loader::GatewayFile::Bots)
+    {
+        out.extend(
+            doc.entries
+                .keys()
+                .filter_map(|bot| Name::new(NameKind::Bot, bot).ok())
+                .map(|bot| (bot, None)),
+        );
+    }
+    if let Ok(Some(doc)) =
+        vak_prompt_loader::read_gateway(home, vak_prompt_loader::GatewayFile::Allowlist)
+    {
+        for (bot, chats) in &doc.entries {
+            let (Ok(bot), Some(chats)) = (Name::new(NameKind::Bot, bot), chats.as_object()) else {
+                continue;
+            };
+            out.extend(
+                chats
+                    .keys()
+                    .filter_map(|chat| Name::new(NameKind::Chat, chat).ok())
+                    .map(|chat| (bot.clone(), Some(chat))),
+            );
         }
     }
     out
 }
 
-/// Every chain trusting `base.project` reaches besides `base` itself: each
-/// surface, with no role and with each role that has a directory, in each
-/// deepest directory layer (DECISIONS §12, §15), and what was left out.
-pub fn trust_chains(base: &Selectors) -> (Vec<Selectors>, ChainsLeftOut) {
-    let (roles, left_out_roles) = roles_with_dirs(base);
-    let roles: Vec<Option<Name>> = std::iter::once(None)
-        .chain(roles.into_iter().map(Some))
-        .collect();
-    let (workdirs, directories) = deepest_directories(base, None);
-    let mut chains = product(base, &workdirs, &SurfaceKind::ALL, &roles);
-    chains.retain(|c| c != base);
-    (
-        chains,
-        ChainsLeftOut {
-            roles: left_out_roles,
-            directories,
-        },
-    )
+/// The chains a check visits (DECISIONS §12, §15): every surface, every
+/// role with a directory (or the one role), every deepest directory layer
+/// (or those below the one changed), and every gateway bot and chat.
+#[derive(Debug, Clone)]
+pub struct ChainPlan {
+    base: Selectors,
+    surfaces: Vec<SurfaceKind>,
+    /// `None` is "no role"; a plan for one role's file holds only it.
+    roles: Vec<Option<Name>>,
+    /// The named working directory first.
+    workdirs: Vec<Option<Utf8PathBuf>>,
+    gateway: Vec<(Name, Option<Name>)>,
+    gateway_left_out: usize,
 }
 
-/// At most this many directory layers are budgeted besides the named chain.
-pub const MAX_DIRECTORY_CHAINS: usize = 16;
+impl ChainPlan {
+    /// The chains a change to `target` reaches from `base`.
+    pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
+        let surfaces = match &target.sub {
+            SubLayer::Surface(kind) => vec![*kind],
+            _ => SurfaceKind::ALL.to_vec(),
+        };
+        let roles = match &target.sub {
+            SubLayer::Agent(role) => vec![Some(role.clone())],
+            _ => std::iter::once(None)
+                .chain(roles_with_dirs(base).into_iter().map(Some))
+                .collect(),
+        };
+        let below = match &target.sub {
+            SubLayer::Directory(dir) => Some(dir.as_path()),
+            _ => None,
+        };
+        ChainPlan::new(base, surfaces, roles, deepest_directories(base, below))
+    }
+
+    /// The chains trusting `base.project` reaches, `base` first.
+    pub fn for_trust(base: &Selectors) -> ChainPlan {
+        let roles = std::iter::once(None)
+            .chain(roles_with_dirs(base).into_iter().map(Some))
+            .collect();
+        ChainPlan::new(
+            base,
+            SurfaceKind::ALL.to_vec(),
+            roles,
+            deepest_directories(base, None),
+        )
+    }
+
+    fn new(
+        base: &Selectors,
+        surfaces: Vec<SurfaceKind>,
+        roles: Vec<Option<Name>>,
+        workdirs: Vec<Option<Utf8PathBuf>>,
+    ) -> ChainPlan {
+        let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
+            gateway_entries(&base.home)
+        } else {
+            Vec::new()
+        };
+        let gateway_left_out = gateway.len().saturating_sub(MAX_GATEWAY_CHAINS);
+        gateway.truncate(MAX_GATEWAY_CHAINS);
+        ChainPlan {
+            base: base.clone(),
+            surfaces,
+            roles,
+            workdirs,
+            gateway,
+            gateway_left_out,
+        }
+    }
+
+    /// Visit each chain once, `visit` answering the chain's prefix tokens
+    /// (`None`: it could not be loaded) or `Break` to stop. First every
+    /// role on the named surface and working directory, every directory
+    /// layer and every surface with the plan's first role, and every
+    /// gateway bot and chat; then every surface × the
+    /// [`MAX_DIRECTORY_CHAINS`] directory layers × the [`MAX_ROLE_CHAINS`]
+    /// roles whose prompts were longest in that first pass. So no role or
+    /// layer goes unbudgeted, and which are crossed is decided by what they
+    /// weigh, not by their names or their file sizes.
+    pub fn visit<B>(
+        &self,
+        mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<usize>>,
+    ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
+        use std::collections::HashSet;
+        use std::ops::ControlFlow;
+        let base = &self.base;
+        let surface0 = if self.surfaces.contains(&base.surface) {
+            base.surface
+        } else {
+            self.surfaces[0]
+        };
+        let role0 = self.roles.first().cloned().flatten();
+        let workdir0 = self.workdirs.first().cloned().flatten();
+        let chain =
+            |surface: SurfaceKind, workdir: &Option<Utf8PathBuf>, role: &Option<Name>| Selectors {
+                surface,
+                agent: role.clone(),
+                workdir: workdir.clone(),
+                ..base.clone()
+            };
+        let mut seen: HashSet<Selectors> = HashSet::new();
+        let mut go = |selectors: Selectors, seen: &mut HashSet<Selectors>| {
+            if seen.insert(selectors.clone()) {
+                visit(&selectors)
+            } else {
+                ControlFlow::Continue(None)
+            }
+        };
+        let mut role_weight: Vec<(usize, usize)> = Vec::new();
+        for (index, role) in self.roles.iter().enumerate() {
+            let weight = go(chain(surface0, &workdir0, role), &mut seen)?;
+            role_weight.push((weight.unwrap_or(0), index));
+        }
+        let mut dir_weight: Vec<(usize, usize)> = vec![(usize::MAX, 0)];
+        for (index, workdir) in self.workdirs.iter().enumerate().skip(1) {
+            let weight = go(chain(surface0, workdir, &role0), &mut seen)?;
+            dir_weight.push((weight.unwrap_or(0), index));
+        }
+        for surface in &self.surfaces {
+            go(chain(*surface, &workdir0, &role0), &mut seen)?;
+        }
+        for (bot, chat) in &self.gateway {
+            go(
+                Selectors {
+                    bot: Some(bot.clone()),
+                    chat: chat.clone(),
+                    ..chain(SurfaceKind::Chat, &workdir0, &role0)
+                },
+                &mut seen,
+            )?;
+        }
+        // The heaviest first; "no role" and the named directory always.
+        let heaviest = |mut weights: Vec<(usize, usize)>, keep: usize| {
+            weights.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+            let left_out = weights.len().saturating_sub(keep);
+            weights.truncate(keep);
+            (
+                weights
+                    .into_iter()
+                    .map(|(_, index)| index)
+                    .collect::<Vec<_>>(),
+                left_out,
+            )
+        };
+        let (no_role, with_role): (Vec<_>, Vec<_>) = role_weight
+            .into_iter()
+            .partition(|(_, index)| self.roles[*index].is_none());
+        let (mut roles, roles_left_out) = heaviest(with_role, MAX_ROLE_CHAINS);
+        roles.extend(no_role.into_iter().map(|(_, index)| index));
+        let (dirs, dirs_left_out) = heaviest(dir_weight, MAX_DIRECTORY_CHAINS + 1);
+        for surface in &self.surfaces {
+            for &dir in &dirs {
+                for &role in &roles {
+                    go(
+                        chain(*surface, &self.workdirs[dir], &self.roles[role]),
+                        &mut seen,
+                    )?;
+                }
+            }
+        }
+        ControlFlow::Continue(ChainsLeftOut {
+            roles: roles_left_out,
+            directories: dirs_left_out,
+            gateway: self.gateway_left_out,
+        })
+    }
+}
 
 /// The named working directory, then each deepest directory layer of the
-/// project (at or below `below`, when given), at most
-/// [`MAX_DIRECTORY_CHAINS`] of them, and how many more there were. A
-/// deepest directory's chain holds every wider directory's layer too.
-fn deepest_directories(
-    base: &Selectors,
-    below: Option<&Utf8Path>,
-) -> (Vec<Option<Utf8PathBuf>>, usize) {
+/// project (at or below `below`, when given). A deepest directory's chain
+/// holds every wider directory's layer too.
+fn deepest_directories(base: &Selectors, below: Option<&Utf8Path>) -> Vec<Option<Utf8PathBuf>> {
     let mut out = vec![base.workdir.clone()];
     let dirs =
         vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
-    let leaves: Vec<_> = dirs
-        .iter()
-        .filter(|d| {
-            below.is_none_or(|b| d.starts_with(b))
-                && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
-        })
-        .collect();
-    let left_out = leaves.len().saturating_sub(MAX_DIRECTORY_CHAINS);
-    for dir in leaves.into_iter().take(MAX_DIRECTORY_CHAINS) {
+    for dir in dirs.iter().filter(|d| {
+        below.is_none_or(|b| d.starts_with(b))
+            && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
+    }) {
         let workdir = Some(base.project.join(dir));
         if !out.contains(&workdir) {
             out.push(workdir);
         }
     }
-    (out, left_out)
+    out
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {

@@ -646,7 +646,7 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
 }
 
 /// What trusting `selectors.project` would change: on the chain named, on
-/// every other chain it reaches (see [`crate::trust_chains`]), and to the
+/// every other chain it reaches (see [`crate::ChainPlan::for_trust`]), and to the
 /// budget of each. Writes nothing.
 ///
 /// # Errors
@@ -660,6 +660,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
         let changes = block_changes(untrusted, trusted);
         let before = budget_of(untrusted);
         let after = budget_of(trusted);
+        let weight = after.report.prefix_tokens;
         let over = pushes_over(&before.report, &after.report).then(|| {
             (
                 describe_chain(core.selectors(), Trust::Untrusted),
@@ -680,7 +681,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                 },
                 config_keys,
             });
-            return true;
+            return std::ops::ControlFlow::Continue(weight);
         };
         if preview.budget.over.is_none() {
             preview.budget.over = over;
@@ -701,7 +702,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                 }),
             }
         }
-        true
+        std::ops::ControlFlow::Continue(weight)
     })?;
     let mut preview = preview.ok_or_else(|| {
         crate::CoreError::Loader(vak_prompt_loader::LoaderError::ProjectMissing(

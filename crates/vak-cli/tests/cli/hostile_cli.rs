@@ -380,15 +380,95 @@ fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
     let out = env.vak(&["trust"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("agent `zz`"), "{}", stderr(&out));
-    // Trusted anyway, the roles left unbudgeted are said, not skipped
-    // silently.
-    let out = env.vak(&["trust", "--over-budget"]);
+    // Padding that weighs nothing in the prompt (a guardrail repeated, and
+    // dropped as a duplicate) does not push it out of the budget either:
+    // roles are ranked by what they put in the prompt, not by bytes.
+    for i in 0..70 {
+        env.write_project(
+            &format!(".vak/prompts/agents/a{i:02}/guardrails.md"),
+            &"- be careful\n".repeat(2000),
+        );
+    }
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("agent `zz`"), "{}", stderr(&out));
+    // Under the cap, the roles not crossed with every surface and
+    // directory are said, not skipped silently.
+    std::fs::remove_dir_all(env.project().join(".vak/prompts/agents/zz")).unwrap();
+    let out = env.vak(&["trust"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("not every chain was budgeted: 7 more role directories"),
+        stderr(&out).contains("6 role directories on the named surface and directory only"),
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn a_directory_layer_named_to_sort_last_is_budgeted_and_previewed() {
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    let base = tokens(&env, &[]);
+    for i in 0..20 {
+        env.write_project(
+            &format!("a/b/leaf{i:02}/.vak/prompts/guardrails.md"),
+            "- ok\n",
+        );
+    }
+    env.write_project(
+        "zz-last/.vak/prompts/identity.md",
+        &words("hidden", (1500 - base) + 200),
+    );
+    let preview = env.ok(&["trust", "--preview"]);
+    assert!(preview.contains("directory `zz-last`"), "{preview}");
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("directory `zz-last`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_shared_save_is_budgeted_on_every_gateway_chat() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let chat_args = ["--surface", "chat", "--bot", "helpdesk", "--chat", "42"];
+    let bot = |n: usize| {
+        env.write_home(
+            ".vak/gateway/bots.json",
+            &format!(
+                r#"{{"helpdesk": {{"prompts": {{"guardrails": "- {}"}}}}}}"#,
+                words("bot", n)
+            ),
+        );
+    };
+    // The bot's own guardrails bring its chats to within 100 tokens of the
+    // cap (measured, not assumed); the CLI chain stays far from it.
+    let mut n = 2 * (1500 - tokens(&env, &chat_args));
+    loop {
+        bot(n);
+        let chat = tokens(&env, &chat_args);
+        if chat <= 1500 - 50 && chat > 1500 - 100 {
+            break;
+        }
+        n = if chat > 1450 { n - 20 } else { n + 20 };
+    }
+    assert!(tokens(&env, &[]) + 300 < 1500);
+    let out = env.vak_stdin(
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "operating-rules",
+            "-",
+        ],
+        &words("shared", 200),
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("bot `helpdesk`"), "{}", stderr(&out));
 }
 
 #[test]
