@@ -488,6 +488,11 @@ pub(crate) struct SaveBody {
     pub(crate) text: String,
     /// The digest the editor started from; `""` when the block was inherited.
     pub(crate) if_digest: Option<String>,
+    /// Gateway saves only: create the bot's or chat's entry when it has
+    /// none, which puts it on the gateway's lists. Never implied, so an
+    /// edit (or a typo in an id) cannot grant a chat access.
+    #[serde(default)]
+    pub(crate) create_entry: bool,
 }
 
 pub(crate) fn required_digest(digest: Option<String>) -> Result<String, AdminError> {

@@ -301,6 +301,7 @@ fn edit(
     text: Option<&str>,
     if_digest: &str,
     action: history::Action,
+    create_entry: bool,
 ) -> Result<Value, AdminError> {
     // Refused before anything is read, kept or written.
     if let Some(text) = text {
@@ -324,19 +325,20 @@ fn edit(
         .as_ref()
         .map_or_else(|| ABSENT_DIGEST.to_owned(), |d| d.digest.clone());
     let key = tier.key(block);
-    // A prompt edit never puts a bot or a chat on the gateway's lists: an
-    // entry is what lets a chat's messages in (DECISIONS §13), and a typo
-    // in an id must not grant that.
-    let listed = match &doc {
-        Some(doc) => doc
-            .entry(&tier.entry_path())
-            .map_err(gateway_error)?
-            .is_some(),
-        None => false,
-    };
+    // A prompt edit puts a bot or a chat on the gateway's lists only when
+    // asked to: an entry is what lets a chat's messages in (DECISIONS §13),
+    // and a typo in an id must not grant that.
+    let listed = create_entry
+        || match &doc {
+            Some(doc) => doc
+                .entry(&tier.entry_path())
+                .map_err(gateway_error)?
+                .is_some(),
+            None => false,
+        };
     if !listed {
         return Err(AdminError::NotFound(format!(
-            "{} has no entry in `{}`, so there is no prompt of it to edit; add the entry there first (an empty object is enough)",
+            "{} has no entry in `{}`, so there is no prompt of it to edit; add the entry first, or save with `\"create_entry\": true` to create it (which lets its messages in)",
             tier.describe(),
             tier.file().file_name()
         )));
@@ -447,6 +449,7 @@ fn save_to(
         Some(&b.text),
         &if_digest,
         history::Action::Save,
+        b.create_entry,
     )?))
 }
 
@@ -465,6 +468,7 @@ fn reset_of(
         None,
         &if_digest,
         history::Action::Reset,
+        false,
     )?))
 }
 
@@ -620,6 +624,7 @@ fn revert_of(
         Some(&text),
         &if_digest,
         history::Action::Revert,
+        false,
     )
 }
 

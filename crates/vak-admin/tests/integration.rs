@@ -1682,8 +1682,20 @@ fn a_prompt_edit_never_puts_a_bot_or_chat_on_the_gateways_lists() {
         let error = env
             .put(path, &json!({"text": "- be brief", "if_digest": ""}))
             .expect_error(404);
-        assert!(error.contains("add the entry there first"), "{error}");
+        assert!(error.contains("create_entry"), "{error}");
     }
     assert_eq!(std::fs::read(&allow_path).ok(), allow);
     assert_eq!(std::fs::read(&bots_path).ok(), bots);
+    // Asked for, the entry is created with its prompt.
+    env.put(
+        "/api/gateway/chats/helpdesk/666/guardrails",
+        &json!({"text": "- be brief", "if_digest": "", "create_entry": true}),
+    )
+    .expect_ok();
+    let allow: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&allow_path).expect("read")).expect("json");
+    assert_eq!(
+        allow["helpdesk"]["666"]["prompts"]["guardrails"],
+        "- be brief"
+    );
 }

@@ -449,14 +449,14 @@ fn a_home_side_built_through_one_nodes_admin_api_serves_another_node() {
         &admin_a.addr,
         "PUT",
         "/api/gateway/bots/helpdesk/identity",
-        Some(&json!({"text": "You are the built bot.", "if_digest": ""})),
+        Some(&json!({"text": "You are the built bot.", "if_digest": "", "create_entry": true})),
     );
     assert_eq!(status, 200, "{saved}");
     let (status, saved) = call(
         &admin_a.addr,
         "PUT",
         "/api/gateway/chats/helpdesk/7/surface-note",
-        Some(&json!({"text": "Chat seven.", "if_digest": ""})),
+        Some(&json!({"text": "Chat seven.", "if_digest": "", "create_entry": true})),
     );
     assert_eq!(status, 200, "{saved}");
     let secret = a
