@@ -355,32 +355,23 @@ pub struct TrustBudget {
 pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
     use std::ops::ControlFlow;
     let mut budget: Option<TrustBudget> = None;
-    let left_out = walk_trust_chains(selectors, |core, untrusted, trusted| {
-        let before = budget_of(untrusted);
-        let after = budget_of(trusted);
-        let weight = after.report.prefix_tokens;
-        let over = pushes_over(&before.report, &after.report).then(|| {
-            (
-                describe_chain(core.selectors(), Trust::Untrusted),
-                Box::new(after.report.clone()),
-            )
-        });
-        let stop = over.is_some();
+    let left_out = walk_trust_chains(selectors, |step| {
+        let stop = step.over.is_some();
         match &mut budget {
             None => {
                 budget = Some(TrustBudget {
-                    before,
-                    after,
-                    over,
+                    before: step.before,
+                    after: step.after,
+                    over: step.over,
                     left_out: ChainsLeftOut::default(),
                 })
             }
-            Some(budget) => budget.over = over,
+            Some(budget) => budget.over = step.over,
         }
         if stop {
             ControlFlow::Break(())
         } else {
-            ControlFlow::Continue(weight)
+            ControlFlow::Continue(())
         }
     })?;
     let mut budget = budget
@@ -389,20 +380,38 @@ pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
     Ok(budget)
 }
 
-/// Compose every chain trusting `selectors.project` reaches
-/// ([`ChainPlan::for_trust`]), the named one first, each untrusted and
-/// trusted, and hand them to `visit`, which answers the trusted prefix's
-/// tokens (what ranks the chains to cross) or `Break` to stop. A chain other
-/// than the named one that cannot be loaded (a role directory removed
-/// meanwhile) is passed over. Returns what was left out (nothing, once
-/// `visit` stopped).
+/// One chain trusting a project reaches, composed untrusted and trusted
+/// and budgeted both ways.
+#[derive(Debug)]
+pub struct TrustStep<'a> {
+    /// The chain.
+    pub core: &'a Core,
+    /// Composed as the project is now taken, untrusted.
+    pub untrusted: ResolvedPrompt,
+    /// Composed as if it were trusted.
+    pub trusted: ResolvedPrompt,
+    /// The budget untrusted.
+    pub before: Budget,
+    /// The budget trusted.
+    pub after: Budget,
+    /// When trusting pushes this chain over the cap: the chain, named, and
+    /// its budget trusted.
+    pub over: Option<(String, Box<BudgetReport>)>,
+}
+
+/// Compose and budget every chain trusting `selectors.project` reaches
+/// ([`ChainPlan::for_trust`]), the named one first, and hand each to
+/// `visit` until it answers `Break`. The trusted prefix's tokens rank the
+/// chains to cross. A chain other than the named one that cannot be loaded
+/// (a role directory removed meanwhile) is passed over. Returns what was
+/// left out (nothing, once `visit` stopped).
 ///
 /// # Errors
 ///
 /// When the named chain cannot be loaded at all.
 pub fn walk_trust_chains(
     selectors: &Selectors,
-    mut visit: impl FnMut(&Core, &ResolvedPrompt, &ResolvedPrompt) -> std::ops::ControlFlow<(), usize>,
+    mut visit: impl FnMut(TrustStep<'_>) -> std::ops::ControlFlow<()>,
 ) -> Result<ChainsLeftOut, CoreError> {
     use std::ops::ControlFlow;
     let base = Selectors {
@@ -424,8 +433,25 @@ pub fn walk_trust_chains(
         };
         let untrusted = core.compose(&loaded, Trust::Untrusted, TailContext::now());
         let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
-        match visit(&core, &untrusted, &trusted) {
-            ControlFlow::Continue(weight) => ControlFlow::Continue(Some(weight)),
+        let before = budget_of(&untrusted);
+        let after = budget_of(&trusted);
+        let weight = after.report.prefix_tokens;
+        let over = pushes_over(&before.report, &after.report).then(|| {
+            (
+                describe_chain(core.selectors(), Trust::Untrusted),
+                Box::new(after.report.clone()),
+            )
+        });
+        let step = TrustStep {
+            core: &core,
+            untrusted,
+            trusted,
+            before,
+            after,
+            over,
+        };
+        match visit(step) {
+            ControlFlow::Continue(()) => ControlFlow::Continue(Some(weight)),
             ControlFlow::Break(()) => ControlFlow::Break(Ok(())),
         }
     });

@@ -653,40 +653,32 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
 ///
 /// When the named chain cannot be loaded at all.
 pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
-    use crate::{TrustBudget, budget_of, describe_chain, pushes_over};
+    use crate::{TrustBudget, describe_chain};
     use vak_prompt_trust::Trust;
     let mut preview: Option<TrustPreview> = None;
-    let left_out = crate::walk_trust_chains(selectors, |core, untrusted, trusted| {
-        let changes = block_changes(untrusted, trusted);
-        let before = budget_of(untrusted);
-        let after = budget_of(trusted);
-        let weight = after.report.prefix_tokens;
-        let over = pushes_over(&before.report, &after.report).then(|| {
-            (
-                describe_chain(core.selectors(), Trust::Untrusted),
-                Box::new(after.report.clone()),
-            )
-        });
+    let left_out = crate::walk_trust_chains(selectors, |step| {
+        let changes = block_changes(&step.untrusted, &step.trusted);
         // The first chain is the one named.
         let Some(preview) = &mut preview else {
-            let config_keys = config_keys_applied(untrusted, trusted, &before, &after);
+            let config_keys =
+                config_keys_applied(&step.untrusted, &step.trusted, &step.before, &step.after);
             preview = Some(TrustPreview {
                 blocks: changes,
                 elsewhere: Vec::new(),
                 budget: TrustBudget {
-                    before,
-                    after,
-                    over,
+                    before: step.before,
+                    after: step.after,
+                    over: step.over,
                     left_out: crate::ChainsLeftOut::default(),
                 },
                 config_keys,
             });
-            return std::ops::ControlFlow::Continue(weight);
+            return std::ops::ControlFlow::Continue(());
         };
         if preview.budget.over.is_none() {
-            preview.budget.over = over;
+            preview.budget.over = step.over;
         }
-        let chain = describe_chain(core.selectors(), Trust::Untrusted);
+        let chain = describe_chain(step.core.selectors(), Trust::Untrusted);
         for change in changes {
             let same = |p: &BlockPreview| {
                 p.block == change.block && p.before == change.before && p.after == change.after
@@ -702,7 +694,7 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                 }),
             }
         }
-        std::ops::ControlFlow::Continue(weight)
+        std::ops::ControlFlow::Continue(())
     })?;
     let mut preview = preview.ok_or_else(|| {
         crate::CoreError::Loader(vak_prompt_loader::LoaderError::ProjectMissing(
