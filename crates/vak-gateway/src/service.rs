@@ -229,13 +229,25 @@ async fn messages(
             ),
         );
     };
-    let Ok(body) = read else {
-        return logged(
-            &bot,
-            &chat,
-            started,
-            refusal(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB"),
-        );
+    let body = match read {
+        Ok(body) => body,
+        Err(error) => {
+            // Over the limit, or cut off (the client closed the connection
+            // mid-body): logged as what it was.
+            let over = error
+                .into_inner()
+                .downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some();
+            let answer = if over {
+                refusal(StatusCode::PAYLOAD_TOO_LARGE, "the body is over 64 KiB")
+            } else {
+                refusal(
+                    StatusCode::BAD_REQUEST,
+                    "the body ended before it was whole (the connection was closed mid-body)",
+                )
+            };
+            return logged(&bot, &chat, started, answer);
+        }
     };
     let header = |name: &str| {
         headers

@@ -168,6 +168,24 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     let big = format!(r#"{{"text":"{}"}}"#, "a".repeat(70 * 1024));
     let (status, answer) = post(addr, &path, &signed(&key, &big), big.as_bytes());
     assert_eq!(status, 413, "{answer}");
+    // Chunked, so no length is declared: still told apart from a body cut
+    // off, and refused as too large.
+    {
+        use std::io::{Read as _, Write as _};
+        let mut stream = std::net::TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {addr}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        for _ in 0..3 {
+            let chunk = "a".repeat(30 * 1024);
+            let _ = stream.write_all(format!("{:x}\r\n{chunk}\r\n", chunk.len()).as_bytes());
+        }
+        let _ = stream.write_all(b"0\r\n\r\n");
+        let mut answer = String::new();
+        let _ = stream.read_to_string(&mut answer);
+        assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    }
 
     assert_eq!(
         post(addr, &messages("help..desk", "42"), &[], body.as_bytes()).0,
