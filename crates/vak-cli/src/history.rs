@@ -227,7 +227,9 @@ fn history_error(error: HistoryError) -> CliError {
 /// Every digest the log names for this file, newest first.
 /// A full digest, or the one digest in the log that starts with `given`.
 fn resolve_digest(given: &str, records: &[VersionRecord]) -> Result<String, CliError> {
-    let given = given.trim_end_matches('…');
+    // As `log` shows it (one `…` after a short digest), in either case.
+    let lowered = given.to_ascii_lowercase();
+    let given = lowered.strip_suffix('…').unwrap_or(&lowered);
     if is_digest(given) {
         return Ok(given.to_owned());
     }

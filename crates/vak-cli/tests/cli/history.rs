@@ -444,6 +444,34 @@ fn a_revert_goes_back_only_to_a_version_of_its_own_file() {
     );
     assert_eq!(fs::read(&path).unwrap(), before);
     assert_eq!(log(&env, "guardrails").len(), 2);
+    // A short digest as `log` shows it, or in capitals, names its version;
+    // a run of ellipses is no digest.
+    let first = log(&env, "guardrails")[0]["after"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for given in [format!("{}…", &first[..8]), first[..8].to_uppercase()] {
+        let out = env.vak(&[
+            "prompts",
+            "diff",
+            "--scope",
+            "project",
+            "guardrails",
+            "--from",
+            &given,
+        ]);
+        assert!(out.status.success(), "{given}: {}", stderr(&out));
+    }
+    let out = env.vak(&[
+        "prompts",
+        "diff",
+        "--scope",
+        "project",
+        "guardrails",
+        "--from",
+        &format!("{}……", &first[..8]),
+    ]);
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
 }
 
 #[test]
