@@ -268,6 +268,11 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     if args.preview {
         return trust_preview(&home, &dir, args.dir.is_none(), args.format);
     }
+    // Named as the store will key it, not as typed (`.`).
+    let dir = std::fs::canonicalize(&dir)
+        .ok()
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .unwrap_or(dir);
     // Measured before the store changes: a refusal leaves it as it was.
     let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
     if let Some((chain, report)) = &budget.over {

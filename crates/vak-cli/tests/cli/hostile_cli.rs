@@ -341,13 +341,15 @@ fn trust_is_refused_when_it_would_put_the_prompt_over_the_cap() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("project trusted"), "{}", stderr(&out));
 
-    let out = env.vak(&["trust"]);
+    let out = env.vak(&["trust", "."]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("trust store is unchanged"),
         "{}",
         stderr(&out)
     );
+    // Named as the store keys it, not as typed.
+    assert!(!stderr(&out).contains("`.`"), "{}", stderr(&out));
     assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
 
     let out = env.vak(&["trust", "--over-budget"]);
