@@ -306,6 +306,17 @@ pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
         resolved.trust == Trust::Trusted,
     );
     warnings.extend(cap.warnings.iter().map(ToString::to_string));
+    // No cap is above the model's window: a prefix that cannot be sent at
+    // all is not "under the cap", whatever `prompts.max_tokens` says.
+    let mut cap = cap;
+    let window = usize::try_from(model.context_window).unwrap_or(usize::MAX);
+    if cap.tokens > window {
+        warnings.push(format!(
+            "`prompts.max_tokens` {} is over the {window}-token context window of `{}`; the window is the cap",
+            cap.tokens, model.name
+        ));
+        cap.tokens = window;
+    }
     let report = BudgetReport::measure(model, cap.tokens, &resolved.prefix, &resolved.blocks);
     Budget {
         report,

@@ -256,10 +256,14 @@ impl BudgetReport {
     /// A refusal to freeze a session whose prefix does not fit the model's
     /// context window at all (DECISIONS §12).
     pub fn over_window_message(&self) -> String {
-        self.over_cap_lines(format!(
-            "the assembled prompt prefix is {} tokens, larger than the {}-token context window of `{}`; no session was frozen with it.",
+        // Raising the cap cannot help here: only shorter layers (or a model
+        // with a larger window) can.
+        let mut out = format!(
+            "the assembled prompt prefix is {} tokens, larger than the {}-token context window of `{}`; no session was frozen with it. Shorten one of these layers (largest first), or choose a model with a larger window:",
             self.prefix_tokens, self.context_window, self.model
-        ))
+        );
+        self.offender_lines(&mut out);
+        out
     }
 
     /// The same, worded for a check of the prompt as it is.
@@ -273,7 +277,18 @@ impl BudgetReport {
     }
 
     fn over_cap_lines(&self, mut out: String) -> String {
-        out.push_str(" Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:");
+        // A cap at the model's window cannot be raised any further.
+        if u64::try_from(self.cap).unwrap_or(u64::MAX) >= u64::from(self.context_window) {
+            out.push_str(" Shorten one of these layers (largest first), or choose a model with a larger window:");
+        } else {
+            out.push_str(" Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:");
+        }
+        self.offender_lines(&mut out);
+        out
+    }
+
+    /// One line per user-owned layer, largest first.
+    fn offender_lines(&self, out: &mut String) {
         let offenders = self.offenders();
         if offenders.is_empty() {
             out.push_str(
@@ -283,7 +298,6 @@ impl BudgetReport {
         for layer in offenders {
             let _ = write!(out, "\n  {layer}");
         }
-        out
     }
 }
 

@@ -798,3 +798,29 @@ fn no_directory_layer_is_written_where_none_is_read() {
     assert!(!env.project().join(".github").exists());
     assert!(!env.project().join("web").exists());
 }
+
+#[test]
+fn no_cap_is_above_the_models_window() {
+    let env = Env::empty();
+    env.write_home(
+        ".vak/config.toml",
+        "model = \"gpt-4\"\n[prompts]\nmax_tokens = 100000\n",
+    );
+    env.write_project(".vak/prompts/identity.md", &words("long", 20000));
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let out = env.vak(&["trust", "--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.vak(&["prompts", "check", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["tokens"]["cap"], 8192, "{json}");
+    let out = env.vak(&["session", "new"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("raise `prompts.max_tokens`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stderr(&out).contains("larger window"), "{}", stderr(&out));
+}
