@@ -12,16 +12,18 @@ use std::fmt;
 
 /// Whether `c` may never appear in a prompt prefix (DECISIONS §11): C0
 /// controls other than tab and newline, DEL, C1 controls (NEL among them),
-/// the line and paragraph separators, bidi embedding/override/isolate
-/// controls and marks (LRM, RLM, ALM), zero-width characters and the BOM,
-/// the other characters that show nothing (soft hyphen, combining grapheme
-/// joiner, invisible operators, deprecated format characters, Hangul,
-/// Khmer and Mongolian fillers and separators, interlinear annotation,
-/// musical format characters), Unicode tag characters and the
-/// supplementary variation selectors. Each is a way to put text in a
-/// prompt that a person reviewing it cannot see. The variation selectors
-/// U+FE00–FE0F are judged by where they stand ([`next_forbidden`]): after
-/// an emoji they are part of it.
+/// the line and paragraph separators, and every code point Unicode marks
+/// `Default_Ignorable_Code_Point`, assigned or not: bidi controls and marks
+/// (LRM, RLM, ALM), zero-width characters and the BOM, the soft hyphen,
+/// the combining grapheme joiner, invisible operators, Hangul, Khmer and
+/// Mongolian fillers and separators, interlinear annotation and the other
+/// specials, shorthand and musical format controls, the whole tag and
+/// supplementary-variation-selector block (U+E0000–E0FFF); and the other
+/// format characters that show nothing (Egyptian hieroglyph format
+/// controls, the Khitan filler, the musical null notehead). Each is a way
+/// to put text in a prompt that a person reviewing it cannot see. The
+/// variation selectors U+FE00–FE0F are judged by where they stand
+/// ([`next_forbidden`]): after an emoji, FE0E and FE0F are part of it.
 pub fn is_forbidden(c: char) -> bool {
     matches!(c,
         '\u{0}'..='\u{8}'
@@ -35,21 +37,23 @@ pub fn is_forbidden(c: char) -> bool {
         | '\u{180b}'..='\u{180f}'
         | '\u{200b}'..='\u{200f}'
         | '\u{2028}'..='\u{202e}'
-        | '\u{2060}'..='\u{2064}'
-        | '\u{2066}'..='\u{206f}'
+        | '\u{2060}'..='\u{206f}'
         | '\u{3164}'
         | '\u{feff}'
         | '\u{ffa0}'
-        | '\u{fff9}'..='\u{fffb}'
+        | '\u{fff0}'..='\u{fffb}'
+        | '\u{13430}'..='\u{1343f}'
+        | '\u{16fe4}'
+        | '\u{1bca0}'..='\u{1bca3}'
+        | '\u{1d159}'
         | '\u{1d173}'..='\u{1d17a}'
-        | '\u{e0000}'..='\u{e007f}'
-        | '\u{e0100}'..='\u{e01ef}')
+        | '\u{e0000}'..='\u{e0fff}')
 }
 
 /// [`is_forbidden`] as a table of inclusive code point ranges: what the
 /// byte scan's [`STARTS_FORBIDDEN`] is derived from. A test checks, for
 /// every `char`, that the table and the function agree.
-const FORBIDDEN_RANGES: [(u32, u32); 20] = [
+const FORBIDDEN_RANGES: [(u32, u32); 22] = [
     (0x0, 0x8),
     (0xb, 0x1f),
     (0x7f, 0x9f),
@@ -61,15 +65,17 @@ const FORBIDDEN_RANGES: [(u32, u32); 20] = [
     (0x180b, 0x180f),
     (0x200b, 0x200f),
     (0x2028, 0x202e),
-    (0x2060, 0x2064),
-    (0x2066, 0x206f),
+    (0x2060, 0x206f),
     (0x3164, 0x3164),
     (0xfeff, 0xfeff),
     (0xffa0, 0xffa0),
-    (0xfff9, 0xfffb),
+    (0xfff0, 0xfffb),
+    (0x13430, 0x1343f),
+    (0x16fe4, 0x16fe4),
+    (0x1bca0, 0x1bca3),
+    (0x1d159, 0x1d159),
     (0x1d173, 0x1d17a),
-    (0xe0000, 0xe007f),
-    (0xe0100, 0xe01ef),
+    (0xe0000, 0xe0fff),
 ];
 
 /// A variation selector of the basic block (U+FE00–FE0F).
@@ -77,16 +83,34 @@ fn is_variation_selector(c: char) -> bool {
     matches!(c, '\u{fe00}'..='\u{fe0f}')
 }
 
-/// Whether a variation selector between `prev` and `next` shows nothing:
-/// at the start of a line, after another selector (a run of them is how a
-/// hidden message rides on one visible character), or after an ASCII
-/// character other than a keycap's base (`1`, `#` and `*` before U+20E3).
-fn stray_selector(prev: Option<char>, next: Option<char>) -> bool {
+/// A character an emoji presentation selector (U+FE0E text, U+FE0F emoji)
+/// can vary: the symbols and pictographs that have both presentations.
+fn is_emoji_base(c: char) -> bool {
+    matches!(c,
+        '\u{a9}' | '\u{ae}' | '\u{203c}' | '\u{2049}' | '\u{2122}' | '\u{2139}'
+        | '\u{2194}'..='\u{21aa}'
+        | '\u{231a}'..='\u{23ff}'
+        | '\u{24c2}'
+        | '\u{25aa}'..='\u{25fe}'
+        | '\u{2600}'..='\u{27bf}'
+        | '\u{2934}'..='\u{2935}'
+        | '\u{2b05}'..='\u{2b55}'
+        | '\u{3030}' | '\u{303d}' | '\u{3297}' | '\u{3299}'
+        | '\u{1f000}'..='\u{1faff}')
+}
+
+/// Whether `selector` (a basic variation selector) between `prev` and
+/// `next` varies nothing a reader sees, and so may carry a hidden message:
+/// anything but FE0E or FE0F directly after an emoji or after a keycap's
+/// base (`1`, `#` and `*` before U+20E3).
+fn stray_selector(selector: char, prev: Option<char>, next: Option<char>) -> bool {
+    if !matches!(selector, '\u{fe0e}' | '\u{fe0f}') {
+        return true;
+    }
     match prev {
-        None | Some('\n') => true,
-        Some(p) if is_variation_selector(p) => true,
-        Some(p) if p.is_ascii() => next != Some('\u{20e3}'),
-        Some(_) => false,
+        Some(p) if is_emoji_base(p) => false,
+        Some('0'..='9' | '#' | '*') => next != Some('\u{20e3}'),
+        _ => true,
     }
 }
 
@@ -156,7 +180,7 @@ fn next_forbidden(text: &str, mut from: usize) -> Option<usize> {
         let stray = || {
             let prev = text[..at].chars().next_back();
             let next = text[at + ch.len_utf8()..].chars().next();
-            stray_selector(prev, next)
+            stray_selector(ch, prev, next)
         };
         if is_forbidden(ch) || (is_variation_selector(ch) && stray()) {
             return Some(at);
@@ -279,7 +303,7 @@ pub fn clean(text: &str) -> Cleaned<'_> {
         // A selector is judged by what it follows in the text kept, so the
         // kept text is clean by the same rule.
         let stray = is_variation_selector(ch)
-            && stray_selector(out.chars().next_back(), chars.peek().copied());
+            && stray_selector(ch, out.chars().next_back(), chars.peek().copied());
         if !is_forbidden(ch) && !stray {
             out.push(ch);
             continue;
@@ -413,7 +437,7 @@ mod tests {
                 let prev = i.checked_sub(1).map(|j| chars[j]);
                 is_forbidden(chars[i])
                     || (is_variation_selector(chars[i])
-                        && stray_selector(prev, chars.get(i + 1).copied()))
+                        && stray_selector(chars[i], prev, chars.get(i + 1).copied()))
             })
             .collect()
     }
@@ -442,7 +466,7 @@ mod tests {
             }
             column += 1;
             let stray = is_variation_selector(ch)
-                && stray_selector(out.chars().next_back(), chars.peek().copied());
+                && stray_selector(ch, out.chars().next_back(), chars.peek().copied());
             if !is_forbidden(ch) && !stray {
                 out.push(ch);
                 continue;
@@ -537,8 +561,32 @@ mod tests {
             "I \u{2764}\u{fe0f} tests",
             "press 1\u{fe0f}\u{20e3}",
             "\u{263a}\u{fe0e}",
+            "\u{a9}\u{fe0e} 2026",
+            "\u{1f44d}\u{fe0f}",
         ] {
             assert_eq!(first_forbidden(fine), None, "{fine:?}");
+        }
+        // A selector after a letter, a blank or any other base varies
+        // nothing: four hidden bits each.
+        for bad in [
+            "caf\u{e9}\u{fe00}",
+            "\u{4e2d}\u{fe0e}",
+            "\u{2800}\u{fe0f}",
+            "\u{a0}\u{fe0f}",
+            "\u{2764}\u{fe00}",
+        ] {
+            assert!(first_forbidden(bad).is_some(), "{bad:?}");
+        }
+        // Unassigned default-ignorable code points show nothing either.
+        for hidden in [
+            '\u{2065}',
+            '\u{fff0}',
+            '\u{e0080}',
+            '\u{e0f49}',
+            '\u{1bca0}',
+            '\u{13430}',
+        ] {
+            assert!(is_forbidden(hidden), "{}", char_name(hidden));
         }
         // A hidden message carried by selectors after one visible character,
         // or after a letter, or at a line's start.
@@ -551,7 +599,8 @@ mod tests {
             let cleaned = clean(bad);
             assert!(!has_forbidden(&cleaned.text), "{:?}", cleaned.text);
         }
-        assert_eq!(clean(&smuggled).text, "\u{2764}\u{fe00}");
+        // At most one selector is kept: one bit a visible emoji.
+        assert_eq!(clean(&smuggled).text, "\u{2764}\u{fe0e}");
     }
 
     #[test]

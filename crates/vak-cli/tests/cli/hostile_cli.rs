@@ -49,15 +49,22 @@ fn no_forbidden(text: &str) -> Result<(), String> {
         matches!(c,
             '\u{0}'..='\u{8}' | '\u{b}'..='\u{1f}' | '\u{7f}'..='\u{9f}'
             | '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
-            | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{2064}' | '\u{feff}' | '\u{e0000}'..='\u{e007f}'
-            | '\u{e0100}'..='\u{e01ef}' | '\u{ad}' | '\u{34f}' | '\u{61c}' | '\u{3164}' | '\u{115f}')
+            | '\u{200b}'..='\u{200f}' | '\u{2060}'..='\u{206f}' | '\u{feff}' | '\u{e0000}'..='\u{e0fff}'
+            | '\u{fff0}'..='\u{fffb}' | '\u{1bca0}'..='\u{1bca3}' | '\u{ad}' | '\u{34f}' | '\u{61c}'
+            | '\u{3164}' | '\u{115f}')
     }) {
         None => {
-            // Nor a run of variation selectors: one after an emoji is its
-            // presentation, a run is a hidden message.
+            // Nor a variation selector but FE0E/FE0F once after an emoji:
+            // anything else is a hidden message.
             let selector = |c: char| matches!(c, '\u{fe00}'..='\u{fe0f}');
             let chars: Vec<char> = text.chars().collect();
-            match chars.windows(2).position(|w| selector(w[0]) && selector(w[1])) {
+            match chars.windows(2).position(|w| {
+                selector(w[1])
+                    && (selector(w[0])
+                        || w[0].is_ascii()
+                        || !matches!(w[1], '\u{fe0e}' | '\u{fe0f}')
+                        || !matches!(w[0], '\u{2600}'..='\u{27bf}' | '\u{1f000}'..='\u{1faff}'))
+            }) {
                 None => Ok(()),
                 Some(at) => Err(format!("a run of variation selectors at char {at}: {text:?}")),
             }
