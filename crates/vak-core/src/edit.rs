@@ -1135,7 +1135,7 @@ pub const MAX_ROLE_CHAINS: usize = 64;
 pub const MAX_DIRECTORY_CHAINS: usize = 16;
 
 /// At most this many gateway bots and chats are budgeted.
-pub const MAX_GATEWAY_CHAINS: usize = 256;
+pub const MAX_GATEWAY_CHAINS: usize = 4096;
 
 /// What a check could not budget on every chain, because a project has
 /// more role directories, directory layers or gateway entries than are
@@ -1148,6 +1148,9 @@ pub struct ChainsLeftOut {
     pub directories: usize,
     /// Gateway bots and chats not budgeted at all.
     pub gateway: usize,
+    /// Whether the project has more directory layers than the walk that
+    /// lists them looks at ([`vak_prompt_loader::MAX_LAYERS`]).
+    pub unlisted_directories: bool,
 }
 
 impl ChainsLeftOut {
@@ -1174,6 +1177,12 @@ impl ChainsLeftOut {
                 self.gateway,
                 if self.gateway == 1 { "" } else { "s" },
                 if self.gateway == 1 { "" } else { "s" }
+            ));
+        }
+        if self.unlisted_directories {
+            parts.push(format!(
+                "directory layers past the first {} the walk finds were not looked at",
+                vak_prompt_loader::MAX_LAYERS
             ));
         }
         (!parts.is_empty()).then(|| {
@@ -1212,8 +1221,10 @@ pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
     roles
 }
 
-/// Every gateway bot (`bots.json`) and chat (`allowlist.json`) of the
-/// home, valid names only, bots first.
+/// Every gateway bot (`bots.json`) of the home, and every chat
+/// (`allowlist.json`) with prompts of its own, valid names only, bots
+/// first. A chat without its own prompts resolves as its bot does, so its
+/// bot's chain stands for it.
 fn gateway_entries(home: &Utf8Path) -> Vec<(Name, Option<Name>)> {
     use vak_prompt_blocks::NameKind;
     let mut out = Vec::new();
@@ -1234,10 +1245,17 @@ fn gateway_entries(home: &Utf8Path) -> Vec<(Name, Option<Name>)> {
             let (Ok(bot), Some(chats)) = (Name::new(NameKind::Bot, bot), chats.as_object()) else {
                 continue;
             };
+            let has_prompts = |entry: &serde_json::Value| {
+                entry
+                    .get("prompts")
+                    .and_then(serde_json::Value::as_object)
+                    .is_some_and(|prompts| !prompts.is_empty())
+            };
             out.extend(
                 chats
-                    .keys()
-                    .filter_map(|chat| Name::new(NameKind::Chat, chat).ok())
+                    .iter()
+                    .filter(|(_, entry)| has_prompts(entry))
+                    .filter_map(|(chat, _)| Name::new(NameKind::Chat, chat).ok())
                     .map(|chat| (bot.clone(), Some(chat))),
             );
         }
@@ -1258,6 +1276,7 @@ pub struct ChainPlan {
     workdirs: Vec<Option<Utf8PathBuf>>,
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
+    unlisted_directories: bool,
 }
 
 impl ChainPlan {
@@ -1277,7 +1296,8 @@ impl ChainPlan {
             SubLayer::Directory(dir) => Some(dir.as_path()),
             _ => None,
         };
-        ChainPlan::new(base, surfaces, roles, deepest_directories(base, below))
+        let (workdirs, unlisted) = deepest_directories(base, below);
+        ChainPlan::new(base, surfaces, roles, workdirs, unlisted)
     }
 
     /// The chains trusting `base.project` reaches, `base` first.
@@ -1285,12 +1305,8 @@ impl ChainPlan {
         let roles = std::iter::once(None)
             .chain(roles_with_dirs(base).into_iter().map(Some))
             .collect();
-        ChainPlan::new(
-            base,
-            SurfaceKind::ALL.to_vec(),
-            roles,
-            deepest_directories(base, None),
-        )
+        let (workdirs, unlisted) = deepest_directories(base, None);
+        ChainPlan::new(base, SurfaceKind::ALL.to_vec(), roles, workdirs, unlisted)
     }
 
     fn new(
@@ -1298,6 +1314,7 @@ impl ChainPlan {
         surfaces: Vec<SurfaceKind>,
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
+        unlisted_directories: bool,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
             gateway_entries(&base.home)
@@ -1313,6 +1330,7 @@ impl ChainPlan {
             workdirs,
             gateway,
             gateway_left_out,
+            unlisted_directories,
         }
     }
 
@@ -1354,18 +1372,29 @@ impl ChainPlan {
                 ControlFlow::Continue(None)
             }
         };
+        // Each role and each layer on every surface, weighed by its longest:
+        // a role that adds nothing on one surface (its bullets repeat that
+        // surface's) may add much on another.
+        let surfaces: Vec<SurfaceKind> = std::iter::once(surface0)
+            .chain(self.surfaces.iter().copied().filter(|s| *s != surface0))
+            .collect();
         let mut role_weight: Vec<(usize, usize)> = Vec::new();
         for (index, role) in self.roles.iter().enumerate() {
-            let weight = go(chain(surface0, &workdir0, role), &mut seen)?;
-            role_weight.push((weight.unwrap_or(0), index));
+            let mut weight = 0;
+            for surface in &surfaces {
+                let measured = go(chain(*surface, &workdir0, role), &mut seen)?;
+                weight = weight.max(measured.unwrap_or(0));
+            }
+            role_weight.push((weight, index));
         }
         let mut dir_weight: Vec<(usize, usize)> = vec![(usize::MAX, 0)];
         for (index, workdir) in self.workdirs.iter().enumerate().skip(1) {
-            let weight = go(chain(surface0, workdir, &role0), &mut seen)?;
-            dir_weight.push((weight.unwrap_or(0), index));
-        }
-        for surface in &self.surfaces {
-            go(chain(*surface, &workdir0, &role0), &mut seen)?;
+            let mut weight = 0;
+            for surface in &surfaces {
+                let measured = go(chain(*surface, workdir, &role0), &mut seen)?;
+                weight = weight.max(measured.unwrap_or(0));
+            }
+            dir_weight.push((weight, index));
         }
         for (bot, chat) in &self.gateway {
             go(
@@ -1410,17 +1439,23 @@ impl ChainPlan {
             roles: roles_left_out,
             directories: dirs_left_out,
             gateway: self.gateway_left_out,
+            unlisted_directories: self.unlisted_directories,
         })
     }
 }
 
 /// The named working directory, then each deepest directory layer of the
-/// project (at or below `below`, when given). A deepest directory's chain
-/// holds every wider directory's layer too.
-fn deepest_directories(base: &Selectors, below: Option<&Utf8Path>) -> Vec<Option<Utf8PathBuf>> {
+/// project (at or below `below`, when given), and whether the walk that
+/// lists them stopped at its bound. A deepest directory's chain holds
+/// every wider directory's layer too.
+fn deepest_directories(
+    base: &Selectors,
+    below: Option<&Utf8Path>,
+) -> (Vec<Option<Utf8PathBuf>>, bool) {
     let mut out = vec![base.workdir.clone()];
     let dirs =
         vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
+    let unlisted = dirs.len() >= vak_prompt_loader::MAX_LAYERS;
     for dir in dirs.iter().filter(|d| {
         below.is_none_or(|b| d.starts_with(b))
             && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
@@ -1430,7 +1465,7 @@ fn deepest_directories(base: &Selectors, below: Option<&Utf8Path>) -> Vec<Option
             out.push(workdir);
         }
     }
-    out
+    (out, unlisted)
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {
@@ -1466,6 +1501,77 @@ mod tests {
 
     fn target(scope: Scope, sub: SubLayer, block: Block) -> EditTarget {
         EditTarget::new(scope, sub, block).unwrap()
+    }
+
+    #[test]
+    fn a_plan_weighs_every_role_on_every_surface_and_every_chat_with_prompts() {
+        use std::ops::ControlFlow;
+        let (_keep, s) = env();
+        for i in 0..70 {
+            fs::create_dir_all(s.project.join(format!(".vak/prompts/agents/r{i:02}"))).unwrap();
+        }
+        fs::create_dir_all(s.project.join(".vak/prompts/agents/zz")).unwrap();
+        fs::create_dir_all(s.home.join(".vak/gateway")).unwrap();
+        let chats: String = (0..300)
+            .map(|i| format!(r#""c{i}": {{}}"#))
+            .chain(std::iter::once(
+                r#""late": {"prompts": {"guardrails": "- x"}}"#.to_owned(),
+            ))
+            .collect::<Vec<_>>()
+            .join(", ");
+        fs::write(
+            s.home.join(".vak/gateway/allowlist.json"),
+            format!(r#"{{"bot": {{{chats}}}}}"#),
+        )
+        .unwrap();
+        fs::write(s.home.join(".vak/gateway/bots.json"), r#"{"bot": {}}"#).unwrap();
+        // `zz` weighs nothing but on the chat surface, where it is longest;
+        // every other role weighs a little everywhere.
+        let weight = |c: &Selectors| match c.agent.as_ref().map(Name::as_str) {
+            Some("zz") if c.surface == SurfaceKind::Chat && c.bot.is_none() => 5000,
+            Some("zz") => 0,
+            Some(_) => 10,
+            None => 1,
+        };
+        let mut visited: Vec<Selectors> = Vec::new();
+        let flow = ChainPlan::for_trust(&s).visit(|c| {
+            visited.push(c.clone());
+            ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
+        });
+        let ControlFlow::Continue(left_out) = flow else {
+            panic!("stopped");
+        };
+        assert_eq!(left_out.roles, 71 - MAX_ROLE_CHAINS);
+        let roles: Vec<String> = std::iter::once("zz".to_owned())
+            .chain((0..70).map(|i| format!("r{i:02}")))
+            .collect();
+        for role in &roles {
+            for surface in SurfaceKind::ALL {
+                assert!(
+                    visited.iter().any(|c| c.surface == surface
+                        && c.agent.as_ref().map(Name::as_str) == Some(role.as_str())),
+                    "{role} on {surface}"
+                );
+            }
+        }
+        // Crossed with every surface as one of the heaviest.
+        assert!(
+            visited.iter().any(|c| c.surface == SurfaceKind::Cli
+                && c.agent.as_ref().map(Name::as_str) == Some("zz"))
+        );
+        // The chat with its own prompts is measured; one without, through
+        // its bot.
+        let chat = |name: &str| {
+            visited
+                .iter()
+                .any(|c| c.chat.as_ref().map(Name::as_str) == Some(name))
+        };
+        assert!(chat("late"));
+        assert!(!chat("c0"));
+        assert!(visited.iter().any(|c| c.bot.is_some() && c.chat.is_none()));
+        // Each chain once.
+        let unique: std::collections::HashSet<&Selectors> = visited.iter().collect();
+        assert_eq!(unique.len(), visited.len());
     }
 
     #[test]

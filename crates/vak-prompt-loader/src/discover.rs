@@ -172,7 +172,7 @@ const MAX_DEPTH: usize = 8;
 /// How many directories [`directory_layers`] visits at most.
 const MAX_VISITED: usize = 20_000;
 /// How many directory layers [`directory_layers`] lists at most.
-const MAX_LAYERS: usize = 256;
+pub const MAX_LAYERS: usize = 256;
 
 /// Every directory below `root` that has its own `.vak/prompts/` or one of
 /// `interop` (`AGENTS.md`): the directory layers a project-scope save with

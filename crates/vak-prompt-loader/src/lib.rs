@@ -23,7 +23,8 @@ pub use chain::{
     Skipped, interop_of_level, load_chain,
 };
 pub use discover::{
-    Discovered, RootKind, directory_layers, discover_project, is_layer_dir, levels_between,
+    Discovered, MAX_LAYERS, RootKind, directory_layers, discover_project, is_layer_dir,
+    levels_between,
 };
 pub use error::LoaderError;
 pub use gateway::{
