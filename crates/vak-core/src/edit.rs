@@ -728,6 +728,7 @@ impl Core {
     ) -> Result<Saved, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
+        self.lands_where_read(target)?;
         // The budget runs on the replica: bring it up to the store first.
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         if let Some(found) = first_forbidden(text) {
@@ -859,6 +860,7 @@ impl Core {
     ) -> Result<Reset, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
+        self.lands_where_read(target)?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let mut preview = self.preview(target, None)?;
         if preview.over_budget() {
@@ -902,6 +904,45 @@ impl Core {
     /// `~/vak-home`) can reach the shared layer through a symlink that never
     /// leaves the project, which the loader's confinement allows; a
     /// project-scope save or reset must still never touch a file of the home.
+    /// A directory layer named through a symlink is written where the
+    /// link leads: refused ([`EditError::BadDirectory`]) when that is where
+    /// no layer is read (a hidden directory, `node_modules`, `target`, too
+    /// deep; see [`vak_prompt_loader::is_layer_dir`]), so a save is never
+    /// reported for a file that would not apply. A link leading out of the
+    /// project is left to the save's own confinement, which names it.
+    fn lands_where_read(&self, target: &EditTarget) -> Result<(), EditError> {
+        let SubLayer::Directory(dir) = &target.sub else {
+            return Ok(());
+        };
+        let project = &self.selectors().project;
+        let Ok(real_project) = std::fs::canonicalize(project) else {
+            return Ok(());
+        };
+        // The deepest existing part of the path, resolved, then the rest as
+        // named (it does not exist, so it cannot be a link).
+        let full = project.join(dir);
+        let mut existing = full.as_path();
+        let mut rest: Vec<&str> = Vec::new();
+        while std::fs::symlink_metadata(existing).is_err() {
+            let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+                return Ok(());
+            };
+            rest.push(name);
+            existing = parent;
+        }
+        let Ok(mut real) = std::fs::canonicalize(existing) else {
+            return Ok(());
+        };
+        real.extend(rest.iter().rev());
+        match real.strip_prefix(&real_project) {
+            Ok(rel) => match Utf8Path::from_path(rel) {
+                Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(()),
+                _ => Err(EditError::BadDirectory(dir.clone())),
+            },
+            Err(_) => Ok(()),
+        }
+    }
+
     fn stays_out_of_home(
         &self,
         target: &EditTarget,

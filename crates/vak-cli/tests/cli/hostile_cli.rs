@@ -804,6 +804,47 @@ fn no_directory_layer_is_written_where_none_is_read() {
     }
     assert!(!env.project().join(".github").exists());
     assert!(!env.project().join("web").exists());
+    // Nor through a symlink whose real path is such a place.
+    for (link, to) in [
+        ("linknm", "node_modules/pkg"),
+        ("linkhid", ".hidden/x"),
+        ("linkdeep", "a/b/c/d/e/f/g/h/i/j"),
+    ] {
+        std::fs::create_dir_all(env.project().join(to)).unwrap();
+        std::os::unix::fs::symlink(to, env.project().join(link)).unwrap();
+        let out = env.vak_stdin(
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "--dir",
+                link,
+                "guardrails",
+                "-",
+            ],
+            "- x\n",
+        );
+        assert_eq!(out.status.code(), Some(2), "{link}: {}", stderr(&out));
+        assert!(!env.project().join(to).join(".vak").exists(), "{link}");
+    }
+    // A link to a directory where layers are read is fine.
+    std::fs::create_dir_all(env.project().join("svc")).unwrap();
+    std::os::unix::fs::symlink("svc", env.project().join("linkok")).unwrap();
+    let out = env.vak_stdin(
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "project",
+            "--dir",
+            "linkok",
+            "guardrails",
+            "-",
+        ],
+        "- x\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]
