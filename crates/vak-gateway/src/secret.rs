@@ -1,6 +1,11 @@
 //! Per-bot signing secrets (`$VAK_HOME/.vak/gateway/secrets/<bot>`, mode
 //! 0600) and the request signature of DECISIONS §13:
-//! `X-Vak-Signature: v1=<hex HMAC-SHA256 of "v1:" + timestamp + ":" + body>`.
+//! `X-Vak-Signature: v2=<hex HMAC-SHA256 of "v2:" + timestamp + ":" + bot
+//! + ":" + chat + ":" + body>`, which names where the message goes, or the
+//! older `v1=<hex HMAC-SHA256 of "v1:" + timestamp + ":" + body>`, which
+//! does not (a `v1` request seen before it is delivered can be sent to
+//! another chat of the bot instead; kept so existing senders go on
+//! working).
 
 use std::io::Write as _;
 
@@ -190,17 +195,38 @@ fn unhex(text: &str) -> Option<Vec<u8>> {
 pub fn sign(secret: &str, timestamp: &str, body: &[u8]) -> String {
     format!(
         "v1={}",
-        hex(&mac(secret, timestamp, body).finalize().into_bytes())
+        hex(&mac(secret, timestamp, None, body).finalize().into_bytes())
     )
 }
 
-fn mac(secret: &str, timestamp: &str, body: &[u8]) -> Hmac<Sha256> {
+/// The `v2=<hex>` signature of `body` for `bot` and `chat` at `timestamp`
+/// with `secret`: the one that names where the message goes.
+pub fn sign_v2(secret: &str, timestamp: &str, bot: &str, chat: &str, body: &[u8]) -> String {
+    format!(
+        "v2={}",
+        hex(&mac(secret, timestamp, Some((bot, chat)), body)
+            .finalize()
+            .into_bytes())
+    )
+}
+
+/// The MAC of a `v1` request (`to` is `None`) or of a `v2` one, which
+/// also covers the bot and the chat it is addressed to.
+fn mac(secret: &str, timestamp: &str, to: Option<(&str, &str)>, body: &[u8]) -> Hmac<Sha256> {
     // HMAC takes a key of any length, so the fallback is never taken.
     let mut mac = <Hmac<Sha256> as hmac::digest::KeyInit>::new_from_slice(secret.as_bytes())
         .unwrap_or_else(|_| <Hmac<Sha256> as hmac::digest::KeyInit>::new(&Default::default()));
-    mac.update(b"v1:");
+    mac.update(if to.is_some() { b"v2:" } else { b"v1:" });
     mac.update(timestamp.as_bytes());
     mac.update(b":");
+    if let Some((bot, chat)) = to {
+        // Names hold no `:` (letters, digits, `-`, `_`), so the fields
+        // cannot run into each other.
+        mac.update(bot.as_bytes());
+        mac.update(b":");
+        mac.update(chat.as_bytes());
+        mac.update(b":");
+    }
     mac.update(body);
     mac
 }
@@ -230,7 +256,7 @@ impl SignatureRefusal {
                 "X-Vak-Timestamp is more than 300 s from the server's clock (a replay, or a clock to fix)"
             }
             SignatureRefusal::Wrong => {
-                "X-Vak-Signature does not match: sign \"v1:\" + timestamp + \":\" + the raw body with the bot's secret"
+                "X-Vak-Signature does not match: sign \"v2:\" + timestamp + \":\" + bot + \":\" + chat + \":\" + the raw body with the bot's secret (or \"v1:\" + timestamp + \":\" + the raw body)"
             }
         }
     }
@@ -250,9 +276,12 @@ pub struct Verified {
 }
 
 /// Check a request's signature headers against `secret` at `now` (Unix
-/// seconds). The comparison is constant-time (`Mac::verify_slice`).
+/// seconds), for a request addressed to `bot` and `chat` (what a `v2`
+/// signature covers). The comparison is constant-time
+/// (`Mac::verify_slice`).
 pub fn verify(
     secret: &str,
+    to: (&str, &str),
     timestamp: Option<&str>,
     signature: Option<&str>,
     body: &[u8],
@@ -268,17 +297,21 @@ pub fn verify(
     if (now - at).abs() > REPLAY_WINDOW_SECS {
         return Err(SignatureRefusal::Stale);
     }
-    let given = signature
-        .trim()
-        .strip_prefix("v1=")
-        .and_then(unhex)
-        .ok_or(SignatureRefusal::Wrong)?;
-    mac(secret, timestamp.trim(), body)
+    let signature = signature.trim();
+    let (version, covered) = if let Some(rest) = signature.strip_prefix("v2=") {
+        ("v2", Some((rest, to)))
+    } else {
+        ("v1", signature.strip_prefix("v1=").map(|rest| (rest, to)))
+    };
+    let (hex_part, to) = covered.ok_or(SignatureRefusal::Wrong)?;
+    let given = unhex(hex_part).ok_or(SignatureRefusal::Wrong)?;
+    let to = (version == "v2").then_some(to);
+    mac(secret, timestamp.trim(), to, body)
         .verify_slice(&given)
         .map_err(|_| SignatureRefusal::Wrong)?;
     Ok(Verified {
         at,
-        key: format!("v1={}", hex(&given)),
+        key: format!("{version}={}", hex(&given)),
     })
 }
 
@@ -294,19 +327,20 @@ mod tests {
         let sig = sign(SECRET, "1000", body);
         assert!(sig.starts_with("v1=") && sig.len() == 3 + 64);
         assert_eq!(
-            verify(SECRET, Some("1000"), Some(&sig), body, 1100),
+            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), body, 1100),
             Ok(Verified {
                 at: 1000,
                 key: sig.clone()
             })
         );
         assert_eq!(
-            verify(SECRET, Some("1000"), Some(&sig), b"{}", 1000),
+            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), b"{}", 1000),
             Err(SignatureRefusal::Wrong)
         );
         assert_eq!(
             verify(
                 "another secret of enough length!!",
+                ("b", "c"),
                 Some("1000"),
                 Some(&sig),
                 body,
@@ -315,27 +349,27 @@ mod tests {
             Err(SignatureRefusal::Wrong)
         );
         assert_eq!(
-            verify(SECRET, Some("1001"), Some(&sig), body, 1000),
+            verify(SECRET, ("b", "c"), Some("1001"), Some(&sig), body, 1000),
             Err(SignatureRefusal::Wrong)
         );
         assert_eq!(
-            verify(SECRET, Some("1000"), Some(&sig), body, 1301),
+            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), body, 1301),
             Err(SignatureRefusal::Stale)
         );
         assert_eq!(
-            verify(SECRET, Some("1000"), Some(&sig), body, 699),
+            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), body, 699),
             Err(SignatureRefusal::Stale)
         );
         assert_eq!(
-            verify(SECRET, None, Some(&sig), body, 1000),
+            verify(SECRET, ("b", "c"), None, Some(&sig), body, 1000),
             Err(SignatureRefusal::Missing)
         );
         assert_eq!(
-            verify(SECRET, Some("soon"), Some(&sig), body, 1000),
+            verify(SECRET, ("b", "c"), Some("soon"), Some(&sig), body, 1000),
             Err(SignatureRefusal::BadTimestamp)
         );
         assert_eq!(
-            verify(SECRET, Some("1000"), Some("v1=zz"), body, 1000),
+            verify(SECRET, ("b", "c"), Some("1000"), Some("v1=zz"), body, 1000),
             Err(SignatureRefusal::Wrong)
         );
     }
@@ -364,9 +398,50 @@ mod tests {
             spellings.push(format!("v1={}+{}", &hex[..at], &hex[at + 1..]));
         }
         for spelling in &spellings {
-            let verified = verify(SECRET, Some("1000"), Some(spelling), body, 1000);
+            let verified = verify(SECRET, ("b", "c"), Some("1000"), Some(spelling), body, 1000);
             assert_eq!(verified.map(|v| v.key), Ok(sig.clone()), "{spelling}");
         }
+    }
+
+    #[test]
+    fn a_v2_signature_names_its_bot_and_chat() {
+        let body = br#"{"text":"hi"}"#;
+        let sig = sign_v2(SECRET, "1000", "helpdesk", "42", body);
+        assert!(sig.starts_with("v2=") && sig.len() == 3 + 64);
+        let verified = verify(
+            SECRET,
+            ("helpdesk", "42"),
+            Some("1000"),
+            Some(&sig),
+            body,
+            1000,
+        );
+        assert_eq!(verified.map(|v| v.key), Ok(sig.clone()));
+        for to in [("helpdesk", "43"), ("other", "42"), ("helpdesk4", "2")] {
+            assert_eq!(
+                verify(SECRET, to, Some("1000"), Some(&sig), body, 1000),
+                Err(SignatureRefusal::Wrong),
+                "{to:?}"
+            );
+        }
+        // Not a v1 signature either, nor the other way round.
+        let v1 = format!("v1={}", &sig[3..]);
+        assert!(
+            verify(
+                SECRET,
+                ("helpdesk", "42"),
+                Some("1000"),
+                Some(&v1),
+                body,
+                1000
+            )
+            .is_err()
+        );
+        // printf 'v2:1700000000:helpdesk:42:{"text":"hi"}' | openssl dgst -sha256 -hmac 0123456789abcdef0123456789abcdef
+        assert_eq!(
+            sign_v2(SECRET, "1700000000", "helpdesk", "42", body),
+            "v2=e0a9bbe17f9f0c03cd9bacbb962b6890e491fbbb65069c45256013acb18e0de4"
+        );
     }
 
     #[test]

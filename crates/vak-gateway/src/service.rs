@@ -334,7 +334,14 @@ fn handle(
         }
     };
     let now = now_secs();
-    let verified = match crate::verify(&secret, timestamp, signature, body, now) {
+    let verified = match crate::verify(
+        &secret,
+        (bot.as_str(), chat.as_str()),
+        timestamp,
+        signature,
+        body,
+        now,
+    ) {
         Ok(verified) => verified,
         Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
     };

@@ -254,6 +254,25 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
         "a respelled replay is refused: {}",
         replayed.1
     );
+    // A v2 signature names its bot and chat: delivered where it is
+    // addressed, and no use for any other chat, even one it never reached.
+    let ts = now().to_string();
+    let v2_body = r#"{"text":"v2 hello"}"#;
+    let v2 = vec![
+        (
+            "X-Vak-Signature",
+            vak_gateway::sign_v2(&key, &ts, "helpdesk", "42", v2_body.as_bytes()),
+        ),
+        ("X-Vak-Timestamp", ts),
+    ];
+    let (status, answer) = post(addr, &messages("helpdesk", "43"), &v2, v2_body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("does not match"),
+        "{answer}"
+    );
+    let (status, answer) = post(addr, &path, &v2, v2_body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
 
     let cli = env.json(&[
         "gateway",
