@@ -1,11 +1,10 @@
 //! Per-bot signing secrets (`$VAK_HOME/.vak/gateway/secrets/<bot>`, mode
-//! 0600) and the request signature of DECISIONS §13:
-//! `X-Vak-Signature: v2=<hex HMAC-SHA256 of "v2:" + timestamp + ":" + bot
-//! + ":" + chat + ":" + body>`, which names where the message goes, or the
-//! older `v1=<hex HMAC-SHA256 of "v1:" + timestamp + ":" + body>`, which
-//! does not (a `v1` request seen before it is delivered can be sent to
-//! another chat of the bot instead; kept so existing senders go on
-//! working).
+//! 0600) and the request signature of DECISIONS §13: `X-Vak-Signature:
+//! v2=<hex>`, the HMAC-SHA256 of `v2:`, the timestamp, the bot, the chat
+//! and the body (joined with `:`), which names where the message goes; or
+//! the older `v1=<hex>`, of `v1:`, the timestamp and the body, which does
+//! not (a `v1` request seen before it is delivered can be sent to another
+//! chat of the bot instead; kept so existing senders go on working).
 
 use std::io::Write as _;
 
