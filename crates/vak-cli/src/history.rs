@@ -62,7 +62,7 @@ pub(crate) struct HistoryTargetArgs {
     /// The project root, exactly [default: found from the current directory:
     /// the nearest ancestor with .git, else with .vak, else the current
     /// directory].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) project: Option<Utf8PathBuf>,
     #[command(flatten)]
     pub(crate) store: StoreArg,

@@ -31,7 +31,7 @@ impl StoreArg {
 #[derive(Debug, Clone, Default, Args)]
 pub(crate) struct HomeArg {
     /// The vak home [default: $VAK_HOME, else ~/vak-home].
-    #[arg(id = "home", long = "home", value_name = "DIR")]
+    #[arg(id = "home", long = "home", value_name = "DIR", value_parser = non_empty_path)]
     pub(crate) path: Option<Utf8PathBuf>,
 }
 
@@ -57,12 +57,12 @@ pub(crate) enum Format {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SelectorArgs {
     /// The vak home holding the shared layer [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) home: Option<Utf8PathBuf>,
     /// The project root, exactly [default: found from the current directory:
     /// the nearest ancestor with .git, else with .vak, else the current
     /// directory].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) project: Option<Utf8PathBuf>,
     /// A directory inside the project, relative to its root, whose directory
     /// layers apply (each directory from the root down to it with its own
@@ -88,6 +88,18 @@ pub(crate) struct SelectorArgs {
 }
 
 /// The home directory from `--home` or the environment.
+/// A directory argument (`--home`, `--project`): never empty. An empty
+/// value (a script's unset variable, `--home "$VAK_HOM"`) would otherwise
+/// mean the current directory, and make a cloned repository's `.vak` the
+/// trusted home.
+pub(crate) fn non_empty_path(raw: &str) -> Result<Utf8PathBuf, String> {
+    if raw.trim().is_empty() {
+        Err("a directory cannot be empty".to_owned())
+    } else {
+        Ok(Utf8PathBuf::from(raw))
+    }
+}
+
 pub(crate) fn home_dir(home: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliError> {
     match home {
         Some(home) => Ok(home.clone()),

@@ -136,7 +136,7 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub(crate) home: HomeArg,
     /// The project directory the bots work in [default: the current directory].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) project: Option<Utf8PathBuf>,
 }
 
@@ -171,7 +171,7 @@ pub(crate) struct DeliverArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The project directory the bot works in [default: the current directory].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) project: Option<Utf8PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]

@@ -50,7 +50,7 @@ pub(crate) struct ImportArgs {
     #[arg(long, value_name = "URL")]
     pub(crate) store: Option<String>,
     /// The vak home whose files are copied [default: $VAK_HOME, else ~/vak-home].
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) home: Option<Utf8PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]

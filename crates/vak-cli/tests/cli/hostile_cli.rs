@@ -872,3 +872,21 @@ fn no_cap_is_above_the_models_window() {
     );
     assert!(stderr(&out).contains("larger window"), "{}", stderr(&out));
 }
+
+#[test]
+fn an_empty_home_or_project_is_refused_not_taken_as_the_current_directory() {
+    // A clone's `.vak` must never become the trusted home because a script
+    // passed an unset variable.
+    let env = hostile("forged-capabilities");
+    for args in [
+        vec!["prompts", "explain", "--home", ""],
+        vec!["session", "new", "--home", ""],
+        vec!["prompts", "show", "--project", ""],
+        vec!["prompts", "show", "--home", " "],
+    ] {
+        let out = env.vak(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+        assert!(stderr(&out).contains("cannot be empty"), "{}", stderr(&out));
+    }
+    assert!(!env.project().join(".vak/sessions").exists());
+}
