@@ -532,6 +532,11 @@ pub fn lints_of_text(block: Block, text: &str) -> Vec<String> {
         Block::Identity if text.trim().is_empty() => out.push(
             "the new `identity` is empty: the agent will be told nothing about who it is (delete the file with `reset` to inherit instead)".to_owned(),
         ),
+        // An empty text from an empty or closed standard input is easy to
+        // save by accident; say so.
+        _ if text.trim().is_empty() => out.push(format!(
+            "the new `{block}` is empty: this layer now adds nothing to it (if the text came from a closed or empty standard input, `vak prompts revert` brings the last version back; `reset` deletes the file to inherit instead)"
+        )),
         Block::Guardrails | Block::SurfaceNote => {
             for lint in parse_guardrails(text).lints {
                 if block == Block::SurfaceNote

@@ -537,3 +537,19 @@ fn killed_vak_set_never_leaves_a_torn_file() {
     eprintln!("crash test: {runs} runs of `vak prompts set`, {completed} finished before the kill");
     assert!(runs >= 10, "only {runs} runs in the time bound");
 }
+
+#[test]
+fn a_save_of_nothing_from_standard_input_says_so() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        "",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the new `guardrails` is empty"),
+        "{}",
+        stderr(&out)
+    );
+}
