@@ -368,12 +368,18 @@ fn single_winner(block: &str) -> bool {
 /// `current` resolution's. Layers are paired by block, layer and source;
 /// for a narrowest-wins block whose winner moved to another layer or
 /// source, the two are one [`TextChangeKind::Moved`] change with the diff
-/// between their texts and both sources named.
+/// between their texts and both sources named. When the two fingerprints
+/// agree (the same texts in the same blocks and layers, sources aside: a
+/// home moved, a file moved between homes) there is no change, as
+/// `exec`'s drift check finds none.
 pub fn text_changes(
     history: &dyn History,
     frozen: &[PromptLayerDescriptor],
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
+    if vak_session::fingerprint(frozen) == current.fingerprint {
+        return Vec::new();
+    }
     // Descriptors are made one per contributor, in this same order.
     let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = current
         .blocks

@@ -521,3 +521,28 @@ fn a_diff_to_a_file_that_cannot_be_read_says_why() {
     assert!(stderr(&out).contains("symlink"), "{}", stderr(&out));
     assert!(!stdout(&out).contains("(no file)"), "{}", stdout(&out));
 }
+
+#[test]
+fn session_diff_agrees_with_exec_when_only_the_home_moved() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let id = new_session(&env);
+    // The same home, copied elsewhere: the same instructions, other paths.
+    let moved = tempfile::tempdir().unwrap();
+    crate::common::copy_tree(env.home(), moved.path());
+    let run = |args: &[&str]| {
+        env.command(args)
+            .env("VAK_HOME", moved.path())
+            .output()
+            .unwrap()
+    };
+    let exec = run(&["exec", "--session", &id]);
+    assert!(exec.status.success(), "{}", stderr(&exec));
+    let diff = run(&["session", "diff", &id]);
+    assert!(diff.status.success(), "{}", stderr(&diff));
+    assert!(
+        stdout(&diff).contains("nothing changed"),
+        "{}",
+        stdout(&diff)
+    );
+}
