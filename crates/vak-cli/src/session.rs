@@ -135,7 +135,9 @@ pub(crate) struct ServeArgs {
     pub(crate) store: StoreArg,
     #[command(flatten)]
     pub(crate) home: HomeArg,
-    /// The project directory the bots work in [default: the current directory].
+    /// The project directory the bots work in [default: found from the
+    /// current directory: the nearest ancestor with .git, else with .vak,
+    /// else the current directory].
     #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) project: Option<Utf8PathBuf>,
 }
@@ -170,7 +172,9 @@ pub(crate) struct DeliverArgs {
     pub(crate) home: HomeArg,
     #[command(flatten)]
     pub(crate) store: StoreArg,
-    /// The project directory the bot works in [default: the current directory].
+    /// The project directory the bot works in [default: found from the
+    /// current directory: the nearest ancestor with .git, else with .vak,
+    /// else the current directory].
     #[arg(long, value_name = "DIR", value_parser = crate::selectors::non_empty_path)]
     pub(crate) project: Option<Utf8PathBuf>,
     /// Output format.
