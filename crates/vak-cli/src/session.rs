@@ -209,6 +209,7 @@ impl From<LifecycleError> for CliError {
         match error {
             LifecycleError::Core(error) => CliError::Core(error),
             LifecycleError::Store(error) => error.into(),
+            LifecycleError::NoFrozenPrompt { .. } => CliError::DriftRefused(error.to_string()),
             other => CliError::Failed(other.to_string()),
         }
     }

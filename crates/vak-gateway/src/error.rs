@@ -43,6 +43,15 @@ pub enum LifecycleError {
     /// A delivery was asked of a handle opened without a bot and chat.
     #[error("a delivery needs a bot and a chat; the prompt handle was opened without them")]
     NotAChat,
+    /// `--accept-drift` on a session that froze no prefix: there is no
+    /// frozen prompt to proceed on.
+    #[error(
+        "the prompt changed since session `{id}` was created, and it froze no prompt prefix (a ledger from an older build), so there is no frozen prompt to proceed on; nothing was recorded. Start a new session with `vak session new`"
+    )]
+    NoFrozenPrompt {
+        /// The session.
+        id: String,
+    },
     /// A named session cannot rotate: only chat bindings do.
     #[error("session `{id}` cannot be rotated: only gateway chat bindings rotate")]
     CannotRotate {

@@ -253,6 +253,11 @@ pub fn exec(
             ));
         }
         ResumeDecision::ProceedOnFrozen => {
+            // Proceeding on the current prompt while saying "frozen" would
+            // be the drift the caller was told is refused.
+            if ledger.contract().prefix.is_empty() {
+                return Err(LifecycleError::NoFrozenPrompt { id: id.to_string() });
+            }
             store.append(
                 id,
                 &Record::DriftAccepted(DriftAccepted {

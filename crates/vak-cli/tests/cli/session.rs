@@ -780,3 +780,30 @@ fn a_chat_whose_id_is_a_negative_number_is_delivered_to() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn accepting_drift_needs_a_frozen_prompt_to_proceed_on() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let id = env.json(&["session", "new"])["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // A ledger whose contract froze no prefix (as an older build wrote).
+    let path = ledger_path(&env, &id);
+    let text = fs::read_to_string(&path).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut created: Value = serde_json::from_str(first).unwrap();
+    created["contract"]["prefix"] = Value::String(String::new());
+    fs::write(&path, format!("{created}\n{rest}")).unwrap();
+    let before = fs::read(&path).unwrap();
+    env.write_project(".vak/prompts/identity.md", "You are someone new.\n");
+    let out = env.vak(&["exec", "--session", &id, "--accept-drift"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("no frozen prompt to proceed on"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(&path).unwrap(), before, "nothing recorded");
+}
