@@ -191,6 +191,41 @@ impl SelectorArgs {
                 "--chat needs --bot: a chat is always one bot's chat".to_owned(),
             ));
         }
+        warn_unlisted(&selectors);
         Ok(selectors)
+    }
+}
+
+/// Say when `--bot` or `--chat` names an entry the gateway files do not
+/// hold: its tier then adds nothing (its guardrails included), which a typo
+/// in an id would otherwise hide. (`--agent` for a role with no directory
+/// is refused by the loader; a bot or chat is still a valid chain to look
+/// at before it is added.)
+fn warn_unlisted(selectors: &Selectors) {
+    use vak_core::prompts::{GatewayFile, read_gateway};
+    let Some(bot) = &selectors.bot else { return };
+    let listed = |file: GatewayFile, path: &[&str]| match read_gateway(&selectors.home, file) {
+        Ok(Some(doc)) => !matches!(doc.entry(path), Ok(None)),
+        // Unreadable files are reported by the resolution itself.
+        Ok(None) => false,
+        Err(_) => true,
+    };
+    if !listed(GatewayFile::Bots, &[bot.as_str()]) {
+        crate::out::notice(
+            "warning",
+            &format!(
+                "bot `{bot}` has no entry in `bots.json`: its tier adds nothing to this prompt; check the id"
+            ),
+        );
+    }
+    if let Some(chat) = &selectors.chat
+        && !listed(GatewayFile::Allowlist, &[bot.as_str(), chat.as_str()])
+    {
+        crate::out::notice(
+            "warning",
+            &format!(
+                "chat `{chat}` has no entry under bot `{bot}` in `allowlist.json`: its tier adds nothing to this prompt, and the gateway refuses its messages; check the id"
+            ),
+        );
     }
 }

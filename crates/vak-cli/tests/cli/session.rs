@@ -807,3 +807,23 @@ fn accepting_drift_needs_a_frozen_prompt_to_proceed_on() {
     );
     assert_eq!(fs::read(&path).unwrap(), before, "nothing recorded");
 }
+
+#[test]
+fn a_bot_or_chat_the_gateway_files_do_not_list_is_warned_about() {
+    let env = Env::fixture("myproj");
+    let out = env.vak(&["prompts", "show", "--bot", "helpdesk", "--chat", "42"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("has no entry"), "{}", stderr(&out));
+    let out = env.vak(&["session", "new", "--bot", "helpdsk", "--chat", "42"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("bot `helpdsk` has no entry in `bots.json`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("chat `42` has no entry"),
+        "{}",
+        stderr(&out)
+    );
+}
