@@ -324,8 +324,18 @@ pub(crate) fn append<T: JsonLine>(
     file.lock().map_err(|e| SessionError::io("lock", path, e))?;
     repair_tail::<T>(&mut file, path)?;
     line.push(b'\n');
-    file.write_all(&line)
-        .map_err(|e| SessionError::io("append to", path, e))?;
+    let before = file
+        .metadata()
+        .map_err(|e| SessionError::io("append to", path, e))?
+        .len();
+    if let Err(e) = file.write_all(&line) {
+        // A full disk or a file-size limit: take back what part of the line
+        // went in, under the lock still held, so the file ends where it did
+        // (the next append would move a torn line aside anyway).
+        let _ = file.set_len(before);
+        let _ = file.sync_all();
+        return Err(SessionError::io("append to", path, e));
+    }
     file.sync_all()
         .map_err(|e| SessionError::io("fsync", path, e))?;
     Ok(())

@@ -454,10 +454,18 @@ impl SessionStore {
 
 fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), SessionError> {
     let mut file = crate::file::open(path, OpenOptions::new().write(true).create_new(true))?;
-    file.write_all(bytes)
-        .map_err(|e| SessionError::io("write", path, e))?;
-    file.sync_all()
-        .map_err(|e| SessionError::io("fsync", path, e))
+    let written = file
+        .write_all(bytes)
+        .map_err(|e| SessionError::io("write", path, e))
+        .and_then(|()| {
+            file.sync_all()
+                .map_err(|e| SessionError::io("fsync", path, e))
+        });
+    if written.is_err() {
+        // This call created it (`create_new`): a full disk leaves nothing.
+        let _ = std::fs::remove_file(path);
+    }
+    written
 }
 
 #[cfg(test)]

@@ -827,3 +827,49 @@ fn a_bot_or_chat_the_gateway_files_do_not_list_is_warned_about() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_write_that_fails_for_space_leaves_no_temporary_file_and_no_torn_line() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let id = env.json(&["session", "new"])["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let ledger = ledger_path(&env, &id);
+    let before = fs::read(&ledger).unwrap();
+    // A file-size limit stands in for a full disk: the write fails part-way
+    // (EFBIG, with SIGXFSZ ignored) instead of filling a real disk.
+    // `ulimit -f` counts 512-byte blocks in the shell tests run under.
+    let run = |blocks: usize, args: &str| {
+        let script = format!(
+            "trap '' XFSZ; ulimit -f {blocks}; exec {} {args}",
+            env!("CARGO_BIN_EXE_vak")
+        );
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .env("VAK_HOME", env.home())
+            .current_dir(env.project())
+            .output()
+            .unwrap()
+    };
+    let big = "x".repeat(64 * 1024);
+    // Room for part of the turn's line, not all of it.
+    let out = run(
+        before.len() / 512 + 2,
+        &format!("exec --session {id} --message {big}"),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(fs::read(&ledger).unwrap(), before, "no torn line left");
+    // A ledger too large for the limit is not created, and leaves nothing.
+    // Room for half a new ledger's first line.
+    let out = run(before.len() / 1024, "session new");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let leftovers: Vec<_> = fs::read_dir(ledger.parent().unwrap())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".creating"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
