@@ -905,10 +905,6 @@ impl Core {
         })
     }
 
-    /// A project that contains the vak home (the project is `~`, the home
-    /// `~/vak-home`) can reach the shared layer through a symlink that never
-    /// leaves the project, which the loader's confinement allows; a
-    /// project-scope save or reset must still never touch a file of the home.
     /// A directory layer named through a symlink is written where the
     /// link leads: refused ([`EditError::BadDirectory`]) when that is where
     /// no layer is read (a hidden directory, `node_modules`, `target`, too
@@ -920,25 +916,11 @@ impl Core {
             return Ok(());
         };
         let project = &self.selectors().project;
-        let Ok(real_project) = std::fs::canonicalize(project) else {
+        let (Ok(real_project), Some((_, real))) =
+            (std::fs::canonicalize(project), resolved(&project.join(dir)))
+        else {
             return Ok(());
         };
-        // The deepest existing part of the path, resolved, then the rest as
-        // named (it does not exist, so it cannot be a link).
-        let full = project.join(dir);
-        let mut existing = full.as_path();
-        let mut rest: Vec<&str> = Vec::new();
-        while std::fs::symlink_metadata(existing).is_err() {
-            let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
-                return Ok(());
-            };
-            rest.push(name);
-            existing = parent;
-        }
-        let Ok(mut real) = std::fs::canonicalize(existing) else {
-            return Ok(());
-        };
-        real.extend(rest.iter().rev());
         match real.strip_prefix(&real_project) {
             Ok(rel) => match Utf8Path::from_path(rel) {
                 Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(()),
@@ -948,6 +930,10 @@ impl Core {
         }
     }
 
+    /// A project that contains the vak home (the project is `~`, the home
+    /// `~/vak-home`) can reach the shared layer through a symlink that never
+    /// leaves the project, which the loader's confinement allows; a
+    /// project-scope save or reset must still never touch a file of the home.
     fn stays_out_of_home(
         &self,
         target: &EditTarget,
@@ -976,22 +962,17 @@ impl Core {
             return Ok(());
         }
         // The file itself when it exists, else its nearest existing directory.
-        let mut probe = Some(path);
-        while let Some(candidate) = probe {
-            if let Ok(real) = std::fs::canonicalize(candidate) {
-                if real.starts_with(&home) {
-                    return Err(EditError::Save(SaveError::OutsideRoot {
-                        action,
-                        path: path.to_owned(),
-                        root: selectors.project.clone(),
-                        leads_to: Utf8PathBuf::from_path_buf(real).ok(),
-                    }));
-                }
-                return Ok(());
+        match resolved(path) {
+            Some((real, _)) if real.starts_with(&home) => {
+                Err(EditError::Save(SaveError::OutsideRoot {
+                    action,
+                    path: path.to_owned(),
+                    root: selectors.project.clone(),
+                    leads_to: Utf8PathBuf::from_path_buf(real).ok(),
+                }))
             }
-            probe = candidate.parent();
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// What an editor should open for `target`: the file, or when there is
@@ -1148,6 +1129,24 @@ fn substitute_target(
             chain.substitute(c.block, &c.provenance, Some(&c.text));
         }
         chain.skipped.extend(skipped);
+    }
+}
+
+/// `path` with every symlink resolved, as far as it exists: its nearest
+/// existing ancestor (itself, when it exists) made canonical, and that with
+/// the rest of `path` after it, as named (what does not exist cannot be a
+/// link). `None` when no part of it resolves.
+fn resolved(path: &Utf8Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut existing = path;
+    let mut rest: Vec<&str> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut full = real.clone();
+            full.extend(rest.iter().rev());
+            return Some((real, full));
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
     }
 }
 

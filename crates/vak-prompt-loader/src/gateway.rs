@@ -1486,25 +1486,19 @@ mod tests {
                     let run = |walk: bool| {
                         let mut dirs = OpenedDirs::open(&home).unwrap().unwrap();
                         let (mut c, mut s) = (Vec::new(), Vec::new());
-                        if walk {
-                            load_gateway(
-                                &home,
-                                Some(&mut dirs),
-                                Some(&bot),
-                                Some(&chat),
-                                &mut c,
-                                &mut s,
-                            );
+                        let load = if walk {
+                            load_gateway
                         } else {
-                            before::load_gateway(
-                                &home,
-                                Some(&mut dirs),
-                                Some(&bot),
-                                Some(&chat),
-                                &mut c,
-                                &mut s,
-                            );
-                        }
+                            before::load_gateway
+                        };
+                        load(
+                            &home,
+                            Some(&mut dirs),
+                            Some(&bot),
+                            Some(&chat),
+                            &mut c,
+                            &mut s,
+                        );
                         (c, s)
                     };
                     assert_eq!(run(true), run(false), "{bots_text} {allow_text}");

@@ -785,10 +785,7 @@ fn a_chat_whose_id_is_a_negative_number_is_delivered_to() {
 fn accepting_drift_needs_a_frozen_prompt_to_proceed_on() {
     let env = Env::fixture("myproj");
     env.trust();
-    let id = env.json(&["session", "new"])["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (id, _) = new_session(&env, &[]);
     // A ledger whose contract froze no prefix (as an older build wrote).
     let path = ledger_path(&env, &id);
     let text = fs::read_to_string(&path).unwrap();
@@ -832,10 +829,7 @@ fn a_bot_or_chat_the_gateway_files_do_not_list_is_warned_about() {
 fn a_write_that_fails_for_space_leaves_no_temporary_file_and_no_torn_line() {
     let env = Env::fixture("myproj");
     env.trust();
-    let id = env.json(&["session", "new"])["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (id, _) = new_session(&env, &[]);
     let ledger = ledger_path(&env, &id);
     let before = fs::read(&ledger).unwrap();
     // A file-size limit stands in for a full disk: the write fails part-way
