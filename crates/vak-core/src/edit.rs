@@ -1076,11 +1076,10 @@ impl Core {
             }
             ControlFlow::Continue(Some(weight))
         });
-        let left_out = match flow {
-            ControlFlow::Continue(left_out) => left_out,
-            ControlFlow::Break(error) => return Err(error),
-        };
-        Ok(left_out)
+        match flow {
+            ControlFlow::Continue(left_out) => Ok(left_out),
+            ControlFlow::Break(error) => Err(error),
+        }
     }
 }
 
@@ -1171,12 +1170,12 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// At most this many roles are budgeted on every surface and directory
-/// layer; every role is budgeted on the named surface and directory.
+/// At most this many roles are budgeted in every directory layer; every
+/// role is budgeted on every surface in the named working directory.
 pub const MAX_ROLE_CHAINS: usize = 64;
 
-/// At most this many directory layers are budgeted on every surface and
-/// role; every one is budgeted on the named surface.
+/// At most this many directory layers are budgeted with every role; every
+/// one is budgeted on every surface without a role.
 pub const MAX_DIRECTORY_CHAINS: usize = 16;
 
 /// At most this many gateway bots and chats are budgeted.
@@ -1187,9 +1186,9 @@ pub const MAX_GATEWAY_CHAINS: usize = 4096;
 /// crossed with each other: said, never silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChainsLeftOut {
-    /// Roles budgeted on the named surface and directory only.
+    /// Roles budgeted in the named working directory only.
     pub roles: usize,
-    /// Directory layers budgeted on the named surface only.
+    /// Directory layers budgeted without a role only.
     pub directories: usize,
     /// Gateway bots and chats not budgeted at all.
     pub gateway: usize,
@@ -1204,14 +1203,14 @@ impl ChainsLeftOut {
         let mut parts = Vec::new();
         if self.roles > 0 {
             parts.push(format!(
-                "{} role director{} on the named surface and directory only (the {MAX_ROLE_CHAINS} with the longest prompts were budgeted everywhere; check another with `vak prompts check --agent ROLE --surface KIND`)",
+                "{} role director{} in the named directory only, on every surface (the {MAX_ROLE_CHAINS} with the longest prompts were budgeted in every directory layer; check another with `vak prompts check --agent ROLE --dir DIR`)",
                 self.roles,
                 if self.roles == 1 { "y" } else { "ies" }
             ));
         }
         if self.directories > 0 {
             parts.push(format!(
-                "{} directory layer{} on the named surface only (the {MAX_DIRECTORY_CHAINS} with the longest prompts were budgeted everywhere; check another with `vak prompts check --dir DIR`)",
+                "{} directory layer{} without a role only, on every surface (the {MAX_DIRECTORY_CHAINS} with the longest prompts were budgeted with every role; check another with `vak prompts check --dir DIR --agent ROLE`)",
                 self.directories,
                 if self.directories == 1 { "" } else { "s" }
             ));
@@ -1308,6 +1307,13 @@ fn gateway_entries(home: &Utf8Path) -> Vec<(Name, Option<Name>)> {
     out
 }
 
+/// No role, then every role with a directory: the roles a plan reaches.
+fn no_role_then_each(base: &Selectors) -> Vec<Option<Name>> {
+    std::iter::once(None)
+        .chain(roles_with_dirs(base).into_iter().map(Some))
+        .collect()
+}
+
 /// The chains a check visits (DECISIONS §12, §15): every surface, every
 /// role with a directory (or the one role), every deepest directory layer
 /// (or those below the one changed), and every gateway bot and chat.
@@ -1333,9 +1339,7 @@ impl ChainPlan {
         };
         let roles = match &target.sub {
             SubLayer::Agent(role) => vec![Some(role.clone())],
-            _ => std::iter::once(None)
-                .chain(roles_with_dirs(base).into_iter().map(Some))
-                .collect(),
+            _ => no_role_then_each(base),
         };
         let below = match &target.sub {
             SubLayer::Directory(dir) => Some(dir.as_path()),
@@ -1347,11 +1351,14 @@ impl ChainPlan {
 
     /// The chains trusting `base.project` reaches, `base` first.
     pub fn for_trust(base: &Selectors) -> ChainPlan {
-        let roles = std::iter::once(None)
-            .chain(roles_with_dirs(base).into_iter().map(Some))
-            .collect();
         let (workdirs, unlisted) = deepest_directories(base, None);
-        ChainPlan::new(base, SurfaceKind::ALL.to_vec(), roles, workdirs, unlisted)
+        ChainPlan::new(
+            base,
+            SurfaceKind::ALL.to_vec(),
+            no_role_then_each(base),
+            workdirs,
+            unlisted,
+        )
     }
 
     fn new(
@@ -1381,9 +1388,9 @@ impl ChainPlan {
 
     /// Visit each chain once, `visit` answering the chain's prefix tokens
     /// (`None`: it could not be loaded) or `Break` to stop. First every
-    /// role on the named surface and working directory, every directory
-    /// layer and every surface with the plan's first role, and every
-    /// gateway bot and chat; then every surface × the
+    /// role in the named working directory and every directory layer with
+    /// the plan's first role, each on every surface, weighed by its longest
+    /// prompt, and every gateway bot and chat; then every surface × the
     /// [`MAX_DIRECTORY_CHAINS`] directory layers × the [`MAX_ROLE_CHAINS`]
     /// roles whose prompts were longest in that first pass. So no role or
     /// layer goes unbudgeted, and which are crossed is decided by what they

@@ -407,7 +407,7 @@ fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
     let out = env.vak(&["trust"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("6 role directories on the named surface and directory only"),
+        stderr(&out).contains("6 role directories in the named directory only, on every surface"),
         "{}",
         stderr(&out)
     );
