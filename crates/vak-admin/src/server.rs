@@ -478,8 +478,6 @@ const HANDLING: u8 = 2;
 /// One connection being served, as [`Conns`] sees it.
 #[derive(Debug)]
 struct Conn {
-    /// Accepted order: lower is older.
-    id: u64,
     /// [`WAITING`], [`RECEIVING`] or [`HANDLING`].
     stage: AtomicU8,
     /// Set once it was chosen to close, so it is chosen once.
@@ -496,15 +494,13 @@ struct Conn {
 /// request being answered is never cut.
 #[derive(Debug, Default)]
 struct Conns {
-    next: AtomicU64,
-    /// Oldest first.
+    /// Oldest first: in the order accepted.
     live: Mutex<Vec<Arc<Conn>>>,
 }
 
 impl Conns {
     fn add(&self) -> Arc<Conn> {
         let conn = Arc::new(Conn {
-            id: self.next.fetch_add(1, Ordering::Relaxed),
             stage: AtomicU8::new(WAITING),
             closing: AtomicBool::new(false),
             close: tokio::sync::Notify::new(),
@@ -517,7 +513,7 @@ impl Conns {
 
     fn remove(&self, conn: &Conn) {
         if let Ok(mut live) = self.live.lock() {
-            live.retain(|c| c.id != conn.id);
+            live.retain(|c| !std::ptr::eq(&**c, conn));
         }
     }
 
