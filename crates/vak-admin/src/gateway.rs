@@ -553,15 +553,8 @@ fn current_of(
     tier: &Tier,
     block: Block,
 ) -> Result<Option<history::CurrentText>, AdminError> {
-    Ok(
-        match read_gateway(&state.home, tier.file()).map_err(gateway_error)? {
-            Some(doc) => doc
-                .prompt(&tier.entry_path(), block)
-                .map_err(gateway_error)?
-                .map(history::CurrentText::of),
-            None => None,
-        },
-    )
+    history::gateway_current_text(&state.home, tier.file(), &tier.entry_path(), block)
+        .map_err(gateway_error)
 }
 
 /// A unified diff between two versions of one gateway key (empty digest:

@@ -11,7 +11,7 @@ use vak_core::history::{
     self, CurrentText, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest,
     text_or_current,
 };
-use vak_core::prompts::{Block, GatewayFile, Name, NameKind, read_gateway};
+use vak_core::prompts::{Block, GatewayFile, Name, NameKind};
 use vak_core::prompts::{Escaped, SessionId, escape_line, escape_text, short_digest};
 use vak_core::{Core, EditTarget};
 
@@ -141,14 +141,8 @@ impl HistoryTargetArgs {
             None => (GatewayFile::Bots, vec![bot.as_str()]),
             Some(chat) => (GatewayFile::Allowlist, vec![bot.as_str(), chat.as_str()]),
         };
-        let current =
-            match read_gateway(&home, file).map_err(|e| CliError::Failed(e.to_string()))? {
-                Some(doc) => doc
-                    .prompt(&entry, block)
-                    .map_err(|e| CliError::Failed(e.to_string()))?
-                    .map(CurrentText::of),
-                None => None,
-            };
+        let current = history::gateway_current_text(&home, file, &entry, block)
+            .map_err(|e| CliError::Failed(e.to_string()))?;
         Ok(Addressed::Gateway(GatewayKey {
             key: history::gateway_key(&bot, chat.as_ref(), block),
             block,

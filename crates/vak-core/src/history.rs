@@ -255,6 +255,24 @@ impl CurrentText {
     }
 }
 
+/// A gateway key's text as it is now (`entry_path` in `file` of `home`);
+/// `None` when the key is not set.
+///
+/// # Errors
+///
+/// The gateway file cannot be read, or is not the shape it should be.
+pub fn gateway_current_text(
+    home: &camino::Utf8Path,
+    file: vak_prompt_loader::GatewayFile,
+    entry_path: &[&str],
+    block: Block,
+) -> Result<Option<CurrentText>, vak_prompt_loader::GatewayError> {
+    Ok(match vak_prompt_loader::read_gateway(home, file)? {
+        Some(doc) => doc.prompt(entry_path, block)?.map(CurrentText::of),
+        None => None,
+    })
+}
+
 /// `target`'s file as it is now; `None` when there is none.
 ///
 /// # Errors
