@@ -209,7 +209,8 @@ pub fn has_forbidden(text: &str) -> bool {
 }
 
 /// Whether `c`, printed raw, could change what a terminal shows beyond
-/// itself: every forbidden character plus the invisible direction marks.
+/// itself: the forbidden characters (which now take in the invisible
+/// direction marks this once added to them).
 pub fn is_unsafe_for_terminal(c: char) -> bool {
     is_forbidden(c)
 }
