@@ -19,6 +19,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use camino::Utf8PathBuf;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use percent_encoding::percent_decode_str;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -814,6 +815,26 @@ fn admit(state: &AppState, request: &Request) -> Result<(), AdminError> {
             )
         }));
     };
+    // Two credentials are one too many to judge: a proxy that adds its own
+    // while passing the client's would otherwise decide which one counts.
+    let authorizations = request.headers().get_all(AUTHORIZATION).iter().count();
+    if authorizations > 1 {
+        return Err(AdminError::BadRequest(format!(
+            "the request has {authorizations} Authorization headers; send exactly one, `Authorization: Bearer <token>`"
+        )));
+    }
+    // Query values are decoded lossily by the extractor; a byte that is not
+    // UTF-8 would silently become U+FFFD and name another directory or key.
+    if let Some(query) = uri.query()
+        && let Some(bad) = query
+            .split('&')
+            .find(|pair| percent_decode_str(&pair.replace('+', " ")).decode_utf8().is_err())
+    {
+        return Err(AdminError::BadRequest(format!(
+            "the query part `{}` does not decode to UTF-8; percent-encode the UTF-8 bytes of the name",
+            escape_target(bad)
+        )));
+    }
     let host = String::from_utf8_lossy(host.as_bytes());
     if !state.hosts.iter().any(|h| h.eq_ignore_ascii_case(&host)) {
         let host = escape_target(&host);

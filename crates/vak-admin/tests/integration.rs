@@ -541,6 +541,27 @@ fn every_error_status_has_a_json_sentence() {
     ] {
         env.get(path).expect_error(400);
     }
+    // A query byte that is not UTF-8 is refused, not decoded to U+FFFD and
+    // taken for another name.
+    for path in [
+        "/api/layers?scope=project&dir=services%ff",
+        "/api/prompt?bot=%c3",
+    ] {
+        let error = env.get(path).expect_error(400);
+        assert!(error.contains("UTF-8"), "{path}: {error}");
+    }
+    // Two credentials: refused before either is judged, the right one too.
+    let r = raw(
+        env.addr,
+        format!(
+            "GET /api/prompt HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nAuthorization: Bearer wrong\r\nConnection: close\r\n\r\n",
+            env.host(),
+            env.token
+        )
+        .as_bytes(),
+        b"",
+    );
+    assert!(r.expect_error(400).contains("2 Authorization headers"), "{}", r.body);
     for (path, body) in [
         (
             "/api/layers/capability-contract?scope=project",
