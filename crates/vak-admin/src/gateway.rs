@@ -315,7 +315,7 @@ fn edit(
         )
     })?;
     let dir = gateway_dir(&state.home);
-    std::fs::create_dir_all(&dir).map_err(|source| AdminError::Io {
+    vak_core::prompts::create_dirs(&dir).map_err(|source| AdminError::Io {
         context: format!("cannot create `{}`", Escaped(dir.as_str())),
         source,
     })?;

@@ -19,9 +19,9 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use camino::Utf8PathBuf;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use percent_encoding::percent_decode_str;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
+use percent_encoding::percent_decode_str;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Semaphore;
 use tokio::time::Instant;
@@ -826,9 +826,11 @@ fn admit(state: &AppState, request: &Request) -> Result<(), AdminError> {
     // Query values are decoded lossily by the extractor; a byte that is not
     // UTF-8 would silently become U+FFFD and name another directory or key.
     if let Some(query) = uri.query()
-        && let Some(bad) = query
-            .split('&')
-            .find(|pair| percent_decode_str(&pair.replace('+', " ")).decode_utf8().is_err())
+        && let Some(bad) = query.split('&').find(|pair| {
+            percent_decode_str(&pair.replace('+', " "))
+                .decode_utf8()
+                .is_err()
+        })
     {
         return Err(AdminError::BadRequest(format!(
             "the query part `{}` does not decode to UTF-8; percent-encode the UTF-8 bytes of the name",

@@ -200,7 +200,7 @@ impl AdminToken {
             ));
         }
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| io_error(&path, e))?;
+            vak_core::prompts::create_dirs(dir).map_err(|e| io_error(&path, e))?;
         }
         let token = generate()?;
         match create_private(&path) {

@@ -561,7 +561,11 @@ fn every_error_status_has_a_json_sentence() {
         .as_bytes(),
         b"",
     );
-    assert!(r.expect_error(400).contains("2 Authorization headers"), "{}", r.body);
+    assert!(
+        r.expect_error(400).contains("2 Authorization headers"),
+        "{}",
+        r.body
+    );
     for (path, body) in [
         (
             "/api/layers/capability-contract?scope=project",

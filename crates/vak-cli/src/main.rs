@@ -203,6 +203,12 @@ fn parse_cli() -> Cli {
 }
 
 fn main() -> ExitCode {
+    // Nothing vak writes (the trust store, a session ledger, a layer, the
+    // version log) may be writable by group or others, whatever umask it
+    // inherits: under `umask 000` any local user could otherwise trust a
+    // project or rewrite a session. Set before any thread starts.
+    let inherited = rustix::process::umask(rustix::fs::Mode::empty());
+    rustix::process::umask(inherited | rustix::fs::Mode::WGRP | rustix::fs::Mode::WOTH);
     let cli = parse_cli();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.

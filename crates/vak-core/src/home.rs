@@ -162,7 +162,7 @@ fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
         reason: e.to_string(),
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| fail("create the directory of", e))?;
+        vak_prompt_loader::create_dirs(dir).map_err(|e| fail("create the directory of", e))?;
     }
     let file = OpenOptions::new()
         .write(true)

@@ -125,7 +125,7 @@ pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), Life
         reason,
     };
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
+        vak_core::prompts::create_dirs(dir)
             .map_err(|e| fail(format!("could not create its directory: {e}")))?;
         #[cfg(unix)]
         {

@@ -10,6 +10,7 @@
 //! and every field has a default, so old and new builds read each other.
 
 use std::io::{BufRead, BufReader, Read as _, Seek, SeekFrom, Write as _};
+use std::os::unix::fs::PermissionsExt as _;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
@@ -142,14 +143,21 @@ impl VersionLog {
             path: self.dir.clone(),
             source: std::io::ErrorKind::NotFound.into(),
         })?;
+        // Owner-only: a record names who saved, an admin save by its token's
+        // id, which another local user could test guessed tokens against.
         let mut file = dir
-            .open_append(LOG_NAME, 0o644)
+            .open_append(LOG_NAME, 0o600)
             .map_err(|refusal| HistoryError::refusal(&path, refusal))?;
         file.lock().map_err(HistoryError::io("lock", &path))?;
-        let len = file
+        let metadata = file
             .metadata()
-            .map_err(HistoryError::io("read the size of", &path))?
-            .len();
+            .map_err(HistoryError::io("read the size of", &path))?;
+        // A log made before it was owner-only is narrowed on its next append.
+        if metadata.permissions().mode() & 0o077 != 0 {
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                .map_err(HistoryError::io("make owner-only", &path))?;
+        }
+        let len = metadata.len();
         if len > 0 {
             let mut last = [0u8; 1];
             file.seek(SeekFrom::Start(len - 1))
@@ -279,6 +287,19 @@ mod tests {
         let a = log.for_target("/a").unwrap();
         let afters: Vec<_> = a.records.iter().map(|r| r.after.clone().unwrap()).collect();
         assert_eq!(afters, ["1", "3"]);
+    }
+
+    #[test]
+    fn the_log_is_owner_only_and_an_older_one_is_narrowed_on_append() {
+        let (_keep, home) = home();
+        let log = VersionLog::new(&home);
+        let mode = || fs::metadata(log.path()).unwrap().permissions().mode() & 0o777;
+        log.append(&record("/a", "1")).unwrap();
+        assert_eq!(mode(), 0o600);
+        fs::set_permissions(log.path(), fs::Permissions::from_mode(0o644)).unwrap();
+        log.append(&record("/a", "2")).unwrap();
+        assert_eq!(mode(), 0o600);
+        assert_eq!(log.for_target("/a").unwrap().records.len(), 2);
     }
 
     #[test]

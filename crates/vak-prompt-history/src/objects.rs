@@ -84,7 +84,8 @@ pub(crate) fn store_dir(
     create: bool,
 ) -> Result<Option<ConfinedDir>, HistoryError> {
     if create {
-        fs::create_dir_all(home).map_err(HistoryError::io("create the vak home", home))?;
+        vak_prompt_loader::create_dirs(home)
+            .map_err(HistoryError::io("create the vak home", home))?;
     }
     let Some(root) =
         ConfinedRoot::new(home).map_err(HistoryError::io("open the vak home", home))?
@@ -109,7 +110,8 @@ pub(crate) fn store_dir(
                 ),
             });
         }
-        fs::create_dir_all(dir).map_err(HistoryError::io("create the directory", dir))?;
+        vak_prompt_loader::create_dirs(dir)
+            .map_err(HistoryError::io("create the directory", dir))?;
     }
     ConfinedDir::open(dir, &root).map_err(|refusal| HistoryError::refusal(dir, refusal))
 }

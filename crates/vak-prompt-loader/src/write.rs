@@ -295,12 +295,28 @@ fn check_digest(
     }
 }
 
+/// The mode every directory vak creates asks for, before the umask: never
+/// writable by group or others, whatever the umask, so a home or a project's
+/// `.vak` made under `umask 000` is not one any local user can add a layer,
+/// a session or a token to.
+pub const DIR_MODE: u32 = 0o755;
+
+/// Create `dir` and any missing parents with [`DIR_MODE`]; the one way vak
+/// makes a directory. Existing directories are left as they are.
+pub fn create_dirs(dir: impl AsRef<std::path::Path>) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+}
+
 /// Make sure `dir` exists and resolves inside `root`, checking before
 /// creating anything so a symlinked `.vak` cannot make us create
 /// directories elsewhere; then open it, confined.
 fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<ConfinedDir, SaveError> {
     // A first save on a fresh machine creates `$VAK_HOME` itself.
-    fs::create_dir_all(root).map_err(io_err("create the layer root", root))?;
+    create_dirs(root).map_err(io_err("create the layer root", root))?;
     let confined = ConfinedRoot::new(root)
         .map_err(io_err("open the layer root", root))?
         .ok_or_else(|| SaveError::Io {
@@ -322,7 +338,7 @@ fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<Confi
     if !real.starts_with(confined.real()) {
         return Err(outside(Some(real)));
     }
-    fs::create_dir_all(dir).map_err(io_err("create the directory", dir))?;
+    create_dirs(dir).map_err(io_err("create the directory", dir))?;
     match open_parent(path, &confined, "write")? {
         Some((opened, _)) => Ok(opened),
         None => Err(SaveError::Io {

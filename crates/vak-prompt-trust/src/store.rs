@@ -215,7 +215,7 @@ impl TrustStore {
             source,
         };
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
-        fs::create_dir_all(dir).map_err(write_err)?;
+        vak_prompt_loader::create_dirs(dir).map_err(write_err)?;
         let lock_path = dir.join("trust.toml.lock");
         let lock = open_lock(&lock_path).map_err(|source| TrustError::Write {
             path: lock_path.clone(),

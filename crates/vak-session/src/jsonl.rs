@@ -453,9 +453,9 @@ pub(crate) fn sync_dir(dir: &Utf8Path) -> Result<(), SessionError> {
         .map_err(|e| SessionError::io("fsync directory", dir, e))
 }
 
-/// Create `dir` and its parents.
+/// Create `dir` and its parents, never writable by group or others.
 pub(crate) fn ensure_dir(dir: &Utf8Path) -> Result<(), SessionError> {
-    std::fs::create_dir_all(dir).map_err(|e| SessionError::io("create directory", dir, e))
+    vak_prompt_loader::create_dirs(dir).map_err(|e| SessionError::io("create directory", dir, e))
 }
 
 #[cfg(test)]

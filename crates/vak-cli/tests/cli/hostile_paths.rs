@@ -448,3 +448,80 @@ fn symlinks_are_judged_alike_however_the_project_is_named() {
         assert_eq!(report["prefix"], by_real["prefix"]);
     }
 }
+
+#[test]
+fn nothing_vak_creates_is_group_or_world_writable_even_under_umask_000() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::empty();
+    let vak = env!("CARGO_BIN_EXE_vak");
+    let umask_000 = |args: &[&str], input: &str| {
+        let mut shell = std::process::Command::new("sh");
+        shell
+            .arg("-c")
+            .arg("umask 000; exec \"$0\" \"$@\"")
+            .arg(vak)
+            .args(args)
+            .env("VAK_HOME", env.home())
+            .env_remove("VAK_LOG")
+            .current_dir(env.project())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = shell.spawn().unwrap();
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    };
+    umask_000(
+        &["prompts", "set", "--scope", "shared", "guardrails", "-"],
+        "- ask before deleting\n",
+    );
+    umask_000(&["trust", "."], "");
+    umask_000(
+        &["prompts", "set", "--scope", "project", "identity", "-"],
+        "You are the project's agent.\n",
+    );
+    umask_000(&["session", "new"], "");
+    let mut checked = (0, 0);
+    for root in [env.home(), env.project()] {
+        for entry in walk(root) {
+            let mode = std::fs::symlink_metadata(&entry)
+                .unwrap()
+                .permissions()
+                .mode();
+            if mode & 0o170000 == 0o040000 {
+                checked.0 += 1;
+            } else {
+                checked.1 += 1;
+            }
+            assert_eq!(mode & 0o022, 0, "{} is {:o}", entry.display(), mode & 0o777);
+        }
+    }
+    // The home's store directories, the trust store, a ledger and layers.
+    assert!(
+        checked.0 >= 6 && checked.1 >= 5,
+        "only {checked:?} were made"
+    );
+}
+
+/// Every path under `root`, `root` itself left out.
+fn walk(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && !path.is_symlink() {
+                stack.push(path.clone());
+            }
+            out.push(path);
+        }
+    }
+    out
+}
