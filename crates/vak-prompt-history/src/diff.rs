@@ -3,28 +3,20 @@
 use similar::TextDiff;
 
 /// A unified diff (three lines of context) from `old` to `new`, with
-/// `---`/`+++` headers naming them; empty when the texts are equal. A text
-/// that does not end in a newline gets one for the diff, so the last line
-/// compares like every other.
+/// `---`/`+++` headers naming them; empty only when the texts are equal. A
+/// last line without a newline is marked `\ No newline at end of file`, as
+/// `diff -u` does, so two versions that differ only there still show a
+/// change.
 pub fn unified_diff(old_name: &str, new_name: &str, old: &str, new: &str) -> String {
     if old == new {
         return String::new();
     }
-    let old = with_newline(old);
-    let new = with_newline(new);
-    TextDiff::from_lines(old.as_str(), new.as_str())
+    TextDiff::from_lines(old, new)
         .unified_diff()
         .context_radius(3)
+        .missing_newline_hint(true)
         .header(old_name, new_name)
         .to_string()
-}
-
-fn with_newline(text: &str) -> String {
-    let mut text = text.to_owned();
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    text
 }
 
 #[cfg(test)]
@@ -43,6 +35,20 @@ mod tests {
         assert!(diff.contains("\n-- two\n"), "{diff}");
         assert!(diff.contains("\n+- three\n"), "{diff}");
         assert!(diff.contains("\n - one\n"), "{diff}");
+    }
+
+    #[test]
+    fn a_missing_last_newline_is_a_change_and_is_marked() {
+        let diff = unified_diff("before", "after", "- a", "- a\n");
+        assert!(
+            diff.contains("-- a\n\\ No newline at end of file\n+- a\n"),
+            "{diff}"
+        );
+        let diff = unified_diff("before", "after", "x\n- a\n", "x\n- b");
+        assert!(
+            diff.ends_with("+- b\n\\ No newline at end of file\n"),
+            "{diff}"
+        );
     }
 
     #[test]
