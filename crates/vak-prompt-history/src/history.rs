@@ -35,6 +35,19 @@ pub trait History: Send + Sync + std::fmt::Debug {
     /// no longer hashes to `digest`, never served; [`HistoryError::BadDigest`].
     fn get_object(&self, digest: &str) -> Result<String, HistoryError>;
 
+    /// Whether a version record could be appended now. Asked before a
+    /// change is written, so a history that could not take the record
+    /// refuses the change rather than leave a version no `log` lists. The
+    /// default (a database, whose writes fail as a whole) has nothing to
+    /// check beyond what keeping the texts just did.
+    ///
+    /// # Errors
+    ///
+    /// The backend's refusal, as [`append_version`](Self::append_version).
+    fn check_appendable(&self) -> Result<(), HistoryError> {
+        Ok(())
+    }
+
     /// Append one version record, durably.
     ///
     /// # Errors
@@ -120,6 +133,10 @@ impl History for FileHistory {
 
     fn get_object(&self, digest: &str) -> Result<String, HistoryError> {
         self.objects.get(digest)
+    }
+
+    fn check_appendable(&self) -> Result<(), HistoryError> {
+        self.log.check_appendable()
     }
 
     fn append_version(&self, record: &VersionRecord) -> Result<(), HistoryError> {

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::HistoryError;
 use crate::objects::store_dir;
+use vak_prompt_loader::confine::ConfinedDir;
 
 /// The longest record line read or written. A record names one file or key
 /// and two digests; far below this.
@@ -116,6 +117,33 @@ impl VersionLog {
         self.dir.join(LOG_NAME)
     }
 
+    /// Whether a record could be appended now: the log opens for append
+    /// (made, empty, when there is none). Asked before a change is written,
+    /// so a log that could not take its record refuses the change instead
+    /// of leaving a version no `log` lists.
+    ///
+    /// # Errors
+    ///
+    /// As [`append`](Self::append), for the same causes.
+    pub fn check_appendable(&self) -> Result<(), HistoryError> {
+        self.open_for_append().map(drop)
+    }
+
+    /// The history directory, confined, and the log opened for append.
+    fn open_for_append(&self) -> Result<(ConfinedDir, std::fs::File), HistoryError> {
+        let dir = store_dir(&self.home, &self.dir, true)?.ok_or_else(|| HistoryError::Io {
+            action: "open the history directory",
+            path: self.dir.clone(),
+            source: std::io::ErrorKind::NotFound.into(),
+        })?;
+        // Owner-only: a record names who saved, an admin save by its token's
+        // id, which another local user could test guessed tokens against.
+        let file = dir
+            .open_append(LOG_NAME, 0o600)
+            .map_err(|refusal| HistoryError::refusal(&self.path(), refusal))?;
+        Ok((dir, file))
+    }
+
     /// Append `record`, durably.
     ///
     /// # Errors
@@ -138,16 +166,7 @@ impl VersionLog {
                 limit: MAX_RECORD_BYTES as u64,
             });
         }
-        let dir = store_dir(&self.home, &self.dir, true)?.ok_or_else(|| HistoryError::Io {
-            action: "open the history directory",
-            path: self.dir.clone(),
-            source: std::io::ErrorKind::NotFound.into(),
-        })?;
-        // Owner-only: a record names who saved, an admin save by its token's
-        // id, which another local user could test guessed tokens against.
-        let mut file = dir
-            .open_append(LOG_NAME, 0o600)
-            .map_err(|refusal| HistoryError::refusal(&path, refusal))?;
+        let (dir, mut file) = self.open_for_append()?;
         file.lock().map_err(HistoryError::io("lock", &path))?;
         let metadata = file
             .metadata()
