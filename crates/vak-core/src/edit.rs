@@ -28,7 +28,7 @@ use vak_prompt_loader::{
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
-use crate::history::{Action, VersionRecord, Who, keep_contributions, record_change, target_key};
+use crate::history::{Action, VersionRecord, Who, keep_before_change, record_change, target_key};
 use crate::{Core, CoreError, Selectors};
 use vak_prompt_history::HistoryError;
 
@@ -814,20 +814,25 @@ impl Core {
         self.save_block_by(target, &text, if_digest, who, Action::Revert)
     }
 
-    /// Keep the file's text as it is now, so the first change's "before"
-    /// resolves, and the contributed texts of the resolution before the
-    /// change. A file that cannot be read is left to the save's own checks.
+    /// Check the version log can take the change's record; keep the file's
+    /// text as it is now, so the first change's "before" resolves, and the
+    /// contributed texts of the resolution before the change. A file that
+    /// cannot be read is left to the save's own checks.
     fn keep_current(
         &self,
         target: &EditTarget,
         path: &Utf8Path,
         before: &ResolvedPrompt,
     ) -> Result<(), EditError> {
-        if let Ok(Some(current)) = read_safely(path, target.root(self.selectors())) {
-            self.store().history().put_object(&current)?;
-        }
+        let current = read_safely(path, target.root(self.selectors()))
+            .ok()
+            .flatten();
         // What resolves before the change: a session frozen on it resolves.
-        keep_contributions(self.store().history(), before)?;
+        keep_before_change(
+            self.store().history(),
+            current.as_deref().as_slice(),
+            before,
+        )?;
         Ok(())
     }
 

@@ -104,10 +104,13 @@ pub fn gateway_key(bot: &Name, chat: Option<&Name>, block: Block) -> String {
     }
 }
 
-/// Keep every text `resolved` contributed (one per descriptor), so each of
-/// its descriptor digests resolves in the object store. Idempotent; the
-/// session-creation path calls it before writing a ledger, and the save
-/// path after every save. Returns how many texts it kept.
+/// Keep every text whose digest a ledger frozen on `resolved` records, so
+/// each resolves in the object store (DECISIONS §14): the text each
+/// descriptor names, the canonical text of the fingerprint, the agent
+/// identity's text and each capability's contract line. Idempotent; the
+/// session-creation path calls it before writing a ledger, `exec` before it
+/// records an accepted drift, and the save path after every save. Returns
+/// how many texts it kept.
 ///
 /// # Errors
 ///
@@ -123,11 +126,22 @@ pub fn keep_contributions(
             kept += 1;
         }
     }
+    history.put_object(&vak_session::fingerprint_text(&resolved.descriptors))?;
+    kept += 1;
+    if let Some(text) = &resolved.agent_text {
+        history.put_object(text)?;
+        kept += 1;
+    }
+    for capability in vak_prompt_compose::CATALOG {
+        history.put_object(&capability.contract_line())?;
+        kept += 1;
+    }
     Ok(kept)
 }
 
-/// Before a change is written: keep `texts` (the value before, the value
-/// after) and every contributed text of the resolution `before` it, so the
+/// Before a change is written: check the version log can take its record,
+/// keep `texts` (the value before, the value after) and every contributed
+/// text of the resolution `before` it, so the
 /// change's "before" and every session frozen on it resolve. The CLI and
 /// admin save path calls this through [`Core::save_block_by`]; the admin
 /// gateway edit calls it directly.
@@ -140,6 +154,7 @@ pub fn keep_before_change(
     texts: &[&str],
     before: &ResolvedPrompt,
 ) -> Result<(), HistoryError> {
+    history.check_appendable()?;
     for text in texts {
         history.put_object(text)?;
     }

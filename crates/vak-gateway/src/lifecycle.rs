@@ -258,6 +258,9 @@ pub fn exec(
             if ledger.contract().prefix.is_empty() {
                 return Err(LifecycleError::NoFrozenPrompt { id: id.to_string() });
             }
+            // The record names the current texts' digests: keep them first,
+            // so each resolves (DECISIONS §14), or record nothing.
+            vak_core::history::keep_contributions(store.history(), &current)?;
             store.append(
                 id,
                 &Record::DriftAccepted(DriftAccepted {

@@ -269,6 +269,10 @@ pub struct ResolvedPrompt {
     pub capabilities: Arc<[CapabilityDescriptor]>,
     /// The worker role's identity, when a role was selected.
     pub agent: Option<AgentIdentity>,
+    /// The text the identity's digest is the sha256 of (`role\tNAME`, then
+    /// a `block\tdigest` line per agent-tier text), kept beside a session's
+    /// texts so that digest resolves too.
+    pub agent_text: Option<String>,
     /// What trust dropped.
     pub demoted: Vec<Demotion>,
     /// Skipped inputs, lints and deprecations, as sentences.
@@ -599,9 +603,10 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     }
 
     let prefix = render_prefix(&blocks, input.agent);
-    let agent = input
+    let (agent, agent_text) = input
         .agent
-        .map(|role| agent_identity(role, &kept, &kept_digest, &descriptors, chain));
+        .map(|role| agent_identity(role, &kept, &kept_digest, &descriptors, chain))
+        .unzip();
 
     ResolvedPrompt {
         prefix,
@@ -610,6 +615,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         descriptors,
         capabilities: Arc::clone(&builtin.capabilities),
         agent,
+        agent_text,
         blocks,
         demoted,
         warnings,
@@ -769,7 +775,7 @@ fn agent_identity(
     kept_digest: &[Option<usize>],
     descriptors: &[PromptLayerDescriptor],
     chain: &LoadedChain,
-) -> AgentIdentity {
+) -> (AgentIdentity, String) {
     // Sized by the agent-tier texts alone: one line each of a block name
     // (at most 20 bytes), a tab, a digest and a line break.
     let agent_texts = kept
@@ -797,11 +803,12 @@ fn agent_identity(
         }
         canonical.push('\n');
     }
-    AgentIdentity {
+    let identity = AgentIdentity {
         role: role.to_string(),
-        digest: sha256_hex(canonical),
+        digest: sha256_hex(&canonical),
         sources: chain.role_dirs.iter().map(ToString::to_string).collect(),
-    }
+    };
+    (identity, canonical)
 }
 
 #[cfg(test)]

@@ -45,18 +45,32 @@ impl PromptLayerDescriptor {
 /// The source path is left out on purpose: moving a home directory does not
 /// change the instructions, and drift is about instructions.
 pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
-    // The canonical text (one `block\tlayer\tdigest\n` line per
-    // descriptor) is hashed as it is written, never held whole.
+    // The canonical text is hashed as it is written, never held whole.
     let mut canonical = Sha256Writer::new();
-    for d in descriptors {
-        for part in [&d.block, "\t", &d.layer, "\t", &d.digest, "\n"] {
-            canonical.push_str(part);
-        }
-    }
+    canonical_parts(descriptors, |part| canonical.push_str(part));
     let mut out = String::with_capacity(SHA256_PREFIX.len() + 64);
     out.push_str(SHA256_PREFIX);
     canonical.finish_into(&mut out);
     out
+}
+
+/// The text [`fingerprint`] is the sha256 of: one `block\tlayer\tdigest\n`
+/// line per descriptor. Kept in the object store beside a session's texts,
+/// so the fingerprint in its ledger resolves like every other digest.
+pub fn fingerprint_text(descriptors: &[PromptLayerDescriptor]) -> String {
+    let mut text = String::with_capacity(descriptors.len() * 96);
+    canonical_parts(descriptors, |part| text.push_str(part));
+    text
+}
+
+/// The canonical text's pieces, in order: the one definition both
+/// [`fingerprint`] and [`fingerprint_text`] write from.
+fn canonical_parts(descriptors: &[PromptLayerDescriptor], mut push: impl FnMut(&str)) {
+    for d in descriptors {
+        for part in [&d.block, "\t", &d.layer, "\t", &d.digest, "\n"] {
+            push(part);
+        }
+    }
 }
 
 const SHA256_PREFIX: &str = "sha256:";
@@ -168,6 +182,7 @@ mod tests {
             for d in &descriptors[..end] {
                 canonical.push_str(&format!("{}\t{}\t{}\n", d.block, d.layer, d.digest));
             }
+            assert_eq!(fingerprint_text(&descriptors[..end]), canonical);
             assert_eq!(
                 fingerprint(&descriptors[..end]),
                 format!("sha256:{}", sha256_hex(canonical))

@@ -40,7 +40,7 @@ pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use contract::{
     AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
-    fingerprint,
+    fingerprint, fingerprint_text,
 };
 pub use error::SessionError;
 pub use home::{

@@ -546,3 +546,97 @@ fn session_diff_agrees_with_exec_when_only_the_home_moved() {
         stdout(&diff)
     );
 }
+
+/// Every 64-hex-digit digest anywhere in the home's ledgers.
+fn ledger_digests(env: &Env) -> Vec<String> {
+    let mut digests = Vec::new();
+    for entry in fs::read_dir(env.home().join(".vak/sessions")).unwrap() {
+        let text = fs::read_to_string(entry.unwrap().path()).unwrap();
+        let bytes = text.as_bytes();
+        let hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+        let mut start = 0;
+        while start < bytes.len() {
+            let run = bytes[start..].iter().take_while(|&&b| hex(b)).count();
+            if run == 64 {
+                digests.push(text[start..start + 64].to_owned());
+            }
+            start += run.max(1);
+        }
+    }
+    digests
+}
+
+#[test]
+fn every_digest_in_every_ledger_resolves_to_text() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let id = env.json(&["session", "new", "--agent", "reviewer"])["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.ok(&["session", "new", "--parent", &id]);
+    let guardrails = env.project().join(".vak/prompts/guardrails.md");
+    let mut text = fs::read_to_string(&guardrails).unwrap();
+    text.push_str("- a rule added by hand\n");
+    fs::write(&guardrails, &text).unwrap();
+    // The accepted drift records the current texts' digests.
+    env.ok(&[
+        "exec",
+        "--session",
+        &id,
+        "--accept-drift",
+        "--message",
+        "go on",
+    ]);
+
+    let digests = ledger_digests(&env);
+    // Descriptors, fingerprints, the agent identity (and the child's copy
+    // of it), capabilities and the accepted drift's digests.
+    assert!(digests.len() > 30, "{digests:?}");
+    for digest in &digests {
+        let object = env.home().join(".vak/objects").join(digest);
+        let kept = fs::read(&object).unwrap_or_else(|_| panic!("{digest} is not kept"));
+        assert_eq!(vak_core::prompts::sha256_hex(&kept), *digest);
+    }
+    // And through vak: the hand-edited text the drift recorded diffs.
+    let hand = vak_core::prompts::sha256_hex(text.trim_end());
+    assert!(digests.contains(&hand), "the accepted drift names {hand}");
+    let out = env.vak(&[
+        "prompts",
+        "diff",
+        "--scope",
+        "project",
+        "guardrails",
+        "--from",
+        &hand,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn a_save_whose_version_cannot_be_recorded_is_refused_and_changes_nothing() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    set(&env, "guardrails", "- one\n");
+    let file = env.project().join(SHARED).join("guardrails.md");
+    let versions = env.home().join(".vak/history/versions.jsonl");
+    fs::remove_file(&versions).unwrap();
+    fs::create_dir(&versions).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        "- two\n",
+    );
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(stderr(&out).contains("versions.jsonl"), "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&file).unwrap(), "- one\n");
+    let out = env.vak(&["prompts", "reset", "--scope", "project", "guardrails"]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        file.exists(),
+        "a reset that cannot be recorded removes nothing"
+    );
+    // Once the log can take records again, saves go on and are listed.
+    fs::remove_dir(&versions).unwrap();
+    set(&env, "guardrails", "- two\n");
+    assert_eq!(log(&env, "guardrails").len(), 1);
+}
