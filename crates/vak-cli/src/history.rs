@@ -298,7 +298,7 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
     }
     if versions.records.is_empty() {
         return out::println(&format!(
-            "no versions of `{}` recorded: it was never changed through vak",
+            "no versions of `{}` recorded: no change through vak is logged under this path (history is kept per path: a project or home that was moved starts a new one)",
             Escaped(&key)
         ));
     }
