@@ -593,6 +593,10 @@ pub(crate) struct TokensBody {
     chat: Option<String>,
     block: String,
     text: String,
+    /// As a gateway save's: the entry would be made, so its absence is no
+    /// refusal.
+    #[serde(default)]
+    create_entry: bool,
 }
 
 /// `POST /api/tokens`: what the prefix would count with a candidate text,
@@ -604,6 +608,7 @@ pub(crate) async fn tokens(
     let b: TokensBody = body(bytes)?;
     check_text_size(&b.text)?;
     let block = editable_block(&b.block)?;
+    let mut missing_entry = None;
     let preview = match b.bot.as_deref().filter(|s| !s.is_empty()) {
         Some(bot) => {
             let bot = name(NameKind::Bot, bot)?;
@@ -613,6 +618,9 @@ pub(crate) async fn tokens(
                 .filter(|s| !s.is_empty())
                 .map(|c| name(NameKind::Chat, c))
                 .transpose()?;
+            if !b.create_entry {
+                missing_entry = crate::gateway::missing_entry(&state, &bot, chat.as_ref())?;
+            }
             crate::gateway::preview(&state, &bot, chat.as_ref(), block, Some(&b.text))?
         }
         None => {
@@ -648,8 +656,9 @@ pub(crate) async fn tokens(
         "over_cap": report.is_over(),
         // A save refuses a forbidden character before any count; the live
         // count says so too, naming it.
-        "refused": preview.over_budget() || forbidden.is_some(),
+        "refused": preview.over_budget() || forbidden.is_some() || missing_entry.is_some(),
         "forbidden": forbidden,
+        "missing_entry": missing_entry,
         "not_applied": preview.not_applied,
         "lints": preview.lints,
     })))

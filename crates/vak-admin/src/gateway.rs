@@ -20,8 +20,8 @@ use camino::Utf8PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use vak_core::prompts::{
-    ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, gateway_dir, json_kind, prompt_of,
-    read_gateway,
+    ABSENT_DIGEST, Escaped, GatewayDoc, GatewayError, GatewayFile, gateway_dir, json_kind,
+    prompt_of, read_gateway,
 };
 use vak_core::prompts::{
     Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
@@ -261,6 +261,44 @@ pub(crate) fn preview(
     preview_tier(state, &tier, block, text)
 }
 
+/// The sentence a save to `bot`'s or `chat`'s prompt would be refused
+/// with because the gateway files have no entry for it; `None` when they do.
+/// The live count says so before the save is tried.
+///
+/// # Errors
+///
+/// The gateway file cannot be read or is malformed.
+pub(crate) fn missing_entry(
+    state: &AppState,
+    bot: &Name,
+    chat: Option<&Name>,
+) -> Result<Option<String>, AdminError> {
+    let tier = match chat {
+        Some(chat) => Tier::Chat(bot.clone(), chat.clone()),
+        None => Tier::Bot(bot.clone()),
+    };
+    let doc = read_gateway(&state.home, tier.file()).map_err(gateway_error)?;
+    unlisted(doc.as_ref(), &tier)
+}
+
+/// Why `tier` has no prompt to edit in `doc`, `None` when its entry exists.
+fn unlisted(doc: Option<&GatewayDoc>, tier: &Tier) -> Result<Option<String>, AdminError> {
+    let listed = match doc {
+        Some(doc) => doc
+            .entry(&tier.entry_path())
+            .map_err(gateway_error)?
+            .is_some(),
+        None => false,
+    };
+    Ok((!listed).then(|| {
+        format!(
+            "{} has no entry in `{}`, so there is no prompt of it to edit; add the entry first, or save with `\"create_entry\": true` to create it (which lets its messages in)",
+            tier.describe(),
+            tier.file().file_name()
+        )
+    }))
+}
+
 fn preview_tier(
     state: &AppState,
     tier: &Tier,
@@ -328,20 +366,8 @@ fn edit(
     // A prompt edit puts a bot or a chat on the gateway's lists only when
     // asked to: an entry is what lets a chat's messages in (DECISIONS §13),
     // and a typo in an id must not grant that.
-    let listed = create_entry
-        || match &doc {
-            Some(doc) => doc
-                .entry(&tier.entry_path())
-                .map_err(gateway_error)?
-                .is_some(),
-            None => false,
-        };
-    if !listed {
-        return Err(AdminError::NotFound(format!(
-            "{} has no entry in `{}`, so there is no prompt of it to edit; add the entry first, or save with `\"create_entry\": true` to create it (which lets its messages in)",
-            tier.describe(),
-            tier.file().file_name()
-        )));
+    if !create_entry && let Some(missing) = unlisted(doc.as_ref(), tier)? {
+        return Err(AdminError::NotFound(missing));
     }
     let current = match &doc {
         Some(doc) => doc

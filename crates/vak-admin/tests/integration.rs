@@ -1711,6 +1711,21 @@ fn a_prompt_edit_never_puts_a_bot_or_chat_on_the_gateways_lists() {
     }
     assert_eq!(std::fs::read(&allow_path).ok(), allow);
     assert_eq!(std::fs::read(&bots_path).ok(), bots);
+    // The live count says so before the save is tried, and not when the
+    // save would make the entry.
+    for (body, refused) in [
+        (json!({"bot": "helpdesk", "chat": "666"}), true),
+        (json!({"bot": "nobot"}), true),
+        (json!({"bot": "helpdesk", "chat": "666", "create_entry": true}), false),
+        (json!({"bot": "helpdesk"}), false),
+    ] {
+        let mut body = body;
+        body["block"] = json!("guardrails");
+        body["text"] = json!("- be brief");
+        let count = env.post("/api/tokens", &body).expect_ok();
+        assert_eq!(count["refused"], refused, "{body}: {count}");
+        assert_eq!(count["missing_entry"].is_string(), refused, "{count}");
+    }
     // Asked for, the entry is created with its prompt.
     env.put(
         "/api/gateway/chats/helpdesk/666/guardrails",
