@@ -202,7 +202,14 @@ impl Server {
             .enable_time()
             .build()
             .map_err(AdminError::Runtime)?;
-        runtime.block_on(self.serve())
+        // The last handle on the state (and so on a PostgreSQL store, whose
+        // client runs a runtime of its own) must go after this runtime, not
+        // inside it: dropping that client in an async context panics.
+        let outlives_runtime = Arc::clone(&self.state);
+        let served = runtime.block_on(self.serve());
+        drop(runtime);
+        drop(outlives_runtime);
+        served
     }
 
     /// Serve on the current tokio runtime (which needs IO and time enabled)

@@ -1716,7 +1716,10 @@ fn a_prompt_edit_never_puts_a_bot_or_chat_on_the_gateways_lists() {
     for (body, refused) in [
         (json!({"bot": "helpdesk", "chat": "666"}), true),
         (json!({"bot": "nobot"}), true),
-        (json!({"bot": "helpdesk", "chat": "666", "create_entry": true}), false),
+        (
+            json!({"bot": "helpdesk", "chat": "666", "create_entry": true}),
+            false,
+        ),
         (json!({"bot": "helpdesk"}), false),
     ] {
         let mut body = body;

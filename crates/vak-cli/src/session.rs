@@ -636,6 +636,10 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
     out::println(&escape_line(&service.url()))?;
     out::notice("store", &service.store_description());
     let (listener, router) = service.into_parts();
+    // The last handle on the service's state (and so on a PostgreSQL store,
+    // whose client runs a runtime of its own) must go after the runtime,
+    // not inside it: dropping that client in an async context panics.
+    let outlives_runtime = router.clone();
     let limits = vak_admin::Limits {
         // Deliveries in flight may wait on a busy chat's lock.
         shutdown_grace: std::time::Duration::from_secs(30),
@@ -648,12 +652,13 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
         .enable_time()
         .build()
         .map_err(|e| CliError::Failed(format!("cannot start the gateway's runtime: {e}")))?;
-    runtime
-        .block_on(async move {
-            let stop = vak_admin::stop_signal().map_err(vak_admin::AdminError::Serve)?;
-            vak_admin::serve_router(listener, router, limits, "gateway", stop).await
-        })
-        .map_err(crate::admin::cli_error)
+    let served = runtime.block_on(async move {
+        let stop = vak_admin::stop_signal().map_err(vak_admin::AdminError::Serve)?;
+        vak_admin::serve_router(listener, router, limits, "gateway", stop).await
+    });
+    drop(runtime);
+    drop(outlives_runtime);
+    served.map_err(crate::admin::cli_error)
 }
 
 /// `vak gateway secret BOT`.

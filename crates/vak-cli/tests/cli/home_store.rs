@@ -54,6 +54,17 @@ fn admin(env: &Env, url: &str) -> Admin {
     }
 }
 
+/// Send SIGTERM to `child` and wait for it.
+fn terminate(child: &mut Child) -> std::process::ExitStatus {
+    let pid = child.id().to_string();
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    child.wait().unwrap()
+}
+
 /// One authenticated admin request; the status and the JSON answer.
 fn call(addr: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
     let body = body.map(Value::to_string).unwrap_or_default();
@@ -395,7 +406,10 @@ fn a_replica_edited_by_hand_or_a_row_altered_in_the_database_is_refused() {
             .unwrap()
             .contains("injected")
     );
-    drop(node);
+    // A node on PostgreSQL stops cleanly on SIGTERM: its store's client is
+    // dropped after the runtime, not inside it (which panicked, exit 101).
+    let mut node = node;
+    assert!(terminate(&mut node.child).success());
 
     // A file edited by hand on a node is reported, not overwritten.
     let b = Env::empty();
@@ -426,6 +440,9 @@ fn a_replica_edited_by_hand_or_a_row_altered_in_the_database_is_refused() {
         std::fs::read_to_string(b.home().join(".vak/prompts/operating-rules.md")).unwrap(),
         "- edited by hand\n"
     );
+    // So does an admin server on PostgreSQL.
+    let mut admin_a2 = admin_a2;
+    assert!(terminate(&mut admin_a2.child).success());
 }
 
 #[test]
