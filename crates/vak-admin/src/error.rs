@@ -146,9 +146,9 @@ impl AdminError {
             AdminError::OverBudget { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             AdminError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
-            AdminError::Core(CoreError::Name(_) | CoreError::ChatWithoutBot) => {
-                StatusCode::BAD_REQUEST
-            }
+            AdminError::Core(
+                CoreError::Name(_) | CoreError::ChatWithoutBot | CoreError::NestedRepository { .. },
+            ) => StatusCode::BAD_REQUEST,
             AdminError::Core(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
                 StatusCode::NOT_FOUND
             }

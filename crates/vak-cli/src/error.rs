@@ -44,7 +44,9 @@ impl CliError {
             CliError::Usage(_) => 2,
             CliError::DriftRefused(_) => 3,
             CliError::OverBudget(_) | CliError::Core(CoreError::OverContextWindow(_)) => 4,
-            CliError::Core(CoreError::Name(_) | CoreError::ChatWithoutBot) => 2,
+            CliError::Core(
+                CoreError::Name(_) | CoreError::ChatWithoutBot | CoreError::NestedRepository { .. },
+            ) => 2,
             _ => 1,
         })
     }

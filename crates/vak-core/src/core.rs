@@ -154,7 +154,19 @@ impl Core {
         selectors.home = absolute(&selectors.home)?;
         selectors.project = absolute(&selectors.project)?;
         if let Some(workdir) = &selectors.workdir {
-            selectors.workdir = Some(absolute(workdir)?);
+            let workdir = absolute(workdir)?;
+            // Discovery from inside a nested repository finds it as the
+            // root; only a named directory (`--dir`, the admin's `dir=`) or
+            // an old ledger can ask for one below another root.
+            if let Some(nested) = vak_prompt_loader::nested_repository(&selectors.project, &workdir)
+            {
+                return Err(CoreError::NestedRepository {
+                    project: selectors.project,
+                    workdir,
+                    nested,
+                });
+            }
+            selectors.workdir = Some(workdir);
         }
         let trust_source = if selectors.force_untrusted {
             TrustSource::Forced(Trust::Untrusted)

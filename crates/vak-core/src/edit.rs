@@ -921,6 +921,14 @@ impl Core {
             return Ok(());
         };
         let project = &self.selectors().project;
+        if let Some(nested) = vak_prompt_loader::nested_repository(project, &project.join(dir)) {
+            return Err(CoreError::NestedRepository {
+                project: project.clone(),
+                workdir: project.join(dir),
+                nested,
+            }
+            .into());
+        }
         let (Ok(real_project), Some((_, real))) =
             (std::fs::canonicalize(project), resolved(&project.join(dir)))
         else {

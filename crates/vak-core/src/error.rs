@@ -3,6 +3,24 @@ use thiserror::Error;
 /// Everything the facade can fail with; each wraps the owning crate's error.
 #[derive(Debug, Error)]
 pub enum CoreError {
+    /// The directory to resolve for is inside a repository nested in the
+    /// project: a project of its own (DECISIONS §15), never a layer of this
+    /// one.
+    #[error(
+        "`{}` is inside `{}`, a repository of its own (it has `.git`): it is a separate project, untrusted until you trust it, and never a layer of `{}`; run vak there, or give `--project {}`",
+        vak_prompt_blocks::Escaped(.workdir.as_str()),
+        vak_prompt_blocks::Escaped(.nested.as_str()),
+        vak_prompt_blocks::Escaped(.project.as_str()),
+        vak_prompt_blocks::Escaped(.project.join(.nested).as_str())
+    )]
+    NestedRepository {
+        /// The project named.
+        project: camino::Utf8PathBuf,
+        /// The directory asked for.
+        workdir: camino::Utf8PathBuf,
+        /// The nested repository, relative to the project.
+        nested: camino::Utf8PathBuf,
+    },
     /// A selector (role, bot, chat, surface) was malformed.
     #[error(transparent)]
     Name(#[from] vak_prompt_blocks::BlocksError),

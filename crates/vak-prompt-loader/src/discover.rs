@@ -118,8 +118,8 @@ fn discover_with(
 /// The directories strictly below `root` down to `workdir` inclusive,
 /// widest first: the candidates for directory sub-layers. Empty when
 /// `workdir` is `root` or not inside it. Cut off where [`directory_layers`]
-/// stops looking (a hidden directory, `node_modules`, `target`, or past
-/// [`MAX_DEPTH`]): a layer applies only where the preview and the budget,
+/// stops looking (a hidden directory, `node_modules`, `target`, a nested
+/// repository, or past [`MAX_DEPTH`]): a layer applies only where the preview and the budget,
 /// which enumerate layers with that walk, can see it.
 pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
     let Ok(rest) = workdir.strip_prefix(root) else {
@@ -134,6 +134,11 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
                     break;
                 }
                 dir.push(name);
+                // A nested repository is a project of its own (DECISIONS
+                // §15), never a layer of this one, nor is anything in it.
+                if is_repository(&dir) {
+                    break;
+                }
                 levels.push(dir.clone());
             }
             // A `..` or root component would leave the project.
@@ -141,6 +146,31 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
         }
     }
     levels
+}
+
+/// The first directory strictly below `root` on the way to `workdir` that
+/// is a repository of its own (has `.git`, a directory or a submodule's
+/// file), relative to `root`: a separate project, whose layers never join
+/// `root`'s chain. `None` when there is none, or `workdir` is not below
+/// `root`.
+pub fn nested_repository(root: &Utf8Path, workdir: &Utf8Path) -> Option<Utf8PathBuf> {
+    let rest = workdir.strip_prefix(root).ok()?;
+    let mut dir = root.to_owned();
+    for component in rest.components() {
+        let camino::Utf8Component::Normal(name) = component else {
+            return None;
+        };
+        dir.push(name);
+        if is_repository(&dir) {
+            return dir.strip_prefix(root).ok().map(Utf8Path::to_owned);
+        }
+    }
+    None
+}
+
+/// Whether `dir` is a repository's root: it has `.git`, looked at by name.
+fn is_repository(dir: &Utf8Path) -> bool {
+    has(dir, ".git")
 }
 
 /// Whether `rel` (relative to a project root) can be a directory sub-layer:
@@ -178,7 +208,8 @@ pub const MAX_LAYERS: usize = 256;
 /// `interop` (`AGENTS.md`): the directory layers a project-scope save with
 /// `--dir` can reach, relative to the root, sorted. Bounded in depth, in
 /// directories visited and in results; symlinks are not followed, and
-/// hidden directories (`.git`, `.vak`), `node_modules` and `target` are not
+/// hidden directories (`.git`, `.vak`), `node_modules`, `target` and nested
+/// repositories (a directory with `.git`: a project of its own) are not
 /// entered.
 pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
     let mut found = Vec::new();
@@ -188,7 +219,9 @@ pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
         .follow_links(false)
         .into_iter()
         .filter_entry(|e| {
-            e.file_type().is_dir() && !e.file_name().to_str().is_none_or(is_skipped_dir)
+            e.file_type().is_dir()
+                && !e.file_name().to_str().is_none_or(is_skipped_dir)
+                && !Utf8Path::from_path(e.path()).is_some_and(is_repository)
         });
     for entry in walk.take(MAX_VISITED).flatten() {
         let Some(path) = Utf8Path::from_path(entry.path()) else {
@@ -286,6 +319,13 @@ mod tests {
         fs::create_dir_all(root.join("node_modules/x/.vak/prompts")).unwrap();
         fs::create_dir_all(root.join(".git/y/.vak/prompts")).unwrap();
         fs::create_dir_all(root.join("plain")).unwrap();
+        // Nested repositories, a clone's `.git` directory or a submodule's
+        // `.git` file: projects of their own, never this one's layers.
+        fs::create_dir_all(root.join("vendor/clone/.git")).unwrap();
+        fs::create_dir_all(root.join("vendor/clone/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join("vendor/clone/deep/.vak/prompts")).unwrap();
+        fs::create_dir_all(root.join("sub/.vak/prompts")).unwrap();
+        fs::write(root.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
         assert_eq!(
             directory_layers(&root, &["AGENTS.md"]),
             [
@@ -293,6 +333,21 @@ mod tests {
                 Utf8PathBuf::from("services/web")
             ]
         );
+        assert_eq!(
+            levels_between(&root, &root.join("vendor/clone/deep")),
+            [root.join("vendor")]
+        );
+        assert!(levels_between(&root, &root.join("sub")).is_empty());
+        assert_eq!(
+            nested_repository(&root, &root.join("vendor/clone/deep")),
+            Some(Utf8PathBuf::from("vendor/clone"))
+        );
+        assert_eq!(
+            nested_repository(&root, &root.join("sub")),
+            Some(Utf8PathBuf::from("sub"))
+        );
+        assert_eq!(nested_repository(&root, &root.join("services/web")), None);
+        assert_eq!(nested_repository(&root, &root), None);
     }
 
     #[test]
