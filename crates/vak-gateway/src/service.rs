@@ -325,11 +325,20 @@ fn handle(
                 "this bot has no signing secret; create it with `vak gateway secret BOT`",
             );
         }
-        Err(error) => {
-            tracing::warn!(%error, "a signing secret is unreadable");
+        // The server's failure, never the sender's: a 401 would tell a
+        // sender its signature is wrong, and it would not retry.
+        Err(LifecycleError::Store(error)) => {
+            tracing::warn!(%error, "the store did not answer for a signing secret");
             return refusal(
-                StatusCode::UNAUTHORIZED,
-                "this bot's signing secret is unreadable on the server",
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store does not answer; nothing was written, so send the same signed request again",
+            );
+        }
+        Err(error) => {
+            tracing::error!(%error, "a signing secret is unreadable");
+            return refusal(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "this bot's signing secret is unreadable on the server; nothing was written, and the server log says why",
             );
         }
     };

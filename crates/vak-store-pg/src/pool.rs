@@ -2,6 +2,7 @@
 //! reused, a broken one dropped.
 
 use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls};
 
@@ -14,9 +15,18 @@ pub(crate) struct Pool {
 }
 
 struct State {
-    idle: Vec<Client>,
+    /// Idle connections and when each was given back.
+    idle: Vec<(Client, Instant)>,
     open: usize,
 }
+
+/// A connection idle longer than this is checked with a round trip before
+/// it is used: the server may have closed it meanwhile (a restart, an
+/// administrator's `pg_terminate_backend`, an idle timeout), which the
+/// client learns only on its next use, and a request would fail on it.
+const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
+/// How long that check may take before the connection is given up.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Pool {
     pub(crate) fn new(config: Config, max: usize) -> Self {
@@ -50,7 +60,7 @@ impl Pool {
         if client.is_closed() {
             state.open -= 1;
         } else {
-            state.idle.push(client);
+            state.idle.push((client, Instant::now()));
         }
         drop(state);
         self.freed.notify_one();
@@ -60,12 +70,21 @@ impl Pool {
     fn take(&self) -> Result<Client, postgres::Error> {
         let mut state = self.lock();
         loop {
-            while let Some(client) = state.idle.pop() {
+            while let Some((mut client, since)) = state.idle.pop() {
                 if client.is_closed() {
                     state.open -= 1;
                     continue;
                 }
-                return Ok(client);
+                if since.elapsed() < CHECK_AFTER_IDLE {
+                    return Ok(client);
+                }
+                drop(state);
+                if client.is_valid(CHECK_TIMEOUT).is_ok() {
+                    return Ok(client);
+                }
+                drop(client);
+                state = self.lock();
+                state.open -= 1;
             }
             if state.open < self.max {
                 state.open += 1;
@@ -80,5 +99,32 @@ impl Pool {
                 .wait(state)
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_connection_the_server_closed_while_idle_is_replaced_not_failed() {
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "pool");
+        let config: Config = url.parse().expect("url");
+        let pool = Pool::new(config.clone(), 2);
+        let pid = |pool: &Pool| -> Result<i32, postgres::Error> {
+            pool.with(|c| Ok(c.query_one("SELECT pg_backend_pid()", &[])?.get(0)))
+        };
+        let first = pid(&pool).expect("first");
+        let mut admin = config.connect(NoTls).expect("admin");
+        admin
+            .execute("SELECT pg_terminate_backend($1)", &[&first])
+            .expect("terminate");
+        std::thread::sleep(CHECK_AFTER_IDLE + Duration::from_millis(200));
+        let second = pid(&pool).expect("the closed connection is replaced");
+        assert_ne!(first, second);
+        assert_eq!(pool.lock().open, 1, "the closed one is no longer counted");
     }
 }
