@@ -37,6 +37,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "home",
         sql: include_str!("migrations/0004_home.sql"),
     },
+    Migration {
+        version: 5,
+        name: "settings",
+        sql: include_str!("migrations/0005_settings.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.

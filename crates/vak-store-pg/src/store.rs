@@ -33,11 +33,28 @@ pub enum LockMode {
     Advisory,
 }
 
+impl LockMode {
+    /// The name in `vak_lock=` and in the `vak_settings` row.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockMode::Row => "row",
+            LockMode::Advisory => "advisory",
+        }
+    }
+}
+
+/// The `vak_settings` key of the database's lock mode.
+const LOCK_MODE_KEY: &str = "lock_mode";
+
 /// The PostgreSQL store.
 pub struct PgStore {
     pub(crate) pool: Pool,
     pub(crate) described: String,
     lock: LockMode,
+    /// Whether the URL named `vak_lock=` (only then does `migrate` record it).
+    lock_named: bool,
+    /// Set once this process has seen the database agree to its lock mode.
+    lock_agreed: std::sync::OnceLock<()>,
 }
 
 impl std::fmt::Debug for PgStore {
@@ -74,7 +91,7 @@ impl PgStore {
     /// optional vak parameters `vak_lock=advisory|row` and `vak_pool=N`)
     /// without checking its schema; see [`open`](Self::open).
     pub fn connect(url: &str) -> Result<Self, SessionError> {
-        let (url, lock, pool) = vak_params(url)?;
+        let (url, lock, lock_named, pool) = vak_params(url)?;
         let mut config = Config::from_str(&url).map_err(|e| SessionError::Backend {
             store: "the PostgreSQL store".to_owned(),
             reason: format!(
@@ -94,6 +111,8 @@ impl PgStore {
             pool: Pool::new(config, pool),
             described,
             lock,
+            lock_named,
+            lock_agreed: std::sync::OnceLock::new(),
         })
     }
 
@@ -134,9 +153,56 @@ impl PgStore {
         }
     }
 
-    /// Apply the migrations not yet applied; returns their versions.
+    /// Apply the migrations not yet applied; returns their versions. A URL
+    /// that names `vak_lock=` records that mode as the database's, for every
+    /// node (run with every node stopped: one still locking the old way
+    /// would not exclude the others).
     pub fn migrate(&self) -> Result<Vec<i32>, SessionError> {
-        self.pool.with(migrate::apply).map_err(|e| self.err(&e))
+        let applied = self.pool.with(migrate::apply).map_err(|e| self.err(&e))?;
+        if self.lock_named {
+            let mode = self.lock.as_str();
+            self.pool
+                .with(|client| {
+                    client.execute(
+                        "INSERT INTO vak_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = $2",
+                        &[&LOCK_MODE_KEY, &mode],
+                    )
+                })
+                .map_err(|e| self.err(&e))?;
+        }
+        Ok(applied)
+    }
+
+    /// Refuse to deliver with a lock mode other than the database's: nodes
+    /// locking a chat in two ways would not exclude each other, and one
+    /// prompt change would rotate a chat twice. The first delivery on a
+    /// database records its mode; checked once per process.
+    fn agree_on_lock_mode(&self) -> Result<(), SessionError> {
+        if self.lock_agreed.get().is_some() {
+            return Ok(());
+        }
+        let mode = self.lock.as_str();
+        let recorded: String = self
+            .pool
+            .with(|client| {
+                client.execute(
+                    "INSERT INTO vak_settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&LOCK_MODE_KEY, &mode],
+                )?;
+                Ok(client
+                    .query_one("SELECT value FROM vak_settings WHERE key = $1", &[&LOCK_MODE_KEY])?
+                    .get(0))
+            })
+            .map_err(|e| self.err(&e))?;
+        if recorded != mode {
+            return Err(self.fail(format!(
+                "its nodes lock chats with `vak_lock={}` and this URL asks for `vak_lock={mode}`; nodes locking two ways do not exclude each other, so use `vak_lock={}` here too (to change the database's mode, stop every node and run `vak store migrate --store URL?vak_lock={mode}`)",
+                Escaped(&recorded),
+                Escaped(&recorded)
+            )));
+        }
+        let _ = self.lock_agreed.set(());
+        Ok(())
     }
 
     /// The lock mode in use.
@@ -217,21 +283,22 @@ pub(crate) fn reason(error: &postgres::Error) -> String {
 }
 
 /// Split vak's own parameters off a store URL.
-fn vak_params(url: &str) -> Result<(String, LockMode, usize), SessionError> {
+fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError> {
     let bad = |reason: String| SessionError::Backend {
         store: "the PostgreSQL store".to_owned(),
         reason,
     };
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), LockMode::Row, DEFAULT_POOL));
+        return Ok((url.to_owned(), LockMode::Row, false, DEFAULT_POOL));
     };
     let mut lock = LockMode::Row;
+    let mut named = false;
     let mut pool = DEFAULT_POOL;
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
-            Some(("vak_lock", "advisory")) => lock = LockMode::Advisory,
-            Some(("vak_lock", "row")) => lock = LockMode::Row,
+            Some(("vak_lock", "advisory")) => (lock, named) = (LockMode::Advisory, true),
+            Some(("vak_lock", "row")) => (lock, named) = (LockMode::Row, true),
             Some(("vak_lock", other)) => {
                 return Err(bad(format!(
                     "`vak_lock={}` in the store URL: expected `advisory` or `row`",
@@ -258,7 +325,7 @@ fn vak_params(url: &str) -> Result<(String, LockMode, usize), SessionError> {
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((url, lock, pool))
+    Ok((url, lock, named, pool))
 }
 
 fn read_ledger(
@@ -629,6 +696,7 @@ impl Store for PgStore {
         claim: Option<&vak_session::Claim<'_>>,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
+        self.agree_on_lock_mode()?;
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         self.pool
@@ -804,19 +872,64 @@ mod tests {
 
     #[test]
     fn vak_parameters_are_split_off_the_url() {
-        let (url, lock, pool) = vak_params(
+        let (url, lock, named, pool) = vak_params(
             "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3",
         )
         .expect("valid");
         assert_eq!(url, "postgres://vak@127.0.0.1:5432/vak?sslmode=disable");
-        assert_eq!(lock, LockMode::Advisory);
+        assert_eq!((lock, named), (LockMode::Advisory, true));
         assert_eq!(pool, 3);
-        assert_eq!(
-            vak_params("postgres://x/y").expect("valid").1,
-            LockMode::Row
-        );
+        let (_, lock, named, _) = vak_params("postgres://x/y").expect("valid");
+        assert_eq!((lock, named), (LockMode::Row, false));
         assert!(vak_params("postgres://x/y?vak_lock=table").is_err());
         assert!(vak_params("postgres://x/y?vak_pool=0").is_err());
+    }
+
+    #[test]
+    fn nodes_on_one_database_lock_chats_one_way() {
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "lockmode");
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        let row = PgStore::open(&url).expect("open");
+        let advisory = PgStore::open(&format!("{url}?vak_lock=advisory")).expect("open");
+        // The first to deliver records its mode; the other is refused.
+        row.agree_on_lock_mode().expect("first");
+        let refused = advisory
+            .agree_on_lock_mode()
+            .expect_err("mixed")
+            .to_string();
+        assert!(refused.contains("vak_lock=row"), "{refused}");
+        // A migrate naming the mode changes it; then the row node is refused.
+        PgStore::connect(&format!("{url}?vak_lock=advisory"))
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        PgStore::open(&format!("{url}?vak_lock=advisory"))
+            .expect("open")
+            .agree_on_lock_mode()
+            .expect("agrees now");
+        let refused = PgStore::open(&url)
+            .expect("open")
+            .agree_on_lock_mode()
+            .expect_err("row is refused now")
+            .to_string();
+        assert!(refused.contains("vak_lock=advisory"), "{refused}");
+        // A migrate that names no mode leaves it as it is.
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        assert!(
+            PgStore::open(&url)
+                .expect("open")
+                .agree_on_lock_mode()
+                .is_err()
+        );
     }
 
     #[test]

@@ -1,0 +1,8 @@
+-- vak store schema, version 5: settings every node on the database must agree on. `lock_mode`
+-- is how a delivery locks its chat (`row` or `advisory`): nodes that lock differently do not
+-- exclude each other, so the first delivery records its mode and a node asking for another is
+-- refused; `vak store migrate` with an explicit `vak_lock=` changes it, with every node stopped.
+CREATE TABLE vak_settings (
+    key   text PRIMARY KEY,
+    value text NOT NULL
+);
