@@ -120,10 +120,11 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             "home_files": imported.home_files,
             "home_already_there": imported.home_already_there,
             "secrets": imported.secrets,
+            "replay_markers": imported.replay_markers,
             "verified": true,
         })),
         Format::Text => out::print(&format!(
-            "copied {} sessions ({} records), {} audit events, {} bindings, {} kept texts, {} version records, {} home-side files and {} signing secrets; {} sessions were already there (and {} home-side files); every ledger's digest, the events, the bindings, every kept text (re-hashed), the version log and every home-side file's digest verified\n",
+            "copied {} sessions ({} records), {} audit events, {} bindings, {} kept texts, {} version records, {} home-side files, {} signing secrets and {} replay markers; {} sessions were already there (and {} home-side files); every ledger's digest, the events, the bindings, every kept text (re-hashed), the version log and every home-side file's digest verified\n",
             imported.sessions,
             imported.records,
             imported.events,
@@ -132,6 +133,7 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             imported.versions,
             imported.home_files,
             imported.secrets,
+            imported.replay_markers,
             imported.already_there,
             imported.home_already_there
         )),

@@ -189,6 +189,8 @@ pub struct Imported {
     pub home_already_there: usize,
     /// Signing secrets copied.
     pub secrets: usize,
+    /// Replay markers carried over: signatures the file store took.
+    pub replay_markers: usize,
 }
 
 /// The digest of a ledger's content: header and records, as the store
@@ -219,6 +221,21 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
     let target = PgStore::connect(url)?;
     target.migrate()?;
     let mut report = Imported::default();
+    // Checked before anything is copied: the database's audit events must
+    // be the file log's first ones (none, or those an earlier import
+    // copied). Any other is a history of its own, and nothing of this one
+    // goes in beside it.
+    let events = files.audit_newest(usize::MAX)?.events;
+    let present = target.audit_newest(usize::MAX)?.events;
+    let (to_copy, already) = events.split_at(events.len().saturating_sub(present.len()));
+    if present.len() > events.len() || already != present.as_slice() {
+        return Err(LifecycleError::ImportMismatch {
+            what: format!(
+                "the database holds {} audit events that are not the file store's oldest ones (it has a history of its own, such as a gateway delivering to it); nothing was copied: import into an empty database, or into the one an earlier import filled before any node used it",
+                present.len()
+            ),
+        });
+    }
     let (ids, total) = files.list_newest(usize::MAX)?;
     for id in ids.iter().rev() {
         let ledger = files.read(id)?;
@@ -244,23 +261,14 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             ),
         });
     }
-    let events = files.audit_newest(usize::MAX)?;
-    let present = target.audit_count()?;
-    if present == 0 {
-        for event in events.events.iter().rev() {
-            target.import_event(event)?;
-            report.events += 1;
-        }
-    } else if present != events.events.len() {
-        return Err(LifecycleError::ImportMismatch {
-            what: format!(
-                "the database already holds {present} audit events and the file store {}; import into an empty database",
-                events.events.len()
-            ),
-        });
+    // Newest first: the ones the database lacks are the newest, copied
+    // oldest first after those it holds.
+    for event in to_copy.iter().rev() {
+        target.import_event(event)?;
+        report.events += 1;
     }
     let copied = target.audit_newest(usize::MAX)?;
-    if copied.events != events.events {
+    if copied.events != events {
         return Err(LifecycleError::ImportMismatch {
             what: "the audit events differ between the two stores".to_owned(),
         });
@@ -274,6 +282,12 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
     report.home_files = home_side.copied;
     report.home_already_there = home_side.already_there;
     report.secrets = import_secrets(home, &target)?;
+    // The requests the file store delivered stay refused as replays on
+    // every node of the database.
+    for (digest, at) in files.replay_markers()? {
+        target.import_replay(&digest, at)?;
+        report.replay_markers += 1;
+    }
     for (bot, chat, binding) in files.bindings()? {
         target.import_binding(&bot, &chat, &binding)?;
         report.bindings += 1;

@@ -499,6 +499,48 @@ impl Store for FileStore {
     }
 }
 
+impl FileStore {
+    /// Every replay marker, as the digest of the signature it takes and
+    /// when it was written (Unix seconds): what `vak store import` carries
+    /// into PostgreSQL, so a request this store delivered is refused there
+    /// too within its window. Only regular files named by a digest count.
+    ///
+    /// # Errors
+    ///
+    /// The replay directory exists but cannot be listed.
+    pub fn replay_markers(&self) -> Result<Vec<(String, i64)>, SessionError> {
+        let dir = self.home.join(".vak").join("gateway").join("replay");
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::io("list", dir, e)),
+        };
+        let mut markers = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else { continue };
+            let is_digest =
+                name.len() == 64 && name.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+            // `symlink_metadata`: a link is no marker this store wrote.
+            let Ok(meta) = entry.path().symlink_metadata() else {
+                continue;
+            };
+            if !is_digest || !meta.is_file() {
+                continue;
+            }
+            let at = meta
+                .modified()
+                .ok()
+                .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
+                .and_then(|d| i64::try_from(d.as_secs()).ok())
+                .unwrap_or(0);
+            markers.push((name.to_owned(), at));
+        }
+        markers.sort();
+        Ok(markers)
+    }
+}
+
 /// A request signature's lock (`gateway/replay/<sha256>.lock`, `flock`, so
 /// across processes), held for the whole delivery; the marker
 /// (`gateway/replay/<sha256>`) is written, naming the bot and chat, before

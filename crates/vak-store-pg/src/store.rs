@@ -539,14 +539,17 @@ impl PgStore {
             .map_err(|e| self.err(&e))
     }
 
-    /// How many audit events the store holds (for import verification).
-    pub fn audit_count(&self) -> Result<usize, SessionError> {
+    /// Take the signature whose digest is `digest` (the file store's replay
+    /// marker of a request it delivered at `at`), as `vak store import`
+    /// does, so the request is refused here too within its window.
+    pub fn import_replay(&self, digest: &str, at: i64) -> Result<(), SessionError> {
         self.pool
             .with(|client| {
-                let n: i64 = client
-                    .query_one("SELECT count(*) FROM vak_audit", &[])?
-                    .get(0);
-                Ok(usize::try_from(n).unwrap_or(0))
+                client.execute(
+                    "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
+                    &[&digest, &at],
+                )?;
+                Ok(())
             })
             .map_err(|e| self.err(&e))
     }
@@ -735,7 +738,7 @@ impl Store for PgStore {
                 if let Some(claim) = claim {
                     let taken = tx.execute(
                         "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-                        &[&claim.key, &claim.at],
+                        &[&claim.digest(), &claim.at],
                     )?;
                     if taken == 0 {
                         outcome = Err(SessionError::Replayed);

@@ -503,3 +503,50 @@ fn one_log_line_per_delivery_without_text_or_secret() {
     );
     assert!(!text.contains(&key), "the secret is never logged");
 }
+
+#[test]
+fn a_request_the_file_store_delivered_is_a_replay_after_store_import() {
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "importreplay");
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let body = r#"{"text":"delivered once"}"#;
+    let headers = signed(&key, body);
+    let served = serve(&env, &[]);
+    let (status, answer) = post(
+        &served.addr,
+        &messages("helpdesk", "42"),
+        &headers,
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    drop(served);
+    env.ok(&["store", "migrate", "--store", &db]);
+    let report = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(report["replay_markers"], 1, "{report}");
+    // The same signed request, within its window, to a node on the database.
+    let served = serve(&env, &["--store", &db]);
+    let (status, answer) = post(
+        &served.addr,
+        &messages("helpdesk", "42"),
+        &headers,
+        body.as_bytes(),
+    );
+    assert_eq!(status, 401, "{answer}");
+    let id = answer_session(&env, &db);
+    let ledger = env.json(&["session", "show", &id, "--store", &db]);
+    let turns = ledger["records"].as_array().expect("records");
+    assert_eq!(turns.len(), 1, "{ledger}");
+    assert_eq!(turns[0]["message"], "delivered once");
+}
+
+/// The one session the database at `db` holds.
+fn answer_session(env: &Env, db: &str) -> String {
+    let list = env.json(&["session", "list", "--store", db]);
+    let sessions = list["sessions"].as_array().expect("sessions");
+    assert_eq!(sessions.len(), 1, "{list}");
+    sessions[0]["session_id"].as_str().expect("id").to_owned()
+}

@@ -705,11 +705,55 @@ fn store_import_moves_the_file_store_into_postgres() {
     assert_eq!(report["verified"], true);
     let text = env.ok(&["store", "import", "--from", "file", "--store", &db]);
     assert!(text.contains("1 sessions were already there"), "{text}");
+    // The file store goes on (a rotation each time, so an audit event):
+    // each import again brings the database up to it, events appended.
+    let guardrails = env.project().join(".vak/prompts/guardrails.md");
+    for (round, rule) in ["- First added rule.", "- Second added rule."]
+        .into_iter()
+        .enumerate()
+    {
+        let mut text = fs::read_to_string(&guardrails).unwrap();
+        text.push_str(rule);
+        text.push('\n');
+        fs::write(&guardrails, text).unwrap();
+        assert_eq!(deliver(&env, "next")["outcome"], "rotated");
+        let report = env.json(&["store", "import", "--from", "file", "--store", &db]);
+        assert_eq!(report["events"], 1, "round {round}: {report}");
+        assert_eq!(report["sessions"], 1, "{report}");
+    }
     let moved = env.json(&[
         "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "two", "--store", &db,
     ]);
     assert_eq!(moved["outcome"], "continued");
-    assert_eq!(moved["session_id"], first["session_id"]);
+    assert_ne!(
+        moved["session_id"], first["session_id"],
+        "bound to the newest"
+    );
+    // A database that has a history of its own is refused, with nothing
+    // copied: here, an event only the database holds.
+    let mut text = fs::read_to_string(&guardrails).unwrap();
+    text.push_str("- Third added rule.\n");
+    fs::write(&guardrails, text).unwrap();
+    let rotated = env.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "three", "--store",
+        &db,
+    ]);
+    assert_eq!(rotated["outcome"], "rotated");
+    // The file store has a session the database lacks too.
+    assert_eq!(deliver(&env, "four")["outcome"], "rotated");
+    let sessions_before = env.json(&["session", "list", "--store", &db]).to_string();
+    let out = env.vak(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(code(&out), 1, "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("nothing was copied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        env.json(&["session", "list", "--store", &db]).to_string(),
+        sessions_before
+    );
+    let _ = first;
 }
 
 #[test]
