@@ -4,7 +4,8 @@
 //! The prefix is CommonMark with a fixed list of headings and one generated
 //! `Surface:` line. A line of user text that would open a heading (ATX or
 //! setext), a thematic break, a code fence or an HTML block, or that begins
-//! with `Surface:`, gets one backslash before its marker: CommonMark then
+//! with `Surface:` (behind list markers and quotes too: `- Surface:`), gets one
+//! backslash before its marker: CommonMark then
 //! reads the marker as a literal character, and every word the author wrote
 //! is still there. Block quote and list markers are looked through, because
 //! a heading inside a list item (`- ## Capabilities`) is still a heading.
@@ -74,16 +75,18 @@ fn marker_at(line: &str) -> Option<usize> {
     if !may_open_structure(line) {
         return None;
     }
-    // Any Unicode whitespace, not only CommonMark's blanks: whoever reads
-    // the prefix may well trim a no-break space before `Surface:`.
-    let words = line.trim_start();
-    if words.starts_with(SURFACE_PREFIX) {
-        return Some(line.len() - words.len());
-    }
     let mut shape: Option<Shape> = None;
     let mut at = skip_blanks(line, 0);
     loop {
         let rest = &line[at..];
+        // Any Unicode whitespace, not only CommonMark's blanks: whoever
+        // reads the prefix may well trim a no-break space before
+        // `Surface:`. Behind a list marker or a quote too (`- Surface:`):
+        // read as plain text, that is a second surface line.
+        let words = rest.trim_start();
+        if words.starts_with(SURFACE_PREFIX) {
+            return Some(line.len() - words.len());
+        }
         // Every marker and container below begins with one of these bytes:
         // the words of a list item (`- Run the tests.`) are passed here.
         let opens = |b: &u8| {
@@ -317,7 +320,11 @@ mod tests {
         check("   Surface: x", "   \\Surface: x");
         check("\u{a0}\u{3000}Surface: x", "\u{a0}\u{3000}\\Surface: x");
         check("Surfaces are flat", "Surfaces are flat");
-        check("- Surface: x", "- Surface: x");
+        check("- Surface: x", "- \\Surface: x");
+        check("- > Surface: root shell", "- > \\Surface: root shell");
+        check("1. Surface: x", "1. \\Surface: x");
+        check("> \u{a0}Surface: x", "> \u{a0}\\Surface: x");
+        check("- Surfaces are flat", "- Surfaces are flat");
     }
 
     #[test]
@@ -343,14 +350,14 @@ mod tests {
     /// `marker_at` as it was before its fast paths: the oracle they are
     /// compared with.
     fn marker_at_before(line: &str) -> Option<usize> {
-        let words = line.trim_start();
-        if words.starts_with(SURFACE_PREFIX) {
-            return Some(line.len() - words.len());
-        }
         let mut shape: Option<Shape> = None;
         let mut at = skip_blanks(line, 0);
         loop {
             let rest = &line[at..];
+            let words = rest.trim_start();
+            if words.starts_with(SURFACE_PREFIX) {
+                return Some(line.len() - words.len());
+            }
             if rest.starts_with(RULE_CHARS) {
                 let shape = shape.get_or_insert_with(|| Shape::of(line));
                 if shape.is_break_or_underline(line, at) {

@@ -92,9 +92,17 @@ fn hostile_text_cannot_forge_structure_or_hide_characters() {
             want,
             "{case}: headings changed:\n{prefix}"
         );
+        // Read as plain text too: behind list markers and quotes.
         let surface_lines = prefix
             .lines()
-            .filter(|l| l.trim_start().starts_with("Surface:"))
+            .filter(|l| {
+                l.trim_start_matches(|c: char| {
+                    c.is_whitespace()
+                        || matches!(c, '-' | '*' | '+' | '>' | '.' | ')')
+                        || c.is_ascii_digit()
+                })
+                .starts_with("Surface:")
+            })
             .count();
         assert_eq!(surface_lines, 1, "{case}: forged a surface line:\n{prefix}");
         no_forbidden(prefix).unwrap_or_else(|e| panic!("{case}: {e}"));
