@@ -5,7 +5,7 @@ use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKin
 
 use crate::LoaderError;
 use crate::confine::OpenedDirs;
-use crate::discover::levels_between;
+use crate::discover::{has_layer, levels_and_left_out};
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
@@ -602,7 +602,17 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
             );
         }
-        let levels = levels_between(&request.project, workdir);
+        let (levels, left_out) = levels_and_left_out(&request.project, workdir);
+        for dir in left_out {
+            // Said, not silent: guardrails written there do not apply.
+            if has_layer(&dir, &interop) {
+                reader.skip(
+                    None,
+                    Provenance::new(PromptLayer::Project, Origin::Project, dir.as_str()),
+                    "is not read as a directory layer: no layer is read inside a hidden directory, `node_modules` or `target`, or more than 8 levels below the project root; move its files to a directory that is",
+                );
+            }
+        }
         reader
             .chain
             .contributions

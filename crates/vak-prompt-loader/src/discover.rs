@@ -122,18 +122,32 @@ fn discover_with(
 /// repository, or past [`MAX_DEPTH`]): a layer applies only where the preview and the budget,
 /// which enumerate layers with that walk, can see it.
 pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
+    levels_and_left_out(root, workdir).0
+}
+
+/// [`levels_between`], and the directories on the way to `workdir` it left
+/// out because the walk does not look there (a hidden directory,
+/// `node_modules`, `target`, deeper than [`MAX_DEPTH`]), widest first: a
+/// layer in one of those is not read, which the loader says. A nested
+/// repository leaves nothing out: it is another project.
+pub fn levels_and_left_out(
+    root: &Utf8Path,
+    workdir: &Utf8Path,
+) -> (Vec<Utf8PathBuf>, Vec<Utf8PathBuf>) {
     let Ok(rest) = workdir.strip_prefix(root) else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let mut dir = root.to_owned();
     let mut levels = Vec::new();
+    let mut left_out = Vec::new();
     for component in rest.components() {
         match component {
             camino::Utf8Component::Normal(name) => {
-                if is_skipped_dir(name) || levels.len() >= MAX_DEPTH {
-                    break;
-                }
                 dir.push(name);
+                if !left_out.is_empty() || is_skipped_dir(name) || levels.len() >= MAX_DEPTH {
+                    left_out.push(dir.clone());
+                    continue;
+                }
                 // A nested repository is a project of its own (DECISIONS
                 // §15), never a layer of this one, nor is anything in it.
                 if is_repository(&dir) {
@@ -142,10 +156,10 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
                 levels.push(dir.clone());
             }
             // A `..` or root component would leave the project.
-            _ => return Vec::new(),
+            _ => return (Vec::new(), Vec::new()),
         }
     }
-    levels
+    (levels, left_out)
 }
 
 /// The first directory strictly below `root` on the way to `workdir` that
@@ -166,6 +180,13 @@ pub fn nested_repository(root: &Utf8Path, workdir: &Utf8Path) -> Option<Utf8Path
         }
     }
     None
+}
+
+/// Whether `dir` holds a directory layer: its own `.vak/prompts/` or one of
+/// the `interop` files, looked at by name.
+pub(crate) fn has_layer<S: AsRef<str>>(dir: &Utf8Path, interop: &[S]) -> bool {
+    std::fs::symlink_metadata(dir.join(".vak").join("prompts")).is_ok()
+        || interop.iter().any(|name| has(dir, name.as_ref()))
 }
 
 /// Whether `dir` is a repository's root: it has `.git`, looked at by name.
@@ -227,9 +248,9 @@ pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
         let Some(path) = Utf8Path::from_path(entry.path()) else {
             continue;
         };
-        let is_layer = std::fs::symlink_metadata(path.join(".vak").join("prompts")).is_ok()
-            || interop.iter().any(|name| has(path, name));
-        if is_layer && let Ok(rel) = path.strip_prefix(root) {
+        if has_layer(path, interop)
+            && let Ok(rel) = path.strip_prefix(root)
+        {
             found.push(rel.to_owned());
             if found.len() >= MAX_LAYERS {
                 break;

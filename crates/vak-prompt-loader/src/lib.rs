@@ -24,7 +24,7 @@ pub use chain::{
 };
 pub use discover::{
     Discovered, MAX_LAYERS, RootKind, directory_layers, discover_project, is_layer_dir,
-    levels_between, nested_repository,
+    levels_and_left_out, levels_between, nested_repository,
 };
 pub use error::LoaderError;
 pub use gateway::{

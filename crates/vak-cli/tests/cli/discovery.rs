@@ -746,3 +746,46 @@ fn a_nested_repository_is_never_a_layer_of_the_trusted_outer_project() {
         "{preview}"
     );
 }
+
+#[test]
+fn a_layer_where_none_is_read_is_warned_about_not_dropped_silently() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let deep = "src/main/java/com/acme/billing/ledger/api/v1";
+    env.write_project(
+        &format!("{deep}/.vak/prompts/guardrails.md"),
+        "- Never log card numbers.\n",
+    );
+    env.write_project(
+        ".github/workflows/.vak/prompts/guardrails.md",
+        "- Never widen workflow permissions.\n",
+    );
+    env.write_project("node_modules/pkg/AGENTS.md", "Rules of a dependency.\n");
+    env.trust();
+    for (dir, layer) in [
+        (deep.to_owned(), deep.to_owned()),
+        (format!("{deep}/deeper/still"), deep.to_owned()),
+        (
+            ".github/workflows".to_owned(),
+            ".github/workflows".to_owned(),
+        ),
+        ("node_modules/pkg".to_owned(), "node_modules/pkg".to_owned()),
+    ] {
+        fs::create_dir_all(env.project().join(&dir)).unwrap();
+        let inside = env.project().join(&dir);
+        let json = json_in(&env, &inside, &["prompts", "explain"]);
+        let warnings = json["warnings"].to_string();
+        assert!(
+            warnings.contains(&layer) && warnings.contains("is not read as a directory layer"),
+            "{dir}: {warnings}"
+        );
+    }
+    // Where layers are read, nothing is said.
+    let json = json_in(&env, env.project(), &["prompts", "explain"]);
+    assert!(
+        !json["warnings"]
+            .to_string()
+            .contains("not read as a directory layer"),
+        "{json}"
+    );
+}
