@@ -83,9 +83,17 @@ fn marker_at(line: &str) -> Option<usize> {
         // reads the prefix may well trim a no-break space before
         // `Surface:`. Behind a list marker or a quote too (`- Surface:`):
         // read as plain text, that is a second surface line.
-        let words = rest.trim_start();
-        if words.starts_with(SURFACE_PREFIX) {
-            return Some(line.len() - words.len());
+        // Only `S`, or a blank before it (Unicode's too), can begin one: a list
+        // item's words (`- Run the tests.`) are passed on one byte.
+        if rest
+            .as_bytes()
+            .first()
+            .is_some_and(|&b| matches!(b, b'S' | b'\t'..=b'\r' | b' ') || !b.is_ascii())
+        {
+            let words = rest.trim_start();
+            if words.starts_with(SURFACE_PREFIX) {
+                return Some(line.len() - words.len());
+            }
         }
         // Every marker and container below begins with one of these bytes:
         // the words of a list item (`- Run the tests.`) are passed here.
@@ -325,6 +333,7 @@ mod tests {
         check("1. Surface: x", "1. \\Surface: x");
         check("> \u{a0}Surface: x", "> \u{a0}\\Surface: x");
         check("- Surfaces are flat", "- Surfaces are flat");
+        check("- \u{b}Surface: x", "- \u{b}\\Surface: x");
     }
 
     #[test]
