@@ -209,6 +209,16 @@ fn main() -> ExitCode {
     // project or rewrite a session. Set before any thread starts.
     let inherited = rustix::process::umask(rustix::fs::Mode::empty());
     rustix::process::umask(inherited | rustix::fs::Mode::WGRP | rustix::fs::Mode::WOTH);
+    // A write past `ulimit -f` would kill the process mid-change (SIGXFSZ's
+    // default), between a file's rename and its version record; handled,
+    // the write fails with EFBIG instead, which every writer cleans up after
+    // and reports like a full disk.
+    if let Err(error) = signal_hook::flag::register(
+        signal_hook::consts::SIGXFSZ,
+        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    ) {
+        tracing::debug!(%error, "could not handle SIGXFSZ");
+    }
     let cli = parse_cli();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.

@@ -186,8 +186,12 @@ impl VersionLog {
                 line.insert(0, '\n');
             }
         }
-        file.write_all(line.as_bytes())
-            .map_err(HistoryError::io("append to", &path))?;
+        if let Err(error) = file.write_all(line.as_bytes()) {
+            // A full disk or a file-size limit cut the record short: take
+            // the part-line back, so the log ends where it did.
+            let _ = file.set_len(len);
+            return Err(HistoryError::io("append to", &path)(error));
+        }
         file.sync_all().map_err(HistoryError::io("sync", &path))?;
         if len == 0 {
             dir.as_file()

@@ -640,3 +640,35 @@ fn a_save_whose_version_cannot_be_recorded_is_refused_and_changes_nothing() {
     set(&env, "guardrails", "- two\n");
     assert_eq!(log(&env, "guardrails").len(), 1);
 }
+
+#[test]
+fn a_record_cut_off_by_a_file_size_limit_is_taken_back_and_the_process_lives() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    set(&env, "guardrails", "- one\n");
+    let versions = env.home().join(".vak/history/versions.jsonl");
+    let before = fs::read(&versions).unwrap();
+    // A log just under `ulimit -f 1` (1024 bytes): the next record crosses it.
+    let mut padded = before.clone();
+    padded.extend(std::iter::repeat_n(b' ', 1000 - before.len()));
+    padded.push(b'\n');
+    fs::write(&versions, &padded).unwrap();
+    fs::write(env.project().join("two.md"), "- two\n").unwrap();
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ulimit -f 1; exec \"$0\" prompts set --scope project guardrails --file two.md")
+        .arg(env!("CARGO_BIN_EXE_vak"))
+        .env("VAK_HOME", env.home())
+        .env_remove("VAK_LOG")
+        .current_dir(env.project())
+        .output()
+        .unwrap();
+    // Not killed by SIGXFSZ: the write failed, was reported, and taken back.
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its history was not"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(&versions).unwrap(), padded, "no part-line is left");
+}
