@@ -26,16 +26,38 @@ fn utf8(path: std::path::PathBuf) -> Result<Utf8PathBuf, CoreError> {
         .map_err(|p| CoreError::NonUtf8Path(p.to_string_lossy().into_owned()))
 }
 
-/// An absolute form of `path`, canonical when it exists.
+/// An absolute form of `path`, with every symlink resolved as far as it
+/// exists ([`resolved`]): a directory named through a link is judged where
+/// the link leads, even when its last part does not exist yet.
 fn absolute(path: &Utf8Path) -> Result<Utf8PathBuf, CoreError> {
-    if let Ok(real) = std::fs::canonicalize(path) {
-        return utf8(real);
+    let path = if path.is_absolute() {
+        path.to_owned()
+    } else {
+        let cwd = std::env::current_dir().map_err(|_| CoreError::NonUtf8Path(path.to_string()))?;
+        utf8(cwd)?.join(path)
+    };
+    match resolved(&path) {
+        Some((_, full)) => utf8(full),
+        None => Ok(path),
     }
-    if path.is_absolute() {
-        return Ok(path.to_owned());
+}
+
+/// `path` with every symlink resolved, as far as it exists: its nearest
+/// existing ancestor (itself, when it exists) made canonical, and that with
+/// the rest of `path` after it, as named (what does not exist cannot be a
+/// link). `None` when no part of it resolves.
+pub(crate) fn resolved(path: &Utf8Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut existing = path;
+    let mut rest: Vec<&str> = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut full = real.clone();
+            full.extend(rest.iter().rev());
+            return Some((real, full));
+        }
+        rest.push(existing.file_name()?);
+        existing = existing.parent()?;
     }
-    let cwd = std::env::current_dir().map_err(|_| CoreError::NonUtf8Path(path.to_string()))?;
-    Ok(utf8(cwd)?.join(path))
 }
 
 /// Which chain to resolve: the home, the project, and the sub-layer

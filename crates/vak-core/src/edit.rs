@@ -28,6 +28,7 @@ use vak_prompt_loader::{
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
+use crate::core::resolved;
 use crate::history::{Action, VersionRecord, Who, keep_before_change, record_change, target_key};
 use crate::{Core, CoreError, Selectors};
 use vak_prompt_history::HistoryError;
@@ -921,7 +922,18 @@ impl Core {
             return Ok(());
         };
         let project = &self.selectors().project;
-        if let Some(nested) = vak_prompt_loader::nested_repository(project, &project.join(dir)) {
+        let (Ok(real_project), Some((_, real))) =
+            (std::fs::canonicalize(project), resolved(&project.join(dir)))
+        else {
+            return Ok(());
+        };
+        // Judged where the path leads: `docs/new` through a link into a
+        // vendored clone lands in that clone.
+        if let (Some(real_project), Some(real)) = (
+            Utf8Path::from_path(&real_project),
+            Utf8Path::from_path(&real),
+        ) && let Some(nested) = vak_prompt_loader::nested_repository(real_project, real)
+        {
             return Err(CoreError::NestedRepository {
                 project: project.clone(),
                 workdir: project.join(dir),
@@ -929,11 +941,6 @@ impl Core {
             }
             .into());
         }
-        let (Ok(real_project), Some((_, real))) =
-            (std::fs::canonicalize(project), resolved(&project.join(dir)))
-        else {
-            return Ok(());
-        };
         match real.strip_prefix(&real_project) {
             Ok(rel) => match Utf8Path::from_path(rel) {
                 Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(()),
@@ -1141,24 +1148,6 @@ fn substitute_target(
             chain.substitute(c.block, &c.provenance, Some(&c.text));
         }
         chain.skipped.extend(skipped);
-    }
-}
-
-/// `path` with every symlink resolved, as far as it exists: its nearest
-/// existing ancestor (itself, when it exists) made canonical, and that with
-/// the rest of `path` after it, as named (what does not exist cannot be a
-/// link). `None` when no part of it resolves.
-fn resolved(path: &Utf8Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    let mut existing = path;
-    let mut rest: Vec<&str> = Vec::new();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
-            let mut full = real.clone();
-            full.extend(rest.iter().rev());
-            return Some((real, full));
-        }
-        rest.push(existing.file_name()?);
-        existing = existing.parent()?;
     }
 }
 

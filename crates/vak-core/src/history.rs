@@ -55,6 +55,9 @@ pub enum Who {
     AdminToken(String),
 }
 
+/// The most characters of an OS user name a version record keeps.
+const MAX_USER_CHARS: usize = 64;
+
 impl Who {
     /// The record's `who`: `user:<name>` or `admin-token:<id>`.
     pub fn label(&self) -> String {
@@ -65,6 +68,12 @@ impl Who {
                     .find_map(|key| std::env::var(key).ok().filter(|v| !v.is_empty()))
                     .or_else(user_of_process)
                     .unwrap_or_else(|| "unknown".to_owned());
+                // From the environment, so bounded: no account name is this
+                // long, and a record must fit the log's line bound.
+                let name: String = match name.char_indices().nth(MAX_USER_CHARS) {
+                    Some((cut, _)) => format!("{}…", &name[..cut]),
+                    None => name,
+                };
                 format!("user:{name}")
             }
             Who::AdminToken(id) => format!("admin-token:{id}"),

@@ -171,10 +171,11 @@ impl VersionLog {
         let metadata = file
             .metadata()
             .map_err(HistoryError::io("read the size of", &path))?;
-        // A log made before it was owner-only is narrowed on its next append.
+        // A log made before it was owner-only is narrowed on its next
+        // append; one this user does not own (or an append-only one) is
+        // left as it is rather than losing the record.
         if metadata.permissions().mode() & 0o077 != 0 {
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))
-                .map_err(HistoryError::io("make owner-only", &path))?;
+            let _ = file.set_permissions(std::fs::Permissions::from_mode(0o600));
         }
         let len = metadata.len();
         if len > 0 {

@@ -726,6 +726,37 @@ fn a_nested_repository_is_never_a_layer_of_the_trusted_outer_project() {
         }
     }
     assert!(!outer.join("sub/.vak").exists(), "nothing was written");
+    // Through a link in the outer project, to a directory that does not
+    // exist yet: judged where the link leads, for views and saves alike.
+    std::os::unix::fs::symlink("vendor/evil/src", outer.join("docs")).unwrap();
+    for args in [
+        vec!["prompts", "show", "--dir", "docs/x"],
+        vec!["session", "new", "--dir", "docs/x"],
+        vec![
+            "prompts", "set", "--scope", "project", "--dir", "docs/new", "identity", "--file", text,
+        ],
+    ] {
+        let out = env.vak(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("a repository of its own"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(
+        !outer.join("vendor/evil/src/new").exists(),
+        "nothing was written"
+    );
+    // A link into a hidden directory is read where it leads: not a layer.
+    env.write_project(".github/.vak/prompts/identity.md", "HIDDEN ID\n");
+    std::os::unix::fs::symlink(".github", outer.join("gh")).unwrap();
+    let shown = env.ok(&["prompts", "show", "--format", "json", "--dir", "gh/x"]);
+    assert!(!shown.contains("HIDDEN ID"), "{shown}");
+    assert!(
+        shown.contains("is not read as a directory layer"),
+        "{shown}"
+    );
     // Worked in, the clone is its own untrusted project, as before.
     let inside = outer.join("vendor/evil/src");
     let shown = ok_in(&env, &inside, &["prompts", "show"]);

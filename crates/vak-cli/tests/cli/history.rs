@@ -672,3 +672,36 @@ fn a_record_cut_off_by_a_file_size_limit_is_taken_back_and_the_process_lives() {
     );
     assert_eq!(fs::read(&versions).unwrap(), padded, "no part-line is left");
 }
+
+#[test]
+fn a_huge_user_name_is_cut_short_and_the_version_is_recorded() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    fs::write(env.project().join("a.md"), "- a\n").unwrap();
+    let out = env
+        .command(&[
+            "prompts",
+            "set",
+            "--scope",
+            "project",
+            "guardrails",
+            "--file",
+            "a.md",
+        ])
+        .env("USER", "u".repeat(70_000))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("history was not"),
+        "{}",
+        stderr(&out)
+    );
+    let versions = log(&env, "guardrails");
+    assert_eq!(versions.len(), 1);
+    let who = versions[0]["who"].as_str().unwrap();
+    assert!(
+        who.starts_with("user:uuu") && who.chars().count() < 80,
+        "{who}"
+    );
+}
