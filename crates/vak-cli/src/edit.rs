@@ -515,6 +515,15 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
     let resolved = core.resolve()?;
     let budget = budget_of(&resolved);
     let lints = lints_of(&resolved);
+    // What the resolution skipped or did not read (a refused file, a layer
+    // where none is read) beside the budget's own: a check that leaves them
+    // out would pass a prompt missing a guardrail without a word. Lints are
+    // listed under their own key.
+    let warnings: Vec<&String> = budget
+        .warnings
+        .iter()
+        .chain(resolved.warnings.iter().filter(|w| !lints.contains(w)))
+        .collect();
     let r = &budget.report;
     match args.format {
         Format::Json => print_json(&json!({
@@ -528,9 +537,16 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
             "layers": r.layers,
             "offenders": r.offenders(),
             "lints": lints,
-            "warnings": budget.warnings,
+            "warnings": warnings,
         }))?,
-        Format::Text => out::print(&check_text(&budget, &lints))?,
+        Format::Text => {
+            // The budget's own are in the text; the resolution's go to
+            // stderr, as `show` says them.
+            for warning in resolved.warnings.iter().filter(|w| !lints.contains(w)) {
+                out::notice("warning", warning);
+            }
+            out::print(&check_text(&budget, &lints))?;
+        }
     }
     if r.is_over() {
         return Err(CliError::OverBudget(r.over_cap_check_message()));

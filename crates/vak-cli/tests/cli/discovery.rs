@@ -804,11 +804,19 @@ fn a_layer_where_none_is_read_is_warned_about_not_dropped_silently() {
     ] {
         fs::create_dir_all(env.project().join(&dir)).unwrap();
         let inside = env.project().join(&dir);
-        let json = json_in(&env, &inside, &["prompts", "explain"]);
-        let warnings = json["warnings"].to_string();
+        for command in ["explain", "check", "show"] {
+            let json = json_in(&env, &inside, &["prompts", command]);
+            let warnings = json["warnings"].to_string();
+            assert!(
+                warnings.contains(&layer) && warnings.contains("is not read as a directory layer"),
+                "{command} in {dir}: {warnings}"
+            );
+        }
+        let out = vak_in(&env, &inside, &["prompts", "check"]);
         assert!(
-            warnings.contains(&layer) && warnings.contains("is not read as a directory layer"),
-            "{dir}: {warnings}"
+            stderr(&out).contains("is not read as a directory layer"),
+            "{}",
+            stderr(&out)
         );
     }
     // Where layers are read, nothing is said.
