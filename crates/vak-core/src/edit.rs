@@ -1194,8 +1194,9 @@ pub struct ChainsLeftOut {
     pub directories: usize,
     /// Gateway bots and chats not budgeted at all.
     pub gateway: usize,
-    /// Whether the project has more directory layers than the walk that
-    /// lists them looks at ([`vak_prompt_loader::MAX_LAYERS`]).
+    /// Whether the walk that lists directory layers stopped before it
+    /// looked everywhere ([`vak_prompt_loader::MAX_LAYERS`] layers or
+    /// [`vak_prompt_loader::MAX_VISITED`] directories).
     pub unlisted_directories: bool,
 }
 
@@ -1227,8 +1228,9 @@ impl ChainsLeftOut {
         }
         if self.unlisted_directories {
             parts.push(format!(
-                "directory layers past the first {} the walk finds were not looked at",
-                vak_prompt_loader::MAX_LAYERS
+                "the walk that lists directory layers stopped (at {} layers or {} directories), so layers past it were not looked at; check one with `vak prompts check --dir DIR`",
+                vak_prompt_loader::MAX_LAYERS,
+                vak_prompt_loader::MAX_VISITED
             ));
         }
         (!parts.is_empty()).then(|| {
@@ -1507,9 +1509,11 @@ fn deepest_directories(
     below: Option<&Utf8Path>,
 ) -> (Vec<Option<Utf8PathBuf>>, bool) {
     let mut out = vec![base.workdir.clone()];
-    let dirs =
-        vak_prompt_loader::directory_layers(&base.project, &vak_prompt_loader::DEFAULT_INTEROP);
-    let unlisted = dirs.len() >= vak_prompt_loader::MAX_LAYERS;
+    let (dirs, complete) = vak_prompt_loader::directory_layers_walked(
+        &base.project,
+        &vak_prompt_loader::DEFAULT_INTEROP,
+    );
+    let unlisted = !complete;
     for dir in dirs.iter().filter(|d| {
         below.is_none_or(|b| d.starts_with(b))
             && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))

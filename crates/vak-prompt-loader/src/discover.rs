@@ -221,7 +221,7 @@ fn is_skipped_dir(name: &str) -> bool {
 /// How deep below the root [`directory_layers`] looks.
 const MAX_DEPTH: usize = 8;
 /// How many directories [`directory_layers`] visits at most.
-const MAX_VISITED: usize = 20_000;
+pub const MAX_VISITED: usize = 20_000;
 /// How many directory layers [`directory_layers`] lists at most.
 pub const MAX_LAYERS: usize = 256;
 
@@ -233,7 +233,16 @@ pub const MAX_LAYERS: usize = 256;
 /// repositories (a directory with `.git`: a project of its own) are not
 /// entered.
 pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
+    directory_layers_walked(root, interop).0
+}
+
+/// [`directory_layers`], and whether the walk looked everywhere it looks:
+/// `false` when it stopped at [`MAX_LAYERS`] layers or [`MAX_VISITED`]
+/// directories, so a layer may exist that is not listed (which whoever
+/// budgets every layer must say).
+pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> (Vec<Utf8PathBuf>, bool) {
     let mut found = Vec::new();
+    let mut complete = true;
     let walk = walkdir::WalkDir::new(root)
         .min_depth(1)
         .max_depth(MAX_DEPTH)
@@ -244,7 +253,11 @@ pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
                 && !e.file_name().to_str().is_none_or(is_skipped_dir)
                 && !Utf8Path::from_path(e.path()).is_some_and(is_repository)
         });
-    for entry in walk.take(MAX_VISITED).flatten() {
+    for (visited, entry) in walk.flatten().enumerate() {
+        if visited >= MAX_VISITED {
+            complete = false;
+            break;
+        }
         let Some(path) = Utf8Path::from_path(entry.path()) else {
             continue;
         };
@@ -253,12 +266,13 @@ pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
         {
             found.push(rel.to_owned());
             if found.len() >= MAX_LAYERS {
+                complete = false;
                 break;
             }
         }
     }
     found.sort();
-    found
+    (found, complete)
 }
 
 #[cfg(test)]

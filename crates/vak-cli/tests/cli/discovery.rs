@@ -828,3 +828,21 @@ fn a_layer_where_none_is_read_is_warned_about_not_dropped_silently() {
         "{json}"
     );
 }
+
+#[test]
+fn a_walk_that_stops_early_says_so_when_trusting() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    // More plain directories than the walk visits, then a layer after them.
+    for i in 0..=20_000 {
+        fs::create_dir_all(env.project().join(format!("src/d{i}"))).unwrap();
+    }
+    env.write_project("zz/.vak/prompts/identity.md", "You are the zz agent.\n");
+    let out = vak_in(&env, env.project(), &["trust", "--preview"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("the walk that lists directory layers stopped"),
+        "{said}"
+    );
+}
