@@ -80,7 +80,18 @@ pub fn selectors_of(
         chat: selector(NameKind::Chat, &meta.chat)?,
         agent: selector(NameKind::Role, &meta.agent)?,
         force_untrusted: meta.untrusted,
-        workdir: meta.workdir.as_deref().map(Into::into),
+        workdir: meta.workdir.as_deref().map(|workdir| {
+            let workdir = Utf8Path::new(workdir);
+            // A directory that has since become a repository of its own is
+            // no layer of this project any more: the session resolves from
+            // just above it, so its layers show as drift (exit 3, or run on
+            // the frozen prompt with --accept-drift) rather than making the
+            // session impossible to resume or diff.
+            match vak_core::prompts::nested_repository(&project, workdir) {
+                Some(nested) => project.join(nested.parent().unwrap_or(Utf8Path::new(""))),
+                None => workdir.to_owned(),
+            }
+        }),
         ..Selectors::new(home, project)
     })
 }

@@ -846,3 +846,34 @@ fn a_walk_that_stops_early_says_so_when_trusting() {
         "{said}"
     );
 }
+
+#[test]
+fn a_session_whose_directory_became_a_repository_drifts_and_can_still_be_resumed() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project("sub/.vak/prompts/guardrails.md", "- Sub rule.\n");
+    env.trust();
+    let sub = env.project().join("sub");
+    let created = json_in(&env, &sub, &["session", "new"]);
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    fs::create_dir_all(sub.join(".git")).unwrap();
+    // Its layer no longer belongs to this project: drift, not a usage error.
+    let out = env.vak(&["exec", "--session", &id, "--message", "hi"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let out = env.vak(&["session", "diff", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("sub"), "{}", stdout(&out));
+    let out = env.vak(&[
+        "exec",
+        "--session",
+        &id,
+        "--accept-drift",
+        "--message",
+        "hi",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("Sub rule."),
+        "runs on the frozen prompt"
+    );
+}
