@@ -148,6 +148,17 @@ pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor])
             changes.push(change(*key, ChangeKind::Added, None, Some(new)));
         }
     }
+    // The same texts in another order render another prompt (the inventory
+    // lists skills in chain order): each that changed place is reported, so
+    // the decision never continues on a fingerprint that moved.
+    if changes.is_empty() {
+        for ((key, old), (current_key, new)) in frozen.iter().zip(&current) {
+            if key != current_key {
+                let new = current_by_key.get(key).copied().unwrap_or(new);
+                changes.push(change(*key, ChangeKind::Reordered, Some(old), Some(new)));
+            }
+        }
+    }
     changes.sort_by(order);
     DriftReport {
         unknown_baseline: false,
@@ -212,6 +223,42 @@ mod tests {
             digest: sha256_hex(text),
             bytes: text.len(),
         }
+    }
+
+    #[test]
+    fn the_same_skills_in_another_order_are_reordered() {
+        let skill = |name: &str, root: &str| {
+            d(
+                "skills",
+                "runtime",
+                name,
+                &format!("{root}/.vak/skills/{name}/SKILL.md"),
+            )
+        };
+        let frozen = vec![skill("aa", "/h"), skill("zz", "/h"), skill("mm", "/p")];
+        let current = vec![skill("aa", "/h"), skill("mm", "/p"), skill("zz", "/p")];
+        let report = diff(&frozen, &current);
+        assert!(report.is_drifted(), "{report}");
+        let moved: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| (c.kind, c.source.clone()))
+            .collect();
+        assert_eq!(
+            moved,
+            [
+                (
+                    ChangeKind::Reordered,
+                    Some("/p/.vak/skills/mm/SKILL.md".to_owned())
+                ),
+                (
+                    ChangeKind::Reordered,
+                    Some("/p/.vak/skills/zz/SKILL.md".to_owned())
+                ),
+            ]
+        );
+        assert!(report.to_string().contains("reordered"), "{report}");
+        assert!(!diff(&frozen, &frozen).is_drifted());
     }
 
     #[test]
@@ -493,7 +540,7 @@ mod tests {
                 let mirrored = match f.kind {
                     ChangeKind::Added => ChangeKind::Removed,
                     ChangeKind::Removed => ChangeKind::Added,
-                    ChangeKind::Changed => ChangeKind::Changed,
+                    other => other,
                 };
                 prop_assert_eq!(mirrored, r.kind);
             }

@@ -11,6 +11,10 @@ pub enum ChangeKind {
     Added,
     /// The layer contributed when frozen and does not now.
     Removed,
+    /// The layer contributes the same text at another place in its block
+    /// (a skill or MCP server now listed after another): the rendered
+    /// prompt changed though no text did.
+    Reordered,
     /// The layer contributes different text.
     Changed,
 }
@@ -21,6 +25,7 @@ impl ChangeKind {
         match self {
             ChangeKind::Added => "added",
             ChangeKind::Removed => "removed",
+            ChangeKind::Reordered => "reordered",
             ChangeKind::Changed => "changed",
         }
     }
@@ -40,7 +45,7 @@ pub struct LayerChange {
     /// directories, say).
     #[serde(default)]
     pub occurrence: usize,
-    /// Added, removed or changed.
+    /// Added, removed, reordered or changed.
     pub kind: ChangeKind,
     /// The frozen digest; `None` when added.
     #[serde(default)]

@@ -911,3 +911,27 @@ fn a_write_that_fails_for_space_leaves_no_temporary_file_and_no_torn_line() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn the_same_skills_in_another_order_are_drift() {
+    let env = trusted_myproj();
+    env.write_home(
+        ".vak/skills/zz-audit/SKILL.md",
+        "---\ndescription: Audit the ledger.\n---\nbody\n",
+    );
+    let (id, _) = new_session(&env, &[]);
+    let first = deliver(&env, "one");
+    // The home's skill moves to the project, text and name unchanged: the
+    // inventory lists it after the project's own now.
+    fs::rename(
+        env.home().join(".vak/skills/zz-audit"),
+        env.project().join(".vak/skills/zz-audit"),
+    )
+    .unwrap();
+    let out = env.vak(&["exec", "--session", &id, "--message", "hi"]);
+    assert_eq!(code(&out), 3, "{}", stdout(&out));
+    assert!(format!("{}{}", stdout(&out), stderr(&out)).contains("reordered"));
+    let second = deliver(&env, "two");
+    assert_eq!(second["outcome"], "rotated", "{second}");
+    assert_ne!(second["session_id"], first["session_id"]);
+}
