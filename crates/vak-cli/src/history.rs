@@ -455,7 +455,7 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
         &ledger.header.meta,
         &crate::selectors::current_dir()?,
     )?)?;
-    let current = core.resolve()?;
+    let current = vak_gateway::resolve_session(&core)?;
     let frozen = &ledger.contract().prompt_layers;
     if frozen.is_empty() {
         return Err(CliError::Failed(format!(

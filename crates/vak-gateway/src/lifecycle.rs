@@ -227,6 +227,30 @@ fn session_prefix(contract: &FrozenContract, current: &ResolvedPrompt) -> (Strin
     }
 }
 
+/// Resolve the chain a session was created for, as it is now. A role the
+/// session ran as that is no longer defined (its directory deleted) is no
+/// error here: the chain is resolved without it, so its layers show as
+/// drift, as any other removed layer does, and `--accept-drift` can still
+/// run on the frozen prompt.
+///
+/// # Errors
+///
+/// As [`Core::resolve`].
+pub fn resolve_session(core: &Core) -> Result<vak_core::prompts::ResolvedPrompt, LifecycleError> {
+    match core.resolve() {
+        Err(vak_core::CoreError::Loader(vak_core::prompts::LoaderError::UnknownRole {
+            ..
+        })) => {
+            let without = Selectors {
+                agent: None,
+                ..core.selectors().clone()
+            };
+            Ok(Core::open(without)?.resolve()?)
+        }
+        other => Ok(other?),
+    }
+}
+
 /// `vak exec`: resume session `id` of `home`. Fails closed on drift
 /// ([`Exec::Refused`]) unless `accept_drift`, which runs on the frozen
 /// prefix and records that the drift was accepted. Returns the ledger's
@@ -248,7 +272,7 @@ pub fn exec(
         &ledger.header.meta,
         fallback_project,
     )?)?;
-    let current = core.resolve()?;
+    let current = resolve_session(&core)?;
     let drift = diff(&ledger.contract().prompt_layers, &current.descriptors);
     let decision = decide(ResumePath::NamedSession { accept_drift }, &drift);
     match decision {

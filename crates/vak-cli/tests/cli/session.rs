@@ -935,3 +935,29 @@ fn the_same_skills_in_another_order_are_drift() {
     assert_eq!(second["outcome"], "rotated", "{second}");
     assert_ne!(second["session_id"], first["session_id"]);
 }
+
+#[test]
+fn a_session_whose_role_was_deleted_drifts_and_can_still_be_resumed() {
+    let env = trusted_myproj();
+    env.write_home(".vak/prompts/agents/helper/identity.md", "You help.\n");
+    let (id, _) = new_session(&env, &["--agent", "helper"]);
+    fs::remove_dir_all(env.home().join(".vak/prompts/agents/helper")).unwrap();
+    let out = env.vak(&["exec", "--session", &id, "--message", "hi"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    let out = env.vak(&["session", "diff", &id]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("agent"), "{}", stdout(&out));
+    let out = env.vak(&[
+        "exec",
+        "--session",
+        &id,
+        "--accept-drift",
+        "--message",
+        "hi",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("You help."),
+        "runs on the frozen prompt"
+    );
+}
