@@ -10,7 +10,6 @@
 
 use std::fs;
 use std::io::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Sha256Hex, sha256_hex};
@@ -116,12 +115,6 @@ pub(crate) fn store_dir(
     ConfinedDir::open(dir, &root).map_err(|refusal| HistoryError::refusal(dir, refusal))
 }
 
-fn temp_name(digest: &str) -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(".{digest}.tmp.{}.{n}", std::process::id())
-}
-
 impl ObjectStore {
     /// The store of `home` (`home/.vak/objects`). Nothing is touched until
     /// a text is put or read.
@@ -166,11 +159,11 @@ impl ObjectStore {
             Ok(None) => {}
             Err(refusal) => return Err(HistoryError::refusal(&path, refusal)),
         }
-        let temp = temp_name(&digest);
+        let (temp, mut file) = vak_prompt_loader::create_temp(&format!("{digest}.tmp"), |temp| {
+            dir.create_new(temp, 0o444)
+        })
+        .map_err(HistoryError::io("create a temporary file for", &path))?;
         let written = (|| {
-            let mut file = dir
-                .create_new(&temp, 0o444)
-                .map_err(HistoryError::io("create a temporary file for", &path))?;
             file.write_all(text.as_bytes())
                 .map_err(HistoryError::io("write a temporary file for", &path))?;
             file.sync_all()

@@ -360,10 +360,34 @@ fn lock_dir(dir: &ConfinedDir) -> Result<File, SaveError> {
     Ok(handle)
 }
 
-fn temp_name(name: &str) -> String {
+/// Create a temporary file through `create`, under a name `.{stem}.{pid}.{n}`
+/// that is new: a name already taken (left by a process killed mid-save
+/// whose pid this one now has, as PID 1 in every container has) is passed
+/// over for the next, so a stale file never fails a save. The one owner of
+/// temporary names for the layer files, the object store and the trust
+/// store.
+///
+/// # Errors
+///
+/// `create`'s error other than "already exists", or "already exists" when
+/// 64 names in a row are taken.
+pub fn create_temp<T>(
+    stem: &str,
+    mut create: impl FnMut(&str) -> io::Result<T>,
+) -> io::Result<(String, T)> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!(".{name}.vak-tmp.{}.{n}", std::process::id())
+    let mut attempt = 0;
+    loop {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let name = format!(".{stem}.{}.{n}", std::process::id());
+        match create(&name) {
+            Ok(made) => return Ok((name, made)),
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists && attempt < 64 => {
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
 }
 
 /// Write `text` to `path` atomically, creating parent directories, unless
@@ -400,8 +424,13 @@ pub fn save_atomic(
     let previous = digest_in(&opened, name, path, Some(MAX_FILE_BYTES))?;
     check_digest(path, if_digest, previous.as_deref())?;
 
-    let temp = temp_name(name);
-    let written = write_temp(&opened, &temp, name, path, text).and_then(|()| {
+    // Keep the permissions a user gave the file they are replacing.
+    let mode = opened.mode_of(name).unwrap_or(0o644);
+    let (temp, file) = create_temp(&format!("{name}.vak-tmp"), |temp| {
+        opened.create_new(temp, mode)
+    })
+    .map_err(io_err("create a temporary file for", path))?;
+    let written = write_temp(file, path, text).and_then(|()| {
         opened
             .rename(&temp, name)
             .map_err(io_err("rename into place", path))
@@ -422,18 +451,7 @@ pub fn save_atomic(
     })
 }
 
-fn write_temp(
-    dir: &ConfinedDir,
-    temp: &str,
-    name: &str,
-    target: &Utf8Path,
-    text: &str,
-) -> Result<(), SaveError> {
-    // Keep the permissions a user gave the file they are replacing.
-    let mode = dir.mode_of(name).unwrap_or(0o644);
-    let mut file = dir
-        .create_new(temp, mode)
-        .map_err(io_err("create a temporary file for", target))?;
+fn write_temp(mut file: File, target: &Utf8Path, text: &str) -> Result<(), SaveError> {
     file.write_all(text.as_bytes())
         .map_err(io_err("write a temporary file for", target))?;
     file.sync_all()
@@ -492,6 +510,40 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn a_temporary_name_left_by_a_killed_process_is_passed_over() {
+        // Stale files under the very names the next saves would take, as a
+        // save killed in a container leaves them for the next PID 1.
+        let (_keep, root) = temp();
+        let path = root.join("identity.md");
+        save_atomic(&path, &root, "one", None).unwrap();
+        let (taken, ()) = create_temp("identity.md.vak-tmp", |_| Ok(())).unwrap();
+        let stem = taken.rsplit_once('.').unwrap().0;
+        let next: u64 = taken.rsplit_once('.').unwrap().1.parse().unwrap();
+        for n in next + 1..next + 8 {
+            fs::write(root.join(format!("{stem}.{n}")), "stale").unwrap();
+        }
+        save_atomic(&path, &root, "two", None).unwrap();
+        assert_eq!(fs::read_to_string(&path).unwrap(), "two");
+
+        // Only "already exists" is passed over, and not forever.
+        let mut calls = 0;
+        let err = create_temp("x", |_| -> io::Result<()> {
+            calls += 1;
+            Err(io::ErrorKind::AlreadyExists.into())
+        })
+        .unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(calls, 65);
+        let mut calls = 0;
+        let err = create_temp("x", |_| -> io::Result<()> {
+            calls += 1;
+            Err(io::ErrorKind::PermissionDenied.into())
+        })
+        .unwrap_err();
+        assert_eq!((err.kind(), calls), (io::ErrorKind::PermissionDenied, 1));
     }
 
     #[test]

@@ -1,7 +1,6 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use camino::{Utf8Component, Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
@@ -118,12 +117,6 @@ fn candidate_keys(dir: &Utf8Path) -> Vec<String> {
     keys.push(normal.into_string());
     keys.dedup();
     keys
-}
-
-fn temp_suffix() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    format!("{}.{n}", std::process::id())
 }
 
 impl TrustStore {
@@ -247,12 +240,17 @@ impl TrustStore {
             trusted: trusted.clone(),
         })
         .map_err(|error| write_err(std::io::Error::other(error.to_string())))?;
-        let tmp = dir.join(format!(".trust.toml.{}.tmp", temp_suffix()));
-        let written = (|| {
-            let mut file = fs::OpenOptions::new()
+        let (tmp, mut file) = vak_prompt_loader::create_temp("trust.toml.tmp", |name| {
+            let tmp = dir.join(name);
+            let file = fs::OpenOptions::new()
                 .write(true)
                 .create_new(true)
                 .open(&tmp)?;
+            Ok((tmp, file))
+        })
+        .map(|(_, made)| made)
+        .map_err(write_err)?;
+        let written = (|| {
             file.write_all(b"# Project directories whose .vak/ prompt layers and config apply in full.\n# Edit with `vak trust DIR` and `vak untrust DIR`.\n")?;
             file.write_all(body.as_bytes())?;
             file.sync_all()?;
