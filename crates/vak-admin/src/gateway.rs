@@ -352,6 +352,8 @@ fn edit(
             "the gateway edit lock is poisoned; restart `vak admin serve`".to_owned(),
         )
     })?;
+    // Across processes, and against every other save's budget check.
+    let _saving = vak_core::home::lock_saves(&state.home).map_err(home_error)?;
     let dir = gateway_dir(&state.home);
     vak_core::prompts::create_dirs(&dir).map_err(|source| AdminError::Io {
         context: format!("cannot create `{}`", Escaped(dir.as_str())),

@@ -273,7 +273,9 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         .ok()
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or(dir);
-    // Measured before the store changes: a refusal leaves it as it was.
+    // Measured before the store changes: a refusal leaves it as it was. A
+    // save made meanwhile could go over the cap with it: saves wait.
+    let _saving = vak_core::home::lock_saves(&home).map_err(|e| CliError::Failed(e.to_string()))?;
     let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
     if let Some((chain, report)) = &budget.over {
         let over = format!(

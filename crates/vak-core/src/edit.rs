@@ -735,6 +735,7 @@ impl Core {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
         self.lands_where_read(target)?;
+        let _saving = crate::home::lock_saves(&self.selectors().home)?;
         // The budget runs on the replica: bring it up to the store first.
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         if let Some(found) = first_forbidden(text) {
@@ -872,6 +873,7 @@ impl Core {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
         self.lands_where_read(target)?;
+        let _saving = crate::home::lock_saves(&self.selectors().home)?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let mut preview = self.preview(target, None)?;
         if preview.over_budget() {

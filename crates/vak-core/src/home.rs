@@ -36,6 +36,7 @@ use vak_session::{
 /// Where the replica records what it wrote, relative to the home.
 pub const REPLICA_MANIFEST: &str = ".vak/home-replica.json";
 const REPLICA_LOCK: &str = ".vak/home-replica.lock";
+const SAVE_LOCK: &str = ".vak/save.lock";
 
 /// Why the replica could not be brought up to the store's home side.
 #[derive(Debug, Error)]
@@ -70,7 +71,7 @@ pub enum HomeError {
     /// A replica file could not be read, written or removed.
     #[error(transparent)]
     Write(#[from] SaveError),
-    /// The replica's lock or manifest could not be used.
+    /// The replica's lock or manifest, or the save lock, could not be used.
     #[error("cannot {action} `{}`: {reason}; fix or remove it", Escaped(.path.as_str()))]
     Replica {
         /// What was being done.
@@ -155,7 +156,25 @@ fn write_manifest(home: &Utf8Path, manifest: &Manifest) -> Result<(), HomeError>
 /// The exclusive lock of the replica (`.vak/home-replica.lock`, a file lock,
 /// so across the processes and threads sharing this home).
 fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
-    let path = home.join(REPLICA_LOCK);
+    lock_file(home, REPLICA_LOCK)
+}
+
+/// The exclusive lock every change of a prompt through this home holds
+/// from its budget check to its write (`.vak/save.lock`): two saves that
+/// each fit the cap alone, made at once, could otherwise both pass the check
+/// and together go over it (DECISIONS §7). One lock for the whole home,
+/// since a save at any layer changes chains that every other layer is in.
+/// Held until the returned file is dropped.
+///
+/// # Errors
+///
+/// [`HomeError::Replica`] when the lock file cannot be created or locked.
+pub fn lock_saves(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
+    lock_file(home, SAVE_LOCK)
+}
+
+fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
+    let path = home.join(rel);
     let fail = |action: &'static str, e: std::io::Error| HomeError::Replica {
         action,
         path: path.clone(),

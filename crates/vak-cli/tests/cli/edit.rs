@@ -553,3 +553,36 @@ fn a_save_of_nothing_from_standard_input_says_so() {
         stderr(&out)
     );
 }
+
+#[test]
+fn two_saves_at_once_that_together_go_over_the_cap_leave_one_refused() {
+    // Each text fits the cap alone; both together do not. Saved at the same
+    // moment from two processes, the budget check of one must see the other.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let words: String = (0..250).map(|i| format!("word{i} ")).collect();
+    let guards: String = (0..160).map(|i| format!("- guard word{i}\n")).collect();
+    fs::write(env.project().join("id.txt"), &words).unwrap();
+    fs::write(env.project().join("g.txt"), &guards).unwrap();
+    for round in 0..4 {
+        let _ = fs::remove_dir_all(env.home().join(".vak/prompts"));
+        let spawn = |block: &str, file: &str| {
+            env.command(&["prompts", "set", "--scope", "shared", block, "--file", file])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let (a, b) = (spawn("identity", "id.txt"), spawn("guardrails", "g.txt"));
+        let codes = [a, b].map(|c| c.wait_with_output().unwrap().status.code());
+        let mut sorted = codes;
+        sorted.sort();
+        assert_eq!(
+            sorted,
+            [Some(0), Some(4)],
+            "round {round}: one save fits, the second must be refused"
+        );
+        let check = env.vak(&["prompts", "check"]);
+        assert_eq!(check.status.code(), Some(0), "{}", stdout(&check));
+    }
+}
