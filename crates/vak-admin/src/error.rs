@@ -5,6 +5,7 @@ use axum::response::{IntoResponse, Response};
 use camino::Utf8PathBuf;
 use thiserror::Error;
 use vak_core::CoreError;
+use vak_core::prompts::Escaped;
 use vak_core::prompts::LoaderError;
 
 /// Everything the admin server can fail with: starting up, and each request.
@@ -15,10 +16,10 @@ use vak_core::prompts::LoaderError;
 #[derive(Debug, Error)]
 pub enum AdminError {
     /// `--listen` was not `IP:PORT`.
-    #[error("`{0}` is not an address to listen on; give IP:PORT such as 127.0.0.1:7878")]
+    #[error("`{}` is not an address to listen on; give IP:PORT such as 127.0.0.1:7878", Escaped(.0))]
     BadListen(String),
     /// The socket could not be bound.
-    #[error("cannot listen on `{addr}`: {source}")]
+    #[error("cannot listen on `{}`: {source}", Escaped(.addr))]
     Bind {
         /// The address asked for.
         addr: String,
@@ -26,7 +27,7 @@ pub enum AdminError {
         source: std::io::Error,
     },
     /// The token file could not be read or created.
-    #[error("cannot read or create the admin token file `{path}`: {source}")]
+    #[error("cannot read or create the admin token file `{}`: {source}", Escaped(.path.as_str()))]
     TokenFile {
         /// `$VAK_HOME/.vak/admin.token`.
         path: Utf8PathBuf,
@@ -35,7 +36,8 @@ pub enum AdminError {
     },
     /// The token file is readable by other users, so the token is not secret.
     #[error(
-        "the admin token file `{path}` has mode {mode:o}, readable by other users; run `chmod 600 {path}` or delete it to get a new token"
+        "the admin token file `{}` has mode {mode:o}, open to other users (readable or writable by them); run `chmod 600 {}` or delete it to get a new token",
+        Escaped(.path.as_str()), Escaped(.path.as_str())
     )]
     TokenPermissions {
         /// The token file.
@@ -46,12 +48,14 @@ pub enum AdminError {
     /// The token file is not a regular file (a symlink, FIFO, socket,
     /// device or directory).
     #[error(
-        "the admin token file `{0}` is not a regular file (a symlink, FIFO, socket, device or directory); delete it so a new token can be generated"
+        "the admin token file `{}` is not a regular file (a symlink, FIFO, socket, device or directory); delete it so a new token can be generated",
+        Escaped(.0.as_str())
     )]
     TokenNotRegular(Utf8PathBuf),
     /// The token file is larger than a token could be.
     #[error(
-        "the admin token file `{path}` is {bytes} bytes, over the {limit}-byte limit for a token file; delete it so a new token can be generated"
+        "the admin token file `{}` is {bytes} bytes, over the {limit}-byte limit for a token file; delete it so a new token can be generated",
+        Escaped(.path.as_str())
     )]
     TokenFileTooLarge {
         /// The token file.
@@ -63,7 +67,8 @@ pub enum AdminError {
     },
     /// The token file does not hold UTF-8 text.
     #[error(
-        "the admin token file `{0}` is not UTF-8 text; delete it so a new token can be generated"
+        "the admin token file `{}` is not UTF-8 text; delete it so a new token can be generated",
+        Escaped(.0.as_str())
     )]
     TokenNotText(Utf8PathBuf),
     /// A configured token is too short to be a secret.
@@ -71,6 +76,12 @@ pub enum AdminError {
         "the admin token from {0} is shorter than 16 characters; use a longer random token (or unset VAK_ADMIN_TOKEN / delete the file to generate one)"
     )]
     TokenWeak(String),
+    /// A configured token holds a character a client cannot send in an
+    /// `Authorization` header.
+    #[error(
+        "the admin token from {0} holds a space, a control character or a non-ASCII character, which no client can send in an Authorization header; use letters, digits and punctuation (or unset VAK_ADMIN_TOKEN / delete the file to generate one)"
+    )]
+    TokenUnsendable(String),
     /// The operating system's random source failed.
     #[error("cannot generate a random admin token: {0}")]
     Random(String),

@@ -6,7 +6,7 @@ use std::io::{Read as _, Write as _};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use subtle::ConstantTimeEq;
-use vak_core::prompts::sha256_hex;
+use vak_core::prompts::{Escaped, sha256_hex};
 
 use crate::AdminError;
 
@@ -170,10 +170,21 @@ fn read_existing(path: &Utf8Path) -> Result<Option<String>, AdminError> {
     }
     let text = String::from_utf8(bytes).map_err(|_| AdminError::TokenNotText(path.to_owned()))?;
     let token = text.trim().to_owned();
-    if token.chars().count() < MIN_TOKEN_CHARS {
-        return Err(AdminError::TokenWeak(format!("`{path}`")));
-    }
+    check_token(&token, || format!("`{}`", Escaped(path.as_str())))?;
     Ok(Some(token))
+}
+
+/// A token must be long enough to be a secret, and made of characters a
+/// client can send in `Authorization: Bearer …` (visible ASCII): a token
+/// with a control character or a space would start a server nobody can use.
+fn check_token(token: &str, from: impl Fn() -> String) -> Result<(), AdminError> {
+    if token.chars().count() < MIN_TOKEN_CHARS {
+        return Err(AdminError::TokenWeak(from()));
+    }
+    if !token.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(AdminError::TokenUnsendable(from()));
+    }
+    Ok(())
 }
 
 #[cfg(unix)]
@@ -187,9 +198,7 @@ impl AdminToken {
     /// missing. Returns the token too, so a caller can hand it to a test.
     pub fn load(home: &Utf8Path, env: Option<&str>) -> Result<(AdminToken, String), AdminError> {
         if let Some(token) = env.map(str::trim).filter(|t| !t.is_empty()) {
-            if token.chars().count() < MIN_TOKEN_CHARS {
-                return Err(AdminError::TokenWeak("VAK_ADMIN_TOKEN".to_owned()));
-            }
+            check_token(token, || "VAK_ADMIN_TOKEN".to_owned())?;
             return Ok((AdminToken::new(token, TokenSource::Env), token.to_owned()));
         }
         let path = token_path(home);
@@ -297,6 +306,32 @@ mod tests {
             AdminToken::load(&home, Some("short")),
             Err(AdminError::TokenWeak(_))
         ));
+        assert!(matches!(
+            AdminToken::load(&home, Some("0123456789abcdef\u{1b}[2J")),
+            Err(AdminError::TokenUnsendable(_))
+        ));
+    }
+
+    #[test]
+    fn a_token_file_no_client_could_send_is_refused() {
+        let (_dir, home) = home();
+        let path = token_path(&home);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        for bad in [
+            "aaaaaaaaaaaaaaaaaaaa\u{1b}[2Jbbb\nccc",
+            "aaaaaaaa bbbbbbbbbbbb",
+            "aaaaaaaaaaaaaaaaé",
+        ] {
+            std::fs::write(&path, bad).unwrap();
+            std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+                .unwrap();
+            let err = AdminToken::load(&home, None).unwrap_err();
+            assert!(
+                matches!(err, AdminError::TokenUnsendable(_)),
+                "{bad:?}: {err}"
+            );
+            assert!(!err.to_string().contains('\n'), "{err}");
+        }
     }
 
     #[cfg(unix)]

@@ -116,7 +116,7 @@ pub enum EditError {
     /// A project-scope save or reset for a directory inside the vak home,
     /// which is never a project.
     #[error(
-        "refusing to change `{}`: `{}` is the vak home or inside it, and the home is never a project; use --scope shared, or run from the project",
+        "refusing to change `{}`: `{}` is the vak home or inside it, and the home is never a project; save to the shared scope (`--scope shared`, the API's `scope=shared`), or name a project outside the home",
         Escaped(.path.as_str()),
         Escaped(.project.as_str())
     )]

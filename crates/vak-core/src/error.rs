@@ -37,7 +37,7 @@ pub enum CoreError {
     #[error("cannot find the vak home: set VAK_HOME or HOME")]
     NoHome,
     /// A path given is not valid UTF-8.
-    #[error("path `{0}` is not valid UTF-8; vak needs UTF-8 paths")]
+    #[error("path `{}` is not valid UTF-8; vak needs UTF-8 paths", vak_prompt_blocks::Escaped(.0))]
     NonUtf8Path(String),
     /// The prefix does not fit the model's context window: no session may
     /// be frozen with it (DECISIONS §12).

@@ -1,11 +1,13 @@
 use thiserror::Error;
+use vak_prompt_blocks::Escaped;
 
 /// Everything that can go wrong while choosing an encoding or a model.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum BudgetError {
     /// The `model` key names a model the catalog does not know.
     #[error(
-        "unknown model `{name}` in config key `model`: set it to one of {known} (or leave it out for the default `{default}`)"
+        "unknown model `{}` in config key `model`: set it to one of {known} (or leave it out for the default `{default}`)",
+        Escaped(.name)
     )]
     UnknownModel {
         /// The model name as written in the config.
@@ -16,6 +18,6 @@ pub enum BudgetError {
         default: &'static str,
     },
     /// An encoding name that is not one of the supported wire names.
-    #[error("unknown token encoding `{0}`: expected `o200k_base` or `cl100k_base`")]
+    #[error("unknown token encoding `{}`: expected `o200k_base` or `cl100k_base`", Escaped(.0))]
     UnknownEncoding(String),
 }

@@ -1,12 +1,14 @@
 //! Unified diffs between two texts.
 
 use similar::TextDiff;
+use vak_prompt_blocks::escape_line;
 
 /// A unified diff (three lines of context) from `old` to `new`, with
 /// `---`/`+++` headers naming them; empty only when the texts are equal. A
 /// last line without a newline is marked `\ No newline at end of file`, as
 /// `diff -u` does, so two versions that differ only there still show a
-/// change.
+/// change. The names are paths and keys from input, escaped to one line
+/// each: a directory named `a\n+++ b` must not forge a header.
 pub fn unified_diff(old_name: &str, new_name: &str, old: &str, new: &str) -> String {
     if old == new {
         return String::new();
@@ -15,7 +17,7 @@ pub fn unified_diff(old_name: &str, new_name: &str, old: &str, new: &str) -> Str
         .unified_diff()
         .context_radius(3)
         .missing_newline_hint(true)
-        .header(old_name, new_name)
+        .header(&escape_line(old_name), &escape_line(new_name))
         .to_string()
 }
 
@@ -26,6 +28,15 @@ mod tests {
     #[test]
     fn equal_texts_have_no_diff() {
         assert_eq!(unified_diff("a", "b", "x\n", "x\n"), "");
+    }
+
+    #[test]
+    fn a_name_with_a_newline_stays_on_its_header_line() {
+        let diff = unified_diff("pkg\n+++ forged", "b\u{1b}[2J", "x\n", "y\n");
+        let headers: Vec<&str> = diff.lines().take(3).collect();
+        assert_eq!(headers[0], "--- pkg\\n+++ forged", "{diff}");
+        assert_eq!(headers[1], "+++ b\\u{1b}[2J", "{diff}");
+        assert!(headers[2].starts_with("@@"), "{diff}");
     }
 
     #[test]

@@ -609,7 +609,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 reader.skip(
                     None,
                     Provenance::new(PromptLayer::Project, Origin::Project, dir.as_str()),
-                    "is not read as a directory layer: no layer is read inside a hidden directory, `node_modules` or `target`, or more than 8 levels below the project root; move its files to a directory that is",
+                    "is not read as a directory layer: no layer is read inside a hidden directory, `node_modules`, `target` or a directory whose name holds a control or invisible character, or more than 8 levels below the project root; move its files to a directory that is",
                 );
             }
         }

@@ -204,7 +204,7 @@ pub fn is_layer_dir(rel: &Utf8Path) -> bool {
         let camino::Utf8Component::Normal(name) = component else {
             return false;
         };
-        if is_skipped_dir(name) || vak_prompt_blocks::has_forbidden(name) {
+        if is_skipped_dir(name) {
             return false;
         }
         depth += 1;
@@ -213,9 +213,16 @@ pub fn is_layer_dir(rel: &Utf8Path) -> bool {
 }
 
 /// A directory that is never a project sub-layer, nor looked into for one:
-/// hidden (`.git`, `.github`, `.vak`), `node_modules`, `target`.
+/// hidden (`.git`, `.github`, `.vak`), `node_modules`, `target`, and a name
+/// that is not one line of visible text (a control or invisible character;
+/// the tab and newline a prompt's text may hold too), which no save could
+/// name and no message could show as it is.
 fn is_skipped_dir(name: &str) -> bool {
-    name.starts_with('.') || name == "node_modules" || name == "target"
+    name.starts_with('.')
+        || name == "node_modules"
+        || name == "target"
+        || vak_prompt_blocks::has_forbidden(name)
+        || name.contains(['\n', '\t'])
 }
 
 /// How deep below the root [`directory_layers`] looks.
@@ -284,6 +291,24 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = canonical(Utf8Path::from_path(dir.path()).unwrap()).unwrap();
         (dir, path)
+    }
+
+    #[test]
+    fn a_layer_directory_name_is_one_line_of_visible_text() {
+        for ok in ["services/payments", "a b", "é/ü"] {
+            assert!(is_layer_dir(Utf8Path::new(ok)), "{ok:?}");
+        }
+        for bad in [
+            "x\ny",
+            "t\tt",
+            "a/\u{202e}b",
+            "a/\u{1b}",
+            ".hidden",
+            "a/node_modules",
+            "",
+        ] {
+            assert!(!is_layer_dir(Utf8Path::new(bad)), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,16 +1,18 @@
 use camino::Utf8PathBuf;
 use thiserror::Error;
+use vak_prompt_blocks::Escaped;
 
 /// What stops a chain from loading at all. Individual bad files never do:
 /// they are reported as skips.
 #[derive(Debug, Error)]
 pub enum LoaderError {
     /// The project directory given does not exist or is not a directory.
-    #[error("project directory `{0}` does not exist or is not a directory")]
+    #[error("project directory `{}` does not exist or is not a directory", Escaped(.0.as_str()))]
     ProjectMissing(Utf8PathBuf),
     /// `--agent ROLE` names a role that has no directory anywhere.
     #[error(
-        "agent role `{role}` is not defined: create `{home_dir}` (or `.vak/prompts/agents/{role}/` in the project)"
+        "agent role `{}` is not defined: create `{}` (or `.vak/prompts/agents/{}/` in the project)",
+        Escaped(.role), Escaped(.home_dir.as_str()), Escaped(.role)
     )]
     UnknownRole {
         /// The role asked for.

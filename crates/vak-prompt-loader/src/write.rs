@@ -74,7 +74,7 @@ pub enum SaveError {
     },
     /// `--if-digest` is not a digest.
     #[error(
-        "`--if-digest {}` is not a sha256: give 64 lowercase hex digits, or an empty string for \"the file does not exist\"", Escaped(.0)
+        "the digest to save against (`--if-digest`, the API's `if_digest`), `{}`, is not a sha256: give 64 lowercase hex digits, or an empty string for \"the file does not exist\"", Escaped(.0)
     )]
     BadDigest(String),
     /// The file changed since the digest the caller started from.

@@ -900,3 +900,77 @@ fn an_empty_home_or_project_is_refused_not_taken_as_the_current_directory() {
     }
     assert!(!env.project().join(".vak/sessions").exists());
 }
+
+#[test]
+fn a_newline_in_a_path_or_directory_name_never_starts_a_line_of_its_own() {
+    let env = Env::empty();
+    fs_create(env.project().join(".git"));
+    // An error naming a project path the user typed.
+    let out = env.vak(&["prompts", "show", "--project", "nope\nvak: forged line"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(!stderr(&out).contains("\nvak: forged"), "{}", stderr(&out));
+    assert_eq!(
+        stderr(&out).trim_end().lines().count(),
+        1,
+        "{}",
+        stderr(&out)
+    );
+
+    // A repository's name inside a session diff's headers.
+    let dir = env.project().join("pkg\n+++ forged header");
+    fs_create(dir.join(".git"));
+    write(&dir.join(".vak/prompts/guardrails.md"), "- be careful\n");
+    let mut new = env.command(&["session", "new", "--format", "json"]);
+    new.current_dir(&dir);
+    let made: serde_json::Value = serde_json::from_slice(&new.output().unwrap().stdout).unwrap();
+    let id = made["session_id"].as_str().unwrap().to_owned();
+    write(
+        &dir.join(".vak/prompts/guardrails.md"),
+        "- be very careful\n",
+    );
+    let mut diff = env.command(&["session", "diff", &id]);
+    diff.current_dir(&dir);
+    let shown = stdout(&diff.output().unwrap());
+    assert!(shown.contains("be very careful"), "{shown}");
+    assert!(
+        !shown.lines().any(|l| l.starts_with("+++ forged")),
+        "{shown}"
+    );
+
+    // A directory whose name holds a newline or a tab is not a layer: not
+    // saved to, and not read when working in it (warned about instead).
+    let inside = env.project().join("x\ny");
+    write(&inside.join(".vak/prompts/guardrails.md"), "- from x y\n");
+    let mut show = env.command(&["prompts", "show"]);
+    show.current_dir(&inside);
+    let out = show.output().unwrap();
+    assert!(!stdout(&out).contains("from x y"), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains("is not read as a directory layer"),
+        "{}",
+        stderr(&out)
+    );
+    for bad in ["x\ny", "t\tt"] {
+        let out = env.vak_stdin(
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "--dir",
+                bad,
+                "guardrails",
+                "-",
+            ],
+            "- g\n",
+        );
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {}", stderr(&out));
+    }
+    assert!(!env.project().join("t\tt").exists());
+    let kept = std::fs::read_to_string(inside.join(".vak/prompts/guardrails.md")).unwrap();
+    assert_eq!(kept, "- from x y\n");
+}
+
+fn fs_create(path: std::path::PathBuf) {
+    std::fs::create_dir_all(path).unwrap();
+}
