@@ -472,10 +472,7 @@ pub(crate) async fn layers(
         "project": state.project,
         "trust": trust_name(trust),
         "roles": known_roles(&state),
-        "directories": vak_core::prompts::directory_layers(
-            &state.project,
-            &vak_core::prompts::DEFAULT_INTEROP,
-        ),
+        "directories": vak_core::layer_directories(&selectors),
         "surfaces": SurfaceKind::ALL.iter().map(|k| k.wire_name()).collect::<Vec<_>>(),
         "blocks": blocks,
     })))

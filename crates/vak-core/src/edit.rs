@@ -1532,6 +1532,35 @@ impl ChainPlan {
     }
 }
 
+/// The file names read as a directory's operating rules (`[prompts]
+/// interop` of the shared config, else `AGENTS.md`), as the loader reads
+/// them: a directory whose only layer is a configured `CLAUDE.md` is a
+/// layer the budget and the preview must see.
+pub fn interop_names(base: &Selectors) -> Vec<String> {
+    let request = LoadRequest {
+        agent: None,
+        workdir: None,
+        ..base.load_request()
+    };
+    load_chain(&request).map_or_else(
+        |_| {
+            vak_prompt_loader::DEFAULT_INTEROP
+                .iter()
+                .map(|n| (*n).to_owned())
+                .collect()
+        },
+        |chain| chain.interop_names,
+    )
+}
+
+/// Every directory layer of `base`'s project, relative to its root, found
+/// with the interop names the shared config sets ([`interop_names`]).
+pub fn layer_directories(base: &Selectors) -> Vec<Utf8PathBuf> {
+    let names = interop_names(base);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    vak_prompt_loader::directory_layers(&base.project, &names)
+}
+
 /// The named working directory, then each deepest directory layer of the
 /// project (at or below `below`, when given), and whether the walk that
 /// lists them stopped at its bound. A deepest directory's chain holds
@@ -1541,10 +1570,9 @@ fn deepest_directories(
     below: Option<&Utf8Path>,
 ) -> (Vec<Option<Utf8PathBuf>>, bool) {
     let mut out = vec![base.workdir.clone()];
-    let (dirs, complete) = vak_prompt_loader::directory_layers_walked(
-        &base.project,
-        &vak_prompt_loader::DEFAULT_INTEROP,
-    );
+    let names = interop_names(base);
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let (dirs, complete) = vak_prompt_loader::directory_layers_walked(&base.project, &names);
     let unlisted = !complete;
     for dir in dirs.iter().filter(|d| {
         below.is_none_or(|b| d.starts_with(b))

@@ -974,3 +974,32 @@ fn a_newline_in_a_path_or_directory_name_never_starts_a_line_of_its_own() {
 fn fs_create(path: std::path::PathBuf) {
     std::fs::create_dir_all(path).unwrap();
 }
+
+#[test]
+fn a_configured_interop_file_below_the_root_is_budgeted_for_trust_and_saves() {
+    // `CLAUDE.md` is read as `a/b`'s operating rules because the shared
+    // config says so: the budget of trust and of a shared save must see it.
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_home(".vak/config.toml", "[prompts]\ninterop = [\"CLAUDE.md\"]\n");
+    let base = tokens(&env, &[]);
+    env.write_project("a/b/CLAUDE.md", &words("claude", (1500 - base) + 200));
+
+    let preview = env.ok(&["trust", "--preview"]);
+    assert!(preview.contains("claude0"), "{preview}");
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("directory `a/b`"), "{}", stderr(&out));
+    assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
+
+    // Trusted with a file that fits, a shared save that fits alone but not
+    // with it is refused, naming that directory.
+    env.write_project("a/b/CLAUDE.md", &words("claude", 300));
+    env.trust();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "shared", "identity", "-"],
+        &words("shared", (1500 - base) - 100),
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("directory `a/b`"), "{}", stderr(&out));
+}
