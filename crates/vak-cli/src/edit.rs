@@ -168,7 +168,8 @@ pub(crate) fn edit_error(error: EditError) -> CliError {
         | EditError::Home(_)
         | EditError::History(_)
         | EditError::ForbiddenCharacter { .. }
-        | EditError::ProjectInHome { .. } => CliError::Failed(error.to_string()),
+        | EditError::ProjectInHome { .. }
+        | EditError::Unkeepable { .. } => CliError::Failed(error.to_string()),
     }
 }
 

@@ -23,8 +23,8 @@ use vak_prompt_budget::{
 };
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
-    LayerDirs, LoadRequest, LoadedChain, LoaderError, SaveError, SaveOutcome, current_digest,
-    load_chain, read_safely, remove_checked, save_atomic,
+    LayerDirs, LoadRequest, LoadedChain, LoaderError, ReadRefusal, SaveError, SaveOutcome,
+    current_digest, load_chain, read_safely, remove_checked, save_atomic,
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
@@ -125,6 +125,20 @@ pub enum EditError {
         path: Utf8PathBuf,
         /// The directory given as the project.
         project: Utf8PathBuf,
+    },
+    /// The file to be replaced or removed holds what the history cannot
+    /// keep (not UTF-8, over the size limit), so the change would lose it
+    /// for good (DECISIONS §14: a change that cannot be recorded is not
+    /// made).
+    #[error(
+        "refusing to change `{}`: it {why}, so its text cannot be kept in the history and the change would lose it; nothing was changed. Fix it or move it aside by hand, then try again",
+        Escaped(.path.as_str())
+    )]
+    Unkeepable {
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// Why it cannot be kept.
+        why: ReadRefusal,
     },
     /// The text holds a character no prompt may contain (DECISIONS §11).
     #[error(
@@ -826,9 +840,17 @@ impl Core {
         path: &Utf8Path,
         before: &ResolvedPrompt,
     ) -> Result<(), EditError> {
-        let current = read_safely(path, target.root(self.selectors()))
-            .ok()
-            .flatten();
+        let current = match read_safely(path, target.root(self.selectors())) {
+            Ok(current) => current,
+            Err(why @ (ReadRefusal::NotUtf8 { .. } | ReadRefusal::TooLarge { .. })) => {
+                return Err(EditError::Unkeepable {
+                    path: path.to_owned(),
+                    why,
+                });
+            }
+            // A link, a FIFO, an unreadable file: the write refuses it.
+            Err(_) => None,
+        };
         // What resolves before the change: a session frozen on it resolves.
         keep_before_change(
             self.store().history(),

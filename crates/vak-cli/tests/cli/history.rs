@@ -705,3 +705,30 @@ fn a_huge_user_name_is_cut_short_and_the_version_is_recorded() {
         "{who}"
     );
 }
+
+#[test]
+fn a_hand_written_file_history_cannot_keep_is_neither_overwritten_nor_removed() {
+    // Not UTF-8, or over the size limit: no version record could hold it,
+    // so `set` and `reset` refuse rather than lose it for good.
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    let latin1 = b"Tu es l\xe9quipe de support.\n".to_vec();
+    let big = "a".repeat(300_000).into_bytes();
+    for (block, bytes) in [("identity", &latin1), ("guardrails", &big)] {
+        let path = env.home().join(format!(".vak/prompts/{block}.md"));
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        let set = env.vak_stdin(&["prompts", "set", "--scope", "shared", block, "-"], "- new\n");
+        let reset = env.vak(&["prompts", "reset", "--scope", "shared", block]);
+        for out in [set, reset] {
+            assert_eq!(out.status.code(), Some(1), "{block}: {}", stderr(&out));
+            let said = stderr(&out);
+            assert!(
+                said.contains("cannot be kept in the history")
+                    || said.contains("over the 262144-byte limit"),
+                "{block}: {said}"
+            );
+        }
+        assert_eq!(&std::fs::read(&path).unwrap(), bytes, "{block}");
+    }
+}
