@@ -718,7 +718,10 @@ fn a_hand_written_file_history_cannot_keep_is_neither_overwritten_nor_removed() 
         let path = env.home().join(format!(".vak/prompts/{block}.md"));
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, bytes).unwrap();
-        let set = env.vak_stdin(&["prompts", "set", "--scope", "shared", block, "-"], "- new\n");
+        let set = env.vak_stdin(
+            &["prompts", "set", "--scope", "shared", block, "-"],
+            "- new\n",
+        );
         let reset = env.vak(&["prompts", "reset", "--scope", "shared", block]);
         for out in [set, reset] {
             assert_eq!(out.status.code(), Some(1), "{block}: {}", stderr(&out));
