@@ -969,6 +969,7 @@ pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, A
         "blocks": preview.blocks,
         "elsewhere": preview.elsewhere,
         "not_budgeted": budget.left_out.note(),
+        "unproven": budget.unproven(),
         "tokens": {
             "before": budget.before.report.prefix_tokens,
             "after": budget.after.report.prefix_tokens,

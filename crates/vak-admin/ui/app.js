@@ -488,12 +488,13 @@ async function showTrustPreview(box) {
     el('p', {}, 'Prompt prefix: ', el('strong', { text: fmt(d.tokens.before) + ' \u2192 ' + fmt(d.tokens.after) }), ' tokens (cap ' + fmt(d.tokens.cap) + '). Nothing has been written.'));
   if (d.over) box.append(el('p', { class: 'error small', text: 'Over the cap on the chain for ' + d.over.chain + ' (' + fmt(d.over.prefix_tokens) + ' tokens): `vak trust` would refuse without --over-budget.' }));
   box.append(el('p', { class: 'small', text: d.config_keys.length ? 'Config keys that would apply: ' + d.config_keys.map((k) => k.key + ' (' + k.source + ')').join(', ') : 'No config keys would change.' }));
+  if (d.unproven) box.append(el('p', { class: 'error small', text: 'Not every layer could be looked at: `vak trust` would refuse without --over-budget.' }));
   if (d.not_budgeted) box.append(el('p', { class: 'small', text: d.not_budgeted }));
   for (const change of d.blocks) {
     box.append(el('h4', { text: change.block + ' would be ' + change.change }), diffView(change.diff));
   }
   if (!d.blocks.length) {
-    box.append(el('p', { class: 'small', text: d.elsewhere.length ? 'No part of the prompt text would change on this chain.' : 'No part of the prompt text would change.' }));
+    box.append(el('p', { class: 'small', text: d.unproven ? 'No part of the prompt text would change on the chains looked at.' : d.elsewhere.length ? 'No part of the prompt text would change on this chain.' : 'No part of the prompt text would change.' }));
   }
   // What trusting changes on the other chains it reaches: a role, a surface, a directory layer.
   for (const change of d.elsewhere) {

@@ -279,9 +279,10 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
     if let Some((chain, report)) = &budget.over {
         let over = format!(
-            "its layers would put the prompt prefix at {} tokens, over the cap of {} by {} (on the chain for {chain}). Layers: {}",
+            "its layers would put the prompt prefix at {} tokens, over the cap of {}{} by {} (on the chain for {chain}). Layers: {}",
             report.prefix_tokens,
             report.cap,
+            raised_cap(&budget, report),
             report.over_by(),
             report
                 .project_layers()
@@ -305,7 +306,18 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             )));
         }
     }
-    if let Some(note) = budget.left_out.note() {
+    if let Some(why) = budget.unproven() {
+        if !args.over_budget {
+            return Err(CliError::OverBudget(format!(
+                "refusing to trust `{}`: {why}; a layer not looked at could be over the cap, and the trust store is unchanged. Check the chains named, or pass --over-budget to trust it anyway",
+                Escaped(dir.as_str())
+            )));
+        }
+        out::notice(
+            "warning",
+            &format!("trusting `{}` although {why}", Escaped(dir.as_str())),
+        );
+    } else if let Some(note) = budget.left_out.note() {
         out::notice("warning", &note);
     }
     let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
@@ -331,6 +343,19 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         budget.after.report.prefix_tokens,
         cap_change(&budget)
     ))
+}
+
+/// ` (which the project's config would raise to 9000 once trusted)`, when
+/// the cap a refusal names is not the one trusting would bring.
+fn raised_cap(budget: &vak_core::TrustBudget, over: &vak_core::prompts::BudgetReport) -> String {
+    if budget.after.report.cap > over.cap {
+        format!(
+            " (which the project's config would raise to {} once trusted)",
+            budget.after.report.cap
+        )
+    } else {
+        String::new()
+    }
 }
 
 /// `cap 1500`, or `cap 1500 -> 9000` when trusting moves it.
@@ -385,6 +410,7 @@ fn trust_preview(
             "blocks": preview.blocks,
             "elsewhere": preview.elsewhere,
             "not_budgeted": budget.left_out.note(),
+            "unproven": budget.unproven(),
             "tokens": {
                 "before": budget.before.report.prefix_tokens,
                 "after": budget.after.report.prefix_tokens,
@@ -410,9 +436,18 @@ prompt prefix: {} -> {} tokens ({})
     if let Some((chain, report)) = &budget.over {
         let _ = writeln!(
             text,
-            "over the cap on the chain for {}: {} tokens; `vak trust` would refuse without --over-budget",
+            "over the cap of {}{} on the chain for {}: {} tokens; `vak trust` would refuse without --over-budget",
+            report.cap,
+            raised_cap(budget, report),
             escape_line(chain),
             report.prefix_tokens
+        );
+    }
+    let unproven = budget.unproven();
+    if unproven.is_some() {
+        text.push_str(
+            "not every layer could be looked at (below); `vak trust` would refuse without --over-budget
+",
         );
     }
     if preview.config_keys.is_empty() {
@@ -438,7 +473,10 @@ prompt prefix: {} -> {} tokens ({})
         let _ = writeln!(text, "{}", escape_line(&note));
     }
     if preview.blocks.is_empty() {
-        text.push_str(if preview.elsewhere.is_empty() {
+        text.push_str(if unproven.is_some() {
+            "no block's text would change on the chains looked at
+"
+        } else if preview.elsewhere.is_empty() {
             "no block's text would change, on any chain
 "
         } else {

@@ -365,10 +365,41 @@ pub struct TrustBudget {
     /// The named chain, trusted.
     pub after: Budget,
     /// The first chain trusting would push over the cap, named, with its
-    /// budget once trusted.
+    /// budget once trusted; its `cap` is the one in force before trust
+    /// when the project's config would raise it.
     pub over: Option<(String, Box<BudgetReport>)>,
     /// The chains that were not budgeted (see [`ChainsLeftOut`]).
     pub left_out: ChainsLeftOut,
+}
+
+impl TrustBudget {
+    /// Why this budget cannot vouch for every chain trusting reaches, when
+    /// it cannot: the walk that lists directory layers stopped at its bound,
+    /// or chains were not counted at all for the work bound. A clone decides
+    /// how many directories and how large its roles are, so either could
+    /// hide a layer over the cap; `vak trust` refuses as for one over the
+    /// cap, unless told `--over-budget`.
+    pub fn unproven(&self) -> Option<String> {
+        (self.left_out.unlisted_directories || self.left_out.over_work > 0)
+            .then(|| self.left_out.note())
+            .flatten()
+    }
+}
+
+/// Whether trusting pushes a chain over the cap, judged by the cap in force
+/// before trust as well as the one after: a trusted project's config may
+/// raise the cap, but trusting it must not be how its layers get room the
+/// user never gave (the raised cap applies once trusted, to later saves).
+fn trust_pushes_over(before: &BudgetReport, after: &BudgetReport) -> Option<BudgetReport> {
+    if pushes_over(before, after) {
+        return Some(after.clone());
+    }
+    (after.cap > before.cap && after.prefix_tokens > before.prefix_tokens.max(before.cap)).then(
+        || BudgetReport {
+            cap: before.cap,
+            ..after.clone()
+        },
+    )
 }
 
 /// The budget before and after trusting `selectors.project`, on the chain
@@ -462,10 +493,10 @@ pub fn walk_trust_chains(
         let before = budget_of(&untrusted);
         let after = budget_of(&trusted);
         let weight = after.report.prefix_tokens;
-        let over = pushes_over(&before.report, &after.report).then(|| {
+        let over = trust_pushes_over(&before.report, &after.report).map(|report| {
             (
                 describe_chain(core.selectors(), Trust::Untrusted),
-                Box::new(after.report.clone()),
+                Box::new(report),
             )
         });
         let step = TrustStep {

@@ -845,6 +845,26 @@ fn a_walk_that_stops_early_says_so_when_trusting() {
         said.contains("the walk that lists directory layers stopped"),
         "{said}"
     );
+    // The preview cannot say nothing would change anywhere: it did not look.
+    assert!(!said.contains("on any chain"), "{said}");
+    assert!(
+        said.contains("`vak trust` would refuse without --over-budget"),
+        "{said}"
+    );
+    // A layer the walk never reached could be over the cap: trust refuses
+    // as for one over it, and writes nothing.
+    let out = vak_in(&env, env.project(), &["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to trust"),
+        "{}",
+        stderr(&out)
+    );
+    let list = vak_in(&env, env.project(), &["trust", "--list"]);
+    assert_eq!(stdout(&list), "", "the trust store changed");
+    let out = vak_in(&env, env.project(), &["trust", "--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("although"), "{}", stderr(&out));
 }
 
 #[test]

@@ -1003,3 +1003,38 @@ fn a_configured_interop_file_below_the_root_is_budgeted_for_trust_and_saves() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("directory `a/b`"), "{}", stderr(&out));
 }
+
+#[test]
+fn a_project_cannot_get_past_the_cap_by_raising_it_in_its_own_config() {
+    // Untrusted, its config cannot raise the cap; trusted, it could. Trusting
+    // must be judged by the cap the user set, or a clone writes the room for
+    // its own layers.
+    let env = Env::empty();
+    env.write_project(".vak/config.toml", "[prompts]\nmax_tokens = 100000\n");
+    env.write_project(".vak/prompts/identity.md", &words("long", 3000));
+    let preview = env.json(&["trust", "--preview"]);
+    assert_eq!(preview["over"]["cap"], 1500, "{preview}");
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("over the cap of 1500 (which the project's config would raise to 100000"),
+        "{said}"
+    );
+    let list = env.vak(&["trust", "--list"]);
+    assert_eq!(stdout(&list), "", "the trust store changed");
+    let out = env.vak(&["trust", "--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("cap 1500 -> 100000"),
+        "{}",
+        stdout(&out)
+    );
+
+    // A raised cap that the layers stay under is no refusal.
+    let env = Env::empty();
+    env.write_project(".vak/config.toml", "[prompts]\nmax_tokens = 9000\n");
+    env.write_project(".vak/prompts/identity.md", "You are small.\n");
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
