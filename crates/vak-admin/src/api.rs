@@ -238,7 +238,9 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
         }
         EditError::Save(save) => save_error(save),
         EditError::Home(home) => crate::gateway::home_error(home),
-        EditError::ProjectInHome { .. } | EditError::Unkeepable { .. } => AdminError::Conflict {
+        EditError::ProjectInHome { .. }
+        | EditError::IntoHome { .. }
+        | EditError::Unkeepable { .. } => AdminError::Conflict {
             current_digest: None,
             message: error.to_string(),
         },

@@ -169,6 +169,7 @@ pub(crate) fn edit_error(error: EditError) -> CliError {
         | EditError::History(_)
         | EditError::ForbiddenCharacter { .. }
         | EditError::ProjectInHome { .. }
+        | EditError::IntoHome { .. }
         | EditError::Unkeepable { .. } => CliError::Failed(error.to_string()),
     }
 }

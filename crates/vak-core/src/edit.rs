@@ -126,6 +126,21 @@ pub enum EditError {
         /// The directory given as the project.
         project: Utf8PathBuf,
     },
+    /// A project-scope save or reset whose file is in the vak home (which
+    /// lies inside the project), by its path or through a symlink.
+    #[error(
+        "refusing to {action} `{}`: it is in the vak home `{}`, which lies inside this project, and a project-scope change never touches the home's files; nothing was changed. Save to the shared scope (`--scope shared`, the API's `scope=shared`), or name a directory outside the home",
+        Escaped(.path.as_str()),
+        Escaped(.home.as_str())
+    )]
+    IntoHome {
+        /// `write` or `remove`.
+        action: &'static str,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The vak home.
+        home: Utf8PathBuf,
+    },
     /// The file to be replaced or removed holds what the history cannot
     /// keep (not UTF-8, over the size limit), so the change would lose it
     /// for good (DECISIONS §14: a change that cannot be recorded is not
@@ -1038,14 +1053,11 @@ impl Core {
         }
         // The file itself when it exists, else its nearest existing directory.
         match resolved(path) {
-            Some((real, _)) if real.starts_with(&home) => {
-                Err(EditError::Save(SaveError::OutsideRoot {
-                    action,
-                    path: path.to_owned(),
-                    root: selectors.project.clone(),
-                    leads_to: Utf8PathBuf::from_path_buf(real).ok(),
-                }))
-            }
+            Some((real, _)) if real.starts_with(&home) => Err(EditError::IntoHome {
+                action,
+                path: path.to_owned(),
+                home: selectors.home.clone(),
+            }),
             _ => Ok(()),
         }
     }

@@ -525,3 +525,40 @@ fn walk(root: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_project_scope_save_into_a_home_inside_the_project_names_the_home_not_a_symlink() {
+    let env = Env::empty();
+    mkdirs(&env.project().join(".git"));
+    let home = env.project().join("vakhome");
+    mkdirs(&home);
+    for dir in ["vakhome", "vakhome/sub"] {
+        let mut command = env.command(&[
+            "prompts",
+            "set",
+            "--scope",
+            "project",
+            "--dir",
+            dir,
+            "guardrails",
+            "-",
+        ]);
+        let out = command
+            .env("VAK_HOME", &home)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write;
+                child.stdin.take().unwrap().write_all(b"- x\n")?;
+                child.wait_with_output()
+            })
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{dir}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(said.contains("is in the vak home"), "{dir}: {said}");
+        assert!(!said.contains("symlink"), "{dir}: {said}");
+    }
+    assert!(!home.join(".vak").exists(), "wrote into the home");
+}
