@@ -462,7 +462,7 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
             "session {id} froze no prompt layers (a ledger from before layers were recorded): there is nothing to compare"
         )));
     }
-    let changes = history::text_changes(store.history(), frozen, &current);
+    let changes = history::session_changes(store.history(), ledger.contract(), &current);
     if args.format == Format::Json {
         let list: Vec<_> = changes.iter().map(change_json).collect();
         return print_json(&json!({
@@ -482,6 +482,17 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
         changes.len()
     );
     for c in &changes {
+        if c.kind == history::TextChangeKind::Reordered {
+            let _ = writeln!(
+                text,
+                "\n`{}` {} ({}): reordered: the same text ({}) at another place in the block",
+                escape_line(&c.block),
+                escape_line(&c.layer),
+                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(&show(c.current.as_deref())),
+            );
+            continue;
+        }
         if c.kind == history::TextChangeKind::Moved {
             let _ = writeln!(
                 text,

@@ -378,6 +378,10 @@ pub enum TextChangeKind {
     /// the shared identity, now the project's wins): one change of the
     /// block, from the frozen winner's text to the current one's.
     Moved,
+    /// The same text in the same layer, at another place in its block's
+    /// order (a skill listed earlier, a guardrail file read before another):
+    /// drift, though no text changed.
+    Reordered,
 }
 
 impl TextChangeKind {
@@ -388,6 +392,7 @@ impl TextChangeKind {
             TextChangeKind::Added => "added",
             TextChangeKind::Removed => "removed",
             TextChangeKind::Moved => "moved",
+            TextChangeKind::Reordered => "reordered",
         }
     }
 }
@@ -552,6 +557,94 @@ fn pair_and_diff(
             kind: TextChangeKind::Added,
             frozen_layer: None,
             frozen_source: None,
+        });
+    }
+    out
+}
+
+/// Whether a session's frozen contract still holds for `current`: the
+/// drift of its layers ([`vak_prompt_drift::diff`]), and, when no layer
+/// changed, whether the frozen prefix the ledger holds is what those layers
+/// render now. One that is not (the ledger edited by hand, or a build that
+/// renders differently) is a change of the prefix itself (block `prefix`,
+/// layer `ledger`), so a named session fails closed on it as on any drift
+/// rather than sending text no descriptor vouches for. What `exec` decides
+/// on and what `vak session diff` shows.
+pub fn session_drift(
+    contract: &vak_session::FrozenContract,
+    current: &ResolvedPrompt,
+) -> vak_prompt_drift::DriftReport {
+    let mut drift = vak_prompt_drift::diff(&contract.prompt_layers, &current.descriptors);
+    if drift.is_drifted()
+        || drift.unknown_baseline
+        || contract.prefix.is_empty()
+        || contract.prefix == current.prefix
+    {
+        return drift;
+    }
+    drift.changes.push(vak_session::LayerChange {
+        block: PREFIX_BLOCK.to_owned(),
+        layer: PREFIX_LAYER.to_owned(),
+        occurrence: 0,
+        kind: vak_session::ChangeKind::Changed,
+        frozen_digest: Some(vak_prompt_blocks::sha256_hex(&contract.prefix)),
+        current_digest: Some(vak_prompt_blocks::sha256_hex(&current.prefix)),
+        source: Some(
+            "the ledger's frozen prefix is not what its layers render now, though no layer changed"
+                .to_owned(),
+        ),
+    });
+    drift
+}
+
+/// The block name [`session_drift`] gives a frozen prefix its layers no
+/// longer render.
+pub const PREFIX_BLOCK: &str = "prefix";
+/// The layer name of that change: the text is the ledger's own.
+pub const PREFIX_LAYER: &str = "ledger";
+
+/// Every change [`session_drift`] finds between a session's frozen
+/// contract and `current`, as text changes: the per-layer diffs of
+/// [`text_changes`], then each text that only moved within its block
+/// ([`TextChangeKind::Reordered`], no diff), then a frozen prefix its
+/// layers no longer render (diffed against the prefix they render now). So
+/// `vak session diff` shows a change whenever `exec` would refuse.
+pub fn session_changes(
+    history: &dyn History,
+    contract: &vak_session::FrozenContract,
+    current: &ResolvedPrompt,
+) -> Vec<TextChange> {
+    let mut out = text_changes(history, &contract.prompt_layers, current);
+    for change in session_drift(contract, current).changes {
+        let reordered = change.kind == vak_session::ChangeKind::Reordered;
+        let prefix = change.block == PREFIX_BLOCK && change.layer == PREFIX_LAYER;
+        if !reordered && !prefix {
+            continue;
+        }
+        let diff = if prefix {
+            Ok(unified_diff(
+                "prefix (frozen in the ledger)",
+                "prefix (its layers rendered now)",
+                &contract.prefix,
+                &current.prefix,
+            ))
+        } else {
+            Ok(String::new())
+        };
+        out.push(TextChange {
+            block: change.block,
+            layer: change.layer.clone(),
+            source: change.source.clone().filter(|_| !prefix),
+            frozen: change.frozen_digest,
+            current: change.current_digest,
+            diff,
+            kind: if prefix {
+                TextChangeKind::Changed
+            } else {
+                TextChangeKind::Reordered
+            },
+            frozen_layer: Some(change.layer),
+            frozen_source: change.source.filter(|_| !prefix),
         });
     }
     out

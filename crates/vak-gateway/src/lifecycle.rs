@@ -251,37 +251,6 @@ pub fn resolve_session(core: &Core) -> Result<vak_core::prompts::ResolvedPrompt,
     }
 }
 
-/// When no layer changed, the frozen prefix the ledger holds must be what
-/// those layers render now: one that is not (the ledger edited by hand, or
-/// a build that renders differently) is reported as a change of the
-/// prefix itself, so a named session fails closed on it as on any drift
-/// rather than sending text no descriptor vouches for.
-fn frozen_prefix_check(
-    contract: &FrozenContract,
-    current: &ResolvedPrompt,
-    drift: &mut DriftReport,
-) {
-    if drift.is_drifted()
-        || drift.unknown_baseline
-        || contract.prefix.is_empty()
-        || contract.prefix == current.prefix
-    {
-        return;
-    }
-    drift.changes.push(LayerChange {
-        block: "prefix".to_owned(),
-        layer: "ledger".to_owned(),
-        occurrence: 0,
-        kind: vak_core::prompts::ChangeKind::Changed,
-        frozen_digest: Some(vak_core::prompts::sha256_hex(&contract.prefix)),
-        current_digest: Some(vak_core::prompts::sha256_hex(&current.prefix)),
-        source: Some(
-            "the ledger's frozen prefix is not what its layers render now, though no layer changed"
-                .to_owned(),
-        ),
-    });
-}
-
 /// `vak exec`: resume session `id` of `home`. Fails closed on drift
 /// ([`Exec::Refused`]) unless `accept_drift`, which runs on the frozen
 /// prefix and records that the drift was accepted. Returns the ledger's
@@ -304,8 +273,7 @@ pub fn exec(
         fallback_project,
     )?)?;
     let current = resolve_session(&core)?;
-    let mut drift = diff(&ledger.contract().prompt_layers, &current.descriptors);
-    frozen_prefix_check(ledger.contract(), &current, &mut drift);
+    let drift = vak_core::history::session_drift(ledger.contract(), &current);
     let decision = decide(ResumePath::NamedSession { accept_drift }, &drift);
     match decision {
         ResumeDecision::Refuse => {
