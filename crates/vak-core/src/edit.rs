@@ -129,8 +129,9 @@ pub enum EditError {
     /// A project-scope save or reset whose file is in the vak home (which
     /// lies inside the project), by its path or through a symlink.
     #[error(
-        "refusing to {action} `{}`: it is in the vak home `{}`, which lies inside this project, and a project-scope change never touches the home's files; nothing was changed. Save to the shared scope (`--scope shared`, the API's `scope=shared`), or name a directory outside the home",
+        "refusing to {action} `{}`: it {} the vak home `{}`, which lies inside this project, and a project-scope change never touches the home's files; nothing was changed. Save to the shared scope (`--scope shared`, the API's `scope=shared`), or name a directory outside the home",
         Escaped(.path.as_str()),
+        .leads_to.as_ref().map_or_else(|| "is in".to_owned(), |to| format!("leads through a symlink (to `{}`) into", Escaped(to.as_str()))),
         Escaped(.home.as_str())
     )]
     IntoHome {
@@ -140,6 +141,9 @@ pub enum EditError {
         path: Utf8PathBuf,
         /// The vak home.
         home: Utf8PathBuf,
+        /// Where the path really leads, when a symlink takes it into the
+        /// home (`None`: the path itself is in the home).
+        leads_to: Option<Utf8PathBuf>,
     },
     /// The file to be replaced or removed holds what the history cannot
     /// keep (not UTF-8, over the size limit), so the change would lose it
@@ -1057,6 +1061,9 @@ impl Core {
                 action,
                 path: path.to_owned(),
                 home: selectors.home.clone(),
+                leads_to: (!path.starts_with(&selectors.home) && !path.starts_with(&home))
+                    .then(|| Utf8PathBuf::from_path_buf(real).ok())
+                    .flatten(),
             }),
             _ => Ok(()),
         }
