@@ -273,7 +273,7 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     env.allow("helpdesk", &["43".to_owned()]);
     let claim = Claim {
         key: "v1=abc",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
@@ -333,13 +333,33 @@ fn import_moves_a_file_store_and_verifies_it() {
     ))
     .unwrap();
     let named = vak_gateway::new_session(&*files, &core, None).unwrap();
+    // A signed request from 100 s ago: its marker carries that time, and
+    // the database gets the same, so it forgets the signature when the
+    // request's window has closed, not 100 s later.
+    let claimed = crate::common::now() - 100;
+    let claim = Claim {
+        key: "v1=signed-before-the-move",
+        at: claimed,
+        window_secs: 300,
+    };
+    deliver_signed(&env, &*files, "42", "signed", &claim).unwrap();
 
     let target = crate::common::scratch_database(&url);
     let imported = vak_gateway::import_file(&env.home, &target).unwrap();
     assert_eq!(imported.sessions, 3);
-    assert_eq!(imported.records, 3);
+    assert_eq!(imported.records, 4);
     assert_eq!(imported.events, 1);
     assert_eq!(imported.bindings, 1);
+    assert_eq!(imported.replay_markers, 1);
+    let mut db = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+    let at: i64 = db
+        .query_one(
+            "SELECT at FROM vak_replay WHERE key = $1",
+            &[&claim.digest()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(at, claimed, "the marker's time is carried over");
     let again = vak_gateway::import_file(&env.home, &target).unwrap();
     assert_eq!(
         (again.sessions, again.already_there, again.events),
@@ -371,7 +391,7 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     let marker = |claim: &Claim<'_>| env.home.join(".vak/gateway/replay").join(claim.digest());
     let first_claim = Claim {
         key: "v1=created",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let next_claim = Claim {
@@ -441,7 +461,7 @@ fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
     let store = env.store();
     let claim = Claim {
         key: "v1=first",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let (created, _) = session_left_by_a_crash(&env, &*store);
@@ -479,7 +499,7 @@ fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
     env.edit_prompt("Changed, then the process died after the turn.");
     let claim = Claim {
         key: "v1=rotating",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let orphan = rotation_left_by_a_crash(&env, &*store, &first.session);
@@ -549,7 +569,7 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
         let key = format!("v1={signed}");
         let claim = Claim {
             key: &key,
-            at: 1_000,
+            at: crate::common::now(),
             window_secs: 300,
         };
         let selectors = env.selectors("helpdesk", chat);
@@ -588,7 +608,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     let store = env.store();
     let claim = Claim {
         key: "v1=killed",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let marker = env.home.join(".vak/gateway/replay").join(claim.digest());
