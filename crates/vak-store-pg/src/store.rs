@@ -189,9 +189,11 @@ impl PgStore {
                     )))
                 }
             }
-            Some(v) if v > latest => Err(store.fail(format!(
-                "its schema is version {v}, newer than this build's {latest}; upgrade vak"
-            ))),
+            Some(found) if found > latest => Err(SessionError::SchemaTooNew {
+                store: store.described.clone(),
+                found,
+                known: latest,
+            }),
             Some(v) => Err(store.fail(format!(
                 "its schema is version {v}, older than this build's {latest}; run `vak store migrate --store URL`"
             ))),
@@ -205,8 +207,22 @@ impl PgStore {
     /// that names `vak_lock=` records that mode as the database's, for every
     /// node (run with every node stopped: one still locking the old way
     /// would not exclude the others).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::SchemaTooNew`] (nothing written) when a newer build
+    /// migrated the database past this one's migrations.
     pub fn migrate(&self) -> Result<Vec<i32>, SessionError> {
-        let applied = self.pool.with(migrate::apply).map_err(|e| self.err(&e))?;
+        let applied = match self.pool.with(migrate::apply).map_err(|e| self.err(&e))? {
+            migrate::Applied::Versions(applied) => applied,
+            migrate::Applied::Newer(found) => {
+                return Err(SessionError::SchemaTooNew {
+                    store: self.described.clone(),
+                    found,
+                    known: migrate::latest(),
+                });
+            }
+        };
         if self.lock_named {
             let mode = self.lock.as_str();
             self.pool

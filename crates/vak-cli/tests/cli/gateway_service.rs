@@ -550,3 +550,64 @@ fn answer_session(env: &Env, db: &str) -> String {
     assert_eq!(sessions.len(), 1, "{list}");
     sessions[0]["session_id"].as_str().expect("id").to_owned()
 }
+
+/// A database a newer vak migrated (its schema past this build's newest
+/// migration) is refused by `store migrate` and `store import`: exit 1,
+/// the versions named, nothing written — not even this build's missing
+/// migration.
+#[test]
+fn store_migrate_and_import_refuse_a_schema_newer_than_this_build() {
+    use crate::history_store::psql;
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "newer");
+    let env = Env::fixture("myproj");
+    env.trust();
+    env.ok(&["store", "migrate", "--store", &db]);
+    let known: i32 = psql(&db, "SELECT max(version) FROM vak_schema_migrations")
+        .parse()
+        .unwrap();
+    // A newer build's migration, and one of ours it lacks: a migrate that
+    // went ahead would apply ours.
+    psql(
+        &db,
+        &format!(
+            "INSERT INTO vak_schema_migrations (version, name) VALUES (99, 'future'); DELETE FROM vak_schema_migrations WHERE version = {known}; DROP TABLE vak_settings"
+        ),
+    );
+    let before = psql(
+        &db,
+        "SELECT string_agg(version::text, ',' ORDER BY version) FROM vak_schema_migrations",
+    );
+    env.ok(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "hello",
+    ]);
+    for args in [
+        &["store", "migrate", "--store", &db][..],
+        &["store", "import", "--from", "file", "--store", &db][..],
+    ] {
+        let out = env.vak(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("version 99") && said.contains(&format!("version {known}")),
+            "{args:?}: {said}"
+        );
+        assert!(said.contains("nothing was changed"), "{said}");
+        assert_eq!(
+            psql(
+                &db,
+                "SELECT string_agg(version::text, ',' ORDER BY version) FROM vak_schema_migrations"
+            ),
+            before,
+            "{args:?} applied nothing"
+        );
+        assert_eq!(psql(&db, "SELECT count(*) FROM vak_sessions"), "0");
+        assert_eq!(
+            psql(&db, "SELECT to_regclass('vak_settings') IS NULL"),
+            "t",
+            "{args:?} created nothing"
+        );
+    }
+}
