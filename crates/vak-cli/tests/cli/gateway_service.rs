@@ -611,3 +611,57 @@ fn store_migrate_and_import_refuse_a_schema_newer_than_this_build() {
         );
     }
 }
+
+/// Send `raw` (a request hyper refuses before the router sees it) on its
+/// own connection; the status line and the JSON body of the answer.
+fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = stream.write_all(raw);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {answer:?}"));
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{answer:?}"
+    );
+    (
+        status,
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {answer:?}")),
+    )
+}
+
+/// What hyper answers on its own — a head over 64 KiB (431), a request that
+/// is not HTTP (400) — is JSON like every other refusal of the service.
+#[test]
+fn a_head_too_large_or_malformed_is_answered_in_json() {
+    let env = Env::fixture("myproj");
+    let served = serve(&env, &[]);
+    let addr = &served.addr;
+    let big = format!(
+        "POST {} HTTP/1.1\r\nHost: {addr}\r\nX-Padding: {}\r\n\r\n",
+        messages("helpdesk", "42"),
+        "a".repeat(70 * 1024)
+    );
+    let (status, answer) = raw_exchange(addr, big.as_bytes());
+    assert!(status.starts_with("HTTP/1.1 431"), "{status}");
+    assert_eq!(answer["status"], 431, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("64 KiB"),
+        "{answer}"
+    );
+
+    let (status, answer) = raw_exchange(addr, b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n");
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+    assert_eq!(answer["status"], 400, "{answer}");
+    assert!(answer["error"].is_string(), "{answer}");
+    // The service still answers afterwards.
+    assert_eq!(get(addr, "/healthz").0, 200);
+}
