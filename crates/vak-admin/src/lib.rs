@@ -41,5 +41,8 @@ mod server;
 mod token;
 
 pub use error::AdminError;
-pub use server::{Limits, MAX_BODY_BYTES, ServeConfig, Server, serve_router, stop_signal};
+pub use server::{
+    HeadRefusal, Limits, MAX_BODY_BYTES, ServeConfig, Server, serve_router, serve_router_with,
+    stop_signal,
+};
 pub use token::{AdminToken, TokenSource, token_path};

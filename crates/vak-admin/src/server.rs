@@ -248,6 +248,26 @@ pub async fn serve_router(
     label: &'static str,
     stop: impl Future<Output = ()>,
 ) -> Result<(), AdminError> {
+    serve_router_with(listener, app, limits, label, stop, None).await
+}
+
+/// The JSON body a server sends with a refusal hyper makes on its own,
+/// before the router sees the request: 400 (not a valid HTTP/1.1 request),
+/// 414 (a URI over hyper's bound) or 431 (a head over 64 KiB).
+pub type HeadRefusal = fn(axum::http::StatusCode) -> String;
+
+/// [`serve_router`], answering the requests hyper refuses before the
+/// router sees them (400, 414, 431) with `head_refusal`'s JSON body (as
+/// `application/json`) instead of hyper's empty one, so a client gets the
+/// same shape of error as from the router; `None` keeps hyper's.
+pub async fn serve_router_with(
+    listener: std::net::TcpListener,
+    app: Router,
+    limits: Limits,
+    label: &'static str,
+    stop: impl Future<Output = ()>,
+    head_refusal: Option<HeadRefusal>,
+) -> Result<(), AdminError> {
     let listener = tokio::net::TcpListener::from_std(listener).map_err(AdminError::Serve)?;
     let service = TowerToHyperService::new(app);
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -316,6 +336,8 @@ pub async fn serve_router(
         let io = TokioIo::new(Tracked {
             inner: stream,
             activity: activity.clone(),
+            head_refusal,
+            pending: Vec::new(),
         });
         let conn = conns.add();
         let staged = Staged {
@@ -635,10 +657,81 @@ impl Activity {
     }
 }
 
-/// A stream that records every read or write that moved bytes.
+/// A stream that records every read or write that moved bytes, and that
+/// gives hyper's own refusals a body when the server has a
+/// [`HeadRefusal`].
 struct Tracked<S> {
     inner: S,
     activity: Activity,
+    head_refusal: Option<HeadRefusal>,
+    /// The rest of a rewritten refusal, reported to hyper as written and
+    /// still to be sent, before anything else.
+    pending: Vec<u8>,
+}
+
+/// The statuses hyper answers on its own when it cannot parse a request.
+const HEAD_REFUSALS: [u16; 3] = [400, 414, 431];
+
+/// The status of `bytes` when they are exactly one of hyper's own refusals
+/// of a request it could not parse: a head alone (no body) with status 400,
+/// 414 or 431 and `content-length: 0`. The router never sends such a
+/// response when the server has a [`HeadRefusal`] (its refusals carry a
+/// JSON body), so nothing it answers is mistaken for one.
+fn automatic_refusal(bytes: &[u8]) -> Option<u16> {
+    let head = std::str::from_utf8(bytes).ok()?;
+    let fields = head.strip_suffix("\r\n\r\n")?;
+    if fields.contains("\r\n\r\n") {
+        return None;
+    }
+    let mut lines = fields.split("\r\n");
+    let status: u16 = lines
+        .next()?
+        .strip_prefix("HTTP/1.1 ")?
+        .get(..3)?
+        .parse()
+        .ok()?;
+    let empty = lines
+        .clone()
+        .any(|line| line.eq_ignore_ascii_case("content-length: 0"));
+    (HEAD_REFUSALS.contains(&status) && empty).then_some(status)
+}
+
+/// hyper's refusal `head` (see [`automatic_refusal`]) with `body` as its
+/// JSON body: the status line and every field but the length kept, the
+/// type and length of the body added.
+fn with_body(head: &str, body: &str) -> Vec<u8> {
+    let mut out = String::with_capacity(head.len() + body.len() + 64);
+    for line in head.trim_end_matches("\r\n").split("\r\n") {
+        if line.to_ascii_lowercase().starts_with("content-length:") {
+            continue;
+        }
+        out.push_str(line);
+        out.push_str("\r\n");
+    }
+    out.push_str("content-type: application/json\r\n");
+    out.push_str(&format!("content-length: {}\r\n\r\n", body.len()));
+    out.push_str(body);
+    out.into_bytes()
+}
+
+impl<S: AsyncWrite + Unpin> Tracked<S> {
+    /// Send what is left of a rewritten refusal.
+    fn poll_pending(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.pending.is_empty() {
+            match Pin::new(&mut self.inner).poll_write(cx, &self.pending) {
+                Poll::Ready(Ok(0)) => {
+                    return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+                }
+                Poll::Ready(Ok(n)) => {
+                    self.activity.touch();
+                    self.pending.drain(..n);
+                }
+                Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
@@ -662,6 +755,20 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_pending(cx))?;
+        // With writes not vectored (below), hyper hands over a whole
+        // response in one buffer: its own refusal is recognised entire.
+        if let Some(render) = self.head_refusal
+            && let Some(code) = automatic_refusal(buf)
+            && let Ok(status) = axum::http::StatusCode::from_u16(code)
+        {
+            let head = String::from_utf8_lossy(buf);
+            self.pending = with_body(&head, &render(status));
+            // Taken whole: what is left goes out before anything else,
+            // and at the latest when hyper flushes.
+            let _ = self.poll_pending(cx)?;
+            return Poll::Ready(Ok(buf.len()));
+        }
         let result = Pin::new(&mut self.inner).poll_write(cx, buf);
         if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
             self.activity.touch();
@@ -674,6 +781,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_pending(cx))?;
         let result = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
         if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
             self.activity.touch();
@@ -682,14 +790,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        // Not when refusals are rewritten: hyper then flattens each
+        // response into one buffer, so a refusal is seen whole.
+        self.head_refusal.is_none() && self.inner.is_write_vectored()
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_pending(cx))?;
         Pin::new(&mut self.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        std::task::ready!(self.poll_pending(cx))?;
         Pin::new(&mut self.inner).poll_shutdown(cx)
     }
 }
@@ -1033,6 +1145,33 @@ mod tests {
         a.stage.store(WAITING, Ordering::Relaxed);
         assert!(conns.shed_one());
         assert!(a.closing.load(Ordering::Relaxed));
+    }
+
+    #[test]
+    fn only_hyper_s_own_refusals_get_a_body() {
+        let date = "date: Fri, 04 Dec 2026 11:48:15 GMT";
+        for code in [400, 414, 431] {
+            let head = format!(
+                "HTTP/1.1 {code} Whatever\r\nconnection: close\r\ncontent-length: 0\r\n{date}\r\n\r\n"
+            );
+            assert_eq!(automatic_refusal(head.as_bytes()), Some(code), "{head}");
+            let rewritten = String::from_utf8(with_body(&head, r#"{"status":1}"#)).expect("utf8");
+            assert_eq!(
+                rewritten,
+                format!(
+                    "HTTP/1.1 {code} Whatever\r\nconnection: close\r\n{date}\r\ncontent-type: application/json\r\ncontent-length: 12\r\n\r\n{{\"status\":1}}"
+                )
+            );
+        }
+        for other in [
+            // Another status, a response with a body, part of a head.
+            "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n",
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: 2\r\n\r\n{}",
+            "HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-length: 0\r\n",
+            "HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\nHTTP/1.1 400 Bad Request\r\n\r\n",
+        ] {
+            assert_eq!(automatic_refusal(other.as_bytes()), None, "{other}");
+        }
     }
 
     #[test]

@@ -654,7 +654,9 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Failed(format!("cannot start the gateway's runtime: {e}")))?;
     let served = runtime.block_on(async move {
         let stop = vak_admin::stop_signal().map_err(vak_admin::AdminError::Serve)?;
-        vak_admin::serve_router(listener, router, limits, "gateway", stop).await
+        // hyper's own refusals (400, 414, 431) in the service's JSON too.
+        let refusal: vak_admin::HeadRefusal = vak_gateway::head_refusal;
+        vak_admin::serve_router_with(listener, router, limits, "gateway", stop, Some(refusal)).await
     });
     drop(runtime);
     drop(outlives_runtime);

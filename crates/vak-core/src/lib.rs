@@ -52,8 +52,8 @@ pub mod prompts {
     pub use vak_prompt_loader::{
         ABSENT_DIGEST, Contribution, DEFAULT_INTEROP, Discovered, LayerDirs, LoadRequest,
         LoadedChain, LoaderError, MAX_FILE_BYTES, RootKind, SaveError, SaveOutcome, Skipped,
-        create_dirs, current_digest, directory_layers, discover_project, load_chain,
-        nested_repository, prompt_dir, read_safely, remove_checked, save_atomic,
+        create_dirs, create_parent_confined, current_digest, directory_layers, discover_project,
+        load_chain, nested_repository, prompt_dir, read_safely, remove_checked, save_atomic,
     };
     pub use vak_prompt_loader::{
         GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,

@@ -26,7 +26,7 @@ pub use secret::{
     REPLAY_WINDOW_SECS, SignatureRefusal, Verified, bot_secret, ensure_bot_secret, ensure_secret,
     hex, read_secret, secret_path, sign, sign_v2, verify,
 };
-pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig};
+pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig, head_refusal};
 pub use store::{
     Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
     on_chosen_store, open_store,

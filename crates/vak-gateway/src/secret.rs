@@ -11,7 +11,7 @@ use std::io::Write as _;
 use camino::{Utf8Path, Utf8PathBuf};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use vak_core::prompts::{Name, Store, read_safely};
+use vak_core::prompts::{Escaped, Name, SaveError, Store, read_safely};
 
 use crate::LifecycleError;
 
@@ -115,6 +115,12 @@ fn fresh_secret() -> Result<String, String> {
 /// from the OS's random source, a new file of mode 0600 that is never
 /// opened through an existing name) if absent. Returns it and whether it
 /// was created now.
+///
+/// # Errors
+///
+/// [`LifecycleError::Secret`] naming the secret's path when it cannot be
+/// read or made, including when a directory on the way to it is a symlink
+/// leading out of the home (nothing is created there).
 pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), LifecycleError> {
     if let Some(secret) = read_secret(home, bot)? {
         return Ok((secret, false));
@@ -124,34 +130,40 @@ pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), Life
         path: path.clone(),
         reason,
     };
-    if let Some(dir) = path.parent() {
-        vak_core::prompts::create_dirs(dir)
-            .map_err(|e| fail(format!("could not create its directory: {e}")))?;
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt as _;
-            let _ = std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700));
-        }
+    // Checked before anything is created, and then opened as a handle the
+    // file is created through: a `.vak`, `gateway` or `secrets` that is a
+    // symlink leading out of the home gets nothing made where it leads.
+    let dir = vak_core::prompts::create_parent_confined(&path, home).map_err(|error| match error {
+        SaveError::OutsideRoot { leads_to, .. } => fail(format!(
+            "was not created: its directory leads outside the home `{}`{} through a symlinked directory, and vak never creates a secret through one; nothing was created (replace the symlink with a real directory)",
+            Escaped(home.as_str()),
+            leads_to
+                .map(|to| format!(" (to `{}`)", Escaped(to.as_str())))
+                .unwrap_or_default()
+        )),
+        other => fail(format!("could not create its directory: {other}")),
+    })?;
+    // Through the handle (fchmod), never by path, which follows links.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let _ = dir
+            .as_file()
+            .and_then(|handle| handle.set_permissions(std::fs::Permissions::from_mode(0o700)));
     }
     // The directories exist now: check them through the confined reader
-    // before writing, so a `gateway` or `secrets` that leads outside the
-    // home gets no secret written into it.
+    // before writing, as every verification reads the secret.
     if let Some(secret) = read_secret(home, bot)? {
         return Ok((secret, false));
     }
     let secret = fresh_secret().map_err(fail)?;
-    let mut options = std::fs::OpenOptions::new();
-    // create_new is O_CREAT|O_EXCL: it never follows or reuses a name.
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt as _;
-        options.mode(0o600);
-    }
-    match options.open(&path) {
+    // O_CREAT|O_EXCL|O_NOFOLLOW relative to the checked directory: never
+    // follows or reuses a name.
+    match dir.create_new(bot.as_str(), 0o600) {
         Ok(mut file) => {
             file.write_all(format!("{secret}\n").as_bytes())
                 .and_then(|()| file.sync_all())
+                .and_then(|()| dir.as_file()?.sync_all())
                 .map_err(|e| fail(format!("could not write it: {e}")))?;
         }
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
@@ -449,6 +461,33 @@ mod tests {
         assert_eq!(
             sign(SECRET, "1700000000", br#"{"text":"hi"}"#),
             "v1=ca67de5867a1efa6098256cfb754ea3ba95a479762af7ce78001a99e8f921ea7"
+        );
+    }
+
+    /// A home whose `gateway` directory is a symlink leading out of it gets
+    /// no `secrets` directory (nor secret) made through the link: refused,
+    /// naming the secret's path, with nothing created where it leads.
+    #[test]
+    #[cfg(unix)]
+    fn no_secret_directory_is_created_through_a_symlinked_gateway_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8Path::from_path(dir.path()).expect("utf8");
+        let outside = tempfile::tempdir().expect("outside");
+        std::fs::create_dir_all(home.join(".vak")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), home.join(".vak/gateway")).expect("symlink");
+        let bot = Name::new(vak_core::prompts::NameKind::Bot, "helpdesk").expect("name");
+        let refused = ensure_secret(home, &bot).expect_err("refused").to_string();
+        assert!(
+            refused.contains(secret_path(home, &bot).as_str()),
+            "names the path: {refused}"
+        );
+        assert!(refused.contains("outside"), "says why: {refused}");
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("list")
+                .next()
+                .is_none(),
+            "nothing was created through the link"
         );
     }
 

@@ -6,9 +6,10 @@
 //! answers. Every refusal is a JSON `{"error": …, "status": …}` and writes
 //! nothing. Deliveries run on blocking threads (the store is synchronous).
 //! [`Service::into_parts`] hands the listener and router to an accept loop
-//! (`vak gateway serve` uses `vak_admin::serve_router`: connection cap,
+//! (`vak gateway serve` uses `vak_admin::serve_router_with`: connection cap,
 //! header and idle timeouts, and on SIGTERM or Ctrl-C it stops accepting and
-//! lets deliveries in flight finish).
+//! lets deliveries in flight finish; what hyper refuses before the router —
+//! 400, 414, 431 — gets [`head_refusal`]'s JSON body).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -134,6 +135,20 @@ fn router(state: Arc<Shared>) -> Router {
             )
         })
         .with_state(state)
+}
+
+/// The JSON body of a refusal hyper makes before the router sees the
+/// request (see `vak_admin::serve_router_with`), the same
+/// `{"error": …, "status": …}` as every other refusal of the service.
+pub fn head_refusal(status: StatusCode) -> String {
+    let message = match status.as_u16() {
+        431 => "the request's head (request line and headers) is over 64 KiB; send smaller headers",
+        414 => {
+            "the request's URI is too long; deliveries go to POST /v1/bots/{bot}/chats/{chat}/messages"
+        }
+        _ => "the request is not valid HTTP/1.1 (its request line or a header does not parse)",
+    };
+    json!({"error": message, "status": status.as_u16()}).to_string()
 }
 
 fn refusal(status: StatusCode, message: &str) -> Response {

@@ -13,7 +13,7 @@ use sha2::{Digest, Sha256};
 use vak_core::Core;
 use vak_core::history::History;
 use vak_core::prompts::{FileStore, Ledger, Record, SessionError, Store, read_safely};
-use vak_store_pg::PgStore;
+use vak_store_pg::{EventsImported, PgStore};
 
 use crate::LifecycleError;
 
@@ -219,22 +219,27 @@ pub fn ledger_digest(ledger: &Ledger) -> Result<String, SessionError> {
 pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleError> {
     let files = FileStore::new(home);
     let target = PgStore::connect(url)?;
+    // One import at a time into a database, from migration to the last
+    // check: two at once would each see the other's half-done copy.
+    let _only_import = target.lock_import()?;
     target.migrate()?;
     let mut report = Imported::default();
+    let foreign = |present: usize, copied: &str| LifecycleError::ImportMismatch {
+        what: format!(
+            "the database holds {present} audit events that are not the file store's oldest ones (it has a history of its own, such as a gateway delivering to it); {copied}: import into an empty database, or into the one an earlier import filled before any node used it"
+        ),
+    };
     // Checked before anything is copied: the database's audit events must
     // be the file log's first ones (none, or those an earlier import
     // copied). Any other is a history of its own, and nothing of this one
-    // goes in beside it.
-    let events = files.audit_newest(usize::MAX)?.events;
+    // goes in beside it. Checked again, with the copy, in one transaction
+    // below: a node may deliver in between.
+    let mut events = files.audit_newest(usize::MAX)?.events;
+    events.reverse();
     let present = target.audit_newest(usize::MAX)?.events;
-    let (to_copy, already) = events.split_at(events.len().saturating_sub(present.len()));
-    if present.len() > events.len() || already != present.as_slice() {
-        return Err(LifecycleError::ImportMismatch {
-            what: format!(
-                "the database holds {} audit events that are not the file store's oldest ones (it has a history of its own, such as a gateway delivering to it); nothing was copied: import into an empty database, or into the one an earlier import filled before any node used it",
-                present.len()
-            ),
-        });
+    let oldest = events.get(..present.len());
+    if !oldest.is_some_and(|oldest| present.iter().rev().eq(oldest)) {
+        return Err(foreign(present.len(), "nothing was copied"));
     }
     let (ids, total) = files.list_newest(usize::MAX)?;
     for id in ids.iter().rev() {
@@ -261,18 +266,22 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             ),
         });
     }
-    // Newest first: the ones the database lacks are the newest, copied
-    // oldest first after those it holds.
-    for event in to_copy.iter().rev() {
-        target.import_event(event)?;
-        report.events += 1;
-    }
-    let copied = target.audit_newest(usize::MAX)?;
-    if copied.events != events {
-        return Err(LifecycleError::ImportMismatch {
-            what: "the audit events differ between the two stores".to_owned(),
-        });
-    }
+    // The ones the database lacks are the newest, appended after those it
+    // holds, checked and read back in one transaction.
+    report.events = match target.import_events(&events)? {
+        EventsImported::Appended(count) => count,
+        EventsImported::Foreign { present } => {
+            return Err(foreign(
+                present,
+                "no audit event was copied (the sessions before them were)",
+            ));
+        }
+        EventsImported::Differs => {
+            return Err(LifecycleError::ImportMismatch {
+                what: "the audit events differ between the two stores; none was copied".to_owned(),
+            });
+        }
+    };
     let home_side = vak_core::home::import_home(
         home,
         &target,

@@ -36,6 +36,6 @@ pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
 pub use watch::{InputWatch, MAX_WATCHES};
 pub use write::{
-    ABSENT_DIGEST, DIR_MODE, SaveError, SaveOutcome, create_dirs, create_temp, current_digest,
-    current_version, remove_checked, save_atomic,
+    ABSENT_DIGEST, DIR_MODE, SaveError, SaveOutcome, create_dirs, create_parent_confined,
+    create_temp, current_digest, current_version, remove_checked, save_atomic,
 };

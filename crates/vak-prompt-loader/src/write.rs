@@ -311,10 +311,25 @@ pub fn create_dirs(dir: impl AsRef<std::path::Path>) -> io::Result<()> {
         .create(dir)
 }
 
-/// Make sure `dir` exists and resolves inside `root`, checking before
-/// creating anything so a symlinked `.vak` cannot make us create
-/// directories elsewhere; then open it, confined.
-fn prepare_dir(path: &Utf8Path, dir: &Utf8Path, root: &Utf8Path) -> Result<ConfinedDir, SaveError> {
+/// Make sure the directory of `path` exists and resolves inside `root`,
+/// checking before creating anything so a symlinked `.vak` (or any
+/// directory on the way) that leads elsewhere cannot make us create
+/// directories there; then open it, confined, for the file to be created
+/// relative to the handle. The one way vak makes the directory of a file it
+/// writes under a root (layer files, the gateway's signing secrets).
+///
+/// # Errors
+///
+/// [`SaveError::OutsideRoot`] naming `path` (nothing created) when the
+/// directory leads outside `root`; [`SaveError::Io`] when it cannot be
+/// created or opened.
+pub fn create_parent_confined(path: &Utf8Path, root: &Utf8Path) -> Result<ConfinedDir, SaveError> {
+    let dir = path.parent().ok_or_else(|| SaveError::OutsideRoot {
+        action: "write",
+        path: path.to_owned(),
+        root: root.to_owned(),
+        leads_to: None,
+    })?;
     // A first save on a fresh machine creates `$VAK_HOME` itself.
     create_dirs(root).map_err(io_err("create the layer root", root))?;
     let confined = ConfinedRoot::new(root)
@@ -412,14 +427,8 @@ pub fn save_atomic(
             bytes: text.len(),
         });
     }
-    let dir = path.parent().ok_or_else(|| SaveError::OutsideRoot {
-        action: "write",
-        path: path.to_owned(),
-        root: root.to_owned(),
-        leads_to: None,
-    })?;
     let name = path.file_name().unwrap_or_default();
-    let opened = prepare_dir(path, dir, root)?;
+    let opened = create_parent_confined(path, root)?;
     let lock = lock_dir(&opened)?;
     let previous = digest_in(&opened, name, path, Some(MAX_FILE_BYTES))?;
     check_digest(path, if_digest, previous.as_deref())?;
@@ -440,7 +449,8 @@ pub fn save_atomic(
         return Err(error);
     }
     // The rename is only durable once the directory entry is.
-    lock.sync_all().map_err(io_err("sync the directory", dir))?;
+    lock.sync_all()
+        .map_err(io_err("sync the directory", opened.path()))?;
     drop(lock);
     let digest = sha256_hex(text);
     tracing::info!(path = %Escaped(path.as_str()), %digest, "prompt layer file saved");

@@ -96,6 +96,20 @@ pub enum SessionError {
         /// What failed, as one sentence.
         reason: String,
     },
+    /// A database's schema is newer than any this build ships: a newer vak
+    /// migrated it, and this one would write rows that build does not
+    /// expect. Refused before anything is written.
+    #[error(
+        "{store}: its schema is version {found}, newer than version {known}, the newest this build of vak knows; nothing was changed, so use a vak at least as new as the one that migrated it"
+    )]
+    SchemaTooNew {
+        /// The store, as `Store::describe` names it.
+        store: String,
+        /// The newest migration the database has applied.
+        found: i32,
+        /// The newest migration this build ships.
+        known: i32,
+    },
     /// A delivery plan asked to continue a chat that has no live session:
     /// a bug in the caller, refused before anything is written.
     #[error(

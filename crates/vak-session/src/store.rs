@@ -268,12 +268,15 @@ impl FileStore {
 /// Claims made by this process, to prune markers now and then.
 static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
-/// Remove replay markers modified more than twice `window_secs` before `at`.
-fn prune(dir: &Utf8Path, at: i64, window_secs: i64) {
-    let Some(cutoff) = u64::try_from(at - 2 * window_secs)
-        .ok()
-        .map(|s| std::time::UNIX_EPOCH + std::time::Duration::from_secs(s))
-    else {
+/// Remove replay markers (and their lock files) last modified more than
+/// twice `window_secs` before now. The cut-off comes from this machine's
+/// clock, never from a request: a request's timestamp is the sender's
+/// claim, and one dated far ahead (by a skewed clock or a sender with the
+/// secret) would otherwise make every marker look old and be pruned while
+/// its request can still be replayed.
+fn prune(dir: &Utf8Path, window_secs: i64) {
+    let margin = std::time::Duration::from_secs(u64::try_from(2 * window_secs).unwrap_or(0));
+    let Some(cutoff) = std::time::SystemTime::now().checked_sub(margin) else {
         return;
     };
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -290,6 +293,19 @@ fn prune(dir: &Utf8Path, at: i64, window_secs: i64) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// The time a marker of a request claiming `at` is stamped with (its
+/// mtime): the request's time, so the marker ages with the request it
+/// refuses (and `vak store import` carries that time over), but never
+/// later than now, so a request dated ahead cannot keep its marker past
+/// the time its own window closes.
+fn marker_time(at: i64) -> std::time::SystemTime {
+    let now = std::time::SystemTime::now();
+    u64::try_from(at)
+        .ok()
+        .and_then(|secs| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs)))
+        .map_or(now, |claimed| claimed.min(now))
 }
 
 impl FileStore {
@@ -501,7 +517,7 @@ impl Store for FileStore {
 
 impl FileStore {
     /// Every replay marker, as the digest of the signature it takes and
-    /// when it was written (Unix seconds): what `vak store import` carries
+    /// the time of the request it refuses (Unix seconds, at most now): what `vak store import` carries
     /// into PostgreSQL, so a request this store delivered is refused there
     /// too within its window. Only regular files named by a digest count.
     ///
@@ -528,9 +544,13 @@ impl FileStore {
             if !is_digest || !meta.is_file() {
                 continue;
             }
+            // A marker's mtime is its request's time (see `marker_time`);
+            // one dated ahead (set by hand, or a clock stepped back since)
+            // is taken as now, so it is not kept in the database for ever.
             let at = meta
                 .modified()
                 .ok()
+                .map(|m| m.min(std::time::SystemTime::now()))
                 .and_then(|m| m.duration_since(std::time::UNIX_EPOCH).ok())
                 .and_then(|d| i64::try_from(d.as_secs()).ok())
                 .unwrap_or(0);
@@ -555,6 +575,8 @@ struct ReplayHold {
     chat_key: String,
     /// Whether the marker is there already (for this chat).
     marked: bool,
+    /// What the marker's mtime is set to ([`marker_time`]).
+    stamp: std::time::SystemTime,
 }
 
 /// The most a marker holds: `<bot>/<chat>` and a newline.
@@ -608,6 +630,7 @@ impl FileStore {
             marker,
             chat_key,
             marked,
+            stamp: marker_time(claim.at),
         })
     }
 }
@@ -627,6 +650,9 @@ impl ReplayHold {
             Ok(Some(mut file)) => {
                 file.write_all(format!("{}\n", self.chat_key).as_bytes())
                     .map_err(|e| SessionError::io("write", self.marker.clone(), e))?;
+                // Pruning goes by mtime, and so does `vak store import`.
+                file.set_modified(self.stamp)
+                    .map_err(|e| SessionError::io("set the time of", self.marker.clone(), e))?;
                 file.sync_all()
                     .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?;
             }
@@ -648,7 +674,7 @@ impl ReplayHold {
         {
             // Old lock files go too: their requests are refused as stale
             // before any delivery, so nobody waits on them.
-            prune(&self.dir, claim.at, claim.window_secs);
+            prune(&self.dir, claim.window_secs);
         }
     }
 }
@@ -656,6 +682,80 @@ impl ReplayHold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn unix(time: std::time::SystemTime) -> i64 {
+        time.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+    }
+
+    /// A marker is stamped with its request's time (at most now), and old
+    /// markers are pruned by this machine's clock: a request dated far
+    /// ahead prunes nothing its own clock would keep, and a stale marker
+    /// goes whatever the request says.
+    #[test]
+    fn markers_carry_the_request_time_and_are_pruned_by_the_clock() {
+        use vak_prompt_blocks::NameKind;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8Path::from_path(dir.path()).expect("utf8");
+        let store = FileStore::new(home);
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let replay = home.join(".vak/gateway/replay");
+        let deliver = |key: &str, at: i64| {
+            let claim = Claim {
+                key,
+                at,
+                window_secs: 300,
+            };
+            store
+                .deliver_at(&bot, &chat, None, Some(&claim), &mut |_| {
+                    Some(ChatPlan::Fresh(Box::new(FreshSession {
+                        meta: SessionMeta::default(),
+                        contract: FrozenContract::default(),
+                        change: None,
+                        turn: Turn::now(key, ""),
+                    })))
+                })
+                .expect("delivered");
+            replay.join(claim.digest())
+        };
+        let mtime = |path: &Utf8Path| {
+            unix(
+                std::fs::metadata(path)
+                    .and_then(|m| m.modified())
+                    .expect("mtime"),
+            )
+        };
+        let now = unix(std::time::SystemTime::now());
+
+        // Not pruned by these two: the counter is past a multiple of 256.
+        CLAIMS.store(1, std::sync::atomic::Ordering::Relaxed);
+        let recent = deliver("v1=recent", now - 100);
+        assert_eq!(mtime(&recent), now - 100, "the request's time");
+        let ahead = deliver("v1=ahead", now + 250);
+        let stamped = mtime(&ahead);
+        assert!(
+            (now..=unix(std::time::SystemTime::now())).contains(&stamped),
+            "a request dated ahead is stamped now, not {stamped}"
+        );
+        let stale = replay.join("0".repeat(64));
+        std::fs::write(&stale, "helpdesk/42\n").expect("stale marker");
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .and_then(|f| {
+                f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(1000))
+            })
+            .expect("age it");
+
+        // This one prunes (the counter is at a multiple of 256), dated far
+        // ahead of the clock.
+        CLAIMS.store(0, std::sync::atomic::Ordering::Relaxed);
+        let forged = deliver("v1=forged", now + 1_000_000);
+        assert!(recent.exists(), "a marker still in its window is kept");
+        assert!(ahead.exists() && forged.exists());
+        assert!(!stale.exists(), "a marker past twice the window is pruned");
+    }
 
     #[test]
     fn a_bound_session_keeps_the_first_and_last_turn_and_the_count() {

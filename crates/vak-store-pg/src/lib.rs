@@ -40,4 +40,4 @@ mod store;
 pub mod testing;
 
 pub use migrate::{MIGRATIONS, Migration};
-pub use store::{DEFAULT_POOL, LockMode, PgStore};
+pub use store::{DEFAULT_POOL, EventsImported, ImportLock, LockMode, PgStore};

@@ -50,8 +50,19 @@ const MIGRATION_LOCK: i64 = 0x0076_616b_5f6d_6967; // "vak_mig"
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS vak_schema_migrations (
     version int PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())";
 
-/// Apply every migration not yet applied; returns the versions applied now.
-pub(crate) fn apply(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+/// What [`apply`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Applied {
+    /// These versions were applied now (none: already current).
+    Versions(Vec<i32>),
+    /// The database's schema is at this version, newer than [`latest`]:
+    /// nothing was applied or written.
+    Newer(i32),
+}
+
+/// Apply every migration not yet applied, unless the database is at a
+/// version newer than this build's.
+pub(crate) fn apply(client: &mut Client) -> Result<Applied, postgres::Error> {
     client.execute("SELECT pg_advisory_lock($1)", &[&MIGRATION_LOCK])?;
     let result = apply_locked(client);
     let unlocked = client.execute("SELECT pg_advisory_unlock($1)", &[&MIGRATION_LOCK]);
@@ -60,7 +71,14 @@ pub(crate) fn apply(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
     Ok(applied)
 }
 
-fn apply_locked(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
+fn apply_locked(client: &mut Client) -> Result<Applied, postgres::Error> {
+    // Before anything is written: a newer build's schema may have moved
+    // on in ways this build's missing migrations (and writes) do not know.
+    if let Some(found) = current(client)?
+        && found > latest()
+    {
+        return Ok(Applied::Newer(found));
+    }
     client.batch_execute(CREATE_TABLE)?;
     let mut applied = Vec::new();
     for migration in MIGRATIONS {
@@ -82,7 +100,7 @@ fn apply_locked(client: &mut Client) -> Result<Vec<i32>, postgres::Error> {
         tx.commit()?;
         applied.push(migration.version);
     }
-    Ok(applied)
+    Ok(Applied::Versions(applied))
 }
 
 /// The newest version applied, or `None` for a database never migrated.

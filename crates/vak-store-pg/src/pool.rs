@@ -67,6 +67,13 @@ impl Pool {
         result
     }
 
+    /// A connection of its own, outside the pool and its count: for a
+    /// session-level lock held across many pooled calls (an import), which
+    /// must not hold one of the connections those calls need.
+    pub(crate) fn connect_alone(&self) -> Result<Client, postgres::Error> {
+        self.config.connect(NoTls)
+    }
+
     fn take(&self) -> Result<Client, postgres::Error> {
         let mut state = self.lock();
         loop {

@@ -46,6 +46,54 @@ impl LockMode {
 /// The `vak_settings` key of the database's lock mode.
 const LOCK_MODE_KEY: &str = "lock_mode";
 
+/// A key for `pg_advisory_lock` that only `vak store import` takes.
+const IMPORT_LOCK: i64 = 0x0076_616b_5f69_6d70; // "vak_imp"
+
+/// How long after its request's time a taken signature is kept, as a
+/// multiple of the signing window: the window itself, and as much again
+/// for nodes whose clocks differ from the database's, whose clock decides.
+const REPLAY_KEEP_WINDOWS: i64 = 2;
+
+/// `vak store import`'s hold on a database ([`PgStore::lock_import`]): a
+/// session-level advisory lock on a connection of its own, released when
+/// this is dropped (or the process dies, which closes the connection).
+pub struct ImportLock {
+    client: postgres::Client,
+}
+
+impl std::fmt::Debug for ImportLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ImportLock").finish_non_exhaustive()
+    }
+}
+
+impl Drop for ImportLock {
+    fn drop(&mut self) {
+        // Closing the connection releases it too; unlocking first lets the
+        // next import in without waiting for the server to notice.
+        let _ = self
+            .client
+            .execute("SELECT pg_advisory_unlock($1)", &[&IMPORT_LOCK]);
+    }
+}
+
+/// What [`PgStore::import_events`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventsImported {
+    /// The database's events were the first of those given; the others
+    /// were appended after them (this many).
+    Appended(usize),
+    /// The database holds `present` events that are not the first of those
+    /// given (a history of its own): nothing was written.
+    Foreign {
+        /// How many events the database holds.
+        present: usize,
+    },
+    /// Read back after the append, the database's events differ from those
+    /// given: rolled back, nothing was written.
+    Differs,
+}
+
 /// The PostgreSQL store.
 pub struct PgStore {
     pub(crate) pool: Pool,
@@ -141,9 +189,11 @@ impl PgStore {
                     )))
                 }
             }
-            Some(v) if v > latest => Err(store.fail(format!(
-                "its schema is version {v}, newer than this build's {latest}; upgrade vak"
-            ))),
+            Some(found) if found > latest => Err(SessionError::SchemaTooNew {
+                store: store.described.clone(),
+                found,
+                known: latest,
+            }),
             Some(v) => Err(store.fail(format!(
                 "its schema is version {v}, older than this build's {latest}; run `vak store migrate --store URL`"
             ))),
@@ -157,8 +207,22 @@ impl PgStore {
     /// that names `vak_lock=` records that mode as the database's, for every
     /// node (run with every node stopped: one still locking the old way
     /// would not exclude the others).
+    ///
+    /// # Errors
+    ///
+    /// [`SessionError::SchemaTooNew`] (nothing written) when a newer build
+    /// migrated the database past this one's migrations.
     pub fn migrate(&self) -> Result<Vec<i32>, SessionError> {
-        let applied = self.pool.with(migrate::apply).map_err(|e| self.err(&e))?;
+        let applied = match self.pool.with(migrate::apply).map_err(|e| self.err(&e))? {
+            migrate::Applied::Versions(applied) => applied,
+            migrate::Applied::Newer(found) => {
+                return Err(SessionError::SchemaTooNew {
+                    store: self.described.clone(),
+                    found,
+                    known: migrate::latest(),
+                });
+            }
+        };
         if self.lock_named {
             let mode = self.lock.as_str();
             self.pool
@@ -432,6 +496,20 @@ fn read_bound(
     }))
 }
 
+/// Every audit event of a type this build knows, oldest first (the others
+/// are passed over, as [`Store::audit_newest`] does).
+fn known_events(client: &mut impl GenericClient) -> Result<Vec<SecurityEvent>, postgres::Error> {
+    Ok(client
+        .query("SELECT event FROM vak_audit ORDER BY seq", &[])?
+        .into_iter()
+        .filter_map(|row| {
+            let text: String = row.get(0);
+            serde_json::from_str::<SecurityEvent>(&text).ok()
+        })
+        .filter(|event| !matches!(event, SecurityEvent::Unknown))
+        .collect())
+}
+
 fn not_found(id: &SessionId) -> SessionError {
     SessionError::NotFound {
         id: id.to_string(),
@@ -509,13 +587,61 @@ impl PgStore {
             .map_err(|e| self.err(&e))
     }
 
-    /// Insert an audit event, as `vak store import` does.
-    pub fn import_event(&self, event: &SecurityEvent) -> Result<(), SessionError> {
-        let text = serde_json::to_string(event).map_err(|e| self.fail(e.to_string()))?;
+    /// Wait for, then take, the lock only `vak store import` takes, so two
+    /// imports into this database never interleave (each would find the
+    /// other's half-copied audit events and sessions). Held until the
+    /// returned [`ImportLock`] is dropped.
+    ///
+    /// # Errors
+    ///
+    /// The database cannot be reached or refuses the lock.
+    pub fn lock_import(&self) -> Result<ImportLock, SessionError> {
+        let mut client = self.pool.connect_alone().map_err(|e| self.err(&e))?;
+        client
+            .execute("SELECT pg_advisory_lock($1)", &[&IMPORT_LOCK])
+            .map_err(|e| self.err(&e))?;
+        Ok(ImportLock { client })
+    }
+
+    /// Copy a file store's audit events (`events`, oldest first), as `vak
+    /// store import` does, in one transaction that holds the audit table
+    /// against every other writer (a delivery's `config-change` event waits
+    /// for it): the database's events must be the first of `events`, the
+    /// rest are appended, and the whole table is read back and compared
+    /// before it commits. Events of a type this build does not know are
+    /// passed over on both sides, as the listings do.
+    ///
+    /// # Errors
+    ///
+    /// An event that does not encode, or the database failing.
+    pub fn import_events(&self, events: &[SecurityEvent]) -> Result<EventsImported, SessionError> {
+        let texts = events
+            .iter()
+            .map(|event| serde_json::to_string(event).map_err(|e| self.fail(e.to_string())))
+            .collect::<Result<Vec<_>, _>>()?;
         self.pool
             .with(|client| {
-                client.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[&text])?;
-                Ok(())
+                let mut tx = client.transaction()?;
+                // SHARE ROW EXCLUSIVE conflicts with the ROW EXCLUSIVE an
+                // insert takes, and with itself: what is read below is
+                // still the table when the appended rows commit.
+                tx.batch_execute("LOCK TABLE vak_audit IN SHARE ROW EXCLUSIVE MODE")?;
+                let present = known_events(&mut tx)?;
+                if events.get(..present.len()) != Some(&present[..]) {
+                    return Ok(EventsImported::Foreign {
+                        present: present.len(),
+                    });
+                }
+                let missing = texts.get(present.len()..).unwrap_or_default();
+                for text in missing {
+                    tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[text])?;
+                }
+                if known_events(&mut tx)? != events {
+                    // Dropped without a commit: rolled back.
+                    return Ok(EventsImported::Differs);
+                }
+                tx.commit()?;
+                Ok(EventsImported::Appended(missing.len()))
             })
             .map_err(|e| self.err(&e))
     }
@@ -851,15 +977,19 @@ impl Store for PgStore {
                 // transaction (two deliveries deleting the same rows in
                 // different orders could deadlock), and best effort: the
                 // delivery is committed, so a failed prune must not turn
-                // its 200 into a 500 whose retry would be refused.
+                // its 200 into a 500 whose retry would be refused. The
+                // cut-off is the database's clock, never the claim's time:
+                // that is the sender's, and one dated far ahead would
+                // delete signatures whose requests are still in their
+                // window.
                 if let Some(claim) = claim
                     && CLAIMS
                         .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                         .is_multiple_of(256)
                 {
                     let _ = client.execute(
-                        "DELETE FROM vak_replay WHERE at < $1",
-                        &[&(claim.at - 2 * claim.window_secs)],
+                        "DELETE FROM vak_replay WHERE at < extract(epoch FROM now())::bigint - $1",
+                        &[&(REPLAY_KEEP_WINDOWS * claim.window_secs)],
                     );
                 }
                 Ok(())
@@ -933,6 +1063,64 @@ mod tests {
                 .agree_on_lock_mode()
                 .is_err()
         );
+    }
+
+    /// Old signatures are forgotten by the database's clock: a claim dated
+    /// far ahead (the sender's to choose) deletes none whose request is
+    /// still in its window, and one long past its window goes.
+    #[test]
+    fn replay_cleanup_goes_by_the_database_clock_not_the_claim() {
+        use vak_prompt_blocks::NameKind;
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "replayclock");
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        let store = PgStore::open(&url).expect("open");
+        let now = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("after 1970")
+                .as_secs(),
+        )
+        .expect("fits");
+        store.import_replay("live", now - 100).expect("live");
+        store.import_replay("stale", now - 10_000).expect("stale");
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let forged = vak_session::Claim {
+            key: "v1=dated-far-ahead",
+            at: now + 1_000_000,
+            window_secs: 300,
+        };
+        // This claim is the one that prunes (a multiple of 256).
+        CLAIMS.store(0, std::sync::atomic::Ordering::Relaxed);
+        store
+            .deliver_at(&bot, &chat, None, Some(&forged), &mut |_| {
+                Some(ChatPlan::Fresh(Box::new(FreshSession {
+                    meta: SessionMeta::default(),
+                    contract: vak_session::FrozenContract::default(),
+                    change: None,
+                    turn: Turn::now("hello", ""),
+                })))
+            })
+            .expect("delivered")
+            .expect("committed");
+        let mut keys: Vec<String> = store
+            .pool
+            .with(|client| {
+                Ok(client
+                    .query("SELECT key FROM vak_replay ORDER BY key", &[])?
+                    .into_iter()
+                    .map(|row| row.get(0))
+                    .collect())
+            })
+            .expect("keys");
+        keys.retain(|k| k == "live" || k == "stale");
+        assert_eq!(keys, ["live"], "the live one kept, the stale one gone");
     }
 
     #[test]

@@ -550,3 +550,118 @@ fn answer_session(env: &Env, db: &str) -> String {
     assert_eq!(sessions.len(), 1, "{list}");
     sessions[0]["session_id"].as_str().expect("id").to_owned()
 }
+
+/// A database a newer vak migrated (its schema past this build's newest
+/// migration) is refused by `store migrate` and `store import`: exit 1,
+/// the versions named, nothing written — not even this build's missing
+/// migration.
+#[test]
+fn store_migrate_and_import_refuse_a_schema_newer_than_this_build() {
+    use crate::history_store::psql;
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "newer");
+    let env = Env::fixture("myproj");
+    env.trust();
+    env.ok(&["store", "migrate", "--store", &db]);
+    let known: i32 = psql(&db, "SELECT max(version) FROM vak_schema_migrations")
+        .parse()
+        .unwrap();
+    // A newer build's migration, and one of ours it lacks: a migrate that
+    // went ahead would apply ours.
+    psql(
+        &db,
+        &format!(
+            "INSERT INTO vak_schema_migrations (version, name) VALUES (99, 'future'); DELETE FROM vak_schema_migrations WHERE version = {known}; DROP TABLE vak_settings"
+        ),
+    );
+    let before = psql(
+        &db,
+        "SELECT string_agg(version::text, ',' ORDER BY version) FROM vak_schema_migrations",
+    );
+    env.ok(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "hello",
+    ]);
+    for args in [
+        &["store", "migrate", "--store", &db][..],
+        &["store", "import", "--from", "file", "--store", &db][..],
+    ] {
+        let out = env.vak(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let said = stderr(&out);
+        assert!(
+            said.contains("version 99") && said.contains(&format!("version {known}")),
+            "{args:?}: {said}"
+        );
+        assert!(said.contains("nothing was changed"), "{said}");
+        assert_eq!(
+            psql(
+                &db,
+                "SELECT string_agg(version::text, ',' ORDER BY version) FROM vak_schema_migrations"
+            ),
+            before,
+            "{args:?} applied nothing"
+        );
+        assert_eq!(psql(&db, "SELECT count(*) FROM vak_sessions"), "0");
+        assert_eq!(
+            psql(&db, "SELECT to_regclass('vak_settings') IS NULL"),
+            "t",
+            "{args:?} created nothing"
+        );
+    }
+}
+
+/// Send `raw` (a request hyper refuses before the router sees it) on its
+/// own connection; the status line and the JSON body of the answer.
+fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = stream.write_all(raw);
+    let mut answer = Vec::new();
+    let _ = stream.read_to_end(&mut answer);
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    let (head, body) = answer
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("no head in {answer:?}"));
+    let status = head.lines().next().unwrap_or_default().to_owned();
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/json"),
+        "{answer:?}"
+    );
+    (
+        status,
+        serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {answer:?}")),
+    )
+}
+
+/// What hyper answers on its own — a head over 64 KiB (431), a request that
+/// is not HTTP (400) — is JSON like every other refusal of the service.
+#[test]
+fn a_head_too_large_or_malformed_is_answered_in_json() {
+    let env = Env::fixture("myproj");
+    let served = serve(&env, &[]);
+    let addr = &served.addr;
+    let big = format!(
+        "POST {} HTTP/1.1\r\nHost: {addr}\r\nX-Padding: {}\r\n\r\n",
+        messages("helpdesk", "42"),
+        "a".repeat(70 * 1024)
+    );
+    let (status, answer) = raw_exchange(addr, big.as_bytes());
+    assert!(status.starts_with("HTTP/1.1 431"), "{status}");
+    assert_eq!(answer["status"], 431, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("64 KiB"),
+        "{answer}"
+    );
+
+    let (status, answer) = raw_exchange(addr, b"GET /healthz HTTP/1.1\r\nno colon here\r\n\r\n");
+    assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+    assert_eq!(answer["status"], 400, "{answer}");
+    assert!(answer["error"].is_string(), "{answer}");
+    // The service still answers afterwards.
+    assert_eq!(get(addr, "/healthz").0, 200);
+}

@@ -30,7 +30,7 @@ fn database(tag: &str) -> Option<(Env, String)> {
     Some((env, db))
 }
 
-fn psql(db: &str, sql: &str) -> String {
+pub fn psql(db: &str, sql: &str) -> String {
     let out = std::process::Command::new("psql")
         .args([db, "-qAtc", sql])
         .output()

@@ -27,6 +27,15 @@ pub fn copy_tree(from: &Path, to: &Path) {
 
 pub use vak_store_pg::testing::pg_url;
 
+/// Now, in Unix seconds: what a signed request's claim says. A claim from
+/// long ago is one the file store may forget at its next prune.
+pub fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap())
+        .unwrap()
+}
+
 /// A fresh, migrated database on the test server; its URL.
 pub fn scratch_database(url: &str) -> String {
     let scratch = vak_store_pg::testing::scratch_database(url, "t");

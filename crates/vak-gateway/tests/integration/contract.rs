@@ -273,7 +273,7 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     env.allow("helpdesk", &["43".to_owned()]);
     let claim = Claim {
         key: "v1=abc",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let bot = Name::new(NameKind::Bot, "helpdesk").unwrap();
@@ -333,13 +333,33 @@ fn import_moves_a_file_store_and_verifies_it() {
     ))
     .unwrap();
     let named = vak_gateway::new_session(&*files, &core, None).unwrap();
+    // A signed request from 100 s ago: its marker carries that time, and
+    // the database gets the same, so it forgets the signature when the
+    // request's window has closed, not 100 s later.
+    let claimed = crate::common::now() - 100;
+    let claim = Claim {
+        key: "v1=signed-before-the-move",
+        at: claimed,
+        window_secs: 300,
+    };
+    deliver_signed(&env, &*files, "42", "signed", &claim).unwrap();
 
     let target = crate::common::scratch_database(&url);
     let imported = vak_gateway::import_file(&env.home, &target).unwrap();
     assert_eq!(imported.sessions, 3);
-    assert_eq!(imported.records, 3);
+    assert_eq!(imported.records, 4);
     assert_eq!(imported.events, 1);
     assert_eq!(imported.bindings, 1);
+    assert_eq!(imported.replay_markers, 1);
+    let mut db = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+    let at: i64 = db
+        .query_one(
+            "SELECT at FROM vak_replay WHERE key = $1",
+            &[&claim.digest()],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(at, claimed, "the marker's time is carried over");
     let again = vak_gateway::import_file(&env.home, &target).unwrap();
     assert_eq!(
         (again.sessions, again.already_there, again.events),
@@ -360,6 +380,96 @@ fn import_moves_a_file_store_and_verifies_it() {
     assert_eq!(next.session, rotated.session);
 }
 
+/// A file home with two sessions and one `config-change` event, for the
+/// import tests.
+fn rotated_file_env() -> Env {
+    let env = Env::new(Backend::File).unwrap();
+    let files = env.store();
+    deliver_to(&env, &*files, "42", "one");
+    env.edit_prompt("Changed before the move.");
+    let rotated = deliver_to(&env, &*files, "42", "two").outcome;
+    assert!(
+        matches!(rotated, DeliveryOutcome::Rotated { .. }),
+        "{rotated:?}"
+    );
+    env
+}
+
+fn count(db: &mut postgres::Client, table: &str) -> i64 {
+    db.query_one(&format!("SELECT count(*) FROM {table}"), &[])
+        .unwrap()
+        .get(0)
+}
+
+/// An import waits while another holds the database: nothing of it is
+/// written until the other is done, so two never interleave.
+#[test]
+fn an_import_waits_for_the_one_already_running() {
+    let Some(url) = crate::common::pg_url() else {
+        return;
+    };
+    let env = rotated_file_env();
+    let target = crate::common::scratch_database(&url);
+    let other = vak_store_pg::PgStore::connect(&target)
+        .unwrap()
+        .lock_import()
+        .unwrap();
+    let importer = {
+        let (home, target) = (env.home.clone(), target.clone());
+        std::thread::spawn(move || vak_gateway::import_file(&home, &target))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let mut db = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+    assert!(!importer.is_finished(), "the import waits");
+    assert_eq!(count(&mut db, "vak_sessions"), 0, "and has written nothing");
+    drop(other);
+    let imported = importer.join().unwrap().unwrap();
+    assert_eq!((imported.sessions, imported.events), (2, 1));
+    assert_eq!(count(&mut db, "vak_audit"), 1);
+}
+
+/// The audit events are checked and appended in one transaction: a node
+/// that writes an event of its own after the import's first check (here a
+/// trigger, firing as the sessions are copied) gets none of the file's
+/// events put beside it; the import is refused.
+#[test]
+fn audit_events_are_checked_and_appended_in_one_transaction() {
+    let Some(url) = crate::common::pg_url() else {
+        return;
+    };
+    let env = rotated_file_env();
+    let file_event = env.store().audit_newest(10).unwrap().events;
+    let SecurityEvent::ConfigChange(change) = &file_event[0] else {
+        panic!("{file_event:?}")
+    };
+    let theirs = SecurityEvent::ConfigChange(vak_core::prompts::ConfigChange {
+        chat: "99".to_owned(),
+        ..change.clone()
+    });
+    let theirs = serde_json::to_string(&theirs).unwrap().replace('\'', "''");
+    let target = crate::common::scratch_database(&url);
+    let mut db = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+    db.batch_execute(&format!(
+        "CREATE FUNCTION node_delivers() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN INSERT INTO vak_audit (event) VALUES ('{theirs}'); RETURN NULL; END $$;
+         CREATE TRIGGER node_delivers AFTER INSERT ON vak_sessions
+         FOR EACH STATEMENT EXECUTE FUNCTION node_delivers();"
+    ))
+    .unwrap();
+    let refused = vak_gateway::import_file(&env.home, &target).unwrap_err();
+    assert!(
+        matches!(refused, LifecycleError::ImportMismatch { .. }),
+        "{refused}"
+    );
+    assert!(refused.to_string().contains("audit events"), "{refused}");
+    let ours = serde_json::to_string(&file_event[0]).unwrap();
+    let copied: i64 = db
+        .query_one("SELECT count(*) FROM vak_audit WHERE event = $1", &[&ours])
+        .unwrap()
+        .get(0);
+    assert_eq!(copied, 0, "none of the file's events went in");
+}
+
 /// The file store's replay marker is written after the delivery commits; a
 /// crash in between leaves the turn without its marker. The retry finds the
 /// turn by its delivery and is refused as a replay: nothing appended twice,
@@ -371,7 +481,7 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     let marker = |claim: &Claim<'_>| env.home.join(".vak/gateway/replay").join(claim.digest());
     let first_claim = Claim {
         key: "v1=created",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let next_claim = Claim {
@@ -441,7 +551,7 @@ fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
     let store = env.store();
     let claim = Claim {
         key: "v1=first",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let (created, _) = session_left_by_a_crash(&env, &*store);
@@ -479,7 +589,7 @@ fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
     env.edit_prompt("Changed, then the process died after the turn.");
     let claim = Claim {
         key: "v1=rotating",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let orphan = rotation_left_by_a_crash(&env, &*store, &first.session);
@@ -549,7 +659,7 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
         let key = format!("v1={signed}");
         let claim = Claim {
             key: &key,
-            at: 1_000,
+            at: crate::common::now(),
             window_secs: 300,
         };
         let selectors = env.selectors("helpdesk", chat);
@@ -588,7 +698,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     let store = env.store();
     let claim = Claim {
         key: "v1=killed",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let marker = env.home.join(".vak/gateway/replay").join(claim.digest());

@@ -157,7 +157,7 @@ fn a_delivery_that_fails_in_its_transaction_leaves_its_signature_free() {
     let chat = Name::new(NameKind::Chat, "42").unwrap();
     let claim = Claim {
         key: "v1=retried",
-        at: 1_000,
+        at: crate::common::now(),
         window_secs: 300,
     };
     let failed = store.deliver_at(&bot, &chat, Some(now - 1), Some(&claim), &mut |_| None);
