@@ -1314,7 +1314,7 @@ impl ChainsLeftOut {
         }
         if self.over_work > 0 {
             parts.push(format!(
-                "{} chain{} not at all, because the prompts are so large that counting every chain would take too long (over {MAX_PLAN_TOKENS} tokens were counted; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
+                "{} chain{} not at all, because there are so many chains, or their prompts are so large, that counting every one would take too long (over {MAX_PLAN_TOKENS} tokens were counted; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
                 self.over_work,
                 if self.over_work == 1 { "" } else { "s" }
             ));
@@ -1412,8 +1412,8 @@ fn no_role_then_each(base: &Selectors) -> Vec<Option<Name>> {
 }
 
 /// The chains a check visits (DECISIONS §12, §15): every surface, every
-/// role with a directory (or the one role), every deepest directory layer
-/// (or those below the one changed), and every gateway bot and chat.
+/// role with a directory (or the one role), the root and every directory
+/// layer (or those below the one changed), and every gateway bot and chat.
 #[derive(Debug, Clone)]
 pub struct ChainPlan {
     base: Selectors,
@@ -1425,6 +1425,9 @@ pub struct ChainPlan {
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
     unlisted_directories: bool,
+    /// Every role with every directory layer, not the heaviest few
+    /// (trusting; the work bound still holds).
+    cross_all: bool,
 }
 
 impl ChainPlan {
@@ -1442,19 +1445,24 @@ impl ChainPlan {
             SubLayer::Directory(dir) => Some(dir.as_path()),
             _ => None,
         };
-        let (workdirs, unlisted) = deepest_directories(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, unlisted)
+        let (workdirs, unlisted) = layer_workdirs(base, below);
+        ChainPlan::new(base, surfaces, roles, workdirs, unlisted, false)
     }
 
-    /// The chains trusting `base.project` reaches, `base` first.
+    /// The chains trusting `base.project` reaches, `base` first: every role
+    /// crossed with every directory layer on every surface, bounded only by
+    /// [`MAX_PLAN_TOKENS`]. Not the heaviest few: a clone chooses its texts,
+    /// and guardrails a role repeats from the heavy layers are dropped
+    /// there, so a light layer can make the longest chain with it.
     pub fn for_trust(base: &Selectors) -> ChainPlan {
-        let (workdirs, unlisted) = deepest_directories(base, None);
+        let (workdirs, unlisted) = layer_workdirs(base, None);
         ChainPlan::new(
             base,
             SurfaceKind::ALL.to_vec(),
             no_role_then_each(base),
             workdirs,
             unlisted,
+            true,
         )
     }
 
@@ -1464,6 +1472,7 @@ impl ChainPlan {
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
         unlisted_directories: bool,
+        cross_all: bool,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
             gateway_entries(&base.home)
@@ -1480,6 +1489,7 @@ impl ChainPlan {
             gateway,
             gateway_left_out,
             unlisted_directories,
+            cross_all,
         }
     }
 
@@ -1581,9 +1591,22 @@ impl ChainPlan {
         let (no_role, with_role): (Vec<_>, Vec<_>) = role_weight
             .into_iter()
             .partition(|(_, index)| self.roles[*index].is_none());
-        let (mut roles, roles_left_out) = heaviest(with_role, MAX_ROLE_CHAINS);
+        let (role_keep, dir_keep) = if self.cross_all {
+            (usize::MAX, usize::MAX)
+        } else {
+            (MAX_ROLE_CHAINS, MAX_DIRECTORY_CHAINS + 1)
+        };
+        // With one side alone there is nothing to cross: every chain was
+        // visited above.
+        let one_dir = self.workdirs.len() == 1;
+        let one_role = self.roles.len() == 1;
+        let (mut roles, roles_left_out) = heaviest(with_role, role_keep);
         roles.extend(no_role.into_iter().map(|(_, index)| index));
-        let (dirs, dirs_left_out) = heaviest(dir_weight, MAX_DIRECTORY_CHAINS + 1);
+        let (dirs, dirs_left_out) = heaviest(dir_weight, dir_keep);
+        let (roles_left_out, dirs_left_out) = (
+            if one_dir { 0 } else { roles_left_out },
+            if one_role { 0 } else { dirs_left_out },
+        );
         for surface in &self.surfaces {
             for &dir in &dirs {
                 for &role in &roles {
@@ -1633,29 +1656,31 @@ pub fn layer_directories(base: &Selectors) -> Vec<Utf8PathBuf> {
     vak_prompt_loader::directory_layers(&base.project, &names)
 }
 
-/// The named working directory, then each deepest directory layer of the
-/// project (at or below `below`, when given), and whether the walk that
-/// lists them stopped at its bound. A deepest directory's chain holds
-/// every wider directory's layer too.
-fn deepest_directories(
-    base: &Selectors,
-    below: Option<&Utf8Path>,
-) -> (Vec<Option<Utf8PathBuf>>, bool) {
+/// The named working directory, then (unless `below` is given) the project
+/// root, then every directory layer of the project (at or below `below`,
+/// when given), and whether the walk that lists them stopped at its bound.
+/// Every layer, not only the deepest: identity and operating rules are
+/// narrowest-wins, so a middle directory's chain (its long identity) can be
+/// longer than that of a deeper one that replaces it with a short one. Any
+/// other directory's chain is that of its nearest layer (or the root's).
+fn layer_workdirs(base: &Selectors, below: Option<&Utf8Path>) -> (Vec<Option<Utf8PathBuf>>, bool) {
     let mut out = vec![base.workdir.clone()];
+    if below.is_none() && base.workdir.is_some() {
+        out.push(None);
+    }
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let (dirs, complete) = vak_prompt_loader::directory_layers_walked(&base.project, &names);
-    let unlisted = !complete;
-    for dir in dirs.iter().filter(|d| {
-        below.is_none_or(|b| d.starts_with(b))
-            && !dirs.iter().any(|o| o != *d && o.starts_with(d.as_path()))
-    }) {
+    for dir in dirs
+        .iter()
+        .filter(|d| below.is_none_or(|b| d.starts_with(b)))
+    {
         let workdir = Some(base.project.join(dir));
         if !out.contains(&workdir) {
             out.push(workdir);
         }
     }
-    (out, unlisted)
+    (out, !complete)
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {
@@ -1731,6 +1756,10 @@ mod tests {
             fs::create_dir_all(s.project.join(format!(".vak/prompts/agents/r{i:02}"))).unwrap();
         }
         fs::create_dir_all(s.project.join(".vak/prompts/agents/zz")).unwrap();
+        // One directory layer, so there is something to cross roles with.
+        fs::create_dir_all(s.project.join(".git")).unwrap();
+        fs::create_dir_all(s.project.join("sub/.vak/prompts")).unwrap();
+        fs::write(s.project.join("sub/.vak/prompts/identity.md"), "Sub.\n").unwrap();
         fs::create_dir_all(s.home.join(".vak/gateway")).unwrap();
         let chats: String = (0..300)
             .map(|i| format!(r#""c{i}": {{}}"#))
@@ -1753,8 +1782,25 @@ mod tests {
             Some(_) => 10,
             None => 1,
         };
-        let mut visited: Vec<Selectors> = Vec::new();
+        let sub = Some(s.project.join("sub"));
+        // Trusting crosses every role with the layer.
+        let mut crossed = 0;
         let flow = ChainPlan::for_trust(&s).visit(|c| {
+            crossed += usize::from(c.agent.is_some() && c.workdir == sub);
+            ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
+        });
+        let ControlFlow::Continue(left_out) = flow else {
+            panic!("stopped");
+        };
+        assert_eq!(left_out, ChainsLeftOut::default());
+        assert_eq!(crossed, 71 * SurfaceKind::ALL.len());
+        // A save crosses the heaviest.
+        let save = ChainPlan::for_change(
+            &s,
+            &target(Scope::Shared, SubLayer::Base, Block::Guardrails),
+        );
+        let mut visited: Vec<Selectors> = Vec::new();
+        let flow = save.visit(|c| {
             visited.push(c.clone());
             ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
         });
@@ -1774,11 +1820,10 @@ mod tests {
                 );
             }
         }
-        // Crossed with every surface as one of the heaviest.
-        assert!(
-            visited.iter().any(|c| c.surface == SurfaceKind::Cli
-                && c.agent.as_ref().map(Name::as_str) == Some("zz"))
-        );
+        // Crossed with the layer on every surface as one of the heaviest.
+        assert!(visited.iter().any(|c| c.surface == SurfaceKind::Cli
+            && c.workdir == sub
+            && c.agent.as_ref().map(Name::as_str) == Some("zz")));
         // The chat with its own prompts is measured; one without, through
         // its bot.
         let chat = |name: &str| {

@@ -897,3 +897,127 @@ fn a_session_whose_directory_became_a_repository_drifts_and_can_still_be_resumed
         "runs on the frozen prompt"
     );
 }
+
+/// `n` distinct lines of about 15 tokens each.
+fn lines(tag: &str, n: usize) -> String {
+    (0..n)
+        .map(|k| format!("Line {k}: the {tag} agent says a distinct thing number {k}.\n"))
+        .collect()
+}
+
+#[test]
+fn a_middle_directory_whose_identity_a_deeper_one_replaces_is_budgeted_too() {
+    // `services/` has a long identity, `services/payments/` a short one that
+    // wins below it: the longest chain is in `services/`, not the deepest.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project("services/.vak/prompts/identity.md", &lines("services", 100));
+    env.write_project("services/payments/.vak/prompts/identity.md", "Payments.\n");
+    let out = vak_in(&env, env.project(), &["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("directory `services`"),
+        "{}",
+        stderr(&out)
+    );
+    let preview = vak_in(
+        &env,
+        env.project(),
+        &["trust", "--preview", "--format", "json"],
+    );
+    let json: serde_json::Value = serde_json::from_slice(&preview.stdout).unwrap();
+    assert!(json["over"].is_object(), "{json}");
+
+    // Trusted anyway, a save is refused for the chain in `services/` too.
+    let out = vak_in(&env, env.project(), &["trust", "--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::write(
+        env.project().join("services/.vak/prompts/identity.md"),
+        lines("services", 40),
+    )
+    .unwrap();
+    let rules = env.project().join("rules.md");
+    std::fs::write(
+        &rules,
+        (0..45)
+            .map(|k| format!("- Rule {k}: never touch the resource number {k} without review.\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let rules = rules.to_str().unwrap();
+    for scope in ["shared", "project"] {
+        let out = vak_in(
+            &env,
+            env.project(),
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                scope,
+                "operating-rules",
+                "--file",
+                rules,
+            ],
+        );
+        assert_eq!(out.status.code(), Some(4), "{scope}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("directory `services`"),
+            "{scope}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_root_file_saved_from_inside_a_directory_layer_is_budgeted_at_the_root() {
+    // In `services/` its own identity wins, so the chain there does not
+    // grow; the root's does.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project("services/.vak/prompts/identity.md", "Services.\n");
+    env.trust();
+    let file = env.project().join("identity.md");
+    std::fs::write(&file, lines("root", 100)).unwrap();
+    let out = vak_in(
+        &env,
+        &env.project().join("services"),
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "project",
+            "identity",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        !env.project().join(".vak/prompts/identity.md").exists(),
+        "written"
+    );
+}
+
+#[test]
+fn trusting_crosses_every_role_with_every_directory_layer() {
+    // A role whose guardrails repeat those of 16 heavy layers (dropped
+    // there as duplicates), and a 17th light layer that does not repeat
+    // them: the role is long only in the light one.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let guardrails: String = (0..45)
+        .map(|k| format!("- G rule {k}: never touch the G resource number {k} without review.\n"))
+        .collect();
+    env.write_project(".vak/prompts/agents/r/guardrails.md", &guardrails);
+    for i in 1..=16 {
+        env.write_project(&format!("d{i:02}/.vak/prompts/guardrails.md"), &guardrails);
+        env.write_project(
+            &format!("d{i:02}/.vak/prompts/identity.md"),
+            &format!("Identity {i}.\n"),
+        );
+    }
+    env.write_project("z17/.vak/prompts/identity.md", &lines("z", 40));
+    let out = vak_in(&env, env.project(), &["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`z17`"), "{}", stderr(&out));
+}
