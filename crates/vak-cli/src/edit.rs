@@ -517,6 +517,8 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
     let resolved = core.resolve()?;
     let budget = budget_of(&resolved);
     let lints = lints_of(&resolved);
+    // A set, so a file of thousands of lints cannot make this quadratic.
+    let linted: std::collections::HashSet<&String> = lints.iter().collect();
     // What the resolution skipped or did not read (a refused file, a layer
     // where none is read) beside the budget's own: a check that leaves them
     // out would pass a prompt missing a guardrail without a word. Lints are
@@ -524,7 +526,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
     let warnings: Vec<&String> = budget
         .warnings
         .iter()
-        .chain(resolved.warnings.iter().filter(|w| !lints.contains(w)))
+        .chain(resolved.warnings.iter().filter(|w| !linted.contains(w)))
         .collect();
     let r = &budget.report;
     match args.format {
@@ -544,7 +546,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
         Format::Text => {
             // The budget's own are in the text; the resolution's go to
             // stderr, as `show` says them.
-            for warning in resolved.warnings.iter().filter(|w| !lints.contains(w)) {
+            for warning in resolved.warnings.iter().filter(|w| !linted.contains(w)) {
                 out::notice("warning", warning);
             }
             out::print(&check_text(&budget, &lints))?;

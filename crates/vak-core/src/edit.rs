@@ -566,6 +566,7 @@ pub fn lints_of(resolved: &ResolvedPrompt) -> Vec<String> {
             std::collections::HashMap::new();
         for c in &guardrails.contributors {
             let mut in_this: Vec<String> = Vec::new();
+            let (mut said, mut more) = (0usize, 0usize);
             for item in parse_guardrails(&c.text).items {
                 let key = item.dedup_key();
                 match seen.get(&key) {
@@ -574,13 +575,24 @@ pub fn lints_of(resolved: &ResolvedPrompt) -> Vec<String> {
                     Some(first)
                         if first.origin == Origin::Project
                             && c.provenance.origin != Origin::Project => {}
-                    Some(first) => out.push(format!(
-                        "guardrail `{}` in {} repeats one from {first} and is dropped; remove it from the narrower file",
-                        Escaped(&key),
-                        c.provenance
-                    )),
+                    // A file of thousands of repeats is said in one line.
+                    Some(_) if said == vak_prompt_compose::MAX_LINTS_PER_FILE => more += 1,
+                    Some(first) => {
+                        said += 1;
+                        out.push(format!(
+                            "guardrail `{}` in {} repeats one from {first} and is dropped; remove it from the narrower file",
+                            Escaped(&key),
+                            c.provenance
+                        ));
+                    }
                     None => in_this.push(key),
                 }
+            }
+            if more > 0 {
+                out.push(format!(
+                    "and {more} more guardrails in {} repeat wider ones and are dropped",
+                    c.provenance
+                ));
             }
             for key in in_this {
                 seen.entry(key).or_insert(&c.provenance);

@@ -22,7 +22,8 @@ mod tail;
 pub use catalog::{CATALOG, Capability, render_contract};
 pub use config::{EffectiveConfig, McpServer, PermissionKind, Sourced};
 pub use resolve::{
-    Contributor, Demotion, ResolveInput, ResolvedBlock, ResolvedPrompt, resolve_prompt,
+    Contributor, Demotion, MAX_LINTS_PER_FILE, ResolveInput, ResolvedBlock, ResolvedPrompt,
+    resolve_prompt,
 };
 pub use seed_model::{SeedBlock, seed};
 pub use tail::{TailContext, render_tail, rfc3339_utc};

@@ -296,6 +296,7 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
     let mut list =
         GuardrailList::with_capacity(contributors.iter().map(|c| c.text.len() + 8).sum());
     for contributor in contributors {
+        let (mut said, mut more) = (0usize, 0usize);
         for lint in list.add(&contributor.text) {
             // A surface note is prose by nature; only guardrails are lists.
             if block == Block::SurfaceNote
@@ -303,15 +304,30 @@ fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<Str
             {
                 continue;
             }
+            if said == MAX_LINTS_PER_FILE {
+                more += 1;
+                continue;
+            }
+            said += 1;
             warnings.push(format!(
                 "`{block}` in {}: {}",
                 contributor.provenance,
                 lint.worded_for(block)
             ));
         }
+        if more > 0 {
+            warnings.push(format!(
+                "`{block}` in {}: and {more} more lints of this file, not each said",
+                contributor.provenance
+            ));
+        }
     }
     list.into_rendered()
 }
+
+/// At most this many lints are said for one file of one block; the rest
+/// are counted in one line.
+pub const MAX_LINTS_PER_FILE: usize = 20;
 
 /// `parts` joined by `separator` into one string, empty parts skipped:
 /// one allocation, where collecting and joining makes a vector too.

@@ -1038,3 +1038,30 @@ fn a_project_cannot_get_past_the_cap_by_raising_it_in_its_own_config() {
     let out = env.vak(&["trust"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn a_file_of_thousands_of_lints_is_said_in_a_few_lines_and_checked_in_linear_time() {
+    let env = Env::empty();
+    let repeats = "- a\n- b\n".repeat(32_000);
+    for dir in [".vak/prompts", "a/.vak/prompts", "a/b/.vak/prompts"] {
+        env.write_project(&format!("{dir}/guardrails.md"), &repeats);
+    }
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    let started = std::time::Instant::now();
+    let mut command = env.command(&["prompts", "check"]);
+    let out = command
+        .current_dir(env.project().join("a/b"))
+        .output()
+        .unwrap();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(said.lines().count() < 200, "{} lines", said.lines().count());
+    assert!(said.contains("more lints of this file"), "{said}");
+    let out = env.vak(&["prompts", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).lines().count() < 100, "{}", stderr(&out));
+}
