@@ -264,12 +264,13 @@ pub(crate) fn save_error(error: SaveError) -> AdminError {
         },
         SaveError::BadDigest(_) => AdminError::BadRequest(error.to_string()),
         SaveError::TooLarge { .. } => AdminError::TooLarge(error.to_string()),
-        SaveError::Symlink(_) | SaveError::NotRegularFile(_) | SaveError::OutsideRoot { .. } => {
-            AdminError::Conflict {
-                current_digest: None,
-                message: error.to_string(),
-            }
-        }
+        SaveError::Symlink(_)
+        | SaveError::NotRegularFile(_)
+        | SaveError::OutsideRoot { .. }
+        | SaveError::InTheWay { .. } => AdminError::Conflict {
+            current_digest: None,
+            message: error.to_string(),
+        },
         SaveError::Io { .. } => AdminError::Internal(error.to_string()),
     }
 }

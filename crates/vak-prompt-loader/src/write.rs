@@ -43,6 +43,21 @@ pub enum SaveError {
         "refusing to touch `{}`: it is not a regular file (directory, FIFO, socket or device)", Escaped(.0.as_str())
     )]
     NotRegularFile(Utf8PathBuf),
+    /// Something that is not a directory stands where a directory on the
+    /// way to the target must be made.
+    #[error(
+        "refusing to write `{}`: `{}` is in the way, {what}, where a directory must be; nothing was changed (move it aside, then save again)",
+        Escaped(.path.as_str()),
+        Escaped(.blocker.as_str())
+    )]
+    InTheWay {
+        /// The target.
+        path: Utf8PathBuf,
+        /// What stands in the way.
+        blocker: Utf8PathBuf,
+        /// What it is.
+        what: &'static str,
+    },
     /// The target, or a directory on the way to it, resolves outside the
     /// layer's root.
     #[error(
@@ -353,7 +368,14 @@ pub fn create_parent_confined(path: &Utf8Path, root: &Utf8Path) -> Result<Confin
     if !real.starts_with(confined.real()) {
         return Err(outside(Some(real)));
     }
-    create_dirs(dir).map_err(io_err("create the directory", dir))?;
+    create_dirs(dir).map_err(|e| match in_the_way(existing, dir) {
+        Some((blocker, what)) => SaveError::InTheWay {
+            path: path.to_owned(),
+            blocker,
+            what,
+        },
+        None => io_err("create the directory", dir)(e),
+    })?;
     match open_parent(path, &confined, "write")? {
         Some((opened, _)) => Ok(opened),
         None => Err(SaveError::Io {
@@ -362,6 +384,31 @@ pub fn create_parent_confined(path: &Utf8Path, root: &Utf8Path) -> Result<Confin
             source: io::ErrorKind::NotFound.into(),
         }),
     }
+}
+
+/// The first path from `existing` down to `dir` that is there but is not a
+/// directory (a dangling symlink, a file, a FIFO), with what it is: why a
+/// directory could not be created, said instead of "File exists".
+fn in_the_way(existing: &Utf8Path, dir: &Utf8Path) -> Option<(Utf8PathBuf, &'static str)> {
+    let rest = dir.strip_prefix(existing).ok()?;
+    let mut at = existing.to_owned();
+    let parts = std::iter::once(None).chain(rest.components().map(Some));
+    for part in parts {
+        if let Some(part) = part {
+            at.push(part);
+        }
+        let Ok(meta) = fs::metadata(&at).or_else(|_| fs::symlink_metadata(&at)) else {
+            return None;
+        };
+        let kind = meta.file_type();
+        if kind.is_symlink() {
+            return Some((at, "a symlink that leads nowhere"));
+        }
+        if !kind.is_dir() {
+            return Some((at, "not a directory: a file, FIFO, socket or device"));
+        }
+    }
+    None
 }
 
 /// Hold an exclusive lock on `dir` for the check-then-rename window.

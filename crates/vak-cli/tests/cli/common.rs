@@ -142,6 +142,16 @@ pub fn large_guardrails(tag: &str) -> String {
 }
 
 /// Write a file, creating its parent directories.
+/// Make a FIFO at `path`, creating its directory.
+pub fn mkfifo(path: &Path) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let status = std::process::Command::new("mkfifo")
+        .arg(path)
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
 pub fn write(path: &Path, text: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
     fs::write(path, text).unwrap();

@@ -7,7 +7,7 @@
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use crate::common::{Env, copy_tree, fixtures, stderr, stdout, write};
+use crate::common::{Env, copy_tree, fixtures, mkfifo, stderr, stdout, write};
 
 const SHARED: &str = "- shared guardrail the user wrote\n";
 
@@ -564,4 +564,31 @@ fn a_project_scope_save_into_a_home_inside_the_project_names_the_home_not_a_syml
         assert!(!said.contains("symlink"), "{dir}: {said}");
     }
     assert!(!home.join(".vak").exists(), "wrote into the home");
+}
+
+#[test]
+fn a_dangling_link_or_a_fifo_where_the_prompt_directory_goes_is_named_on_save() {
+    let env = Env::empty();
+    mkdirs(&env.project().join(".vak"));
+    let prompts = env.project().join(".vak/prompts");
+    symlink("/nonexistent/elsewhere", &prompts).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        "- g\n",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("is in the way, a symlink that leads nowhere"),
+        "{said}"
+    );
+    assert!(!said.contains("os error"), "{said}");
+    std::fs::remove_file(&prompts).unwrap();
+    mkfifo(&prompts);
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        "- g\n",
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a directory"), "{}", stderr(&out));
 }

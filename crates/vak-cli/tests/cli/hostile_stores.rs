@@ -41,15 +41,6 @@ fn run(env: &Env, args: &[&str]) -> Output {
     vak_within(env, args, Duration::from_secs(20))
 }
 
-fn mkfifo(path: &Path) {
-    fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let status = std::process::Command::new("mkfifo")
-        .arg(path)
-        .status()
-        .unwrap();
-    assert!(status.success());
-}
-
 fn code(out: &Output) -> i32 {
     out.status.code().unwrap()
 }
