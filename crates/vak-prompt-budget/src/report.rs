@@ -11,7 +11,7 @@ use std::fmt::{self, Write as _};
 use std::sync::Arc;
 
 use serde::Serialize;
-use vak_prompt_blocks::{Block, Origin, PromptLayer, Provenance};
+use vak_prompt_blocks::{Block, Composition, Origin, PromptLayer, Provenance};
 use vak_prompt_compose::ResolvedBlock;
 
 use crate::{Encoding, ModelInfo};
@@ -21,7 +21,9 @@ use crate::{Encoding, ModelInfo};
 pub struct BlockTokens {
     /// The block.
     pub block: Block,
-    /// Sum of its contributions' counts.
+    /// Sum of its contributions' counts; for an accumulating block
+    /// (guardrails, surface notes), the count of its text as rendered, each
+    /// duplicate dropped.
     pub tokens: usize,
 }
 
@@ -153,6 +155,7 @@ impl BudgetReport {
     /// are, with the provenance the loader gave them.
     pub fn measure(model: &ModelInfo, cap: usize, prefix: &str, blocks: &[ResolvedBlock]) -> Self {
         let encoding = model.encoding;
+        let resolved = blocks;
         let contributions = blocks
             .iter()
             .flat_map(|b| b.contributors.iter().map(move |c| (b.block, c)));
@@ -175,6 +178,17 @@ impl BudgetReport {
                 provenance: Arc::clone(&c.provenance),
                 tokens,
             });
+        }
+        // An accumulating block is what it renders, each duplicate dropped:
+        // the sum of its files would count 200 copies of one bullet 200
+        // times, for a block the prefix holds once.
+        for block in resolved
+            .iter()
+            .filter(|b| b.block.composition() == Composition::Accumulate)
+        {
+            if let Some(tokens) = blocks.get_mut(&block.block) {
+                *tokens = encoding.count(&block.text);
+            }
         }
         BudgetReport {
             encoding,
@@ -360,12 +374,22 @@ mod tests {
                 text: (*text).to_owned(),
             };
             match blocks.last_mut() {
-                Some(last) if last.block == *block => last.contributors.push(contributor),
+                Some(last) if last.block == *block => {
+                    // As composing renders it: one line each, duplicates
+                    // dropped.
+                    for line in text.lines() {
+                        if !last.text.lines().any(|l| l == line) {
+                            last.text.push('\n');
+                            last.text.push_str(line);
+                        }
+                    }
+                    last.contributors.push(contributor);
+                }
                 _ => blocks.push(ResolvedBlock {
                     block: *block,
                     contributors: vec![contributor],
                     shadowed: Vec::new(),
-                    text: String::new(),
+                    text: (*text).to_owned(),
                 }),
             }
         }
@@ -428,9 +452,10 @@ mod tests {
             block(Block::Identity),
             Some(e.count("You are Vak.") + e.count(&long))
         );
+        // Rendered, the repeated bullet once.
         assert_eq!(
             block(Block::Guardrails),
-            Some(e.count("- hello world") + e.count("- hello world\n- rer"))
+            Some(e.count("- hello world\n- rer"))
         );
         assert_eq!(block(Block::SurfaceNote), Some(0));
         assert_eq!(block(Block::Skills), None);

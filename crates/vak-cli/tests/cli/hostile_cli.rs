@@ -1065,3 +1065,23 @@ fn a_file_of_thousands_of_lints_is_said_in_a_few_lines_and_checked_in_linear_tim
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).lines().count() < 100, "{}", stderr(&out));
 }
+
+#[test]
+fn a_block_counts_its_repeated_bullets_once_as_the_prefix_holds_them() {
+    let env = Env::empty();
+    env.write_project(
+        ".vak/prompts/guardrails.md",
+        &"- Never run rm -rf.\n".repeat(200),
+    );
+    let json = env.json(&["prompts", "check"]);
+    let guardrails = json["blocks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["block"] == "guardrails")
+        .unwrap()["tokens"]
+        .as_u64()
+        .unwrap();
+    let prefix = json["tokens"]["prefix"].as_u64().unwrap();
+    assert!(guardrails < prefix, "{json}");
+}
