@@ -109,6 +109,37 @@ fn sourced<T>(file: &ConfigFile, value: T, key: &[&str]) -> Sourced<T> {
 }
 
 /// Merge the config files, demoting an untrusted project's privileged keys.
+/// The table at `path` in `table`, or `None` when it is absent; one that
+/// is there but not a table (`[[prompts]]`, `mcp = "none"`) is warned about,
+/// naming the file, rather than passed over as if it were absent.
+fn section<'t>(
+    table: &'t toml::Table,
+    path: &[&str],
+    file: &ConfigFile,
+    warnings: &mut Vec<String>,
+) -> Option<&'t toml::Table> {
+    let mut at = table;
+    for (depth, key) in path.iter().enumerate() {
+        match at.get(*key) {
+            None => return None,
+            Some(toml::Value::Table(inner)) => at = inner,
+            Some(_) => {
+                // Only the innermost is said: an outer one that is not a
+                // table was said when it was asked for alone.
+                if depth + 1 == path.len() {
+                    warnings.push(format!(
+                        "`{}` in `{}` is not a table; ignored",
+                        path.join("."),
+                        file.path
+                    ));
+                }
+                return None;
+            }
+        }
+    }
+    Some(at)
+}
+
 pub(crate) fn effective_config(
     configs: &[ConfigFile],
     trust: Trust,
@@ -165,7 +196,12 @@ pub(crate) fn effective_config(
             )),
             None => {}
         }
-        if let Some(prompts) = table.get("prompts").and_then(toml::Value::as_table) {
+        let warnings = &mut effective.warnings;
+        let prompts = section(&table, &["prompts"], file, warnings);
+        let permissions = section(&table, &["permissions"], file, warnings);
+        let servers = section(&table, &["mcp"], file, warnings)
+            .and_then(|_| section(&table, &["mcp", "servers"], file, warnings));
+        if let Some(prompts) = prompts {
             match prompts.get("max_tokens") {
                 Some(toml::Value::Integer(n)) => {
                     effective
@@ -179,7 +215,7 @@ pub(crate) fn effective_config(
                 None => {}
             }
         }
-        if let Some(permissions) = table.get("permissions").and_then(toml::Value::as_table) {
+        if let Some(permissions) = permissions {
             for kind in [
                 PermissionKind::Allow,
                 PermissionKind::Ask,
@@ -203,12 +239,7 @@ pub(crate) fn effective_config(
                 }
             }
         }
-        if let Some(servers) = table
-            .get("mcp")
-            .and_then(toml::Value::as_table)
-            .and_then(|mcp| mcp.get("servers"))
-            .and_then(toml::Value::as_table)
-        {
+        if let Some(servers) = servers {
             for (name, server) in servers {
                 let Some(server) = server.as_table() else {
                     effective.warnings.push(format!(

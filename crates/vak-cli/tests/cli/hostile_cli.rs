@@ -1085,3 +1085,21 @@ fn a_block_counts_its_repeated_bullets_once_as_the_prefix_holds_them() {
     let prefix = json["tokens"]["prefix"].as_u64().unwrap();
     assert!(guardrails < prefix, "{json}");
 }
+
+#[test]
+fn a_config_section_of_the_wrong_type_is_warned_about_not_passed_over() {
+    let env = Env::empty();
+    env.write_home(
+        ".vak/config.toml",
+        "mcp = \"none\"\npermissions = 3\n[[prompts]]\nmax_tokens = 5\n",
+    );
+    let out = env.vak(&["prompts", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for key in ["`mcp`", "`permissions`", "`prompts`"] {
+        assert!(
+            stderr(&out).contains(&format!("{key} in")) && stderr(&out).contains("is not a table"),
+            "{key}: {}",
+            stderr(&out)
+        );
+    }
+}
