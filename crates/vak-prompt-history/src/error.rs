@@ -142,6 +142,9 @@ impl HistoryError {
                 Escaped(leads_to.as_str())
             ),
             Refusal::Dangling => "it is a dangling symlink".to_owned(),
+            Refusal::NotADirectory => {
+                "its directory is not a directory (a file, FIFO, socket or device)".to_owned()
+            }
             Refusal::NotRegularFile => {
                 "it is a symlink or not a regular file (FIFO, socket, device or directory)"
                     .to_owned()

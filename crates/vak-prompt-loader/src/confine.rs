@@ -92,6 +92,9 @@ pub enum Refusal {
     Dangling,
     /// Not a regular file (FIFO, socket, device or directory).
     NotRegularFile,
+    /// Where a directory must be, something else (a file, FIFO, socket or
+    /// device).
+    NotADirectory,
     /// Larger than the bound.
     TooLarge {
         /// The size seen (at least `limit + 1`).
@@ -112,6 +115,24 @@ impl From<io::Error> for Refusal {
 impl From<Errno> for Refusal {
     fn from(errno: Errno) -> Self {
         Refusal::Io(errno.into())
+    }
+}
+
+/// Why `dir` could not be opened as a directory though the open said
+/// "not found" or "not a directory": nothing there is no directory
+/// (`Ok(None)`), but a dangling symlink, a file or a FIFO in its place is
+/// said, not passed over as if absent. Only asked on the slow path (a
+/// symlink or something odd on the way): a plain missing directory is
+/// answered before it.
+fn not_a_dir(dir: &Utf8Path) -> Result<Option<ConfinedDir>, Refusal> {
+    match rustix::fs::lstat(dir.as_std_path()) {
+        Ok(stat) if rustix::fs::FileType::from_raw_mode(stat.st_mode).is_symlink() => {
+            Err(Refusal::Dangling)
+        }
+        Ok(stat) if !rustix::fs::FileType::from_raw_mode(stat.st_mode).is_dir() => {
+            Err(Refusal::NotADirectory)
+        }
+        _ => Ok(None),
     }
 }
 
@@ -247,7 +268,7 @@ impl ConfinedDir {
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         let fd = match rustix::fs::open(dir.as_std_path(), flags, Mode::empty()) {
             Ok(fd) => fd,
-            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
+            Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return not_a_dir(dir),
             Err(e) => return Err(e.into()),
         };
         let real = real_path_of(&fd, dir)?;

@@ -67,6 +67,9 @@ impl From<Refusal> for ReadRefusal {
             Refusal::Outside { leads_to } => ReadRefusal::SymlinkOutside { target: leads_to },
             Refusal::Dangling => ReadRefusal::Io("it is a dangling symlink".to_owned()),
             Refusal::NotRegularFile => ReadRefusal::NotRegularFile,
+            Refusal::NotADirectory => {
+                ReadRefusal::Io("it is not a directory (a file, FIFO, socket or device)".to_owned())
+            }
             Refusal::TooLarge { bytes, limit } => ReadRefusal::TooLarge { bytes, limit },
             Refusal::Io(error) => ReadRefusal::Io(error.to_string()),
         }

@@ -217,9 +217,23 @@ fn open_parent<'p>(
         Ok(Some(opened)) => Ok(Some((opened, name))),
         Ok(None) => Ok(None),
         Err(Refusal::Outside { leads_to }) => Err(outside(Some(leads_to))),
+        // The directory is what is wrong, not the file: name it.
+        Err(Refusal::Dangling) => Err(SaveError::InTheWay {
+            path: path.to_owned(),
+            blocker: dir.to_owned(),
+            what: "a symlink that leads nowhere",
+        }),
+        Err(Refusal::NotADirectory) => Err(SaveError::InTheWay {
+            path: path.to_owned(),
+            blocker: dir.to_owned(),
+            what: NOT_A_DIRECTORY,
+        }),
         Err(refusal) => Err(refusal_error(refusal, action, path)),
     }
 }
+
+/// What [`SaveError::InTheWay`] says of a file, FIFO, socket or device.
+const NOT_A_DIRECTORY: &str = "not a directory: a file, FIFO, socket or device";
 
 fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> SaveError {
     match refusal {
@@ -231,6 +245,11 @@ fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> Sav
         },
         Refusal::Dangling => SaveError::Symlink(path.to_owned()),
         Refusal::NotRegularFile => SaveError::NotRegularFile(path.to_owned()),
+        Refusal::NotADirectory => SaveError::InTheWay {
+            path: path.to_owned(),
+            blocker: path.parent().unwrap_or(path).to_owned(),
+            what: NOT_A_DIRECTORY,
+        },
         Refusal::TooLarge { bytes, .. } => SaveError::TooLarge {
             path: path.to_owned(),
             bytes: usize::try_from(bytes).unwrap_or(usize::MAX),
@@ -405,7 +424,7 @@ fn in_the_way(existing: &Utf8Path, dir: &Utf8Path) -> Option<(Utf8PathBuf, &'sta
             return Some((at, "a symlink that leads nowhere"));
         }
         if !kind.is_dir() {
-            return Some((at, "not a directory: a file, FIFO, socket or device"));
+            return Some((at, NOT_A_DIRECTORY));
         }
     }
     None

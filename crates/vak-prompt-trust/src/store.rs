@@ -290,7 +290,12 @@ fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {
     let bytes = match read_plain(path, MAX_STORE_BYTES) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(BTreeSet::new()),
-        Err(Refusal::NotRegularFile | Refusal::Dangling | Refusal::Outside { .. }) => {
+        Err(
+            Refusal::NotRegularFile
+            | Refusal::NotADirectory
+            | Refusal::Dangling
+            | Refusal::Outside { .. },
+        ) => {
             return Err(TrustError::NotRegularFile(path.to_owned()));
         }
         Err(Refusal::TooLarge { bytes, .. }) => {

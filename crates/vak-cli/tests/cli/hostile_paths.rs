@@ -567,11 +567,18 @@ fn a_project_scope_save_into_a_home_inside_the_project_names_the_home_not_a_syml
 }
 
 #[test]
-fn a_dangling_link_or_a_fifo_where_the_prompt_directory_goes_is_named_on_save() {
+fn a_dangling_link_or_a_fifo_where_the_prompt_directory_goes_is_said_on_show_and_save() {
     let env = Env::empty();
     mkdirs(&env.project().join(".vak"));
     let prompts = env.project().join(".vak/prompts");
     symlink("/nonexistent/elsewhere", &prompts).unwrap();
+    // Read, it is said, not passed over as if there were no layer.
+    let shown = env.vak(&["prompts", "show"]);
+    assert!(
+        stderr(&shown).contains("it is a dangling symlink; skipped"),
+        "{}",
+        stderr(&shown)
+    );
     let out = env.vak_stdin(
         &["prompts", "set", "--scope", "project", "guardrails", "-"],
         "- g\n",
@@ -585,6 +592,12 @@ fn a_dangling_link_or_a_fifo_where_the_prompt_directory_goes_is_named_on_save() 
     assert!(!said.contains("os error"), "{said}");
     std::fs::remove_file(&prompts).unwrap();
     mkfifo(&prompts);
+    let shown = env.vak(&["prompts", "show"]);
+    assert!(
+        stderr(&shown).contains("it is not a directory"),
+        "{}",
+        stderr(&shown)
+    );
     let out = env.vak_stdin(
         &["prompts", "set", "--scope", "project", "guardrails", "-"],
         "- g\n",
