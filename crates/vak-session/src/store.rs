@@ -507,8 +507,11 @@ impl Store for FileStore {
         // does not refuse the sender's retry of a delivery that then failed
         // or was killed: that retry, to the same chat, is decided by the
         // chat's ledger (above), where a committed turn carries its
-        // delivery's digest. A turn is recorded once, acknowledged or not.
+        // delivery's digest. Once committed, the marker says so, and then
+        // refuses every retry itself: the chat may have rotated meanwhile,
+        // and the ledger of its new session has no such turn.
         if let (Some(replay), Some(claim)) = (replay, claim) {
+            replay.committed();
             replay.finish(claim);
         }
         Ok(Some(Committed { session }))
@@ -615,6 +618,8 @@ impl FileStore {
                     let mut said = String::new();
                     // Not UTF-8, too long or unreadable: not this chat's.
                     let _ = file.take(MAX_MARKER_BYTES).read_to_string(&mut said);
+                    // Another chat's, or this chat's once committed
+                    // (`<bot>/<chat>` then `committed`).
                     if said.trim_end() != chat_key {
                         return Err(SessionError::Replayed);
                     }
@@ -663,6 +668,25 @@ impl ReplayHold {
             Err(error) => return Err(error),
         }
         crate::jsonl::sync_dir(&self.dir)
+    }
+
+    /// Say in the marker that its delivery committed: a marker that holds
+    /// more than its chat refuses every later claim ([`FileStore::hold_claim`]).
+    /// A failure is logged, not returned: the delivery has committed, and
+    /// a retry is still refused by the ledger of the session it went to
+    /// while the chat stays there.
+    fn committed(&self) {
+        use std::io::Write as _;
+        let appended = crate::file::open(&self.marker, std::fs::OpenOptions::new().append(true))
+            .and_then(|mut file| {
+                file.write_all(b"committed\n")
+                    .and_then(|()| file.set_modified(self.stamp))
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| SessionError::io("write", self.marker.clone(), e))
+            });
+        if let Err(error) = appended {
+            tracing::warn!(%error, "a replay marker could not record its delivery as committed");
+        }
     }
 
     /// Release the lock; every 256th claim of this process prunes old
@@ -755,6 +779,50 @@ mod tests {
         assert!(recent.exists(), "a marker still in its window is kept");
         assert!(ahead.exists() && forged.exists());
         assert!(!stale.exists(), "a marker past twice the window is pruned");
+    }
+
+    /// A signed delivery retried after the chat rotated to a new session
+    /// (whose ledger has no such turn) is still refused: the marker says
+    /// its delivery committed.
+    #[test]
+    fn a_committed_delivery_is_refused_after_the_chat_rotates() {
+        use vak_prompt_blocks::NameKind;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8Path::from_path(dir.path()).expect("utf8");
+        let store = FileStore::new(home);
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let now = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_secs(),
+        )
+        .expect("secs");
+        // Every plan is a fresh session: each delivery rotates the chat.
+        let deliver = |key: &str| {
+            let claim = Claim {
+                key,
+                at: now,
+                window_secs: 300,
+            };
+            store.deliver_at(&bot, &chat, None, Some(&claim), &mut |_| {
+                Some(ChatPlan::Fresh(Box::new(FreshSession {
+                    meta: SessionMeta::default(),
+                    contract: FrozenContract::default(),
+                    change: None,
+                    turn: Turn::now(key, ""),
+                })))
+            })
+        };
+        deliver("v2=first").expect("delivered");
+        deliver("v2=second").expect("delivered, on a new session");
+        assert!(matches!(deliver("v2=first"), Err(SessionError::Replayed)));
+        assert_eq!(
+            store.list_newest(10).expect("list").0.len(),
+            2,
+            "recorded again"
+        );
     }
 
     #[test]
