@@ -7,8 +7,7 @@ use serde_json::json;
 use vak_core::prompts::{
     Bound, ChatPlan, Claim, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
-    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, diff,
-    now_rfc3339,
+    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, now_rfc3339,
 };
 use vak_core::{Admission, Core, InboundPrompts, PromptCache, Selectors};
 
@@ -638,7 +637,9 @@ fn plan_delivery(
         Bound::Unbound => Ok(fresh(DeliveryOutcome::Created, None)),
         Bound::Gone(gone) => Ok(fresh(DeliveryOutcome::Rebound { gone: gone.clone() }, None)),
         Bound::Live(ledger) => {
-            let report = diff(&ledger.contract().prompt_layers, &current.descriptors);
+            // As `exec` judges a named session: a frozen prefix its layers
+            // no longer render rotates the chat too, rather than being sent.
+            let report = vak_core::history::session_drift(ledger.contract(), &current);
             match decide(ResumePath::ChatBinding, &report) {
                 ResumeDecision::Continue => {
                     let tail = render_tail_from(
