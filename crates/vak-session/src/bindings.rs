@@ -177,6 +177,15 @@ impl BindingGuard {
                 source,
             })?;
         bytes.push(b'\n');
+        // Never written past what `load` reads: the file would refuse every
+        // delivery after it.
+        if bytes.len() as u64 > MAX_BINDINGS_BYTES {
+            return Err(SessionError::BindingsFull {
+                path: self.path.clone(),
+                size: bytes.len() as u64,
+                max: MAX_BINDINGS_BYTES,
+            });
+        }
         let temp = self.path.with_extension("json.tmp");
         // A stale temporary file (or anything else there) is removed, never
         // written through: the name is then created afresh.
@@ -200,10 +209,11 @@ impl BindingGuard {
     }
 }
 
-/// The most a bindings file may hold before it is read: about forty
-/// thousand chats, far past any one home, and small enough that a hostile
-/// file cannot make every delivery read gigabytes.
-pub(crate) const MAX_BINDINGS_BYTES: u64 = 4 * 1024 * 1024;
+/// The most a bindings file may hold, read or written: about a hundred
+/// thousand chats (≈ 155 bytes each), far past any one home on the file
+/// store, and small enough that a hostile file cannot make every delivery
+/// read gigabytes.
+pub(crate) const MAX_BINDINGS_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Read the bindings: a regular file (never a FIFO or a symlink), bounded
 /// by [`MAX_BINDINGS_BYTES`] before a byte is read. A missing file is empty.
@@ -352,6 +362,53 @@ mod tests {
         std::fs::write(store.path(), big).expect("write");
         let err = store.lock().expect_err("too large");
         assert!(matches!(err, SessionError::TooLarge { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_binding_that_would_make_the_file_unreadable_is_refused_and_the_file_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        let store = BindingStore::new(&home);
+        let (bot, chat) = names();
+        // A file just under the bound, as vak writes it: each binding of
+        // `c<n>` (n of six digits) adds the same bytes.
+        let mut guard = store.lock().expect("lock");
+        let size =
+            |guard: &BindingGuard| serde_json::to_vec_pretty(&guard.file).expect("json").len() + 1;
+        let chat_n = |n: u32| {
+            Name::new(vak_prompt_blocks::NameKind::Chat, &format!("c{n:06}")).expect("chat")
+        };
+        guard.bind(&bot, &chat_n(0), SessionId::generate());
+        let one = size(&guard);
+        guard.bind(&bot, &chat_n(1), SessionId::generate());
+        let per = size(&guard) - one;
+        let max = usize::try_from(MAX_BINDINGS_BYTES).expect("fits");
+        let n = u32::try_from((max - size(&guard)) / per).expect("fits") - 3;
+        for i in 2..2 + n {
+            guard.bind(&bot, &chat_n(i), SessionId::generate());
+        }
+        guard.commit().expect("fits");
+        let _ = chat;
+        let before = std::fs::read(store.path()).expect("read");
+        let mut refused = None;
+        for extra in 0..10u32 {
+            let mut guard = store.lock().expect("still readable");
+            guard.bind(&bot, &chat_n(900_000 + extra), SessionId::generate());
+            if let Err(error) = guard.commit() {
+                refused = Some(error);
+                break;
+            }
+        }
+        let error = refused.expect("refused before the bound");
+        assert!(
+            matches!(error, SessionError::BindingsFull { .. }),
+            "{error}"
+        );
+        // Still readable, and every delivery after it still works.
+        let listed = store.list().expect("readable");
+        assert!(listed.len() as u64 >= u64::from(n));
+        assert!(before.len() <= max);
+        assert!(std::fs::read(store.path()).expect("read").len() >= before.len());
     }
 
     #[test]

@@ -187,6 +187,20 @@ pub enum SessionError {
         /// The bound.
         max: usize,
     },
+    /// Binding one more chat would make the bindings file larger than the
+    /// bound it is read under (so it could never be read again).
+    #[error(
+        "binding this chat would make `{}` {size} bytes, over the {max}-byte bound it is read under; nothing was changed. Remove the bindings of chats no longer used, or move the gateway to PostgreSQL (`vak store import`)",
+        Escaped(.path.as_str())
+    )]
+    BindingsFull {
+        /// The file.
+        path: Utf8PathBuf,
+        /// The size it would have had.
+        size: u64,
+        /// The bound.
+        max: u64,
+    },
     /// The bindings file is larger than the bound it is read under.
     #[error(
         "`{}` is {size} bytes, over the {max}-byte bound for a bindings file; nothing was read or changed",

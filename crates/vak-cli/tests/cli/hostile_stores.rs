@@ -364,11 +364,11 @@ fn an_oversized_line_or_bindings_file_is_refused_by_size() {
 
     // A bindings file over its bound: the delivery is refused, nothing made.
     let bindings = env.home().join(".vak/gateway/bindings.json");
-    fs::write(&bindings, vec![b' '; 5 << 20]).unwrap();
+    fs::write(&bindings, vec![b' '; 17 << 20]).unwrap();
     let out = run(&env, DELIVER);
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("bindings.json` is 5242880 bytes, over the 4194304-byte bound"),
+        stderr(&out).contains("bindings.json` is 17825792 bytes, over the 16777216-byte bound"),
         "{}",
         stderr(&out)
     );
