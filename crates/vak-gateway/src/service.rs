@@ -29,6 +29,12 @@ use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
 use crate::{LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
 
+/// The body of a delivered message: its text (other keys are ignored).
+#[derive(serde::Deserialize)]
+struct MessageBody {
+    text: String,
+}
+
 /// The largest request body accepted (413 above it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
@@ -369,16 +375,23 @@ fn handle(
         Ok(verified) => verified,
         Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
     };
-    let text = match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(map)) => match map.get("text") {
-            Some(Value::String(text)) if !text.trim().is_empty() => text.clone(),
-            _ => {
-                return refusal(
-                    StatusCode::BAD_REQUEST,
-                    "the body must be {\"text\": \"…\"} with a non-empty string",
-                );
-            }
-        },
+    let text = match serde_json::from_slice::<MessageBody>(body) {
+        Ok(MessageBody { text }) if !text.trim().is_empty() => text,
+        // Two `text` keys are refused, not read as the last: a proxy or a
+        // log that reads the first would see another message than the one
+        // recorded.
+        Err(error) if error.to_string().starts_with("duplicate field") => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "the body names `text` twice; send it once",
+            );
+        }
+        Ok(_) | Err(_) if serde_json::from_slice::<Value>(body).is_ok_and(|v| v.is_object()) => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "the body must be {\"text\": \"…\"} with a non-empty string",
+            );
+        }
         _ => {
             return refusal(
                 StatusCode::BAD_REQUEST,

@@ -211,6 +211,14 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
 
     let bad = r#"{"message":"hi"}"#;
     assert_eq!(post(addr, &path, &signed(&key, bad), bad.as_bytes()).0, 400);
+    // `text` twice is refused, not read as the last one.
+    let twice = r#"{"text":"hi","text":"evil"}"#;
+    let (status, answer) = post(addr, &path, &signed(&key, twice), twice.as_bytes());
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("twice"),
+        "{answer}"
+    );
     // Correctly signed bytes that are not UTF-8, or not JSON at all.
     for raw in [&b"{\"text\":\"\xff\xfe\"}"[..], &b"\x00\x01not json"[..]] {
         let ts = now().to_string();
