@@ -253,7 +253,16 @@ impl VersionLog {
                 continue;
             }
             match serde_json::from_slice::<VersionRecord>(&buf) {
-                Ok(record) if record.kind == "version" => {
+                // A record whose digests are not digests (written by hand)
+                // is not a record: it would name no text `diff` or
+                // `revert` could find.
+                Ok(record)
+                    if record.kind == "version"
+                        && [&record.before, &record.after]
+                            .into_iter()
+                            .flatten()
+                            .all(|d| crate::objects::is_digest(d)) =>
+                {
                     if keep(&record) {
                         out.records.push(record);
                     }
@@ -295,9 +304,14 @@ mod tests {
         VersionRecord {
             time: "2026-12-03T08:00:00.000Z".to_owned(),
             who: "user:test".to_owned(),
-            after: Some(after.to_owned()),
+            after: Some(d(after)),
             ..VersionRecord::new(target, "guardrails", Action::Save)
         }
+    }
+
+    /// `s` as a digest: padded with zeros to 64 hex digits.
+    fn d(s: &str) -> String {
+        format!("{s:0>64}")
     }
 
     #[test]
@@ -310,7 +324,7 @@ mod tests {
         log.append(&record("/a", "3")).unwrap();
         let a = log.for_target("/a").unwrap();
         let afters: Vec<_> = a.records.iter().map(|r| r.after.clone().unwrap()).collect();
-        assert_eq!(afters, ["1", "3"]);
+        assert_eq!(afters, [d("1"), d("3")]);
     }
 
     #[test]
@@ -342,7 +356,7 @@ mod tests {
         log.append(&record("/a", "3")).unwrap();
         let a = log.for_target("/a").unwrap();
         let afters: Vec<_> = a.records.iter().map(|r| r.after.clone().unwrap()).collect();
-        assert_eq!(afters, ["1", "2", "3"]);
+        assert_eq!(afters, [d("1"), d("2"), d("3")]);
         assert_eq!(a.skipped, 2);
     }
 
@@ -375,6 +389,21 @@ mod tests {
     }
 
     #[test]
+    fn a_record_whose_digests_are_not_digests_is_skipped() {
+        let (_keep, home) = home();
+        let log = VersionLog::new(&home);
+        log.append(&record("/a", "1")).unwrap();
+        let mut bytes = fs::read(log.path()).unwrap();
+        bytes.extend_from_slice(
+            b"{\"type\":\"version\",\"target\":\"/a\",\"before\":\"not-a-digest\",\"after\":\"../../etc/hostname\"}\n",
+        );
+        fs::write(log.path(), &bytes).unwrap();
+        let read = log.for_target("/a").unwrap();
+        assert_eq!(read.records.len(), 1);
+        assert_eq!(read.skipped, 1);
+    }
+
+    #[test]
     fn old_and_new_fields_parse() {
         let line = br#"{"type":"version","target":"/a","after":"x","future":1}"#;
         let record: VersionRecord = serde_json::from_slice(line).unwrap();
@@ -397,7 +426,7 @@ mod tests {
             for (i, garbage) in junk.iter().enumerate() {
                 let after = format!("{i}");
                 log.append(&record("/a", &after)).unwrap();
-                expected.push(after);
+                expected.push(d(&after));
                 if let Some(garbage) = garbage {
                     let mut bytes = fs::read(log.path()).unwrap();
                     bytes.extend_from_slice(garbage.as_bytes());
