@@ -721,7 +721,12 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     }
     assert_eq!(store.read(&retried.session).unwrap().turns().count(), 1);
     assert_eq!(store.bindings().unwrap().len(), 1, "nothing for chat 43");
-    assert_eq!(std::fs::read_to_string(&marker).unwrap(), "helpdesk/42\n");
+    // The retry committed: the marker now says so, and refuses every
+    // later claim itself (even once the chat has rotated).
+    assert_eq!(
+        std::fs::read_to_string(&marker).unwrap(),
+        "helpdesk/42\ncommitted\n"
+    );
 
     // A marker an older build wrote (empty) is a delivery that committed,
     // to whichever chat.
