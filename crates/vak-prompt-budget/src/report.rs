@@ -155,15 +155,14 @@ impl BudgetReport {
     /// are, with the provenance the loader gave them.
     pub fn measure(model: &ModelInfo, cap: usize, prefix: &str, blocks: &[ResolvedBlock]) -> Self {
         let encoding = model.encoding;
-        let resolved = blocks;
         let contributions = blocks
             .iter()
             .flat_map(|b| b.contributors.iter().map(move |c| (b.block, c)));
-        let mut blocks: BTreeMap<Block, usize> = BTreeMap::new();
+        let mut per_block: BTreeMap<Block, usize> = BTreeMap::new();
         let mut layers: BTreeMap<(PromptLayer, Origin), LayerTokens> = BTreeMap::new();
         for (block, c) in contributions {
             let tokens = encoding.count(&c.text);
-            *blocks.entry(block).or_default() += tokens;
+            *per_block.entry(block).or_default() += tokens;
             let layer = layers
                 .entry((c.provenance.layer, c.provenance.origin))
                 .or_insert_with(|| LayerTokens {
@@ -182,11 +181,11 @@ impl BudgetReport {
         // An accumulating block is what it renders, each duplicate dropped:
         // the sum of its files would count 200 copies of one bullet 200
         // times, for a block the prefix holds once.
-        for block in resolved
+        for block in blocks
             .iter()
             .filter(|b| b.block.composition() == Composition::Accumulate)
         {
-            if let Some(tokens) = blocks.get_mut(&block.block) {
+            if let Some(tokens) = per_block.get_mut(&block.block) {
                 *tokens = encoding.count(&block.text);
             }
         }
@@ -197,7 +196,7 @@ impl BudgetReport {
             approximate: model.approximate,
             cap,
             prefix_tokens: encoding.count(prefix),
-            blocks: blocks
+            blocks: per_block
                 .into_iter()
                 .map(|(block, tokens)| BlockTokens { block, tokens })
                 .collect(),

@@ -108,7 +108,6 @@ fn sourced<T>(file: &ConfigFile, value: T, key: &[&str]) -> Sourced<T> {
     }
 }
 
-/// Merge the config files, demoting an untrusted project's privileged keys.
 /// The table at `path` in `table`, or `None` when it is absent; one that
 /// is there but not a table (`[[prompts]]`, `mcp = "none"`) is warned about,
 /// naming the file, rather than passed over as if it were absent.
@@ -140,6 +139,7 @@ fn section<'t>(
     Some(at)
 }
 
+/// Merge the config files, demoting an untrusted project's privileged keys.
 pub(crate) fn effective_config(
     configs: &[ConfigFile],
     trust: Trust,

@@ -223,11 +223,6 @@ fn open_parent<'p>(
             blocker: dir.to_owned(),
             what: "a symlink that leads nowhere",
         }),
-        Err(Refusal::NotADirectory) => Err(SaveError::InTheWay {
-            path: path.to_owned(),
-            blocker: dir.to_owned(),
-            what: NOT_A_DIRECTORY,
-        }),
         Err(refusal) => Err(refusal_error(refusal, action, path)),
     }
 }

@@ -369,7 +369,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
         let store = BindingStore::new(&home);
-        let (bot, chat) = names();
+        let (bot, _) = names();
         // A file just under the bound, as vak writes it: each binding of
         // `c<n>` (n of six digits) adds the same bytes.
         let mut guard = store.lock().expect("lock");
@@ -388,7 +388,6 @@ mod tests {
             guard.bind(&bot, &chat_n(i), SessionId::generate());
         }
         guard.commit().expect("fits");
-        let _ = chat;
         let before = std::fs::read(store.path()).expect("read");
         let mut refused = None;
         for extra in 0..10u32 {

@@ -792,13 +792,7 @@ mod tests {
         let store = FileStore::new(home);
         let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
         let chat = Name::new(NameKind::Chat, "42").expect("chat");
-        let now = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock")
-                .as_secs(),
-        )
-        .expect("secs");
+        let now = unix(std::time::SystemTime::now());
         // Every plan is a fresh session: each delivery rotates the chat.
         let deliver = |key: &str| {
             let claim = Claim {
