@@ -409,12 +409,35 @@ impl Store for FileStore {
                 .as_deref()
                 .is_some_and(|delivery| ledger.has_delivery(delivery))
         };
-        let bound = match self.bindings.binding(bot, chat)?.map(|b| b.session_id) {
+        let bound_id = self.bindings.binding(bot, chat)?.map(|b| b.session_id);
+        // An earlier try of this delivery that was killed after its turn was
+        // appended (before its marker said so) named, in the marker, the
+        // session the turn went to; the chat may have rotated since, so
+        // that session's ledger is read, not only the one bound now.
+        if let Some(replay) = &replay {
+            for id in replay
+                .tried
+                .iter()
+                .filter(|id| Some(*id) != bound_id.as_ref())
+            {
+                let found = match self.sessions.read(id) {
+                    Ok(ledger) => committed_before(&ledger),
+                    Err(SessionError::NotFound { .. }) => false,
+                    Err(error) => return Err(error),
+                };
+                if found {
+                    replay.committed();
+                    return Err(SessionError::Replayed);
+                }
+            }
+        }
+        let bound = match bound_id {
             None => Bound::Unbound,
             Some(id) => match self.sessions.read(&id) {
                 Ok(ledger) if committed_before(&ledger) => {
                     if let (Some(replay), Some(claim)) = (replay, claim) {
-                        replay.mark()?;
+                        replay.mark(&id)?;
+                        replay.committed();
                         replay.finish(claim);
                     }
                     return Err(SessionError::Replayed);
@@ -427,12 +450,11 @@ impl Store for FileStore {
         let Some(planned) = plan(&bound) else {
             return Ok(None);
         };
-        // Durable before anything of the delivery is: a crash after its turn
-        // then always leaves the marker naming this chat, so a replay of the
-        // request to another chat is refused whatever the crash lost.
-        if let Some(replay) = &replay {
-            replay.mark()?;
-        }
+        // The marker is durable before the turn is appended, naming this
+        // chat and the session the turn goes to: a crash after the turn then
+        // always leaves a marker that refuses the request for another chat,
+        // and that says which ledger to look in for this one, however the
+        // chat rotates meanwhile.
         let session = match planned {
             ChatPlan::Continue { mut turn } => {
                 let Bound::Live(ledger) = &bound else {
@@ -441,6 +463,9 @@ impl Store for FileStore {
                         chat: chat.to_string(),
                     });
                 };
+                if let Some(replay) = &replay {
+                    replay.mark(&ledger.id)?;
+                }
                 turn.delivery = delivery;
                 self.sessions.append(&ledger.id, &Record::Turn(turn))?;
                 ledger.id.clone()
@@ -492,8 +517,12 @@ impl Store for FileStore {
                 let mut guard = self.bindings.lock()?;
                 guard.bind(bot, chat, id.clone());
                 guard.commit()?;
+                if let Some(replay) = &replay {
+                    replay.mark(&id)?;
+                }
                 if replayed {
                     if let (Some(replay), Some(claim)) = (replay, claim) {
+                        replay.committed();
                         replay.finish(claim);
                     }
                     return Err(SessionError::Replayed);
@@ -503,13 +532,13 @@ impl Store for FileStore {
                 id
             }
         };
-        // The marker was written before the delivery, naming this chat; it
-        // does not refuse the sender's retry of a delivery that then failed
-        // or was killed: that retry, to the same chat, is decided by the
-        // chat's ledger (above), where a committed turn carries its
-        // delivery's digest. Once committed, the marker says so, and then
-        // refuses every retry itself: the chat may have rotated meanwhile,
-        // and the ledger of its new session has no such turn.
+        // The marker was written before the turn, naming this chat and the
+        // session; it does not refuse the sender's retry of a delivery that
+        // then failed or was killed: that retry, to the same chat, is
+        // decided by the ledgers of the sessions the marker names (above),
+        // where a committed turn carries its delivery's digest. Once
+        // committed, the marker says so, and then refuses every retry
+        // itself.
         if let (Some(replay), Some(claim)) = (replay, claim) {
             replay.committed();
             replay.finish(claim);
@@ -519,14 +548,19 @@ impl Store for FileStore {
 }
 
 impl FileStore {
-    /// Every replay marker, as the digest of the signature it takes and
-    /// the time of the request it refuses (Unix seconds, at most now): what `vak store import` carries
-    /// into PostgreSQL, so a request this store delivered is refused there
-    /// too within its window. Only regular files named by a digest count.
+    /// Every replay marker of a delivery that committed, as the digest of
+    /// the signature it takes and the time of the request it refuses (Unix
+    /// seconds, at most now): what `vak store import` carries into
+    /// PostgreSQL, so a request this store delivered is refused there too
+    /// within its window. Only regular files named by a digest count. A
+    /// marker a killed delivery left before it said `committed` counts
+    /// only when a ledger it names holds the turn: otherwise the sender's
+    /// retry is a new delivery, and refusing it would lose the message.
     ///
     /// # Errors
     ///
-    /// The replay directory exists but cannot be listed.
+    /// The replay directory exists but cannot be listed, or a ledger a
+    /// marker names cannot be read.
     pub fn replay_markers(&self) -> Result<Vec<(String, i64)>, SessionError> {
         let dir = self.home.join(".vak").join("gateway").join("replay");
         let entries = match std::fs::read_dir(&dir) {
@@ -547,6 +581,9 @@ impl FileStore {
             if !is_digest || !meta.is_file() {
                 continue;
             }
+            if !self.marker_refuses(&dir.join(name), name)? {
+                continue;
+            }
             // A marker's mtime is its request's time (see `marker_time`);
             // one dated ahead (set by hand, or a clock stepped back since)
             // is taken as now, so it is not kept in the database for ever.
@@ -564,38 +601,143 @@ impl FileStore {
     }
 }
 
+impl FileStore {
+    /// Whether the marker at `path` (of the delivery whose digest is
+    /// `delivery`) refuses its request everywhere: it says committed, it is
+    /// not a marker this store wrote, or a ledger it names (or, for a
+    /// marker from before markers named sessions, the chat's bound one)
+    /// holds the turn.
+    fn marker_refuses(&self, path: &Utf8Path, delivery: &str) -> Result<bool, SessionError> {
+        let marker = match Marker::read(path) {
+            Ok(Some(marker)) if !marker.committed => marker,
+            Ok(None) => return Ok(false),
+            Ok(Some(_)) | Err(()) => return Ok(true),
+        };
+        let mut sessions = marker.sessions;
+        if sessions.is_empty() {
+            let bound = marker.chat_key.split_once('/').and_then(|(bot, chat)| {
+                use vak_prompt_blocks::NameKind;
+                let bot = Name::new(NameKind::Bot, bot).ok()?;
+                let chat = Name::new(NameKind::Chat, chat).ok()?;
+                Some((bot, chat))
+            });
+            if let Some((bot, chat)) = bound {
+                sessions.extend(self.bindings.binding(&bot, &chat)?.map(|b| b.session_id));
+            }
+        }
+        for id in &sessions {
+            match self.sessions.read(id) {
+                Ok(ledger) if ledger.has_delivery(delivery) => return Ok(true),
+                Ok(_) | Err(SessionError::NotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(false)
+    }
+}
+
 /// A request signature's lock (`gateway/replay/<sha256>.lock`, `flock`, so
-/// across processes), held for the whole delivery; the marker
-/// (`gateway/replay/<sha256>`) is written, naming the bot and chat, before
-/// anything of the delivery is, and refuses the signature for every other
-/// chat from then on. For its own chat it refuses nothing by itself: the
-/// chat's ledger says whether the delivery committed.
+/// across processes), held for the whole delivery, and its marker
+/// (`gateway/replay/<sha256>`), read by [`Marker::parse`]. The marker is
+/// written before the turn is appended, naming the bot and chat and the
+/// session the turn goes to, and refuses the signature for every other
+/// chat from then on. For its own chat it refuses nothing by itself until
+/// it says `committed`: the ledgers of the sessions it names say whether
+/// an earlier try got as far as its turn.
 struct ReplayHold {
     _lock: std::fs::File,
     dir: Utf8PathBuf,
     marker: Utf8PathBuf,
-    /// What the marker says: `<bot>/<chat>`.
+    /// What the marker's first line says: `<bot>/<chat>`.
     chat_key: String,
     /// Whether the marker is there already (for this chat).
     marked: bool,
+    /// The sessions earlier tries of this delivery went to (the marker's
+    /// `session <id>` lines).
+    tried: Vec<SessionId>,
     /// What the marker's mtime is set to ([`marker_time`]).
     stamp: std::time::SystemTime,
 }
 
-/// The most a marker holds: `<bot>/<chat>` and a newline.
-const MAX_MARKER_BYTES: u64 = 256;
+/// The most a marker holds: `<bot>/<chat>`, a `session <id>` line per try
+/// a crash interrupted after the chat rotated, and `committed`. One longer
+/// than this was not written by this store and proves nothing.
+const MAX_MARKER_BYTES: u64 = 4096;
+
+/// What a replay marker says, one line each:
+///
+/// ```text
+/// <bot>/<chat>
+/// session <id>     (before each try's turn is appended, one per session)
+/// committed        (once the delivery committed)
+/// ```
+///
+/// An empty marker (from before markers named a chat) is committed.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Marker {
+    chat_key: String,
+    sessions: Vec<SessionId>,
+    committed: bool,
+}
+
+impl Marker {
+    /// Read a marker's text; `None` for one this store did not write
+    /// (which proves nothing about its request).
+    fn parse(text: &str) -> Option<Self> {
+        let mut lines = text.lines();
+        let Some(chat_key) = lines.next() else {
+            return Some(Self {
+                committed: true,
+                ..Self::default()
+            });
+        };
+        let mut marker = Self {
+            chat_key: chat_key.to_owned(),
+            ..Self::default()
+        };
+        for line in lines {
+            if line == "committed" {
+                marker.committed = true;
+            } else if let Some(id) = line.strip_prefix("session ") {
+                marker.sessions.push(SessionId::parse(id).ok()?);
+            } else {
+                return None;
+            }
+        }
+        Some(marker)
+    }
+
+    /// Read the marker at `path`: `Ok(None)` when there is none, `Err` when
+    /// what is there is not a marker this store wrote (a FIFO, a symlink,
+    /// too long, not UTF-8, lines it never writes).
+    fn read(path: &Utf8Path) -> Result<Option<Self>, ()> {
+        use std::io::Read as _;
+        match crate::file::open_optional(path, std::fs::OpenOptions::new().read(true)) {
+            Ok(None) => Ok(None),
+            Ok(Some(file)) => {
+                let mut text = String::new();
+                file.take(MAX_MARKER_BYTES + 1)
+                    .read_to_string(&mut text)
+                    .map_err(drop)?;
+                if text.len() as u64 > MAX_MARKER_BYTES {
+                    return Err(());
+                }
+                Self::parse(&text).map(Some).ok_or(())
+            }
+            Err(_) => Err(()),
+        }
+    }
+}
 
 impl FileStore {
     /// Take `claim`'s lock and refuse it as [`SessionError::Replayed`] when
-    /// its marker names another chat (or is a marker from before markers
-    /// named one: that delivery committed).
+    /// its marker names another chat or says its delivery committed.
     fn hold_claim(
         &self,
         claim: &Claim<'_>,
         bot: &Name,
         chat: &Name,
     ) -> Result<ReplayHold, SessionError> {
-        use std::io::Read as _;
         let dir = self.home.join(".vak").join("gateway").join("replay");
         crate::jsonl::ensure_dir(&dir)?;
         let name = claim.digest();
@@ -611,62 +753,61 @@ impl FileStore {
             .map_err(|e| SessionError::io("lock", lock_path.clone(), e))?;
         let marker = dir.join(name);
         let chat_key = format!("{bot}/{chat}");
-        let marked =
-            match crate::file::open_optional(&marker, std::fs::OpenOptions::new().read(true)) {
-                Ok(None) => false,
-                Ok(Some(file)) => {
-                    let mut said = String::new();
-                    // Not UTF-8, too long or unreadable: not this chat's.
-                    let _ = file.take(MAX_MARKER_BYTES).read_to_string(&mut said);
-                    // Another chat's, or this chat's once committed
-                    // (`<bot>/<chat>` then `committed`).
-                    if said.trim_end() != chat_key {
-                        return Err(SessionError::Replayed);
-                    }
-                    true
-                }
-                // A marker that cannot be opened (a FIFO, a symlink) is no
-                // proof the request is new.
-                Err(_) => return Err(SessionError::Replayed),
-            };
+        let (marked, tried) = match Marker::read(&marker) {
+            Ok(None) => (false, Vec::new()),
+            Ok(Some(said)) if said.chat_key == chat_key && !said.committed => (true, said.sessions),
+            // Another chat's, committed, or not a marker this store wrote:
+            // no proof the request is new.
+            Ok(Some(_)) | Err(()) => return Err(SessionError::Replayed),
+        };
         Ok(ReplayHold {
             _lock: lock,
             dir,
             marker,
             chat_key,
             marked,
+            tried,
             stamp: marker_time(claim.at),
         })
     }
 }
 
 impl ReplayHold {
-    /// Write the marker durably (file and directory fsynced) unless it is
-    /// there already.
-    fn mark(&self) -> Result<(), SessionError> {
+    /// Make the marker say, durably (file and directory fsynced), that this
+    /// try's turn goes to `session`: written afresh with its chat, or
+    /// appended to an earlier try's marker that does not name it yet.
+    fn mark(&self, session: &SessionId) -> Result<(), SessionError> {
         use std::io::Write as _;
-        if self.marked {
+        if self.tried.contains(session) {
             return Ok(());
         }
-        match crate::file::open_optional(
-            &self.marker,
-            std::fs::OpenOptions::new().write(true).create_new(true),
-        ) {
-            Ok(Some(mut file)) => {
-                file.write_all(format!("{}\n", self.chat_key).as_bytes())
-                    .map_err(|e| SessionError::io("write", self.marker.clone(), e))?;
-                // Pruning goes by mtime, and so does `vak store import`.
-                file.set_modified(self.stamp)
-                    .map_err(|e| SessionError::io("set the time of", self.marker.clone(), e))?;
-                file.sync_all()
-                    .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?;
+        let (file, text) = if self.marked {
+            let file = crate::file::open(&self.marker, std::fs::OpenOptions::new().append(true))?;
+            (file, format!("session {session}\n"))
+        } else {
+            match crate::file::open(
+                &self.marker,
+                std::fs::OpenOptions::new().write(true).create_new(true),
+            ) {
+                Ok(file) => (file, format!("{}\nsession {session}\n", self.chat_key)),
+                // Under the signature's lock only a hand copy can be there:
+                // it proves nothing, so the request is refused.
+                Err(SessionError::Io { source, .. })
+                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
+                {
+                    return Err(SessionError::Replayed);
+                }
+                Err(error) => return Err(error),
             }
-            Ok(None) => {}
-            // Under the signature's lock only a hand copy can be there.
-            Err(SessionError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(error) => return Err(error),
-        }
+        };
+        let mut file = file;
+        file.write_all(text.as_bytes())
+            .map_err(|e| SessionError::io("write", self.marker.clone(), e))?;
+        // Pruning goes by mtime, and so does `vak store import`.
+        file.set_modified(self.stamp)
+            .map_err(|e| SessionError::io("set the time of", self.marker.clone(), e))?;
+        file.sync_all()
+            .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?;
         crate::jsonl::sync_dir(&self.dir)
     }
 
@@ -817,6 +958,123 @@ mod tests {
             2,
             "recorded again"
         );
+    }
+
+    /// A try killed after its turn was appended but before its marker said
+    /// `committed`, then a rotation, then the sender's retry: the retry is
+    /// refused (the marker names the session the turn went to), and the
+    /// message is recorded once. `vak store import` carries that marker,
+    /// and not one whose try never got as far as its turn.
+    #[test]
+    fn a_killed_try_is_found_in_its_session_after_the_chat_rotates() {
+        use vak_prompt_blocks::NameKind;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8Path::from_path(dir.path()).expect("utf8");
+        let store = FileStore::new(home);
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let now = unix(std::time::SystemTime::now());
+        fn claim(key: &str, at: i64) -> Claim<'_> {
+            Claim {
+                key,
+                at,
+                window_secs: 300,
+            }
+        }
+        let deliver = |key: &str| {
+            store.deliver_at(&bot, &chat, None, Some(&claim(key, now)), &mut |_| {
+                Some(ChatPlan::Fresh(Box::new(FreshSession {
+                    meta: SessionMeta::default(),
+                    contract: FrozenContract::default(),
+                    change: None,
+                    turn: Turn::now(key, ""),
+                })))
+            })
+        };
+        let marker = home
+            .join(".vak/gateway/replay")
+            .join(claim("v2=first", now).digest());
+        let first = deliver("v2=first").expect("delivered").expect("committed");
+        let said = std::fs::read_to_string(&marker).expect("marker");
+        assert_eq!(
+            said,
+            format!("helpdesk/42\nsession {}\ncommitted\n", first.session)
+        );
+        // What a kill before `committed` leaves.
+        std::fs::write(&marker, format!("helpdesk/42\nsession {}\n", first.session))
+            .expect("uncommit");
+        deliver("v2=second").expect("delivered, on a new session");
+        assert_eq!(
+            store.replay_markers().expect("markers").len(),
+            2,
+            "the killed try's turn is in a ledger: its marker is carried"
+        );
+        assert!(matches!(deliver("v2=first"), Err(SessionError::Replayed)));
+        let turns: usize = store
+            .list_newest(10)
+            .expect("list")
+            .0
+            .iter()
+            .map(|s| store.sessions.read(s).expect("ledger").records.len())
+            .sum();
+        assert_eq!(turns, 2, "recorded again");
+        assert!(
+            std::fs::read_to_string(&marker)
+                .expect("marker")
+                .ends_with("committed\n"),
+            "the refusal records what it found"
+        );
+
+        // A try killed before its turn: its marker names a session without
+        // the turn. Not carried by import, and the retry is delivered.
+        let third = claim("v2=third", now);
+        let bound = store
+            .bindings
+            .binding(&bot, &chat)
+            .expect("binding")
+            .expect("bound")
+            .session_id;
+        let lost = home.join(".vak/gateway/replay").join(third.digest());
+        std::fs::write(&lost, format!("helpdesk/42\nsession {bound}\n")).expect("lost try");
+        let legacy = home.join(".vak/gateway/replay").join("1".repeat(64));
+        std::fs::write(&legacy, "helpdesk/42\n").expect("an older build's try");
+        let listed: Vec<String> = store
+            .replay_markers()
+            .expect("markers")
+            .into_iter()
+            .map(|(digest, _)| digest)
+            .collect();
+        assert!(!listed.contains(&third.digest()), "{listed:?}");
+        assert!(!listed.contains(&"1".repeat(64)), "{listed:?}");
+        deliver("v2=third").expect("a try that never got to its turn is delivered");
+        assert!(matches!(deliver("v2=third"), Err(SessionError::Replayed)));
+    }
+
+    #[test]
+    fn markers_parse_what_this_store_writes_and_nothing_else() {
+        let id = SessionId::generate();
+        assert_eq!(
+            Marker::parse(""),
+            Some(Marker {
+                committed: true,
+                ..Marker::default()
+            }),
+            "from before markers named a chat"
+        );
+        assert_eq!(
+            Marker::parse(&format!("a/b\nsession {id}\ncommitted\n")),
+            Some(Marker {
+                chat_key: "a/b".to_owned(),
+                sessions: vec![id.clone()],
+                committed: true,
+            })
+        );
+        assert_eq!(
+            Marker::parse("a/b\n").map(|m| (m.sessions.len(), m.committed)),
+            Some((0, false))
+        );
+        assert_eq!(Marker::parse("a/b\nsession ../x\n"), None);
+        assert_eq!(Marker::parse("a/b\nwhatever\n"), None);
     }
 
     #[test]

@@ -343,6 +343,19 @@ fn import_moves_a_file_store_and_verifies_it() {
         window_secs: 300,
     };
     deliver_signed(&env, &*files, "42", "signed", &claim).unwrap();
+    // A try killed before its turn leaves a marker that does not say
+    // committed: its request was never recorded, so it is not carried, and
+    // the sender's retry is delivered on PostgreSQL.
+    let killed = Claim {
+        key: "v1=killed-before-its-turn",
+        ..claim
+    };
+    let bound = files.bindings().unwrap()[0].2.session_id.clone();
+    std::fs::write(
+        env.home.join(".vak/gateway/replay").join(killed.digest()),
+        format!("helpdesk/42\nsession {bound}\n"),
+    )
+    .unwrap();
 
     let target = crate::common::scratch_database(&url);
     let imported = vak_gateway::import_file(&env.home, &target).unwrap();
@@ -378,6 +391,8 @@ fn import_moves_a_file_store_and_verifies_it() {
     let next = deliver_to(&env, &pg, "42", "four");
     assert_eq!(next.outcome, DeliveryOutcome::Continued);
     assert_eq!(next.session, rotated.session);
+    let retried = deliver_signed(&env, &pg, "42", "retried", &killed).unwrap();
+    assert_eq!(retried.outcome, DeliveryOutcome::Continued);
 }
 
 /// A file home with two sessions and one `config-change` event, for the
@@ -687,8 +702,8 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
     assert!(cache.is_watching());
 }
 
-/// The file store writes a signature's marker, naming the chat, before
-/// anything of the delivery. A delivery killed after it and before its
+/// The file store writes a signature's marker, naming the chat (and the
+/// session), before the delivery's turn. A delivery killed after it and before its
 /// turn: the sender's retry to that chat is recorded, once; the same
 /// request sent to another chat is a replay, crash or no crash.
 #[test]
@@ -725,7 +740,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     // later claim itself (even once the chat has rotated).
     assert_eq!(
         std::fs::read_to_string(&marker).unwrap(),
-        "helpdesk/42\ncommitted\n"
+        format!("helpdesk/42\nsession {}\ncommitted\n", retried.session)
     );
 
     // A marker an older build wrote (empty) is a delivery that committed,
