@@ -10,6 +10,11 @@ use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
+/// How many directories holding layer files that are left out of the
+/// chain (too deep, hidden, `node_modules`…) are named one by one; the rest
+/// are counted in one more warning.
+const MAX_UNREAD_LAYERS_NAMED: usize = 3;
+
 /// What to load: the home, the project, and the selectors that pick
 /// sub-layers.
 #[derive(Debug, Clone)]
@@ -603,15 +608,26 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
             );
         }
         let (levels, left_out) = levels_and_left_out(&request.project, workdir);
-        for dir in left_out {
-            // Said, not silent: guardrails written there do not apply.
-            if has_layer(&dir, &interop) {
-                reader.skip(
-                    None,
-                    Provenance::new(PromptLayer::Project, Origin::Project, dir.as_str()),
-                    "is not read as a directory layer: no layer is read inside a hidden directory, `node_modules`, `target` or a directory whose name holds a control or invisible character, or more than 8 levels below the project root; move its files to a directory that is",
-                );
-            }
+        // Said, not silent: guardrails written there do not apply. The
+        // first few are named; a clone nested a thousand deep is one more
+        // line, not a thousand lines of ever longer paths.
+        let mut unread = left_out.into_iter().filter(|dir| has_layer(dir, &interop));
+        for dir in unread.by_ref().take(MAX_UNREAD_LAYERS_NAMED) {
+            reader.skip(
+                None,
+                Provenance::new(PromptLayer::Project, Origin::Project, dir.as_str()),
+                "is not read as a directory layer: no layer is read inside a hidden directory, `node_modules`, `target` or a directory whose name holds a control or invisible character, or more than 8 levels below the project root; move its files to a directory that is",
+            );
+        }
+        if let Some(next) = unread.next() {
+            let more = unread.count();
+            reader.skip(
+                None,
+                Provenance::new(PromptLayer::Project, Origin::Project, next.as_str()),
+                format!(
+                    "is not read as a directory layer either, nor {more} more below it that hold layer files, for the same reason"
+                ),
+            );
         }
         reader
             .chain

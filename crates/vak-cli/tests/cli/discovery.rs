@@ -1021,3 +1021,38 @@ fn trusting_crosses_every_role_with_every_directory_layer() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("`z17`"), "{}", stderr(&out));
 }
+
+/// A clone nested hundreds of directories deep, each with an `AGENTS.md`,
+/// worked in at the bottom: the layers past the depth limit are said in a
+/// few lines (three named, the rest counted), not one ever longer path per
+/// level.
+#[test]
+fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let mut dir = env.project().to_path_buf();
+    for level in 1..=120 {
+        dir.push(format!("d{level}"));
+        write(
+            &dir.join("AGENTS.md"),
+            &format!("Rules of level {level}.\n"),
+        );
+    }
+    env.trust();
+    let out = vak_in(&env, &dir, &["prompts", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    let lines: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("is not read as a directory layer"))
+        .collect();
+    assert_eq!(lines.len(), 4, "{said}");
+    assert!(
+        lines[3].contains("nor 108 more below it"),
+        "120 levels, 8 read, 3 named, 1 with the count: {}",
+        lines[3]
+    );
+    assert!(said.len() < 8 * 1024, "{} bytes of warnings", said.len());
+    assert!(stdout(&out).contains("Rules of level 8."));
+    assert!(!stdout(&out).contains("Rules of level 9."));
+}
