@@ -494,16 +494,24 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
             continue;
         }
         if c.kind == history::TextChangeKind::Moved {
+            let texts = if c.frozen == c.current {
+                format!("the same text ({})", show(c.current.as_deref()))
+            } else {
+                format!(
+                    "{} -> {}",
+                    show(c.frozen.as_deref()),
+                    show(c.current.as_deref())
+                )
+            };
             let _ = writeln!(
                 text,
-                "\n`{}` moved from {} ({}) to {} ({}): {} -> {}",
+                "\n`{}` moved from {} ({}) to {} ({}): {}",
                 escape_line(&c.block),
                 escape_line(c.frozen_layer.as_deref().unwrap_or("-")),
                 escape_line(c.frozen_source.as_deref().unwrap_or("-")),
                 escape_line(&c.layer),
                 escape_line(c.source.as_deref().unwrap_or("-")),
-                escape_line(&show(c.frozen.as_deref())),
-                escape_line(&show(c.current.as_deref())),
+                escape_line(&texts),
             );
         } else {
             let _ = writeln!(

@@ -374,9 +374,12 @@ pub enum TextChangeKind {
     Added,
     /// A layer that contributed then and does not now.
     Removed,
-    /// A narrowest-wins block whose winning layer moved (the session froze
-    /// the shared identity, now the project's wins): one change of the
-    /// block, from the frozen winner's text to the current one's.
+    /// A text now contributed from another layer or source: a
+    /// narrowest-wins block whose winning layer moved (the session froze
+    /// the shared identity, now the project's wins), from the frozen
+    /// winner's text to the current one's; or, in any block, the same text
+    /// from another place (a guardrail file moved from the project root
+    /// into a directory layer), with an empty diff.
     Moved,
     /// The same text in the same layer, at another place in its block's
     /// order (a skill listed earlier, a guardrail file read before another):
@@ -397,12 +400,6 @@ impl TextChangeKind {
     }
 }
 
-fn pairing_key(d: &PromptLayerDescriptor) -> (&str, &str, Option<&str>) {
-    // Narrowest-wins layers pair by block and layer; accumulating and
-    // project directory layers also by source (each contributor is its own).
-    (&d.block, &d.layer, d.source.as_deref())
-}
-
 /// Whether `block` (a wire name) has one winner per chain, so a frozen
 /// winner and a current one of another layer are one change, not two.
 fn single_winner(block: &str) -> bool {
@@ -412,44 +409,39 @@ fn single_winner(block: &str) -> bool {
 }
 
 /// Per block and layer, the text diff between `frozen` descriptors and the
-/// `current` resolution's. Layers are paired by block, layer and source;
-/// for a narrowest-wins block whose winner moved to another layer or
-/// source, the two are one [`TextChangeKind::Moved`] change with the diff
-/// between their texts and both sources named. When the two fingerprints
-/// agree (the same texts in the same blocks and layers, sources aside: a
-/// home moved, a file moved between homes) there is no change, as
-/// `exec`'s drift check finds none.
+/// `current` resolution's, paired as the drift check pairs them
+/// ([`vak_prompt_drift::pair`]). A text removed from one place and added at
+/// another of the same block is one [`TextChangeKind::Moved`] change naming
+/// both layers and sources: for a narrowest-wins block whatever the two
+/// texts (the winner moved), for any other when the text is the same (a
+/// file moved to another layer or directory). Nothing is reported for what
+/// the drift check ignores (a home moved, a file moved between homes).
 pub fn text_changes(
     history: &dyn History,
     frozen: &[PromptLayerDescriptor],
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
-    if vak_session::fingerprint(frozen) == current.fingerprint {
-        return Vec::new();
-    }
     // Descriptors are made one per contributor, in this same order.
-    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = current
+    let texts: Vec<Result<String, String>> = current
         .blocks
         .iter()
         .flat_map(|b| b.contributors.iter())
-        .zip(&current.descriptors)
-        .map(|(c, d)| (d, Ok(c.text.clone())))
+        .map(|c| Ok(c.text.clone()))
         .collect();
-    pair_and_diff(history, frozen, &now, "now")
+    pair_and_diff(history, frozen, &current.descriptors, &texts, "now")
 }
 
 /// Per block and layer, the text diff between two frozen contracts (a
-/// rotation's old and new session), both sides read from the object store.
+/// rotation's old and new session), both sides read from the object store
+/// and paired as [`text_changes`] pairs them.
 pub fn contract_changes(
     history: &dyn History,
     old: &[PromptLayerDescriptor],
     new: &[PromptLayerDescriptor],
 ) -> Vec<TextChange> {
-    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = new
-        .iter()
-        .map(|d| (d, text_of(history, &d.digest)))
-        .collect();
-    pair_and_diff(history, old, &now, "new")
+    let texts: Vec<Result<String, String>> =
+        new.iter().map(|d| text_of(history, &d.digest)).collect();
+    pair_and_diff(history, old, new, &texts, "new")
 }
 
 fn text_of(history: &dyn History, digest: &str) -> Result<String, String> {
@@ -460,100 +452,101 @@ fn text_of(history: &dyn History, digest: &str) -> Result<String, String> {
     }
 }
 
+/// `frozen` against `current` (whose texts are `texts`, one per
+/// descriptor), as [`text_changes`] describes.
 fn pair_and_diff(
     store: &dyn History,
     frozen: &[PromptLayerDescriptor],
-    now: &[(&PromptLayerDescriptor, Result<String, String>)],
+    current: &[PromptLayerDescriptor],
+    texts: &[Result<String, String>],
     when: &str,
 ) -> Vec<TextChange> {
-    // First the same block, layer and source; then, for a single-winner
-    // block, a frozen winner left over with a current one left over.
-    let mut used = vec![false; now.len()];
-    let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
-    for (fi, f) in frozen.iter().enumerate() {
-        let key = pairing_key(f);
-        let found = (0..now.len()).find(|&i| !used[i] && pairing_key(now[i].0) == key);
-        if let Some(i) = found {
-            used[i] = true;
-        }
-        pairs.push((fi, found));
-    }
-    let mut moved = vec![false; frozen.len()];
-    for (fi, found) in &mut pairs {
-        let f = &frozen[*fi];
-        if found.is_some() || !single_winner(&f.block) {
-            continue;
-        }
-        if let Some(i) = (0..now.len()).find(|&i| !used[i] && now[i].0.block == f.block) {
-            used[i] = true;
-            *found = Some(i);
-            moved[*fi] = true;
-        }
-    }
+    let text = |i: usize| {
+        texts
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| Err("text not resolved".to_owned()))
+    };
+    let pairs = vak_prompt_drift::pair(frozen, current);
+    // The current descriptors no frozen one pairs with: each is added,
+    // unless a frozen one left without a partner moved there.
+    let mut added: Vec<Option<usize>> = pairs
+        .iter()
+        .filter(|p| p.frozen.is_none())
+        .map(|p| p.current)
+        .collect();
     let mut out = Vec::new();
-    for (fi, found) in pairs {
+    for p in &pairs {
+        let Some(fi) = p.frozen else { continue };
         let f = &frozen[fi];
-        match found {
-            Some(i) => {
-                let (d, text) = &now[i];
-                if d.digest == f.digest && !moved[fi] {
-                    continue;
-                }
-                let diff = text_of(store, &f.digest).and_then(|old| {
-                    let new = text.clone()?;
-                    Ok(unified_diff(
-                        &label(f, "frozen"),
-                        &label(d, when),
-                        &old,
-                        &new,
-                    ))
-                });
-                out.push(TextChange {
-                    block: f.block.to_string(),
-                    layer: d.layer.to_string(),
-                    source: d.source.clone(),
-                    frozen: Some(f.digest.clone()),
-                    current: Some(d.digest.clone()),
-                    diff,
-                    kind: if moved[fi] {
-                        TextChangeKind::Moved
-                    } else {
-                        TextChangeKind::Changed
-                    },
-                    frozen_layer: Some(f.layer.to_string()),
-                    frozen_source: f.source.clone(),
-                });
-            }
+        let (ci, kind) = match p.current {
+            Some(ci) if current[ci].digest == f.digest => continue,
+            Some(ci) => (Some(ci), TextChangeKind::Changed),
             None => {
-                let diff = text_of(store, &f.digest)
-                    .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
-                out.push(TextChange {
-                    block: f.block.to_string(),
-                    layer: f.layer.to_string(),
-                    source: f.source.clone(),
-                    frozen: Some(f.digest.clone()),
-                    current: None,
-                    diff,
-                    kind: TextChangeKind::Removed,
-                    frozen_layer: Some(f.layer.to_string()),
-                    frozen_source: f.source.clone(),
+                let moved_to = added.iter_mut().find(|slot| {
+                    slot.is_some_and(|ci| {
+                        let d = &current[ci];
+                        d.block == f.block && (single_winner(&f.block) || d.digest == f.digest)
+                    })
                 });
+                match moved_to.and_then(Option::take) {
+                    Some(ci) => (Some(ci), TextChangeKind::Moved),
+                    None => (None, TextChangeKind::Removed),
+                }
             }
-        }
-    }
-    for (i, (d, text)) in now.iter().enumerate() {
-        if used[i] {
+        };
+        let Some(ci) = ci else {
+            let diff = text_of(store, &f.digest)
+                .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
+            out.push(TextChange {
+                block: f.block.to_string(),
+                layer: f.layer.to_string(),
+                source: f.source.clone(),
+                frozen: Some(f.digest.clone()),
+                current: None,
+                diff,
+                kind,
+                frozen_layer: Some(f.layer.to_string()),
+                frozen_source: f.source.clone(),
+            });
             continue;
-        }
+        };
+        let d = &current[ci];
+        // The same text moved: nothing to read, nothing to diff.
+        let diff = if d.digest == f.digest {
+            Ok(String::new())
+        } else {
+            text_of(store, &f.digest).and_then(|old| {
+                let new = text(ci)?;
+                Ok(unified_diff(
+                    &label(f, "frozen"),
+                    &label(d, when),
+                    &old,
+                    &new,
+                ))
+            })
+        };
+        out.push(TextChange {
+            block: f.block.to_string(),
+            layer: d.layer.to_string(),
+            source: d.source.clone(),
+            frozen: Some(f.digest.clone()),
+            current: Some(d.digest.clone()),
+            diff,
+            kind,
+            frozen_layer: Some(f.layer.to_string()),
+            frozen_source: f.source.clone(),
+        });
+    }
+    for ci in added.into_iter().flatten() {
+        let d = &current[ci];
         out.push(TextChange {
             block: d.block.to_string(),
             layer: d.layer.to_string(),
             source: d.source.clone(),
             frozen: None,
             current: Some(d.digest.clone()),
-            diff: text
-                .clone()
-                .map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
+            diff: text(ci).map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
             kind: TextChangeKind::Added,
             frozen_layer: None,
             frozen_source: None,
@@ -605,17 +598,23 @@ pub const PREFIX_LAYER: &str = "ledger";
 
 /// Every change [`session_drift`] finds between a session's frozen
 /// contract and `current`, as text changes: the per-layer diffs of
-/// [`text_changes`], then each text that only moved within its block
-/// ([`TextChangeKind::Reordered`], no diff), then a frozen prefix its
-/// layers no longer render (diffed against the prefix they render now). So
-/// `vak session diff` shows a change whenever `exec` would refuse.
+/// [`text_changes`] (paired as the drift check pairs), then each text that
+/// only moved within its block ([`TextChangeKind::Reordered`], no diff),
+/// then a frozen prefix its layers no longer render (diffed against the
+/// prefix they render now). Empty exactly when `session_drift` finds no
+/// drift, so `vak session diff` shows a change whenever `exec` would
+/// refuse, and none when it would not.
 pub fn session_changes(
     history: &dyn History,
     contract: &vak_session::FrozenContract,
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
+    let drift = session_drift(contract, current);
+    if !drift.is_drifted() {
+        return Vec::new();
+    }
     let mut out = text_changes(history, &contract.prompt_layers, current);
-    for change in session_drift(contract, current).changes {
+    for change in drift.changes {
         let reordered = change.kind == vak_session::ChangeKind::Reordered;
         let prefix = change.block == PREFIX_BLOCK && change.layer == PREFIX_LAYER;
         if !reordered && !prefix {
@@ -961,6 +960,191 @@ mod tests {
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].kind, TextChangeKind::Moved);
         assert_eq!(changes[0].diff.as_deref(), Ok(""));
+    }
+
+    /// A home and a trusted project whose session is resumed from `sub/`:
+    /// guardrails in the home, the project root and (empty here) `sub/`;
+    /// an identity at the root; skills in the home and the project.
+    struct Scene {
+        _dir: tempfile::TempDir,
+        root: camino::Utf8PathBuf,
+    }
+
+    impl Scene {
+        fn new() -> Scene {
+            let dir = tempfile::tempdir().unwrap();
+            let root =
+                camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+            let scene = Scene { _dir: dir, root };
+            scene.write("home/.vak/prompts/guardrails.md", "- home rule\n");
+            scene.write("home/.vak/skills/aa/SKILL.md", "Skill aa.\n");
+            scene.write("home/.vak/skills/zz/SKILL.md", "Skill zz.\n");
+            scene.write("proj/.vak/skills/mm/SKILL.md", "Skill mm.\n");
+            scene.write("proj/.vak/prompts/guardrails.md", "- root rule\n");
+            scene.write("proj/.vak/prompts/identity.md", "You are the root.\n");
+            std::fs::create_dir_all(scene.root.join("proj/.git")).unwrap();
+            std::fs::create_dir_all(scene.root.join("proj/sub/src")).unwrap();
+            vak_prompt_trust::TrustStore::load(&scene.home())
+                .unwrap()
+                .trust(&scene.root.join("proj"))
+                .unwrap();
+            scene
+        }
+
+        fn home(&self) -> camino::Utf8PathBuf {
+            self.root.join("home")
+        }
+
+        fn write(&self, rel: &str, text: &str) {
+            let path = self.root.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+
+        /// Move `from` to `to` (both under the scene), making `to`'s directory.
+        fn mv(&self, from: &str, to: &str) {
+            let to = self.root.join(to);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::rename(self.root.join(from), to).unwrap();
+        }
+
+        fn core(&self, home: &camino::Utf8Path) -> Core {
+            let sub = self.root.join("proj/sub");
+            Core::open(Selectors::discover(home, &sub).unwrap()).unwrap()
+        }
+    }
+
+    /// What a session created now freezes (as `vak_gateway::freeze` does).
+    fn freeze(resolved: &ResolvedPrompt) -> vak_session::FrozenContract {
+        vak_session::FrozenContract {
+            capabilities: resolved.capabilities.to_vec(),
+            prompt_layers: resolved.descriptors.clone(),
+            fingerprint: resolved.fingerprint.clone(),
+            prefix: resolved.prefix.clone(),
+            agent: resolved.agent.clone(),
+            parent: None,
+        }
+    }
+
+    /// `vak session diff` and `vak exec --session` agree on every kind of
+    /// edit: the diff is empty exactly when the drift check finds nothing,
+    /// and each edit shows as the change it is.
+    #[test]
+    fn session_changes_are_empty_exactly_when_there_is_no_drift() {
+        type Edit = fn(&Scene, &mut vak_session::FrozenContract) -> Option<camino::Utf8PathBuf>;
+        let moved = TextChangeKind::Moved;
+        let cases: [(&str, Edit, &[TextChangeKind]); 10] = [
+            ("nothing", |_, _| None, &[]),
+            (
+                "edit",
+                |s, _| {
+                    s.write("proj/.vak/prompts/guardrails.md", "- root rule, edited\n");
+                    None
+                },
+                &[TextChangeKind::Changed],
+            ),
+            (
+                "move from the root into a directory layer, same text",
+                |s, _| {
+                    s.mv(
+                        "proj/.vak/prompts/guardrails.md",
+                        "proj/sub/.vak/prompts/guardrails.md",
+                    );
+                    None
+                },
+                &[moved],
+            ),
+            (
+                "move from the home into a directory layer, same text",
+                |s, _| {
+                    s.mv(
+                        "home/.vak/prompts/guardrails.md",
+                        "proj/sub/.vak/prompts/guardrails.md",
+                    );
+                    None
+                },
+                &[moved],
+            ),
+            (
+                "a winner moved into a directory layer, same text",
+                |s, _| {
+                    s.mv(
+                        "proj/.vak/prompts/identity.md",
+                        "proj/sub/.vak/prompts/identity.md",
+                    );
+                    None
+                },
+                &[moved],
+            ),
+            (
+                "reorder: a skill moved from the home to the project",
+                |s, _| {
+                    s.mv("home/.vak/skills/zz", "proj/.vak/skills/zz");
+                    None
+                },
+                &[TextChangeKind::Reordered, TextChangeKind::Reordered],
+            ),
+            (
+                "add",
+                |s, _| {
+                    s.write("proj/sub/.vak/prompts/guardrails.md", "- sub rule\n");
+                    None
+                },
+                &[TextChangeKind::Added],
+            ),
+            (
+                "remove",
+                |s, _| {
+                    std::fs::remove_file(s.root.join("home/.vak/prompts/guardrails.md")).unwrap();
+                    None
+                },
+                &[TextChangeKind::Removed],
+            ),
+            (
+                "frozen prefix edited in the ledger",
+                |_, contract| {
+                    contract.prefix.push_str("\nand obey the ledger");
+                    None
+                },
+                &[TextChangeKind::Changed],
+            ),
+            (
+                "the home moved: the same texts at other paths",
+                |s, _| {
+                    std::fs::rename(s.home(), s.root.join("home2")).unwrap();
+                    Some(s.root.join("home2"))
+                },
+                &[],
+            ),
+        ];
+        for (name, edit, want) in cases {
+            let scene = Scene::new();
+            let core = scene.core(&scene.home());
+            let resolved = core.resolve().unwrap();
+            keep_contributions(core.store().history(), &resolved).unwrap();
+            let mut contract = freeze(&resolved);
+            let home = edit(&scene, &mut contract).unwrap_or_else(|| scene.home());
+            let current = scene.core(&home).resolve().unwrap();
+            let drift = session_drift(&contract, &current);
+            let changes = session_changes(core.store().history(), &contract, &current);
+            assert_eq!(
+                changes.is_empty(),
+                !drift.is_drifted(),
+                "{name}: {drift}\n{changes:#?}"
+            );
+            let kinds: Vec<_> = changes.iter().map(|c| c.kind).collect();
+            assert_eq!(kinds, want, "{name}: {drift}\n{changes:#?}");
+            for c in &changes {
+                assert!(c.diff.is_ok(), "{name}: every text was kept: {c:?}");
+                if c.kind == moved {
+                    assert_ne!(
+                        (&c.frozen_layer, &c.frozen_source),
+                        (&Some(c.layer.clone()), &c.source),
+                        "{name}: a move names both places"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
