@@ -561,12 +561,35 @@ fn pair_and_diff(
 /// render now. One that is not (the ledger edited by hand, or a build that
 /// renders differently) is a change of the prefix itself (block `prefix`,
 /// layer `ledger`), so a named session fails closed on it as on any drift
-/// rather than sending text no descriptor vouches for. What `exec` decides
-/// on and what `vak session diff` shows.
+/// rather than sending text no descriptor vouches for. So is a contract
+/// whose layer list was emptied by hand ([`Baseline::Emptied`], block
+/// `prompt-layers`, layer `ledger`): only a ledger from before layers were
+/// recorded is an unknown baseline. What `exec` decides on and what
+/// `vak session diff` shows.
+///
+/// [`Baseline::Emptied`]: vak_session::Baseline::Emptied
 pub fn session_drift(
     contract: &vak_session::FrozenContract,
     current: &ResolvedPrompt,
 ) -> vak_prompt_drift::DriftReport {
+    if contract.baseline() == vak_session::Baseline::Emptied {
+        let fingerprint = contract.fingerprint.strip_prefix("sha256:");
+        return vak_prompt_drift::DriftReport {
+            unknown_baseline: false,
+            changes: vec![vak_session::LayerChange {
+                block: LAYERS_BLOCK.to_owned(),
+                layer: PREFIX_LAYER.to_owned(),
+                occurrence: 0,
+                kind: vak_session::ChangeKind::Removed,
+                frozen_digest: fingerprint.map(str::to_owned),
+                current_digest: None,
+                source: Some(
+                    "the ledger lists no prompt layers, though it holds the fingerprint or frozen prefix written beside them: the list was emptied"
+                        .to_owned(),
+                ),
+            }],
+        };
+    }
     let mut drift = vak_prompt_drift::diff(&contract.prompt_layers, &current.descriptors);
     if drift.is_drifted()
         || drift.unknown_baseline
@@ -593,15 +616,19 @@ pub fn session_drift(
 /// The block name [`session_drift`] gives a frozen prefix its layers no
 /// longer render.
 pub const PREFIX_BLOCK: &str = "prefix";
-/// The layer name of that change: the text is the ledger's own.
+/// The block name [`session_drift`] gives a contract whose layer list was
+/// emptied.
+pub const LAYERS_BLOCK: &str = "prompt-layers";
+/// The layer name of either change: what changed is the ledger's own.
 pub const PREFIX_LAYER: &str = "ledger";
 
 /// Every change [`session_drift`] finds between a session's frozen
 /// contract and `current`, as text changes: the per-layer diffs of
 /// [`text_changes`] (paired as the drift check pairs), then each text that
 /// only moved within its block ([`TextChangeKind::Reordered`], no diff),
-/// then a frozen prefix its layers no longer render (diffed against the
-/// prefix they render now). Empty exactly when `session_drift` finds no
+/// then a change of the ledger's own (a frozen prefix its layers no longer
+/// render, or a layer list emptied), diffed as the frozen prefix against
+/// the prefix rendered now. Empty exactly when `session_drift` finds no
 /// drift, so `vak session diff` shows a change whenever `exec` would
 /// refuse, and none when it would not.
 pub fn session_changes(
@@ -613,16 +640,28 @@ pub fn session_changes(
     if !drift.is_drifted() {
         return Vec::new();
     }
-    let mut out = text_changes(history, &contract.prompt_layers, current);
+    // An emptied list has nothing to pair: every layer would read "added",
+    // when what changed is the ledger.
+    let mut out = if contract.baseline() == vak_session::Baseline::Emptied {
+        Vec::new()
+    } else {
+        text_changes(history, &contract.prompt_layers, current)
+    };
     for change in drift.changes {
         let reordered = change.kind == vak_session::ChangeKind::Reordered;
-        let prefix = change.block == PREFIX_BLOCK && change.layer == PREFIX_LAYER;
-        if !reordered && !prefix {
+        let ledger = change.layer == PREFIX_LAYER
+            && (change.block == PREFIX_BLOCK || change.block == LAYERS_BLOCK);
+        if !reordered && !ledger {
             continue;
         }
-        let diff = if prefix {
+        let diff = if ledger {
+            let frozen = if change.block == LAYERS_BLOCK {
+                "prefix (frozen in a ledger whose layer list was emptied)"
+            } else {
+                "prefix (frozen in the ledger)"
+            };
             Ok(unified_diff(
-                "prefix (frozen in the ledger)",
+                frozen,
                 "prefix (its layers rendered now)",
                 &contract.prefix,
                 &current.prefix,
@@ -630,20 +669,23 @@ pub fn session_changes(
         } else {
             Ok(String::new())
         };
+        // A prefix change's sentence is said by its diff's labels; an
+        // emptied list's is the only word on what happened, so it stays.
+        let keep_source = !ledger || change.block == LAYERS_BLOCK;
         out.push(TextChange {
             block: change.block,
             layer: change.layer.clone(),
-            source: change.source.clone().filter(|_| !prefix),
+            source: change.source.clone().filter(|_| keep_source),
             frozen: change.frozen_digest,
             current: change.current_digest,
             diff,
-            kind: if prefix {
-                TextChangeKind::Changed
-            } else {
-                TextChangeKind::Reordered
+            kind: match change.kind {
+                _ if reordered => TextChangeKind::Reordered,
+                vak_session::ChangeKind::Removed => TextChangeKind::Removed,
+                _ => TextChangeKind::Changed,
             },
             frozen_layer: Some(change.layer),
-            frozen_source: change.source.filter(|_| !prefix),
+            frozen_source: change.source.filter(|_| keep_source),
         });
     }
     out
@@ -1033,7 +1075,7 @@ mod tests {
     fn session_changes_are_empty_exactly_when_there_is_no_drift() {
         type Edit = fn(&Scene, &mut vak_session::FrozenContract) -> Option<camino::Utf8PathBuf>;
         let moved = TextChangeKind::Moved;
-        let cases: [(&str, Edit, &[TextChangeKind]); 10] = [
+        let cases: [(&str, Edit, &[TextChangeKind]); 11] = [
             ("nothing", |_, _| None, &[]),
             (
                 "edit",
@@ -1107,6 +1149,14 @@ mod tests {
                     None
                 },
                 &[TextChangeKind::Changed],
+            ),
+            (
+                "layer list emptied in the ledger",
+                |_, contract| {
+                    contract.prompt_layers.clear();
+                    None
+                },
+                &[TextChangeKind::Removed],
             ),
             (
                 "the home moved: the same texts at other paths",
