@@ -93,12 +93,64 @@ pub fn target_key(core: &Core, target: &EditTarget) -> String {
     if core.store().home().is_some()
         && let Some(rel) = crate::home::home_side(&selectors.home, &path)
     {
-        return format!("$VAK_HOME/{rel}");
+        return shared_home_key(&rel);
     }
     let root = target.root(selectors);
     match (std::fs::canonicalize(root), path.strip_prefix(root)) {
         (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
         _ => path.into_string(),
+    }
+}
+
+/// [`target_key`] of the home-side file `rel` (relative to the home) in a
+/// store that holds the home side.
+fn shared_home_key(rel: &str) -> String {
+    format!("$VAK_HOME/{rel}")
+}
+
+/// [`target_key`]'s two schemes, translated: the name a version record
+/// the file store of one home wrote (a home-side file by its canonical
+/// path) has in a store that holds the home side (relative to the home).
+/// `vak store import` copies every record under it, so `log`, `diff` and
+/// `revert --store` find a home-side file's versions after an import.
+#[derive(Debug, Clone)]
+pub struct SharedHomeKeys {
+    /// The home as given and as canonicalised: a record names it the
+    /// second way, or the first when it could not be canonicalised.
+    roots: Vec<camino::Utf8PathBuf>,
+}
+
+impl SharedHomeKeys {
+    /// The translation for the file store of `home`.
+    pub fn of(home: &camino::Utf8Path) -> Self {
+        let mut roots = Vec::with_capacity(2);
+        if let Some(real) = std::fs::canonicalize(home)
+            .ok()
+            .and_then(|p| camino::Utf8PathBuf::from_path_buf(p).ok())
+        {
+            roots.push(real);
+        }
+        roots.push(home.to_owned());
+        SharedHomeKeys { roots }
+    }
+
+    /// `target` (a file-store record's) as a store holding the home side
+    /// names it: a home-side file of this home relative to it, anything
+    /// else (a project file, a gateway key) unchanged, as both name it.
+    pub fn key_of(&self, target: &str) -> String {
+        let path = camino::Utf8Path::new(target);
+        self.roots
+            .iter()
+            .find_map(|root| crate::home::home_side(root, path))
+            .map_or_else(|| target.to_owned(), |rel| shared_home_key(&rel))
+    }
+
+    /// `record` with its target renamed by [`key_of`](Self::key_of).
+    pub fn record(&self, record: &VersionRecord) -> VersionRecord {
+        VersionRecord {
+            target: self.key_of(&record.target),
+            ..record.clone()
+        }
     }
 }
 
@@ -1195,6 +1247,48 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_file_store_key_translates_to_the_shared_stores_for_home_side_files_only() {
+        use crate::{Scope, SubLayer};
+        let dir = tempfile::tempdir().unwrap();
+        let real = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        std::fs::create_dir_all(real.join("home/.vak/prompts")).unwrap();
+        std::fs::create_dir_all(real.join("proj")).unwrap();
+        // The home named through a symlink: the file store's key is the
+        // canonical path, and the translation still finds it.
+        std::os::unix::fs::symlink(real.join("home"), real.join("link")).unwrap();
+        let home = real.join("link");
+        let core = Core::open(Selectors::new(&home, real.join("proj"))).unwrap();
+        let keys = SharedHomeKeys::of(&home);
+        for (scope, sub) in [
+            (Scope::Shared, SubLayer::Base),
+            (
+                Scope::Shared,
+                SubLayer::Agent(Name::new(vak_prompt_blocks::NameKind::Role, "reviewer").unwrap()),
+            ),
+        ] {
+            let target = EditTarget::new(scope, sub, Block::Guardrails).unwrap();
+            let file_key = target_key(&core, &target);
+            assert!(
+                file_key.starts_with(real.join("home").as_str()),
+                "{file_key}"
+            );
+            let rel = file_key
+                .strip_prefix(&format!("{}/", real.join("home")))
+                .unwrap();
+            assert_eq!(keys.key_of(&file_key), format!("$VAK_HOME/{rel}"));
+        }
+        // A project file, a gateway key and a path that is not a layer file
+        // are named alike in both stores.
+        let project = EditTarget::new(Scope::Project, SubLayer::Base, Block::Guardrails).unwrap();
+        let project_key = target_key(&core, &project);
+        assert_eq!(keys.key_of(&project_key), project_key);
+        let gateway = "bots.json#/helpdesk/prompts/identity";
+        assert_eq!(keys.key_of(gateway), gateway);
+        let other = real.join("home/.vak/config.toml");
+        assert_eq!(keys.key_of(other.as_str()), other.as_str());
     }
 
     #[test]
