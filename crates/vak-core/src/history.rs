@@ -1291,6 +1291,50 @@ mod tests {
         assert_eq!(keys.key_of(other.as_str()), other.as_str());
     }
 
+    fn descriptor() -> impl proptest::strategy::Strategy<Value = PromptLayerDescriptor> {
+        use proptest::prelude::*;
+        (
+            prop::sample::select(vec![Block::Identity, Block::Guardrails, Block::Skills]),
+            prop::sample::select(vec!["shared", "project", "surface"]),
+            prop::sample::select(vec![
+                "/h/.vak/prompts/x.md",
+                "/p/.vak/prompts/x.md",
+                "/p/sub/.vak/prompts/x.md",
+                "/p/.vak/skills/s1/SKILL.md",
+                "/h/.vak/skills/s2/SKILL.md",
+            ]),
+            "[ab]{0,2}",
+        )
+            .prop_map(|(block, layer, source, text)| PromptLayerDescriptor {
+                block: block.wire_name().to_owned().into(),
+                layer: layer.to_owned().into(),
+                source: Some(source.to_owned()),
+                digest: sha256_hex(&text),
+                bytes: text.len(),
+            })
+    }
+
+    proptest::proptest! {
+        /// A rotation's text diff pairs as the drift check that rotated
+        /// it: empty exactly when the check found no change of text or
+        /// place (it adds no diff for a reorder alone).
+        #[test]
+        fn contract_changes_are_empty_exactly_when_drift_finds_no_change(
+            old in proptest::collection::vec(descriptor(), 1..10),
+            new in proptest::collection::vec(descriptor(), 0..10),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let history = FileHistory::new(camino::Utf8Path::from_path(dir.path()).unwrap());
+            let changes = contract_changes(&history, &old, &new);
+            let drift = vak_prompt_drift::diff(&old, &new);
+            let changed = drift
+                .changes
+                .iter()
+                .any(|c| c.kind != vak_session::ChangeKind::Reordered);
+            proptest::prop_assert_eq!(changes.is_empty(), !changed, "{}", drift);
+        }
+    }
+
     #[test]
     fn who_labels() {
         assert_eq!(Who::AdminToken("ops".into()).label(), "admin-token:ops");
