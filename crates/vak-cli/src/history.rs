@@ -456,8 +456,7 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
         &crate::selectors::current_dir()?,
     )?)?;
     let current = vak_gateway::resolve_session(&core)?;
-    let frozen = &ledger.contract().prompt_layers;
-    if frozen.is_empty() {
+    if ledger.contract().baseline() == vak_core::prompts::Baseline::Unknown {
         return Err(CliError::Failed(format!(
             "session {id} froze no prompt layers (a ledger from before layers were recorded): there is nothing to compare"
         )));
@@ -493,17 +492,33 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
             );
             continue;
         }
-        if c.kind == history::TextChangeKind::Moved {
+        if c.block == history::LAYERS_BLOCK && c.layer == history::PREFIX_LAYER {
             let _ = writeln!(
                 text,
-                "\n`{}` moved from {} ({}) to {} ({}): {} -> {}",
+                "\n`{}` ({}): {}; the frozen prefix against the one its layers render now:",
+                escape_line(&c.block),
+                escape_line(&c.layer),
+                escape_line(c.source.as_deref().unwrap_or("-")),
+            );
+        } else if c.kind == history::TextChangeKind::Moved {
+            let texts = if c.frozen == c.current {
+                format!("the same text ({})", show(c.current.as_deref()))
+            } else {
+                format!(
+                    "{} -> {}",
+                    show(c.frozen.as_deref()),
+                    show(c.current.as_deref())
+                )
+            };
+            let _ = writeln!(
+                text,
+                "\n`{}` moved from {} ({}) to {} ({}): {}",
                 escape_line(&c.block),
                 escape_line(c.frozen_layer.as_deref().unwrap_or("-")),
                 escape_line(c.frozen_source.as_deref().unwrap_or("-")),
                 escape_line(&c.layer),
                 escape_line(c.source.as_deref().unwrap_or("-")),
-                escape_line(&show(c.frozen.as_deref())),
-                escape_line(&show(c.current.as_deref())),
+                escape_line(&texts),
             );
         } else {
             let _ = writeln!(
@@ -517,6 +532,9 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
             );
         }
         match &c.diff {
+            Ok(diff) if diff.is_empty() && c.block == history::LAYERS_BLOCK => {
+                text.push_str("(the same)\n");
+            }
             Ok(diff) => text.push_str(&escape_text(diff)),
             Err(why) => {
                 let _ = writeln!(text, "{}", escape_line(why));

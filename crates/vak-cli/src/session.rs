@@ -14,8 +14,8 @@ use camino::Utf8PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use vak_core::prompts::{
-    DriftReport, Escaped, Header, LayerChange, Ledger, Name, NameKind, Record, SecurityEvent,
-    SessionError, SessionId, SurfaceKind, Turn, escape_line, escape_text,
+    Baseline, DriftReport, Escaped, Header, LayerChange, Ledger, Name, NameKind, Record,
+    SecurityEvent, SessionError, SessionId, SurfaceKind, Turn, escape_line, escape_text,
 };
 use vak_core::{Core, InboundPrompts, Selectors};
 use vak_gateway::{DeliveryOutcome, Exec, LifecycleError, clip};
@@ -361,10 +361,16 @@ fn show_text(ledger: &Ledger) -> String {
         }
         out.push('\n');
     }
-    if contract.prompt_layers.is_empty() {
+    if contract.baseline() == Baseline::Unknown {
         let _ = writeln!(
             out,
             "prompt layers: none recorded (unknown baseline: no drift is reported)"
+        );
+    } else if contract.baseline() == Baseline::Emptied {
+        let _ = writeln!(out, "fingerprint {}", esc(&contract.fingerprint));
+        let _ = writeln!(
+            out,
+            "prompt layers: none listed, though the ledger holds the fingerprint or frozen prefix written beside them: the list was emptied, so resuming it is drift"
         );
     } else {
         let _ = writeln!(out, "fingerprint {}", esc(&contract.fingerprint));

@@ -107,6 +107,15 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
     for refused in &imported.objects_refused {
         out::notice("warning", &format!("a kept text was not copied: {refused}"));
     }
+    if imported.versions_under_old_keys > 0 {
+        out::notice(
+            "warning",
+            &format!(
+                "{} version records of home-side files an earlier import copied stay under the file's path, where `vak prompts log --store` does not look; import into an empty database to copy them under the home-relative name",
+                imported.versions_under_old_keys
+            ),
+        );
+    }
     match args.format {
         Format::Json => print_json(&json!({
             "sessions": imported.sessions,
@@ -117,6 +126,7 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             "objects": imported.objects,
             "objects_refused": imported.objects_refused,
             "versions": imported.versions,
+            "versions_under_old_keys": imported.versions_under_old_keys,
             "home_files": imported.home_files,
             "home_already_there": imported.home_already_there,
             "secrets": imported.secrets,

@@ -93,12 +93,64 @@ pub fn target_key(core: &Core, target: &EditTarget) -> String {
     if core.store().home().is_some()
         && let Some(rel) = crate::home::home_side(&selectors.home, &path)
     {
-        return format!("$VAK_HOME/{rel}");
+        return shared_home_key(&rel);
     }
     let root = target.root(selectors);
     match (std::fs::canonicalize(root), path.strip_prefix(root)) {
         (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
         _ => path.into_string(),
+    }
+}
+
+/// [`target_key`] of the home-side file `rel` (relative to the home) in a
+/// store that holds the home side.
+fn shared_home_key(rel: &str) -> String {
+    format!("$VAK_HOME/{rel}")
+}
+
+/// [`target_key`]'s two schemes, translated: the name a version record
+/// the file store of one home wrote (a home-side file by its canonical
+/// path) has in a store that holds the home side (relative to the home).
+/// `vak store import` copies every record under it, so `log`, `diff` and
+/// `revert --store` find a home-side file's versions after an import.
+#[derive(Debug, Clone)]
+pub struct SharedHomeKeys {
+    /// The home as given and as canonicalised: a record names it the
+    /// second way, or the first when it could not be canonicalised.
+    roots: Vec<camino::Utf8PathBuf>,
+}
+
+impl SharedHomeKeys {
+    /// The translation for the file store of `home`.
+    pub fn of(home: &camino::Utf8Path) -> Self {
+        let mut roots = Vec::with_capacity(2);
+        if let Some(real) = std::fs::canonicalize(home)
+            .ok()
+            .and_then(|p| camino::Utf8PathBuf::from_path_buf(p).ok())
+        {
+            roots.push(real);
+        }
+        roots.push(home.to_owned());
+        SharedHomeKeys { roots }
+    }
+
+    /// `target` (a file-store record's) as a store holding the home side
+    /// names it: a home-side file of this home relative to it, anything
+    /// else (a project file, a gateway key) unchanged, as both name it.
+    pub fn key_of(&self, target: &str) -> String {
+        let path = camino::Utf8Path::new(target);
+        self.roots
+            .iter()
+            .find_map(|root| crate::home::home_side(root, path))
+            .map_or_else(|| target.to_owned(), |rel| shared_home_key(&rel))
+    }
+
+    /// `record` with its target renamed by [`key_of`](Self::key_of).
+    pub fn record(&self, record: &VersionRecord) -> VersionRecord {
+        VersionRecord {
+            target: self.key_of(&record.target),
+            ..record.clone()
+        }
     }
 }
 
@@ -374,9 +426,12 @@ pub enum TextChangeKind {
     Added,
     /// A layer that contributed then and does not now.
     Removed,
-    /// A narrowest-wins block whose winning layer moved (the session froze
-    /// the shared identity, now the project's wins): one change of the
-    /// block, from the frozen winner's text to the current one's.
+    /// A text now contributed from another layer or source: a
+    /// narrowest-wins block whose winning layer moved (the session froze
+    /// the shared identity, now the project's wins), from the frozen
+    /// winner's text to the current one's; or, in any block, the same text
+    /// from another place (a guardrail file moved from the project root
+    /// into a directory layer), with an empty diff.
     Moved,
     /// The same text in the same layer, at another place in its block's
     /// order (a skill listed earlier, a guardrail file read before another):
@@ -397,12 +452,6 @@ impl TextChangeKind {
     }
 }
 
-fn pairing_key(d: &PromptLayerDescriptor) -> (&str, &str, Option<&str>) {
-    // Narrowest-wins layers pair by block and layer; accumulating and
-    // project directory layers also by source (each contributor is its own).
-    (&d.block, &d.layer, d.source.as_deref())
-}
-
 /// Whether `block` (a wire name) has one winner per chain, so a frozen
 /// winner and a current one of another layer are one change, not two.
 fn single_winner(block: &str) -> bool {
@@ -412,44 +461,39 @@ fn single_winner(block: &str) -> bool {
 }
 
 /// Per block and layer, the text diff between `frozen` descriptors and the
-/// `current` resolution's. Layers are paired by block, layer and source;
-/// for a narrowest-wins block whose winner moved to another layer or
-/// source, the two are one [`TextChangeKind::Moved`] change with the diff
-/// between their texts and both sources named. When the two fingerprints
-/// agree (the same texts in the same blocks and layers, sources aside: a
-/// home moved, a file moved between homes) there is no change, as
-/// `exec`'s drift check finds none.
+/// `current` resolution's, paired as the drift check pairs them
+/// ([`vak_prompt_drift::pair`]). A text removed from one place and added at
+/// another of the same block is one [`TextChangeKind::Moved`] change naming
+/// both layers and sources: for a narrowest-wins block whatever the two
+/// texts (the winner moved), for any other when the text is the same (a
+/// file moved to another layer or directory). Nothing is reported for what
+/// the drift check ignores (a home moved, a file moved between homes).
 pub fn text_changes(
     history: &dyn History,
     frozen: &[PromptLayerDescriptor],
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
-    if vak_session::fingerprint(frozen) == current.fingerprint {
-        return Vec::new();
-    }
     // Descriptors are made one per contributor, in this same order.
-    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = current
+    let texts: Vec<Result<String, String>> = current
         .blocks
         .iter()
         .flat_map(|b| b.contributors.iter())
-        .zip(&current.descriptors)
-        .map(|(c, d)| (d, Ok(c.text.clone())))
+        .map(|c| Ok(c.text.clone()))
         .collect();
-    pair_and_diff(history, frozen, &now, "now")
+    pair_and_diff(history, frozen, &current.descriptors, &texts, "now")
 }
 
 /// Per block and layer, the text diff between two frozen contracts (a
-/// rotation's old and new session), both sides read from the object store.
+/// rotation's old and new session), both sides read from the object store
+/// and paired as [`text_changes`] pairs them.
 pub fn contract_changes(
     history: &dyn History,
     old: &[PromptLayerDescriptor],
     new: &[PromptLayerDescriptor],
 ) -> Vec<TextChange> {
-    let now: Vec<(&PromptLayerDescriptor, Result<String, String>)> = new
-        .iter()
-        .map(|d| (d, text_of(history, &d.digest)))
-        .collect();
-    pair_and_diff(history, old, &now, "new")
+    let texts: Vec<Result<String, String>> =
+        new.iter().map(|d| text_of(history, &d.digest)).collect();
+    pair_and_diff(history, old, new, &texts, "new")
 }
 
 fn text_of(history: &dyn History, digest: &str) -> Result<String, String> {
@@ -460,100 +504,101 @@ fn text_of(history: &dyn History, digest: &str) -> Result<String, String> {
     }
 }
 
+/// `frozen` against `current` (whose texts are `texts`, one per
+/// descriptor), as [`text_changes`] describes.
 fn pair_and_diff(
     store: &dyn History,
     frozen: &[PromptLayerDescriptor],
-    now: &[(&PromptLayerDescriptor, Result<String, String>)],
+    current: &[PromptLayerDescriptor],
+    texts: &[Result<String, String>],
     when: &str,
 ) -> Vec<TextChange> {
-    // First the same block, layer and source; then, for a single-winner
-    // block, a frozen winner left over with a current one left over.
-    let mut used = vec![false; now.len()];
-    let mut pairs: Vec<(usize, Option<usize>)> = Vec::new();
-    for (fi, f) in frozen.iter().enumerate() {
-        let key = pairing_key(f);
-        let found = (0..now.len()).find(|&i| !used[i] && pairing_key(now[i].0) == key);
-        if let Some(i) = found {
-            used[i] = true;
-        }
-        pairs.push((fi, found));
-    }
-    let mut moved = vec![false; frozen.len()];
-    for (fi, found) in &mut pairs {
-        let f = &frozen[*fi];
-        if found.is_some() || !single_winner(&f.block) {
-            continue;
-        }
-        if let Some(i) = (0..now.len()).find(|&i| !used[i] && now[i].0.block == f.block) {
-            used[i] = true;
-            *found = Some(i);
-            moved[*fi] = true;
-        }
-    }
+    let text = |i: usize| {
+        texts
+            .get(i)
+            .cloned()
+            .unwrap_or_else(|| Err("text not resolved".to_owned()))
+    };
+    let pairs = vak_prompt_drift::pair(frozen, current);
+    // The current descriptors no frozen one pairs with: each is added,
+    // unless a frozen one left without a partner moved there.
+    let mut added: Vec<Option<usize>> = pairs
+        .iter()
+        .filter(|p| p.frozen.is_none())
+        .map(|p| p.current)
+        .collect();
     let mut out = Vec::new();
-    for (fi, found) in pairs {
+    for p in &pairs {
+        let Some(fi) = p.frozen else { continue };
         let f = &frozen[fi];
-        match found {
-            Some(i) => {
-                let (d, text) = &now[i];
-                if d.digest == f.digest && !moved[fi] {
-                    continue;
-                }
-                let diff = text_of(store, &f.digest).and_then(|old| {
-                    let new = text.clone()?;
-                    Ok(unified_diff(
-                        &label(f, "frozen"),
-                        &label(d, when),
-                        &old,
-                        &new,
-                    ))
-                });
-                out.push(TextChange {
-                    block: f.block.to_string(),
-                    layer: d.layer.to_string(),
-                    source: d.source.clone(),
-                    frozen: Some(f.digest.clone()),
-                    current: Some(d.digest.clone()),
-                    diff,
-                    kind: if moved[fi] {
-                        TextChangeKind::Moved
-                    } else {
-                        TextChangeKind::Changed
-                    },
-                    frozen_layer: Some(f.layer.to_string()),
-                    frozen_source: f.source.clone(),
-                });
-            }
+        let (ci, kind) = match p.current {
+            Some(ci) if current[ci].digest == f.digest => continue,
+            Some(ci) => (Some(ci), TextChangeKind::Changed),
             None => {
-                let diff = text_of(store, &f.digest)
-                    .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
-                out.push(TextChange {
-                    block: f.block.to_string(),
-                    layer: f.layer.to_string(),
-                    source: f.source.clone(),
-                    frozen: Some(f.digest.clone()),
-                    current: None,
-                    diff,
-                    kind: TextChangeKind::Removed,
-                    frozen_layer: Some(f.layer.to_string()),
-                    frozen_source: f.source.clone(),
+                let moved_to = added.iter_mut().find(|slot| {
+                    slot.is_some_and(|ci| {
+                        let d = &current[ci];
+                        d.block == f.block && (single_winner(&f.block) || d.digest == f.digest)
+                    })
                 });
+                match moved_to.and_then(Option::take) {
+                    Some(ci) => (Some(ci), TextChangeKind::Moved),
+                    None => (None, TextChangeKind::Removed),
+                }
             }
-        }
-    }
-    for (i, (d, text)) in now.iter().enumerate() {
-        if used[i] {
+        };
+        let Some(ci) = ci else {
+            let diff = text_of(store, &f.digest)
+                .map(|old| unified_diff(&label(f, "frozen"), "(removed)", &old, ""));
+            out.push(TextChange {
+                block: f.block.to_string(),
+                layer: f.layer.to_string(),
+                source: f.source.clone(),
+                frozen: Some(f.digest.clone()),
+                current: None,
+                diff,
+                kind,
+                frozen_layer: Some(f.layer.to_string()),
+                frozen_source: f.source.clone(),
+            });
             continue;
-        }
+        };
+        let d = &current[ci];
+        // The same text moved: nothing to read, nothing to diff.
+        let diff = if d.digest == f.digest {
+            Ok(String::new())
+        } else {
+            text_of(store, &f.digest).and_then(|old| {
+                let new = text(ci)?;
+                Ok(unified_diff(
+                    &label(f, "frozen"),
+                    &label(d, when),
+                    &old,
+                    &new,
+                ))
+            })
+        };
+        out.push(TextChange {
+            block: f.block.to_string(),
+            layer: d.layer.to_string(),
+            source: d.source.clone(),
+            frozen: Some(f.digest.clone()),
+            current: Some(d.digest.clone()),
+            diff,
+            kind,
+            frozen_layer: Some(f.layer.to_string()),
+            frozen_source: f.source.clone(),
+        });
+    }
+    for ci in added.into_iter().flatten() {
+        let d = &current[ci];
         out.push(TextChange {
             block: d.block.to_string(),
             layer: d.layer.to_string(),
             source: d.source.clone(),
             frozen: None,
             current: Some(d.digest.clone()),
-            diff: text
-                .clone()
-                .map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
+            diff: text(ci).map(|text| unified_diff("(absent)", &label(d, when), "", &text)),
             kind: TextChangeKind::Added,
             frozen_layer: None,
             frozen_source: None,
@@ -568,12 +613,35 @@ fn pair_and_diff(
 /// render now. One that is not (the ledger edited by hand, or a build that
 /// renders differently) is a change of the prefix itself (block `prefix`,
 /// layer `ledger`), so a named session fails closed on it as on any drift
-/// rather than sending text no descriptor vouches for. What `exec` decides
-/// on and what `vak session diff` shows.
+/// rather than sending text no descriptor vouches for. So is a contract
+/// whose layer list was emptied by hand ([`Baseline::Emptied`], block
+/// `prompt-layers`, layer `ledger`): only a ledger from before layers were
+/// recorded is an unknown baseline. What `exec` decides on and what
+/// `vak session diff` shows.
+///
+/// [`Baseline::Emptied`]: vak_session::Baseline::Emptied
 pub fn session_drift(
     contract: &vak_session::FrozenContract,
     current: &ResolvedPrompt,
 ) -> vak_prompt_drift::DriftReport {
+    if contract.baseline() == vak_session::Baseline::Emptied {
+        let fingerprint = contract.fingerprint.strip_prefix("sha256:");
+        return vak_prompt_drift::DriftReport {
+            unknown_baseline: false,
+            changes: vec![vak_session::LayerChange {
+                block: LAYERS_BLOCK.to_owned(),
+                layer: PREFIX_LAYER.to_owned(),
+                occurrence: 0,
+                kind: vak_session::ChangeKind::Removed,
+                frozen_digest: fingerprint.map(str::to_owned),
+                current_digest: None,
+                source: Some(
+                    "the ledger lists no prompt layers, though it holds the fingerprint or frozen prefix written beside them: the list was emptied"
+                        .to_owned(),
+                ),
+            }],
+        };
+    }
     let mut drift = vak_prompt_drift::diff(&contract.prompt_layers, &current.descriptors);
     if drift.is_drifted()
         || drift.unknown_baseline
@@ -600,30 +668,52 @@ pub fn session_drift(
 /// The block name [`session_drift`] gives a frozen prefix its layers no
 /// longer render.
 pub const PREFIX_BLOCK: &str = "prefix";
-/// The layer name of that change: the text is the ledger's own.
+/// The block name [`session_drift`] gives a contract whose layer list was
+/// emptied.
+pub const LAYERS_BLOCK: &str = "prompt-layers";
+/// The layer name of either change: what changed is the ledger's own.
 pub const PREFIX_LAYER: &str = "ledger";
 
 /// Every change [`session_drift`] finds between a session's frozen
 /// contract and `current`, as text changes: the per-layer diffs of
-/// [`text_changes`], then each text that only moved within its block
-/// ([`TextChangeKind::Reordered`], no diff), then a frozen prefix its
-/// layers no longer render (diffed against the prefix they render now). So
-/// `vak session diff` shows a change whenever `exec` would refuse.
+/// [`text_changes`] (paired as the drift check pairs), then each text that
+/// only moved within its block ([`TextChangeKind::Reordered`], no diff),
+/// then a change of the ledger's own (a frozen prefix its layers no longer
+/// render, or a layer list emptied), diffed as the frozen prefix against
+/// the prefix rendered now. Empty exactly when `session_drift` finds no
+/// drift, so `vak session diff` shows a change whenever `exec` would
+/// refuse, and none when it would not.
 pub fn session_changes(
     history: &dyn History,
     contract: &vak_session::FrozenContract,
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
-    let mut out = text_changes(history, &contract.prompt_layers, current);
-    for change in session_drift(contract, current).changes {
+    let drift = session_drift(contract, current);
+    if !drift.is_drifted() {
+        return Vec::new();
+    }
+    // An emptied list has nothing to pair: every layer would read "added",
+    // when what changed is the ledger.
+    let mut out = if contract.baseline() == vak_session::Baseline::Emptied {
+        Vec::new()
+    } else {
+        text_changes(history, &contract.prompt_layers, current)
+    };
+    for change in drift.changes {
         let reordered = change.kind == vak_session::ChangeKind::Reordered;
-        let prefix = change.block == PREFIX_BLOCK && change.layer == PREFIX_LAYER;
-        if !reordered && !prefix {
+        let ledger = change.layer == PREFIX_LAYER
+            && (change.block == PREFIX_BLOCK || change.block == LAYERS_BLOCK);
+        if !reordered && !ledger {
             continue;
         }
-        let diff = if prefix {
+        let diff = if ledger {
+            let frozen = if change.block == LAYERS_BLOCK {
+                "prefix (frozen in a ledger whose layer list was emptied)"
+            } else {
+                "prefix (frozen in the ledger)"
+            };
             Ok(unified_diff(
-                "prefix (frozen in the ledger)",
+                frozen,
                 "prefix (its layers rendered now)",
                 &contract.prefix,
                 &current.prefix,
@@ -631,20 +721,23 @@ pub fn session_changes(
         } else {
             Ok(String::new())
         };
+        // A prefix change's sentence is said by its diff's labels; an
+        // emptied list's is the only word on what happened, so it stays.
+        let keep_source = !ledger || change.block == LAYERS_BLOCK;
         out.push(TextChange {
             block: change.block,
             layer: change.layer.clone(),
-            source: change.source.clone().filter(|_| !prefix),
+            source: change.source.clone().filter(|_| keep_source),
             frozen: change.frozen_digest,
             current: change.current_digest,
             diff,
-            kind: if prefix {
-                TextChangeKind::Changed
-            } else {
-                TextChangeKind::Reordered
+            kind: match change.kind {
+                _ if reordered => TextChangeKind::Reordered,
+                vak_session::ChangeKind::Removed => TextChangeKind::Removed,
+                _ => TextChangeKind::Changed,
             },
             frozen_layer: Some(change.layer),
-            frozen_source: change.source.filter(|_| !prefix),
+            frozen_source: change.source.filter(|_| keep_source),
         });
     }
     out
@@ -961,6 +1054,285 @@ mod tests {
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].kind, TextChangeKind::Moved);
         assert_eq!(changes[0].diff.as_deref(), Ok(""));
+    }
+
+    /// A home and a trusted project whose session is resumed from `sub/`:
+    /// guardrails in the home, the project root and (empty here) `sub/`;
+    /// an identity at the root; skills in the home and the project.
+    struct Scene {
+        _dir: tempfile::TempDir,
+        root: camino::Utf8PathBuf,
+    }
+
+    impl Scene {
+        fn new() -> Scene {
+            let dir = tempfile::tempdir().unwrap();
+            let root =
+                camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+            let scene = Scene { _dir: dir, root };
+            scene.write("home/.vak/prompts/guardrails.md", "- home rule\n");
+            scene.write("home/.vak/skills/aa/SKILL.md", "Skill aa.\n");
+            scene.write("home/.vak/skills/zz/SKILL.md", "Skill zz.\n");
+            scene.write("proj/.vak/skills/mm/SKILL.md", "Skill mm.\n");
+            scene.write("proj/.vak/prompts/guardrails.md", "- root rule\n");
+            scene.write("proj/.vak/prompts/identity.md", "You are the root.\n");
+            std::fs::create_dir_all(scene.root.join("proj/.git")).unwrap();
+            std::fs::create_dir_all(scene.root.join("proj/sub/src")).unwrap();
+            vak_prompt_trust::TrustStore::load(&scene.home())
+                .unwrap()
+                .trust(&scene.root.join("proj"))
+                .unwrap();
+            scene
+        }
+
+        fn home(&self) -> camino::Utf8PathBuf {
+            self.root.join("home")
+        }
+
+        fn write(&self, rel: &str, text: &str) {
+            let path = self.root.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+
+        /// Move `from` to `to` (both under the scene), making `to`'s directory.
+        fn mv(&self, from: &str, to: &str) {
+            let to = self.root.join(to);
+            std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+            std::fs::rename(self.root.join(from), to).unwrap();
+        }
+
+        fn core(&self, home: &camino::Utf8Path) -> Core {
+            let sub = self.root.join("proj/sub");
+            Core::open(Selectors::discover(home, &sub).unwrap()).unwrap()
+        }
+    }
+
+    /// What a session created now freezes (as `vak_gateway::freeze` does).
+    fn freeze(resolved: &ResolvedPrompt) -> vak_session::FrozenContract {
+        vak_session::FrozenContract {
+            capabilities: resolved.capabilities.to_vec(),
+            prompt_layers: resolved.descriptors.clone(),
+            fingerprint: resolved.fingerprint.clone(),
+            prefix: resolved.prefix.clone(),
+            agent: resolved.agent.clone(),
+            parent: None,
+        }
+    }
+
+    /// `vak session diff` and `vak exec --session` agree on every kind of
+    /// edit: the diff is empty exactly when the drift check finds nothing,
+    /// and each edit shows as the change it is.
+    #[test]
+    fn session_changes_are_empty_exactly_when_there_is_no_drift() {
+        type Edit = fn(&Scene, &mut vak_session::FrozenContract) -> Option<camino::Utf8PathBuf>;
+        let moved = TextChangeKind::Moved;
+        let cases: [(&str, Edit, &[TextChangeKind]); 11] = [
+            ("nothing", |_, _| None, &[]),
+            (
+                "edit",
+                |s, _| {
+                    s.write("proj/.vak/prompts/guardrails.md", "- root rule, edited\n");
+                    None
+                },
+                &[TextChangeKind::Changed],
+            ),
+            (
+                "move from the root into a directory layer, same text",
+                |s, _| {
+                    s.mv(
+                        "proj/.vak/prompts/guardrails.md",
+                        "proj/sub/.vak/prompts/guardrails.md",
+                    );
+                    None
+                },
+                &[moved],
+            ),
+            (
+                "move from the home into a directory layer, same text",
+                |s, _| {
+                    s.mv(
+                        "home/.vak/prompts/guardrails.md",
+                        "proj/sub/.vak/prompts/guardrails.md",
+                    );
+                    None
+                },
+                &[moved],
+            ),
+            (
+                "a winner moved into a directory layer, same text",
+                |s, _| {
+                    s.mv(
+                        "proj/.vak/prompts/identity.md",
+                        "proj/sub/.vak/prompts/identity.md",
+                    );
+                    None
+                },
+                &[moved],
+            ),
+            (
+                "reorder: a skill moved from the home to the project",
+                |s, _| {
+                    s.mv("home/.vak/skills/zz", "proj/.vak/skills/zz");
+                    None
+                },
+                &[TextChangeKind::Reordered, TextChangeKind::Reordered],
+            ),
+            (
+                "add",
+                |s, _| {
+                    s.write("proj/sub/.vak/prompts/guardrails.md", "- sub rule\n");
+                    None
+                },
+                &[TextChangeKind::Added],
+            ),
+            (
+                "remove",
+                |s, _| {
+                    std::fs::remove_file(s.root.join("home/.vak/prompts/guardrails.md")).unwrap();
+                    None
+                },
+                &[TextChangeKind::Removed],
+            ),
+            (
+                "frozen prefix edited in the ledger",
+                |_, contract| {
+                    contract.prefix.push_str("\nand obey the ledger");
+                    None
+                },
+                &[TextChangeKind::Changed],
+            ),
+            (
+                "layer list emptied in the ledger",
+                |_, contract| {
+                    contract.prompt_layers.clear();
+                    None
+                },
+                &[TextChangeKind::Removed],
+            ),
+            (
+                "the home moved: the same texts at other paths",
+                |s, _| {
+                    std::fs::rename(s.home(), s.root.join("home2")).unwrap();
+                    Some(s.root.join("home2"))
+                },
+                &[],
+            ),
+        ];
+        for (name, edit, want) in cases {
+            let scene = Scene::new();
+            let core = scene.core(&scene.home());
+            let resolved = core.resolve().unwrap();
+            keep_contributions(core.store().history(), &resolved).unwrap();
+            let mut contract = freeze(&resolved);
+            let home = edit(&scene, &mut contract).unwrap_or_else(|| scene.home());
+            let current = scene.core(&home).resolve().unwrap();
+            let drift = session_drift(&contract, &current);
+            let changes = session_changes(core.store().history(), &contract, &current);
+            assert_eq!(
+                changes.is_empty(),
+                !drift.is_drifted(),
+                "{name}: {drift}\n{changes:#?}"
+            );
+            let kinds: Vec<_> = changes.iter().map(|c| c.kind).collect();
+            assert_eq!(kinds, want, "{name}: {drift}\n{changes:#?}");
+            for c in &changes {
+                assert!(c.diff.is_ok(), "{name}: every text was kept: {c:?}");
+                if c.kind == moved {
+                    assert_ne!(
+                        (&c.frozen_layer, &c.frozen_source),
+                        (&Some(c.layer.clone()), &c.source),
+                        "{name}: a move names both places"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_store_key_translates_to_the_shared_stores_for_home_side_files_only() {
+        use crate::{Scope, SubLayer};
+        let dir = tempfile::tempdir().unwrap();
+        let real = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        std::fs::create_dir_all(real.join("home/.vak/prompts")).unwrap();
+        std::fs::create_dir_all(real.join("proj")).unwrap();
+        // The home named through a symlink: the file store's key is the
+        // canonical path, and the translation still finds it.
+        std::os::unix::fs::symlink(real.join("home"), real.join("link")).unwrap();
+        let home = real.join("link");
+        let core = Core::open(Selectors::new(&home, real.join("proj"))).unwrap();
+        let keys = SharedHomeKeys::of(&home);
+        for (scope, sub) in [
+            (Scope::Shared, SubLayer::Base),
+            (
+                Scope::Shared,
+                SubLayer::Agent(Name::new(vak_prompt_blocks::NameKind::Role, "reviewer").unwrap()),
+            ),
+        ] {
+            let target = EditTarget::new(scope, sub, Block::Guardrails).unwrap();
+            let file_key = target_key(&core, &target);
+            assert!(
+                file_key.starts_with(real.join("home").as_str()),
+                "{file_key}"
+            );
+            let rel = file_key
+                .strip_prefix(&format!("{}/", real.join("home")))
+                .unwrap();
+            assert_eq!(keys.key_of(&file_key), format!("$VAK_HOME/{rel}"));
+        }
+        // A project file, a gateway key and a path that is not a layer file
+        // are named alike in both stores.
+        let project = EditTarget::new(Scope::Project, SubLayer::Base, Block::Guardrails).unwrap();
+        let project_key = target_key(&core, &project);
+        assert_eq!(keys.key_of(&project_key), project_key);
+        let gateway = "bots.json#/helpdesk/prompts/identity";
+        assert_eq!(keys.key_of(gateway), gateway);
+        let other = real.join("home/.vak/config.toml");
+        assert_eq!(keys.key_of(other.as_str()), other.as_str());
+    }
+
+    fn descriptor() -> impl proptest::strategy::Strategy<Value = PromptLayerDescriptor> {
+        use proptest::prelude::*;
+        (
+            prop::sample::select(vec![Block::Identity, Block::Guardrails, Block::Skills]),
+            prop::sample::select(vec!["shared", "project", "surface"]),
+            prop::sample::select(vec![
+                "/h/.vak/prompts/x.md",
+                "/p/.vak/prompts/x.md",
+                "/p/sub/.vak/prompts/x.md",
+                "/p/.vak/skills/s1/SKILL.md",
+                "/h/.vak/skills/s2/SKILL.md",
+            ]),
+            "[ab]{0,2}",
+        )
+            .prop_map(|(block, layer, source, text)| PromptLayerDescriptor {
+                block: block.wire_name().to_owned().into(),
+                layer: layer.to_owned().into(),
+                source: Some(source.to_owned()),
+                digest: sha256_hex(&text),
+                bytes: text.len(),
+            })
+    }
+
+    proptest::proptest! {
+        /// A rotation's text diff pairs as the drift check that rotated
+        /// it: empty exactly when the check found no change of text or
+        /// place (it adds no diff for a reorder alone).
+        #[test]
+        fn contract_changes_are_empty_exactly_when_drift_finds_no_change(
+            old in proptest::collection::vec(descriptor(), 1..10),
+            new in proptest::collection::vec(descriptor(), 0..10),
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let history = FileHistory::new(camino::Utf8Path::from_path(dir.path()).unwrap());
+            let changes = contract_changes(&history, &old, &new);
+            let drift = vak_prompt_drift::diff(&old, &new);
+            let changed = drift
+                .changes
+                .iter()
+                .any(|c| c.kind != vak_session::ChangeKind::Reordered);
+            proptest::prop_assert_eq!(changes.is_empty(), !changed, "{}", drift);
+        }
     }
 
     #[test]

@@ -61,11 +61,12 @@ pub mod prompts {
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
-        AgentIdentity, AuditEntries, AuditLog, Binding, BindingGuard, BindingStore, Bound,
-        BoundSession, CapabilityDescriptor, ChangeKind, ChatPlan, Claim, Committed, ConfigChange,
-        DriftAccepted, Expect, FileStore, FreshSession, FrozenContract, Header, HomeFile,
-        HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession, PromptLayerDescriptor, Record,
-        SecurityEvent, SessionError, SessionId, SessionMeta, SessionStore, Store, Swapped,
-        TornLine, Turn, fingerprint, home_side_path, now_rfc3339, short_digest,
+        AgentIdentity, AuditEntries, AuditLog, Baseline, Binding, BindingGuard, BindingStore,
+        Bound, BoundSession, CapabilityDescriptor, ChangeKind, ChatPlan, Claim, Committed,
+        ConfigChange, DriftAccepted, Expect, FileStore, FreshSession, FrozenContract, Header,
+        HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession,
+        PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId, SessionMeta,
+        SessionStore, Store, Swapped, TornLine, Turn, fingerprint, home_side_path, now_rfc3339,
+        short_digest,
     };
 }

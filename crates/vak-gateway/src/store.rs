@@ -11,7 +11,7 @@ use std::sync::Arc;
 use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest, Sha256};
 use vak_core::Core;
-use vak_core::history::History;
+use vak_core::history::{History, VersionRecord};
 use vak_core::prompts::{FileStore, Ledger, Record, SessionError, Store, read_safely};
 use vak_store_pg::{EventsImported, PgStore};
 
@@ -183,6 +183,11 @@ pub struct Imported {
     pub objects_refused: Vec<String>,
     /// Version records copied.
     pub versions: usize,
+    /// Version records of home-side files an earlier build's import left
+    /// in the database under the file store's name for them (the file's
+    /// path), where `vak prompts log --store` does not look: counted as
+    /// imported, and said.
+    pub versions_under_old_keys: usize,
     /// Home-side files copied (DECISIONS §14).
     pub home_files: usize,
     /// Home-side files the store already held with the same digest.
@@ -315,7 +320,12 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             what: "the chat bindings differ between the two stores".to_owned(),
         });
     }
-    import_history(files.file_history(), &target, &mut report)?;
+    import_history(
+        files.file_history(),
+        &target,
+        &vak_core::history::SharedHomeKeys::of(home),
+        &mut report,
+    )?;
     Ok(report)
 }
 
@@ -323,10 +333,13 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
 /// the file store's verification (an altered one is reported, not copied),
 /// kept in `to`, then read back from `to` and compared; the version records
 /// the database does not hold yet are appended after the ones it does, which
-/// must be the file log's first ones.
+/// must be the file log's first ones. Each record goes in under the name
+/// the database's own saves give its file (`keys`): a home-side file's is
+/// relative to the home, not the file store's path.
 fn import_history(
     from: &dyn History,
     to: &dyn History,
+    keys: &vak_core::history::SharedHomeKeys,
     report: &mut Imported,
 ) -> Result<(), LifecycleError> {
     for digest in from.object_digests()? {
@@ -345,12 +358,23 @@ fn import_history(
         }
         report.objects += 1;
     }
-    let want = from.all_versions()?.records;
+    let raw = from.all_versions()?.records;
+    let want: Vec<VersionRecord> = raw.iter().map(|r| keys.record(r)).collect();
     let present = to.all_versions()?.records;
+    // The n-th record there is the file log's n-th, under the database's
+    // name for its file or, copied by an earlier build, under the file's
+    // path (left as it is: the log is append-only).
+    let same = |records: &[VersionRecord]| {
+        records.len() <= want.len()
+            && records
+                .iter()
+                .enumerate()
+                .all(|(i, r)| r == &want[i] || r == &raw[i])
+    };
     // What is there must be where the file log starts: nothing (a first
     // import), all of it (a repeat), or part of it (an import killed
     // half-way, which this one finishes).
-    if !want.starts_with(&present) {
+    if !same(&present) {
         return Err(LifecycleError::ImportMismatch {
             what: format!(
                 "the database already holds {} version records that are not the first of the file store's {}; import into an empty database",
@@ -359,11 +383,17 @@ fn import_history(
             ),
         });
     }
+    report.versions_under_old_keys = present
+        .iter()
+        .zip(&want)
+        .filter(|(there, wanted)| there != wanted)
+        .count();
     for record in &want[present.len()..] {
         to.append_version(record)?;
         report.versions += 1;
     }
-    if to.all_versions()?.records != want {
+    let copied = to.all_versions()?.records;
+    if copied.len() != want.len() || !same(&copied) {
         return Err(LifecycleError::ImportMismatch {
             what: "the version records differ between the two stores".to_owned(),
         });

@@ -116,13 +116,66 @@ fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor
         .collect()
 }
 
+/// One frozen descriptor and the current one it is compared with, as
+/// [`diff`] pairs them, by index into the two lists; `None` on one side is
+/// a descriptor the other side has no partner for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pair {
+    /// The frozen descriptor (`None`: added since).
+    pub frozen: Option<usize>,
+    /// The current descriptor (`None`: removed since).
+    pub current: Option<usize>,
+    /// The n-th descriptor of its block, layer and pairing name, on the
+    /// side(s) it is on.
+    pub occurrence: usize,
+}
+
+/// Pair the `frozen` descriptors of a session with the `current` ones by
+/// block, layer, pairing name and occurrence (see [`Key`]): every frozen
+/// descriptor in its order, with its partner or none, then every current
+/// one left without a partner, in its order. The one pairing [`diff`]
+/// decides drift on, so anything that words a drift (`vak session diff`)
+/// pairs as the decision did.
+pub fn pair(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor]) -> Vec<Pair> {
+    pair_keyed(&keyed(frozen), &keyed(current))
+}
+
+fn pair_keyed(
+    frozen: &[(Key<'_>, &PromptLayerDescriptor)],
+    current: &[(Key<'_>, &PromptLayerDescriptor)],
+) -> Vec<Pair> {
+    // Keys are unique within a side: the occurrence tells repeats apart.
+    let mut current_by_key: BTreeMap<Key<'_>, usize> = current
+        .iter()
+        .enumerate()
+        .map(|(i, (key, _))| (*key, i))
+        .collect();
+    let mut out = Vec::with_capacity(frozen.len().max(current.len()));
+    for (fi, (key, _)) in frozen.iter().enumerate() {
+        out.push(Pair {
+            frozen: Some(fi),
+            current: current_by_key.remove(key),
+            occurrence: key.3,
+        });
+    }
+    let mut left: Vec<usize> = current_by_key.into_values().collect();
+    left.sort_unstable();
+    out.extend(left.into_iter().map(|ci| Pair {
+        frozen: None,
+        current: Some(ci),
+        occurrence: current[ci].0.3,
+    }));
+    out
+}
+
 /// Compare the `frozen` descriptors of a session with the `current` ones.
 ///
 /// An empty `frozen` list is an unknown baseline and reports nothing.
-/// Descriptors are paired by block, layer and occurrence (inventory
-/// entries by block, layer and name, see [`Key`]); a pair whose
-/// digest differs is `changed`, one only in `current` is `added`, one only
-/// in `frozen` is `removed`.
+/// Descriptors are paired by [`pair`]: by block, layer and occurrence
+/// (inventory entries by block, layer and name, project directory layers
+/// by their directory, see [`Key`]); a pair whose digest differs is
+/// `changed`, one only in `current` is `added`, one only in `frozen` is
+/// `removed`.
 pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor]) -> DriftReport {
     if frozen.is_empty() {
         return DriftReport {
@@ -132,26 +185,28 @@ pub fn diff(frozen: &[PromptLayerDescriptor], current: &[PromptLayerDescriptor])
     }
     let frozen = keyed(frozen);
     let current = keyed(current);
-    let current_by_key: BTreeMap<Key<'_>, &PromptLayerDescriptor> =
-        current.iter().copied().collect();
-    let frozen_by_key: BTreeMap<Key<'_>, &PromptLayerDescriptor> = frozen.iter().copied().collect();
     let mut changes = Vec::new();
-    for (key, old) in &frozen {
-        match current_by_key.get(key) {
-            Some(new) if new.digest == old.digest => {}
-            Some(new) => changes.push(change(*key, ChangeKind::Changed, Some(old), Some(new))),
-            None => changes.push(change(*key, ChangeKind::Removed, Some(old), None)),
-        }
-    }
-    for (key, new) in &current {
-        if !frozen_by_key.contains_key(key) {
-            changes.push(change(*key, ChangeKind::Added, None, Some(new)));
+    for p in pair_keyed(&frozen, &current) {
+        match (p.frozen.map(|i| frozen[i]), p.current.map(|i| current[i])) {
+            (Some((_, old)), Some((_, new))) if new.digest == old.digest => {}
+            (Some((key, old)), Some((_, new))) => {
+                changes.push(change(key, ChangeKind::Changed, Some(old), Some(new)));
+            }
+            (Some((key, old)), None) => {
+                changes.push(change(key, ChangeKind::Removed, Some(old), None));
+            }
+            (None, Some((key, new))) => {
+                changes.push(change(key, ChangeKind::Added, None, Some(new)));
+            }
+            (None, None) => {}
         }
     }
     // The same texts in another order render another prompt (the inventory
     // lists skills in chain order): each that changed place is reported, so
     // the decision never continues on a fingerprint that moved.
     if changes.is_empty() {
+        let current_by_key: BTreeMap<Key<'_>, &PromptLayerDescriptor> =
+            current.iter().copied().collect();
         for ((key, old), (current_key, new)) in frozen.iter().zip(&current) {
             if key != current_key {
                 let new = current_by_key.get(key).copied().unwrap_or(new);
@@ -559,6 +614,38 @@ mod tests {
             prop_assert_eq!(report.changes[0].kind, ChangeKind::Added);
             let want = format!("/h/.vak/skills/{new}/SKILL.md");
             prop_assert_eq!(report.changes[0].source.as_deref(), Some(want.as_str()));
+        }
+
+        /// Every descriptor of each side is in exactly one pair, frozen
+        /// ones in their order; a pair is of one block and layer; and a
+        /// drift is reported exactly when a pair is one-sided or its
+        /// digests differ, or else when the order moved.
+        #[test]
+        fn pairing_covers_each_descriptor_once(a in list(), b in list()) {
+            prop_assume!(!a.is_empty());
+            let pairs = pair(&a, &b);
+            let frozen: Vec<usize> = pairs.iter().filter_map(|p| p.frozen).collect();
+            prop_assert_eq!(frozen, (0..a.len()).collect::<Vec<_>>());
+            let mut current: Vec<usize> = pairs.iter().filter_map(|p| p.current).collect();
+            current.sort_unstable();
+            prop_assert_eq!(current, (0..b.len()).collect::<Vec<_>>());
+            let mut differs = false;
+            for p in &pairs {
+                match (p.frozen, p.current) {
+                    (Some(f), Some(c)) => {
+                        prop_assert_eq!((&a[f].block, &a[f].layer), (&b[c].block, &b[c].layer));
+                        differs |= a[f].digest != b[c].digest;
+                    }
+                    _ => differs = true,
+                }
+            }
+            let report = diff(&a, &b);
+            if differs {
+                prop_assert!(report.changes.iter().all(|c| c.kind != ChangeKind::Reordered));
+                prop_assert!(report.is_drifted());
+            } else {
+                prop_assert!(report.changes.iter().all(|c| c.kind == ChangeKind::Reordered));
+            }
         }
 
         #[test]

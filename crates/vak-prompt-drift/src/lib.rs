@@ -12,6 +12,6 @@
 mod diff;
 mod policy;
 
-pub use diff::{DriftReport, diff};
+pub use diff::{DriftReport, Pair, diff, pair};
 pub use policy::{ResumeDecision, ResumePath, decide};
 pub use vak_session::{ChangeKind, LayerChange};

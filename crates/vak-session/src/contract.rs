@@ -110,14 +110,15 @@ pub struct ParentSession {
 /// Everything a session freezes at creation. The first record of its ledger.
 ///
 /// Every field has a default so a ledger written before prompt layers
-/// existed still reads, as an unknown baseline.
+/// existed still reads, as an unknown baseline ([`Baseline::Unknown`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FrozenContract {
     /// The capability catalog in force.
     #[serde(default)]
     pub capabilities: Vec<CapabilityDescriptor>,
     /// Every contributing layer of every block, in render order. Empty means
-    /// the baseline is unknown, not that everything was added.
+    /// the baseline is unknown, not that everything was added, unless the
+    /// list was emptied by hand (see [`FrozenContract::baseline`]).
     #[serde(default)]
     pub prompt_layers: Vec<PromptLayerDescriptor>,
     /// [`fingerprint`] of `prompt_layers`.
@@ -132,6 +133,37 @@ pub struct FrozenContract {
     /// The session this one was started from, if any.
     #[serde(default)]
     pub parent: Option<ParentSession>,
+}
+
+/// What a contract's prompt layer list is a baseline for (DECISIONS §6).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Baseline {
+    /// It lists the layers the session froze: drift is checked against them.
+    Recorded,
+    /// It lists none and holds neither a fingerprint nor a frozen prefix:
+    /// written by a build from before prompt layers were recorded
+    /// (`fixtures/ledgers/old-no-descriptors.jsonl`). No drift is reported.
+    Unknown,
+    /// It lists none, yet holds a fingerprint or a frozen prefix. Every
+    /// build that records layers writes all three together, and a
+    /// resolution always has layers (the seed's, at least), so the list was
+    /// emptied after the fact: drift, never an unknown baseline.
+    Emptied,
+}
+
+impl FrozenContract {
+    /// What [`prompt_layers`](Self::prompt_layers) is a baseline for. The
+    /// fields that tell an old ledger from an emptied one are the two that
+    /// came with the layers: nothing older than them wrote either.
+    pub fn baseline(&self) -> Baseline {
+        if !self.prompt_layers.is_empty() {
+            Baseline::Recorded
+        } else if self.fingerprint.is_empty() && self.prefix.is_empty() {
+            Baseline::Unknown
+        } else {
+            Baseline::Emptied
+        }
+    }
 }
 
 #[cfg(test)]
@@ -198,5 +230,43 @@ mod tests {
         .expect("parses");
         assert!(old.prompt_layers.is_empty());
         assert_eq!(old.capabilities.len(), 1);
+        assert_eq!(old.baseline(), Baseline::Unknown);
+    }
+
+    #[test]
+    fn a_layer_list_emptied_by_hand_is_no_unknown_baseline() {
+        let layers = vec![PromptLayerDescriptor::of(
+            Block::Identity,
+            &Provenance::seed("identity"),
+            "a",
+        )];
+        let whole = FrozenContract {
+            fingerprint: fingerprint(&layers),
+            prompt_layers: layers,
+            prefix: "You are Vak.".to_owned(),
+            ..FrozenContract::default()
+        };
+        assert_eq!(whole.baseline(), Baseline::Recorded);
+        let emptied = FrozenContract {
+            prompt_layers: Vec::new(),
+            ..whole.clone()
+        };
+        assert_eq!(emptied.baseline(), Baseline::Emptied);
+        // Either field of the two that came with the layers tells.
+        for (fingerprint, prefix) in [("", "You are Vak."), ("sha256:00", "")] {
+            let partly = FrozenContract {
+                fingerprint: fingerprint.to_owned(),
+                prefix: prefix.to_owned(),
+                ..emptied.clone()
+            };
+            assert_eq!(partly.baseline(), Baseline::Emptied);
+        }
+        // All three gone is what an old build wrote: nothing tells them apart.
+        let stripped = FrozenContract {
+            fingerprint: String::new(),
+            prefix: String::new(),
+            ..emptied
+        };
+        assert_eq!(stripped.baseline(), Baseline::Unknown);
     }
 }

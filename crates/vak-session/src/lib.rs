@@ -39,8 +39,8 @@ pub use audit::{AuditEntries, AuditLog, ConfigChange, MAX_WARNINGS, SecurityEven
 pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use contract::{
-    AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
-    fingerprint, fingerprint_text,
+    AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, ParentSession,
+    PromptLayerDescriptor, fingerprint, fingerprint_text,
 };
 pub use error::SessionError;
 pub use home::{

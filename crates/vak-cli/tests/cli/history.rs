@@ -735,3 +735,69 @@ fn a_hand_written_file_history_cannot_keep_is_neither_overwritten_nor_removed() 
         assert_eq!(&std::fs::read(&path).unwrap(), bytes, "{block}");
     }
 }
+
+/// The one change `vak session diff` reports for `id`, as JSON, and its
+/// text for people; `exec` refuses the session first.
+fn the_one_move(env: &Env, id: &str) -> (Value, String) {
+    let exec = env.vak(&["exec", "--session", id, "--message", "hi"]);
+    assert_eq!(code(&exec), 3, "exec sees drift: {}", stderr(&exec));
+    let diff = env.json(&["session", "diff", id]);
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff}");
+    (changes[0].clone(), env.ok(&["session", "diff", id]))
+}
+
+#[test]
+fn session_diff_reports_a_guardrail_file_that_moved_layer_when_exec_refuses() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    fs::create_dir_all(env.project().join("sub")).unwrap();
+    env.write_home(&format!("{SHARED}/guardrails.md"), "- be kind\n");
+    env.write_project(&format!("{SHARED}/guardrails.md"), "- keep secrets\n");
+    env.trust();
+    let sub = env.project().join("sub");
+    let new_in_sub = || {
+        let out = env
+            .command(&["session", "new", "--format", "json"])
+            .current_dir(&sub)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        json["session_id"].as_str().unwrap().to_owned()
+    };
+
+    // From the project root into the `sub/` directory layer, the same text:
+    // the same layer name and digest, so the fingerprint is the same too.
+    let id = new_in_sub();
+    let root_file = env.project().join(SHARED).join("guardrails.md");
+    let sub_file = sub.join(SHARED).join("guardrails.md");
+    fs::create_dir_all(sub_file.parent().unwrap()).unwrap();
+    fs::rename(&root_file, &sub_file).unwrap();
+    let (change, words) = the_one_move(&env, &id);
+    assert_eq!(change["kind"], "moved", "{change}");
+    assert_eq!(change["block"], "guardrails");
+    assert_eq!(
+        (&change["frozen_layer"], &change["layer"]),
+        (&"project".into(), &"project".into())
+    );
+    assert_eq!(change["frozen_source"], root_file.to_str().unwrap());
+    assert_eq!(change["source"], sub_file.to_str().unwrap());
+    assert_eq!(change["frozen"], change["current"]);
+    assert_eq!(change["diff"], "");
+    assert!(
+        words.contains("`guardrails` moved from project (") && words.contains("the same text"),
+        "{words}"
+    );
+
+    // From the home (shared layer) to the project root: another layer.
+    let id = new_in_sub();
+    let home_file = env.home().join(SHARED).join("guardrails.md");
+    fs::rename(&home_file, &root_file).unwrap();
+    let (change, _) = the_one_move(&env, &id);
+    assert_eq!(change["kind"], "moved", "{change}");
+    assert_eq!(change["frozen_layer"], "shared");
+    assert_eq!(change["layer"], "project");
+    assert_eq!(change["frozen_source"], home_file.to_str().unwrap());
+    assert_eq!(change["source"], root_file.to_str().unwrap());
+}

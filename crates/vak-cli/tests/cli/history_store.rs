@@ -697,3 +697,148 @@ fn a_gateway_key_saved_through_the_admin_refuses_what_a_layer_save_refuses() {
         "{history}"
     );
 }
+
+#[test]
+fn home_side_versions_saved_with_the_file_store_are_found_through_the_store_after_an_import() {
+    let Some((env, db)) = database("homever") else {
+        return;
+    };
+    let home = env.home().canonicalize().unwrap();
+    let set_home = |args: &[&str], text: &str| {
+        let mut all = vec!["prompts", "set", "--scope", "shared"];
+        all.extend(args);
+        all.push("-");
+        let out = env.vak_stdin(&all, text);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // Two edits of a home-side file with the file store, and one of a
+    // surface sub-layer's.
+    set_home(&["guardrails"], "- one\n");
+    set_home(&["guardrails"], "- one\n- two\n");
+    set_home(&["--surface", "chat", "guardrails"], "- in chat\n");
+    let log = |args: &[&str]| {
+        let mut all = vec!["prompts", "log", "--scope", "shared"];
+        all.extend(args);
+        env.json(&all)
+    };
+    let from_files = log(&["guardrails"]);
+    assert_eq!(
+        from_files["target"],
+        home.join(".vak/prompts/guardrails.md").to_str().unwrap()
+    );
+    let first = from_files["versions"][0]["after"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let report = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(report["versions"], 3, "{report}");
+    assert_eq!(report["versions_under_old_keys"], 0, "{report}");
+    assert_eq!(
+        psql(
+            &db,
+            "SELECT count(*) FROM vak_versions WHERE target LIKE '/%'"
+        ),
+        "0",
+        "no home-side record is keyed by this home's path"
+    );
+
+    // `log` through the store lists the same versions, under the name the
+    // store's own saves give the file.
+    for (args, rel) in [
+        (&["guardrails"][..], ".vak/prompts/guardrails.md"),
+        (
+            &["--surface", "chat", "guardrails"][..],
+            ".vak/prompts/surface/chat/guardrails.md",
+        ),
+    ] {
+        let mut with_store = args.to_vec();
+        with_store.extend(["--store", &db]);
+        let (files, db_log) = (log(args), log(&with_store));
+        assert_eq!(db_log["target"], format!("$VAK_HOME/{rel}"), "{db_log}");
+        let versions = db_log["versions"].as_array().unwrap();
+        assert!(!versions.is_empty(), "{db_log}");
+        for (ours, theirs) in versions.iter().zip(files["versions"].as_array().unwrap()) {
+            for field in ["time", "who", "action", "before", "after", "tokens"] {
+                assert_eq!(ours[field], theirs[field], "{field}: {db_log}");
+            }
+        }
+    }
+    // Importing again copies nothing twice: the renamed records are the
+    // file log's.
+    let again = env.json(&["store", "import", "--from", "file", "--store", &db]);
+    assert_eq!(again["versions"], 0, "{again}");
+
+    // `diff` through the store: the last change, from the store's texts.
+    let diff = env.ok(&[
+        "prompts",
+        "diff",
+        "--scope",
+        "shared",
+        "guardrails",
+        "--store",
+        &db,
+    ]);
+    assert!(diff.contains("\n+- two\n"), "{diff}");
+
+    // `revert` through the store finds the first version and saves it back.
+    let out = env.vak(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "shared",
+        "guardrails",
+        "--to",
+        &first,
+        "--store",
+        &db,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(env.home().join(".vak/prompts/guardrails.md")).unwrap(),
+        "- one\n"
+    );
+    let after = log(&["guardrails", "--store", &db]);
+    let versions = after["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 3, "{after}");
+    assert_eq!(versions[2]["action"], "revert");
+    assert_eq!(versions[2]["after"], first.as_str());
+}
+
+#[test]
+fn records_an_earlier_import_left_under_the_files_path_are_kept_and_said() {
+    let Some((env, db)) = database("oldkeys") else {
+        return;
+    };
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "shared", "guardrails", "-"],
+        "- one\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    env.json(&["store", "import", "--from", "file", "--store", &db]);
+    // As a build before home-relative names copied it: under the path.
+    let path = env
+        .home()
+        .canonicalize()
+        .unwrap()
+        .join(".vak/prompts/guardrails.md");
+    let path = path.to_str().unwrap();
+    psql(
+        &db,
+        &format!(
+            "UPDATE vak_versions SET target = '{path}', record = replace(record, '$VAK_HOME/.vak/prompts/guardrails.md', '{path}')"
+        ),
+    );
+    let out = env.vak(&[
+        "store", "import", "--from", "file", "--store", &db, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(report["versions"], 0, "{report}");
+    assert_eq!(report["versions_under_old_keys"], 1, "{report}");
+    assert!(
+        stderr(&out).contains("stay under the file's path"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -850,6 +850,48 @@ fn accepting_drift_needs_a_frozen_prompt_to_proceed_on() {
 }
 
 #[test]
+fn a_ledger_whose_layer_list_was_emptied_fails_closed() {
+    let env = trusted_myproj();
+    let (id, _) = new_session(&env, &[]);
+    // Emptied by hand: the fingerprint and the frozen prefix written beside
+    // the layers are still there, which no build before layers wrote.
+    let path = ledger_path(&env, &id);
+    let text = fs::read_to_string(&path).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut created: Value = serde_json::from_str(first).unwrap();
+    created["contract"]["prompt_layers"] = Value::Array(Vec::new());
+    fs::write(&path, format!("{created}\n{rest}")).unwrap();
+    let before = fs::read(&path).unwrap();
+
+    // Nothing else changed, and still: drift, not an unknown baseline.
+    let out = env.vak(&["exec", "--session", &id, "--message", "hi"]);
+    assert_eq!(code(&out), 3, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("prompt-layers (ledger): removed")
+            && stderr(&out).contains("the list was emptied"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(fs::read(&path).unwrap(), before, "nothing recorded");
+    let diff = env.json(&["session", "diff", &id]);
+    let changes = diff["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{diff}");
+    assert_eq!(changes[0]["block"], "prompt-layers");
+    assert_eq!(changes[0]["kind"], "removed");
+    let words = env.ok(&["session", "diff", &id]);
+    assert!(words.contains("the list was emptied"), "{words}");
+    let shown = env.ok(&["session", "show", &id]);
+    assert!(shown.contains("the list was emptied"), "{shown}");
+    assert!(!shown.contains("unknown baseline"), "{shown}");
+
+    // Accepting the drift runs on the frozen prefix, and says so.
+    let out = env.json(&["exec", "--session", &id, "--accept-drift"]);
+    assert_eq!(out["request"]["prefix_source"], "frozen", "{out}");
+    let accepted = ledger_lines(&env, &id);
+    assert_eq!(accepted.last().unwrap()["type"], "drift-accepted");
+}
+
+#[test]
 fn a_bot_or_chat_the_gateway_files_do_not_list_is_warned_about() {
     let env = Env::fixture("myproj");
     let out = env.vak(&["prompts", "show", "--bot", "helpdesk", "--chat", "42"]);
