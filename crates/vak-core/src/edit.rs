@@ -68,6 +68,21 @@ pub struct EditTarget {
     pub block: Block,
 }
 
+/// What a save, reset or revert does when not every chain it reaches could
+/// be budgeted against the cap (see [`ChainsLeftOut::unproven`]): a clone
+/// decides how many chains there are and how large, so a chain not looked
+/// at could be one the change pushes over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unchecked {
+    /// Refuse with [`EditError::Unchecked`], writing nothing.
+    #[default]
+    Refuse,
+    /// Make the change and say what was not budgeted (`--over-budget`, the
+    /// admin API's `over_budget`). A chain known to go over is refused all
+    /// the same (DECISIONS §7).
+    Accept,
+}
+
 /// Why an edit was refused. Each message names the block, file or layer.
 #[derive(Debug, Error)]
 pub enum EditError {
@@ -104,6 +119,24 @@ pub enum EditError {
         /// The chain that would go over, when it is not the one the
         /// command named: `surface chat, agent reviewer`.
         chain: Option<String>,
+    },
+    /// Not every chain the change reaches could be budgeted (the walk that
+    /// lists directory layers stopped, or the work bound did; see
+    /// [`ChainsLeftOut::unproven`]) and the caller did not accept that
+    /// ([`Unchecked::Refuse`]). Nothing was written.
+    #[error(
+        "refusing to {change} `{block}` (`{}`): {why}; a chain not checked could be over the cap, so nothing was changed. Check the chains named, or pass --over-budget (in the admin API, `over_budget`) to make the change anyway",
+        Escaped(.path.as_str())
+    )]
+    Unchecked {
+        /// `save` or `reset`.
+        change: &'static str,
+        /// The block.
+        block: Block,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// What was not budgeted, and why.
+        why: String,
     },
     /// A directory sub-layer was named for the shared scope, or with a path
     /// that is not a plain relative path below the project root where a
@@ -176,6 +209,26 @@ pub enum EditError {
 
 fn chain_note(chain: Option<&str>) -> String {
     chain.map_or_else(String::new, |c| format!(" (on the chain for {c})"))
+}
+
+/// [`EditError::Unchecked`] when `left_out` cannot vouch for every chain
+/// and the caller did not accept that.
+fn refuse_unchecked(
+    left_out: &ChainsLeftOut,
+    unchecked: Unchecked,
+    change: &'static str,
+    target: &EditTarget,
+    path: &Utf8Path,
+) -> Result<(), EditError> {
+    match (left_out.unproven(), unchecked) {
+        (Some(why), Unchecked::Refuse) => Err(EditError::Unchecked {
+            change,
+            block: target.block,
+            path: path.to_owned(),
+            why,
+        }),
+        _ => Ok(()),
+    }
 }
 
 impl EditTarget {
@@ -399,9 +452,7 @@ impl TrustBudget {
     /// hide a layer over the cap; `vak trust` refuses as for one over the
     /// cap, unless told `--over-budget`.
     pub fn unproven(&self) -> Option<String> {
-        (self.left_out.unlisted_directories || self.left_out.over_work > 0)
-            .then(|| self.left_out.note())
-            .flatten()
+        self.left_out.unproven()
     }
 }
 
@@ -779,15 +830,23 @@ impl Core {
     /// # Errors
     ///
     /// [`EditError::OverBudget`] with the offending layers (the file is left
-    /// byte for byte as it was), [`EditError::Save`] for a stale digest or a
-    /// refused path.
+    /// byte for byte as it was), [`EditError::Unchecked`] when not every
+    /// chain it reaches could be budgeted, [`EditError::Save`] for a stale
+    /// digest or a refused path.
     pub fn save_block(
         &self,
         target: &EditTarget,
         text: &str,
         if_digest: Option<&str>,
     ) -> Result<Saved, EditError> {
-        self.save_block_by(target, text, if_digest, &Who::OsUser, Action::Save)
+        self.save_block_by(
+            target,
+            text,
+            if_digest,
+            &Who::OsUser,
+            Action::Save,
+            Unchecked::Refuse,
+        )
     }
 
     /// [`save_block`](Self::save_block), recorded in the version log as
@@ -795,7 +854,8 @@ impl Core {
     /// text and the new text are kept in the object store (a store that
     /// cannot keep them refuses the save, nothing written); after it, one
     /// version record is appended and the new resolution's contributed texts
-    /// are kept.
+    /// are kept. `unchecked` decides what happens when not every chain the
+    /// file reaches could be budgeted.
     ///
     /// # Errors
     ///
@@ -807,6 +867,7 @@ impl Core {
         if_digest: Option<&str>,
         who: &Who,
         action: Action,
+        unchecked: Unchecked,
     ) -> Result<Saved, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
@@ -840,6 +901,7 @@ impl Core {
             });
         }
         let left_out = self.check_reach(target, Some(text))?;
+        refuse_unchecked(&left_out, unchecked, "save", target, &path)?;
         preview.budget.warnings.extend(left_out.note());
         self.keep_current(target, &path, &preview.before)?;
         self.store().history().put_object(text)?;
@@ -881,6 +943,7 @@ impl Core {
         to: &str,
         if_digest: Option<&str>,
         who: &Who,
+        unchecked: Unchecked,
     ) -> Result<Saved, EditError> {
         let records = crate::history::versions(self, target)?.records;
         let text = crate::history::revert_text(
@@ -889,7 +952,7 @@ impl Core {
             target.path(self.selectors()).as_str(),
             to,
         )?;
-        self.save_block_by(target, &text, if_digest, who, Action::Revert)
+        self.save_block_by(target, &text, if_digest, who, Action::Revert, unchecked)
     }
 
     /// Check the version log can take the change's record; keep the file's
@@ -939,11 +1002,12 @@ impl Core {
         target: &EditTarget,
         if_digest: Option<&str>,
     ) -> Result<Reset, EditError> {
-        self.reset_block_by(target, if_digest, &Who::OsUser)
+        self.reset_block_by(target, if_digest, &Who::OsUser, Unchecked::Refuse)
     }
 
     /// [`reset_block`](Self::reset_block), recorded as a reset by `who`;
-    /// the removed text is kept first.
+    /// the removed text is kept first. `unchecked` as for
+    /// [`save_block_by`](Self::save_block_by).
     ///
     /// # Errors
     ///
@@ -953,6 +1017,7 @@ impl Core {
         target: &EditTarget,
         if_digest: Option<&str>,
         who: &Who,
+        unchecked: Unchecked,
     ) -> Result<Reset, EditError> {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
@@ -969,6 +1034,7 @@ impl Core {
             });
         }
         let left_out = self.check_reach(target, None)?;
+        refuse_unchecked(&left_out, unchecked, "reset", target, &path)?;
         preview.budget.warnings.extend(left_out.note());
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
@@ -1138,7 +1204,8 @@ impl Core {
     /// chat, and for a project file in an untrusted project also as if
     /// trusted, since `vak trust` would apply it. Refuses with the first
     /// chain the change would push over the cap; else says which chains
-    /// were not crossed with every other (see [`ChainsLeftOut`]).
+    /// were not budgeted (see [`ChainsLeftOut`]), which the caller refuses
+    /// unless told otherwise ([`Unchecked`]).
     fn check_reach(
         &self,
         target: &EditTarget,
@@ -1258,14 +1325,6 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// At most this many roles are budgeted in every directory layer; every
-/// role is budgeted on every surface in the named working directory.
-pub const MAX_ROLE_CHAINS: usize = 64;
-
-/// At most this many directory layers are budgeted with every role; every
-/// one is budgeted on every surface without a role.
-pub const MAX_DIRECTORY_CHAINS: usize = 16;
-
 /// At most this many gateway bots and chats are budgeted.
 pub const MAX_GATEWAY_CHAINS: usize = 4096;
 
@@ -1278,15 +1337,9 @@ pub const MAX_GATEWAY_CHAINS: usize = 4096;
 /// past it are not budgeted, and that is said.
 pub const MAX_PLAN_TOKENS: usize = 8_000_000;
 
-/// What a check could not budget on every chain, because a project has
-/// more role directories, directory layers or gateway entries than are
-/// crossed with each other: said, never silent.
+/// What a check could not budget: said, never silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ChainsLeftOut {
-    /// Roles budgeted in the named working directory only.
-    pub roles: usize,
-    /// Directory layers budgeted without a role only.
-    pub directories: usize,
     /// Gateway bots and chats not budgeted at all.
     pub gateway: usize,
     /// Whether the walk that lists directory layers stopped before it
@@ -1299,23 +1352,23 @@ pub struct ChainsLeftOut {
 }
 
 impl ChainsLeftOut {
+    /// Why a check cannot vouch for every chain, when it cannot: the walk
+    /// that lists directory layers stopped at its bound, or chains were not
+    /// counted at all for the work bound. A clone decides how many
+    /// directories and chains it has and how large their prompts are, so
+    /// either could hide one over the cap: `vak trust` and every save,
+    /// reset and revert refuse, unless told `--over-budget`. (Gateway
+    /// entries past [`MAX_GATEWAY_CHAINS`] are the user's own, in the home,
+    /// and only said.)
+    pub fn unproven(&self) -> Option<String> {
+        (self.unlisted_directories || self.over_work > 0)
+            .then(|| self.note())
+            .flatten()
+    }
+
     /// What to tell the user, when anything was left out.
     pub fn note(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if self.roles > 0 {
-            parts.push(format!(
-                "{} role director{} in the named directory only, on every surface (the {MAX_ROLE_CHAINS} with the longest prompts were budgeted in every directory layer; check another with `vak prompts check --agent ROLE --dir DIR`)",
-                self.roles,
-                if self.roles == 1 { "y" } else { "ies" }
-            ));
-        }
-        if self.directories > 0 {
-            parts.push(format!(
-                "{} directory layer{} without a role only, on every surface (the {MAX_DIRECTORY_CHAINS} with the longest prompts were budgeted with every role; check another with `vak prompts check --dir DIR --agent ROLE`)",
-                self.directories,
-                if self.directories == 1 { "" } else { "s" }
-            ));
-        }
         if self.gateway > 0 {
             parts.push(format!(
                 "{} gateway bot{} or chat{} not at all (past the first {MAX_GATEWAY_CHAINS}; check one with `vak prompts check --surface chat --bot BOT --chat CHAT`)",
@@ -1437,13 +1490,14 @@ pub struct ChainPlan {
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
     unlisted_directories: bool,
-    /// Every role with every directory layer, not the heaviest few
-    /// (trusting; the work bound still holds).
-    cross_all: bool,
 }
 
 impl ChainPlan {
-    /// The chains a change to `target` reaches from `base`.
+    /// The chains a change to `target` reaches from `base`: every surface
+    /// (or the one sub-layer's) crossed with every role that has a
+    /// directory (or the one role's) and with the root and every directory
+    /// layer (those at or below the one changed, for a directory file),
+    /// bounded only by [`MAX_PLAN_TOKENS`], as for trusting.
     pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
         let surfaces = match &target.sub {
             SubLayer::Surface(kind) => vec![*kind],
@@ -1458,14 +1512,12 @@ impl ChainPlan {
             _ => None,
         };
         let (workdirs, unlisted) = layer_workdirs(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, unlisted, false)
+        ChainPlan::new(base, surfaces, roles, workdirs, unlisted)
     }
 
     /// The chains trusting `base.project` reaches, `base` first: every role
     /// crossed with every directory layer on every surface, bounded only by
-    /// [`MAX_PLAN_TOKENS`]. Not the heaviest few: a clone chooses its texts,
-    /// and guardrails a role repeats from the heavy layers are dropped
-    /// there, so a light layer can make the longest chain with it.
+    /// [`MAX_PLAN_TOKENS`].
     pub fn for_trust(base: &Selectors) -> ChainPlan {
         let (workdirs, unlisted) = layer_workdirs(base, None);
         ChainPlan::new(
@@ -1474,7 +1526,6 @@ impl ChainPlan {
             no_role_then_each(base),
             workdirs,
             unlisted,
-            true,
         )
     }
 
@@ -1484,7 +1535,6 @@ impl ChainPlan {
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
         unlisted_directories: bool,
-        cross_all: bool,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
             gateway_entries(&base.home)
@@ -1501,7 +1551,6 @@ impl ChainPlan {
             gateway,
             gateway_left_out,
             unlisted_directories,
-            cross_all,
         }
     }
 
@@ -1509,11 +1558,13 @@ impl ChainPlan {
     /// (`None`: it could not be loaded) or `Break` to stop. First every
     /// role in the named working directory and every directory layer with
     /// the plan's first role, each on every surface, weighed by its longest
-    /// prompt, and every gateway bot and chat; then every surface × the
-    /// [`MAX_DIRECTORY_CHAINS`] directory layers × the [`MAX_ROLE_CHAINS`]
-    /// roles whose prompts were longest in that first pass. So no role or
-    /// layer goes unbudgeted, and which are crossed is decided by what they
-    /// weigh, not by their names or their file sizes.
+    /// prompt, and every gateway bot and chat; then every surface × every
+    /// directory layer × every role, the heaviest of that first pass first.
+    /// Every one, not the heaviest few: a clone chooses its texts, and
+    /// guardrails a role repeats from heavy layers are dropped there as
+    /// duplicates (counting nothing), so a light layer can make the longest
+    /// chain with it. The order only decides which chains are left out when
+    /// the work bound stops the visit, and those are counted.
     pub fn visit<B>(
         &self,
         mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<usize>>,
@@ -1587,38 +1638,21 @@ impl ChainPlan {
                 &mut seen,
             )?;
         }
-        // The heaviest first; "no role" and the named directory always.
-        let heaviest = |mut weights: Vec<(usize, usize)>, keep: usize| {
+        // The heaviest first ("no role" last, the named directory first),
+        // so a bound that stops the visit leaves out the lightest.
+        let heaviest = |mut weights: Vec<(usize, usize)>| {
             weights.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let left_out = weights.len().saturating_sub(keep);
-            weights.truncate(keep);
-            (
-                weights
-                    .into_iter()
-                    .map(|(_, index)| index)
-                    .collect::<Vec<_>>(),
-                left_out,
-            )
+            weights
+                .into_iter()
+                .map(|(_, index)| index)
+                .collect::<Vec<_>>()
         };
         let (no_role, with_role): (Vec<_>, Vec<_>) = role_weight
             .into_iter()
             .partition(|(_, index)| self.roles[*index].is_none());
-        let (role_keep, dir_keep) = if self.cross_all {
-            (usize::MAX, usize::MAX)
-        } else {
-            (MAX_ROLE_CHAINS, MAX_DIRECTORY_CHAINS + 1)
-        };
-        // With one side alone there is nothing to cross: every chain was
-        // visited above.
-        let one_dir = self.workdirs.len() == 1;
-        let one_role = self.roles.len() == 1;
-        let (mut roles, roles_left_out) = heaviest(with_role, role_keep);
+        let mut roles = heaviest(with_role);
         roles.extend(no_role.into_iter().map(|(_, index)| index));
-        let (dirs, dirs_left_out) = heaviest(dir_weight, dir_keep);
-        let (roles_left_out, dirs_left_out) = (
-            if one_dir { 0 } else { roles_left_out },
-            if one_role { 0 } else { dirs_left_out },
-        );
+        let dirs = heaviest(dir_weight);
         for surface in &self.surfaces {
             for &dir in &dirs {
                 for &role in &roles {
@@ -1630,8 +1664,6 @@ impl ChainPlan {
             }
         }
         ControlFlow::Continue(ChainsLeftOut {
-            roles: roles_left_out,
-            directories: dirs_left_out,
             gateway: self.gateway_left_out,
             unlisted_directories: self.unlisted_directories,
             over_work: over_work.get(),
@@ -1806,7 +1838,8 @@ mod tests {
         };
         assert_eq!(left_out, ChainsLeftOut::default());
         assert_eq!(crossed, 71 * SurfaceKind::ALL.len());
-        // A save crosses the heaviest.
+        // A save crosses every role with the layer too, not the heaviest
+        // few: one code path for both.
         let save = ChainPlan::for_change(
             &s,
             &target(Scope::Shared, SubLayer::Base, Block::Guardrails),
@@ -1819,7 +1852,12 @@ mod tests {
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
-        assert_eq!(left_out.roles, 71 - MAX_ROLE_CHAINS);
+        assert_eq!(left_out, ChainsLeftOut::default());
+        let crossed = visited
+            .iter()
+            .filter(|c| c.agent.is_some() && c.workdir == sub && c.bot.is_none())
+            .count();
+        assert_eq!(crossed, 71 * SurfaceKind::ALL.len());
         let roles: Vec<String> = std::iter::once("zz".to_owned())
             .chain((0..70).map(|i| format!("r{i:02}")))
             .collect();
@@ -1832,10 +1870,12 @@ mod tests {
                 );
             }
         }
-        // Crossed with the layer on every surface as one of the heaviest.
-        assert!(visited.iter().any(|c| c.surface == SurfaceKind::Cli
-            && c.workdir == sub
-            && c.agent.as_ref().map(Name::as_str) == Some("zz")));
+        // The heaviest role is crossed with the layer first.
+        let first_crossed = visited
+            .iter()
+            .find(|c| c.agent.is_some() && c.workdir == sub)
+            .and_then(|c| c.agent.as_ref().map(Name::as_str));
+        assert_eq!(first_crossed, Some("zz"));
         // The chat with its own prompts is measured; one without, through
         // its bot.
         let chat = |name: &str| {

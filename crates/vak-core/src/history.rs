@@ -1008,6 +1008,7 @@ mod tests {
                 &first.outcome.digest,
                 None,
                 &Who::AdminToken("t".into()),
+                crate::Unchecked::Refuse,
             )
             .unwrap();
         assert_eq!(reverted.outcome.digest, first.outcome.digest);

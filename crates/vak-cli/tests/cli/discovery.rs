@@ -830,7 +830,7 @@ fn a_layer_where_none_is_read_is_warned_about_not_dropped_silently() {
 }
 
 #[test]
-fn a_walk_that_stops_early_says_so_when_trusting() {
+fn a_walk_that_stops_early_says_so_when_trusting_and_saving() {
     let env = Env::empty();
     fs::create_dir_all(env.project().join(".git")).unwrap();
     // More plain directories than the walk visits, then a layer after them.
@@ -865,6 +865,66 @@ fn a_walk_that_stops_early_says_so_when_trusting() {
     let out = vak_in(&env, env.project(), &["trust", "--over-budget"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("although"), "{}", stderr(&out));
+
+    // A save reaches the layers the walk never got to just the same: it is
+    // refused (exit 4, nothing written) unless told --over-budget, and a
+    // reset likewise.
+    let set = |extra: &[&str]| {
+        let mut args = vec!["prompts", "set", "--scope", "shared", "guardrails", "-"];
+        args.extend_from_slice(extra);
+        env.command(&args)
+            .current_dir(env.project())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child.stdin.take().unwrap().write_all(b"- Be careful.\n")?;
+                child.wait_with_output()
+            })
+            .unwrap()
+    };
+    let out = set(&[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("refusing to save `guardrails`"), "{said}");
+    assert!(
+        said.contains("the walk that lists directory layers stopped")
+            && said.contains("--over-budget"),
+        "{said}"
+    );
+    let shared = env.home().join(".vak/prompts/guardrails.md");
+    assert!(!shared.exists(), "written");
+    let out = set(&["--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the walk that lists directory layers stopped"),
+        "still said: {}",
+        stderr(&out)
+    );
+    assert!(shared.exists());
+    let out = vak_in(
+        &env,
+        env.project(),
+        &["prompts", "reset", "--scope", "shared", "guardrails"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(shared.exists(), "removed");
+    let out = vak_in(
+        &env,
+        env.project(),
+        &[
+            "prompts",
+            "reset",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--over-budget",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!shared.exists());
 }
 
 #[test]
@@ -1026,6 +1086,62 @@ fn trusting_crosses_every_role_with_every_directory_layer() {
 /// worked in at the bottom: the layers past the depth limit are said in a
 /// few lines (three named, the rest counted), not one ever longer path per
 /// level.
+#[test]
+fn a_save_crosses_every_role_with_every_directory_layer_as_trusting_does() {
+    // The role's guardrails repeat those of 16 heavy layers (dropped there
+    // as duplicates, so they weigh nothing), and a 17th layer is the
+    // lightest without a role: ranked by weight it was never crossed with
+    // the role, yet with it it makes the longest chain. A shared save that
+    // pushes only that chain over the cap must be refused, naming it.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let guardrails: String = (0..28)
+        .map(|k| format!("- G rule {k}: never touch the G resource number {k} without review.\n"))
+        .collect();
+    env.write_project(".vak/prompts/agents/r/guardrails.md", &guardrails);
+    for i in 1..=16 {
+        env.write_project(&format!("d{i:02}/.vak/prompts/guardrails.md"), &guardrails);
+        env.write_project(
+            &format!("d{i:02}/.vak/prompts/identity.md"),
+            &format!("Identity {i}.\n"),
+        );
+    }
+    env.write_project("z17/.vak/prompts/identity.md", &lines("z", 26));
+    // Every chain is under the cap before the save.
+    env.trust();
+    let rules = env.project().join("rules.md");
+    std::fs::write(
+        &rules,
+        (0..14)
+            .map(|k| format!("- Rule {k}: never touch the resource number {k} without review.\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = vak_in(
+        &env,
+        env.project(),
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--file",
+            rules.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("agent `r`, directory `z17`"),
+        "the chain is named: {said}"
+    );
+    assert!(
+        !env.home().join(".vak/prompts/guardrails.md").exists(),
+        "written"
+    );
+}
+
 #[test]
 fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
     let env = Env::empty();

@@ -389,7 +389,7 @@ fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
         ".vak/prompts/agents/zz/identity.md",
         &words("role", (1500 - base) + 200),
     );
-    // Sorted by name, `zz` would come after the 64 budgeted roles.
+    // Sorted by name, `zz` comes after 70 other roles.
     for i in 0..70 {
         std::fs::create_dir_all(env.project().join(format!(".vak/prompts/agents/a{i:02}")))
             .unwrap();
