@@ -562,7 +562,10 @@ pub fn walk_trust_chains(
         let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
         let before = budget_of(&untrusted);
         let after = budget_of(&trusted);
-        let weight = after.report.prefix_tokens;
+        let visited = Visited {
+            tokens: after.report.prefix_tokens,
+            work: chain_work(&loaded, [&before.report, &after.report]),
+        };
         let over = trust_pushes_over(&before.report, &after.report).map(|report| {
             (
                 describe_chain(core.selectors(), Trust::Untrusted),
@@ -578,7 +581,7 @@ pub fn walk_trust_chains(
             over,
         };
         match visit(step) {
-            ControlFlow::Continue(()) => ControlFlow::Continue(Some(weight)),
+            ControlFlow::Continue(()) => ControlFlow::Continue(Some(visited)),
             ControlFlow::Break(()) => ControlFlow::Break(Ok(())),
         }
     });
@@ -1233,21 +1236,30 @@ impl Core {
             };
             let mut after_chain = chain.clone();
             substitute_target(&mut after_chain, target, core.selectors(), text);
-            let mut weight = 0;
+            let mut visited = Visited::default();
+            let mut counted = Vec::with_capacity(2 * trusts.len());
             for &trust in &trusts {
-                let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                 let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
-                if pushes_over(&before.report, &after.report) {
-                    return ControlFlow::Break(EditError::OverBudget {
-                        block: target.block,
-                        path: target.path(self.selectors()),
-                        report: Box::new(after.report),
-                        chain: Some(describe_chain(core.selectors(), trust)),
-                    });
+                // Only a chain over the cap after the change needs its
+                // length before (a change that shortens it is allowed): most
+                // chains are composed and counted once, not twice.
+                if after.report.is_over() {
+                    let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
+                    if pushes_over(&before.report, &after.report) {
+                        return ControlFlow::Break(EditError::OverBudget {
+                            block: target.block,
+                            path: target.path(self.selectors()),
+                            report: Box::new(after.report),
+                            chain: Some(describe_chain(core.selectors(), trust)),
+                        });
+                    }
+                    counted.push(before.report);
                 }
-                weight = weight.max(after.report.prefix_tokens);
+                visited.tokens = visited.tokens.max(after.report.prefix_tokens);
+                counted.push(after.report);
             }
-            ControlFlow::Continue(Some(weight))
+            visited.work = chain_work(&after_chain, &counted);
+            ControlFlow::Continue(Some(visited))
         });
         match flow {
             ControlFlow::Continue(left_out) => Ok(left_out),
@@ -1328,14 +1340,46 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
 /// At most this many gateway bots and chats are budgeted.
 pub const MAX_GATEWAY_CHAINS: usize = 4096;
 
-/// At most this many prefix tokens are counted across all the chains one
-/// plan visits (each chain's prefix is tokenised whole, so the work grows
-/// with roles × layers × their sizes): a clone of huge roles and layers
-/// cannot make `trust --preview` or a save take minutes. Measured on clones
-/// of 16 roles × 8 layers and 64 × 16 of 50 KB each (12 s and 95 s for the
-/// preview before): 1.7–2.6 s for the preview, 3.3–3.4 s for a save. Chains
-/// past it are not budgeted, and that is said.
-pub const MAX_PLAN_TOKENS: usize = 8_000_000;
+/// At most this much work is done across all the chains one plan visits,
+/// counted as [`chain_work`] counts it: the tokens every budget counted
+/// (each layer's whole text, repeats included) and a token per 4 bytes
+/// read. The work grows with roles × layers × their sizes, and counting
+/// the prefix alone missed what repeats cost: 100 directory layers under a
+/// root of 65,000 repeated bullets (one in the prefix, all of them read,
+/// composed and counted on every chain) took `trust` and a save 6.5 s
+/// without tripping it. Measured in release at about 20–30 ns per unit,
+/// so a check stops after a third of a second or so of counting; a
+/// monorepo of 30 `AGENTS.md` and 5 roles near the cap costs 2.7 M for a
+/// shared save and 5.5 M for `trust`. Chains past the bound are not
+/// budgeted, which is said and refused unless accepted ([`Unchecked`]).
+pub const MAX_PLAN_WORK: usize = 12_000_000;
+
+/// What composing and budgeting one chain of a plan weighed and cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Visited {
+    /// Its longest prefix, in tokens: what ranks it for crossing.
+    pub tokens: usize,
+    /// The work it took ([`chain_work`]), counted against
+    /// [`MAX_PLAN_WORK`].
+    pub work: usize,
+}
+
+/// The work of reading `chain` once and budgeting it as `budgets`: every
+/// token each budget counted ([`BudgetReport::tokens_counted`]: each
+/// layer's whole text, not only what the prefix keeps of it, so a file of
+/// repeated bullets costs what it costs to read, compose and count), and a
+/// token per 4 bytes the load read (a shadowed file is read, though no
+/// budget counts it).
+pub fn chain_work<'a>(
+    chain: &LoadedChain,
+    budgets: impl IntoIterator<Item = &'a BudgetReport>,
+) -> usize {
+    budgets
+        .into_iter()
+        .fold(chain.text_bytes() / 4, |work, report| {
+            work.saturating_add(report.tokens_counted())
+        })
+}
 
 /// What a check could not budget: said, never silent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -1347,7 +1391,7 @@ pub struct ChainsLeftOut {
     /// [`vak_prompt_loader::MAX_VISITED`] directories).
     pub unlisted_directories: bool,
     /// Chains not budgeted because the plan had counted
-    /// [`MAX_PLAN_TOKENS`] already.
+    /// [`MAX_PLAN_WORK`] already.
     pub over_work: usize,
 }
 
@@ -1379,7 +1423,7 @@ impl ChainsLeftOut {
         }
         if self.over_work > 0 {
             parts.push(format!(
-                "{} chain{} not at all, because there are so many chains, or their prompts are so large, that counting every one would take too long (over {MAX_PLAN_TOKENS} tokens were counted; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
+                "{} chain{} not at all, because there are so many chains, or their layers are so large (repeated text included), that counting every one would take too long (the bound of {MAX_PLAN_WORK} tokens of work was reached; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
                 self.over_work,
                 if self.over_work == 1 { "" } else { "s" }
             ));
@@ -1497,7 +1541,7 @@ impl ChainPlan {
     /// (or the one sub-layer's) crossed with every role that has a
     /// directory (or the one role's) and with the root and every directory
     /// layer (those at or below the one changed, for a directory file),
-    /// bounded only by [`MAX_PLAN_TOKENS`], as for trusting.
+    /// bounded only by [`MAX_PLAN_WORK`], as for trusting.
     pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
         let surfaces = match &target.sub {
             SubLayer::Surface(kind) => vec![*kind],
@@ -1517,7 +1561,7 @@ impl ChainPlan {
 
     /// The chains trusting `base.project` reaches, `base` first: every role
     /// crossed with every directory layer on every surface, bounded only by
-    /// [`MAX_PLAN_TOKENS`].
+    /// [`MAX_PLAN_WORK`].
     pub fn for_trust(base: &Selectors) -> ChainPlan {
         let (workdirs, unlisted) = layer_workdirs(base, None);
         ChainPlan::new(
@@ -1554,8 +1598,10 @@ impl ChainPlan {
         }
     }
 
-    /// Visit each chain once, `visit` answering the chain's prefix tokens
-    /// (`None`: it could not be loaded) or `Break` to stop. First every
+    /// Visit each chain once, `visit` answering what the chain weighed and
+    /// cost (`None`: it could not be loaded) or `Break` to stop; once the
+    /// work answered adds up to [`MAX_PLAN_WORK`], the chains left are
+    /// counted, not visited. First every
     /// role in the named working directory and every directory layer with
     /// the plan's first role, each on every surface, weighed by its longest
     /// prompt, and every gateway bot and chat; then every surface × every
@@ -1567,7 +1613,7 @@ impl ChainPlan {
     /// the work bound stops the visit, and those are counted.
     pub fn visit<B>(
         &self,
-        mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<usize>>,
+        mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
     ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
         use std::collections::HashSet;
         use std::ops::ControlFlow;
@@ -1594,15 +1640,15 @@ impl ChainPlan {
             if !seen.insert(selectors.clone()) {
                 return ControlFlow::Continue(None);
             }
-            if spent.get() >= MAX_PLAN_TOKENS {
+            if spent.get() >= MAX_PLAN_WORK {
                 over_work.set(over_work.get() + 1);
                 return ControlFlow::Continue(None);
             }
             let flow = visit(&selectors);
-            if let ControlFlow::Continue(Some(tokens)) = &flow {
-                spent.set(spent.get().saturating_add(*tokens));
+            if let ControlFlow::Continue(Some(visited)) = &flow {
+                spent.set(spent.get().saturating_add(visited.work));
             }
-            flow
+            flow.map_continue(|visited| visited.map(|v| v.tokens))
         };
         // Each role and each layer on every surface, weighed by its longest:
         // a role that adds nothing on one surface (its bullets repeat that
@@ -1663,6 +1709,13 @@ impl ChainPlan {
                 }
             }
         }
+        // How close a check came to its bound, for whoever tunes it.
+        tracing::debug!(
+            chains = seen.len() - over_work.get(),
+            work = spent.get(),
+            left_out = over_work.get(),
+            "budgeted the chains of one plan"
+        );
         ControlFlow::Continue(ChainsLeftOut {
             gateway: self.gateway_left_out,
             unlisted_directories: self.unlisted_directories,
@@ -1772,17 +1825,21 @@ mod tests {
         let mut all = 0;
         let flow = ChainPlan::for_trust(&s).visit(|_| {
             all += 1;
-            ControlFlow::<(), Option<usize>>::Continue(Some(1))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited { tokens: 1, work: 1 }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
         assert_eq!(left_out.over_work, 0);
-        // Each chain as heavy as a third of the bound: three are counted.
+        // Each chain costing a third of the bound: three are counted,
+        // however little their prefixes weigh.
         let mut counted = 0;
         let flow = ChainPlan::for_trust(&s).visit(|_| {
             counted += 1;
-            ControlFlow::<(), Option<usize>>::Continue(Some(MAX_PLAN_TOKENS / 3 + 1))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
+                tokens: 1,
+                work: MAX_PLAN_WORK / 3 + 1,
+            }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
@@ -1790,6 +1847,42 @@ mod tests {
         assert_eq!(counted, 3);
         assert_eq!(left_out.over_work, all - 3);
         assert!(left_out.note().is_some_and(|n| n.contains("not at all")));
+    }
+
+    #[test]
+    fn a_chains_work_counts_the_repeats_the_prefix_drops_and_what_was_read() {
+        let (_keep, s) = env();
+        fs::create_dir_all(s.project.join(".vak/prompts")).unwrap();
+        let repeated = "- Never do x.\n".repeat(4000);
+        fs::write(s.project.join(".vak/prompts/guardrails.md"), &repeated).unwrap();
+        // Shadowed by the project's identity below: read, never counted.
+        fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
+        fs::write(s.home.join(".vak/prompts/identity.md"), "x".repeat(40_000)).unwrap();
+        fs::write(
+            s.project.join(".vak/prompts/identity.md"),
+            "You are Kite.\n",
+        )
+        .unwrap();
+        let core = Core::open(s).unwrap();
+        let chain = core.load().unwrap();
+        let budget = budget_of(&core.compose(&chain, Trust::Trusted, TailContext::now()));
+        let encoding = budget.report.encoding;
+        // The prefix holds the bullet once and not the shadowed identity...
+        assert!(
+            budget.report.prefix_tokens < 1000,
+            "{}",
+            budget.report.prefix_tokens
+        );
+        // ...while the work holds every repeat and every byte read.
+        let work = chain_work(&chain, [&budget.report]);
+        assert!(
+            work >= encoding.count(&repeated) + 10_000 + budget.report.prefix_tokens,
+            "{work}"
+        );
+        assert_eq!(
+            chain_work(&chain, [&budget.report, &budget.report]) - work,
+            budget.report.tokens_counted()
+        );
     }
 
     #[test]
@@ -1831,7 +1924,10 @@ mod tests {
         let mut crossed = 0;
         let flow = ChainPlan::for_trust(&s).visit(|c| {
             crossed += usize::from(c.agent.is_some() && c.workdir == sub);
-            ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
+                tokens: weight(c),
+                work: 1,
+            }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
@@ -1847,7 +1943,10 @@ mod tests {
         let mut visited: Vec<Selectors> = Vec::new();
         let flow = save.visit(|c| {
             visited.push(c.clone());
-            ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
+                tokens: weight(c),
+                work: 1,
+            }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
