@@ -797,8 +797,10 @@ impl Core {
     }
 
     /// Resolve the prompt with `text` in `target`'s file (`None`: the file
-    /// deleted), without writing anything.
+    /// deleted), without writing anything. A directory sub-layer named
+    /// through a symlink is previewed where it leads ([`Core::real_target`]).
     pub fn preview(&self, target: &EditTarget, text: Option<&str>) -> Result<Preview, EditError> {
+        let target = &self.real_target(target)?;
         let selectors = self.selectors();
         let trust = self.trust()?;
         let path = target.path(selectors);
@@ -872,9 +874,9 @@ impl Core {
         action: Action,
         unchecked: Unchecked,
     ) -> Result<Saved, EditError> {
+        let target = &self.real_target(target)?;
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
-        self.lands_where_read(target)?;
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
         // The budget runs on the replica: bring it up to the store first.
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
@@ -948,6 +950,7 @@ impl Core {
         who: &Who,
         unchecked: Unchecked,
     ) -> Result<Saved, EditError> {
+        let target = &self.real_target(target)?;
         let records = crate::history::versions(self, target)?.records;
         let text = crate::history::revert_text(
             self.store().history(),
@@ -1022,9 +1025,9 @@ impl Core {
         who: &Who,
         unchecked: Unchecked,
     ) -> Result<Reset, EditError> {
+        let target = &self.real_target(target)?;
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
-        self.lands_where_read(target)?;
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let mut preview = self.preview(target, None)?;
@@ -1066,21 +1069,33 @@ impl Core {
         })
     }
 
-    /// A directory layer named through a symlink is written where the
-    /// link leads: refused ([`EditError::BadDirectory`]) when that is where
-    /// no layer is read (a hidden directory, `node_modules`, `target`, too
+    /// `target` as the loader reads it. A directory sub-layer named
+    /// through a symlink (`--dir LINK`, the admin's `dir=LINK`) is the
+    /// directory the link leads to, relative to the project root: that is
+    /// the directory whose chain the loader reads (a working directory is
+    /// resolved the same way, and the walk that lists directory layers does
+    /// not follow links), and the layers below it are the ones its file
+    /// reaches, so it is saved, budgeted, previewed and kept in the history
+    /// there. Refused ([`EditError::BadDirectory`]) when that is where no
+    /// layer is read (a hidden directory, `node_modules`, `target`, too
     /// deep; see [`vak_prompt_loader::is_layer_dir`]), so a save is never
-    /// reported for a file that would not apply. A link leading out of the
-    /// project is left to the save's own confinement, which names it.
-    fn lands_where_read(&self, target: &EditTarget) -> Result<(), EditError> {
+    /// reported for a file that would not apply, and when it is inside a
+    /// nested repository. A link leading out of the project is left as
+    /// named, for the save's own confinement to refuse, naming it; every
+    /// other target is returned as it is.
+    ///
+    /// # Errors
+    ///
+    /// [`EditError::BadDirectory`], [`CoreError::NestedRepository`].
+    pub fn real_target(&self, target: &EditTarget) -> Result<EditTarget, EditError> {
         let SubLayer::Directory(dir) = &target.sub else {
-            return Ok(());
+            return Ok(target.clone());
         };
         let project = &self.selectors().project;
         let (Ok(real_project), Some((_, real))) =
             (std::fs::canonicalize(project), resolved(&project.join(dir)))
         else {
-            return Ok(());
+            return Ok(target.clone());
         };
         // Judged where the path leads: `docs/new` through a link into a
         // vendored clone lands in that clone.
@@ -1098,10 +1113,13 @@ impl Core {
         }
         match real.strip_prefix(&real_project) {
             Ok(rel) => match Utf8Path::from_path(rel) {
-                Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(()),
+                Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(EditTarget {
+                    sub: SubLayer::Directory(rel.to_owned()),
+                    ..target.clone()
+                }),
                 _ => Err(EditError::BadDirectory(dir.clone())),
             },
-            Err(_) => Ok(()),
+            Err(_) => Ok(target.clone()),
         }
     }
 
@@ -1154,6 +1172,7 @@ impl Core {
     /// none the effective text (narrowest-wins blocks) or nothing
     /// (accumulating blocks, whose wider items are kept anyway).
     pub fn edit_start(&self, target: &EditTarget) -> Result<EditStart, EditError> {
+        let target = &self.real_target(target)?;
         let path = target.path(self.selectors());
         let root = target.root(self.selectors());
         let digest = current_digest(&path, root)?;

@@ -1143,6 +1143,88 @@ fn a_save_crosses_every_role_with_every_directory_layer_as_trusting_does() {
 }
 
 #[test]
+fn a_directory_named_through_a_link_is_saved_and_budgeted_where_the_link_leads() {
+    // `LINK -> real`, inside the project. The loader reads `real`'s chain
+    // for `--dir LINK` (a working directory is resolved through links) and
+    // the layers below `real` take its file in, so a save through the link
+    // is checked on `real/sub` too, and written and kept as `real`'s file.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project("real/.vak/prompts/identity.md", "You are the real agent.\n");
+    let sub: String = (0..45)
+        .map(|k| {
+            format!("- Sub rule {k}: never touch the sub resource number {k} without review.\n")
+        })
+        .collect();
+    env.write_project("real/sub/.vak/prompts/guardrails.md", &sub);
+    std::os::unix::fs::symlink("real", env.project().join("LINK")).unwrap();
+    env.trust();
+    let rules = env.project().join("rules.md");
+    let set = |dir: &str, n: usize| {
+        std::fs::write(
+            &rules,
+            (0..n)
+                .map(|k| {
+                    format!("- Rule {k}: never touch the resource number {k} without review.\n")
+                })
+                .collect::<String>(),
+        )
+        .unwrap();
+        vak_in(
+            &env,
+            env.project(),
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "--dir",
+                dir,
+                "guardrails",
+                "--file",
+                rules.to_str().unwrap(),
+            ],
+        )
+    };
+    let saved = env.project().join("real/.vak/prompts/guardrails.md");
+    // Under the cap in `real` (about 975 tokens), over it in `real/sub`.
+    let out = set("LINK", 30);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("directory `real/sub`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!saved.exists(), "written");
+    // A text that fits everywhere is written as `real`'s file, and its
+    // history is one, by either name.
+    let out = set("LINK", 3);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("real/.vak/prompts/guardrails.md"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(saved.exists());
+    for dir in ["LINK", "real"] {
+        let log = env.json(&[
+            "prompts",
+            "log",
+            "--scope",
+            "project",
+            "--dir",
+            dir,
+            "guardrails",
+        ]);
+        assert_eq!(
+            log["versions"].as_array().map(Vec::len),
+            Some(1),
+            "{dir}: {log}"
+        );
+    }
+}
+
+#[test]
 fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
     let env = Env::empty();
     fs::create_dir_all(env.project().join(".git")).unwrap();
