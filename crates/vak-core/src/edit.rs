@@ -1224,23 +1224,96 @@ impl Core {
     /// sub-layer's), with no role and with every role that has a directory
     /// (or the one role's), each directory layer, each gateway bot and
     /// chat, and for a project file in an untrusted project also as if
-    /// trusted, since `vak trust` would apply it. Refuses with the first
-    /// chain the change would push over the cap; else says which chains
-    /// were not budgeted (see [`ChainsLeftOut`]), which the caller refuses
-    /// unless told otherwise ([`Unchecked`]).
+    /// trusted, since `vak trust` would apply it. A file of the home (the
+    /// shared scope) reaches every project, so it is checked the same way
+    /// in every other trusted project that is still there too (a trusted
+    /// project whose directory is gone is passed over with a warning), all
+    /// under one work bound. Refuses with the first chain the change would
+    /// push over the cap; else says which chains were not budgeted (see
+    /// [`ChainsLeftOut`]), which the caller refuses unless told otherwise
+    /// ([`Unchecked`]).
     fn check_reach(
         &self,
         target: &EditTarget,
         text: Option<&str>,
     ) -> Result<ChainsLeftOut, EditError> {
-        use std::ops::ControlFlow;
+        let mut work = Work::default();
         let trust = self.trust()?;
         let mut trusts = vec![trust];
         if target.scope == Scope::Project && trust == Trust::Untrusted {
             trusts.push(Trust::Trusted);
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
-        let flow = plan.visit(|selectors| {
+        let mut left_out = self.check_plan(&plan, target, text, &trusts, None, &mut work)?;
+        if target.scope != Scope::Shared {
+            return Ok(left_out);
+        }
+        for project in self.other_trusted_projects()? {
+            // Not even walked: walking is work too.
+            if work.is_spent() {
+                left_out.projects.push(project);
+                continue;
+            }
+            let base = Selectors {
+                surface: self.selectors().surface,
+                ..Selectors::new(self.selectors().home.clone(), project.clone())
+            };
+            let plan = ChainPlan::for_change(&base, target);
+            let other = self.check_plan(
+                &plan,
+                target,
+                text,
+                &[Trust::Trusted],
+                Some(&project),
+                &mut work,
+            )?;
+            left_out.merge(other);
+        }
+        Ok(left_out)
+    }
+
+    /// The projects of the trust store other than this one, in its order,
+    /// each still a directory; one that is gone (deleted, moved, a mount
+    /// not there now) is passed over with a warning, since no chain can be
+    /// resolved there until it is back.
+    fn other_trusted_projects(&self) -> Result<Vec<Utf8PathBuf>, CoreError> {
+        let home = &self.selectors().home;
+        let this = std::fs::canonicalize(&self.selectors().project).ok();
+        let store = vak_prompt_trust::TrustStore::load(home)?;
+        let mut out = Vec::new();
+        for listed in store.list() {
+            let project = Utf8PathBuf::from(listed);
+            if this.as_deref() == Some(project.as_std_path()) || project == self.selectors().project
+            {
+                continue;
+            }
+            if !project.is_dir() {
+                tracing::warn!(
+                    project = %Escaped(listed),
+                    "a trusted project's directory is gone, so a shared save cannot budget its chains; `vak untrust DIR` takes it off the trust store"
+                );
+                continue;
+            }
+            out.push(project);
+        }
+        Ok(out)
+    }
+
+    /// Budget `target`'s change on every chain of `plan`, under each of
+    /// `trusts`, counting against `work`. `other` names the trusted
+    /// project the plan is for when it is not this core's, for a refusal
+    /// to name, and then a project that went away meanwhile is passed over.
+    fn check_plan(
+        &self,
+        plan: &ChainPlan,
+        target: &EditTarget,
+        text: Option<&str>,
+        trusts: &[Trust],
+        other: Option<&Utf8Path>,
+        work: &mut Work,
+    ) -> Result<ChainsLeftOut, EditError> {
+        use std::ops::ControlFlow;
+        let flow = plan.visit_within(work, |selectors| {
             let core = match Core::open(selectors.clone()) {
                 Ok(core) => core,
                 Err(error) => return ControlFlow::Break(error.into()),
@@ -1251,13 +1324,17 @@ impl Core {
                 Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
                     return ControlFlow::Continue(None);
                 }
+                // Nor does another project removed meanwhile.
+                Err(CoreError::Loader(LoaderError::ProjectMissing(_))) if other.is_some() => {
+                    return ControlFlow::Continue(None);
+                }
                 Err(error) => return ControlFlow::Break(error.into()),
             };
             let mut after_chain = chain.clone();
             substitute_target(&mut after_chain, target, core.selectors(), text);
             let mut visited = Visited::default();
             let mut counted = Vec::with_capacity(2 * trusts.len());
-            for &trust in &trusts {
+            for &trust in trusts {
                 let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
@@ -1265,11 +1342,19 @@ impl Core {
                 if after.report.is_over() {
                     let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                     if pushes_over(&before.report, &after.report) {
+                        let chain = match other {
+                            None => describe_chain(core.selectors(), trust),
+                            Some(project) => format!(
+                                "{}, in the trusted project `{}`",
+                                describe_chain(core.selectors(), Trust::Untrusted),
+                                Escaped(project.as_str())
+                            ),
+                        };
                         return ControlFlow::Break(EditError::OverBudget {
                             block: target.block,
                             path: target.path(self.selectors()),
                             report: Box::new(after.report),
-                            chain: Some(describe_chain(core.selectors(), trust)),
+                            chain: Some(chain),
                         });
                     }
                     counted.push(before.report);
@@ -1400,18 +1485,69 @@ pub fn chain_work<'a>(
         })
 }
 
-/// What a check could not budget: said, never silent.
+/// What one directory visited by the walk that lists directory layers
+/// costs, in the units of [`MAX_PLAN_WORK`]: about 8 µs in release, what
+/// counting 300 tokens takes. A walk stops at
+/// [`vak_prompt_loader::MAX_VISITED`] directories, but a shared save walks
+/// every trusted project, so walking is counted like composing.
+pub const WORK_PER_DIRECTORY: usize = 300;
+
+/// The work one check has done, across every plan it visits (a shared
+/// save visits one per trusted project), against [`MAX_PLAN_WORK`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    spent: usize,
+}
+
+impl Work {
+    /// Whether the bound is reached: nothing more is visited, or walked.
+    pub fn is_spent(&self) -> bool {
+        self.spent >= MAX_PLAN_WORK
+    }
+
+    /// The work counted so far.
+    pub fn spent(&self) -> usize {
+        self.spent
+    }
+
+    fn add(&mut self, work: usize) {
+        self.spent = self.spent.saturating_add(work);
+    }
+}
+
+/// At most this many projects are named in a note that says some were
+/// left out; the rest are counted.
+const MAX_PROJECTS_NAMED: usize = 3;
+
+/// What a check could not budget: said, never silent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChainsLeftOut {
     /// Gateway bots and chats not budgeted at all.
     pub gateway: usize,
-    /// Whether the walk that lists directory layers stopped before it
-    /// looked everywhere ([`vak_prompt_loader::MAX_LAYERS`] layers or
+    /// The projects whose walk that lists directory layers stopped before
+    /// it looked everywhere ([`vak_prompt_loader::MAX_LAYERS`] layers or
     /// [`vak_prompt_loader::MAX_VISITED`] directories).
-    pub unlisted_directories: bool,
-    /// Chains not budgeted because the plan had counted
+    pub unlisted_in: Vec<Utf8PathBuf>,
+    /// Chains not budgeted because the check had counted
     /// [`MAX_PLAN_WORK`] already.
     pub over_work: usize,
+    /// Trusted projects a shared save reaches that were not looked at, not
+    /// even walked, because the check had counted [`MAX_PLAN_WORK`] before
+    /// it came to them.
+    pub projects: Vec<Utf8PathBuf>,
+}
+
+/// `paths` as a note names them: the first few, then how many more.
+fn some_paths(paths: &[Utf8PathBuf]) -> String {
+    let mut named: Vec<String> = paths
+        .iter()
+        .take(MAX_PROJECTS_NAMED)
+        .map(|p| format!("`{}`", Escaped(p.as_str())))
+        .collect();
+    if paths.len() > MAX_PROJECTS_NAMED {
+        named.push(format!("{} more", paths.len() - MAX_PROJECTS_NAMED));
+    }
+    named.join(", ")
 }
 
 impl ChainsLeftOut {
@@ -1424,9 +1560,18 @@ impl ChainsLeftOut {
     /// entries past [`MAX_GATEWAY_CHAINS`] are the user's own, in the home,
     /// and only said.)
     pub fn unproven(&self) -> Option<String> {
-        (self.unlisted_directories || self.over_work > 0)
+        (!self.unlisted_in.is_empty() || self.over_work > 0 || !self.projects.is_empty())
             .then(|| self.note())
             .flatten()
+    }
+
+    /// Add what another plan of the same check left out.
+    fn merge(&mut self, other: ChainsLeftOut) {
+        // Every plan lists the same home's gateway entries.
+        self.gateway = self.gateway.max(other.gateway);
+        self.unlisted_in.extend(other.unlisted_in);
+        self.over_work = self.over_work.saturating_add(other.over_work);
+        self.projects.extend(other.projects);
     }
 
     /// What to tell the user, when anything was left out.
@@ -1447,11 +1592,21 @@ impl ChainsLeftOut {
                 if self.over_work == 1 { "" } else { "s" }
             ));
         }
-        if self.unlisted_directories {
+        if !self.projects.is_empty() {
             parts.push(format!(
-                "the walk that lists directory layers stopped (at {} layers or {} directories), so layers past it were not looked at; check one with `vak prompts check --dir DIR`",
+                "{} other trusted project{} not at all ({}), because the bound of {MAX_PLAN_WORK} tokens of work was reached before {}; check one with `vak prompts check --project DIR`",
+                self.projects.len(),
+                if self.projects.len() == 1 { "" } else { "s" },
+                some_paths(&self.projects),
+                if self.projects.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        if !self.unlisted_in.is_empty() {
+            parts.push(format!(
+                "the walk that lists directory layers stopped (at {} layers or {} directories) in {}, so layers past it were not looked at; check one with `vak prompts check --dir DIR`",
                 vak_prompt_loader::MAX_LAYERS,
-                vak_prompt_loader::MAX_VISITED
+                vak_prompt_loader::MAX_VISITED,
+                some_paths(&self.unlisted_in)
             ));
         }
         (!parts.is_empty()).then(|| {
@@ -1552,7 +1707,17 @@ pub struct ChainPlan {
     workdirs: Vec<Option<Utf8PathBuf>>,
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
-    unlisted_directories: bool,
+    /// What listing the directory layers took.
+    walk: Walked,
+}
+
+/// What the walk that listed a plan's directory layers took.
+#[derive(Debug, Clone, Copy, Default)]
+struct Walked {
+    /// Whether it looked everywhere it looks.
+    complete: bool,
+    /// How many directories it visited.
+    visited: usize,
 }
 
 impl ChainPlan {
@@ -1574,21 +1739,21 @@ impl ChainPlan {
             SubLayer::Directory(dir) => Some(dir.as_path()),
             _ => None,
         };
-        let (workdirs, unlisted) = layer_workdirs(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, unlisted)
+        let (workdirs, walk) = layer_workdirs(base, below);
+        ChainPlan::new(base, surfaces, roles, workdirs, walk)
     }
 
     /// The chains trusting `base.project` reaches, `base` first: every role
     /// crossed with every directory layer on every surface, bounded only by
     /// [`MAX_PLAN_WORK`].
     pub fn for_trust(base: &Selectors) -> ChainPlan {
-        let (workdirs, unlisted) = layer_workdirs(base, None);
+        let (workdirs, walk) = layer_workdirs(base, None);
         ChainPlan::new(
             base,
             SurfaceKind::ALL.to_vec(),
             no_role_then_each(base),
             workdirs,
-            unlisted,
+            walk,
         )
     }
 
@@ -1597,7 +1762,7 @@ impl ChainPlan {
         surfaces: Vec<SurfaceKind>,
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
-        unlisted_directories: bool,
+        walk: Walked,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
             gateway_entries(&base.home)
@@ -1613,7 +1778,7 @@ impl ChainPlan {
             workdirs,
             gateway,
             gateway_left_out,
-            unlisted_directories,
+            walk,
         }
     }
 
@@ -1632,10 +1797,23 @@ impl ChainPlan {
     /// the work bound stops the visit, and those are counted.
     pub fn visit<B>(
         &self,
+        visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
+    ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
+        self.visit_within(&mut Work::default(), visit)
+    }
+
+    /// [`visit`](Self::visit), counting against `work`, which other plans
+    /// of the same check share (a shared save visits one plan per trusted
+    /// project): walking this plan's directories counts too
+    /// ([`WORK_PER_DIRECTORY`]), as it has been done.
+    pub fn visit_within<B>(
+        &self,
+        work: &mut Work,
         mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
     ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
         use std::collections::HashSet;
         use std::ops::ControlFlow;
+        work.add(self.walk.visited.saturating_mul(WORK_PER_DIRECTORY));
         let base = &self.base;
         let surface0 = if self.surfaces.contains(&base.surface) {
             base.surface
@@ -1652,20 +1830,23 @@ impl ChainPlan {
                 ..base.clone()
             };
         let mut seen: HashSet<Selectors> = HashSet::new();
-        // Tokens counted so far, and chains skipped once past the bound.
-        let spent = std::cell::Cell::new(0usize);
+        // Work counted so far, and chains skipped once past the bound.
+        // Written back to `work` at the end: a `Break` ends the check.
+        let spent = std::cell::Cell::new(*work);
         let over_work = std::cell::Cell::new(0usize);
         let mut go = |selectors: Selectors, seen: &mut HashSet<Selectors>| {
             if !seen.insert(selectors.clone()) {
                 return ControlFlow::Continue(None);
             }
-            if spent.get() >= MAX_PLAN_WORK {
+            if spent.get().is_spent() {
                 over_work.set(over_work.get() + 1);
                 return ControlFlow::Continue(None);
             }
             let flow = visit(&selectors);
             if let ControlFlow::Continue(Some(visited)) = &flow {
-                spent.set(spent.get().saturating_add(visited.work));
+                let mut now = spent.get();
+                now.add(visited.work);
+                spent.set(now);
             }
             flow.map_continue(|visited| visited.map(|v| v.tokens))
         };
@@ -1729,16 +1910,24 @@ impl ChainPlan {
             }
         }
         // How close a check came to its bound, for whoever tunes it.
+        *work = spent.get();
         tracing::debug!(
+            project = %Escaped(base.project.as_str()),
             chains = seen.len() - over_work.get(),
-            work = spent.get(),
+            walked = self.walk.visited,
+            work = work.spent(),
             left_out = over_work.get(),
             "budgeted the chains of one plan"
         );
         ControlFlow::Continue(ChainsLeftOut {
             gateway: self.gateway_left_out,
-            unlisted_directories: self.unlisted_directories,
+            unlisted_in: if self.walk.complete {
+                Vec::new()
+            } else {
+                vec![base.project.clone()]
+            },
             over_work: over_work.get(),
+            projects: Vec::new(),
         })
     }
 }
@@ -1774,20 +1963,25 @@ pub fn layer_directories(base: &Selectors) -> Vec<Utf8PathBuf> {
 
 /// The named working directory, then (unless `below` is given) the project
 /// root, then every directory layer of the project (at or below `below`,
-/// when given), and whether the walk that lists them stopped at its bound.
+/// when given), and what the walk that lists them took (whether it stopped
+/// at its bound, how many directories it visited).
 /// Every layer, not only the deepest: identity and operating rules are
 /// narrowest-wins, so a middle directory's chain (its long identity) can be
 /// longer than that of a deeper one that replaces it with a short one. Any
 /// other directory's chain is that of its nearest layer (or the root's).
-fn layer_workdirs(base: &Selectors, below: Option<&Utf8Path>) -> (Vec<Option<Utf8PathBuf>>, bool) {
+fn layer_workdirs(
+    base: &Selectors,
+    below: Option<&Utf8Path>,
+) -> (Vec<Option<Utf8PathBuf>>, Walked) {
     let mut out = vec![base.workdir.clone()];
     if below.is_none() && base.workdir.is_some() {
         out.push(None);
     }
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (dirs, complete) = vak_prompt_loader::directory_layers_walked(&base.project, &names);
-    for dir in dirs
+    let walk = vak_prompt_loader::directory_layers_walked(&base.project, &names);
+    for dir in walk
+        .layers
         .iter()
         .filter(|d| below.is_none_or(|b| d.starts_with(b)))
     {
@@ -1796,7 +1990,13 @@ fn layer_workdirs(base: &Selectors, below: Option<&Utf8Path>) -> (Vec<Option<Utf
             out.push(workdir);
         }
     }
-    (out, !complete)
+    (
+        out,
+        Walked {
+            complete: walk.complete,
+            visited: walk.visited,
+        },
+    )
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {
@@ -1866,6 +2066,56 @@ mod tests {
         assert_eq!(counted, 3);
         assert_eq!(left_out.over_work, all - 3);
         assert!(left_out.note().is_some_and(|n| n.contains("not at all")));
+        // A plan visited after another spent the check's work (a shared
+        // save's next trusted project) visits nothing and counts it all.
+        let mut work = Work {
+            spent: MAX_PLAN_WORK,
+        };
+        let mut visited = 0;
+        let flow = ChainPlan::for_trust(&s).visit_within(&mut work, |_| {
+            visited += 1;
+            ControlFlow::<(), Option<Visited>>::Continue(None)
+        });
+        let ControlFlow::Continue(left_out) = flow else {
+            panic!("stopped");
+        };
+        assert_eq!(visited, 0);
+        assert_eq!(left_out.over_work, all);
+        assert!(left_out.unproven().is_some());
+    }
+
+    #[test]
+    fn what_several_plans_left_out_is_said_once_naming_a_few_projects() {
+        let mut left_out = ChainsLeftOut {
+            gateway: 2,
+            unlisted_in: vec![Utf8PathBuf::from("/p")],
+            ..ChainsLeftOut::default()
+        };
+        left_out.merge(ChainsLeftOut {
+            gateway: 2,
+            over_work: 7,
+            projects: (0..5)
+                .map(|i| Utf8PathBuf::from(format!("/t{i}")))
+                .collect(),
+            ..ChainsLeftOut::default()
+        });
+        assert_eq!(left_out.gateway, 2, "one home, said once");
+        let note = left_out.unproven().unwrap();
+        for said in [
+            "2 gateway bots or chats",
+            "7 chains not at all",
+            "5 other trusted projects not at all (`/t0`, `/t1`, `/t2`, 2 more)",
+            "directories) in `/p`",
+        ] {
+            assert!(note.contains(said), "{said}: {note}");
+        }
+        // Gateway entries past the bound are the user's own: said, but no
+        // reason to refuse.
+        let gateway_only = ChainsLeftOut {
+            gateway: 1,
+            ..ChainsLeftOut::default()
+        };
+        assert!(gateway_only.note().is_some() && gateway_only.unproven().is_none());
     }
 
     #[test]

@@ -1254,3 +1254,70 @@ fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
     assert!(stdout(&out).contains("Rules of level 8."));
     assert!(!stdout(&out).contains("Rules of level 9."));
 }
+
+#[test]
+fn a_shared_save_is_budgeted_in_every_other_trusted_project() {
+    // The home's file reaches every project. Another trusted project whose
+    // own identity leaves little room must not be pushed over the cap by a
+    // shared save made from this one, which fits here.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.trust();
+    let other = tempfile::tempdir().unwrap();
+    let other_root = real(other.path());
+    fs::create_dir_all(other_root.join(".git")).unwrap();
+    write(
+        &other_root.join(".vak/prompts/identity.md"),
+        &lines("other", 55),
+    );
+    let out = env.vak(&["trust", other_root.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rules = env.project().join("rules.md");
+    fs::write(
+        &rules,
+        (0..20)
+            .map(|k| format!("- Rule {k}: never touch the resource number {k} without review.\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let set = || {
+        env.command(&[
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--file",
+            rules.to_str().unwrap(),
+        ])
+        .env("VAK_LOG", "warn")
+        .output()
+        .unwrap()
+    };
+    let out = set();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "in the trusted project `{}`",
+            other_root.display()
+        )),
+        "the project is named: {}",
+        stderr(&out)
+    );
+    let shared = env.home().join(".vak/prompts/guardrails.md");
+    assert!(!shared.exists(), "written");
+
+    // A trusted project whose directory is gone has no chain to budget: it
+    // is passed over with a logged warning naming it (`VAK_LOG`), and the
+    // save goes through.
+    drop(other);
+    let out = set();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a trusted project's directory is gone")
+            && stderr(&out).contains(other_root.to_str().unwrap()),
+        "{}",
+        stderr(&out)
+    );
+    assert!(shared.exists());
+}

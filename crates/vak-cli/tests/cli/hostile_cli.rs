@@ -1126,6 +1126,11 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
         stderr(&out)
     );
     assert_eq!(stdout(&env.vak(&["trust", "--list"])), "", "trusted");
+    // A shared save reaches every trusted project too, under the same
+    // bound: one the clone left no work for is named as not looked at.
+    let other = tempfile::tempdir().unwrap();
+    let out = env.vak(&["trust", other.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = env.vak_stdin(
         &["prompts", "set", "--scope", "shared", "guardrails", "-"],
         "- Be careful.\n",
@@ -1133,7 +1138,8 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("refusing to save `guardrails`")
-            && stderr(&out).contains("tokens of work was reached"),
+            && stderr(&out).contains("tokens of work was reached")
+            && stderr(&out).contains("1 other trusted project not at all"),
         "{}",
         stderr(&out)
     );
