@@ -19,6 +19,7 @@ use vak_core::prompts::{
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
     Budget, Core, EditError, EditTarget, Preview, PromptReport, Saved, Scope, Selectors, SubLayer,
+    Unchecked,
 };
 
 use crate::AdminError;
@@ -155,6 +156,19 @@ pub(crate) struct LayerQuery {
     /// A directory sub-layer of the project, relative to its root.
     dir: Option<String>,
     if_digest: Option<String>,
+    /// A reset's `--over-budget`: reset even when not every chain it
+    /// reaches could be budgeted.
+    #[serde(default)]
+    over_budget: bool,
+}
+
+/// What a change does with chains it could not budget.
+fn unchecked(over_budget: bool) -> Unchecked {
+    if over_budget {
+        Unchecked::Accept
+    } else {
+        Unchecked::Refuse
+    }
 }
 
 impl LayerQuery {
@@ -236,6 +250,13 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
                 message,
             }
         }
+        // Not over as far as it looked, but it could not look everywhere:
+        // `unchecked` says why, and the same request with `over_budget`
+        // makes the change.
+        EditError::Unchecked { ref why, .. } => AdminError::OverBudget {
+            detail: json!({ "unchecked": why }),
+            message: error.to_string(),
+        },
         EditError::Save(save) => save_error(save),
         EditError::Home(home) => crate::gateway::home_error(home),
         EditError::ProjectInHome { .. }
@@ -493,6 +514,11 @@ pub(crate) struct SaveBody {
     /// edit (or a typo in an id) cannot grant a chat access.
     #[serde(default)]
     pub(crate) create_entry: bool,
+    /// `--over-budget`: save even when not every chain the file reaches
+    /// could be budgeted (a chain known to go over is refused all the
+    /// same). File saves only.
+    #[serde(default)]
+    pub(crate) over_budget: bool,
 }
 
 pub(crate) fn required_digest(digest: Option<String>) -> Result<String, AdminError> {
@@ -535,6 +561,7 @@ pub(crate) async fn save(
                 Some(&if_digest),
                 &state.who(),
                 vak_core::history::Action::Save,
+                unchecked(body.over_budget),
             )
             .map_err(edit_error)?;
         tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
@@ -568,7 +595,12 @@ pub(crate) async fn reset(
         let target = target(q.scope()?, q.sub()?, block)?;
         let core = core_for(&state, &target)?;
         let reset = core
-            .reset_block_by(&target, Some(&if_digest), &state.who())
+            .reset_block_by(
+                &target,
+                Some(&if_digest),
+                &state.who(),
+                unchecked(q.over_budget),
+            )
             .map_err(edit_error)?;
         tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
         let mut answer = preview_json(&reset.preview);
@@ -630,6 +662,7 @@ pub(crate) async fn tokens(
                 agent: b.agent,
                 dir: b.dir,
                 if_digest: None,
+                over_budget: false,
             };
             let target = target(q.scope()?, q.sub()?, block)?;
             core_for(&state, &target)?
@@ -929,6 +962,9 @@ pub(crate) struct RevertBody {
     to: String,
     /// The digest the page last saw (conflict otherwise).
     if_digest: Option<String>,
+    /// As a save's.
+    #[serde(default)]
+    over_budget: bool,
 }
 
 /// `POST /api/history/{block}/revert?scope=…`: save an earlier version
@@ -947,7 +983,13 @@ pub(crate) async fn revert(
         let target = target(q.scope()?, q.sub()?, block)?;
         let core = core_for(&state, &target)?;
         let saved = core
-            .revert_block(&target, &body.to, Some(&if_digest), &state.who())
+            .revert_block(
+                &target,
+                &body.to,
+                Some(&if_digest),
+                &state.who(),
+                unchecked(body.over_budget),
+            )
             .map_err(edit_error)?;
         tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
         Ok(Json(saved_json(&saved)))

@@ -1742,3 +1742,51 @@ fn a_prompt_edit_never_puts_a_bot_or_chat_on_the_gateways_lists() {
         "- be brief"
     );
 }
+
+#[test]
+fn a_change_that_could_not_be_checked_everywhere_is_refused_unless_accepted() {
+    // More plain directories than the walk that lists directory layers
+    // visits: a layer past them could be over the cap, so a save or reset
+    // is refused (422, `unchecked` saying why) until `over_budget` accepts
+    // it, exactly as `--over-budget` does on the command line.
+    let env = Env::new();
+    for i in 0..=20_000 {
+        std::fs::create_dir_all(env.project.join(format!("src/d{i}"))).expect("mkdir");
+    }
+    let shared = env.home.join(".vak/prompts/operating-rules.md");
+    let before = std::fs::read_to_string(&shared).expect("fixture file");
+    let digest = sha256_hex(before.as_bytes());
+    let put = |over_budget: bool| {
+        env.put(
+            "/api/layers/operating-rules?scope=shared",
+            &json!({"text": "Be brief.\n", "if_digest": digest, "over_budget": over_budget}),
+        )
+    };
+    let r = put(false);
+    let error = r.expect_error(422);
+    assert!(error.contains("--over-budget"), "{error}");
+    let unchecked = r.json()["unchecked"]
+        .as_str()
+        .expect("unchecked")
+        .to_owned();
+    assert!(
+        unchecked.contains("the walk that lists directory layers stopped"),
+        "{unchecked}"
+    );
+    assert_eq!(std::fs::read_to_string(&shared).expect("read"), before);
+    let saved = put(true).expect_ok();
+    assert_eq!(
+        std::fs::read_to_string(&shared).expect("read"),
+        "Be brief.\n"
+    );
+    let digest = saved["digest"].as_str().expect("digest");
+    let reset = |extra: &str| {
+        env.delete(&format!(
+            "/api/layers/operating-rules?scope=shared&if_digest={digest}{extra}"
+        ))
+    };
+    assert!(reset("").expect_error(422).contains("refusing to reset"));
+    assert!(shared.exists(), "removed");
+    reset("&over_budget=true").expect_ok();
+    assert!(!shared.exists());
+}

@@ -325,13 +325,13 @@ function card(target, b) {
     showDiff();
   }
 
-  async function doRevert(digest) {
-    const r = await api('POST', historyUrl('/revert'), { to: digest, if_digest: b.digest || '' });
+  async function doRevert(digest, overBudget) {
+    const r = await api('POST', historyUrl('/revert'), { to: digest, if_digest: b.digest || '', over_budget: !!overBudget });
     if (r.ok) {
       say(b.label + ' reverted to ' + digest.slice(0, 12) + '.');
       await reload(target, r.data, id);
     } else {
-      showError(result, r, b, target, 'Revert');
+      showError(result, r, b, target, 'Revert', () => doRevert(digest, true));
     }
   }
 
@@ -366,15 +366,16 @@ function card(target, b) {
     result.querySelector('.confirm-reset').focus();
   }
 
-  async function doReset() {
+  async function doReset(overBudget) {
     const params = new URLSearchParams(target.params || {});
     params.set('if_digest', b.digest || '');
+    if (overBudget) params.set('over_budget', 'true');
     const r = await api('DELETE', targetUrl(target, b.block) + '?' + params.toString());
     if (r.ok) {
       say(b.label + ' reset; it inherits again.');
       await reload(target, null, id);
     } else {
-      showError(result, r, b, target);
+      showError(result, r, b, target, 'Reset', () => doReset(true));
     }
   }
 
@@ -441,16 +442,16 @@ function card(target, b) {
       if (state.openEditor === editor) state.openEditor = null;
       overrideBtn.focus();
     }
-    async function doSave() {
+    async function doSave(overBudget) {
       save.disabled = true;
-      const r = await api('PUT', targetUrl(target, b.block) + query(target.params || {}), { text: textarea.value, if_digest: b.digest });
+      const r = await api('PUT', targetUrl(target, b.block) + query(target.params || {}), { text: textarea.value, if_digest: b.digest, over_budget: !!overBudget });
       save.disabled = false;
       if (r.ok) {
         say(b.label + ' saved to ' + (r.data.path || r.data.key || target.where) + '.');
         state.openEditor = null;
         await reload(target, r.data, id);
       } else {
-        showError(result, r, b, target);
+        showError(result, r, b, target, 'Save', () => doSave(true));
       }
     }
     recount();
@@ -525,8 +526,9 @@ function layerName(l) {
   return (names[l.layer] || l.layer) + ' (' + l.origin + ')';
 }
 
-// 409, 422 and the rest, said plainly next to the editor.
-function showError(box, r, b, target, what) {
+// 409, 422 and the rest, said plainly next to the editor. `anyway` repeats
+// the change accepting chains that could not be checked (`over_budget`).
+function showError(box, r, b, target, what, anyway) {
   box.replaceChildren();
   if (r.status === 409) {
     box.className = 'result conflict';
@@ -535,6 +537,11 @@ function showError(box, r, b, target, what) {
         'Your text is still in the editor. Load their version, then redo your change.'),
       el('p', { class: 'small', text: r.data.error }),
       el('button', { type: 'button', onclick: () => reload(target, null, box.dataset.card) }, 'Load their version'));
+  } else if (r.status === 422 && r.data.unchecked) {
+    box.className = 'result refused';
+    box.append(el('p', {}, el('strong', { text: (what || 'Save') + ' refused: not every prompt this change reaches could be checked against the cap. ' }),
+      'Nothing was changed. One not checked could go over it: ', r.data.unchecked));
+    if (anyway) box.append(el('button', { type: 'button', class: 'danger anyway', onclick: () => anyway() }, (what || 'Save') + ' anyway'));
   } else if (r.status === 422) {
     box.className = 'result refused';
     const t = r.data.tokens || {};

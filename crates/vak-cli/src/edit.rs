@@ -13,10 +13,11 @@ use std::process::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
 use serde_json::json;
+use vak_core::history::{Action, Who};
 use vak_core::prompts::{Block, Escaped, MAX_FILE_BYTES, Name, NameKind, SaveError, SurfaceKind};
 use vak_core::{
     Budget, Core, EditError, EditTarget, Preview, Scope as CoreScope, Selectors, SubLayer,
-    budget_of, lints_of,
+    Unchecked, budget_of, lints_of,
 };
 
 use crate::CliError;
@@ -63,11 +64,35 @@ pub(crate) struct TargetArgs {
     pub(crate) block: String,
 }
 
+/// `--over-budget` of the commands that change a layer.
+#[derive(Debug, Clone, Copy, Args)]
+pub(crate) struct OverBudgetArg {
+    /// Make the change even when not every chain it reaches could be
+    /// checked against the token cap (the walk that lists directory layers
+    /// or the work bound stopped); a chain known to go over the cap is
+    /// refused all the same.
+    #[arg(long)]
+    pub(crate) over_budget: bool,
+}
+
+impl OverBudgetArg {
+    /// What the library does with chains it could not check.
+    pub(crate) fn unchecked(self) -> Unchecked {
+        if self.over_budget {
+            Unchecked::Accept
+        } else {
+            Unchecked::Refuse
+        }
+    }
+}
+
 /// `vak prompts set`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SetArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    #[command(flatten)]
+    pub(crate) over_budget: OverBudgetArg,
     /// Read the new text from this file.
     #[arg(long, value_name = "F")]
     pub(crate) file: Option<Utf8PathBuf>,
@@ -85,6 +110,8 @@ pub(crate) struct SetArgs {
 pub(crate) struct EditArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    #[command(flatten)]
+    pub(crate) over_budget: OverBudgetArg,
 }
 
 /// `vak prompts reset`.
@@ -92,6 +119,8 @@ pub(crate) struct EditArgs {
 pub(crate) struct ResetArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    #[command(flatten)]
+    pub(crate) over_budget: OverBudgetArg,
     /// Refuse unless the file's current sha256 is HEX.
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
@@ -159,7 +188,9 @@ impl TargetArgs {
 /// Exit codes per DECISIONS §8: over budget 4, bad input 2, the rest 1.
 pub(crate) fn edit_error(error: EditError) -> CliError {
     match error {
-        EditError::OverBudget { .. } => CliError::OverBudget(error.to_string()),
+        EditError::OverBudget { .. } | EditError::Unchecked { .. } => {
+            CliError::OverBudget(error.to_string())
+        }
         EditError::NotEditable(..)
         | EditError::BadDirectory(_)
         | EditError::Save(SaveError::BadDigest(_)) => CliError::Usage(error.to_string()),
@@ -303,7 +334,14 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
     let text = read_input(args)?;
     let (core, target) = args.target.open()?;
     let saved = core
-        .save_block(&target, &text, args.if_digest.as_deref())
+        .save_block_by(
+            &target,
+            &text,
+            args.if_digest.as_deref(),
+            &Who::OsUser,
+            Action::Save,
+            args.over_budget.unchecked(),
+        )
         .map_err(edit_error)?;
     report_change(
         &format!(
@@ -394,9 +432,16 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
         }
         // Saved against the digest the editor started from, so a change
         // made meanwhile (another editor, the admin UI) is not overwritten.
-        core.save_block(&target, &text, Some(&start.digest))
-            .map(Some)
-            .map_err(edit_error)
+        core.save_block_by(
+            &target,
+            &text,
+            Some(&start.digest),
+            &Who::OsUser,
+            Action::Save,
+            args.over_budget.unchecked(),
+        )
+        .map(Some)
+        .map_err(edit_error)
     };
     match finish() {
         Ok(None) => {
@@ -428,7 +473,12 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
 pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
     let (core, target) = args.target.open()?;
     let reset = core
-        .reset_block(&target, args.if_digest.as_deref())
+        .reset_block_by(
+            &target,
+            args.if_digest.as_deref(),
+            &Who::OsUser,
+            args.over_budget.unchecked(),
+        )
         .map_err(edit_error)?;
     let headline = match &reset.removed {
         Some(_) => format!(

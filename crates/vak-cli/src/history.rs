@@ -185,6 +185,8 @@ pub(crate) struct DiffArgs {
 pub(crate) struct RevertArgs {
     #[command(flatten)]
     pub(crate) target: TargetArgs,
+    #[command(flatten)]
+    pub(crate) over_budget: crate::edit::OverBudgetArg,
     /// The version to save back: a digest from `log`, or a unique prefix.
     #[arg(long, value_name = "DIGEST")]
     pub(crate) to: String,
@@ -413,7 +415,13 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
         .records;
     let to = resolve_digest(&args.to, &records)?;
     let saved = core
-        .revert_block(&target, &to, args.if_digest.as_deref(), &Who::OsUser)
+        .revert_block(
+            &target,
+            &to,
+            args.if_digest.as_deref(),
+            &Who::OsUser,
+            args.over_budget.unchecked(),
+        )
         .map_err(edit_error)?;
     if args.format == Format::Json {
         if let Some(unrecorded) = &saved.unrecorded {

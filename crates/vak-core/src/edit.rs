@@ -68,6 +68,21 @@ pub struct EditTarget {
     pub block: Block,
 }
 
+/// What a save, reset or revert does when not every chain it reaches could
+/// be budgeted against the cap (see [`ChainsLeftOut::unproven`]): a clone
+/// decides how many chains there are and how large, so a chain not looked
+/// at could be one the change pushes over.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Unchecked {
+    /// Refuse with [`EditError::Unchecked`], writing nothing.
+    #[default]
+    Refuse,
+    /// Make the change and say what was not budgeted (`--over-budget`, the
+    /// admin API's `over_budget`). A chain known to go over is refused all
+    /// the same (DECISIONS §7).
+    Accept,
+}
+
 /// Why an edit was refused. Each message names the block, file or layer.
 #[derive(Debug, Error)]
 pub enum EditError {
@@ -104,6 +119,24 @@ pub enum EditError {
         /// The chain that would go over, when it is not the one the
         /// command named: `surface chat, agent reviewer`.
         chain: Option<String>,
+    },
+    /// Not every chain the change reaches could be budgeted (the walk that
+    /// lists directory layers stopped, or the work bound did; see
+    /// [`ChainsLeftOut::unproven`]) and the caller did not accept that
+    /// ([`Unchecked::Refuse`]). Nothing was written.
+    #[error(
+        "refusing to {change} `{block}` (`{}`): {why}; a chain not checked could be over the cap, so nothing was changed. Check the chains named, or pass --over-budget (in the admin API, `over_budget`) to make the change anyway",
+        Escaped(.path.as_str())
+    )]
+    Unchecked {
+        /// `save` or `reset`.
+        change: &'static str,
+        /// The block.
+        block: Block,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// What was not budgeted, and why.
+        why: String,
     },
     /// A directory sub-layer was named for the shared scope, or with a path
     /// that is not a plain relative path below the project root where a
@@ -176,6 +209,26 @@ pub enum EditError {
 
 fn chain_note(chain: Option<&str>) -> String {
     chain.map_or_else(String::new, |c| format!(" (on the chain for {c})"))
+}
+
+/// [`EditError::Unchecked`] when `left_out` cannot vouch for every chain
+/// and the caller did not accept that.
+fn refuse_unchecked(
+    left_out: &ChainsLeftOut,
+    unchecked: Unchecked,
+    change: &'static str,
+    target: &EditTarget,
+    path: &Utf8Path,
+) -> Result<(), EditError> {
+    match (left_out.unproven(), unchecked) {
+        (Some(why), Unchecked::Refuse) => Err(EditError::Unchecked {
+            change,
+            block: target.block,
+            path: path.to_owned(),
+            why,
+        }),
+        _ => Ok(()),
+    }
 }
 
 impl EditTarget {
@@ -399,9 +452,7 @@ impl TrustBudget {
     /// hide a layer over the cap; `vak trust` refuses as for one over the
     /// cap, unless told `--over-budget`.
     pub fn unproven(&self) -> Option<String> {
-        (self.left_out.unlisted_directories || self.left_out.over_work > 0)
-            .then(|| self.left_out.note())
-            .flatten()
+        self.left_out.unproven()
     }
 }
 
@@ -511,7 +562,10 @@ pub fn walk_trust_chains(
         let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
         let before = budget_of(&untrusted);
         let after = budget_of(&trusted);
-        let weight = after.report.prefix_tokens;
+        let visited = Visited {
+            tokens: after.report.prefix_tokens,
+            work: chain_work(&loaded, [&before.report, &after.report]),
+        };
         let over = trust_pushes_over(&before.report, &after.report).map(|report| {
             (
                 describe_chain(core.selectors(), Trust::Untrusted),
@@ -527,7 +581,7 @@ pub fn walk_trust_chains(
             over,
         };
         match visit(step) {
-            ControlFlow::Continue(()) => ControlFlow::Continue(Some(weight)),
+            ControlFlow::Continue(()) => ControlFlow::Continue(Some(visited)),
             ControlFlow::Break(()) => ControlFlow::Break(Ok(())),
         }
     });
@@ -743,8 +797,10 @@ impl Core {
     }
 
     /// Resolve the prompt with `text` in `target`'s file (`None`: the file
-    /// deleted), without writing anything.
+    /// deleted), without writing anything. A directory sub-layer named
+    /// through a symlink is previewed where it leads ([`Core::real_target`]).
     pub fn preview(&self, target: &EditTarget, text: Option<&str>) -> Result<Preview, EditError> {
+        let target = &self.real_target(target)?;
         let selectors = self.selectors();
         let trust = self.trust()?;
         let path = target.path(selectors);
@@ -779,15 +835,23 @@ impl Core {
     /// # Errors
     ///
     /// [`EditError::OverBudget`] with the offending layers (the file is left
-    /// byte for byte as it was), [`EditError::Save`] for a stale digest or a
-    /// refused path.
+    /// byte for byte as it was), [`EditError::Unchecked`] when not every
+    /// chain it reaches could be budgeted, [`EditError::Save`] for a stale
+    /// digest or a refused path.
     pub fn save_block(
         &self,
         target: &EditTarget,
         text: &str,
         if_digest: Option<&str>,
     ) -> Result<Saved, EditError> {
-        self.save_block_by(target, text, if_digest, &Who::OsUser, Action::Save)
+        self.save_block_by(
+            target,
+            text,
+            if_digest,
+            &Who::OsUser,
+            Action::Save,
+            Unchecked::Refuse,
+        )
     }
 
     /// [`save_block`](Self::save_block), recorded in the version log as
@@ -795,7 +859,8 @@ impl Core {
     /// text and the new text are kept in the object store (a store that
     /// cannot keep them refuses the save, nothing written); after it, one
     /// version record is appended and the new resolution's contributed texts
-    /// are kept.
+    /// are kept. `unchecked` decides what happens when not every chain the
+    /// file reaches could be budgeted.
     ///
     /// # Errors
     ///
@@ -807,10 +872,11 @@ impl Core {
         if_digest: Option<&str>,
         who: &Who,
         action: Action,
+        unchecked: Unchecked,
     ) -> Result<Saved, EditError> {
+        let target = &self.real_target(target)?;
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
-        self.lands_where_read(target)?;
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
         // The budget runs on the replica: bring it up to the store first.
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
@@ -840,6 +906,7 @@ impl Core {
             });
         }
         let left_out = self.check_reach(target, Some(text))?;
+        refuse_unchecked(&left_out, unchecked, "save", target, &path)?;
         preview.budget.warnings.extend(left_out.note());
         self.keep_current(target, &path, &preview.before)?;
         self.store().history().put_object(text)?;
@@ -881,7 +948,9 @@ impl Core {
         to: &str,
         if_digest: Option<&str>,
         who: &Who,
+        unchecked: Unchecked,
     ) -> Result<Saved, EditError> {
+        let target = &self.real_target(target)?;
         let records = crate::history::versions(self, target)?.records;
         let text = crate::history::revert_text(
             self.store().history(),
@@ -889,7 +958,7 @@ impl Core {
             target.path(self.selectors()).as_str(),
             to,
         )?;
-        self.save_block_by(target, &text, if_digest, who, Action::Revert)
+        self.save_block_by(target, &text, if_digest, who, Action::Revert, unchecked)
     }
 
     /// Check the version log can take the change's record; keep the file's
@@ -939,11 +1008,12 @@ impl Core {
         target: &EditTarget,
         if_digest: Option<&str>,
     ) -> Result<Reset, EditError> {
-        self.reset_block_by(target, if_digest, &Who::OsUser)
+        self.reset_block_by(target, if_digest, &Who::OsUser, Unchecked::Refuse)
     }
 
     /// [`reset_block`](Self::reset_block), recorded as a reset by `who`;
-    /// the removed text is kept first.
+    /// the removed text is kept first. `unchecked` as for
+    /// [`save_block_by`](Self::save_block_by).
     ///
     /// # Errors
     ///
@@ -953,10 +1023,11 @@ impl Core {
         target: &EditTarget,
         if_digest: Option<&str>,
         who: &Who,
+        unchecked: Unchecked,
     ) -> Result<Reset, EditError> {
+        let target = &self.real_target(target)?;
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
-        self.lands_where_read(target)?;
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let mut preview = self.preview(target, None)?;
@@ -969,6 +1040,7 @@ impl Core {
             });
         }
         let left_out = self.check_reach(target, None)?;
+        refuse_unchecked(&left_out, unchecked, "reset", target, &path)?;
         preview.budget.warnings.extend(left_out.note());
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
@@ -997,21 +1069,33 @@ impl Core {
         })
     }
 
-    /// A directory layer named through a symlink is written where the
-    /// link leads: refused ([`EditError::BadDirectory`]) when that is where
-    /// no layer is read (a hidden directory, `node_modules`, `target`, too
+    /// `target` as the loader reads it. A directory sub-layer named
+    /// through a symlink (`--dir LINK`, the admin's `dir=LINK`) is the
+    /// directory the link leads to, relative to the project root: that is
+    /// the directory whose chain the loader reads (a working directory is
+    /// resolved the same way, and the walk that lists directory layers does
+    /// not follow links), and the layers below it are the ones its file
+    /// reaches, so it is saved, budgeted, previewed and kept in the history
+    /// there. Refused ([`EditError::BadDirectory`]) when that is where no
+    /// layer is read (a hidden directory, `node_modules`, `target`, too
     /// deep; see [`vak_prompt_loader::is_layer_dir`]), so a save is never
-    /// reported for a file that would not apply. A link leading out of the
-    /// project is left to the save's own confinement, which names it.
-    fn lands_where_read(&self, target: &EditTarget) -> Result<(), EditError> {
+    /// reported for a file that would not apply, and when it is inside a
+    /// nested repository. A link leading out of the project is left as
+    /// named, for the save's own confinement to refuse, naming it; every
+    /// other target is returned as it is.
+    ///
+    /// # Errors
+    ///
+    /// [`EditError::BadDirectory`], [`CoreError::NestedRepository`].
+    pub fn real_target(&self, target: &EditTarget) -> Result<EditTarget, EditError> {
         let SubLayer::Directory(dir) = &target.sub else {
-            return Ok(());
+            return Ok(target.clone());
         };
         let project = &self.selectors().project;
         let (Ok(real_project), Some((_, real))) =
             (std::fs::canonicalize(project), resolved(&project.join(dir)))
         else {
-            return Ok(());
+            return Ok(target.clone());
         };
         // Judged where the path leads: `docs/new` through a link into a
         // vendored clone lands in that clone.
@@ -1029,10 +1113,13 @@ impl Core {
         }
         match real.strip_prefix(&real_project) {
             Ok(rel) => match Utf8Path::from_path(rel) {
-                Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(()),
+                Some(rel) if vak_prompt_loader::is_layer_dir(rel) => Ok(EditTarget {
+                    sub: SubLayer::Directory(rel.to_owned()),
+                    ..target.clone()
+                }),
                 _ => Err(EditError::BadDirectory(dir.clone())),
             },
-            Err(_) => Ok(()),
+            Err(_) => Ok(target.clone()),
         }
     }
 
@@ -1085,6 +1172,7 @@ impl Core {
     /// none the effective text (narrowest-wins blocks) or nothing
     /// (accumulating blocks, whose wider items are kept anyway).
     pub fn edit_start(&self, target: &EditTarget) -> Result<EditStart, EditError> {
+        let target = &self.real_target(target)?;
         let path = target.path(self.selectors());
         let root = target.root(self.selectors());
         let digest = current_digest(&path, root)?;
@@ -1136,22 +1224,96 @@ impl Core {
     /// sub-layer's), with no role and with every role that has a directory
     /// (or the one role's), each directory layer, each gateway bot and
     /// chat, and for a project file in an untrusted project also as if
-    /// trusted, since `vak trust` would apply it. Refuses with the first
-    /// chain the change would push over the cap; else says which chains
-    /// were not crossed with every other (see [`ChainsLeftOut`]).
+    /// trusted, since `vak trust` would apply it. A file of the home (the
+    /// shared scope) reaches every project, so it is checked the same way
+    /// in every other trusted project that is still there too (a trusted
+    /// project whose directory is gone is passed over with a warning), all
+    /// under one work bound. Refuses with the first chain the change would
+    /// push over the cap; else says which chains were not budgeted (see
+    /// [`ChainsLeftOut`]), which the caller refuses unless told otherwise
+    /// ([`Unchecked`]).
     fn check_reach(
         &self,
         target: &EditTarget,
         text: Option<&str>,
     ) -> Result<ChainsLeftOut, EditError> {
-        use std::ops::ControlFlow;
+        let mut work = Work::default();
         let trust = self.trust()?;
         let mut trusts = vec![trust];
         if target.scope == Scope::Project && trust == Trust::Untrusted {
             trusts.push(Trust::Trusted);
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
-        let flow = plan.visit(|selectors| {
+        let mut left_out = self.check_plan(&plan, target, text, &trusts, None, &mut work)?;
+        if target.scope != Scope::Shared {
+            return Ok(left_out);
+        }
+        for project in self.other_trusted_projects()? {
+            // Not even walked: walking is work too.
+            if work.is_spent() {
+                left_out.projects.push(project);
+                continue;
+            }
+            let base = Selectors {
+                surface: self.selectors().surface,
+                ..Selectors::new(self.selectors().home.clone(), project.clone())
+            };
+            let plan = ChainPlan::for_change(&base, target);
+            let other = self.check_plan(
+                &plan,
+                target,
+                text,
+                &[Trust::Trusted],
+                Some(&project),
+                &mut work,
+            )?;
+            left_out.merge(other);
+        }
+        Ok(left_out)
+    }
+
+    /// The projects of the trust store other than this one, in its order,
+    /// each still a directory; one that is gone (deleted, moved, a mount
+    /// not there now) is passed over with a warning, since no chain can be
+    /// resolved there until it is back.
+    fn other_trusted_projects(&self) -> Result<Vec<Utf8PathBuf>, CoreError> {
+        let home = &self.selectors().home;
+        let this = std::fs::canonicalize(&self.selectors().project).ok();
+        let store = vak_prompt_trust::TrustStore::load(home)?;
+        let mut out = Vec::new();
+        for listed in store.list() {
+            let project = Utf8PathBuf::from(listed);
+            if this.as_deref() == Some(project.as_std_path()) || project == self.selectors().project
+            {
+                continue;
+            }
+            if !project.is_dir() {
+                tracing::warn!(
+                    project = %Escaped(listed),
+                    "a trusted project's directory is gone, so a shared save cannot budget its chains; `vak untrust DIR` takes it off the trust store"
+                );
+                continue;
+            }
+            out.push(project);
+        }
+        Ok(out)
+    }
+
+    /// Budget `target`'s change on every chain of `plan`, under each of
+    /// `trusts`, counting against `work`. `other` names the trusted
+    /// project the plan is for when it is not this core's, for a refusal
+    /// to name, and then a project that went away meanwhile is passed over.
+    fn check_plan(
+        &self,
+        plan: &ChainPlan,
+        target: &EditTarget,
+        text: Option<&str>,
+        trusts: &[Trust],
+        other: Option<&Utf8Path>,
+        work: &mut Work,
+    ) -> Result<ChainsLeftOut, EditError> {
+        use std::ops::ControlFlow;
+        let flow = plan.visit_within(work, |selectors| {
             let core = match Core::open(selectors.clone()) {
                 Ok(core) => core,
                 Err(error) => return ControlFlow::Break(error.into()),
@@ -1162,25 +1324,46 @@ impl Core {
                 Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
                     return ControlFlow::Continue(None);
                 }
+                // Nor does another project removed meanwhile.
+                Err(CoreError::Loader(LoaderError::ProjectMissing(_))) if other.is_some() => {
+                    return ControlFlow::Continue(None);
+                }
                 Err(error) => return ControlFlow::Break(error.into()),
             };
             let mut after_chain = chain.clone();
             substitute_target(&mut after_chain, target, core.selectors(), text);
-            let mut weight = 0;
-            for &trust in &trusts {
-                let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
+            let mut visited = Visited::default();
+            let mut counted = Vec::with_capacity(2 * trusts.len());
+            for &trust in trusts {
                 let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
-                if pushes_over(&before.report, &after.report) {
-                    return ControlFlow::Break(EditError::OverBudget {
-                        block: target.block,
-                        path: target.path(self.selectors()),
-                        report: Box::new(after.report),
-                        chain: Some(describe_chain(core.selectors(), trust)),
-                    });
+                // Only a chain over the cap after the change needs its
+                // length before (a change that shortens it is allowed): most
+                // chains are composed and counted once, not twice.
+                if after.report.is_over() {
+                    let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
+                    if pushes_over(&before.report, &after.report) {
+                        let chain = match other {
+                            None => describe_chain(core.selectors(), trust),
+                            Some(project) => format!(
+                                "{}, in the trusted project `{}`",
+                                describe_chain(core.selectors(), Trust::Untrusted),
+                                Escaped(project.as_str())
+                            ),
+                        };
+                        return ControlFlow::Break(EditError::OverBudget {
+                            block: target.block,
+                            path: target.path(self.selectors()),
+                            report: Box::new(after.report),
+                            chain: Some(chain),
+                        });
+                    }
+                    counted.push(before.report);
                 }
-                weight = weight.max(after.report.prefix_tokens);
+                visited.tokens = visited.tokens.max(after.report.prefix_tokens);
+                counted.push(after.report);
             }
-            ControlFlow::Continue(Some(weight))
+            visited.work = chain_work(&after_chain, &counted);
+            ControlFlow::Continue(Some(visited))
         });
         match flow {
             ControlFlow::Continue(left_out) => Ok(left_out),
@@ -1258,64 +1441,142 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// At most this many roles are budgeted in every directory layer; every
-/// role is budgeted on every surface in the named working directory.
-pub const MAX_ROLE_CHAINS: usize = 64;
-
-/// At most this many directory layers are budgeted with every role; every
-/// one is budgeted on every surface without a role.
-pub const MAX_DIRECTORY_CHAINS: usize = 16;
-
 /// At most this many gateway bots and chats are budgeted.
 pub const MAX_GATEWAY_CHAINS: usize = 4096;
 
-/// At most this many prefix tokens are counted across all the chains one
-/// plan visits (each chain's prefix is tokenised whole, so the work grows
-/// with roles × layers × their sizes): a clone of huge roles and layers
-/// cannot make `trust --preview` or a save take minutes. Measured on clones
-/// of 16 roles × 8 layers and 64 × 16 of 50 KB each (12 s and 95 s for the
-/// preview before): 1.7–2.6 s for the preview, 3.3–3.4 s for a save. Chains
-/// past it are not budgeted, and that is said.
-pub const MAX_PLAN_TOKENS: usize = 8_000_000;
+/// At most this much work is done across all the chains one plan visits,
+/// counted as [`chain_work`] counts it: the tokens every budget counted
+/// (each layer's whole text, repeats included) and a token per 4 bytes
+/// read. The work grows with roles × layers × their sizes, and counting
+/// the prefix alone missed what repeats cost: 100 directory layers under a
+/// root of 65,000 repeated bullets (one in the prefix, all of them read,
+/// composed and counted on every chain) took `trust` and a save 6.5 s
+/// without tripping it. Measured in release at about 20–30 ns per unit,
+/// so a check stops after a third of a second or so of counting; a
+/// monorepo of 30 `AGENTS.md` and 5 roles near the cap costs 2.7 M for a
+/// shared save and 5.5 M for `trust`. Chains past the bound are not
+/// budgeted, which is said and refused unless accepted ([`Unchecked`]).
+pub const MAX_PLAN_WORK: usize = 12_000_000;
 
-/// What a check could not budget on every chain, because a project has
-/// more role directories, directory layers or gateway entries than are
-/// crossed with each other: said, never silent.
+/// What composing and budgeting one chain of a plan weighed and cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Visited {
+    /// Its longest prefix, in tokens: what ranks it for crossing.
+    pub tokens: usize,
+    /// The work it took ([`chain_work`]), counted against
+    /// [`MAX_PLAN_WORK`].
+    pub work: usize,
+}
+
+/// The work of reading `chain` once and budgeting it as `budgets`: every
+/// token each budget counted ([`BudgetReport::tokens_counted`]: each
+/// layer's whole text, not only what the prefix keeps of it, so a file of
+/// repeated bullets costs what it costs to read, compose and count), and a
+/// token per 4 bytes the load read (a shadowed file is read, though no
+/// budget counts it).
+pub fn chain_work<'a>(
+    chain: &LoadedChain,
+    budgets: impl IntoIterator<Item = &'a BudgetReport>,
+) -> usize {
+    budgets
+        .into_iter()
+        .fold(chain.text_bytes() / 4, |work, report| {
+            work.saturating_add(report.tokens_counted())
+        })
+}
+
+/// What one directory visited by the walk that lists directory layers
+/// costs, in the units of [`MAX_PLAN_WORK`]: about 8 µs in release, what
+/// counting 300 tokens takes. A walk stops at
+/// [`vak_prompt_loader::MAX_VISITED`] directories, but a shared save walks
+/// every trusted project, so walking is counted like composing.
+pub const WORK_PER_DIRECTORY: usize = 300;
+
+/// The work one check has done, across every plan it visits (a shared
+/// save visits one per trusted project), against [`MAX_PLAN_WORK`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Work {
+    spent: usize,
+}
+
+impl Work {
+    /// Whether the bound is reached: nothing more is visited, or walked.
+    pub fn is_spent(&self) -> bool {
+        self.spent >= MAX_PLAN_WORK
+    }
+
+    /// The work counted so far.
+    pub fn spent(&self) -> usize {
+        self.spent
+    }
+
+    fn add(&mut self, work: usize) {
+        self.spent = self.spent.saturating_add(work);
+    }
+}
+
+/// At most this many projects are named in a note that says some were
+/// left out; the rest are counted.
+const MAX_PROJECTS_NAMED: usize = 3;
+
+/// What a check could not budget: said, never silent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChainsLeftOut {
-    /// Roles budgeted in the named working directory only.
-    pub roles: usize,
-    /// Directory layers budgeted without a role only.
-    pub directories: usize,
     /// Gateway bots and chats not budgeted at all.
     pub gateway: usize,
-    /// Whether the walk that lists directory layers stopped before it
-    /// looked everywhere ([`vak_prompt_loader::MAX_LAYERS`] layers or
+    /// The projects whose walk that lists directory layers stopped before
+    /// it looked everywhere ([`vak_prompt_loader::MAX_LAYERS`] layers or
     /// [`vak_prompt_loader::MAX_VISITED`] directories).
-    pub unlisted_directories: bool,
-    /// Chains not budgeted because the plan had counted
-    /// [`MAX_PLAN_TOKENS`] already.
+    pub unlisted_in: Vec<Utf8PathBuf>,
+    /// Chains not budgeted because the check had counted
+    /// [`MAX_PLAN_WORK`] already.
     pub over_work: usize,
+    /// Trusted projects a shared save reaches that were not looked at, not
+    /// even walked, because the check had counted [`MAX_PLAN_WORK`] before
+    /// it came to them.
+    pub projects: Vec<Utf8PathBuf>,
+}
+
+/// `paths` as a note names them: the first few, then how many more.
+fn some_paths(paths: &[Utf8PathBuf]) -> String {
+    let mut named: Vec<String> = paths
+        .iter()
+        .take(MAX_PROJECTS_NAMED)
+        .map(|p| format!("`{}`", Escaped(p.as_str())))
+        .collect();
+    if paths.len() > MAX_PROJECTS_NAMED {
+        named.push(format!("{} more", paths.len() - MAX_PROJECTS_NAMED));
+    }
+    named.join(", ")
 }
 
 impl ChainsLeftOut {
+    /// Why a check cannot vouch for every chain, when it cannot: the walk
+    /// that lists directory layers stopped at its bound, or chains were not
+    /// counted at all for the work bound. A clone decides how many
+    /// directories and chains it has and how large their prompts are, so
+    /// either could hide one over the cap: `vak trust` and every save,
+    /// reset and revert refuse, unless told `--over-budget`. (Gateway
+    /// entries past [`MAX_GATEWAY_CHAINS`] are the user's own, in the home,
+    /// and only said.)
+    pub fn unproven(&self) -> Option<String> {
+        (!self.unlisted_in.is_empty() || self.over_work > 0 || !self.projects.is_empty())
+            .then(|| self.note())
+            .flatten()
+    }
+
+    /// Add what another plan of the same check left out.
+    fn merge(&mut self, other: ChainsLeftOut) {
+        // Every plan lists the same home's gateway entries.
+        self.gateway = self.gateway.max(other.gateway);
+        self.unlisted_in.extend(other.unlisted_in);
+        self.over_work = self.over_work.saturating_add(other.over_work);
+        self.projects.extend(other.projects);
+    }
+
     /// What to tell the user, when anything was left out.
     pub fn note(&self) -> Option<String> {
         let mut parts = Vec::new();
-        if self.roles > 0 {
-            parts.push(format!(
-                "{} role director{} in the named directory only, on every surface (the {MAX_ROLE_CHAINS} with the longest prompts were budgeted in every directory layer; check another with `vak prompts check --agent ROLE --dir DIR`)",
-                self.roles,
-                if self.roles == 1 { "y" } else { "ies" }
-            ));
-        }
-        if self.directories > 0 {
-            parts.push(format!(
-                "{} directory layer{} without a role only, on every surface (the {MAX_DIRECTORY_CHAINS} with the longest prompts were budgeted with every role; check another with `vak prompts check --dir DIR --agent ROLE`)",
-                self.directories,
-                if self.directories == 1 { "" } else { "s" }
-            ));
-        }
         if self.gateway > 0 {
             parts.push(format!(
                 "{} gateway bot{} or chat{} not at all (past the first {MAX_GATEWAY_CHAINS}; check one with `vak prompts check --surface chat --bot BOT --chat CHAT`)",
@@ -1326,16 +1587,26 @@ impl ChainsLeftOut {
         }
         if self.over_work > 0 {
             parts.push(format!(
-                "{} chain{} not at all, because there are so many chains, or their prompts are so large, that counting every one would take too long (over {MAX_PLAN_TOKENS} tokens were counted; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
+                "{} chain{} not at all, because there are so many chains, or their layers are so large (repeated text included), that counting every one would take too long (the bound of {MAX_PLAN_WORK} tokens of work was reached; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
                 self.over_work,
                 if self.over_work == 1 { "" } else { "s" }
             ));
         }
-        if self.unlisted_directories {
+        if !self.projects.is_empty() {
             parts.push(format!(
-                "the walk that lists directory layers stopped (at {} layers or {} directories), so layers past it were not looked at; check one with `vak prompts check --dir DIR`",
+                "{} other trusted project{} not at all ({}), because the bound of {MAX_PLAN_WORK} tokens of work was reached before {}; check one with `vak prompts check --project DIR`",
+                self.projects.len(),
+                if self.projects.len() == 1 { "" } else { "s" },
+                some_paths(&self.projects),
+                if self.projects.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        if !self.unlisted_in.is_empty() {
+            parts.push(format!(
+                "the walk that lists directory layers stopped (at {} layers or {} directories) in {}, so layers past it were not looked at; check one with `vak prompts check --dir DIR`",
                 vak_prompt_loader::MAX_LAYERS,
-                vak_prompt_loader::MAX_VISITED
+                vak_prompt_loader::MAX_VISITED,
+                some_paths(&self.unlisted_in)
             ));
         }
         (!parts.is_empty()).then(|| {
@@ -1436,14 +1707,25 @@ pub struct ChainPlan {
     workdirs: Vec<Option<Utf8PathBuf>>,
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
-    unlisted_directories: bool,
-    /// Every role with every directory layer, not the heaviest few
-    /// (trusting; the work bound still holds).
-    cross_all: bool,
+    /// What listing the directory layers took.
+    walk: Walked,
+}
+
+/// What the walk that listed a plan's directory layers took.
+#[derive(Debug, Clone, Copy, Default)]
+struct Walked {
+    /// Whether it looked everywhere it looks.
+    complete: bool,
+    /// How many directories it visited.
+    visited: usize,
 }
 
 impl ChainPlan {
-    /// The chains a change to `target` reaches from `base`.
+    /// The chains a change to `target` reaches from `base`: every surface
+    /// (or the one sub-layer's) crossed with every role that has a
+    /// directory (or the one role's) and with the root and every directory
+    /// layer (those at or below the one changed, for a directory file),
+    /// bounded only by [`MAX_PLAN_WORK`], as for trusting.
     pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
         let surfaces = match &target.sub {
             SubLayer::Surface(kind) => vec![*kind],
@@ -1457,24 +1739,21 @@ impl ChainPlan {
             SubLayer::Directory(dir) => Some(dir.as_path()),
             _ => None,
         };
-        let (workdirs, unlisted) = layer_workdirs(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, unlisted, false)
+        let (workdirs, walk) = layer_workdirs(base, below);
+        ChainPlan::new(base, surfaces, roles, workdirs, walk)
     }
 
     /// The chains trusting `base.project` reaches, `base` first: every role
     /// crossed with every directory layer on every surface, bounded only by
-    /// [`MAX_PLAN_TOKENS`]. Not the heaviest few: a clone chooses its texts,
-    /// and guardrails a role repeats from the heavy layers are dropped
-    /// there, so a light layer can make the longest chain with it.
+    /// [`MAX_PLAN_WORK`].
     pub fn for_trust(base: &Selectors) -> ChainPlan {
-        let (workdirs, unlisted) = layer_workdirs(base, None);
+        let (workdirs, walk) = layer_workdirs(base, None);
         ChainPlan::new(
             base,
             SurfaceKind::ALL.to_vec(),
             no_role_then_each(base),
             workdirs,
-            unlisted,
-            true,
+            walk,
         )
     }
 
@@ -1483,8 +1762,7 @@ impl ChainPlan {
         surfaces: Vec<SurfaceKind>,
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
-        unlisted_directories: bool,
-        cross_all: bool,
+        walk: Walked,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
             gateway_entries(&base.home)
@@ -1500,26 +1778,42 @@ impl ChainPlan {
             workdirs,
             gateway,
             gateway_left_out,
-            unlisted_directories,
-            cross_all,
+            walk,
         }
     }
 
-    /// Visit each chain once, `visit` answering the chain's prefix tokens
-    /// (`None`: it could not be loaded) or `Break` to stop. First every
+    /// Visit each chain once, `visit` answering what the chain weighed and
+    /// cost (`None`: it could not be loaded) or `Break` to stop; once the
+    /// work answered adds up to [`MAX_PLAN_WORK`], the chains left are
+    /// counted, not visited. First every
     /// role in the named working directory and every directory layer with
     /// the plan's first role, each on every surface, weighed by its longest
-    /// prompt, and every gateway bot and chat; then every surface × the
-    /// [`MAX_DIRECTORY_CHAINS`] directory layers × the [`MAX_ROLE_CHAINS`]
-    /// roles whose prompts were longest in that first pass. So no role or
-    /// layer goes unbudgeted, and which are crossed is decided by what they
-    /// weigh, not by their names or their file sizes.
+    /// prompt, and every gateway bot and chat; then every surface × every
+    /// directory layer × every role, the heaviest of that first pass first.
+    /// Every one, not the heaviest few: a clone chooses its texts, and
+    /// guardrails a role repeats from heavy layers are dropped there as
+    /// duplicates (counting nothing), so a light layer can make the longest
+    /// chain with it. The order only decides which chains are left out when
+    /// the work bound stops the visit, and those are counted.
     pub fn visit<B>(
         &self,
-        mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<usize>>,
+        visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
+    ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
+        self.visit_within(&mut Work::default(), visit)
+    }
+
+    /// [`visit`](Self::visit), counting against `work`, which other plans
+    /// of the same check share (a shared save visits one plan per trusted
+    /// project): walking this plan's directories counts too
+    /// ([`WORK_PER_DIRECTORY`]), as it has been done.
+    pub fn visit_within<B>(
+        &self,
+        work: &mut Work,
+        mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
     ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
         use std::collections::HashSet;
         use std::ops::ControlFlow;
+        work.add(self.walk.visited.saturating_mul(WORK_PER_DIRECTORY));
         let base = &self.base;
         let surface0 = if self.surfaces.contains(&base.surface) {
             base.surface
@@ -1536,22 +1830,25 @@ impl ChainPlan {
                 ..base.clone()
             };
         let mut seen: HashSet<Selectors> = HashSet::new();
-        // Tokens counted so far, and chains skipped once past the bound.
-        let spent = std::cell::Cell::new(0usize);
+        // Work counted so far, and chains skipped once past the bound.
+        // Written back to `work` at the end: a `Break` ends the check.
+        let spent = std::cell::Cell::new(*work);
         let over_work = std::cell::Cell::new(0usize);
         let mut go = |selectors: Selectors, seen: &mut HashSet<Selectors>| {
             if !seen.insert(selectors.clone()) {
                 return ControlFlow::Continue(None);
             }
-            if spent.get() >= MAX_PLAN_TOKENS {
+            if spent.get().is_spent() {
                 over_work.set(over_work.get() + 1);
                 return ControlFlow::Continue(None);
             }
             let flow = visit(&selectors);
-            if let ControlFlow::Continue(Some(tokens)) = &flow {
-                spent.set(spent.get().saturating_add(*tokens));
+            if let ControlFlow::Continue(Some(visited)) = &flow {
+                let mut now = spent.get();
+                now.add(visited.work);
+                spent.set(now);
             }
-            flow
+            flow.map_continue(|visited| visited.map(|v| v.tokens))
         };
         // Each role and each layer on every surface, weighed by its longest:
         // a role that adds nothing on one surface (its bullets repeat that
@@ -1587,38 +1884,21 @@ impl ChainPlan {
                 &mut seen,
             )?;
         }
-        // The heaviest first; "no role" and the named directory always.
-        let heaviest = |mut weights: Vec<(usize, usize)>, keep: usize| {
+        // The heaviest first ("no role" last, the named directory first),
+        // so a bound that stops the visit leaves out the lightest.
+        let heaviest = |mut weights: Vec<(usize, usize)>| {
             weights.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-            let left_out = weights.len().saturating_sub(keep);
-            weights.truncate(keep);
-            (
-                weights
-                    .into_iter()
-                    .map(|(_, index)| index)
-                    .collect::<Vec<_>>(),
-                left_out,
-            )
+            weights
+                .into_iter()
+                .map(|(_, index)| index)
+                .collect::<Vec<_>>()
         };
         let (no_role, with_role): (Vec<_>, Vec<_>) = role_weight
             .into_iter()
             .partition(|(_, index)| self.roles[*index].is_none());
-        let (role_keep, dir_keep) = if self.cross_all {
-            (usize::MAX, usize::MAX)
-        } else {
-            (MAX_ROLE_CHAINS, MAX_DIRECTORY_CHAINS + 1)
-        };
-        // With one side alone there is nothing to cross: every chain was
-        // visited above.
-        let one_dir = self.workdirs.len() == 1;
-        let one_role = self.roles.len() == 1;
-        let (mut roles, roles_left_out) = heaviest(with_role, role_keep);
+        let mut roles = heaviest(with_role);
         roles.extend(no_role.into_iter().map(|(_, index)| index));
-        let (dirs, dirs_left_out) = heaviest(dir_weight, dir_keep);
-        let (roles_left_out, dirs_left_out) = (
-            if one_dir { 0 } else { roles_left_out },
-            if one_role { 0 } else { dirs_left_out },
-        );
+        let dirs = heaviest(dir_weight);
         for surface in &self.surfaces {
             for &dir in &dirs {
                 for &role in &roles {
@@ -1629,12 +1909,25 @@ impl ChainPlan {
                 }
             }
         }
+        // How close a check came to its bound, for whoever tunes it.
+        *work = spent.get();
+        tracing::debug!(
+            project = %Escaped(base.project.as_str()),
+            chains = seen.len() - over_work.get(),
+            walked = self.walk.visited,
+            work = work.spent(),
+            left_out = over_work.get(),
+            "budgeted the chains of one plan"
+        );
         ControlFlow::Continue(ChainsLeftOut {
-            roles: roles_left_out,
-            directories: dirs_left_out,
             gateway: self.gateway_left_out,
-            unlisted_directories: self.unlisted_directories,
+            unlisted_in: if self.walk.complete {
+                Vec::new()
+            } else {
+                vec![base.project.clone()]
+            },
             over_work: over_work.get(),
+            projects: Vec::new(),
         })
     }
 }
@@ -1670,20 +1963,25 @@ pub fn layer_directories(base: &Selectors) -> Vec<Utf8PathBuf> {
 
 /// The named working directory, then (unless `below` is given) the project
 /// root, then every directory layer of the project (at or below `below`,
-/// when given), and whether the walk that lists them stopped at its bound.
+/// when given), and what the walk that lists them took (whether it stopped
+/// at its bound, how many directories it visited).
 /// Every layer, not only the deepest: identity and operating rules are
 /// narrowest-wins, so a middle directory's chain (its long identity) can be
 /// longer than that of a deeper one that replaces it with a short one. Any
 /// other directory's chain is that of its nearest layer (or the root's).
-fn layer_workdirs(base: &Selectors, below: Option<&Utf8Path>) -> (Vec<Option<Utf8PathBuf>>, bool) {
+fn layer_workdirs(
+    base: &Selectors,
+    below: Option<&Utf8Path>,
+) -> (Vec<Option<Utf8PathBuf>>, Walked) {
     let mut out = vec![base.workdir.clone()];
     if below.is_none() && base.workdir.is_some() {
         out.push(None);
     }
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (dirs, complete) = vak_prompt_loader::directory_layers_walked(&base.project, &names);
-    for dir in dirs
+    let walk = vak_prompt_loader::directory_layers_walked(&base.project, &names);
+    for dir in walk
+        .layers
         .iter()
         .filter(|d| below.is_none_or(|b| d.starts_with(b)))
     {
@@ -1692,7 +1990,13 @@ fn layer_workdirs(base: &Selectors, below: Option<&Utf8Path>) -> (Vec<Option<Utf
             out.push(workdir);
         }
     }
-    (out, !complete)
+    (
+        out,
+        Walked {
+            complete: walk.complete,
+            visited: walk.visited,
+        },
+    )
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {
@@ -1740,17 +2044,21 @@ mod tests {
         let mut all = 0;
         let flow = ChainPlan::for_trust(&s).visit(|_| {
             all += 1;
-            ControlFlow::<(), Option<usize>>::Continue(Some(1))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited { tokens: 1, work: 1 }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
         assert_eq!(left_out.over_work, 0);
-        // Each chain as heavy as a third of the bound: three are counted.
+        // Each chain costing a third of the bound: three are counted,
+        // however little their prefixes weigh.
         let mut counted = 0;
         let flow = ChainPlan::for_trust(&s).visit(|_| {
             counted += 1;
-            ControlFlow::<(), Option<usize>>::Continue(Some(MAX_PLAN_TOKENS / 3 + 1))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
+                tokens: 1,
+                work: MAX_PLAN_WORK / 3 + 1,
+            }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
@@ -1758,6 +2066,92 @@ mod tests {
         assert_eq!(counted, 3);
         assert_eq!(left_out.over_work, all - 3);
         assert!(left_out.note().is_some_and(|n| n.contains("not at all")));
+        // A plan visited after another spent the check's work (a shared
+        // save's next trusted project) visits nothing and counts it all.
+        let mut work = Work {
+            spent: MAX_PLAN_WORK,
+        };
+        let mut visited = 0;
+        let flow = ChainPlan::for_trust(&s).visit_within(&mut work, |_| {
+            visited += 1;
+            ControlFlow::<(), Option<Visited>>::Continue(None)
+        });
+        let ControlFlow::Continue(left_out) = flow else {
+            panic!("stopped");
+        };
+        assert_eq!(visited, 0);
+        assert_eq!(left_out.over_work, all);
+        assert!(left_out.unproven().is_some());
+    }
+
+    #[test]
+    fn what_several_plans_left_out_is_said_once_naming_a_few_projects() {
+        let mut left_out = ChainsLeftOut {
+            gateway: 2,
+            unlisted_in: vec![Utf8PathBuf::from("/p")],
+            ..ChainsLeftOut::default()
+        };
+        left_out.merge(ChainsLeftOut {
+            gateway: 2,
+            over_work: 7,
+            projects: (0..5)
+                .map(|i| Utf8PathBuf::from(format!("/t{i}")))
+                .collect(),
+            ..ChainsLeftOut::default()
+        });
+        assert_eq!(left_out.gateway, 2, "one home, said once");
+        let note = left_out.unproven().unwrap();
+        for said in [
+            "2 gateway bots or chats",
+            "7 chains not at all",
+            "5 other trusted projects not at all (`/t0`, `/t1`, `/t2`, 2 more)",
+            "directories) in `/p`",
+        ] {
+            assert!(note.contains(said), "{said}: {note}");
+        }
+        // Gateway entries past the bound are the user's own: said, but no
+        // reason to refuse.
+        let gateway_only = ChainsLeftOut {
+            gateway: 1,
+            ..ChainsLeftOut::default()
+        };
+        assert!(gateway_only.note().is_some() && gateway_only.unproven().is_none());
+    }
+
+    #[test]
+    fn a_chains_work_counts_the_repeats_the_prefix_drops_and_what_was_read() {
+        let (_keep, s) = env();
+        fs::create_dir_all(s.project.join(".vak/prompts")).unwrap();
+        let repeated = "- Never do x.\n".repeat(4000);
+        fs::write(s.project.join(".vak/prompts/guardrails.md"), &repeated).unwrap();
+        // Shadowed by the project's identity below: read, never counted.
+        fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
+        fs::write(s.home.join(".vak/prompts/identity.md"), "x".repeat(40_000)).unwrap();
+        fs::write(
+            s.project.join(".vak/prompts/identity.md"),
+            "You are Kite.\n",
+        )
+        .unwrap();
+        let core = Core::open(s).unwrap();
+        let chain = core.load().unwrap();
+        let budget = budget_of(&core.compose(&chain, Trust::Trusted, TailContext::now()));
+        let encoding = budget.report.encoding;
+        // The prefix holds the bullet once and not the shadowed identity...
+        assert!(
+            budget.report.prefix_tokens < 1000,
+            "{}",
+            budget.report.prefix_tokens
+        );
+        // ...while the work holds every repeat and every byte read.
+        let work = chain_work(&chain, [&budget.report]);
+        assert!(
+            work >= encoding.count(&repeated) + 10_000 + budget.report.prefix_tokens,
+            "{work}"
+        );
+        assert_eq!(
+            chain_work(&chain, [&budget.report, &budget.report]) - work,
+            budget.report.tokens_counted()
+        );
     }
 
     #[test]
@@ -1799,14 +2193,18 @@ mod tests {
         let mut crossed = 0;
         let flow = ChainPlan::for_trust(&s).visit(|c| {
             crossed += usize::from(c.agent.is_some() && c.workdir == sub);
-            ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
+                tokens: weight(c),
+                work: 1,
+            }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
         assert_eq!(left_out, ChainsLeftOut::default());
         assert_eq!(crossed, 71 * SurfaceKind::ALL.len());
-        // A save crosses the heaviest.
+        // A save crosses every role with the layer too, not the heaviest
+        // few: one code path for both.
         let save = ChainPlan::for_change(
             &s,
             &target(Scope::Shared, SubLayer::Base, Block::Guardrails),
@@ -1814,12 +2212,20 @@ mod tests {
         let mut visited: Vec<Selectors> = Vec::new();
         let flow = save.visit(|c| {
             visited.push(c.clone());
-            ControlFlow::<(), Option<usize>>::Continue(Some(weight(c)))
+            ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
+                tokens: weight(c),
+                work: 1,
+            }))
         });
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
-        assert_eq!(left_out.roles, 71 - MAX_ROLE_CHAINS);
+        assert_eq!(left_out, ChainsLeftOut::default());
+        let crossed = visited
+            .iter()
+            .filter(|c| c.agent.is_some() && c.workdir == sub && c.bot.is_none())
+            .count();
+        assert_eq!(crossed, 71 * SurfaceKind::ALL.len());
         let roles: Vec<String> = std::iter::once("zz".to_owned())
             .chain((0..70).map(|i| format!("r{i:02}")))
             .collect();
@@ -1832,10 +2238,12 @@ mod tests {
                 );
             }
         }
-        // Crossed with the layer on every surface as one of the heaviest.
-        assert!(visited.iter().any(|c| c.surface == SurfaceKind::Cli
-            && c.workdir == sub
-            && c.agent.as_ref().map(Name::as_str) == Some("zz")));
+        // The heaviest role is crossed with the layer first.
+        let first_crossed = visited
+            .iter()
+            .find(|c| c.agent.is_some() && c.workdir == sub)
+            .and_then(|c| c.agent.as_ref().map(Name::as_str));
+        assert_eq!(first_crossed, Some("zz"));
         // The chat with its own prompts is measured; one without, through
         // its bot.
         let chat = |name: &str| {

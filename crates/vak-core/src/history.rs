@@ -86,10 +86,15 @@ impl Who {
 /// way the root was named on the command line. A home-side file of a store
 /// that holds the home side (DECISIONS §14) is named relative to the home
 /// (`$VAK_HOME/.vak/prompts/guardrails.md`), so every node sharing the store
-/// lists the same history whatever its own `$VAK_HOME` is.
+/// lists the same history whatever its own `$VAK_HOME` is. A directory
+/// sub-layer named through a symlink is named where it leads
+/// ([`Core::real_target`]), as its saves are.
 pub fn target_key(core: &Core, target: &EditTarget) -> String {
     let selectors = core.selectors();
-    let path = target.path(selectors);
+    // A target the save would refuse has no history of its own: as named.
+    let path = core
+        .real_target(target)
+        .map_or_else(|_| target.path(selectors), |real| real.path(selectors));
     if core.store().home().is_some()
         && let Some(rel) = crate::home::home_side(&selectors.home, &path)
     {
@@ -1380,6 +1385,7 @@ mod tests {
                 &first.outcome.digest,
                 None,
                 &Who::AdminToken("t".into()),
+                crate::Unchecked::Refuse,
             )
             .unwrap();
         assert_eq!(reverted.outcome.digest, first.outcome.digest);

@@ -204,6 +204,25 @@ impl BudgetReport {
         }
     }
 
+    /// Every token [`measure`](Self::measure) counted to make this report:
+    /// each contributor's whole text (a file of a thousand repeated bullets
+    /// counted in full, though the prefix holds one), each accumulating
+    /// block as rendered, and the prefix. The work the count took, which a
+    /// caller budgeting many chains bounds; far more than `prefix_tokens`
+    /// when layers repeat each other.
+    pub fn tokens_counted(&self) -> usize {
+        let layers: usize = self.layers.iter().map(|l| l.tokens).sum();
+        let accumulated: usize = self
+            .blocks
+            .iter()
+            .filter(|b| b.block.composition() == Composition::Accumulate)
+            .map(|b| b.tokens)
+            .sum();
+        layers
+            .saturating_add(accumulated)
+            .saturating_add(self.prefix_tokens)
+    }
+
     /// Whether the assembled prefix is over the cap.
     pub fn is_over(&self) -> bool {
         self.prefix_tokens > self.cap
@@ -397,6 +416,38 @@ mod tests {
 
     fn prov(layer: PromptLayer, origin: Origin, source: &str) -> Provenance {
         Provenance::new(layer, origin, source)
+    }
+
+    #[test]
+    fn tokens_counted_holds_every_repeated_bullet_the_prefix_drops() {
+        let shared = prov(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/.vak/prompts/guardrails.md",
+        );
+        let project = prov(
+            PromptLayer::Project,
+            Origin::Project,
+            "/p/.vak/prompts/guardrails.md",
+        );
+        let repeated = "- hello world\n".repeat(1000);
+        let rows = [
+            (Block::Guardrails, &shared, "- hello world"),
+            (Block::Guardrails, &project, repeated.as_str()),
+        ];
+        let blocks = resolved(&rows);
+        let model = lookup("gpt-4o").unwrap();
+        let report = BudgetReport::measure(model, 1500, &blocks[0].text, &blocks);
+        let e = Encoding::O200kBase;
+        // The prefix holds the bullet once; the count read every copy.
+        assert_eq!(report.prefix_tokens, e.count("- hello world"));
+        assert_eq!(
+            report.tokens_counted(),
+            e.count("- hello world") + e.count(&repeated) // the layers
+                + e.count("- hello world") // the block as rendered
+                + report.prefix_tokens
+        );
+        assert!(report.tokens_counted() > 500 * report.prefix_tokens);
     }
 
     #[test]

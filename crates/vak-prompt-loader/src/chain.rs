@@ -158,6 +158,16 @@ pub struct LoadedChain {
 }
 
 impl LoadedChain {
+    /// How many bytes of text the load read and holds: every contribution
+    /// (shadowed ones too), the legacy `SYSTEM.md` and every skill. What
+    /// reading and composing the chain costs, whatever of it wins.
+    pub fn text_bytes(&self) -> usize {
+        let contributions: usize = self.contributions.iter().map(|c| c.text.len()).sum();
+        let skills: usize = self.skills.iter().map(|s| s.text.len()).sum();
+        let legacy = self.legacy_system.as_ref().map_or(0, |l| l.text.len());
+        contributions.saturating_add(skills).saturating_add(legacy)
+    }
+
     /// Put `text` in place of whatever the chain holds for `block` from
     /// `provenance` (or remove it when `text` is `None`), keeping the
     /// loader's order, so a candidate edit can be composed before anything

@@ -240,16 +240,30 @@ pub const MAX_LAYERS: usize = 256;
 /// repositories (a directory with `.git`: a project of its own) are not
 /// entered.
 pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
-    directory_layers_walked(root, interop).0
+    directory_layers_walked(root, interop).layers
 }
 
-/// [`directory_layers`], and whether the walk looked everywhere it looks:
-/// `false` when it stopped at [`MAX_LAYERS`] layers or [`MAX_VISITED`]
-/// directories, so a layer may exist that is not listed (which whoever
-/// budgets every layer must say).
-pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> (Vec<Utf8PathBuf>, bool) {
+/// What [`directory_layers_walked`] found, and what the walk took.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LayerWalk {
+    /// The directory layers, relative to the root, sorted.
+    pub layers: Vec<Utf8PathBuf>,
+    /// Whether the walk looked everywhere it looks: `false` when it
+    /// stopped at [`MAX_LAYERS`] layers or [`MAX_VISITED`] directories, so
+    /// a layer may exist that is not listed (which whoever budgets every
+    /// layer must say).
+    pub complete: bool,
+    /// How many directories it visited: its cost, for whoever bounds the
+    /// work of walking many projects.
+    pub visited: usize,
+}
+
+/// [`directory_layers`], whether the walk looked everywhere, and how many
+/// directories it visited.
+pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> LayerWalk {
     let mut found = Vec::new();
     let mut complete = true;
+    let mut seen = 0;
     let walk = walkdir::WalkDir::new(root)
         .min_depth(1)
         .max_depth(MAX_DEPTH)
@@ -265,6 +279,7 @@ pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> (Vec<Utf8Pa
             complete = false;
             break;
         }
+        seen = visited + 1;
         let Some(path) = Utf8Path::from_path(entry.path()) else {
             continue;
         };
@@ -279,7 +294,11 @@ pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> (Vec<Utf8Pa
         }
     }
     found.sort();
-    (found, complete)
+    LayerWalk {
+        layers: found,
+        complete,
+        visited: seen,
+    }
 }
 
 #[cfg(test)]
@@ -408,6 +427,21 @@ mod tests {
         );
         assert_eq!(nested_repository(&root, &root.join("services/web")), None);
         assert_eq!(nested_repository(&root, &root), None);
+        // What the walk took: the directories it entered (not the hidden,
+        // `node_modules` or nested repositories it passed over).
+        let walk = directory_layers_walked(&root, &["AGENTS.md"]);
+        assert!(walk.complete);
+        assert_eq!(
+            walk.visited,
+            [
+                "services",
+                "services/payments",
+                "services/web",
+                "plain",
+                "vendor"
+            ]
+            .len()
+        );
     }
 
     #[test]

@@ -23,8 +23,9 @@ pub use chain::{
     Skipped, interop_of_level, load_chain,
 };
 pub use discover::{
-    Discovered, MAX_LAYERS, MAX_VISITED, RootKind, directory_layers, directory_layers_walked,
-    discover_project, is_layer_dir, levels_and_left_out, levels_between, nested_repository,
+    Discovered, LayerWalk, MAX_LAYERS, MAX_VISITED, RootKind, directory_layers,
+    directory_layers_walked, discover_project, is_layer_dir, levels_and_left_out, levels_between,
+    nested_repository,
 };
 pub use error::LoaderError;
 pub use gateway::{

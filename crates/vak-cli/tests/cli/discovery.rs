@@ -830,7 +830,7 @@ fn a_layer_where_none_is_read_is_warned_about_not_dropped_silently() {
 }
 
 #[test]
-fn a_walk_that_stops_early_says_so_when_trusting() {
+fn a_walk_that_stops_early_says_so_when_trusting_and_saving() {
     let env = Env::empty();
     fs::create_dir_all(env.project().join(".git")).unwrap();
     // More plain directories than the walk visits, then a layer after them.
@@ -865,6 +865,66 @@ fn a_walk_that_stops_early_says_so_when_trusting() {
     let out = vak_in(&env, env.project(), &["trust", "--over-budget"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stderr(&out).contains("although"), "{}", stderr(&out));
+
+    // A save reaches the layers the walk never got to just the same: it is
+    // refused (exit 4, nothing written) unless told --over-budget, and a
+    // reset likewise.
+    let set = |extra: &[&str]| {
+        let mut args = vec!["prompts", "set", "--scope", "shared", "guardrails", "-"];
+        args.extend_from_slice(extra);
+        env.command(&args)
+            .current_dir(env.project())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .and_then(|mut child| {
+                use std::io::Write as _;
+                child.stdin.take().unwrap().write_all(b"- Be careful.\n")?;
+                child.wait_with_output()
+            })
+            .unwrap()
+    };
+    let out = set(&[]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("refusing to save `guardrails`"), "{said}");
+    assert!(
+        said.contains("the walk that lists directory layers stopped")
+            && said.contains("--over-budget"),
+        "{said}"
+    );
+    let shared = env.home().join(".vak/prompts/guardrails.md");
+    assert!(!shared.exists(), "written");
+    let out = set(&["--over-budget"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the walk that lists directory layers stopped"),
+        "still said: {}",
+        stderr(&out)
+    );
+    assert!(shared.exists());
+    let out = vak_in(
+        &env,
+        env.project(),
+        &["prompts", "reset", "--scope", "shared", "guardrails"],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(shared.exists(), "removed");
+    let out = vak_in(
+        &env,
+        env.project(),
+        &[
+            "prompts",
+            "reset",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--over-budget",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!shared.exists());
 }
 
 #[test]
@@ -1027,6 +1087,144 @@ fn trusting_crosses_every_role_with_every_directory_layer() {
 /// few lines (three named, the rest counted), not one ever longer path per
 /// level.
 #[test]
+fn a_save_crosses_every_role_with_every_directory_layer_as_trusting_does() {
+    // The role's guardrails repeat those of 16 heavy layers (dropped there
+    // as duplicates, so they weigh nothing), and a 17th layer is the
+    // lightest without a role: ranked by weight it was never crossed with
+    // the role, yet with it it makes the longest chain. A shared save that
+    // pushes only that chain over the cap must be refused, naming it.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let guardrails: String = (0..28)
+        .map(|k| format!("- G rule {k}: never touch the G resource number {k} without review.\n"))
+        .collect();
+    env.write_project(".vak/prompts/agents/r/guardrails.md", &guardrails);
+    for i in 1..=16 {
+        env.write_project(&format!("d{i:02}/.vak/prompts/guardrails.md"), &guardrails);
+        env.write_project(
+            &format!("d{i:02}/.vak/prompts/identity.md"),
+            &format!("Identity {i}.\n"),
+        );
+    }
+    env.write_project("z17/.vak/prompts/identity.md", &lines("z", 26));
+    // Every chain is under the cap before the save.
+    env.trust();
+    let rules = env.project().join("rules.md");
+    std::fs::write(
+        &rules,
+        (0..14)
+            .map(|k| format!("- Rule {k}: never touch the resource number {k} without review.\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let out = vak_in(
+        &env,
+        env.project(),
+        &[
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--file",
+            rules.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(
+        said.contains("agent `r`, directory `z17`"),
+        "the chain is named: {said}"
+    );
+    assert!(
+        !env.home().join(".vak/prompts/guardrails.md").exists(),
+        "written"
+    );
+}
+
+#[test]
+fn a_directory_named_through_a_link_is_saved_and_budgeted_where_the_link_leads() {
+    // `LINK -> real`, inside the project. The loader reads `real`'s chain
+    // for `--dir LINK` (a working directory is resolved through links) and
+    // the layers below `real` take its file in, so a save through the link
+    // is checked on `real/sub` too, and written and kept as `real`'s file.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project("real/.vak/prompts/identity.md", "You are the real agent.\n");
+    let sub: String = (0..45)
+        .map(|k| {
+            format!("- Sub rule {k}: never touch the sub resource number {k} without review.\n")
+        })
+        .collect();
+    env.write_project("real/sub/.vak/prompts/guardrails.md", &sub);
+    std::os::unix::fs::symlink("real", env.project().join("LINK")).unwrap();
+    env.trust();
+    let rules = env.project().join("rules.md");
+    let set = |dir: &str, n: usize| {
+        std::fs::write(
+            &rules,
+            (0..n)
+                .map(|k| {
+                    format!("- Rule {k}: never touch the resource number {k} without review.\n")
+                })
+                .collect::<String>(),
+        )
+        .unwrap();
+        vak_in(
+            &env,
+            env.project(),
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "--dir",
+                dir,
+                "guardrails",
+                "--file",
+                rules.to_str().unwrap(),
+            ],
+        )
+    };
+    let saved = env.project().join("real/.vak/prompts/guardrails.md");
+    // Under the cap in `real` (about 975 tokens), over it in `real/sub`.
+    let out = set("LINK", 30);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("directory `real/sub`"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!saved.exists(), "written");
+    // A text that fits everywhere is written as `real`'s file, and its
+    // history is one, by either name.
+    let out = set("LINK", 3);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("real/.vak/prompts/guardrails.md"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(saved.exists());
+    for dir in ["LINK", "real"] {
+        let log = env.json(&[
+            "prompts",
+            "log",
+            "--scope",
+            "project",
+            "--dir",
+            dir,
+            "guardrails",
+        ]);
+        assert_eq!(
+            log["versions"].as_array().map(Vec::len),
+            Some(1),
+            "{dir}: {log}"
+        );
+    }
+}
+
+#[test]
 fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
     let env = Env::empty();
     fs::create_dir_all(env.project().join(".git")).unwrap();
@@ -1055,4 +1253,71 @@ fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
     assert!(said.len() < 8 * 1024, "{} bytes of warnings", said.len());
     assert!(stdout(&out).contains("Rules of level 8."));
     assert!(!stdout(&out).contains("Rules of level 9."));
+}
+
+#[test]
+fn a_shared_save_is_budgeted_in_every_other_trusted_project() {
+    // The home's file reaches every project. Another trusted project whose
+    // own identity leaves little room must not be pushed over the cap by a
+    // shared save made from this one, which fits here.
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.trust();
+    let other = tempfile::tempdir().unwrap();
+    let other_root = real(other.path());
+    fs::create_dir_all(other_root.join(".git")).unwrap();
+    write(
+        &other_root.join(".vak/prompts/identity.md"),
+        &lines("other", 55),
+    );
+    let out = env.vak(&["trust", other_root.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let rules = env.project().join("rules.md");
+    fs::write(
+        &rules,
+        (0..20)
+            .map(|k| format!("- Rule {k}: never touch the resource number {k} without review.\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let set = || {
+        env.command(&[
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--file",
+            rules.to_str().unwrap(),
+        ])
+        .env("VAK_LOG", "warn")
+        .output()
+        .unwrap()
+    };
+    let out = set();
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "in the trusted project `{}`",
+            other_root.display()
+        )),
+        "the project is named: {}",
+        stderr(&out)
+    );
+    let shared = env.home().join(".vak/prompts/guardrails.md");
+    assert!(!shared.exists(), "written");
+
+    // A trusted project whose directory is gone has no chain to budget: it
+    // is passed over with a logged warning naming it (`VAK_LOG`), and the
+    // save goes through.
+    drop(other);
+    let out = set();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("a trusted project's directory is gone")
+            && stderr(&out).contains(other_root.to_str().unwrap()),
+        "{}",
+        stderr(&out)
+    );
+    assert!(shared.exists());
 }

@@ -389,7 +389,7 @@ fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
         ".vak/prompts/agents/zz/identity.md",
         &words("role", (1500 - base) + 200),
     );
-    // Sorted by name, `zz` would come after the 64 budgeted roles.
+    // Sorted by name, `zz` comes after 70 other roles.
     for i in 0..70 {
         std::fs::create_dir_all(env.project().join(format!(".vak/prompts/agents/a{i:02}")))
             .unwrap();
@@ -1102,4 +1102,53 @@ fn a_config_section_of_the_wrong_type_is_warned_about_not_passed_over() {
             stderr(&out)
         );
     }
+}
+
+#[test]
+fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bound() {
+    // 65,000 copies of one bullet at the root (the prefix holds one) and
+    // 100 directory layers: every chain reads, composes and counts them all
+    // again, and the work bound used to count only the prefix, so `trust`
+    // and every save went through 500 chains (6.5 s in release) unbounded.
+    // Counted as the work it is, the check stops at its bound and refuses.
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project(".vak/prompts/guardrails.md", &"- x\n".repeat(65_000));
+    for i in 0..100 {
+        env.write_project(&format!("d{i:03}/AGENTS.md"), &format!("Rules of d{i}.\n"));
+    }
+    let started = Instant::now();
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the bound of 12000000 tokens of work was reached"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(stdout(&env.vak(&["trust", "--list"])), "", "trusted");
+    // A shared save reaches every trusted project too, under the same
+    // bound: one the clone left no work for is named as not looked at.
+    let other = tempfile::tempdir().unwrap();
+    let out = env.vak(&["trust", other.path().to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "shared", "guardrails", "-"],
+        "- Be careful.\n",
+    );
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("refusing to save `guardrails`")
+            && stderr(&out).contains("tokens of work was reached")
+            && stderr(&out).contains("1 other trusted project not at all"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!env.home().join(".vak/prompts/guardrails.md").exists());
+    // Each stops after its bound's worth of counting (a third of a second
+    // in release; debug builds count far slower).
+    assert!(
+        started.elapsed() < Duration::from_secs(40),
+        "{:?}",
+        started.elapsed()
+    );
 }
