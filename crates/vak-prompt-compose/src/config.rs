@@ -5,7 +5,7 @@ use std::borrow::Cow;
 
 use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
 use vak_prompt_loader::ConfigFile;
-use vak_prompt_trust::{Trust, demote_config};
+use vak_prompt_trust::{Trust, demote_config, would_demote};
 
 use crate::resolve::Demotion;
 
@@ -152,15 +152,15 @@ pub(crate) fn effective_config(
         } else {
             Trust::Trusted
         };
-        // `demote_config` returns a trusted file's table untouched, so only
-        // an untrusted one is copied for it to remove keys from.
-        let mut table = Cow::Borrowed(&file.table);
+        // The table is shared (parsed once per text); it is copied only
+        // when an untrusted file holds keys demotion removes.
+        let mut table = Cow::Borrowed(&*file.table);
         let layer = if file.origin == Origin::Project {
             PromptLayer::Project
         } else {
             PromptLayer::Shared
         };
-        let demoted_keys = if file_trust == Trust::Trusted {
+        let demoted_keys = if !would_demote(&table, file_trust) {
             Vec::new()
         } else {
             demote_config(table.to_mut(), file_trust)

@@ -104,8 +104,45 @@ pub struct ConfigFile {
     pub origin: Origin,
     /// Its path.
     pub path: Utf8PathBuf,
-    /// Its contents.
-    pub table: toml::Table,
+    /// Its contents, shared: a plan that loads hundreds of chains parses
+    /// each config text once ([`parse_config`]).
+    pub table: std::sync::Arc<toml::Table>,
+}
+
+/// Config texts at least this long are parsed once per process and
+/// shared; shorter ones parse in microseconds and are not worth a copy.
+const SHARED_CONFIG_BYTES: usize = 1024;
+
+/// How many distinct long config texts are kept parsed (a home's and a few
+/// projects').
+const SHARED_CONFIGS: usize = 4;
+
+/// Parse a config text, reusing the table parsed from the same text
+/// earlier in this process. A check that crosses every role with every
+/// layer loads the same two configs thousands of times, and a clone's
+/// 250 KB config took 3 ms to parse each time (33 s for `vak trust` on 2,000
+/// roles). Keyed by the whole text, compared byte for byte, so an edit is
+/// never served a stale table.
+fn parse_config(text: &str) -> Result<std::sync::Arc<toml::Table>, toml::de::Error> {
+    use std::sync::{Arc, Mutex};
+    type Parsed = Vec<(Box<str>, Arc<toml::Table>)>;
+    static PARSED: Mutex<Parsed> = Mutex::new(Vec::new());
+    if text.len() < SHARED_CONFIG_BYTES {
+        return text.parse::<toml::Table>().map(Arc::new);
+    }
+    if let Ok(parsed) = PARSED.lock()
+        && let Some((_, table)) = parsed.iter().find(|(seen, _)| **seen == *text)
+    {
+        return Ok(Arc::clone(table));
+    }
+    let table = Arc::new(text.parse::<toml::Table>()?);
+    if let Ok(mut parsed) = PARSED.lock() {
+        if parsed.len() >= SHARED_CONFIGS {
+            parsed.remove(0);
+        }
+        parsed.push((text.into(), Arc::clone(&table)));
+    }
+    Ok(table)
 }
 
 /// A skill found under `.vak/skills/<name>/SKILL.md`.
@@ -565,7 +602,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     for &(vak_dir, root, origin, layer) in config_roots {
         let path = join(vak_dir, &["config.toml"]);
         match reader.read(&path, root) {
-            Ok(Some(text)) => match text.parse::<toml::Table>() {
+            Ok(Some(text)) => match parse_config(&text) {
                 Ok(table) => reader.chain.configs.push(ConfigFile {
                     origin,
                     path,
@@ -824,5 +861,34 @@ fn load_skills(
                 refusal,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A long config text is parsed once and shared; one byte changed is
+    /// parsed afresh, never served the earlier table; short texts are
+    /// never kept.
+    #[test]
+    fn config_tables_are_shared_by_exact_text_only() {
+        let long: String = (0..200).map(|i| format!("k{i} = {i}\n")).collect();
+        assert!(long.len() >= SHARED_CONFIG_BYTES);
+        let first = parse_config(&long).unwrap();
+        assert!(std::sync::Arc::ptr_eq(
+            &first,
+            &parse_config(&long).unwrap()
+        ));
+        let edited = long.replacen("k0 = 0", "k0 = 9", 1);
+        let second = parse_config(&edited).unwrap();
+        assert_eq!(second["k0"].as_integer(), Some(9));
+        assert_eq!(parse_config(&long).unwrap()["k0"].as_integer(), Some(0));
+        let short = "a = 1\n";
+        assert!(!std::sync::Arc::ptr_eq(
+            &parse_config(short).unwrap(),
+            &parse_config(short).unwrap()
+        ));
+        assert!(parse_config(&format!("{long}[[")).is_err());
     }
 }

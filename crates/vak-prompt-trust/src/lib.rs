@@ -17,7 +17,7 @@ mod error;
 mod policy;
 mod store;
 
-pub use config::{DemotedKey, demote_config};
+pub use config::{DemotedKey, demote_config, would_demote};
 pub use error::TrustError;
 pub use policy::{DemoteReason, Trust, Verdict, prompt_verdict};
 pub use store::{MAX_STORE_BYTES, TrustStore, Untrusted};

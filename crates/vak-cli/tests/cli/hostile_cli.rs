@@ -1152,3 +1152,37 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
         started.elapsed()
     );
 }
+
+/// A clone with a large config (tens of thousands of keys, under the file
+/// bound) and many roles: every chain a check crosses loads that config,
+/// and it used to be parsed (and, untrusted, copied) for each, so `vak
+/// trust` and a shared save took 17 s and 46 s in release on 2,000 roles.
+/// Parsed once per text and shared, both are about a second there.
+#[test]
+fn a_clone_with_a_large_config_and_many_roles_is_checked_in_time() {
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    let config: String = (0..12_000).map(|i| format!("key{i} = {i}\n")).collect();
+    env.write_project(".vak/config.toml", &config);
+    for role in 0..150 {
+        env.write_project(
+            &format!(".vak/prompts/agents/r{role}/identity.md"),
+            &format!("Role {role}."),
+        );
+    }
+    let started = Instant::now();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "shared", "identity", "-"],
+        "You are careful.",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // 150 roles on every surface, twice: 1,500 loads of a 170 KB config
+    // (over a minute in a debug build when each parsed it).
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "{:?}",
+        started.elapsed()
+    );
+}
