@@ -540,6 +540,24 @@ pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
             "untrusted {}: only its guardrails apply now",
             Escaped(removed.as_str())
         ))?;
+        // Untrusting is never refused (it is how a user takes a clone's
+        // instructions back), but it can bring back a longer shared
+        // identity the project had replaced: said, so the user learns it
+        // here rather than from the next session's refusal.
+        let over = vak_core::Core::open(vak_core::Selectors::new(home.clone(), removed.clone()))
+            .and_then(|core| core.resolve())
+            .map(|resolved| vak_core::budget_of(&resolved).report)
+            .ok()
+            .filter(vak_core::prompts::BudgetReport::is_over);
+        if let Some(report) = over {
+            out::notice_lines(
+                "warning",
+                &format!(
+                    "without its project layers, {}",
+                    report.over_cap_check_message()
+                ),
+            );
+        }
     }
     Ok(())
 }

@@ -421,3 +421,35 @@ fn reading_commands_answer_from_the_files_when_the_store_cannot_be_reached() {
         assert!(stdout(&out).contains(guardrail), "{}", stdout(&out));
     }
 }
+
+/// Untrusting is never refused, but when it brings back a shared identity
+/// the project had replaced and the prompt goes over the cap, it says so
+/// (escaped, naming the layer), and the trust store changes all the same.
+#[test]
+fn untrust_warns_when_the_prompt_it_leaves_is_over_the_cap() {
+    let env = Env::empty();
+    env.write_home(".vak/config.toml", "[prompts]\nmax_tokens = 1000\n");
+    env.write_home(
+        ".vak/prompts/identity.md",
+        &"You are a very thorough agent. ".repeat(120),
+    );
+    env.write_project(".vak/prompts/identity.md", "You are brief.");
+    env.trust();
+    let out = env.vak(&["untrust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("only its guardrails apply now"));
+    let said = stderr(&out);
+    assert!(
+        said.contains("warning: without its project layers, the assembled prompt prefix is")
+            && said.contains("over the cap of 1000")
+            && said.contains("identity.md"),
+        "{said}"
+    );
+    assert_eq!(stdout(&env.vak(&["trust", "--list"])), "", "untrusted");
+    // Within the cap, nothing is said.
+    env.write_home(".vak/prompts/identity.md", "You are careful.");
+    env.trust();
+    let out = env.vak(&["untrust"]);
+    assert!(out.status.success());
+    assert_eq!(stderr(&out), "", "nothing to warn about");
+}
