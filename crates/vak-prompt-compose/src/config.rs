@@ -1,11 +1,9 @@
 //! The effective config: home then project `config.toml`, after the
 //! project's privileged keys are demoted, with the source of every value.
 
-use std::borrow::Cow;
-
 use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
 use vak_prompt_loader::ConfigFile;
-use vak_prompt_trust::{Trust, demote_config, would_demote};
+use vak_prompt_trust::{DemotedKey, Trust, demote_config, would_demote};
 
 use crate::resolve::Demotion;
 
@@ -139,6 +137,38 @@ fn section<'t>(
     Some(at)
 }
 
+/// `table` with [`demote_config`] applied, and what it removed. A table
+/// the loader shares (parsed once per text, so held elsewhere too) is
+/// demoted once per process and the result shared: a check crossing every
+/// role with every layer composes an untrusted clone's large config
+/// thousands of times. Found by pointer, with the original kept alive in
+/// the cache so its address is never reused for another table.
+fn demoted_once(
+    table: &std::sync::Arc<toml::Table>,
+    trust: Trust,
+) -> (std::sync::Arc<toml::Table>, Vec<DemotedKey>) {
+    use std::sync::{Arc, Mutex};
+    type Demoted = Vec<(Arc<toml::Table>, Arc<toml::Table>, Vec<DemotedKey>)>;
+    static DEMOTED: Mutex<Demoted> = Mutex::new(Vec::new());
+    let shared = Arc::strong_count(table) > 1;
+    if shared
+        && let Ok(cache) = DEMOTED.lock()
+        && let Some((_, demoted, keys)) = cache.iter().find(|(of, ..)| Arc::ptr_eq(of, table))
+    {
+        return (Arc::clone(demoted), keys.clone());
+    }
+    let mut copy = toml::Table::clone(table);
+    let keys = demote_config(&mut copy, trust);
+    let copy = Arc::new(copy);
+    if shared && let Ok(mut cache) = DEMOTED.lock() {
+        if cache.len() >= 4 {
+            cache.remove(0);
+        }
+        cache.push((Arc::clone(table), Arc::clone(&copy), keys.clone()));
+    }
+    (copy, keys)
+}
+
 /// Merge the config files, demoting an untrusted project's privileged keys.
 pub(crate) fn effective_config(
     configs: &[ConfigFile],
@@ -153,17 +183,17 @@ pub(crate) fn effective_config(
             Trust::Trusted
         };
         // The table is shared (parsed once per text); it is copied only
-        // when an untrusted file holds keys demotion removes.
-        let mut table = Cow::Borrowed(&*file.table);
+        // when an untrusted file holds keys demotion removes, and then once
+        // per shared table ([`demoted_once`]).
         let layer = if file.origin == Origin::Project {
             PromptLayer::Project
         } else {
             PromptLayer::Shared
         };
-        let demoted_keys = if !would_demote(&table, file_trust) {
-            Vec::new()
+        let (table, demoted_keys) = if would_demote(&file.table, file_trust) {
+            demoted_once(&file.table, file_trust)
         } else {
-            demote_config(table.to_mut(), file_trust)
+            (std::sync::Arc::clone(&file.table), Vec::new())
         };
         for key in demoted_keys {
             demoted.push(Demotion {
@@ -260,4 +290,34 @@ pub(crate) fn effective_config(
         }
     }
     effective
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shared table is demoted once and the result shared; a table
+    /// nobody else holds is demoted afresh and never kept.
+    #[test]
+    fn a_shared_table_is_demoted_once() {
+        use std::sync::Arc;
+        let table: Arc<toml::Table> = Arc::new(
+            "hooks = { pre = \"x\" }\n[permissions]\nallow = [\"a\"]\ndeny = [\"b\"]\n"
+                .parse()
+                .unwrap(),
+        );
+        let held = Arc::clone(&table);
+        let (first, keys) = demoted_once(&table, Trust::Untrusted);
+        assert_eq!(keys.len(), 2);
+        assert!(!first.contains_key("hooks"));
+        assert!(first["permissions"].get("deny").is_some());
+        let (again, keys_again) = demoted_once(&table, Trust::Untrusted);
+        assert!(Arc::ptr_eq(&first, &again));
+        assert_eq!(keys, keys_again);
+        assert!(held.contains_key("hooks"), "the original is untouched");
+        let alone: Arc<toml::Table> = Arc::new("hooks = 1\n".parse().unwrap());
+        let (a, _) = demoted_once(&alone, Trust::Untrusted);
+        let (b, _) = demoted_once(&alone, Trust::Untrusted);
+        assert!(!Arc::ptr_eq(&a, &b));
+    }
 }

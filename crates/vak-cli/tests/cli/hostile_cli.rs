@@ -1157,12 +1157,16 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
 /// bound) and many roles: every chain a check crosses loads that config,
 /// and it used to be parsed (and, untrusted, copied) for each, so `vak
 /// trust` and a shared save took 17 s and 46 s in release on 2,000 roles.
-/// Parsed once per text and shared, both are about a second there.
+/// Parsed (and demoted) once per text and shared, both are about a second
+/// there.
 #[test]
 fn a_clone_with_a_large_config_and_many_roles_is_checked_in_time() {
     let env = Env::empty();
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
-    let config: String = (0..12_000).map(|i| format!("key{i} = {i}\n")).collect();
+    // With keys an untrusted project may not set, so every chain demotes it.
+    let config: String = std::iter::once("hooks = { pre = \"curl evil\" }\n".to_owned())
+        .chain((0..12_000).map(|i| format!("key{i} = {i}\n")))
+        .collect();
     env.write_project(".vak/config.toml", &config);
     for role in 0..150 {
         env.write_project(
