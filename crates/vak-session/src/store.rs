@@ -569,6 +569,7 @@ impl FileStore {
             Err(e) => return Err(SessionError::io("list", dir, e)),
         };
         let mut markers = Vec::new();
+        let mut looked_up = MarkerLookups::default();
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
@@ -581,7 +582,7 @@ impl FileStore {
             if !is_digest || !meta.is_file() {
                 continue;
             }
-            if !self.marker_refuses(&dir.join(name), name)? {
+            if !self.marker_refuses(&dir.join(name), name, &mut looked_up)? {
                 continue;
             }
             // A marker's mtime is its request's time (see `marker_time`);
@@ -607,7 +608,12 @@ impl FileStore {
     /// not a marker this store wrote, or a ledger it names (or, for a
     /// marker from before markers named sessions, the chat's bound one)
     /// holds the turn.
-    fn marker_refuses(&self, path: &Utf8Path, delivery: &str) -> Result<bool, SessionError> {
+    fn marker_refuses(
+        &self,
+        path: &Utf8Path,
+        delivery: &str,
+        looked_up: &mut MarkerLookups,
+    ) -> Result<bool, SessionError> {
         let marker = match Marker::read(path) {
             Ok(Some(marker)) if !marker.committed => marker,
             Ok(None) => return Ok(false),
@@ -615,25 +621,49 @@ impl FileStore {
         };
         let mut sessions = marker.sessions;
         if sessions.is_empty() {
-            let bound = marker.chat_key.split_once('/').and_then(|(bot, chat)| {
-                use vak_prompt_blocks::NameKind;
-                let bot = Name::new(NameKind::Bot, bot).ok()?;
-                let chat = Name::new(NameKind::Chat, chat).ok()?;
-                Some((bot, chat))
-            });
-            if let Some((bot, chat)) = bound {
-                sessions.extend(self.bindings.binding(&bot, &chat)?.map(|b| b.session_id));
+            if looked_up.bound.is_none() {
+                looked_up.bound = Some(
+                    self.bindings
+                        .list()?
+                        .into_iter()
+                        .map(|(bot, chat, binding)| (format!("{bot}/{chat}"), binding.session_id))
+                        .collect(),
+                );
             }
+            let bound = looked_up
+                .bound
+                .as_ref()
+                .and_then(|b| b.get(&marker.chat_key));
+            sessions.extend(bound.cloned());
         }
-        for id in &sessions {
-            match self.sessions.read(id) {
-                Ok(ledger) if ledger.has_delivery(delivery) => return Ok(true),
-                Ok(_) | Err(SessionError::NotFound { .. }) => {}
-                Err(error) => return Err(error),
+        for id in sessions {
+            let deliveries = match looked_up.deliveries.entry(id) {
+                std::collections::hash_map::Entry::Occupied(known) => known.into_mut(),
+                std::collections::hash_map::Entry::Vacant(new) => {
+                    let found = match self.sessions.read(new.key()) {
+                        Ok(ledger) => ledger.turns().filter_map(|t| t.delivery.clone()).collect(),
+                        Err(SessionError::NotFound { .. }) => std::collections::HashSet::new(),
+                        Err(error) => return Err(error),
+                    };
+                    new.insert(found)
+                }
+            };
+            if deliveries.contains(delivery) {
+                return Ok(true);
             }
         }
         Ok(false)
     }
+}
+
+/// What [`FileStore::replay_markers`] read to judge markers a killed
+/// delivery left, read once for all of them: the bindings (by
+/// `<bot>/<chat>`, for markers from before markers named sessions) and each
+/// named session's deliveries.
+#[derive(Default)]
+struct MarkerLookups {
+    bound: Option<std::collections::HashMap<String, SessionId>>,
+    deliveries: std::collections::HashMap<SessionId, std::collections::HashSet<String>>,
 }
 
 /// A request signature's lock (`gateway/replay/<sha256>.lock`, `flock`, so
