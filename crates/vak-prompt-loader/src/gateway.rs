@@ -15,8 +15,9 @@
 //! the file and key, never ignored silently.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::fmt;
+use std::sync::{Arc, Mutex};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
@@ -678,9 +679,25 @@ struct Seen<'t> {
     text: Option<Cow<'t, str>>,
 }
 
-impl Seen<'_> {
+impl<'t> Seen<'t> {
     fn of(kind: Kind) -> Self {
         Seen { kind, text: None }
+    }
+
+    /// The same value, holding its own text.
+    fn into_owned(self) -> Seen<'static> {
+        Seen {
+            kind: self.kind,
+            text: self.text.map(|text| Cow::Owned(text.into_owned())),
+        }
+    }
+
+    /// The same value, its text borrowed from this one.
+    fn borrowed(&self) -> Seen<'_> {
+        Seen {
+            kind: self.kind,
+            text: self.text.as_deref().map(Cow::Borrowed),
+        }
     }
 }
 
@@ -696,6 +713,165 @@ struct Found<'t> {
     prompts: Option<Kind>,
     /// The keys of `prompts`, in the file's order, with their values.
     keys: Vec<(Cow<'t, str>, Seen<'t>)>,
+}
+
+impl Found<'_> {
+    /// The same finds, holding their own text.
+    fn into_owned(self) -> Found<'static> {
+        Found {
+            bot: self.bot,
+            entry: self.entry,
+            prompts: self.prompts,
+            keys: self
+                .keys
+                .into_iter()
+                .map(|(key, seen)| (Cow::Owned(key.into_owned()), seen.into_owned()))
+                .collect(),
+        }
+    }
+
+    /// The entry's finds (not the bot's kind), borrowed from these.
+    fn entry_view(&self) -> Found<'_> {
+        Found {
+            bot: None,
+            entry: self.entry,
+            prompts: self.prompts,
+            keys: self
+                .keys
+                .iter()
+                .map(|(key, seen)| (Cow::Borrowed(key.as_ref()), seen.borrowed()))
+                .collect(),
+        }
+    }
+}
+
+/// Every entry's finds in one gateway file, from one walk of it: what a
+/// check that loads thousands of chains looks each chat up in, instead of
+/// walking the whole file once per chain.
+#[derive(Default)]
+struct GatewayIndex {
+    /// By bot: for `bots.json` the bot's entry, for `allowlist.json` the
+    /// kind of the bot's value (`bot`), with its chats' entries.
+    bots: HashMap<String, IndexedBot>,
+}
+
+/// One bot of a [`GatewayIndex`].
+#[derive(Default)]
+struct IndexedBot {
+    found: Found<'static>,
+    chats: HashMap<String, Found<'static>>,
+}
+
+impl GatewayIndex {
+    /// What [`walk_gateway`] finds for `selection` in the text indexed.
+    fn found(&self, selection: Selection<'_>) -> Found<'_> {
+        let Some(bot) = self.bots.get(selection.bot) else {
+            return Found::default();
+        };
+        match selection.file {
+            GatewayFile::Bots => bot.found.entry_view(),
+            GatewayFile::Allowlist => {
+                let chat = selection.chat.and_then(|chat| bot.chats.get(chat));
+                Found {
+                    bot: bot.found.bot,
+                    ..chat.map(Found::entry_view).unwrap_or_default()
+                }
+            }
+        }
+    }
+}
+
+/// A gateway text at least this long is indexed ([`GatewayIndex`]) the
+/// second time one process reads it; a shorter one is walked each time.
+const INDEXED_GATEWAY_BYTES: usize = 16 * 1024;
+
+/// What one process knows of a long gateway text it read.
+enum Indexing {
+    /// Read once: walked for one chain, like any other.
+    SeenOnce,
+    /// Read again: indexed.
+    Indexed(Arc<GatewayIndex>),
+    /// Not a valid gateway file: every chain walks it and reports why.
+    Refused,
+}
+
+/// How many long gateway texts are remembered (`bots.json` and
+/// `allowlist.json`, and an edit of each).
+const REMEMBERED_GATEWAY_TEXTS: usize = 4;
+
+/// The index of `text`, the contents of a gateway `file`, when this
+/// process read the same text before. A shared save budgets every chat of
+/// every bot, each chain reading `allowlist.json` again: 4,096 chats in a
+/// 1 MB file took 6 s, walked once per chat. Keyed by the whole text,
+/// compared byte for byte, so an edit is never answered from a stale index;
+/// a text read only once (a `show`) is walked as before, never indexed.
+fn indexed(file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
+    type Remembered = Vec<(GatewayFile, Box<[u8]>, Indexing)>;
+    static REMEMBERED: Mutex<Remembered> = Mutex::new(Vec::new());
+    if text.len() < INDEXED_GATEWAY_BYTES {
+        return None;
+    }
+    let mut remembered = REMEMBERED.lock().ok()?;
+    let Some(at) = remembered
+        .iter()
+        .position(|(seen_file, seen, _)| *seen_file == file && **seen == *text)
+    else {
+        if remembered.len() >= REMEMBERED_GATEWAY_TEXTS {
+            remembered.remove(0);
+        }
+        remembered.push((file, text.into(), Indexing::SeenOnce));
+        return None;
+    };
+    let indexing = &mut remembered[at].2;
+    if let Indexing::SeenOnce = indexing {
+        *indexing = match std::str::from_utf8(text)
+            .ok()
+            .and_then(|text| index_gateway(text, file))
+        {
+            Some(index) => Indexing::Indexed(Arc::new(index)),
+            None => Indexing::Refused,
+        };
+    }
+    match indexing {
+        Indexing::Indexed(index) => Some(Arc::clone(index)),
+        Indexing::SeenOnce | Indexing::Refused => None,
+    }
+}
+
+/// Walk `text` once for every entry; `None` when the file is refused (the
+/// walk for one chain then reports why).
+fn index_gateway(text: &str, file: GatewayFile) -> Option<GatewayIndex> {
+    let mut every = Every::default();
+    let mut found = Found::default();
+    let mut duplicate = None;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let top = Walk {
+        at: &Pointer::Root,
+        want: Want::Top,
+        selection: Selection {
+            file,
+            bot: "",
+            chat: None,
+        },
+        found: &mut found,
+        duplicate: &mut duplicate,
+        every: Some(&mut every),
+    }
+    .deserialize(&mut deserializer)
+    .and_then(|v| deserializer.end().map(|()| v))
+    .ok()?;
+    if duplicate.is_some() || top.kind != Kind::Object {
+        return None;
+    }
+    Some(every.index)
+}
+
+/// An index walk's state: the bot whose chats are being walked, and the
+/// index so far.
+#[derive(Default)]
+struct Every {
+    bot: String,
+    index: GatewayIndex,
 }
 
 /// What the walk keeps of the value at hand.
@@ -753,6 +929,9 @@ struct Walk<'a, 'p, 't> {
     selection: Selection<'a>,
     found: &'a mut Found<'t>,
     duplicate: &'a mut Option<String>,
+    /// An index walk ([`index_gateway`]): every bot and chat is an entry,
+    /// and each entry's finds go into the index, not `found`.
+    every: Option<&'a mut Every>,
 }
 
 impl<'de> DeserializeSeed<'de> for Walk<'_, '_, 'de> {
@@ -818,6 +997,7 @@ impl<'de> Visitor<'de> for Walk<'_, '_, 'de> {
                 selection: self.selection,
                 found: &mut *self.found,
                 duplicate: &mut *self.duplicate,
+                every: None,
             };
             if seq.next_element_seed(item)?.is_none() {
                 break;
@@ -826,24 +1006,57 @@ impl<'de> Visitor<'de> for Walk<'_, '_, 'de> {
         }
         Ok(Seen::of(Kind::Array))
     }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Seen<'de>, A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Seen<'de>, A::Error> {
         let mut keys = SeenKeys::default();
         while let Some(key) = map.next_key_seed(KeySeed)? {
             let want = self.child(&key);
             let at = Pointer::Key(self.at, &key);
+            // An index walk gives each entry finds of its own.
+            let mut entry = Found::default();
+            let into = match (&self.every, want) {
+                (Some(_), Want::Entry) => &mut entry,
+                _ => &mut *self.found,
+            };
+            let every = match (self.every.as_deref_mut(), want) {
+                (Some(every), Want::Chats) => {
+                    every.bot.clear();
+                    every.bot.push_str(&key);
+                    Some(every)
+                }
+                _ => None,
+            };
             let value = map.next_value_seed(Walk {
                 at: &at,
                 want,
                 selection: self.selection,
-                found: &mut *self.found,
+                found: into,
                 duplicate: &mut *self.duplicate,
+                every,
             })?;
-            match want {
-                Want::Chats => self.found.bot = Some(value.kind),
-                Want::Entry => self.found.entry = Some(value.kind),
-                Want::Prompts => self.found.prompts = Some(value.kind),
-                Want::Text => self.found.keys.push((key.clone(), value)),
-                Want::Top | Want::Nothing => {}
+            match (self.every.as_deref_mut(), want) {
+                (Some(every), Want::Chats) => {
+                    let bot = every.index.bots.entry(key.to_string()).or_default();
+                    bot.found.bot = Some(value.kind);
+                }
+                (Some(every), Want::Entry) => {
+                    entry.entry = Some(value.kind);
+                    let entry = entry.into_owned();
+                    match self.selection.file {
+                        GatewayFile::Bots => {
+                            let bot = every.index.bots.entry(key.to_string()).or_default();
+                            bot.found = entry;
+                        }
+                        GatewayFile::Allowlist => {
+                            let bot = every.index.bots.entry(every.bot.clone()).or_default();
+                            bot.chats.insert(key.to_string(), entry);
+                        }
+                    }
+                }
+                (_, Want::Chats) => self.found.bot = Some(value.kind),
+                (_, Want::Entry) => self.found.entry = Some(value.kind),
+                (_, Want::Prompts) => self.found.prompts = Some(value.kind),
+                (_, Want::Text) => self.found.keys.push((key.clone(), value)),
+                (_, Want::Top | Want::Nothing) => {}
             }
             if keys.contains(&key) {
                 if self.duplicate.is_none() {
@@ -902,12 +1115,13 @@ impl Walk<'_, '_, '_> {
     /// What to keep of the value under `key` of the object at hand.
     fn child(&self, key: &str) -> Want {
         let selection = self.selection;
+        let every = self.every.is_some();
         match self.want {
-            Want::Top if key == selection.bot => match selection.file {
+            Want::Top if every || key == selection.bot => match selection.file {
                 GatewayFile::Bots => Want::Entry,
                 GatewayFile::Allowlist => Want::Chats,
             },
-            Want::Chats if Some(key) == selection.chat => Want::Entry,
+            Want::Chats if every || Some(key) == selection.chat => Want::Entry,
             Want::Entry if key == "prompts" => Want::Prompts,
             Want::Prompts => Want::Text,
             _ => Want::Nothing,
@@ -958,6 +1172,7 @@ fn walk_gateway<'t>(
         selection,
         found: &mut found,
         duplicate: &mut duplicate,
+        every: None,
     }
     .deserialize(&mut deserializer)
     .and_then(|v| deserializer.end().map(|()| v))
@@ -1152,7 +1367,12 @@ pub(crate) fn load_gateway(
                 continue;
             }
         };
-        if let Some(found) = read_for_chain(home, &bytes, selection, skipped) {
+        let index = indexed(selection.file, &bytes);
+        let found = match &index {
+            Some(index) => Some(index.found(selection)),
+            None => read_for_chain(home, &bytes, selection, skipped),
+        };
+        if let Some(found) = found {
             found_prompts(found, selection, contributions, skipped);
         }
     }
@@ -1507,6 +1727,126 @@ mod tests {
             }
         }
         assert!(cases > 100, "{cases}");
+    }
+
+    /// What one chain takes from `found`: its contributions and skips.
+    fn taken(found: Found<'_>, selection: Selection<'_>) -> (Vec<Contribution>, Vec<Skipped>) {
+        let (mut c, mut s) = (Vec::new(), Vec::new());
+        found_prompts(found, selection, &mut c, &mut s);
+        (c, s)
+    }
+
+    #[test]
+    fn the_index_answers_every_entry_as_the_walk_does() {
+        let many_chats = (0..40)
+            .map(|i| {
+                format!(r#""c{i}": {{"prompts": {{"guardrails": "- chat {i}", "identity": {i}}}}}"#)
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let allow = [
+            r#"{"helpdesk": {"ops": {"prompts": {"identity": "chat", "guardrails": "- g"}}, "dev": {"prompts": {"surface-note": "n", "zeta": "z"}}}, "other": {"ops": {"prompts": {"identity": "other's"}}}}"#.to_owned(),
+            r#"{"helpdesk": {"ops": ["x"], "dev": {"prompts": 1}, "qa": "y", "ux": {}}, "other": ["ops"], "third": 3}"#.to_owned(),
+            r#"{"helpdesk": {"ops": {"prompts": {"identity": "esc\u00e9\n\"q\"", "odd\u001bkey": "k", "agent-instructions": "a"}}}}"#.to_owned(),
+            format!(r#"{{"helpdesk": {{{many_chats}}}, "other": {{{many_chats}}}}}"#),
+        ];
+        let bots = [
+            r#"{"helpdesk": {"prompts": {"identity": "bot", "guardrails": "- g"}}, "other": {"prompts": 5}, "third": "x", "fourth": {}}"#,
+            r#"{"helpdesk": {"display_name": "Help", "prompts": {"identity": null, "safety-floor": "s"}}}"#,
+        ];
+        let names = ["helpdesk", "other", "third", "fourth", "missing", ""];
+        let chats = ["ops", "dev", "qa", "ux", "c0", "c39", "missing"];
+        let mut cases = 0;
+        for (file, texts) in [
+            (GatewayFile::Allowlist, allow.to_vec()),
+            (GatewayFile::Bots, bots.map(str::to_owned).to_vec()),
+        ] {
+            for text in &texts {
+                let index = index_gateway(text, file).expect("a valid file is indexed");
+                for bot in names {
+                    for chat in chats.iter().map(|c| Some(*c)).chain([None]) {
+                        let selection = Selection { file, bot, chat };
+                        let walked = walk_gateway(text, selection, &|| "f".into()).unwrap();
+                        assert_eq!(
+                            taken(index.found(selection), selection),
+                            taken(walked, selection),
+                            "{file:?} {text} {bot} {chat:?}"
+                        );
+                        cases += 1;
+                    }
+                }
+            }
+        }
+        assert!(cases > 200);
+        // A file the walk refuses is not indexed: the walk reports why.
+        for refused in [
+            r#"{"helpdesk": {}, "helpdesk": {}}"#,
+            r#"{"helpdesk": {"ops": {"prompts": {"identity": "a", "identity": "b"}}}}"#,
+            r#"{"helpdesk": {"ops": {}}"#,
+            r#"["helpdesk"]"#,
+            "",
+        ] {
+            assert!(
+                index_gateway(refused, GatewayFile::Allowlist).is_none(),
+                "{refused}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_gateway_text_is_indexed_when_read_again_and_an_edit_is_seen() {
+        let (_keep, home) = home();
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").unwrap();
+        let chat_of =
+            |i: usize| Name::new(vak_prompt_blocks::NameKind::Chat, &format!("c{i}")).unwrap();
+        let text = |guardrail: &str| {
+            let chats = (0..600)
+                .map(|i| format!(r#""c{i}": {{"prompts": {{"guardrails": "- {guardrail} {i}"}}}}"#))
+                .collect::<Vec<_>>()
+                .join(", ");
+            format!(r#"{{"helpdesk": {{{chats}}}}}"#)
+        };
+        let load = |i: usize| {
+            let (mut c, mut s) = (Vec::new(), Vec::new());
+            load_gateway(&home, None, Some(&bot), Some(&chat_of(i)), &mut c, &mut s);
+            assert!(s.is_empty(), "{s:?}");
+            c.into_iter().map(|c| c.text).collect::<Vec<_>>()
+        };
+        let path = GatewayFile::Allowlist.path(&home);
+        let first = text("never");
+        assert!(first.len() >= INDEXED_GATEWAY_BYTES);
+        std::fs::write(&path, &first).unwrap();
+        let bytes = first.as_bytes();
+        assert!(
+            indexed(GatewayFile::Allowlist, bytes).is_none(),
+            "read once: walked"
+        );
+        assert!(
+            indexed(GatewayFile::Allowlist, bytes).is_some(),
+            "read again: indexed"
+        );
+        for i in [0, 1, 599] {
+            assert_eq!(load(i), [format!("- never {i}")]);
+        }
+        // The same length, one byte different: never the stale index.
+        let edited = text("nevex");
+        assert_eq!(edited.len(), first.len());
+        std::fs::write(&path, &edited).unwrap();
+        for i in [0, 7, 599, 5] {
+            assert_eq!(load(i), [format!("- nevex {i}")]);
+        }
+        std::fs::write(&path, &first).unwrap();
+        assert_eq!(load(3), ["- never 3"]);
+        // A long file that is refused is reported on every read, never
+        // answered from an index.
+        let mut broken = first.into_bytes();
+        broken[10] = 0xff;
+        std::fs::write(&path, &broken).unwrap();
+        for _ in 0..3 {
+            let (mut c, mut s) = (Vec::new(), Vec::new());
+            load_gateway(&home, None, Some(&bot), Some(&chat_of(0)), &mut c, &mut s);
+            assert!(c.is_empty() && s.len() == 1, "{c:?} {s:?}");
+        }
     }
 
     #[test]
