@@ -842,28 +842,37 @@ fn indexed(file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
 /// walk for one chain then reports why).
 fn index_gateway(text: &str, file: GatewayFile) -> Option<GatewayIndex> {
     let mut every = Every::default();
-    let mut found = Found::default();
+    let selection = Selection {
+        file,
+        bot: "",
+        chat: None,
+    };
+    let (top, duplicate) =
+        drive_walk(text, selection, &mut Found::default(), Some(&mut every)).ok()?;
+    (duplicate.is_none() && top == Kind::Object).then_some(every.index)
+}
+
+/// Drive one [`Walk`] over the whole of `text`: the kind of its top
+/// level, and the pointer of the first key given twice, if any.
+fn drive_walk<'t>(
+    text: &'t str,
+    selection: Selection<'_>,
+    found: &mut Found<'t>,
+    every: Option<&mut Every>,
+) -> Result<(Kind, Option<String>), serde_json::Error> {
     let mut duplicate = None;
     let mut deserializer = serde_json::Deserializer::from_str(text);
     let top = Walk {
         at: &Pointer::Root,
         want: Want::Top,
-        selection: Selection {
-            file,
-            bot: "",
-            chat: None,
-        },
-        found: &mut found,
+        selection,
+        found,
         duplicate: &mut duplicate,
-        every: Some(&mut every),
+        every,
     }
     .deserialize(&mut deserializer)
-    .and_then(|v| deserializer.end().map(|()| v))
-    .ok()?;
-    if duplicate.is_some() || top.kind != Kind::Object {
-        return None;
-    }
-    Some(every.index)
+    .and_then(|v| deserializer.end().map(|()| v))?;
+    Ok((top.kind, duplicate))
 }
 
 /// An index walk's state: the bot whose chats are being walked, and the
@@ -1164,32 +1173,21 @@ fn walk_gateway<'t>(
     path: &dyn Fn() -> Utf8PathBuf,
 ) -> Result<Found<'t>, GatewayError> {
     let mut found = Found::default();
-    let mut duplicate = None;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let top = Walk {
-        at: &Pointer::Root,
-        want: Want::Top,
-        selection,
-        found: &mut found,
-        duplicate: &mut duplicate,
-        every: None,
-    }
-    .deserialize(&mut deserializer)
-    .and_then(|v| deserializer.end().map(|()| v))
-    .map_err(|e| GatewayError::NotJson {
-        path: path(),
-        message: e.to_string(),
-    })?;
+    let (top, duplicate) =
+        drive_walk(text, selection, &mut found, None).map_err(|e| GatewayError::NotJson {
+            path: path(),
+            message: e.to_string(),
+        })?;
     if let Some(pointer) = duplicate {
         return Err(GatewayError::DuplicateKey {
             path: path(),
             pointer,
         });
     }
-    if top.kind != Kind::Object {
+    if top != Kind::Object {
         return Err(GatewayError::NotObject {
             key: format!("{}#", selection.file.file_name()),
-            found: top.kind.name(),
+            found: top.name(),
             expected: " keyed by bot id",
         });
     }
