@@ -163,7 +163,7 @@ pub(crate) struct LayerQuery {
 }
 
 /// What a change does with chains it could not budget.
-fn unchecked(over_budget: bool) -> Unchecked {
+pub(crate) fn unchecked(over_budget: bool) -> Unchecked {
     if over_budget {
         Unchecked::Accept
     } else {
@@ -516,7 +516,7 @@ pub(crate) struct SaveBody {
     pub(crate) create_entry: bool,
     /// `--over-budget`: save even when not every chain the file reaches
     /// could be budgeted (a chain known to go over is refused all the
-    /// same). File saves only.
+    /// same).
     #[serde(default)]
     pub(crate) over_budget: bool,
 }

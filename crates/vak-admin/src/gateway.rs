@@ -27,12 +27,12 @@ use vak_core::prompts::{
     Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
     TailContext, sha256_hex,
 };
-use vak_core::{Preview, Selectors, budget_of, lints_of_text};
+use vak_core::{Preview, Selectors, Unchecked, budget_of, lints_of_text};
 
 use crate::AdminError;
 use crate::api::{
-    SaveBody, body, check_text_size, composition_name, editable_block, effective_json,
-    history_error, name, over_budget_detail, path, query, required_digest, save_error,
+    SaveBody, body, check_text_size, composition_name, edit_error, editable_block, effective_json,
+    history_error, name, over_budget_detail, path, query, required_digest, save_error, unchecked,
 };
 use crate::server::AppState;
 use vak_core::history;
@@ -299,18 +299,23 @@ fn unlisted(doc: Option<&GatewayDoc>, tier: &Tier) -> Result<Option<String>, Adm
     }))
 }
 
+/// The core of `tier`'s own chain: the chat surface, its bot and chat.
+fn tier_core(state: &AppState, tier: &Tier) -> Result<vak_core::Core, AdminError> {
+    Ok(state.core(Selectors {
+        surface: SurfaceKind::Chat,
+        bot: Some(tier.bot().clone()),
+        chat: tier.chat().cloned(),
+        ..state.selectors()
+    })?)
+}
+
 fn preview_tier(
     state: &AppState,
     tier: &Tier,
     block: Block,
     text: Option<&str>,
 ) -> Result<Preview, AdminError> {
-    let core = state.core(Selectors {
-        surface: SurfaceKind::Chat,
-        bot: Some(tier.bot().clone()),
-        chat: tier.chat().cloned(),
-        ..state.selectors()
-    })?;
+    let core = tier_core(state, tier)?;
     let trust = core.trust()?;
     let chain = core.load()?;
     let before = core.compose(&chain, trust, TailContext::now());
@@ -330,17 +335,33 @@ fn preview_tier(
     })
 }
 
-/// Set (`Some`) or remove (`None`) one block of one gateway entry,
-/// recorded as `action` (a save, a reset, or a revert to a kept version).
+/// How a gateway edit is asked for.
+struct EditRequest<'a> {
+    /// The digest of the key's value the page last saw.
+    if_digest: &'a str,
+    /// A save, a reset, or a revert to a kept version.
+    action: history::Action,
+    /// Create the bot's or chat's entry when it has none.
+    create_entry: bool,
+    /// What to do when not every chain the key reaches could be budgeted.
+    unchecked: Unchecked,
+}
+
+/// Set (`Some`) or remove (`None`) one block of one gateway entry, as
+/// `request` says.
 fn edit(
     state: &AppState,
     tier: &Tier,
     block: Block,
     text: Option<&str>,
-    if_digest: &str,
-    action: history::Action,
-    create_entry: bool,
+    request: EditRequest<'_>,
 ) -> Result<Value, AdminError> {
+    let EditRequest {
+        if_digest,
+        action,
+        create_entry,
+        unchecked,
+    } = request;
     // Refused before anything is read, kept or written.
     if let Some(text) = text {
         vak_core::prompts::check_gateway_text(&tier.key(block), text).map_err(gateway_error)?;
@@ -414,6 +435,19 @@ fn edit(
             detail: over_budget_detail(report),
         });
     }
+    // Every other chain the key reaches (DECISIONS §12): a bot's text is in
+    // each of its chats' prompts.
+    let provenance = Provenance::new(tier.layer(), Origin::Gateway, key.as_str());
+    let change = if text.is_some() { "save" } else { "reset" };
+    let left_out = tier_core(state, tier)?
+        .check_gateway_reach(
+            (tier.bot(), tier.chat(), block),
+            &provenance,
+            text,
+            change,
+            unchecked,
+        )
+        .map_err(edit_error)?;
 
     // DECISIONS §14: keep the value before and after (a store that cannot
     // keep them refuses the edit), then record the change by key.
@@ -451,6 +485,7 @@ fn edit(
         "lints": preview.lints,
         "changed": true,
         "unrecorded": unrecorded,
+        "unbudgeted": left_out.note(),
     }))
 }
 
@@ -458,6 +493,9 @@ fn edit(
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct DigestQuery {
     if_digest: Option<String>,
+    /// Reset even when not every chain the key reaches could be budgeted.
+    #[serde(default)]
+    over_budget: bool,
 }
 
 fn save_to(
@@ -475,9 +513,12 @@ fn save_to(
         &tier,
         block,
         Some(&b.text),
-        &if_digest,
-        history::Action::Save,
-        b.create_entry,
+        EditRequest {
+            if_digest: &if_digest,
+            action: history::Action::Save,
+            create_entry: b.create_entry,
+            unchecked: unchecked(b.over_budget),
+        },
     )?))
 }
 
@@ -488,15 +529,19 @@ fn reset_of(
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
     let block = editable_block(block)?;
-    let if_digest = required_digest(query(q)?.if_digest)?;
+    let q = query(q)?;
+    let if_digest = required_digest(q.if_digest)?;
     Ok(Json(edit(
         state,
         &tier,
         block,
         None,
-        &if_digest,
-        history::Action::Reset,
-        false,
+        EditRequest {
+            if_digest: &if_digest,
+            action: history::Action::Reset,
+            create_entry: false,
+            unchecked: unchecked(q.over_budget),
+        },
     )?))
 }
 
@@ -643,9 +688,12 @@ fn revert_of(
         tier,
         block,
         Some(&text),
-        &if_digest,
-        history::Action::Revert,
-        false,
+        EditRequest {
+            if_digest: &if_digest,
+            action: history::Action::Revert,
+            create_entry: false,
+            unchecked: unchecked(b.over_budget),
+        },
     )
 }
 
@@ -663,6 +711,9 @@ pub(crate) struct RevertBody {
     to: String,
     /// The digest of the key's value the page last saw.
     if_digest: Option<String>,
+    /// Revert even when not every chain the key reaches could be budgeted.
+    #[serde(default)]
+    over_budget: bool,
 }
 
 fn bot_tier(bot: &str) -> Result<Tier, AdminError> {

@@ -1244,6 +1244,48 @@ fn gateway_edits_reach_bots_and_allowlist_atomically_keeping_other_keys() {
 }
 
 #[test]
+fn a_bot_edit_is_budgeted_on_every_chat_of_the_bot() {
+    let env = Env::new();
+    let bots_path = env.gateway_file("bots.json");
+    let allow_path = env.gateway_file("allowlist.json");
+    let original_allowlist = std::fs::read_to_string(&allow_path).expect("read");
+    // Chat 42 keeps a long list of its own, which its chain adds to the
+    // bot's: 1,223 of the 1,500 tokens.
+    let mut allow: Value = serde_json::from_str(&original_allowlist).expect("json");
+    allow["helpdesk"]["42"]["prompts"]["guardrails"] = json!(
+        (0..70)
+            .map(|i| format!("- Never mention chat ticket {i}.\n"))
+            .collect::<String>()
+    );
+    std::fs::write(&allow_path, allow.to_string()).expect("write");
+    // The bot's own chain stays well under the cap with it; chat 42's
+    // would not.
+    let bot_text: String = (0..60)
+        .map(|i| format!("- Never mention bot ticket {i}.\n"))
+        .collect();
+    let save = || {
+        env.put(
+            "/api/gateway/bots/helpdesk/guardrails",
+            &json!({"text": bot_text, "if_digest": sha256_hex("- Never paste customer data into the chat.")}),
+        )
+    };
+    let before = std::fs::read_to_string(&bots_path).expect("read");
+    let r = save();
+    let error = r.expect_error(422);
+    assert!(error.contains("chat `42`"), "{error}");
+    assert!(
+        error.contains("bots.json#/helpdesk/prompts/guardrails"),
+        "{error}"
+    );
+    assert_eq!(std::fs::read_to_string(&bots_path).expect("read"), before);
+    // Without the chat's long list the same edit fits every chain.
+    std::fs::write(&allow_path, &original_allowlist).expect("write");
+    let saved = save().expect_ok();
+    assert_eq!(saved["changed"], true);
+    assert!(saved["unbudgeted"].is_null(), "{saved}");
+}
+
+#[test]
 fn a_chat_keys_history_diff_and_revert_and_their_refusals() {
     let env = Env::new();
     let list = env.get("/api/gateway").expect_ok();

@@ -217,13 +217,13 @@ fn refuse_unchecked(
     left_out: &ChainsLeftOut,
     unchecked: Unchecked,
     change: &'static str,
-    target: &EditTarget,
+    block: Block,
     path: &Utf8Path,
 ) -> Result<(), EditError> {
     match (left_out.unproven(), unchecked) {
         (Some(why), Unchecked::Refuse) => Err(EditError::Unchecked {
             change,
-            block: target.block,
+            block,
             path: path.to_owned(),
             why,
         }),
@@ -906,7 +906,7 @@ impl Core {
             });
         }
         let left_out = self.check_reach(target, Some(text))?;
-        refuse_unchecked(&left_out, unchecked, "save", target, &path)?;
+        refuse_unchecked(&left_out, unchecked, "save", target.block, &path)?;
         preview.budget.warnings.extend(left_out.note());
         self.keep_current(target, &path, &preview.before)?;
         self.store().history().put_object(text)?;
@@ -1040,7 +1040,7 @@ impl Core {
             });
         }
         let left_out = self.check_reach(target, None)?;
-        refuse_unchecked(&left_out, unchecked, "reset", target, &path)?;
+        refuse_unchecked(&left_out, unchecked, "reset", target.block, &path)?;
         preview.budget.warnings.extend(left_out.note());
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
@@ -1244,7 +1244,8 @@ impl Core {
             trusts.push(Trust::Trusted);
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
-        let mut left_out = self.check_plan(&plan, target, text, &trusts, None, &mut work)?;
+        let change = Change::File(target);
+        let mut left_out = self.check_plan(&plan, &change, text, &trusts, None, &mut work)?;
         if target.scope != Scope::Shared {
             return Ok(left_out);
         }
@@ -1261,7 +1262,7 @@ impl Core {
             let plan = ChainPlan::for_change(&base, target);
             let other = self.check_plan(
                 &plan,
-                target,
+                &change,
                 text,
                 &[Trust::Trusted],
                 Some(&project),
@@ -1299,14 +1300,14 @@ impl Core {
         Ok(out)
     }
 
-    /// Budget `target`'s change on every chain of `plan`, under each of
-    /// `trusts`, counting against `work`. `other` names the trusted
-    /// project the plan is for when it is not this core's, for a refusal
-    /// to name, and then a project that went away meanwhile is passed over.
+    /// Budget `change` on every chain of `plan`, under each of `trusts`,
+    /// counting against `work`. `other` names the trusted project the plan
+    /// is for when it is not this core's, for a refusal to name, and then a
+    /// project that went away meanwhile is passed over.
     fn check_plan(
         &self,
         plan: &ChainPlan,
-        target: &EditTarget,
+        change: &Change<'_>,
         text: Option<&str>,
         trusts: &[Trust],
         other: Option<&Utf8Path>,
@@ -1318,7 +1319,11 @@ impl Core {
                 Ok(core) => core,
                 Err(error) => return ControlFlow::Break(error.into()),
             };
-            let chain = match core.load_for(target) {
+            let loaded = match change {
+                Change::File(target) => core.load_for(target),
+                Change::Gateway { .. } => core.load(),
+            };
+            let chain = match loaded {
                 Ok(chain) => chain,
                 // A role directory that vanished meanwhile reaches nothing.
                 Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
@@ -1331,7 +1336,14 @@ impl Core {
                 Err(error) => return ControlFlow::Break(error.into()),
             };
             let mut after_chain = chain.clone();
-            substitute_target(&mut after_chain, target, core.selectors(), text);
+            match change {
+                Change::File(target) => {
+                    substitute_target(&mut after_chain, target, core.selectors(), text);
+                }
+                Change::Gateway { block, provenance } => {
+                    after_chain.substitute(*block, provenance, text);
+                }
+            }
             let mut visited = Visited::default();
             let mut counted = Vec::with_capacity(2 * trusts.len());
             for &trust in trusts {
@@ -1351,8 +1363,8 @@ impl Core {
                             ),
                         };
                         return ControlFlow::Break(EditError::OverBudget {
-                            block: target.block,
-                            path: target.path(self.selectors()),
+                            block: change.block(),
+                            path: change.path(self.selectors()),
                             report: Box::new(after.report),
                             chain: Some(chain),
                         });
@@ -1369,6 +1381,74 @@ impl Core {
             ControlFlow::Continue(left_out) => Ok(left_out),
             ControlFlow::Break(error) => Err(error),
         }
+    }
+}
+
+/// What a check puts in place in every chain it loads.
+enum Change<'a> {
+    /// A layer file.
+    File(&'a EditTarget),
+    /// One key of a gateway entry (`bots.json#/BOT/prompts/KEY`, or the
+    /// chat's in `allowlist.json`).
+    Gateway {
+        block: Block,
+        provenance: &'a Provenance,
+    },
+}
+
+impl Change<'_> {
+    fn block(&self) -> Block {
+        match self {
+            Change::File(target) => target.block,
+            Change::Gateway { block, .. } => *block,
+        }
+    }
+
+    /// What a refusal names: the file, or the gateway key.
+    fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
+        match self {
+            Change::File(target) => target.path(selectors),
+            Change::Gateway { provenance, .. } => {
+                Utf8PathBuf::from(provenance.source.as_deref().unwrap_or_default())
+            }
+        }
+    }
+}
+
+impl Core {
+    /// Budget a change of one gateway key on every chain it reaches
+    /// (DECISIONS §12), in this core's project and with its trust: the
+    /// chat's chain for a chat's key; for a bot's key the bot's chain and
+    /// the chain of every chat of that bot with prompts of its own (each
+    /// takes the bot's text unless it has its own). Each on the chat
+    /// surface, with no role and with every role that has a directory,
+    /// under the work bound of a file save. `provenance` is the key's, as
+    /// the loader gives it. Refuses with the first chain the change would
+    /// push over the cap; when not every chain could be budgeted, refuses
+    /// as `unchecked` says (the `change` is `save` or `reset`, for the
+    /// refusal); else says which chains were left out.
+    ///
+    /// # Errors
+    ///
+    /// [`EditError::OverBudget`] naming the chain, [`EditError::Unchecked`],
+    /// [`EditError::Core`] when the trust store or a chain cannot be read.
+    pub fn check_gateway_reach(
+        &self,
+        key: (&Name, Option<&Name>, Block),
+        provenance: &Provenance,
+        text: Option<&str>,
+        change: &'static str,
+        unchecked: Unchecked,
+    ) -> Result<ChainsLeftOut, EditError> {
+        let (bot, chat, block) = key;
+        let trust = self.trust()?;
+        let plan = ChainPlan::for_gateway(self.selectors(), bot, chat);
+        let reach = Change::Gateway { block, provenance };
+        let left_out =
+            self.check_plan(&plan, &reach, text, &[trust], None, &mut Work::default())?;
+        let path = reach.path(self.selectors());
+        refuse_unchecked(&left_out, unchecked, change, block, &path)?;
+        Ok(left_out)
     }
 }
 
@@ -1755,6 +1835,41 @@ impl ChainPlan {
             workdirs,
             walk,
         )
+    }
+
+    /// The chains a change of one gateway key reaches from `base`'s
+    /// project, at its root, on the chat surface, with no role and with
+    /// every role that has a directory: `bot`'s chain and each of its chats
+    /// with prompts of its own, or `chat`'s chain alone.
+    pub fn for_gateway(base: &Selectors, bot: &Name, chat: Option<&Name>) -> ChainPlan {
+        let base = Selectors {
+            surface: SurfaceKind::Chat,
+            bot: Some(bot.clone()),
+            chat: chat.cloned(),
+            workdir: None,
+            ..base.clone()
+        };
+        let mut gateway: Vec<(Name, Option<Name>)> = match chat {
+            Some(_) => Vec::new(),
+            None => gateway_entries(&base.home)
+                .into_iter()
+                .filter(|(of, chat)| of == bot && chat.is_some())
+                .collect(),
+        };
+        let gateway_left_out = gateway.len().saturating_sub(MAX_GATEWAY_CHAINS);
+        gateway.truncate(MAX_GATEWAY_CHAINS);
+        ChainPlan {
+            roles: no_role_then_each(&base),
+            base,
+            surfaces: vec![SurfaceKind::Chat],
+            workdirs: vec![None],
+            gateway,
+            gateway_left_out,
+            walk: Walked {
+                complete: true,
+                visited: 0,
+            },
+        }
     }
 
     fn new(
