@@ -16,23 +16,19 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use camino::Utf8PathBuf;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use vak_core::prompts::{
-    ABSENT_DIGEST, Escaped, GatewayDoc, GatewayError, GatewayFile, gateway_dir, json_kind,
-    prompt_of, read_gateway,
+    ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, gateway_dir, json_kind, prompt_of,
+    read_gateway,
 };
-use vak_core::prompts::{
-    Block, Name, NameKind, Origin, PromptLayer, Provenance, ResolvedPrompt, SurfaceKind,
-    TailContext, sha256_hex,
-};
-use vak_core::{Preview, Selectors, Unchecked, budget_of, lints_of_text};
+use vak_core::prompts::{Block, Name, NameKind, ResolvedPrompt, SurfaceKind, sha256_hex};
+use vak_core::{GatewayChange, GatewayChangeError, GatewayKey, Preview, Selectors, Unchecked};
 
 use crate::AdminError;
 use crate::api::{
     SaveBody, body, check_text_size, composition_name, edit_error, editable_block, effective_json,
-    history_error, name, over_budget_detail, path, query, required_digest, save_error, unchecked,
+    history_error, name, path, query, required_digest, save_error, unchecked,
 };
 use crate::server::AppState;
 use vak_core::history;
@@ -65,6 +61,15 @@ enum Tier {
 }
 
 impl Tier {
+    /// `block`'s key of this entry, as the core changes it.
+    fn key_of(&self, block: Block) -> GatewayKey {
+        GatewayKey {
+            bot: self.bot().clone(),
+            chat: self.chat().cloned(),
+            block,
+        }
+    }
+
     fn file(&self) -> GatewayFile {
         match self {
             Tier::Bot(_) => GatewayFile::Bots,
@@ -72,27 +77,9 @@ impl Tier {
         }
     }
 
-    fn layer(&self) -> PromptLayer {
-        match self {
-            Tier::Bot(_) => PromptLayer::Bot,
-            Tier::Chat(..) => PromptLayer::Chat,
-        }
-    }
-
     /// The source key the loader reports for `block` of this entry.
-    /// `bot `helpdesk`` or `chat `42` of bot `helpdesk``, for messages.
-    fn describe(&self) -> String {
-        match self {
-            Tier::Bot(bot) => format!("bot `{bot}`"),
-            Tier::Chat(bot, chat) => format!("chat `{chat}` of bot `{bot}`"),
-        }
-    }
-
     fn key(&self, block: Block) -> String {
-        match self {
-            Tier::Bot(bot) => history::gateway_key(bot, None, block),
-            Tier::Chat(bot, chat) => history::gateway_key(bot, Some(chat), block),
-        }
+        self.key_of(block).key()
     }
 
     fn bot(&self) -> &Name {
@@ -278,35 +265,12 @@ pub(crate) fn missing_entry(
         None => Tier::Bot(bot.clone()),
     };
     let doc = read_gateway(&state.home, tier.file()).map_err(gateway_error)?;
-    unlisted(doc.as_ref(), &tier)
-}
-
-/// Why `tier` has no prompt to edit in `doc`, `None` when its entry exists.
-fn unlisted(doc: Option<&GatewayDoc>, tier: &Tier) -> Result<Option<String>, AdminError> {
-    let listed = match doc {
-        Some(doc) => doc
-            .entry(&tier.entry_path())
-            .map_err(gateway_error)?
-            .is_some(),
-        None => false,
-    };
-    Ok((!listed).then(|| {
-        format!(
-            "{} has no entry in `{}`, so there is no prompt of it to edit; add the entry first, or save with `\"create_entry\": true` to create it (which lets its messages in)",
-            tier.describe(),
-            tier.file().file_name()
-        )
-    }))
-}
-
-/// The core of `tier`'s own chain: the chat surface, its bot and chat.
-fn tier_core(state: &AppState, tier: &Tier) -> Result<vak_core::Core, AdminError> {
-    Ok(state.core(Selectors {
-        surface: SurfaceKind::Chat,
-        bot: Some(tier.bot().clone()),
-        chat: tier.chat().cloned(),
-        ..state.selectors()
-    })?)
+    // Any block: the entry is the same.
+    let missing = tier
+        .key_of(Block::Identity)
+        .missing_in(doc.as_ref())
+        .map_err(gateway_error)?;
+    Ok(missing.map(|refusal| refusal.to_string()))
 }
 
 fn preview_tier(
@@ -315,24 +279,10 @@ fn preview_tier(
     block: Block,
     text: Option<&str>,
 ) -> Result<Preview, AdminError> {
-    let core = tier_core(state, tier)?;
-    let trust = core.trust()?;
-    let chain = core.load()?;
-    let before = core.compose(&chain, trust, TailContext::now());
-    let key = tier.key(block);
-    let provenance = Provenance::new(tier.layer(), Origin::Gateway, key.as_str());
-    let mut after_chain = chain;
-    after_chain.substitute(block, &provenance, text);
-    let after = core.compose(&after_chain, trust, TailContext::now());
-    Ok(Preview {
-        path: Utf8PathBuf::from(key),
-        budget: budget_of(&after),
-        budget_before: budget_of(&before),
-        lints: text.map(|t| lints_of_text(block, t)).unwrap_or_default(),
-        not_applied: None,
-        before,
-        after,
-    })
+    state
+        .core(state.selectors())?
+        .preview_gateway_key(&tier.key_of(block), text)
+        .map_err(edit_error)
 }
 
 /// How a gateway edit is asked for.
@@ -348,7 +298,7 @@ struct EditRequest<'a> {
 }
 
 /// Set (`Some`) or remove (`None`) one block of one gateway entry, as
-/// `request` says.
+/// `request` says: `Core::change_gateway_key` decides, this renders.
 fn edit(
     state: &AppState,
     tier: &Tier,
@@ -356,137 +306,63 @@ fn edit(
     text: Option<&str>,
     request: EditRequest<'_>,
 ) -> Result<Value, AdminError> {
-    let EditRequest {
-        if_digest,
-        action,
-        create_entry,
-        unchecked,
-    } = request;
-    // Refused before anything is read, kept or written.
-    if let Some(text) = text {
-        vak_core::prompts::check_gateway_text(&tier.key(block), text).map_err(gateway_error)?;
-    }
-    // One edit at a time in this process; the file digest below covers
-    // writers in other processes.
+    // One edit at a time in this process; the save lock and the file
+    // digest cover writers in other processes.
     let _guard = state.gateway_lock.lock().map_err(|_| {
         AdminError::Internal(
             "the gateway edit lock is poisoned; restart `vak admin serve`".to_owned(),
         )
     })?;
-    // Across processes, and against every other save's budget check.
-    let _saving = vak_core::home::lock_saves(&state.home).map_err(home_error)?;
-    let dir = gateway_dir(&state.home);
-    vak_core::prompts::create_dirs(&dir).map_err(|source| AdminError::Io {
-        context: format!("cannot create `{}`", Escaped(dir.as_str())),
-        source,
-    })?;
-    let path = tier.file().path(&state.home);
-    let doc = read_gateway(&state.home, tier.file()).map_err(gateway_error)?;
-    let file_digest = doc
-        .as_ref()
-        .map_or_else(|| ABSENT_DIGEST.to_owned(), |d| d.digest.clone());
-    let key = tier.key(block);
-    // A prompt edit puts a bot or a chat on the gateway's lists only when
-    // asked to: an entry is what lets a chat's messages in (DECISIONS §13),
-    // and a typo in an id must not grant that.
-    if !create_entry && let Some(missing) = unlisted(doc.as_ref(), tier)? {
-        return Err(AdminError::NotFound(missing));
-    }
-    let current = match &doc {
-        Some(doc) => doc
-            .prompt(&tier.entry_path(), block)
-            .map_err(gateway_error)?
-            .map(str::to_owned),
-        None => None,
-    };
-    let current_digest = current
-        .as_deref()
-        .map_or_else(|| ABSENT_DIGEST.to_owned(), |t| sha256_hex(t.as_bytes()));
-    if if_digest != current_digest {
-        return Err(AdminError::Conflict {
-            message: format!(
-                "`{key}` changed since you read it: its sha256 is now {}, not {}; reload it and redo your change",
-                if current.is_some() {
-                    current_digest.as_str()
-                } else {
-                    "absent (no key)"
-                },
-                if if_digest.is_empty() {
-                    "absent (no key)"
-                } else {
-                    if_digest
-                }
-            ),
-            current_digest: Some(current_digest),
-        });
-    }
-    if current.is_none() && text.is_none() {
-        return Ok(json!({ "key": key, "file": path, "removed": null, "changed": false }));
-    }
-
-    let preview = preview_tier(state, tier, block, text)?;
-    if preview.over_budget() {
-        let report = &preview.budget.report;
-        return Err(AdminError::OverBudget {
-            message: format!(
-                "refusing to save `{block}` to `{key}`: {}",
-                report.over_cap_message()
-            ),
-            detail: over_budget_detail(report),
-        });
-    }
-    // Every other chain the key reaches (DECISIONS §12): a bot's text is in
-    // each of its chats' prompts.
-    let provenance = Provenance::new(tier.layer(), Origin::Gateway, key.as_str());
-    let change = if text.is_some() { "save" } else { "reset" };
-    let left_out = tier_core(state, tier)?
-        .check_gateway_reach(
-            (tier.bot(), tier.chat(), block),
-            &provenance,
-            text,
-            change,
-            unchecked,
+    let who = state.who();
+    let changed = state
+        .core(state.selectors())?
+        .change_gateway_key(
+            &tier.key_of(block),
+            GatewayChange {
+                text,
+                if_digest: request.if_digest,
+                action: request.action,
+                create_entry: request.create_entry,
+                unchecked: request.unchecked,
+                who: &who,
+            },
         )
-        .map_err(edit_error)?;
-
-    // DECISIONS §14: keep the value before and after (a store that cannot
-    // keep them refuses the edit), then record the change by key.
-    let texts: Vec<&str> = current.as_deref().into_iter().chain(text).collect();
-    history::keep_before_change(state.store.history(), &texts, &preview.before)
-        .map_err(|e| AdminError::Internal(e.to_string()))?;
-    let saved = vak_core::home::write_gateway_prompt(
-        &*state.store,
-        &state.home,
-        tier.file(),
-        &tier.entry_path(),
-        block,
-        text,
-        &file_digest,
-        &state.who().label(),
-    )
-    .map_err(|e| match e {
-        vak_core::home::GatewayWriteError::Gateway(e) => gateway_error(e),
-        vak_core::home::GatewayWriteError::Home(e) => home_error(e),
-    })?;
-    tracing::info!(%key, file = %saved.path, "edited a gateway prompt");
-    let mut record = history::VersionRecord::new(&key, block.wire_name(), action);
-    record.before = current.as_ref().map(|_| current_digest.clone());
-    record.after = text.map(|t| sha256_hex(t.as_bytes()));
-    record.tokens = text.map(|t| preview.budget.report.encoding.count(t));
-    let unrecorded =
-        history::record_change(state.store.history(), record, &state.who(), &preview.after);
+        .map_err(change_error)?;
+    let Some(written) = changed.written else {
+        return Ok(json!({
+            "key": changed.key, "file": changed.file, "removed": null, "changed": false,
+        }));
+    };
+    let report = &written.preview.budget.report;
     Ok(json!({
-        "key": key,
-        "file": saved.path,
-        "file_digest": saved.digest,
+        "key": changed.key,
+        "file": changed.file,
+        "file_digest": written.file_digest,
         "digest": text.map(|t| sha256_hex(t.as_bytes())),
-        "previous": current.map(|_| current_digest),
-        "tokens": preview.budget.report.summary(),
-        "lints": preview.lints,
+        "previous": changed.previous,
+        "tokens": report.summary(),
+        "lints": written.preview.lints,
         "changed": true,
-        "unrecorded": unrecorded,
-        "unbudgeted": left_out.note(),
+        "unrecorded": written.unrecorded,
+        "unbudgeted": written.left_out.note(),
     }))
+}
+
+/// A refused gateway change as the API answers it.
+fn change_error(error: GatewayChangeError) -> AdminError {
+    match error {
+        GatewayChangeError::Gateway(e) => gateway_error(e),
+        GatewayChangeError::Home(e) => home_error(e),
+        GatewayChangeError::NoEntry { .. } => AdminError::NotFound(error.to_string()),
+        GatewayChangeError::Stale {
+            ref current_digest, ..
+        } => AdminError::Conflict {
+            current_digest: Some(current_digest.clone()),
+            message: error.to_string(),
+        },
+        GatewayChangeError::CreateDir { .. } => AdminError::Internal(error.to_string()),
+        GatewayChangeError::Edit(e) => edit_error(e),
+    }
 }
 
 /// `?if_digest=` for the gateway resets.

@@ -9,6 +9,7 @@ mod cached;
 mod core;
 mod edit;
 mod error;
+mod gateway_edit;
 pub mod history;
 pub mod home;
 mod inbound;
@@ -16,6 +17,9 @@ mod report;
 
 pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
 pub use crate::core::{Core, Selectors, default_home};
+pub use crate::gateway_edit::{
+    GatewayChange, GatewayChangeError, GatewayChanged, GatewayKey, GatewayWritten,
+};
 pub use edit::{
     Budget, ChainPlan, ChainsLeftOut, EditError, EditStart, EditTarget, MAX_GATEWAY_CHAINS,
     MAX_PLAN_WORK, Preview, Reset, Saved, Scope, SubLayer, TrustBudget, TrustStep, Unchecked,

@@ -5,4 +5,5 @@
 
 mod cache;
 mod directory_layers;
+mod gateway_change;
 mod probe;

@@ -1,0 +1,162 @@
+//! `Core::change_gateway_key`, the one lifecycle of a gateway key's change:
+//! each refusal leaves the files as they were, and a change that is made is
+//! recorded by key.
+
+use std::fs;
+
+use camino::Utf8PathBuf;
+use vak_core::history::{Action, Who};
+use vak_core::prompts::{Block, Name, NameKind, sha256_hex};
+use vak_core::{
+    Core, EditError, GatewayChange, GatewayChangeError, GatewayKey, Selectors, Unchecked,
+};
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    home: Utf8PathBuf,
+    project: Utf8PathBuf,
+}
+
+fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+    let (home, project) = (root.join("home"), root.join("project"));
+    fs::create_dir_all(home.join(".vak/gateway")).unwrap();
+    fs::create_dir_all(&project).unwrap();
+    fs::write(
+        home.join(".vak/config.toml"),
+        "[prompts]\nmax_tokens = 1500\n",
+    )
+    .unwrap();
+    fs::write(
+        home.join(".vak/gateway/bots.json"),
+        r#"{"helpdesk": {"prompts": {"guardrails": "- Never paste customer data."}}}"#,
+    )
+    .unwrap();
+    let chat_rules: String = (0..70)
+        .map(|i| format!("- Never mention chat ticket {i}.\n"))
+        .collect();
+    fs::write(
+        home.join(".vak/gateway/allowlist.json"),
+        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": chat_rules}}}})
+            .to_string(),
+    )
+    .unwrap();
+    Fixture {
+        _dir: dir,
+        home,
+        project,
+    }
+}
+
+fn bot_key(block: Block) -> GatewayKey {
+    GatewayKey {
+        bot: Name::new(NameKind::Bot, "helpdesk").unwrap(),
+        chat: None,
+        block,
+    }
+}
+
+fn change<'a>(text: Option<&'a str>, if_digest: &'a str, who: &'a Who) -> GatewayChange<'a> {
+    GatewayChange {
+        text,
+        if_digest,
+        action: Action::Save,
+        create_entry: false,
+        unchecked: Unchecked::Refuse,
+        who,
+    }
+}
+
+#[test]
+fn each_refusal_leaves_the_file_and_a_change_is_recorded_by_key() {
+    let f = fixture();
+    let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
+    let bots = f.home.join(".vak/gateway/bots.json");
+    let before = fs::read_to_string(&bots).unwrap();
+    let who = Who::OsUser;
+    let current = sha256_hex("- Never paste customer data.");
+
+    // A stale digest: 409's sentence names the key and both digests.
+    let stale = core
+        .change_gateway_key(&bot_key(Block::Guardrails), change(Some("- x"), "", &who))
+        .unwrap_err();
+    assert!(matches!(stale, GatewayChangeError::Stale { .. }), "{stale}");
+    let said = stale.to_string();
+    assert!(
+        said.contains("bots.json#/helpdesk/prompts/guardrails"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&current) && said.contains("absent (no key)"),
+        "{said}"
+    );
+
+    // An entry that is not there is not created unless asked.
+    let other = GatewayKey {
+        bot: Name::new(NameKind::Bot, "deploybot").unwrap(),
+        ..bot_key(Block::Identity)
+    };
+    let missing = core
+        .change_gateway_key(&other, change(Some("You deploy."), "", &who))
+        .unwrap_err();
+    assert!(
+        matches!(missing, GatewayChangeError::NoEntry { .. }),
+        "{missing}"
+    );
+
+    // A bot's text that its own chain holds but chat 42's does not.
+    let long: String = (0..60)
+        .map(|i| format!("- Never mention bot ticket {i}.\n"))
+        .collect();
+    let over = core
+        .change_gateway_key(
+            &bot_key(Block::Guardrails),
+            change(Some(&long), &current, &who),
+        )
+        .unwrap_err();
+    match &over {
+        GatewayChangeError::Edit(EditError::OverBudget { chain, .. }) => {
+            assert!(
+                chain.as_deref().is_some_and(|c| c.contains("chat `42`")),
+                "{over}"
+            );
+        }
+        other => panic!("not refused for the chat's chain: {other}"),
+    }
+    assert_eq!(fs::read_to_string(&bots).unwrap(), before);
+
+    // A text every chain holds is written and recorded under its key.
+    let changed = core
+        .change_gateway_key(
+            &bot_key(Block::Guardrails),
+            change(Some("- Never share a password."), &current, &who),
+        )
+        .unwrap();
+    let written = changed.written.expect("written");
+    assert_eq!(changed.previous.as_deref(), Some(current.as_str()));
+    assert!(written.unrecorded.is_none(), "{:?}", written.unrecorded);
+    assert!(
+        fs::read_to_string(&bots)
+            .unwrap()
+            .contains("Never share a password")
+    );
+    let log = core
+        .store()
+        .history()
+        .versions_of("bots.json#/helpdesk/prompts/guardrails")
+        .unwrap();
+    assert_eq!(log.records.len(), 1);
+    assert_eq!(
+        log.records[0].after.as_deref(),
+        Some(sha256_hex("- Never share a password.").as_str())
+    );
+
+    // Removing a key that is absent changes nothing and writes nothing.
+    let after = fs::read_to_string(&bots).unwrap();
+    let nothing = core
+        .change_gateway_key(&bot_key(Block::Identity), change(None, "", &who))
+        .unwrap();
+    assert!(nothing.written.is_none());
+    assert_eq!(fs::read_to_string(&bots).unwrap(), after);
+}
