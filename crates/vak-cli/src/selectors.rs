@@ -202,15 +202,10 @@ impl SelectorArgs {
 /// is refused by the loader; a bot or chat is still a valid chain to look
 /// at before it is added.)
 fn warn_unlisted(selectors: &Selectors) {
-    use vak_core::prompts::{GatewayFile, read_gateway};
+    use vak_core::prompts::{GatewayFile, gateway_lists};
     let Some(bot) = &selectors.bot else { return };
-    let listed = |file: GatewayFile, path: &[&str]| match read_gateway(&selectors.home, file) {
-        Ok(Some(doc)) => !matches!(doc.entry(path), Ok(None)),
-        // Unreadable files are reported by the resolution itself.
-        Ok(None) => false,
-        Err(_) => true,
-    };
-    if !listed(GatewayFile::Bots, &[bot.as_str()]) {
+    let home = &selectors.home;
+    if !gateway_lists(home, GatewayFile::Bots, bot.as_str(), None) {
         crate::out::notice(
             "warning",
             &format!(
@@ -219,7 +214,12 @@ fn warn_unlisted(selectors: &Selectors) {
         );
     }
     if let Some(chat) = &selectors.chat
-        && !listed(GatewayFile::Allowlist, &[bot.as_str(), chat.as_str()])
+        && !gateway_lists(
+            home,
+            GatewayFile::Allowlist,
+            bot.as_str(),
+            Some(chat.as_str()),
+        )
     {
         crate::out::notice(
             "warning",

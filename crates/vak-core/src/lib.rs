@@ -61,7 +61,7 @@ pub mod prompts {
     };
     pub use vak_prompt_loader::{
         GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,
-        gateway_dir, json_kind, prompt_of, read_gateway, write_gateway_prompt,
+        gateway_dir, gateway_lists, json_kind, prompt_of, read_gateway, write_gateway_prompt,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
