@@ -9,7 +9,7 @@
 
 use vak_prompt_blocks::{Name, SurfaceKind};
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::{GatewayFile, read_gateway};
+use vak_prompt_loader::{GatewayFile, gateway_entry_listed};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, Selectors};
@@ -208,17 +208,15 @@ impl InboundPrompts {
             return Ok(Admission::NotAChat);
         };
         let home = &selectors.home;
-        let bot_known = match read_gateway(home, GatewayFile::Bots)? {
-            Some(doc) => doc.entry(&[bot.as_str()])?.is_some(),
-            None => false,
-        };
-        if !bot_known {
+        if !gateway_entry_listed(home, GatewayFile::Bots, bot.as_str(), None)? {
             return Ok(Admission::UnknownBot);
         }
-        let chat_known = match read_gateway(home, GatewayFile::Allowlist)? {
-            Some(doc) => doc.entry(&[bot.as_str(), chat.as_str()])?.is_some(),
-            None => false,
-        };
+        let chat_known = gateway_entry_listed(
+            home,
+            GatewayFile::Allowlist,
+            bot.as_str(),
+            Some(chat.as_str()),
+        )?;
         Ok(if chat_known {
             Admission::Admitted
         } else {

@@ -604,31 +604,70 @@ fn read_bytes_for_chain(
 }
 
 /// Whether `file` in `home` has an entry for `bot` (and, in
-/// `allowlist.json`, its `chat`), found by the chain's walk rather than by
-/// building the document (a 1 MB `allowlist.json` took 8 ms to build, most
-/// of a `show`). An entry that is there but not an object counts as listed,
-/// as does a file that cannot be read or parsed: the resolution reports
-/// those. `false` when the file is absent.
-pub fn gateway_lists(home: &Utf8Path, file: GatewayFile, bot: &str, chat: Option<&str>) -> bool {
-    let bytes = match read_bytes_for_chain(home, None, file) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => return false,
-        Err(_) => return true,
-    };
-    let Ok(text) = std::str::from_utf8(&bytes) else {
-        return true;
+/// `allowlist.json`, its `chat`), answered as [`read_gateway`] then
+/// [`GatewayDoc::entry`] answer it, but by the chain's walk rather than by
+/// building the document (for a 1 MB `allowlist.json`, 8 ms of a `show`,
+/// and of every delivery's admission). `Ok(false)` when the file is absent;
+/// a long text read again in this process is answered from its index.
+///
+/// # Errors
+///
+/// As [`read_gateway`] (the file unreadable, not JSON, a key given twice,
+/// not an object), and [`GatewayError::NotObject`] for a value on the way
+/// to the entry, or the entry itself, that is not an object.
+pub fn gateway_entry_listed(
+    home: &Utf8Path,
+    file: GatewayFile,
+    bot: &str,
+    chat: Option<&str>,
+) -> Result<bool, GatewayError> {
+    let Some(bytes) = read_bytes_for_chain(home, None, file)? else {
+        return Ok(false);
     };
     let selection = Selection { file, bot, chat };
-    let Ok(found) = walk_gateway(text, selection, &|| file.path(home)) else {
-        return true;
-    };
-    match (file, chat, found.bot) {
-        (GatewayFile::Bots, ..) | (GatewayFile::Allowlist, Some(_), Some(Kind::Object)) => {
-            found.entry.is_some()
+    let index = indexed(file, &bytes);
+    let found = match &index {
+        Some(index) => index.found(selection),
+        None => {
+            let text = std::str::from_utf8(&bytes).map_err(|e| GatewayError::Unreadable {
+                path: file.path(home),
+                reason: ReadRefusal::NotUtf8 {
+                    at_byte: e.valid_up_to(),
+                },
+            })?;
+            walk_gateway(text, selection, &|| file.path(home))?
         }
-        // The bot's value itself: absent, or not an object of chats.
-        (GatewayFile::Allowlist, _, bot) => bot.is_some(),
+    };
+    let not_object = |path: &[&str], kind: Kind, intermediate: bool| GatewayError::NotObject {
+        key: entry_key(file, path),
+        found: kind.name(),
+        expected: entry_expectation(file, intermediate),
+    };
+    if file == GatewayFile::Allowlist {
+        match found.bot {
+            None => return Ok(false),
+            Some(Kind::Object) => {}
+            Some(kind) => return Err(not_object(&[bot], kind, chat.is_some())),
+        }
+        if chat.is_none() {
+            return Ok(true);
+        }
     }
+    match found.entry {
+        None => Ok(false),
+        Some(Kind::Object) => Ok(true),
+        Some(kind) => {
+            let path: Vec<&str> = [Some(bot), chat].into_iter().flatten().collect();
+            Err(not_object(&path, kind, false))
+        }
+    }
+}
+
+/// [`gateway_entry_listed`] for a warning that a bot or chat id may be
+/// mistyped: a file that cannot be read or an entry of the wrong type
+/// counts as listed, since the resolution reports those itself.
+pub fn gateway_lists(home: &Utf8Path, file: GatewayFile, bot: &str, chat: Option<&str>) -> bool {
+    gateway_entry_listed(home, file, bot, chat).unwrap_or(true)
 }
 
 /// Read one gateway file for the chain and walk it for the selected entry
@@ -1820,7 +1859,7 @@ mod tests {
     }
 
     #[test]
-    fn gateway_lists_answers_as_the_parsed_document_does() {
+    fn gateway_entry_listed_answers_as_the_parsed_document_does() {
         let (_keep, home) = home();
         let texts: [&[u8]; 12] = [
             br#"{"helpdesk": {"ops": {"prompts": {}}, "dev": 3}, "other": ["ops"], "third": {}}"#,
@@ -1836,8 +1875,17 @@ mod tests {
             br#"{"helpdesk": {"ops": null}}"#,
             b"",
         ];
+        // Long enough to be indexed when read again.
+        let filler: String = (0..600)
+            .map(|i| format!(r#", "filler{i}": {{"ops": {{"prompts": {{}}}}}}"#))
+            .collect();
+        let long = [
+            format!(r#"{{"helpdesk": {{"ops": {{}}, "dev": 3}}, "other": ["ops"]{filler}}}"#),
+            format!(r#"{{"helpdesk": "be nice", "third": {{}}{filler}}}"#),
+        ];
+        assert!(long.iter().all(|t| t.len() >= INDEXED_GATEWAY_BYTES));
         let mut cases = 0;
-        for text in texts {
+        for text in texts.into_iter().chain(long.iter().map(|t| t.as_bytes())) {
             for file in [GatewayFile::Bots, GatewayFile::Allowlist] {
                 std::fs::write(file.path(&home), text).unwrap();
                 for bot in ["helpdesk", "other", "third", "missing"] {
@@ -1848,15 +1896,25 @@ mod tests {
                     for chat in chats {
                         let path: Vec<&str> = [Some(bot), *chat].into_iter().flatten().collect();
                         let parsed = match read_gateway(&home, file) {
-                            Ok(Some(doc)) => !matches!(doc.entry(&path), Ok(None)),
-                            Ok(None) => false,
-                            Err(_) => true,
-                        };
+                            Ok(Some(doc)) => doc.entry(&path).map(|e| e.is_some()),
+                            Ok(None) => Ok(false),
+                            Err(e) => Err(e),
+                        }
+                        .map_err(|e| e.to_string());
+                        // Twice: once walked, once from the index a long
+                        // text gets when read again.
+                        for _ in 0..2 {
+                            let walked = gateway_entry_listed(&home, file, bot, *chat);
+                            assert_eq!(
+                                walked.map_err(|e| e.to_string()),
+                                parsed,
+                                "{file:?} {} {bot} {chat:?}",
+                                String::from_utf8_lossy(text)
+                            );
+                        }
                         assert_eq!(
                             gateway_lists(&home, file, bot, *chat),
-                            parsed,
-                            "{file:?} {} {bot} {chat:?}",
-                            String::from_utf8_lossy(text)
+                            parsed.unwrap_or(true)
                         );
                         cases += 1;
                     }
