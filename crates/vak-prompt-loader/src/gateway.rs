@@ -608,7 +608,7 @@ fn read_bytes_for_chain(
 /// [`GatewayDoc::entry`] answer it, but by the chain's walk rather than by
 /// building the document (for a 1 MB `allowlist.json`, 8 ms of a `show`,
 /// and of every delivery's admission). `Ok(false)` when the file is absent;
-/// a long text read again in this process is answered from its index.
+/// a long text this process read often is answered from its index.
 ///
 /// # Errors
 ///
@@ -848,15 +848,22 @@ impl GatewayIndex {
     }
 }
 
-/// A gateway text at least this long is indexed ([`GatewayIndex`]) the
-/// second time one process reads it; a shorter one is walked each time.
+/// A gateway text at least this long is indexed ([`GatewayIndex`]) once
+/// one process has walked it [`WALKS_BEFORE_INDEX`] times; a shorter one is
+/// walked each time.
 const INDEXED_GATEWAY_BYTES: usize = 16 * 1024;
+
+/// How many times one process walks a long gateway text before it indexes
+/// it: building the index costs about two and a half walks, and a
+/// delivery reads `allowlist.json` twice (admission, then the chain), so
+/// only a process that reads it more often than that gains.
+const WALKS_BEFORE_INDEX: u8 = 2;
 
 /// What one process knows of a long gateway text it read.
 enum Indexing {
-    /// Read once: walked for one chain, like any other.
-    SeenOnce,
-    /// Read again: indexed.
+    /// Read this many times, each walked for one chain, like any other.
+    Walked(u8),
+    /// Read more often: indexed.
     Indexed(Arc<GatewayIndex>),
     /// Not a valid gateway file: every chain walks it and reports why.
     Refused,
@@ -867,11 +874,13 @@ enum Indexing {
 const REMEMBERED_GATEWAY_TEXTS: usize = 4;
 
 /// The index of `text`, the contents of a gateway `file`, when this
-/// process read the same text before. A shared save budgets every chat of
+/// process read the same text more than [`WALKS_BEFORE_INDEX`] times
+/// before. A shared save budgets every chat of
 /// every bot, each chain reading `allowlist.json` again: 4,096 chats in a
 /// 1 MB file took 6 s, walked once per chat. Keyed by the whole text,
 /// compared byte for byte, so an edit is never answered from a stale index;
-/// a text read only once (a `show`) is walked as before, never indexed.
+/// a text read once or twice (a `show`, a delivery) is walked as before,
+/// never indexed.
 fn indexed(file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
     type Remembered = Vec<(GatewayFile, Box<[u8]>, Indexing)>;
     static REMEMBERED: Mutex<Remembered> = Mutex::new(Vec::new());
@@ -886,11 +895,15 @@ fn indexed(file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
         if remembered.len() >= REMEMBERED_GATEWAY_TEXTS {
             remembered.remove(0);
         }
-        remembered.push((file, text.into(), Indexing::SeenOnce));
+        remembered.push((file, text.into(), Indexing::Walked(1)));
         return None;
     };
     let indexing = &mut remembered[at].2;
-    if let Indexing::SeenOnce = indexing {
+    if let Indexing::Walked(walks) = indexing {
+        if *walks < WALKS_BEFORE_INDEX {
+            *walks += 1;
+            return None;
+        }
         *indexing = match std::str::from_utf8(text)
             .ok()
             .and_then(|text| index_gateway(text, file))
@@ -901,7 +914,7 @@ fn indexed(file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
     }
     match indexing {
         Indexing::Indexed(index) => Some(Arc::clone(index)),
-        Indexing::SeenOnce | Indexing::Refused => None,
+        Indexing::Walked(_) | Indexing::Refused => None,
     }
 }
 
@@ -1875,7 +1888,7 @@ mod tests {
             br#"{"helpdesk": {"ops": null}}"#,
             b"",
         ];
-        // Long enough to be indexed when read again.
+        // Long enough to be indexed when read often.
         let filler: String = (0..600)
             .map(|i| format!(r#", "filler{i}": {{"ops": {{"prompts": {{}}}}}}"#))
             .collect();
@@ -1901,9 +1914,9 @@ mod tests {
                             Err(e) => Err(e),
                         }
                         .map_err(|e| e.to_string());
-                        // Twice: once walked, once from the index a long
-                        // text gets when read again.
-                        for _ in 0..2 {
+                        // Walked, then from the index a long text gets
+                        // when read often.
+                        for _ in 0..=WALKS_BEFORE_INDEX {
                             let walked = gateway_entry_listed(&home, file, bot, *chat);
                             assert_eq!(
                                 walked.map_err(|e| e.to_string()),
@@ -1927,7 +1940,7 @@ mod tests {
     }
 
     #[test]
-    fn a_long_gateway_text_is_indexed_when_read_again_and_an_edit_is_seen() {
+    fn a_long_gateway_text_is_indexed_when_read_often_and_an_edit_is_seen() {
         let (_keep, home) = home();
         let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").unwrap();
         let chat_of =
@@ -1950,13 +1963,15 @@ mod tests {
         assert!(first.len() >= INDEXED_GATEWAY_BYTES);
         std::fs::write(&path, &first).unwrap();
         let bytes = first.as_bytes();
-        assert!(
-            indexed(GatewayFile::Allowlist, bytes).is_none(),
-            "read once: walked"
-        );
+        for read in 1..=WALKS_BEFORE_INDEX {
+            assert!(
+                indexed(GatewayFile::Allowlist, bytes).is_none(),
+                "read {read} times: walked"
+            );
+        }
         assert!(
             indexed(GatewayFile::Allowlist, bytes).is_some(),
-            "read again: indexed"
+            "read more often: indexed"
         );
         for i in [0, 1, 599] {
             assert_eq!(load(i), [format!("- never {i}")]);
