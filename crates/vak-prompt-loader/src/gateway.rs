@@ -1939,6 +1939,73 @@ mod tests {
         assert!(cases > 150);
     }
 
+    mod index_property {
+        use super::super::*;
+        use super::taken;
+        use proptest::prelude::*;
+
+        /// A JSON value of any kind, objects keyed from a small set of
+        /// names (so bots, chats and `prompts` keys collide and repeat).
+        fn value() -> impl Strategy<Value = serde_json::Value> {
+            use serde_json::Value;
+            let key = prop::sample::select(vec![
+                "helpdesk",
+                "ops",
+                "dev",
+                "prompts",
+                "identity",
+                "guardrails",
+                "surface-note",
+                "zeta",
+            ]);
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i32>().prop_map(Value::from),
+                "[a-z \\-\n\u{e9}]{0,12}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 48, 6, move |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..3).prop_map(Value::Array),
+                    prop::collection::btree_map(key.clone(), inner, 0..5).prop_map(|m| {
+                        Value::Object(m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect())
+                    }),
+                ]
+            })
+        }
+
+        proptest! {
+            /// Every entry the index answers for, it answers as the walk
+            /// for that one entry does; a text the walk refuses is not
+            /// indexed.
+            #[test]
+            fn the_index_answers_as_the_walk(doc in value()) {
+                let text = doc.to_string();
+                for file in [GatewayFile::Bots, GatewayFile::Allowlist] {
+                    let index = index_gateway(&text, file);
+                    for bot in ["helpdesk", "ops", "missing"] {
+                        for chat in [Some("ops"), Some("dev"), Some("missing"), None] {
+                            let selection = Selection { file, bot, chat };
+                            match (walk_gateway(&text, selection, &|| "f".into()), &index) {
+                                (Ok(walked), Some(index)) => prop_assert_eq!(
+                                    taken(index.found(selection), selection),
+                                    taken(walked, selection)
+                                ),
+                                (Err(_), None) => {}
+                                (walked, index) => prop_assert!(
+                                    false,
+                                    "walk ok: {}, indexed: {}",
+                                    walked.is_ok(),
+                                    index.is_some()
+                                ),
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_long_gateway_text_is_indexed_when_read_often_and_an_edit_is_seen() {
         let (_keep, home) = home();
