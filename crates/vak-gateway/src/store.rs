@@ -174,7 +174,8 @@ pub struct Imported {
     pub records: usize,
     /// Audit events copied.
     pub events: usize,
-    /// Bindings copied.
+    /// Bindings copied now (one the database already held is left as it
+    /// is).
     pub bindings: usize,
     /// Kept texts copied (or already there), each read back and re-hashed.
     pub objects: usize,
@@ -194,7 +195,8 @@ pub struct Imported {
     pub home_already_there: usize,
     /// Signing secrets copied.
     pub secrets: usize,
-    /// Replay markers carried over: signatures the file store took.
+    /// Replay markers copied now: signatures the file store took that the
+    /// database did not hold yet.
     pub replay_markers: usize,
 }
 
@@ -299,12 +301,14 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
     // The requests the file store delivered stay refused as replays on
     // every node of the database.
     for (digest, at) in files.replay_markers()? {
-        target.import_replay(&digest, at)?;
-        report.replay_markers += 1;
+        if target.import_replay(&digest, at)? {
+            report.replay_markers += 1;
+        }
     }
     for (bot, chat, binding) in files.bindings()? {
-        target.import_binding(&bot, &chat, &binding)?;
-        report.bindings += 1;
+        if target.import_binding(&bot, &chat, &binding)? {
+            report.bindings += 1;
+        }
     }
     let mut want = files.bindings()?;
     let mut got = target.bindings()?;
@@ -317,7 +321,7 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             .all(|(w, g)| w.0 == g.0 && w.1 == g.1 && w.2.session_id == g.2.session_id);
     if !same {
         return Err(LifecycleError::ImportMismatch {
-            what: "the chat bindings differ between the two stores".to_owned(),
+            what: "the chat bindings differ between the two stores: the database binds a chat the file store does not, or to another session (a node on the database moved it on since); the database's bindings were left as they are".to_owned(),
         });
     }
     import_history(

@@ -646,36 +646,41 @@ impl PgStore {
             .map_err(|e| self.err(&e))
     }
 
-    /// Set a binding, as `vak store import` does.
+    /// Add a binding the database does not hold yet, as `vak store import`
+    /// does; `true` when it was added. One the database holds is left as it
+    /// is, even when it binds the chat to another session: a node on the
+    /// database may have moved the chat on since, and an import is not to
+    /// roll it back (the import then finds the bindings differ, and says so).
     pub fn import_binding(
         &self,
         bot: &str,
         chat: &str,
         binding: &Binding,
-    ) -> Result<(), SessionError> {
+    ) -> Result<bool, SessionError> {
         self.pool
             .with(|client| {
-                client.execute(
+                let added = client.execute(
                     "INSERT INTO vak_bindings (bot, chat, session_id, bound_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (bot, chat) DO UPDATE SET session_id = EXCLUDED.session_id, bound_at = EXCLUDED.bound_at",
+                     ON CONFLICT (bot, chat) DO NOTHING",
                     &[&bot, &chat, &binding.session_id.as_str(), &binding.bound_at],
                 )?;
-                Ok(())
+                Ok(added == 1)
             })
             .map_err(|e| self.err(&e))
     }
 
     /// Take the signature whose digest is `digest` (the file store's replay
     /// marker of a request it delivered at `at`), as `vak store import`
-    /// does, so the request is refused here too within its window.
-    pub fn import_replay(&self, digest: &str, at: i64) -> Result<(), SessionError> {
+    /// does, so the request is refused here too within its window; `true`
+    /// when the database did not hold it yet.
+    pub fn import_replay(&self, digest: &str, at: i64) -> Result<bool, SessionError> {
         self.pool
             .with(|client| {
-                client.execute(
+                let added = client.execute(
                     "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
                     &[&digest, &at],
                 )?;
-                Ok(())
+                Ok(added == 1)
             })
             .map_err(|e| self.err(&e))
     }

@@ -378,6 +378,33 @@ fn import_moves_a_file_store_and_verifies_it() {
         (again.sessions, again.already_there, again.events),
         (0, 3, 0)
     );
+    assert_eq!(
+        (again.bindings, again.replay_markers),
+        (0, 0),
+        "a repeat copies nothing and says so"
+    );
+    // A node on the database moves the chat on; importing the file store
+    // again never rolls it back to the file store's session.
+    let moved_on = |to: &str| {
+        let mut db = postgres::Client::connect(&target, postgres::NoTls).unwrap();
+        db.execute(
+            "UPDATE vak_bindings SET session_id = $1 WHERE bot = 'helpdesk' AND chat = '42'",
+            &[&to],
+        )
+        .unwrap();
+    };
+    moved_on(named.id.as_str());
+    let refused = vak_gateway::import_file(&env.home, &target).unwrap_err();
+    assert!(refused.to_string().contains("bindings differ"), "{refused}");
+    let bound_now = vak_store_pg::PgStore::open(&target)
+        .unwrap()
+        .bindings()
+        .unwrap();
+    assert_eq!(
+        bound_now[0].2.session_id, named.id,
+        "left as the database had it"
+    );
+    moved_on(rotated.session.as_str());
 
     let pg = vak_store_pg::PgStore::open(&target).unwrap();
     for id in [&rotated.session, &named.id] {
