@@ -305,8 +305,25 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             report.replay_markers += 1;
         }
     }
+    // A chat the file store moved on since an earlier import follows it
+    // here: the database binds it to a session the file store holds. One
+    // the database bound to a session of its own is left as it is.
+    let file_sessions: std::collections::HashSet<&str> = ids
+        .iter()
+        .map(vak_core::prompts::SessionId::as_str)
+        .collect();
+    let bound_there: std::collections::HashMap<(String, String), vak_core::prompts::SessionId> =
+        target
+            .bindings()?
+            .into_iter()
+            .map(|(bot, chat, binding)| ((bot, chat), binding.session_id))
+            .collect();
     for (bot, chat, binding) in files.bindings()? {
-        if target.import_binding(&bot, &chat, &binding)? {
+        let replaces = bound_there
+            .get(&(bot.clone(), chat.clone()))
+            .map(vak_core::prompts::SessionId::as_str)
+            .filter(|there| *there != binding.session_id.as_str() && file_sessions.contains(there));
+        if target.import_binding(&bot, &chat, &binding, replaces)? {
             report.bindings += 1;
         }
     }

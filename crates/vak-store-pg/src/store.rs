@@ -647,24 +647,34 @@ impl PgStore {
     }
 
     /// Add a binding the database does not hold yet, as `vak store import`
-    /// does; `true` when it was added. One the database holds is left as it
-    /// is, even when it binds the chat to another session: a node on the
-    /// database may have moved the chat on since, and an import is not to
-    /// roll it back (the import then finds the bindings differ, and says so).
+    /// does, or move one it holds on from `replaces`, the session it binds
+    /// the chat to now (an earlier import's, which the file store has
+    /// since moved on from); `true` when it was added or moved. One that
+    /// binds the chat to any other session is left as it is: a node on the
+    /// database moved the chat on, and an import is never to roll that back
+    /// (the import then finds the bindings differ, and says so).
     pub fn import_binding(
         &self,
         bot: &str,
         chat: &str,
         binding: &Binding,
+        replaces: Option<&str>,
     ) -> Result<bool, SessionError> {
         self.pool
             .with(|client| {
-                let added = client.execute(
+                let changed = client.execute(
                     "INSERT INTO vak_bindings (bot, chat, session_id, bound_at) VALUES ($1, $2, $3, $4)
-                     ON CONFLICT (bot, chat) DO NOTHING",
-                    &[&bot, &chat, &binding.session_id.as_str(), &binding.bound_at],
+                     ON CONFLICT (bot, chat) DO UPDATE SET session_id = EXCLUDED.session_id, bound_at = EXCLUDED.bound_at
+                     WHERE vak_bindings.session_id = $5",
+                    &[
+                        &bot,
+                        &chat,
+                        &binding.session_id.as_str(),
+                        &binding.bound_at,
+                        &replaces,
+                    ],
                 )?;
-                Ok(added == 1)
+                Ok(changed == 1)
             })
             .map_err(|e| self.err(&e))
     }

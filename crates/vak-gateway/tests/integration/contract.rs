@@ -383,8 +383,10 @@ fn import_moves_a_file_store_and_verifies_it() {
         (0, 0),
         "a repeat copies nothing and says so"
     );
-    // A node on the database moves the chat on; importing the file store
-    // again never rolls it back to the file store's session.
+    // A node on the database moves the chat on to a session of its own:
+    // importing the file store again never rolls it back.
+    let pg = vak_store_pg::PgStore::open(&target).unwrap();
+    let own = vak_gateway::new_session(&pg, &core, None).unwrap();
     let moved_on = |to: &str| {
         let mut db = postgres::Client::connect(&target, postgres::NoTls).unwrap();
         db.execute(
@@ -393,20 +395,30 @@ fn import_moves_a_file_store_and_verifies_it() {
         )
         .unwrap();
     };
-    moved_on(named.id.as_str());
+    moved_on(own.id.as_str());
     let refused = vak_gateway::import_file(&env.home, &target).unwrap_err();
     assert!(refused.to_string().contains("bindings differ"), "{refused}");
-    let bound_now = vak_store_pg::PgStore::open(&target)
-        .unwrap()
-        .bindings()
-        .unwrap();
     assert_eq!(
-        bound_now[0].2.session_id, named.id,
+        pg.bindings().unwrap()[0].2.session_id,
+        own.id,
         "left as the database had it"
     );
+    // The file store moving a chat on since the last import is followed:
+    // the database's binding is a session the file store holds.
     moved_on(rotated.session.as_str());
+    // (A project's file: the home's are the store's since the import.)
+    std::fs::create_dir_all(env.project.join(".vak/prompts")).unwrap();
+    std::fs::write(
+        env.project.join(".vak/prompts/guardrails.md"),
+        "- Changed again before the cut-over.\n",
+    )
+    .unwrap();
+    let rotated = deliver_to(&env, &*files, "42", "three again");
+    assert!(matches!(rotated.outcome, DeliveryOutcome::Rotated { .. }));
+    let followed = vak_gateway::import_file(&env.home, &target).unwrap();
+    assert_eq!((followed.sessions, followed.bindings), (1, 1));
+    assert_eq!(pg.bindings().unwrap()[0].2.session_id, rotated.session);
 
-    let pg = vak_store_pg::PgStore::open(&target).unwrap();
     for id in [&rotated.session, &named.id] {
         assert_eq!(
             vak_gateway::ledger_digest(&pg.read(id).unwrap()).unwrap(),
