@@ -1114,17 +1114,6 @@ mod tests {
     }
 
     /// What a session created now freezes (as `vak_gateway::freeze` does).
-    fn freeze(resolved: &ResolvedPrompt) -> vak_session::FrozenContract {
-        vak_session::FrozenContract {
-            capabilities: resolved.capabilities.to_vec(),
-            prompt_layers: resolved.descriptors.clone(),
-            fingerprint: resolved.fingerprint.clone(),
-            prefix: resolved.prefix.clone(),
-            agent: resolved.agent.clone(),
-            parent: None,
-        }
-    }
-
     /// `vak session diff` and `vak exec --session` agree on every kind of
     /// edit: the diff is empty exactly when the drift check finds nothing,
     /// and each edit shows as the change it is.
@@ -1229,7 +1218,7 @@ mod tests {
             let core = scene.core(&scene.home());
             let resolved = core.resolve().unwrap();
             keep_contributions(core.store().history(), &resolved).unwrap();
-            let mut contract = freeze(&resolved);
+            let mut contract = resolved.freeze(None);
             let home = edit(&scene, &mut contract).unwrap_or_else(|| scene.home());
             let current = scene.core(&home).resolve().unwrap();
             let drift = session_drift(&contract, &current);

@@ -13,16 +13,10 @@ use vak_core::{Admission, Core, InboundPrompts, PromptCache, Selectors};
 
 use crate::{LifecycleError, Request, render_tail_for, render_tail_from};
 
-/// What a new session freezes, from a fresh resolution.
+/// What a new session freezes, from a fresh resolution
+/// ([`ResolvedPrompt::freeze`]).
 pub fn freeze(resolved: &ResolvedPrompt, parent: Option<ParentSession>) -> FrozenContract {
-    FrozenContract {
-        capabilities: resolved.capabilities.to_vec(),
-        prompt_layers: resolved.descriptors.clone(),
-        fingerprint: resolved.fingerprint.clone(),
-        prefix: resolved.prefix.clone(),
-        agent: resolved.agent.clone(),
-        parent,
-    }
+    resolved.freeze(parent)
 }
 
 /// The creation metadata: the selectors, so a resume re-resolves the same

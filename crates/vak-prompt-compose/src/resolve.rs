@@ -10,7 +10,10 @@ use vak_prompt_blocks::{
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
-use vak_session::{AgentIdentity, CapabilityDescriptor, PromptLayerDescriptor, fingerprint};
+use vak_session::{
+    AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
+    fingerprint,
+};
 
 use crate::catalog::{CATALOG, render_contract};
 use crate::config::{EffectiveConfig, effective_config};
@@ -287,6 +290,19 @@ impl ResolvedPrompt {
     /// The resolved block `block`.
     pub fn block(&self, block: Block) -> Option<&ResolvedBlock> {
         self.blocks.iter().find(|b| b.block == block)
+    }
+
+    /// What a session started from this resolution freezes (DECISIONS §6):
+    /// the one place a contract is made from a resolution.
+    pub fn freeze(&self, parent: Option<ParentSession>) -> FrozenContract {
+        FrozenContract {
+            capabilities: self.capabilities.to_vec(),
+            prompt_layers: self.descriptors.clone(),
+            fingerprint: self.fingerprint.clone(),
+            prefix: self.prefix.clone(),
+            agent: self.agent.clone(),
+            parent,
+        }
     }
 }
 
