@@ -526,29 +526,19 @@ fn chains_named(chains: &[String]) -> String {
 /// `vak untrust [DIR]`.
 pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
     let home = args.home.dir()?;
-    let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     let dir = project_in(args.dir.as_ref(), &home)?;
-    let done = store.untrust(&dir).map_err(vak_core::CoreError::from)?;
+    let done = vak_core::untrust(&home, &dir)?;
     if done.removed.is_empty() {
         return out::println(&format!(
             "{} was not trusted; nothing changed",
             Escaped(done.key.as_str())
         ));
     }
-    for removed in &done.removed {
+    for (removed, over) in &done.removed {
         out::println(&format!(
             "untrusted {}: only its guardrails apply now",
             Escaped(removed.as_str())
         ))?;
-        // Untrusting is never refused (it is how a user takes a clone's
-        // instructions back), but it can bring back a longer shared
-        // identity the project had replaced: said, so the user learns it
-        // here rather than from the next session's refusal.
-        let over = vak_core::Core::open(vak_core::Selectors::new(home.clone(), removed.clone()))
-            .and_then(|core| core.resolve())
-            .map(|resolved| vak_core::budget_of(&resolved).report)
-            .ok()
-            .filter(vak_core::prompts::BudgetReport::is_over);
         if let Some(report) = over {
             out::notice_lines(
                 "warning",

@@ -472,6 +472,48 @@ fn trust_pushes_over(before: &BudgetReport, after: &BudgetReport) -> Option<Budg
     )
 }
 
+/// What [`untrust`] did.
+#[derive(Debug, Clone)]
+pub struct UntrustOutcome {
+    /// The trust store's key for the directory asked about.
+    pub key: String,
+    /// Each trust store entry removed, with the budget of the prompt it
+    /// resolves to now when that is over the cap.
+    pub removed: Vec<(Utf8PathBuf, Option<BudgetReport>)>,
+}
+
+/// Stop trusting `project` in `home`'s trust store (DECISIONS §5). Never
+/// refused: it is how a user takes a clone's instructions back. But it can
+/// bring back a longer shared identity the project had replaced, so each
+/// project it removes is resolved again, and a prompt now over the cap is
+/// returned for the caller to warn with, rather than learned from the next
+/// session's refusal.
+///
+/// # Errors
+///
+/// The trust store cannot be read or written.
+pub fn untrust(home: &Utf8Path, project: &Utf8Path) -> Result<UntrustOutcome, CoreError> {
+    let mut store = vak_prompt_trust::TrustStore::load(home)?;
+    let done = store.untrust(project)?;
+    let removed = done
+        .removed
+        .into_iter()
+        .map(|removed| {
+            let removed = Utf8PathBuf::from(removed);
+            let over = Core::open(Selectors::new(home.to_owned(), removed.clone()))
+                .and_then(|core| core.resolve())
+                .map(|resolved| budget_of(&resolved).report)
+                .ok()
+                .filter(BudgetReport::is_over);
+            (removed, over)
+        })
+        .collect();
+    Ok(UntrustOutcome {
+        key: done.key,
+        removed,
+    })
+}
+
 /// The budget before and after trusting `selectors.project`, on the chain
 /// named and on every chain trusting it reaches (see
 /// [`ChainPlan::for_trust`]); stops at the first chain pushed over the cap.

@@ -23,9 +23,9 @@ pub use crate::gateway_edit::{
 pub use edit::{
     Budget, ChainPlan, ChainsLeftOut, EditError, EditStart, EditTarget, MAX_GATEWAY_CHAINS,
     MAX_PLAN_WORK, Preview, Reset, Saved, Scope, SubLayer, TrustBudget, TrustStep, Unchecked,
-    Visited, WORK_PER_DIRECTORY, Work, budget_of, chain_work, check_window, describe_chain,
-    interop_names, layer_directories, lints_of, lints_of_text, pushes_over, roles_with_dirs,
-    trust_budget, walk_trust_chains,
+    UntrustOutcome, Visited, WORK_PER_DIRECTORY, Work, budget_of, chain_work, check_window,
+    describe_chain, interop_names, layer_directories, lints_of, lints_of_text, pushes_over,
+    roles_with_dirs, trust_budget, untrust, walk_trust_chains,
 };
 pub use error::CoreError;
 pub use inbound::{Admission, InboundPrompts};
