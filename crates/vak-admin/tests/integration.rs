@@ -1286,6 +1286,61 @@ fn a_bot_edit_is_budgeted_on_every_chat_of_the_bot() {
 }
 
 #[test]
+fn a_bot_edit_is_budgeted_on_every_chat_of_the_bot_with_every_role() {
+    let env = Env::new();
+    let bots_path = env.gateway_file("bots.json");
+    let allow_path = env.gateway_file("allowlist.json");
+    let role_path = env.home.join(".vak/prompts/agents/reviewer/guardrails.md");
+    let original_role = std::fs::read_to_string(&role_path).expect("read");
+    // About 280 tokens each, so any two of the bot's text, chat 42's list
+    // and the reviewer role's list fit the cap beside the rest of the
+    // fixture's prompt, and all three do not: only chat 42 with the role
+    // goes over.
+    let bullets = |who: &str| -> String {
+        (0..35)
+            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
+            .collect()
+    };
+    let mut allow: Value =
+        serde_json::from_str(&std::fs::read_to_string(&allow_path).expect("read")).expect("json");
+    allow["helpdesk"]["42"]["prompts"]["guardrails"] = json!(bullets("chat"));
+    std::fs::write(&allow_path, allow.to_string()).expect("write");
+    std::fs::write(&role_path, format!("{original_role}\n{}", bullets("role"))).expect("write");
+    let bot_text = bullets("bot");
+    let save = || {
+        env.put(
+            "/api/gateway/bots/helpdesk/guardrails",
+            &json!({"text": bot_text, "if_digest": sha256_hex("- Never paste customer data into the chat.")}),
+        )
+    };
+    let before = std::fs::read_to_string(&bots_path).expect("read");
+    let error = save().expect_error(422);
+    assert!(error.contains("chat `42`"), "{error}");
+    assert!(error.contains("agent `reviewer`"), "{error}");
+    assert_eq!(std::fs::read_to_string(&bots_path).expect("read"), before);
+
+    // Without the role's long list the same edit is saved, and each chain
+    // it was checked on before (chat 42 with no role, the bot with the
+    // role) is under the cap with it.
+    std::fs::write(&role_path, &original_role).expect("write");
+    let saved = save().expect_ok();
+    assert_eq!(saved["changed"], true);
+    std::fs::write(&role_path, format!("{original_role}\n{}", bullets("role"))).expect("write");
+    for chain in ["bot=helpdesk&chat=42", "bot=helpdesk&agent=reviewer"] {
+        let prompt = env
+            .get(&format!("/api/prompt?surface=chat&{chain}"))
+            .expect_ok();
+        let (tokens, cap) = (&prompt["budget"]["prefix_tokens"], &prompt["budget"]["cap"]);
+        assert!(tokens.as_u64() < cap.as_u64(), "{chain}: {tokens} of {cap}");
+    }
+    let both = env
+        .get("/api/prompt?surface=chat&bot=helpdesk&chat=42&agent=reviewer")
+        .expect_ok();
+    let (tokens, cap) = (&both["budget"]["prefix_tokens"], &both["budget"]["cap"]);
+    assert!(tokens.as_u64() > cap.as_u64(), "{tokens} of {cap}");
+}
+
+#[test]
 fn a_chat_keys_history_diff_and_revert_and_their_refusals() {
     let env = Env::new();
     let list = env.get("/api/gateway").expect_ok();

@@ -1829,6 +1829,11 @@ pub struct ChainPlan {
     workdirs: Vec<Option<Utf8PathBuf>>,
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
+    /// Whether each gateway bot and chat is crossed with every role too,
+    /// not only taken with the first: a gateway key's own plan, whose
+    /// chats are the chains it changes (a chat's list and a role's can each
+    /// fit beside a bot's text and not both).
+    gateway_roles: bool,
     /// What listing the directory layers took.
     walk: Walked,
 }
@@ -1880,9 +1885,9 @@ impl ChainPlan {
     }
 
     /// The chains a change of one gateway key reaches from `base`'s
-    /// project, at its root, on the chat surface, with no role and with
-    /// every role that has a directory: `bot`'s chain and each of its chats
-    /// with prompts of its own, or `chat`'s chain alone.
+    /// project, at its root, on the chat surface, each with no role and
+    /// with every role that has a directory: `bot`'s chain and each of its
+    /// chats with prompts of its own, or `chat`'s chain alone.
     pub fn for_gateway(base: &Selectors, bot: &Name, chat: Option<&Name>) -> ChainPlan {
         let base = Selectors {
             surface: SurfaceKind::Chat,
@@ -1907,6 +1912,7 @@ impl ChainPlan {
             workdirs: vec![None],
             gateway,
             gateway_left_out,
+            gateway_roles: true,
             walk: Walked {
                 complete: true,
                 visited: 0,
@@ -1935,6 +1941,7 @@ impl ChainPlan {
             workdirs,
             gateway,
             gateway_left_out,
+            gateway_roles: false,
             walk,
         }
     }
@@ -1945,8 +1952,11 @@ impl ChainPlan {
     /// counted, not visited. First every
     /// role in the named working directory and every directory layer with
     /// the plan's first role, each on every surface, weighed by its longest
-    /// prompt, and every gateway bot and chat; then every surface × every
-    /// directory layer × every role, the heaviest of that first pass first.
+    /// prompt, and every gateway bot and chat with that first role; then
+    /// every surface × every directory layer × every role, the heaviest of
+    /// that first pass first; then, for a gateway key's plan, every
+    /// gateway bot and chat × every other role, the heaviest role first
+    /// (after the chains a delivery uses, which have no role).
     /// Every one, not the heaviest few: a clone chooses its texts, and
     /// guardrails a role repeats from heavy layers are dropped there as
     /// duplicates (counting nothing), so a light layer can make the longest
@@ -2061,6 +2071,20 @@ impl ChainPlan {
                 for &role in &roles {
                     go(
                         chain(*surface, &self.workdirs[dir], &self.roles[role]),
+                        &mut seen,
+                    )?;
+                }
+            }
+        }
+        if self.gateway_roles {
+            for &role in &roles {
+                for (bot, chat) in &self.gateway {
+                    go(
+                        Selectors {
+                            bot: Some(bot.clone()),
+                            chat: chat.clone(),
+                            ..chain(SurfaceKind::Chat, &workdir0, &self.roles[role])
+                        },
                         &mut seen,
                     )?;
                 }

@@ -160,3 +160,48 @@ fn each_refusal_leaves_the_file_and_a_change_is_recorded_by_key() {
     assert!(nothing.written.is_none());
     assert_eq!(fs::read_to_string(&bots).unwrap(), after);
 }
+
+#[test]
+fn a_bot_key_is_budgeted_on_each_chat_with_each_role() {
+    let f = fixture();
+    // Chat 42's list, the reviewer role's and the bot's new text, about
+    // 350 tokens each: any two fit the cap beside the seed, all three do
+    // not, so only chat 42 with the reviewer role goes over.
+    let bullets = |who: &str| -> String {
+        (0..42)
+            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
+            .collect()
+    };
+    let role = f.home.join(".vak/prompts/agents/reviewer");
+    fs::create_dir_all(&role).unwrap();
+    fs::write(role.join("operating-rules.md"), bullets("role")).unwrap();
+    fs::write(
+        f.home.join(".vak/gateway/allowlist.json"),
+        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": bullets("chat")}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
+    let bots = f.home.join(".vak/gateway/bots.json");
+    let before = fs::read_to_string(&bots).unwrap();
+    let who = Who::OsUser;
+    let current = sha256_hex("- Never paste customer data.");
+    let text = bullets("bot");
+    let over = core
+        .change_gateway_key(
+            &bot_key(Block::Guardrails),
+            change(Some(&text), &current, &who),
+        )
+        .unwrap_err();
+    match &over {
+        GatewayChangeError::Edit(EditError::OverBudget { chain, .. }) => {
+            let chain = chain.as_deref().unwrap_or_default();
+            assert!(
+                chain.contains("chat `42`") && chain.contains("agent `reviewer`"),
+                "{over}"
+            );
+        }
+        other => panic!("not refused for chat 42 with the role: {other}"),
+    }
+    assert_eq!(fs::read_to_string(&bots).unwrap(), before);
+}
