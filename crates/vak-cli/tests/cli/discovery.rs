@@ -1058,14 +1058,14 @@ fn a_root_file_saved_from_inside_a_directory_layer_is_budgeted_at_the_root() {
     );
 }
 
-#[test]
-fn trusting_crosses_every_role_with_every_directory_layer() {
-    // A role whose guardrails repeat those of 16 heavy layers (dropped
-    // there as duplicates), and a 17th light layer that does not repeat
-    // them: the role is long only in the light one.
+/// A project where role `r`'s `rules` guardrails repeat those of 16 heavy
+/// layers `d01`..`d16` (dropped there as duplicates) and a 17th layer,
+/// `z17`, holds an identity of `z_lines` lines and does not repeat them:
+/// the role is long only in the light layer.
+fn role_long_only_in_a_light_layer(rules: usize, z_lines: usize) -> Env {
     let env = Env::empty();
     fs::create_dir_all(env.project().join(".git")).unwrap();
-    let guardrails: String = (0..45)
+    let guardrails: String = (0..rules)
         .map(|k| format!("- G rule {k}: never touch the G resource number {k} without review.\n"))
         .collect();
     env.write_project(".vak/prompts/agents/r/guardrails.md", &guardrails);
@@ -1076,16 +1076,21 @@ fn trusting_crosses_every_role_with_every_directory_layer() {
             &format!("Identity {i}.\n"),
         );
     }
-    env.write_project("z17/.vak/prompts/identity.md", &lines("z", 40));
+    env.write_project("z17/.vak/prompts/identity.md", &lines("z", z_lines));
+    env
+}
+
+#[test]
+fn trusting_crosses_every_role_with_every_directory_layer() {
+    // A role whose guardrails repeat those of 16 heavy layers (dropped
+    // there as duplicates), and a 17th light layer that does not repeat
+    // them: the role is long only in the light one.
+    let env = role_long_only_in_a_light_layer(45, 40);
     let out = vak_in(&env, env.project(), &["trust"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("`z17`"), "{}", stderr(&out));
 }
 
-/// A clone nested hundreds of directories deep, each with an `AGENTS.md`,
-/// worked in at the bottom: the layers past the depth limit are said in a
-/// few lines (three named, the rest counted), not one ever longer path per
-/// level.
 #[test]
 fn a_save_crosses_every_role_with_every_directory_layer_as_trusting_does() {
     // The role's guardrails repeat those of 16 heavy layers (dropped there
@@ -1093,20 +1098,7 @@ fn a_save_crosses_every_role_with_every_directory_layer_as_trusting_does() {
     // lightest without a role: ranked by weight it was never crossed with
     // the role, yet with it it makes the longest chain. A shared save that
     // pushes only that chain over the cap must be refused, naming it.
-    let env = Env::empty();
-    fs::create_dir_all(env.project().join(".git")).unwrap();
-    let guardrails: String = (0..28)
-        .map(|k| format!("- G rule {k}: never touch the G resource number {k} without review.\n"))
-        .collect();
-    env.write_project(".vak/prompts/agents/r/guardrails.md", &guardrails);
-    for i in 1..=16 {
-        env.write_project(&format!("d{i:02}/.vak/prompts/guardrails.md"), &guardrails);
-        env.write_project(
-            &format!("d{i:02}/.vak/prompts/identity.md"),
-            &format!("Identity {i}.\n"),
-        );
-    }
-    env.write_project("z17/.vak/prompts/identity.md", &lines("z", 26));
+    let env = role_long_only_in_a_light_layer(28, 26);
     // Every chain is under the cap before the save.
     env.trust();
     let rules = env.project().join("rules.md");
@@ -1224,6 +1216,10 @@ fn a_directory_named_through_a_link_is_saved_and_budgeted_where_the_link_leads()
     }
 }
 
+/// A clone nested hundreds of directories deep, each with an `AGENTS.md`,
+/// worked in at the bottom: the layers past the depth limit are said in a
+/// few lines (three named, the rest counted), not one ever longer path per
+/// level.
 #[test]
 fn layers_left_out_by_the_hundred_are_said_in_a_few_lines() {
     let env = Env::empty();
