@@ -1939,6 +1939,44 @@ mod tests {
         assert!(cases > 150);
     }
 
+    /// A gateway file that is a symlink out of the home, a FIFO or over
+    /// the size limit is an error for the admission (never "not listed",
+    /// never a hang), and counts as listed for the CLI's warning.
+    #[test]
+    fn a_hostile_gateway_file_is_an_error_not_an_answer() {
+        let (_keep, home) = home();
+        let outside = tempfile::tempdir().unwrap();
+        let target = outside.path().join("allowlist.json");
+        std::fs::write(&target, r#"{"helpdesk": {"ops": {}}}"#).unwrap();
+        let path = GatewayFile::Allowlist.path(&home);
+        let listed =
+            || gateway_entry_listed(&home, GatewayFile::Allowlist, "helpdesk", Some("ops"));
+        std::os::unix::fs::symlink(&target, &path).unwrap();
+        assert!(matches!(listed(), Err(GatewayError::Unreadable { .. })));
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&path)
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(matches!(listed(), Err(GatewayError::Unreadable { .. })));
+        assert!(gateway_lists(
+            &home,
+            GatewayFile::Allowlist,
+            "helpdesk",
+            Some("ops")
+        ));
+        std::fs::remove_file(&path).unwrap();
+        let big = format!(
+            r#"{{"helpdesk": {{"ops": {{}}}}, "pad": "{}"}}"#,
+            "x".repeat(MAX_GATEWAY_BYTES as usize)
+        );
+        std::fs::write(&path, big).unwrap();
+        assert!(matches!(listed(), Err(GatewayError::Unreadable { .. })));
+    }
+
     mod index_property {
         use super::super::*;
         use super::taken;
