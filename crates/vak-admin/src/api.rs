@@ -164,11 +164,7 @@ pub(crate) struct LayerQuery {
 
 /// What a change does with chains it could not budget.
 pub(crate) fn unchecked(over_budget: bool) -> Unchecked {
-    if over_budget {
-        Unchecked::Accept
-    } else {
-        Unchecked::Refuse
-    }
+    Unchecked::from_over_budget(over_budget)
 }
 
 impl LayerQuery {

@@ -78,11 +78,7 @@ pub(crate) struct OverBudgetArg {
 impl OverBudgetArg {
     /// What the library does with chains it could not check.
     pub(crate) fn unchecked(self) -> Unchecked {
-        if self.over_budget {
-            Unchecked::Accept
-        } else {
-            Unchecked::Refuse
-        }
+        Unchecked::from_over_budget(self.over_budget)
     }
 }
 

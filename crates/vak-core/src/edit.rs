@@ -83,6 +83,17 @@ pub enum Unchecked {
     Accept,
 }
 
+impl Unchecked {
+    /// What `--over-budget` (the admin API's `over_budget`) asks for.
+    pub fn from_over_budget(over_budget: bool) -> Unchecked {
+        if over_budget {
+            Unchecked::Accept
+        } else {
+            Unchecked::Refuse
+        }
+    }
+}
+
 /// Why an edit was refused. Each message names the block, file or layer.
 #[derive(Debug, Error)]
 pub enum EditError {
