@@ -796,6 +796,7 @@ mod tests {
                 .map(|&layer| Contributor {
                     provenance: Provenance::new(layer, Origin::Home, "x").into(),
                     text: "t".to_owned(),
+                    interop: false,
                 })
                 .collect(),
             shadowed: Vec::new(),

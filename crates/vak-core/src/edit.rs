@@ -1506,51 +1506,17 @@ impl Core {
 }
 
 /// Put `text` in place of `target`'s file in a loaded chain (`None`: the
-/// file removed), as the loader would read the directory afterwards: a
-/// project directory's `operating-rules.md` and its interop file
-/// (`AGENTS.md`) exclude each other (DECISIONS §15), so saving the one drops
-/// the other, and removing it brings the interop file back in.
+/// file removed), as the loader would read the directory afterwards. A
+/// directory's interop file (`AGENTS.md`) is never a save's target and
+/// stays as it is: it is appended to the operating rules whatever the
+/// directory's `operating-rules.md` says.
 fn substitute_target(
     chain: &mut LoadedChain,
     target: &EditTarget,
     selectors: &Selectors,
     text: Option<&str>,
 ) {
-    let provenance = target.provenance(selectors);
-    chain.substitute(target.block, &provenance, text);
-    let path = target.path(selectors);
-    let level = path
-        .parent()
-        .and_then(Utf8Path::parent)
-        .and_then(Utf8Path::parent);
-    let (true, Some(level)) = (
-        target.scope == Scope::Project
-            && target.block == Block::OperatingRules
-            && matches!(target.sub, SubLayer::Base | SubLayer::Directory(_)),
-        level,
-    ) else {
-        return;
-    };
-    let names = chain.interop_names.clone();
-    let is_interop = |p: &Provenance| {
-        p.source.as_deref().is_some_and(|source| {
-            let source = Utf8Path::new(source);
-            source.parent() == Some(level)
-                && source
-                    .file_name()
-                    .is_some_and(|name| names.iter().any(|n| n == name))
-        })
-    };
-    chain.contributions.retain(|c| !is_interop(&c.provenance));
-    chain.skipped.retain(|s| !is_interop(&s.provenance));
-    if text.is_none() {
-        let (contribution, skipped) =
-            vak_prompt_loader::interop_of_level(level, &selectors.project, &names);
-        if let Some(c) = contribution {
-            chain.substitute(c.block, &c.provenance, Some(&c.text));
-        }
-        chain.skipped.extend(skipped);
-    }
+    chain.substitute(target.block, &target.provenance(selectors), text);
 }
 
 /// How a refusal names a chain: `surface chat, agent reviewer`.

@@ -177,10 +177,17 @@ pub fn provenance_summary(block: &ResolvedBlock, naming: LayerNaming) -> String 
             1 => "runtime".to_owned(),
             n => format!("runtime, {n} entries"),
         },
-        Composition::NarrowestWins => match layers.first() {
-            Some(layer) => format!("from {}", name(*layer)),
-            None => "empty".to_owned(),
-        },
+        Composition::NarrowestWins => {
+            // Interop files (`AGENTS.md`) are appended after the winner:
+            // counted, since each is named on a line of its own.
+            let appended = block.contributors.iter().filter(|c| c.interop).count();
+            match (layers.first(), appended) {
+                (None, _) => "empty".to_owned(),
+                (Some(layer), 0) => format!("from {}", name(*layer)),
+                (Some(layer), 1) => format!("from {} + 1 AGENTS file", name(*layer)),
+                (Some(layer), n) => format!("from {} + {n} AGENTS files", name(*layer)),
+            }
+        }
         Composition::Accumulate | Composition::Additive => {
             // Directory sub-layers (DECISIONS §15) are one tier, `project`,
             // from several directories: named once, with the count.
@@ -225,6 +232,7 @@ mod tests {
                 .map(|l| Contributor {
                     provenance: Provenance::new(*l, Origin::Project, "x").into(),
                     text: String::new(),
+                    interop: false,
                 })
                 .collect(),
             shadowed: Vec::new(),

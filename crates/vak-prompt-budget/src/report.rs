@@ -390,6 +390,7 @@ mod tests {
             let contributor = Contributor {
                 provenance: Arc::new((*provenance).clone()),
                 text: (*text).to_owned(),
+                interop: false,
             };
             match blocks.last_mut() {
                 Some(last) if last.block == *block => {

@@ -47,6 +47,10 @@ pub struct Contributor {
     /// whitespace (for a block that is not a list, trimmed), so a CRLF
     /// conversion or a trailing newline changes neither this nor its digest.
     pub text: String,
+    /// Whether this is a directory's interop file (`AGENTS.md`), appended to
+    /// the operating rules after the winning text rather than competing
+    /// with it.
+    pub interop: bool,
 }
 
 /// The text a layer contributes (DECISIONS §6, §11): forbidden characters
@@ -83,6 +87,8 @@ struct Kept<'a> {
     text: Cow<'a, str>,
     /// For a seed text, its descriptor, made once per process.
     made: Option<&'a PromptLayerDescriptor>,
+    /// A directory's interop file: appended, never a winner.
+    interop: bool,
 }
 
 /// What composition derives from the binary alone, built once per process:
@@ -114,6 +120,7 @@ fn builtin() -> &'static Builtin {
         let contract = Contributor {
             provenance: Arc::new(Provenance::seed("capability-catalog")),
             text: render_contract(CATALOG),
+            interop: false,
         };
         let mut descriptors: Vec<_> = seed
             .iter()
@@ -156,6 +163,7 @@ fn surface_line(surface: SurfaceKind) -> Contributor {
     Contributor {
         provenance: Arc::new(Provenance::runtime(&format!("surface/{surface}"))),
         text: format!("Surface: {}", surface.observation()),
+        interop: false,
     }
 }
 
@@ -306,6 +314,32 @@ impl ResolvedPrompt {
     }
 }
 
+/// The operating rules with the directories' interop files appended: the
+/// winning text, then each interop file root first, introduced by a plain
+/// line naming it relative to the project `root` (`From services/AGENTS.md:`).
+/// Each piece is contained on its own (a fence one file leaves open is
+/// closed at that file's end), so no file's Markdown reaches into the next
+/// file's introduction or the next section.
+fn with_interop(contributors: &[Contributor], root: Option<&camino::Utf8PathBuf>) -> String {
+    let mut out = String::with_capacity(contributors.iter().map(|c| c.text.len() + 64).sum());
+    for c in contributors.iter().filter(|c| !c.text.is_empty()) {
+        if !out.is_empty() {
+            out.push_str("\n\n");
+        }
+        if c.interop {
+            let source = c.provenance.source.as_deref().unwrap_or_default();
+            let relative = root
+                .and_then(|root| camino::Utf8Path::new(source).strip_prefix(root).ok())
+                .map_or(source, camino::Utf8Path::as_str);
+            out.push_str("From ");
+            out.push_str(relative);
+            out.push_str(":\n\n");
+        }
+        out.push_str(&neutralise(&c.text));
+    }
+    out
+}
+
 /// Render the accumulated items of a guardrails or surface-note block,
 /// widest first, dropping later duplicates.
 fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<String>) -> String {
@@ -422,6 +456,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             provenance,
             text: Cow::Borrowed(text.as_str()),
             made: Some(made),
+            interop: false,
         },
     ));
     // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
@@ -447,7 +482,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
     let root_has_rules = chain
         .contributions
         .iter()
-        .any(|c| c.block == Block::OperatingRules && at_root(c));
+        .any(|c| c.block == Block::OperatingRules && !c.interop && at_root(c));
     for contribution in &chain.contributions {
         let text = contributed(
             &contribution.text,
@@ -466,6 +501,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 provenance: &contribution.provenance,
                 text,
                 made: None,
+                interop: contribution.interop,
             }),
             Verdict::Demote(reason) => demoted.push(Demotion {
                 block: Some(block),
@@ -513,6 +549,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 provenance,
                 text: legacy_text,
                 made: None,
+                interop: false,
             }];
             // The root's AGENTS.md stays its operating rules.
             if !root_has_rules {
@@ -521,6 +558,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                     provenance,
                     text: Cow::Borrowed(""),
                     made: None,
+                    interop: false,
                 });
             }
             kept.splice(at..at, legacy);
@@ -558,9 +596,12 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             Contributor {
                 provenance: Arc::clone(c.provenance),
                 text: text.to_owned(),
+                interop: c.interop,
             }
         };
-        let of_block = || (0..kept.len()).filter(|i| kept[*i].block == block);
+        let of_block = || (0..kept.len()).filter(|i| kept[*i].block == block && !kept[*i].interop);
+        // Set when the block's pieces were contained one by one.
+        let mut contained = false;
         let resolved = match block.composition() {
             // Only the narrowest text is kept; the layers it shadows are
             // named by provenance alone, so their text is never copied.
@@ -571,11 +612,24 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                     .map(|i| Arc::clone(kept[i].provenance))
                     .collect();
                 let winner = of_block().next_back().map(&mut contributor);
+                let mut contributors: Vec<Contributor> = winner.into_iter().collect();
+                let appended =
+                    (0..kept.len()).filter(|i| kept[*i].block == block && kept[*i].interop);
+                contributors.extend(appended.map(&mut contributor));
+                let text = if contributors.iter().any(|c| c.interop) {
+                    contained = true;
+                    with_interop(&contributors, chain.project_levels.first())
+                } else {
+                    contributors
+                        .first()
+                        .map(|w| w.text.clone())
+                        .unwrap_or_default()
+                };
                 ResolvedBlock {
                     block,
-                    text: winner.as_ref().map(|w| w.text.clone()).unwrap_or_default(),
+                    text,
                     shadowed,
-                    contributors: winner.into_iter().collect(),
+                    contributors,
                 }
             }
             Composition::Accumulate => {
@@ -626,7 +680,8 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         let mut resolved = resolved;
         // Structural containment (DECISIONS §11): a line of user text, or of
         // a name from input, never reads as the prefix's own structure.
-        if (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
+        if !contained
+            && (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
             && let Cow::Owned(text) = neutralise(&resolved.text)
         {
             resolved.text = text;
@@ -705,6 +760,7 @@ fn runtime_block(
                 lines.push(Contributor {
                     provenance: Arc::clone(provenance),
                     text: line,
+                    interop: false,
                 });
             }
             lines
@@ -723,6 +779,7 @@ fn runtime_block(
                     || format!("MCP server `{}`", Escaped(&server.source)),
                     warnings,
                 ),
+                interop: false,
             })
             .collect(),
         _ => Vec::new(),

@@ -84,10 +84,13 @@ fn inventory_name<'a>(block: &str, source: Option<&'a str>) -> Option<&'a str> {
 
 /// What a descriptor is paired by besides block, layer and occurrence: an
 /// inventory entry's name, or for the `project` layer the directory whose
-/// layer it is (DECISIONS §15: `<dir>/.vak/prompts/<file>`,
-/// `<dir>/AGENTS.md` and `<dir>/.vak/SYSTEM.md` all name `<dir>`), so a
-/// directory sub-layer added between two others is reported as that
-/// directory's, not as a shift of every directory below it.
+/// layer it is (`<dir>/.vak/prompts/<file>` and `<dir>/.vak/SYSTEM.md` both
+/// name `<dir>`), so a directory sub-layer added between two others is
+/// reported as that directory's, not as a shift of every directory below
+/// it. A directory's interop file (`<dir>/AGENTS.md`, outside `.vak`) is
+/// paired by its directory and file name: it is appended beside that
+/// directory's own operating rules, never in their place, so it is never
+/// compared with them.
 fn pairing_name<'a>(block: &str, layer: &str, source: Option<&'a str>) -> Option<&'a str> {
     if let Some(name) = inventory_name(block, source) {
         return Some(name);
@@ -97,8 +100,10 @@ fn pairing_name<'a>(block: &str, layer: &str, source: Option<&'a str>) -> Option
     }
     let source = source?;
     let dir = source.rsplit_once('/').map_or(source, |(dir, _)| dir);
-    let dir = dir.strip_suffix("/.vak/prompts").unwrap_or(dir);
-    Some(dir.strip_suffix("/.vak").unwrap_or(dir))
+    if let Some(dir) = dir.strip_suffix("/.vak/prompts") {
+        return Some(dir);
+    }
+    Some(dir.strip_suffix("/.vak").unwrap_or(source))
 }
 
 fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor)> {
@@ -441,14 +446,55 @@ mod tests {
             [
                 (
                     "operating-rules",
-                    ChangeKind::Changed,
+                    ChangeKind::Added,
                     Some("/p/s/pay/.vak/prompts/operating-rules.md")
+                ),
+                (
+                    "operating-rules",
+                    ChangeKind::Removed,
+                    Some("/p/s/pay/AGENTS.md")
                 ),
                 (
                     "guardrails",
                     ChangeKind::Added,
                     Some("/p/s/.vak/prompts/guardrails.md")
                 ),
+            ],
+            "{report}"
+        );
+    }
+
+    /// A directory's interop files pair by directory and file name: an
+    /// `AGENTS.md` edited deep in a monorepo is that file's change, one
+    /// added above it is an addition (nothing below shifts), and an
+    /// `AGENTS.override.md` that appears beside an `AGENTS.md` replaces it
+    /// as a removal and an addition, never as a change of the directory's
+    /// own `operating-rules.md`.
+    #[test]
+    fn interop_files_pair_by_directory_and_file_name() {
+        let rules = |text: &str, source: &str| d("operating-rules", "project", text, source);
+        let frozen = vec![
+            rules("own", "/p/s/.vak/prompts/operating-rules.md"),
+            rules("root", "/p/AGENTS.md"),
+            rules("pay", "/p/s/pay/AGENTS.md"),
+        ];
+        let current = vec![
+            rules("own", "/p/s/.vak/prompts/operating-rules.md"),
+            rules("root", "/p/AGENTS.md"),
+            rules("s", "/p/s/AGENTS.override.md"),
+            rules("pay2", "/p/s/pay/AGENTS.md"),
+        ];
+        let report = diff(&frozen, &current);
+        let changes: Vec<_> = report
+            .changes
+            .iter()
+            .map(|c| (c.kind, c.source.as_deref()))
+            .collect();
+        assert_eq!(
+            changes,
+            [
+                (ChangeKind::Added, Some("/p/s/AGENTS.override.md")),
+                (ChangeKind::Changed, Some("/p/s/pay/AGENTS.md")),
             ],
             "{report}"
         );

@@ -49,6 +49,11 @@ pub struct Contribution {
     pub provenance: Arc<Provenance>,
     /// Exactly the text read. Empty means "deliberately nothing".
     pub text: String,
+    /// Whether this is a directory's interop file (`AGENTS.md` and the
+    /// like): operating rules written for every agent, which composition
+    /// appends after the winning `operating-rules` text instead of letting
+    /// them compete with it.
+    pub interop: bool,
 }
 
 /// An input the loader refused, and why. Reported, never fatal.
@@ -231,6 +236,7 @@ impl LoadedChain {
             block,
             provenance: Arc::new(provenance.clone()),
             text: text.to_owned(),
+            interop: false,
         };
         let at = self
             .contributions
@@ -355,6 +361,7 @@ impl Reader<'_> {
                     block,
                     provenance: Arc::new(provenance),
                     text,
+                    interop: false,
                 }),
                 Ok(None) => {}
                 Err(refusal) => self.skip(Some(block), provenance, refusal),
@@ -365,30 +372,15 @@ impl Reader<'_> {
 }
 
 impl Reader<'_> {
-    /// The interop file of one project level (DECISIONS §15): the first of
-    /// `names` present in `level` contributes that level's
-    /// `operating-rules`, unless `prompts/operating-rules.md` is there
-    /// (present, empty or refused: the level decided). Read like every
-    /// layer file: confined to the project, bounded, UTF-8; a refusal names
-    /// the file and the next name is not tried.
-    fn interop_file(
-        &mut self,
-        level: &Utf8Path,
-        prompts: &Utf8Path,
-        root: &Utf8Path,
-        names: &[String],
-    ) {
-        let own = join(prompts, &["operating-rules.md"]);
-        let decided = |p: &Provenance| p.source.as_deref() == Some(own.as_str());
-        if self
-            .chain
-            .contributions
-            .iter()
-            .any(|c| decided(&c.provenance))
-            || self.chain.skipped.iter().any(|s| decided(&s.provenance))
-        {
-            return;
-        }
+    /// The interop file of one project level: the first of `names` present
+    /// in `level` (`AGENTS.override.md` before `AGENTS.md` by default), as
+    /// other agents read it. It is that level's contribution to the
+    /// operating rules, appended after the winning `operating-rules` text
+    /// whether or not the level has an `operating-rules.md` of its own. Read
+    /// like every layer file: confined to the project, bounded, UTF-8; a
+    /// refusal names the file and the next name is not tried, so a refused
+    /// override never lets the file it overrides in.
+    fn interop_file(&mut self, level: &Utf8Path, root: &Utf8Path, names: &[String]) {
         for name in names {
             let path = join(level, &[name]);
             let read = self.read(&path, root);
@@ -400,6 +392,7 @@ impl Reader<'_> {
                         block: Block::OperatingRules,
                         provenance: Arc::new(provenance()),
                         text,
+                        interop: true,
                     });
                     return;
                 }
@@ -413,26 +406,10 @@ impl Reader<'_> {
     }
 }
 
-/// What `level`'s interop file contributes when the level has no
-/// `operating-rules.md` (for an edit preview that removes that file): read
-/// exactly as a load reads it, confined to `root`. The contribution, or the
-/// refusal that names the file, or neither when no interop file is there.
-pub fn interop_of_level(
-    level: &Utf8Path,
-    root: &Utf8Path,
-    names: &[String],
-) -> (Option<Contribution>, Option<Skipped>) {
-    let mut chain = LoadedChain::default();
-    let mut reader = Reader {
-        chain: &mut chain,
-        roots: Vec::new(),
-    };
-    reader.interop_file(level, &prompt_dir(level), root, names);
-    (chain.contributions.pop(), chain.skipped.pop())
-}
-
-/// The interop file names the default list holds.
-pub const DEFAULT_INTEROP: [&str; 1] = ["AGENTS.md"];
+/// The interop file names the default list holds, in the order they are
+/// tried in each directory: a team's local override first, as other agents
+/// read them.
+pub const DEFAULT_INTEROP: [&str; 2] = ["AGENTS.override.md", "AGENTS.md"];
 
 /// At most this many interop names are honoured.
 const MAX_INTEROP_NAMES: usize = 16;
@@ -486,7 +463,7 @@ fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
         reader.skip(
             None,
             provenance(),
-            "key `prompts.interop` is not a list of file names; the default (`AGENTS.md`) applies",
+            "key `prompts.interop` is not a list of file names; the default (`AGENTS.override.md`, `AGENTS.md`) applies",
         );
         return default();
     };
@@ -634,8 +611,8 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     );
     // The project root, then each directory down to the working directory
     // (DECISIONS §15), widest first: the same four files, project-owned,
-    // and where a level has no `operating-rules.md` its interop file
-    // (`AGENTS.md`) stands in for it.
+    // then the level's interop file (`AGENTS.md`), which composition appends
+    // to the operating rules.
     reader.chain.project_levels.push(request.project.clone());
     if project_ok {
         reader.directory_layer(
@@ -645,7 +622,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
             Origin::Project,
         );
     }
-    reader.interop_file(&request.project, &project_dirs.base, project_root, &interop);
+    reader.interop_file(&request.project, project_root, &interop);
     if let Some(workdir) = &request.workdir {
         if !workdir.starts_with(&request.project) {
             reader.skip(
@@ -689,7 +666,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 PromptLayer::Project,
                 Origin::Project,
             );
-            reader.interop_file(&level, &prompts, project_root, &interop);
+            reader.interop_file(&level, project_root, &interop);
         }
     }
     reader.directory_layer(

@@ -1351,6 +1351,7 @@ fn found_prompts(
                 block,
                 provenance: std::sync::Arc::new(Provenance::new(layer, Origin::Gateway, source)),
                 text: text.into_owned(),
+                interop: false,
             }),
             None => skip(
                 skipped,
@@ -1552,6 +1553,7 @@ mod tests {
                             source,
                         )),
                         text: text.to_owned(),
+                        interop: false,
                     }),
                     None => skip(
                         skipped,

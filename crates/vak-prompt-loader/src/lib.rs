@@ -20,7 +20,7 @@ mod write;
 
 pub use chain::{
     ConfigFile, Contribution, DEFAULT_INTEROP, LegacySystem, LoadRequest, LoadedChain, SkillEntry,
-    Skipped, interop_of_level, load_chain,
+    Skipped, load_chain,
 };
 pub use discover::{
     Discovered, LayerWalk, MAX_LAYERS, MAX_VISITED, RootKind, directory_layers,

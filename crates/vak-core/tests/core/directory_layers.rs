@@ -1,4 +1,4 @@
-//! Directory sub-layers on a real filesystem (DECISIONS §15), through the
+//! Directory sub-layers on a real filesystem, through the
 //! loader, discovery and the facade: random levels of files between a
 //! project root and a working directory.
 
@@ -110,14 +110,25 @@ proptest! {
         let full = resolve(&home, &deepest);
         prop_assert_eq!(full.trust, Trust::Trusted);
 
-        // Narrowest wins; AGENTS.md is a level's rules when it has none.
+        // Narrowest wins; every level's AGENTS.md follows the winning
+        // rules, root first, introduced by its path from the root.
         let want_identity = levels.iter().rev().find_map(|l| l.identity.clone());
-        let want_rules = levels.iter().rev().find_map(|l| l.rules.clone().or_else(|| l.agents_md.clone()));
+        let want_rules = levels.iter().rev().find_map(|l| l.rules.clone());
         if let Some(want) = want_identity {
             prop_assert_eq!(text(&full, Block::Identity), want);
         }
+        let rules = text(&full, Block::OperatingRules);
         if let Some(want) = want_rules {
-            prop_assert_eq!(text(&full, Block::OperatingRules), want);
+            prop_assert!(rules.starts_with(&want), "{rules:?} does not start with {want:?}");
+        }
+        let mut from = 0;
+        for (i, level) in levels.iter().enumerate() {
+            let Some(agents) = &level.agents_md else { continue };
+            let path: String = (1..=i).map(|k| format!("l{k}/")).collect();
+            let piece = format!("From {path}AGENTS.md:\n\n{agents}");
+            let at = rules[from..].find(&piece);
+            prop_assert!(at.is_some(), "{piece:?} missing after byte {from} of {rules:?}");
+            from += at.unwrap() + piece.len();
         }
 
         // The floor never shrinks going deeper, trusted or not.

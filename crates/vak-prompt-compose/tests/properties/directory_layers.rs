@@ -1,7 +1,7 @@
-//! Property tests for directory sub-layers (DECISIONS §15): a project root
-//! and the directories below it down to the working directory, each with
-//! the four files and an optional `AGENTS.md`, as the loader emits them
-//! (widest first, project layer, project origin).
+//! Property tests for directory sub-layers: a project root and the
+//! directories below it down to the working directory, each with the four
+//! files and an optional `AGENTS.md`, as the loader emits them (widest
+//! first, project layer, project origin; the `AGENTS.md` marked interop).
 
 use std::collections::BTreeSet;
 
@@ -69,15 +69,16 @@ fn dir(index: usize) -> String {
 }
 
 /// The chain the loader would read: the shared guardrails, then every level
-/// widest first; a level's `AGENTS.md` stands in for its rules only when it
-/// has no `operating-rules.md`.
+/// widest first, each level's `AGENTS.md` after its own files.
 fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
     let mut chain = LoadedChain::default();
     let mut push = |block, layer, origin, source: String, text: &String| {
+        let interop = source.ends_with("/AGENTS.md");
         chain.contributions.push(Contribution {
             block,
             provenance: Provenance::new(layer, origin, source).into(),
             text: text.clone(),
+            interop,
         });
     };
     if let Some(text) = shared {
@@ -101,22 +102,14 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
                 text,
             );
         }
-        match (&level.rules, &level.agents_md) {
-            (Some(text), _) => push(
+        if let Some(text) = &level.rules {
+            push(
                 Block::OperatingRules,
                 PromptLayer::Project,
                 Origin::Project,
                 project("operating-rules.md"),
                 text,
-            ),
-            (None, Some(text)) => push(
-                Block::OperatingRules,
-                PromptLayer::Project,
-                Origin::Project,
-                format!("{}/AGENTS.md", dir(index)),
-                text,
-            ),
-            (None, None) => {}
+            );
         }
         if let Some(text) = &level.guardrails {
             push(
@@ -124,6 +117,15 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
                 PromptLayer::Project,
                 Origin::Project,
                 project("guardrails.md"),
+                text,
+            );
+        }
+        if let Some(text) = &level.agents_md {
+            push(
+                Block::OperatingRules,
+                PromptLayer::Project,
+                Origin::Project,
+                format!("{}/AGENTS.md", dir(index)),
                 text,
             );
         }
@@ -159,8 +161,34 @@ fn expected(levels: &[Level], pick: impl Fn(&Level) -> Option<&String>) -> Optio
     levels.iter().rev().find_map(|l| pick(l).cloned())
 }
 
-fn rules_of(level: &Level) -> Option<&String> {
-    level.rules.as_ref().or(level.agents_md.as_ref())
+/// What the operating rules render as, trusted: the winning text, then
+/// each directory's non-empty `AGENTS.md`, root first, each introduced by
+/// its path relative to the root.
+fn expected_rules(winner: &str, levels: &[Level]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    if !winner.is_empty() {
+        parts.push(winner.to_owned());
+    }
+    for (index, level) in levels.iter().enumerate() {
+        let Some(text) = level.agents_md.as_deref().map(str::trim) else {
+            continue;
+        };
+        if text.is_empty() {
+            continue;
+        }
+        let relative = dir(index)
+            .strip_prefix("/p")
+            .unwrap()
+            .trim_start_matches('/')
+            .to_owned();
+        let path = if relative.is_empty() {
+            "AGENTS.md".to_owned()
+        } else {
+            format!("{relative}/AGENTS.md")
+        };
+        parts.push(format!("From {path}:\n\n{text}"));
+    }
+    parts.join("\n\n")
 }
 
 proptest! {
@@ -176,28 +204,45 @@ proptest! {
         }
     }
 
-    /// Trusted, the narrowest directory that has the file wins, and
-    /// `AGENTS.md` is that directory's operating rules.
+    /// Trusted, the narrowest directory that has the file wins; every
+    /// directory's `AGENTS.md` is appended after the winner, root first,
+    /// whether or not that directory has an `operating-rules.md`.
     #[test]
-    fn the_narrowest_directory_wins((shared, levels) in levels()) {
+    fn the_narrowest_directory_wins_and_every_agents_md_is_appended((shared, levels) in levels()) {
         let resolved = resolve(&loaded(&shared, &levels), Trust::Trusted);
-        for (block, want) in [
-            (Block::Identity, expected(&levels, |l| l.identity.as_ref())),
-            (Block::OperatingRules, expected(&levels, rules_of)),
-        ] {
-            let got = resolved.block(block).unwrap();
-            if let Some(want) = want {
-                prop_assert_eq!(&got.text, want.trim());
-                prop_assert_eq!(got.contributors[0].provenance.layer, PromptLayer::Project);
-            } else {
-                prop_assert_ne!(got.contributors.first().map(|c| c.provenance.layer), Some(PromptLayer::Project));
+        let identity = resolved.block(Block::Identity).unwrap();
+        match expected(&levels, |l| l.identity.as_ref()) {
+            Some(want) => {
+                prop_assert_eq!(&identity.text, want.trim());
+                prop_assert_eq!(identity.contributors[0].provenance.layer, PromptLayer::Project);
             }
+            None => prop_assert_ne!(identity.contributors.first().map(|c| c.provenance.layer), Some(PromptLayer::Project)),
         }
-        // Untrusted, no directory says who the agent is or how it works.
+        let rules = resolved.block(Block::OperatingRules).unwrap();
+        let winner = &rules.contributors[0];
+        prop_assert!(!winner.interop);
+        match expected(&levels, |l| l.rules.as_ref()) {
+            Some(want) => prop_assert_eq!(winner.text.as_str(), want.trim()),
+            None => prop_assert_ne!(winner.provenance.layer, PromptLayer::Project),
+        }
+        prop_assert_eq!(&rules.text, &expected_rules(&winner.text, &levels));
+        // One contributor, and so one descriptor, per AGENTS.md, root first.
+        let appended: Vec<_> = rules.contributors[1..].iter().map(|c| c.provenance.source.clone().unwrap()).collect();
+        let present: Vec<_> = levels.iter().enumerate().filter(|(_, l)| l.agents_md.is_some()).map(|(i, _)| format!("{}/AGENTS.md", dir(i))).collect();
+        prop_assert_eq!(&appended, &present);
+        prop_assert!(rules.contributors[1..].iter().all(|c| c.interop));
+        for source in &present {
+            prop_assert_eq!(resolved.descriptors.iter().filter(|d| d.source.as_deref() == Some(source.as_str())).count(), 1);
+        }
+        // Untrusted, no directory says who the agent is or how it works,
+        // and each AGENTS.md is reported once as not applied.
         let untrusted = resolve(&loaded(&shared, &levels), Trust::Untrusted);
         for block in [Block::Identity, Block::OperatingRules] {
             let got = untrusted.block(block).unwrap();
             prop_assert!(got.contributors.iter().all(|c| c.provenance.origin != Origin::Project));
+        }
+        for source in &present {
+            prop_assert_eq!(untrusted.demoted.iter().filter(|d| d.provenance.source.as_deref() == Some(source.as_str())).count(), 1);
         }
     }
 
@@ -225,12 +270,7 @@ proptest! {
             format!("{}/.vak/prompts/{name}", dir(i)),
         );
         substituted.substitute(block, &provenance, None);
-        let mut expected_chain = loaded(&shared, &without);
-        if block == Block::OperatingRules && levels[i].rules.is_some() {
-            // The loader would now read that directory's AGENTS.md; the
-            // substitution cannot know it was there, so compare without.
-            expected_chain.contributions.retain(|c| c.provenance.source.as_deref() != Some(&format!("{}/AGENTS.md", dir(i))));
-        }
+        let expected_chain = loaded(&shared, &without);
         let got = resolve(&substituted, trust);
         let want = resolve(&expected_chain, trust);
         prop_assert_eq!(&got.prefix, &want.prefix);
@@ -241,9 +281,7 @@ proptest! {
             1 => &levels[i].rules,
             _ => &levels[i].guardrails,
         };
-        if let Some(text) = original_text
-            && (which != 1 || levels[i].agents_md.is_none())
-        {
+        if let Some(text) = original_text {
             let mut back = loaded(&shared, &without);
             back.substitute(block, &provenance, Some(text));
             let original = resolve(&loaded(&shared, &levels), trust);

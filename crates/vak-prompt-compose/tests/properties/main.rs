@@ -91,6 +91,7 @@ impl Chain {
                         )
                         .into(),
                         text: text.clone(),
+                        interop: false,
                     });
                 }
             }
@@ -539,6 +540,7 @@ fn guardrails_only(text: &str) -> LoadedChain {
             )
             .into(),
             text: text.to_owned(),
+            interop: false,
         }],
         ..LoadedChain::default()
     }
