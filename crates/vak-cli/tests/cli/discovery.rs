@@ -227,8 +227,17 @@ fn the_monorepo_fixture_composes_three_levels() {
         explain.contains(&format!("project {}", payments_agents.display())),
         "{explain}"
     );
+    // Every AGENTS.md from the root down, one line each, root first.
+    let root_line = format!("project {}\n", root_agents.display());
+    let payments_line = format!("project {}\n", payments_agents.display());
+    let (at_root, at_payments) = (
+        explain.find(&root_line).expect(&explain),
+        explain.find(&payments_line).expect(&explain),
+    );
+    assert!(at_root < at_payments, "{explain}");
+    assert!(!explain.contains("shadows project"), "{explain}");
     assert!(
-        explain.contains(&format!("shadows project {}", root_agents.display())),
+        explain.contains("from shared + 2 AGENTS files"),
         "{explain}"
     );
     assert!(
@@ -238,9 +247,11 @@ fn the_monorepo_fixture_composes_three_levels() {
 
     let json = json_in(&env, &deep, &["prompts", "show"]);
     let text = prefix(&json);
-    // Narrowest wins: the payments AGENTS.md, not the root's.
-    assert!(text.contains("integer cents"));
-    assert!(!text.contains("Keep commits small"));
+    // Both AGENTS.md files, the root's first, after the shared rules.
+    let shared = text.find("Cite the file and line").expect(&text);
+    let at_root = text.find("Keep commits small").expect(&text);
+    let payments = text.find("integer cents").expect(&text);
+    assert!(shared < at_root && at_root < payments, "{text}");
     // Guardrails accumulate from every level.
     for g in [
         "Never push directly to `main`",
@@ -443,11 +454,14 @@ fn agents_md_is_read_with_the_hostile_input_rules() {
     assert!(!prefix(&json).contains('\u{202e}'));
     assert!(prefix(&json).contains("Be brief."));
     assert!(json["warnings"].to_string().contains("U+202E"));
-    // A level's own operating-rules.md decides; AGENTS.md is then not read.
+    // A level's own operating-rules.md wins the block; its AGENTS.md is
+    // still read, and appended after it.
     env.write_project(".vak/prompts/operating-rules.md", "From the vak file.");
     let json = env.json(&["prompts", "show"]);
-    assert!(prefix(&json).contains("From the vak file."));
-    assert!(!prefix(&json).contains("Be brief."));
+    let text = prefix(&json);
+    let own = text.find("From the vak file.").expect(&text);
+    let agents = text.find("From AGENTS.md:\n\nBe brief.").expect(&text);
+    assert!(own < agents, "{text}");
 }
 
 #[test]
@@ -607,39 +621,44 @@ fn dir_with_an_explicit_project_and_a_symlink_out_of_it() {
 }
 
 #[test]
-fn a_reset_that_brings_agents_md_back_is_budgeted_with_it() {
+fn a_directory_s_own_rules_and_its_agents_md_both_apply_and_both_count() {
     let env = monorepo();
     env.trust();
     let payments = env.project().join("services/payments");
-    // The directory's own rules hide a huge AGENTS.md.
     write(
         &payments.join(".vak/prompts/operating-rules.md"),
         "Be brief.",
     );
     write(
         &payments.join("AGENTS.md"),
-        &"Mind the ledger. ".repeat(400),
+        &"Mind the ledger. ".repeat(200),
     );
     let shown = prefix(&json_in(&env, &payments, &["prompts", "show"]));
-    assert!(shown.contains("Be brief.") && !shown.contains("Mind the ledger."));
-    // Removing operating-rules.md would put AGENTS.md in: over the cap.
-    let out = vak_in(
-        &env,
-        &payments,
-        &[
-            "prompts",
-            "reset",
-            "--scope",
-            "project",
-            "--dir",
-            "services/payments",
-            "operating-rules",
-        ],
-    );
+    let own = shown.find("Be brief.").expect(&shown);
+    let agents = shown
+        .find("From services/payments/AGENTS.md:\n\nMind the ledger.")
+        .expect(&shown);
+    assert!(own < agents, "{shown}");
+    // A longer text for the directory's rules fits beside the rest of the
+    // prompt only if its AGENTS.md is not counted: it is, so it is refused.
+    let set = [
+        "prompts",
+        "set",
+        "--scope",
+        "project",
+        "--dir",
+        "services/payments",
+        "operating-rules",
+        "-",
+    ];
+    let longer = "Keep every change small and reviewed. ".repeat(60);
+    let out = env.vak_stdin(&set, &longer);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(payments.join(".vak/prompts/operating-rules.md").exists());
-    // With a short AGENTS.md the reset goes through and AGENTS.md applies.
+    assert!(stderr(&out).contains("AGENTS.md"), "{}", stderr(&out));
     write(&payments.join("AGENTS.md"), "Mind the ledger.");
+    let out = env.vak_stdin(&set, &longer);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // Resetting the directory's rules leaves its AGENTS.md in force.
     ok_in(
         &env,
         &payments,
@@ -654,7 +673,7 @@ fn a_reset_that_brings_agents_md_back_is_budgeted_with_it() {
         ],
     );
     let shown = prefix(&json_in(&env, &payments, &["prompts", "show"]));
-    assert!(shown.contains("Mind the ledger.") && !shown.contains("Be brief."));
+    assert!(shown.contains("Mind the ledger.") && !shown.contains("Keep every change small"));
 }
 
 #[test]
