@@ -1336,3 +1336,45 @@ fn a_shared_save_is_budgeted_in_every_other_trusted_project() {
     );
     assert!(shared.exists());
 }
+
+/// A session frozen by an earlier build, which let the nearest `AGENTS.md`
+/// replace the operating rules, recorded that file alone for the block (the
+/// shared text and the root's `AGENTS.md` were shadowed, and shadowed
+/// layers are not recorded). Today's prompt appends every `AGENTS.md`
+/// after the shared text: resuming such a session by id is refused once,
+/// naming what changed, and runs on its frozen prompt with
+/// `--accept-drift`.
+#[test]
+fn a_session_frozen_when_the_nearest_agents_md_replaced_the_rules_drifts_once() {
+    let env = monorepo();
+    env.trust();
+    let payments = env.project().join("services/payments");
+    let created = json_in(&env, &payments, &["session", "new"]);
+    let id = created["session_id"].as_str().unwrap().to_owned();
+    let ledger = env.home().join(format!(".vak/sessions/{id}.jsonl"));
+    let text = fs::read_to_string(&ledger).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(first).unwrap();
+    let layers = record["contract"]["prompt_layers"].as_array_mut().unwrap();
+    let before = layers.len();
+    let nearest = real(&payments.join("AGENTS.md"));
+    layers.retain(|d| d["block"] != "operating-rules" || d["source"] == nearest.to_str().unwrap());
+    assert_eq!(layers.len(), before - 2, "{record}");
+    fs::write(&ledger, format!("{record}\n{rest}")).unwrap();
+
+    let exec = ["exec", "--session", &id, "--message", "go"];
+    let out = vak_in(&env, &payments, &exec);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("operating-rules"), "{}", stderr(&out));
+    let mut accept = exec.to_vec();
+    accept.push("--accept-drift");
+    ok_in(&env, &payments, &accept);
+    // A session started now resumes without drift.
+    let fresh = json_in(&env, &payments, &["session", "new"]);
+    let fresh = fresh["session_id"].as_str().unwrap();
+    ok_in(
+        &env,
+        &payments,
+        &["exec", "--session", fresh, "--message", "go"],
+    );
+}
