@@ -7,6 +7,7 @@
     clippy::expect_used
 )]
 
+mod agents_monorepo;
 mod common;
 mod completions;
 mod discovery;
