@@ -307,10 +307,13 @@ fn with_backslashes(text: Cow<'_, str>, mut at: Vec<usize>) -> Cow<'_, str> {
 }
 
 /// Where a backslash goes on the first line of `text` so that it reads the
-/// same at the start of a section and after a paragraph line: before an
-/// HTML tag that starts a block of the seventh kind (it cannot interrupt a
-/// paragraph), or before the delimiter of an ordered list that starts at
-/// another number than 1 (neither can it).
+/// same at the start of a section and after a paragraph line (a surface
+/// note, and the text under a heading that has a line of its own, follow
+/// one): before an HTML tag that starts a block of the seventh kind, before
+/// the `[` of what may be a link reference definition (its title can span
+/// lines), or before the delimiter of an ordered list that starts at
+/// another number than 1. None of these can interrupt a paragraph, and each
+/// can hide the lines after it.
 fn first_line_marker(text: &str) -> Option<usize> {
     let line = &text[..line_end(text, 0)];
     let at = skip_spaces(line, 0);
@@ -318,6 +321,10 @@ fn first_line_marker(text: &str) -> Option<usize> {
         return None;
     }
     let rest = &line[at..];
+    if rest.starts_with('[') && (rest.contains("]:") || !rest.contains(']')) {
+        return Some(at);
+    }
+    let closing = rest.starts_with("</");
     if let Some(tag) = rest.strip_prefix("</").or_else(|| rest.strip_prefix('<')) {
         let name_len = tag
             .find(|c: char| !c.is_ascii_alphanumeric() && c != '-')
@@ -328,7 +335,9 @@ fn first_line_marker(text: &str) -> Option<usize> {
                 .chars()
                 .next()
                 .is_none_or(|c| matches!(c, ' ' | '\t' | '>' | '/' | '\n'));
-        let interrupts = RAW_TAGS
+        // The first kind starts with an opening tag only.
+        let raw: &[&str] = if closing { &[] } else { &RAW_TAGS };
+        let interrupts = raw
             .iter()
             .chain(BLOCK_TAGS)
             .any(|known| known.eq_ignore_ascii_case(name));
@@ -421,19 +430,15 @@ struct LastEnds {
     instruction: Option<usize>,
     declaration: Option<usize>,
     cdata: Option<usize>,
-    raw: Option<usize>,
+    raw: [Option<usize>; 4],
 }
 
 impl LastEnds {
     fn of(t: &str) -> LastEnds {
-        let raw = t.rmatch_indices("</").map(|(at, _)| at).find(|at| {
-            let tag = &t.as_bytes()[at + 2..];
-            RAW_TAGS.iter().any(|name| {
-                tag.get(..name.len())
-                    .is_some_and(|t| t.eq_ignore_ascii_case(name.as_bytes()))
-                    && tag.get(name.len()) == Some(&b'>')
-            })
-        });
+        // The end tag that matches the opener, in lower case: the reading
+        // of the parser the prefix is checked with (CommonMark's own ends
+        // the block at any of the four, in any case: earlier, never later).
+        let raw = RAW_TAGS.map(|name| t.rfind(&format!("</{name}>")));
         LastEnds {
             comment: t.rfind("-->"),
             instruction: t.rfind("?>"),
@@ -457,8 +462,8 @@ impl LastEnds {
         } else if rest.starts_with("<!") && rest[2..].starts_with(|c: char| c.is_ascii_alphabetic())
         {
             (self.declaration, at + 2)
-        } else if is_raw_opener(rest) {
-            (self.raw, at + 1)
+        } else if let Some(tag) = raw_opener(rest) {
+            (self.raw[tag], at + 1)
         } else {
             return false;
         };
@@ -466,13 +471,11 @@ impl LastEnds {
     }
 }
 
-/// `<script`, `<pre`, `<style` or `<textarea` (any case) followed by a
-/// blank, `>` or the end of the line.
-fn is_raw_opener(rest: &str) -> bool {
-    let Some(tag) = rest.strip_prefix('<') else {
-        return false;
-    };
-    RAW_TAGS.iter().any(|name| {
+/// Which of [`RAW_TAGS`] `rest` opens: `<script`, `<pre`, `<style` or
+/// `<textarea` (any case) followed by a blank, `>` or the end of the line.
+fn raw_opener(rest: &str) -> Option<usize> {
+    let tag = rest.strip_prefix('<')?;
+    RAW_TAGS.iter().position(|name| {
         tag.get(..name.len())
             .is_some_and(|t| t.eq_ignore_ascii_case(name))
             && tag[name.len()..]

@@ -122,6 +122,9 @@ fn html_stays_only_when_it_closes() {
     check("<!--\n<!--\n<!--\n# x", "\\<!--\n\\<!--\n\\<!--\n### x");
     check("<script>\nx\n</script>", "<script>\nx\n</script>");
     check("<script>\n# x", "\\<script>\n### x");
+    // Only the matching end tag, in lower case, is sure to end it.
+    check("<pre>\n</script>\n\n```", "\\<pre>\n</script>\n\n```\n```");
+    check("<PRE>\nx\n</pre>", "<PRE>\nx\n</pre>");
     check("<?php\n# x", "\\<?php\n### x");
     check("<![CDATA[\n# x\n]]>", "<![CDATA[\n# x\n]]>");
     // A block that ends at a blank line ends before the next section.
@@ -139,6 +142,9 @@ fn a_first_line_means_the_same_after_a_paragraph() {
     );
     check("1. ```\n   # x\n   ```", "1. ```\n   # x\n   ```");
     check("<div>\n# x", "<div>\n# x");
+    check("</script>\n- ## x", "\\</script>\n- ### x");
+    check("[x]: y\n'a\n# h\n'", "\\[x]: y\n'a\n### h\n'");
+    check("[x] is fine\n# h", "[x] is fine\n### h");
 }
 
 #[test]
