@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
     Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, clean, neutralise, sha256_hex,
+    Provenance, SurfaceKind, clean, contain_markdown, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -624,10 +624,11 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             }
         };
         let mut resolved = resolved;
-        // Structural containment (DECISIONS §11): a line of user text, or of
-        // a name from input, never reads as the prefix's own structure.
+        // Structural containment: a line of user text, or of a name from
+        // input, never reads as the prefix's own structure; its headings
+        // are nested under the block's section.
         if (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
-            && let Cow::Owned(text) = neutralise(&resolved.text)
+            && let Cow::Owned(text) = contain_markdown(&resolved.text)
         {
             resolved.text = text;
         }
