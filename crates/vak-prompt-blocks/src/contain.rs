@@ -108,8 +108,9 @@ enum Before {
 struct Plan {
     /// Where a backslash goes: the text must then be read again.
     backslashes: Vec<usize>,
-    /// The headings' new levels and the closing fence, in order of
-    /// position: made only when no backslash is asked for.
+    /// The headings' new levels, the closing fence and the backslashes
+    /// before `Surface:`, in order of position: made only when no other
+    /// backslash is asked for.
     edits: Vec<Edit>,
 }
 
@@ -204,7 +205,7 @@ fn plan(t: &str) -> Plan {
             _ => {}
         }
     }
-    escape_lines(t, &literal, &kept_rules, &mut backslashes);
+    escape_lines(t, &literal, &kept_rules, &mut backslashes, &mut edits);
     nest(&headings, &mut edits);
     edits.sort_by_key(|e| e.at);
     Plan { backslashes, edits }
@@ -228,10 +229,18 @@ fn nest(headings: &[(usize, usize)], edits: &mut Vec<Edit>) {
     }
 }
 
-/// A backslash before every `Surface:` line, and before every setext
-/// underline or thematic break that is not one of `kept_rules`, outside
-/// `literal` (code and HTML blocks, where only `Surface:` is looked for).
-fn escape_lines(t: &str, literal: &[Range<usize>], kept_rules: &[usize], at: &mut Vec<usize>) {
+/// A backslash before every setext underline or thematic break that is not
+/// one of `kept_rules`, outside `literal` (code and HTML blocks), into `at`;
+/// and before every `Surface:` line, literal or not, into `edits`: a
+/// backslash before a letter changes how no line is read, so it needs no
+/// second reading.
+fn escape_lines(
+    t: &str,
+    literal: &[Range<usize>],
+    kept_rules: &[usize],
+    at: &mut Vec<usize>,
+    edits: &mut Vec<Edit>,
+) {
     let (mut lit, mut kept) = (literal.iter().peekable(), kept_rules.iter().peekable());
     for (start, line) in lines_in(t, 0..t.len()) {
         while lit.next_if(|r| r.end <= start).is_some() {}
@@ -240,12 +249,12 @@ fn escape_lines(t: &str, literal: &[Range<usize>], kept_rules: &[usize], at: &mu
         if in_literal {
             let words = line.trim_start();
             if words.starts_with(SURFACE_PREFIX) {
-                at.push(start + line.len() - words.len());
+                edits.push(Edit::backslash(start + line.len() - words.len()));
             }
             continue;
         }
         match leaf_at(line) {
-            Some((offset, Leaf::Surface)) => at.push(start + offset),
+            Some((offset, Leaf::Surface)) => edits.push(Edit::backslash(start + offset)),
             Some((offset, Leaf::Rule)) if kept.peek() != Some(&&start) => at.push(start + offset),
             _ => {}
         }
