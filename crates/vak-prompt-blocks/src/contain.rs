@@ -322,13 +322,50 @@ fn with_backslashes(text: Cow<'_, str>, mut at: Vec<usize>) -> Cow<'_, str> {
 /// the `[` of what may be a link reference definition (its title can span
 /// lines), or before the delimiter of an ordered list that starts at
 /// another number than 1. None of these can interrupt a paragraph, and each
-/// can hide the lines after it.
+/// can hide the lines after it. Lines indented as code and empty list items
+/// before it are looked past: after a paragraph line they continue that
+/// paragraph, so the line after them is read as a continuation too.
 fn first_line_marker(text: &str) -> Option<usize> {
-    let line = &text[..line_end(text, 0)];
-    let at = skip_spaces(line, 0);
-    if at > 3 {
-        return None;
+    for (start, line) in lines_in(text, 0..text.len()) {
+        if line.trim_matches([' ', '\t']).is_empty() {
+            // A blank line ends the paragraph before: what follows reads
+            // the same in both places.
+            return None;
+        }
+        if indent(line) >= 4 || is_empty_item(line) {
+            continue;
+        }
+        return first_line_marker_at(line, skip_spaces(line, 0)).map(|at| start + at);
     }
+    None
+}
+
+/// Whether `line` is a list marker and nothing else: an empty item, which
+/// cannot interrupt a paragraph either, and after which the next line is
+/// read afresh.
+fn is_empty_item(line: &str) -> bool {
+    let rest = line.trim_matches([' ', '\t']);
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    matches!(rest, "-" | "*" | "+")
+        || ((1..=9).contains(&digits) && matches!(&rest[digits..], "." | ")"))
+}
+
+/// The columns of blank before the first other character of `line` (a tab
+/// goes to the next multiple of 4).
+fn indent(line: &str) -> usize {
+    let mut columns = 0;
+    for b in line.bytes() {
+        match b {
+            b' ' => columns += 1,
+            b'\t' => columns += 4 - columns % 4,
+            _ => break,
+        }
+    }
+    columns
+}
+
+/// [`first_line_marker`] for one line whose content starts at `at`.
+fn first_line_marker_at(line: &str, at: usize) -> Option<usize> {
     let rest = &line[at..];
     if rest.starts_with('[') && (rest.contains("]:") || !rest.contains(']')) {
         return Some(at);

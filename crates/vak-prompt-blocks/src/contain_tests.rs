@@ -145,6 +145,13 @@ fn a_first_line_means_the_same_after_a_paragraph() {
     check("</script>\n- ## x", "\\</script>\n- ### x");
     check("[x]: y\n'a\n# h\n'", "\\[x]: y\n'a\n### h\n'");
     check("[x] is fine\n# h", "[x] is fine\n### h");
+    check("1. \n</script>\n```", "1. \n\\</script>\n```\n```");
+    // Lines indented as code continue a paragraph before them, and so does
+    // the first line after them.
+    check(
+        "    # \n2) # \n   ```\n- x",
+        "    # \n2\\) # \n   ```\n- x\n   ```",
+    );
 }
 
 #[test]
@@ -231,10 +238,52 @@ fn heading_levels(text: &str) -> Vec<usize> {
         .collect()
 }
 
+/// `contained` rendered as a section's text after `before` (a heading line,
+/// or a paragraph line as the surface note's), with a section after it:
+/// whatever CommonMark reads, the headings of level 1 and 2 are the two
+/// sections' own, no code or HTML block runs into the next section, and
+/// only the generated line begins with `Surface:`.
+fn check_in_prefix(before: &str, contained: &str) -> Result<(), TestCaseError> {
+    let prefix = format!("## Section\n{before}{contained}\n\n## Next\nSurface: cli\n");
+    let start = "## Section\n".len() + before.len();
+    let end = start + contained.len();
+    let mut top = Vec::new();
+    for (event, range) in Parser::new(&prefix).into_offset_iter() {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) if (level as usize) < 3 => {
+                top.push(prefix[range].trim_end().to_owned());
+            }
+            Event::Start(Tag::CodeBlock(_) | Tag::HtmlBlock) => {
+                prop_assert!(
+                    range.end <= end + 1 || range.start >= end,
+                    "a block at {:?} runs out of {}..{} in {:?}",
+                    range,
+                    start,
+                    end,
+                    prefix
+                );
+            }
+            _ => {}
+        }
+    }
+    prop_assert_eq!(top, vec!["## Section", "## Next"], "in {:?}", prefix);
+    let surface = prefix
+        .lines()
+        .filter(|l| l.trim_start().starts_with("Surface:"))
+        .count();
+    prop_assert_eq!(
+        surface,
+        1 + usize::from(before.starts_with("Surface:")),
+        "in {:?}",
+        prefix
+    );
+    Ok(())
+}
+
 fn markdown_line() -> impl Strategy<Value = String> {
     (
         prop::sample::select(vec![
-            "", " ", "   ", "    ", "\t", "- ", "  - ", "> ", "1. ", "2) ",
+            "", " ", "   ", "    ", "\t", "- ", "  - ", "> ", "1. ", "2) ", "10. ", "* ", "> - ",
         ]),
         prop::sample::select(vec![
             "# ",
@@ -263,6 +312,18 @@ fn markdown_line() -> impl Strategy<Value = String> {
             "",
             "text",
             "a b",
+            "[x]: y",
+            "<a href=x>",
+            "<pre>",
+            "</pre>",
+            "<![CDATA[",
+            "]]>",
+            "'",
+            "*",
+            "1.",
+            "+",
+            "<details>",
+            "</details>",
         ]),
         prop::sample::select(vec!["", "word", " more words", "`x`", " #", "-->"]),
     )
@@ -290,6 +351,9 @@ proptest! {
         prop_assert!(!leaves_a_fence_open(&once), "{:?} became {:?}", text, once);
         let twice = contain_markdown(&once);
         prop_assert_eq!(&twice, &once, "not stable on {:?}", text);
+        check_in_prefix("", &once)?;
+        check_in_prefix("Intro line.\n", &once)?;
+        check_in_prefix("Surface: x\n", &once)?;
     }
 
     #[test]
