@@ -19,16 +19,22 @@
 //! | a line whose words begin with `Surface:` | escaped, everywhere, inside fences and HTML too |
 //!
 //! "Escaped" is one backslash before the marker: CommonMark reads the marker
-//! as a literal character and every word stays. The first line of a
-//! contribution is also read as if a paragraph came before it (a surface
-//! note follows the generated `Surface:` line directly): a first line that
-//! cannot interrupt a paragraph (an HTML tag of the seventh kind, an ordered
-//! list starting at another number than 1) is escaped, so that what it
-//! would hide is read the same in both places.
+//! as a literal character and every word stays. A contribution may follow
+//! a paragraph line (a surface note follows the generated `Surface:` line
+//! directly; a heading may have a line of its own under it), so its first
+//! line is read both ways: one that cannot interrupt a paragraph and would
+//! hide the lines after it (an HTML tag of the seventh kind, a link
+//! reference definition, an ordered list starting at another number than
+//! 1) is escaped.
 //!
-//! The structure is read by a CommonMark parser, not guessed line by line:
-//! a heading inside a fence is not a heading, a fence inside a list item
-//! closes with its item. Every step is linear in the length of the text.
+//! The structure is read by a CommonMark parser (pulldown-cmark, the one the
+//! prefix's invariants are tested with), not guessed line by line: a
+//! heading inside a fence is not a heading, a fence inside a list item
+//! closes with its item. A backslash can change how later lines read, so
+//! the text is read again after each round of backslashes; each reading is
+//! linear in the length of the text, real files need one or two, and a text
+//! built to need more than four gets a backslash before every line that
+//! could read as structure ([`crate::neutralise`]) instead.
 
 use std::borrow::Cow;
 use std::ops::Range;

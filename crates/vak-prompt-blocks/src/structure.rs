@@ -1,5 +1,8 @@
-//! Structural containment (DECISIONS §11): a user-owned line may never read,
-//! once rendered, as markdown structure of the prefix.
+//! Line by line structural containment: a user-owned line may never read,
+//! once rendered, as markdown structure of the prefix. Whole texts are
+//! contained by [`crate::contain_markdown`], which keeps the Markdown that
+//! can be nested and uses [`leaf_at`] for the lines it escapes; the
+//! functions here escape every marker, and are its fallback.
 //!
 //! The prefix is CommonMark with a fixed list of headings and one generated
 //! `Surface:` line. A line of user text that would open a heading (ATX or
