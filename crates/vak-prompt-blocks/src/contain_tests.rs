@@ -155,6 +155,23 @@ fn a_first_line_means_the_same_after_a_paragraph() {
 }
 
 #[test]
+fn line_ends_stay_lf() {
+    // Texts arrive cleaned: CR, CRLF and other line breaks are LF already,
+    // and nothing added brings a CR back.
+    for text in ["```\ncode\n", "```\ncode", "# a\nSurface: x\n---\n"] {
+        assert!(!contain_markdown(text).contains('\r'), "{text:?}");
+    }
+}
+
+#[test]
+fn the_open_fence_oracle_sees_open_fences() {
+    assert!(leaves_a_fence_open("```\ncode"));
+    assert!(leaves_a_fence_open("- a\n\n~~~~\n~~~"));
+    assert!(!leaves_a_fence_open("```\ncode\n```"));
+    assert!(!leaves_a_fence_open("- ```\n  code\n\nnext"));
+}
+
+#[test]
 fn a_backslash_that_changes_the_reading_is_read_again() {
     // Escaped, the break no longer ends the list: the last line joins the
     // item, where it is a heading.
