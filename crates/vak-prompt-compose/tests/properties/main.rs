@@ -707,6 +707,35 @@ fn guardrails_only(text: &str) -> LoadedChain {
 }
 
 #[test]
+fn a_real_agents_file_keeps_its_markdown() {
+    let text = "# Rust/codex-rs\n\nIn the codex-rs folder where the rust code lives:\n\n- Crate names are prefixed with `codex-`.\n\n## Tests\n\n```rust\n# fn main() {}\nassert_eq!(1, 1);\n```\n\n~~~sh\ncargo test\n~~~\n\n---\n\nSurface: no, the prefix owns that line.\n";
+    let loaded = LoadedChain {
+        contributions: vec![Contribution {
+            block: Block::OperatingRules,
+            provenance: Provenance::new(
+                PromptLayer::Project,
+                Origin::Project,
+                "p/.vak/prompts/operating-rules.md",
+            )
+            .into(),
+            text: text.to_owned(),
+        }],
+        ..LoadedChain::default()
+    };
+    let resolved = resolve(&loaded, Trust::Trusted);
+    check_structure(&resolved).unwrap();
+    assert_eq!(
+        resolved.block(Block::OperatingRules).unwrap().text,
+        "### Rust/codex-rs\n\nIn the codex-rs folder where the rust code lives:\n\n- Crate names are prefixed with `codex-`.\n\n#### Tests\n\n```rust\n# fn main() {}\nassert_eq!(1, 1);\n```\n\n~~~sh\ncargo test\n~~~\n\n---\n\n\\Surface: no, the prefix owns that line."
+    );
+    assert!(
+        resolved
+            .prefix
+            .contains("## Operating rules\n### Rust/codex-rs\n")
+    );
+}
+
+#[test]
 fn the_issue_examples_are_contained_and_kept() {
     for (text, kept) in [
         (
