@@ -327,10 +327,11 @@ fn with_backslashes(text: Cow<'_, str>, mut at: Vec<usize>) -> Cow<'_, str> {
 /// one): before an HTML tag that starts a block of the seventh kind, before
 /// the `[` of what may be a link reference definition (its title can span
 /// lines), or before the delimiter of an ordered list that starts at
-/// another number than 1. None of these can interrupt a paragraph, and each
-/// can hide the lines after it. Lines indented as code and empty list items
-/// before it are looked past: after a paragraph line they continue that
-/// paragraph, so the line after them is read as a continuation too.
+/// another number than 1, or before the marker of an empty list item. None
+/// of these can interrupt a paragraph, and each can hide or shift the lines
+/// after it. Lines indented as code before it are looked past: after a
+/// paragraph line they continue that paragraph, so the line after them is
+/// read as a continuation too.
 fn first_line_marker(text: &str) -> Option<usize> {
     for (start, line) in lines_in(text, 0..text.len()) {
         if line.trim_matches([' ', '\t']).is_empty() {
@@ -338,17 +339,26 @@ fn first_line_marker(text: &str) -> Option<usize> {
             // the same in both places.
             return None;
         }
-        if indent(line) >= 4 || is_empty_item(line) {
+        if indent(line) >= 4 {
             continue;
         }
-        return first_line_marker_at(line, skip_spaces(line, 0)).map(|at| start + at);
+        let at = skip_spaces(line, 0);
+        if is_empty_item(line) {
+            // Escaped, it reads as paragraph text in both places; as an item,
+            // the lines after it would be read with its indent taken off.
+            let digits = line[at..].len()
+                - line[at..]
+                    .trim_start_matches(|c: char| c.is_ascii_digit())
+                    .len();
+            return Some(start + at + digits);
+        }
+        return first_line_marker_at(line, at).map(|at| start + at);
     }
     None
 }
 
-/// Whether `line` is a list marker and nothing else: an empty item, which
-/// cannot interrupt a paragraph either, and after which the next line is
-/// read afresh.
+/// Whether `line` is a list marker and nothing else: an item that begins
+/// with a blank line.
 fn is_empty_item(line: &str) -> bool {
     let rest = line.trim_matches([' ', '\t']);
     let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();

@@ -145,7 +145,11 @@ fn a_first_line_means_the_same_after_a_paragraph() {
     check("</script>\n- ## x", "\\</script>\n- ### x");
     check("[x]: y\n'a\n# h\n'", "\\[x]: y\n'a\n### h\n'");
     check("[x] is fine\n# h", "[x] is fine\n### h");
-    check("1. \n</script>\n```", "1. \n\\</script>\n```\n```");
+    check("1. \n</script>\n```", "1\\. \n</script>\n```\n```");
+    check(
+        "* \n    ```\n  1) # x\n    ```",
+        "\\* \n    ```\n  1) ### x\n    ```",
+    );
     // Lines indented as code continue a paragraph before them, and so does
     // the first line after them.
     check(
