@@ -163,11 +163,28 @@ fn plan(t: &str) -> Plan {
                             // its opener is escaped: an opener among them
                             // that never closes either is escaped now, not
                             // one reading later.
+                            // Lines inside what will read as a code fence are
+                            // passed (a guess: the next reading decides).
                             let body = line_end(t, opener)..range.end;
+                            let mut fence: Option<(char, usize)> = None;
                             for (start, line) in lines_in(t, body) {
-                                if let Some((offset, Leaf::Opener)) = leaf_at(line)
-                                    && ends.leaves_open(t, start + offset)
-                                {
+                                let Some((offset, Leaf::Opener)) = leaf_at(line) else {
+                                    continue;
+                                };
+                                let rest = &line[offset..];
+                                if let Some((ch, run)) = fence_run(rest) {
+                                    match fence {
+                                        None => fence = Some((ch, run)),
+                                        Some((open, len))
+                                            if open == ch
+                                                && run >= len
+                                                && rest[run..].trim().is_empty() =>
+                                        {
+                                            fence = None;
+                                        }
+                                        Some(_) => {}
+                                    }
+                                } else if fence.is_none() && ends.leaves_open(t, start + offset) {
                                     backslashes.push(start + offset);
                                 }
                             }
@@ -215,6 +232,13 @@ fn plan(t: &str) -> Plan {
     nest(&headings, &mut edits);
     edits.sort_by_key(|e| e.at);
     Plan { backslashes, edits }
+}
+
+/// The character and length of the code fence `rest` begins with, if any.
+fn fence_run(rest: &str) -> Option<(char, usize)> {
+    let ch = rest.chars().next().filter(|c| matches!(c, '`' | '~'))?;
+    let run = rest.len() - rest.trim_start_matches(ch).len();
+    (run >= 3).then_some((ch, run))
 }
 
 /// Shift every ATX heading so that the top level is 3, capped at 6.
@@ -274,9 +298,7 @@ fn closing_fence(t: &str, start: usize) -> Edit {
         .chars()
         .map(|c| if matches!(c, '>' | '\t') { c } else { ' ' })
         .collect();
-    let fence = &t[start..];
-    let ch = fence.chars().next().unwrap_or('`');
-    let run = fence.len() - fence.trim_start_matches(ch).len();
+    let (ch, run) = fence_run(&t[start..]).unwrap_or(('`', 3));
     let newline = t.ends_with('\n');
     let mut insert = String::with_capacity(containers.len() + run + 1);
     if !newline {

@@ -120,6 +120,8 @@ fn html_stays_only_when_it_closes() {
     check(closed, closed);
     check("<!-- never closed\n# x", "\\<!-- never closed\n### x");
     check("<!--\n<!--\n<!--\n# x", "\\<!--\n\\<!--\n\\<!--\n### x");
+    // Inside a fence, an opener is code: left as it is.
+    check("<!--\n```\n<?php\n```", "\\<!--\n```\n<?php\n```");
     check("<script>\nx\n</script>", "<script>\nx\n</script>");
     check("<script>\n# x", "\\<script>\n### x");
     // Only the matching end tag, in lower case, is sure to end it.
