@@ -18,6 +18,7 @@
 
 mod block;
 mod civil;
+mod contain;
 mod digest;
 mod error;
 mod guardrail;
@@ -29,6 +30,7 @@ mod text;
 
 pub use block::{Block, Composition, Owner};
 pub use civil::civil_from_days;
+pub use contain::contain_markdown;
 pub use digest::{Sha256Hex, Sha256Writer, sha256_hex};
 pub use error::BlocksError;
 pub use guardrail::{

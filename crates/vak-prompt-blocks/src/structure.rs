@@ -1,5 +1,8 @@
-//! Structural containment (DECISIONS §11): a user-owned line may never read,
-//! once rendered, as markdown structure of the prefix.
+//! Line by line structural containment: a user-owned line may never read,
+//! once rendered, as markdown structure of the prefix. Whole texts are
+//! contained by [`crate::contain_markdown`], which keeps the Markdown that
+//! can be nested and uses [`leaf_at`] for the lines it escapes; the
+//! functions here escape every marker, and are its fallback.
 //!
 //! The prefix is CommonMark with a fixed list of headings and one generated
 //! `Surface:` line. A line of user text that would open a heading (ATX or
@@ -72,6 +75,25 @@ fn skip_blanks(line: &str, from: usize) -> usize {
 /// The byte offset where a backslash neutralises `line`, if it needs one.
 /// Linear in the length of `line`, however deeply its containers nest.
 fn marker_at(line: &str) -> Option<usize> {
+    leaf_at(line).map(|(at, _)| at)
+}
+
+/// What [`leaf_at`] found at the start of a line's content.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Leaf {
+    /// Words beginning with `Surface:`.
+    Surface,
+    /// A thematic break or a setext underline.
+    Rule,
+    /// An ATX heading, a code fence or an HTML block start.
+    Opener,
+}
+
+/// Where the marker that would make `line` markdown structure begins, and
+/// what it is; containers (quotes, list markers, indentation) are looked
+/// through. Linear in the length of `line`, however deeply its containers
+/// nest.
+pub(crate) fn leaf_at(line: &str) -> Option<(usize, Leaf)> {
     if !may_open_structure(line) {
         return None;
     }
@@ -92,7 +114,7 @@ fn marker_at(line: &str) -> Option<usize> {
         {
             let words = rest.trim_start();
             if words.starts_with(SURFACE_PREFIX) {
-                return Some(line.len() - words.len());
+                return Some((line.len() - words.len(), Leaf::Surface));
             }
         }
         // Every marker and container below begins with one of these bytes:
@@ -109,11 +131,11 @@ fn marker_at(line: &str) -> Option<usize> {
         if rest.starts_with(RULE_CHARS) && may_be_rule(line, at) {
             let shape = shape.get_or_insert_with(|| Shape::of(line));
             if shape.is_break_or_underline(line, at) {
-                return Some(at);
+                return Some((at, Leaf::Rule));
             }
         }
         if is_atx(rest) || is_fence(rest) || is_html_start(rest) {
-            return Some(at);
+            return Some((at, Leaf::Opener));
         }
         // Look through one container marker: a block quote `>` or a list
         // marker followed by a blank.
@@ -133,7 +155,7 @@ fn marker_at(line: &str) -> Option<usize> {
 /// `Surface:` begins with one of a few ASCII characters, or with Unicode
 /// whitespace (ASCII's or a non-ASCII character). A line of prose (nearly
 /// every line) is answered here.
-fn may_open_structure(line: &str) -> bool {
+pub(crate) fn may_open_structure(line: &str) -> bool {
     line.bytes()
         .find(|b| !matches!(b, b' ' | b'\t'))
         .is_some_and(|b| {

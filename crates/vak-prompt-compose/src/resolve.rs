@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
     Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, clean, neutralise, sha256_hex,
+    Provenance, SurfaceKind, clean, contain_markdown, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -335,7 +335,7 @@ fn with_interop(contributors: &[Contributor], root: Option<&camino::Utf8PathBuf>
             out.push_str(relative);
             out.push_str(":\n\n");
         }
-        out.push_str(&neutralise(&c.text));
+        out.push_str(&contain_markdown(&c.text));
     }
     out
 }
@@ -645,7 +645,14 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             Composition::Additive => {
                 let mut candidates = Vec::with_capacity(of_block().count());
                 candidates.extend(of_block().map(&mut contributor));
-                let text = join_nonempty(candidates.iter().map(|c| c.text.as_str()), "\n\n");
+                // Each layer's text is contained on its own, as each file
+                // of the operating rules is.
+                contained = true;
+                let pieces: Vec<Cow<'_, str>> = candidates
+                    .iter()
+                    .map(|c| contain_markdown(&c.text))
+                    .collect();
+                let text = join_nonempty(pieces.iter(), "\n\n");
                 ResolvedBlock {
                     block,
                     text,
@@ -678,11 +685,12 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
             }
         };
         let mut resolved = resolved;
-        // Structural containment (DECISIONS §11): a line of user text, or of
-        // a name from input, never reads as the prefix's own structure.
+        // Structural containment: a line of user text, or of a name from
+        // input, never reads as the prefix's own structure; its headings
+        // are nested under the block's section.
         if !contained
             && (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
-            && let Cow::Owned(text) = neutralise(&resolved.text)
+            && let Cow::Owned(text) = contain_markdown(&resolved.text)
         {
             resolved.text = text;
         }
