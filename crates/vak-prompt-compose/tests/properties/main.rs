@@ -606,6 +606,53 @@ proptest! {
         check_structure(&resolved)?;
     }
 
+    /// `AGENTS.md` files, appended to the operating rules one by one, can
+    /// forge no structure either, and none swallows the plain line that
+    /// introduces the next: each `From …:` line reads as text of its own,
+    /// outside any code or HTML block.
+    #[test]
+    fn hostile_agents_files_cannot_forge_structure(
+        (chain, _) in hostile_chain(),
+        agents in prop::collection::vec(hostile_text(), 0..4),
+        trust in trust(),
+    ) {
+        let mut loaded = chain.loaded(SLOTS.len(), |_, _| true);
+        let levels = ["p", "p/a", "p/a/b", "p/a/b/c"];
+        loaded.project_levels = levels.iter().map(|l| (*l).into()).collect();
+        for (level, text) in levels.iter().zip(&agents) {
+            loaded.contributions.push(Contribution {
+                block: Block::OperatingRules,
+                provenance: Provenance::new(
+                    PromptLayer::Project,
+                    Origin::Project,
+                    format!("{level}/AGENTS.md"),
+                )
+                .into(),
+                text: text.clone(),
+                interop: true,
+            });
+        }
+        let resolved = resolve(&loaded, trust);
+        check_structure(&resolved)?;
+        let (_, opened) = parse(&resolved.prefix);
+        let rules = resolved.block(Block::OperatingRules).unwrap();
+        let appended: Vec<_> = rules.contributors.iter().filter(|c| c.interop).collect();
+        prop_assert_eq!(appended.len(), if trust == Trust::Trusted { agents.len() } else { 0 });
+        for c in appended.iter().filter(|c| !c.text.is_empty()) {
+            let relative = c.provenance.source.as_deref().unwrap().strip_prefix("p/").unwrap();
+            let line = format!("\nFrom {relative}:\n");
+            let at = resolved.prefix.find(&line);
+            prop_assert!(at.is_some(), "no `{}` in:\n{}", line.trim(), resolved.prefix);
+            let at = at.unwrap() + 1;
+            prop_assert!(
+                !opened.iter().any(|(_, r)| r.start <= at && at < r.end),
+                "`{}` is inside a code or HTML block:\n{}",
+                line.trim(),
+                resolved.prefix
+            );
+        }
+    }
+
     /// Every word of every guardrails file is in the guardrails block.
     #[test]
     fn hostile_guardrails_keep_every_word((chain, _) in hostile_chain(), trust in trust()) {
