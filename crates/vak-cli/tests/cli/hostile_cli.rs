@@ -556,7 +556,7 @@ fn no_session_is_frozen_over_the_context_window_and_check_still_answers() {
         "a session was frozen"
     );
 
-    // Its speed is `resolve/hostile_two_large_guardrail_files`'s business
+    // Its speed is `hostile/two_large_guardrail_files`'s business
     // (BENCHMARKS.md); here it must answer at all.
     let out = output_within(&mut env.command(&["prompts", "check"]), HANG);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
@@ -1051,7 +1051,7 @@ fn a_file_of_thousands_of_lints_is_said_in_a_few_lines() {
         env.write_project(&format!("{dir}/guardrails.md"), &repeats);
     }
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
-    // Linear time is `resolve/hostile_thousands_of_lints`'s business
+    // Linear time is `hostile/thousands_of_lints`'s business
     // (BENCHMARKS.md); here it must answer at all.
     let mut command = env.command(&["prompts", "check"]);
     let out = output_within(command.current_dir(env.project().join("a/b")), HANG);
@@ -1173,7 +1173,7 @@ fn a_clone_with_a_large_config_and_many_roles_is_checked() {
     assert!(out.status.success(), "{}", stderr(&out));
     // 150 roles on every surface, twice: 1,500 loads of a 170 KB config
     // (over a minute in a debug build when each parsed it). That it is
-    // parsed once per text is `resolve/hostile_large_config_many_roles`'s
+    // parsed once per text is `hostile/large_config_many_roles`'s
     // business (BENCHMARKS.md); here both must answer, and succeed.
     let out = output_within(&mut env.command(&["trust"]), HANG);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -158,7 +158,7 @@ fn check_on_two_large_guardrail_files_answers() {
     }
     env.write_home(".vak/prompts/guardrails.md", &shared);
     env.write_project(".vak/prompts/guardrails.md", &project);
-    // How fast is `resolve/hostile_two_large_guardrail_files`'s business
+    // How fast is `hostile/two_large_guardrail_files`'s business
     // (BENCHMARKS.md); here `check` must answer, without a panic.
     let out = output_within(&mut env.command(&["prompts", "check"]), HANG);
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
