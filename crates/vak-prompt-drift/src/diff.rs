@@ -84,7 +84,7 @@ fn inventory_name<'a>(block: &str, source: Option<&'a str>) -> Option<&'a str> {
 
 /// What a descriptor is paired by besides block, layer and occurrence: an
 /// inventory entry's name, or for the `project` layer the directory whose
-/// layer it is (DECISIONS §15: `<dir>/.vak/prompts/<file>`,
+/// layer it is (`<dir>/.vak/prompts/<file>`,
 /// `<dir>/AGENTS.md` and `<dir>/.vak/SYSTEM.md` all name `<dir>`), so a
 /// directory sub-layer added between two others is reported as that
 /// directory's, not as a shift of every directory below it.
