@@ -2,8 +2,12 @@
 //! markdown under `crates/vak-prompt-compose/seed/`; `cargo xtask
 //! check-seed` fails when that module is stale or the seed is too large;
 //! `cargo xtask bench-process` is BENCHMARKS.md's whole-process comparison
-//! (`vak prompts show` against `vak --version`, release build).
+//! (`vak prompts show` against `vak --version`, release build); `cargo
+//! xtask check-docs` fails when the documentation cites a document outside
+//! the repository or states a schema version, default cap or file limit the
+//! code does not have.
 
+mod check_docs;
 mod gateway_load;
 
 use std::fs;
@@ -76,6 +80,10 @@ fn shipped_prompt_tokens() -> Vec<(SurfaceKind, usize)> {
 
 fn run(task: &str) -> Result<(), String> {
     let root = workspace_root();
+    if task == "check-docs" {
+        println!("{}", check_docs::check(&root)?);
+        return Ok(());
+    }
     if task == "gateway-load" {
         let args: Vec<String> = std::env::args().skip(2).collect();
         return gateway_load::run(&args, &root);
@@ -114,7 +122,7 @@ fn run(task: &str) -> Result<(), String> {
         }
         "bench-process" => bench_process(&root),
         other => Err(format!(
-            "unknown task `{other}`: expected regen-seed, check-seed, bench-process or gateway-load"
+            "unknown task `{other}`: expected regen-seed, check-seed, check-docs, bench-process or gateway-load"
         )),
     }
 }

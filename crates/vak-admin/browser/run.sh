@@ -42,7 +42,7 @@ trap cleanup EXIT
 
 cp -a "$root/fixtures/home" "$work/home"
 cp -a "$root/fixtures/projects/myproj" "$work/myproj"
-# A directory layer below the project root, for the scope control (DECISIONS §15).
+# A directory layer below the project root, for the scope control.
 mkdir -p "$work/myproj/services/payments/.vak/prompts"
 printf -- '- Never log card numbers.\n' >"$work/myproj/services/payments/.vak/prompts/guardrails.md"
 "$vak" trust --home "$work/home" "$work/myproj" >/dev/null
@@ -54,7 +54,8 @@ env -u VAK_ADMIN_TOKEN "$vak" admin serve --home "$work/home" --project "$work/m
 server_pid=$!
 
 url=""
-for _ in $(seq 1 100); do
+# Up to a minute for the server to print its URL (a loaded machine is slow to start it).
+for _ in $(seq 1 600); do
   url="$(head -n 1 "$work/serve.out" 2>/dev/null || true)"
   case "$url" in http://*) break ;; esac
   if ! kill -0 "$server_pid" 2>/dev/null; then

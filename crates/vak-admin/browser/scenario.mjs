@@ -60,6 +60,10 @@ await context.route('**/*', (route) => {
   offsite.push(u);
   return route.abort();
 });
+// Playwright's 30 s default is a wall-clock bound a loaded machine can trip: a wait fails only
+// when the page truly never gets there.
+context.setDefaultTimeout(90_000);
+context.setDefaultNavigationTimeout(90_000);
 const page = context.pages()[0] || (await context.newPage());
 const consoleErrors = [];
 page.on('console', (m) => { if (m.type() === 'error') consoleErrors.push(m.text()); });

@@ -1,5 +1,5 @@
 //! The authenticated admin API and the `#/prompts` web UI behind
-//! `vak admin serve` (doc 45's "Admin UI", DECISIONS §10).
+//! `vak admin serve` (docs/admin-api.md).
 //!
 //! - [`Server::bind`] resolves the home and project, loads or generates the
 //!   bearer token ([`AdminToken`]), and binds a loopback address (port 0

@@ -69,7 +69,7 @@ pub(crate) struct AppState {
     /// Serialises gateway JSON edits within this process; the loader's
     /// digest-checked atomic save covers other writers.
     pub(crate) gateway_lock: Mutex<()>,
-    /// The store this server reads and writes (DECISIONS §13, §14).
+    /// The store this server reads and writes.
     pub(crate) store: Arc<dyn Store>,
 }
 
@@ -1043,7 +1043,7 @@ async fn read_body(request: Request, deadline: Duration) -> Result<Request, Admi
 }
 
 /// Bring the home's replica up to the store's home side before an API
-/// request reads or saves (DECISIONS §14); nothing for the file store.
+/// request reads or saves; nothing for the file store.
 async fn sync_home(state: &Arc<AppState>) -> Result<(), AdminError> {
     if state.store.home().is_none() {
         return Ok(());

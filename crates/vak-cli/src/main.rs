@@ -7,6 +7,8 @@ mod error;
 mod history;
 mod out;
 mod prompts;
+#[cfg(test)]
+mod readme;
 mod selectors;
 mod session;
 mod store;

@@ -329,10 +329,10 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         out::notice(
             "note",
             &format!(
-                "`{}` is inside the project `{}`: commands run there find that root and use its trust; run `vak trust {}` to trust the project",
+                "`{}` is trusted, and it is inside the project `{}`: a command run in it without --project finds that root and uses its trust instead; pass `--project {}` to use this directory as the project",
                 Escaped(key.as_str()),
                 Escaped(found.project.as_str()),
-                Escaped(found.project.as_str())
+                Escaped(key.as_str())
             ),
         );
     }

@@ -11,6 +11,21 @@
 //! - `load_only`, `load_only_sparse`: `load_chain` alone, on this chain and
 //!   on the bundled fixture project, whose surface and agent directories
 //!   are missing.
+//!
+//! `hostile`: what a cloned repository can make a check cost, the speed the
+//! CLI's hostile-input tests once asserted with a stopwatch (they now only
+//! check the answer):
+//!
+//! - `two_large_guardrail_files`: `vak prompts check`'s work (load,
+//!   compose, budget, lints) on a 250 KiB guardrails file in the home and one
+//!   in the project sharing half its lines;
+//! - `thousands_of_lints`: the same on three directory layers of 64,000
+//!   repeated bullets each, linted and said in a few lines;
+//! - `large_config_many_roles`: `vak trust`'s budget (`trust_budget`) on a
+//!   clone with a 12,000-key config an untrusted project may not set and
+//!   150 roles: every chain loads that config, parsed once per text;
+//! - `work_bound_refusal`: `trust_budget` on a clone of 65,000 copies of one
+//!   bullet under 100 directory layers, stopped by `MAX_PLAN_WORK`.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,7 +38,7 @@ use vak_core::prompts::{
     LoadRequest, Name, NameKind, ResolveInput, SurfaceKind, TailContext, Trust, TrustStore,
     load_chain, resolve_prompt, sha256_hex,
 };
-use vak_core::{CachedResolver, Selectors};
+use vak_core::{CachedResolver, Selectors, budget_of, lints_of, trust_budget};
 
 fn write(path: &Path, text: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -224,5 +239,115 @@ fn bench(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench);
+/// `vak prompts check`'s work on one chain: load, compose, budget, lints.
+fn check(request: &LoadRequest) -> usize {
+    let chain = load_chain(request).unwrap();
+    let resolved = resolve_prompt(&ResolveInput {
+        chain: &chain,
+        trust: Trust::Untrusted,
+        surface: request.surface,
+        agent: None,
+        tail: TailContext::default(),
+    });
+    black_box(budget_of(&resolved));
+    lints_of(&resolved).len()
+}
+
+fn utf8(path: &Path) -> Utf8PathBuf {
+    Utf8PathBuf::from_path_buf(path.to_path_buf()).unwrap()
+}
+
+fn hostile(c: &mut Criterion) {
+    let mut group = c.benchmark_group("hostile");
+    group.sample_size(10);
+
+    // Two 250 KiB guardrail files, half their lines shared.
+    let home = tempfile::tempdir().unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let (mut shared, mut own) = (String::new(), String::new());
+    let mut n = 0u64;
+    while shared.len() < 250 * 1024 {
+        n += 1;
+        let line = format!(
+            "- rule {n} about {} things\n",
+            n.wrapping_mul(2_654_435_761)
+        );
+        shared.push_str(&line);
+        if n.is_multiple_of(2) {
+            own.push_str(&line);
+        } else {
+            own.push_str(&format!("- project rule {n}\n"));
+        }
+    }
+    write(&home.path().join(".vak/prompts/guardrails.md"), &shared);
+    write(&project.path().join(".vak/prompts/guardrails.md"), &own);
+    let request = LoadRequest {
+        home: utf8(home.path()),
+        project: utf8(project.path()),
+        surface: SurfaceKind::Cli,
+        bot: None,
+        chat: None,
+        agent: None,
+        workdir: None,
+    };
+    check(&request);
+    group.bench_function("two_large_guardrail_files", |b| b.iter(|| check(&request)));
+
+    // Thousands of lints: three directory layers of repeated bullets.
+    let project = tempfile::tempdir().unwrap();
+    let repeats = "- a\n- b\n".repeat(32_000);
+    for dir in [".vak/prompts", "a/.vak/prompts", "a/b/.vak/prompts"] {
+        write(&project.path().join(dir).join("guardrails.md"), &repeats);
+    }
+    fs::create_dir_all(project.path().join(".git")).unwrap();
+    let request = LoadRequest {
+        project: utf8(project.path()),
+        workdir: Some(utf8(&project.path().join("a/b"))),
+        ..request
+    };
+    assert!(check(&request) > 0, "no lint");
+    group.bench_function("thousands_of_lints", |b| b.iter(|| check(&request)));
+
+    // A large config and many roles, untrusted: `vak trust`'s budget.
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(project.path().join(".git")).unwrap();
+    let config: String = std::iter::once("hooks = { pre = \"curl evil\" }\n".to_owned())
+        .chain((0..12_000).map(|i| format!("key{i} = {i}\n")))
+        .collect();
+    write(&project.path().join(".vak/config.toml"), &config);
+    for role in 0..150 {
+        write(
+            &project
+                .path()
+                .join(format!(".vak/prompts/agents/r{role}/identity.md")),
+            &format!("Role {role}."),
+        );
+    }
+    let selectors = Selectors::new(utf8(home.path()), utf8(project.path()));
+    trust_budget(&selectors).unwrap();
+    group.bench_function("large_config_many_roles", |b| {
+        b.iter(|| black_box(trust_budget(&selectors).unwrap()))
+    });
+
+    // Repeated bullets under many layers: refused by the work bound.
+    let project = tempfile::tempdir().unwrap();
+    fs::create_dir_all(project.path().join(".git")).unwrap();
+    write(
+        &project.path().join(".vak/prompts/guardrails.md"),
+        &"- x\n".repeat(65_000),
+    );
+    for i in 0..100 {
+        write(
+            &project.path().join(format!("d{i:03}/AGENTS.md")),
+            &format!("Rules of d{i}.\n"),
+        );
+    }
+    let selectors = Selectors::new(utf8(home.path()), utf8(project.path()));
+    group.bench_function("work_bound_refusal", |b| {
+        b.iter(|| black_box(trust_budget(&selectors)))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench, hostile);
 criterion_main!(benches);

@@ -277,7 +277,7 @@ impl Core {
                         Origin::Home,
                         self.selectors.project.as_str(),
                     ),
-                    reason: "is inside the vak home, and the home is never a project (DECISIONS §15): only the shared layers apply".to_owned(),
+                    reason: "is inside the vak home, and the home is never a project: only the shared layers apply".to_owned(),
                 });
             }
             // Run from inside `$VAK_HOME`: its `.vak/prompts` is the shared

@@ -1,4 +1,4 @@
-//! One change of one gateway key (DECISIONS §12, §13, §14): the lifecycle
+//! One change of one gateway key: the lifecycle
 //! the admin API's gateway saves, resets and reverts run, as a layer file's
 //! change runs [`Core::save_block_by`]. The caller parses and renders; the
 //! checks, the budget on every chain the key reaches, the history and the
@@ -112,7 +112,7 @@ pub struct GatewayChange<'a> {
     /// A save, a reset, or a revert to a kept version.
     pub action: Action,
     /// Create the bot's or chat's entry when it has none: an entry is what
-    /// lets a chat's messages in (DECISIONS §13), so never implied.
+    /// lets a chat's messages in, so never implied.
     pub create_entry: bool,
     /// What to do when not every chain the key reaches could be budgeted.
     pub unchecked: Unchecked,
@@ -244,7 +244,7 @@ impl Core {
     /// create it), or when it would push any chain it reaches over the cap
     /// ([`Core::check_gateway_reach`]); the values before and after are
     /// kept in the object store first (a store that cannot keep them
-    /// refuses), and the change is recorded by key after (DECISIONS §14).
+    /// refuses), and the change is recorded by key after.
     /// Holds the home's save lock throughout.
     ///
     /// # Errors

@@ -1,4 +1,4 @@
-//! Every prompt has a history (DECISIONS §14): what the save path keeps,
+//! Every prompt has a history: what the save path keeps,
 //! and what `log`, `diff`, `revert` and `session diff` read back.
 //!
 //! A save (CLI or admin, through [`Core::save_block_by`]) keeps the file's
@@ -10,7 +10,7 @@
 //!
 //! Digests: a version record's `before`/`after` are the *file's* sha256
 //! (what `--if-digest` and `revert --to` take); a ledger descriptor's digest
-//! is the sha256 of the *contributed* text (cleaned, trimmed; DECISIONS §6).
+//! is the sha256 of the *contributed* text (cleaned, trimmed).
 //! Both are kept, each under its own digest.
 
 use crate::{Core, EditTarget, Selectors};
@@ -84,7 +84,7 @@ impl Who {
 /// The version log's name for `target`'s file: the path with its root (home
 /// or project) canonicalised, so the same file has one history whichever
 /// way the root was named on the command line. A home-side file of a store
-/// that holds the home side (DECISIONS §14) is named relative to the home
+/// that holds the home side is named relative to the home
 /// (`$VAK_HOME/.vak/prompts/guardrails.md`), so every node sharing the store
 /// lists the same history whatever its own `$VAK_HOME` is. A directory
 /// sub-layer named through a symlink is named where it leads
@@ -159,7 +159,7 @@ impl SharedHomeKeys {
     }
 }
 
-/// The version log's name for one gateway prompt key (DECISIONS §14): a
+/// The version log's name for one gateway prompt key: a
 /// bot's `bots.json#/<bot>/prompts/<block>`, a chat's
 /// `allowlist.json#/<bot>/<chat>/prompts/<block>`. The admin API's gateway
 /// edits record under it; `vak prompts log --scope bot|chat` reads it.
@@ -171,7 +171,7 @@ pub fn gateway_key(bot: &Name, chat: Option<&Name>, block: Block) -> String {
 }
 
 /// Keep every text whose digest a ledger frozen on `resolved` records, so
-/// each resolves in the object store (DECISIONS §14): the text each
+/// each resolves in the object store: the text each
 /// descriptor names, the canonical text of the fingerprint, the agent
 /// identity's text and each capability's contract line. Idempotent; the
 /// session-creation path calls it before writing a ledger, `exec` before it
@@ -834,7 +834,7 @@ pub struct ElsewherePreview {
     pub chains: Vec<String>,
 }
 
-/// What `vak trust --preview` shows (DECISIONS §14): nothing is written.
+/// What `vak trust --preview` shows: nothing is written.
 #[derive(Debug, Clone)]
 pub struct TrustPreview {
     /// Every block whose text trusting would change on the chain named.

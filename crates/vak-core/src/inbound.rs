@@ -162,7 +162,7 @@ impl InboundPrompts {
 
     /// Keep every text `resolved` contributed in `history` (the delivery's
     /// store: the home's objects, or the PostgreSQL object table), so
-    /// a session frozen on it can be diffed later (DECISIONS §14). Objects
+    /// a session frozen on it can be diffed later. Objects
     /// are immutable and content-addressed: this can add a text, never
     /// change or remove a prompt layer, so the handle stays read-only for
     /// prompts.
@@ -199,8 +199,8 @@ impl InboundPrompts {
         self.core.selectors().chat.as_ref()
     }
 
-    /// Whether the gateway allowlist admits this handle's bot and chat
-    /// (DECISIONS §13): the bot needs an entry in `bots.json` and the chat
+    /// Whether the gateway allowlist admits this handle's bot and chat:
+    /// the bot needs an entry in `bots.json` and the chat
     /// an entry under that bot in `allowlist.json`. Read fresh every call.
     pub fn admission(&self) -> Result<Admission, CoreError> {
         let selectors = self.core.selectors();

@@ -1,4 +1,4 @@
-//! The `vak prompts show --format json` object (DECISIONS §8), shared by the
+//! The `vak prompts show --format json` object, shared by the
 //! CLI and the admin API so both say the same thing.
 
 use serde::Serialize;
@@ -156,11 +156,11 @@ pub enum LayerNaming {
     /// Wire names (`shared`, `project`), as the CLI prints them.
     Wire,
     /// Labels for people (`Shared`, `This project`), as the admin UI shows
-    /// them; `seed` and `runtime` stay lowercase, as doc 45's sketch has them.
+    /// them; `seed` and `runtime` stay lowercase.
     Label,
 }
 
-/// One block's provenance in a few words, as doc 45's sketch shows it:
+/// One block's provenance in a few words, as `explain` and the admin UI show it:
 /// `from shared`, `seed + shared + 2`, `locked`, `runtime, 2 entries`.
 pub fn provenance_summary(block: &ResolvedBlock, naming: LayerNaming) -> String {
     let name = |layer: PromptLayer| match (naming, layer) {

@@ -16,8 +16,8 @@ pub enum LifecycleError {
     /// or written.
     #[error(transparent)]
     History(#[from] vak_core::history::HistoryError),
-    /// The home side could not be brought over from the store (DECISIONS
-    /// §14): a local file the store lacks, a replica file edited by hand.
+    /// The home side could not be brought over from the store: a local
+    /// file the store lacks, a replica file edited by hand.
     #[error(transparent)]
     Home(#[from] vak_core::home::HomeError),
     /// The bot has no entry in `bots.json`: nothing was written.

@@ -1,6 +1,6 @@
-//! The session lifecycle as library code with typed outcomes (DECISIONS
-//! §13): create a session, resume a named one, deliver a message to a
-//! gateway chat (continue, rotate or rebind), over one [`Store`].
+//! The session lifecycle as library code with typed outcomes: create a
+//! session, resume a named one, deliver a message to a gateway chat
+//! (continue, rotate or rebind), over one [`Store`].
 //!
 //! The `vak` binary and the gateway service only parse input and render
 //! these outcomes. The delivery path receives nothing but the read-only

@@ -1,5 +1,5 @@
-//! Create, resume and deliver: the lifecycle of doc 45's resume table, with
-//! typed outcomes.
+//! Create, resume and deliver: the lifecycle of the resume table
+//! (docs/sessions.md), with typed outcomes.
 
 use camino::Utf8Path;
 use serde::Serialize;
@@ -152,7 +152,7 @@ pub struct Resumed {
     pub turn_recorded: bool,
 }
 
-/// What resuming a named session did (doc 45's resume table, named path).
+/// What resuming a named session did (the resume table's named path).
 #[derive(Debug, Clone)]
 pub enum Exec {
     /// The prompt is unchanged (or the baseline unknown): resumed.

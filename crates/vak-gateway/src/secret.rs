@@ -1,5 +1,5 @@
 //! Per-bot signing secrets (`$VAK_HOME/.vak/gateway/secrets/<bot>`, mode
-//! 0600) and the request signature of DECISIONS §13: `X-Vak-Signature:
+//! 0600) and the request signature (docs/gateway.md): `X-Vak-Signature:
 //! v2=<hex>`, the HMAC-SHA256 of `v2:`, the timestamp, the bot, the chat
 //! and the body (joined with `:`), which names where the message goes; or
 //! the older `v1=<hex>`, of `v1:`, the timestamp and the body, which does

@@ -1,4 +1,4 @@
-//! `vak gateway serve`: the chat gateway as an HTTP service (DECISIONS §13).
+//! `vak gateway serve`: the chat gateway as an HTTP service.
 //!
 //! `POST /v1/bots/{bot}/chats/{chat}/messages` with `{"text": "…"}`,
 //! signed per bot, answers 200 with the object `vak gateway deliver

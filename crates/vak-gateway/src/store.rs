@@ -1,4 +1,4 @@
-//! Which store a command uses (DECISIONS §13), opening it, migrating it and
+//! Which store a command uses, opening it, migrating it and
 //! moving a file store into PostgreSQL.
 //!
 //! The store is chosen by `--store URL`, else `VAK_STORE`, else `[store]
@@ -114,7 +114,7 @@ pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Arc<dyn Store>,
     }
 }
 
-/// A reader's view of the home side (DECISIONS §14): when the store chosen
+/// A reader's view of the home side: when the store chosen
 /// for `core`'s home (`flag`, `VAK_STORE`, `[store] url`) holds the home
 /// side, bring this home's replica up to it and hand back `core` on that
 /// store, so `vak prompts show` on a node reads what every node resolves.
@@ -189,7 +189,7 @@ pub struct Imported {
     /// path), where `vak prompts log --store` does not look: counted as
     /// imported, and said.
     pub versions_under_old_keys: usize,
-    /// Home-side files copied (DECISIONS §14).
+    /// Home-side files copied.
     pub home_files: usize,
     /// Home-side files the store already held with the same digest.
     pub home_already_there: usize,

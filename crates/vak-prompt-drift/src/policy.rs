@@ -2,7 +2,7 @@ use serde::Serialize;
 
 use crate::DriftReport;
 
-/// Who chose the session being resumed; doc 45's resume table keys on it.
+/// Who chose the session being resumed; the resume table keys on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "path", rename_all = "kebab-case")]
 pub enum ResumePath {

@@ -1,4 +1,4 @@
-//! Every prompt has a history (DECISIONS §14): the content-addressed object
+//! Every prompt has a history: the content-addressed object
 //! store that keeps every text a save writes and every text a frozen session
 //! contributed, and the version log that says who changed which layer file,
 //! when, from which digest to which.

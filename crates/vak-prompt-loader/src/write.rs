@@ -847,10 +847,5 @@ mod tests {
             saw_new > 0 || mid_write > 0,
             "no kill landed after the writer started"
         );
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "crash test too slow: {:?}",
-            started.elapsed()
-        );
     }
 }

@@ -57,7 +57,7 @@ pub enum TrustError {
         Escaped(.0)
     )]
     BadDirectory(String),
-    /// The directory is the vak home or inside it (DECISIONS §15).
+    /// The directory is the vak home or inside it.
     #[error(
         "cannot trust `{}`: it is the vak home or inside it, and the home is never a project (its layers are the shared ones, and always apply)",
         Escaped(.0)

@@ -3,7 +3,7 @@
 //! Three small pieces, kept apart on purpose:
 //! - [`Trust`], an ordered word (`Untrusted < Trusted`);
 //! - [`prompt_verdict`], one pure function `(provenance, block, trust) ->
-//!   Keep | Demote(reason)` that is doc 45's trust table, and
+//!   Keep | Demote(reason)` that is the trust table of docs/trust.md, and
 //!   [`demote_config`], the same policy for privileged `config.toml` keys;
 //! - [`TrustStore`], the user's list of trusted project directories in
 //!   `$VAK_HOME/.vak/trust.toml`.

@@ -135,7 +135,7 @@ pub struct FrozenContract {
     pub parent: Option<ParentSession>,
 }
 
-/// What a contract's prompt layer list is a baseline for (DECISIONS §6).
+/// What a contract's prompt layer list is a baseline for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Baseline {
     /// It lists the layers the session froze: drift is checked against them.

@@ -1,5 +1,5 @@
-//! The one way the session crate opens a store file (DECISIONS §11,
-//! "Non-regular files everywhere"): never through a symbolic link
+//! The one way the session crate opens a store file (non-regular files are
+//! refused everywhere): never through a symbolic link
 //! (`O_NOFOLLOW`), never blocking on a FIFO (`O_NONBLOCK`), and checked on
 //! the open handle (`fstat`) to be a regular file before a byte is read or
 //! written. A FIFO, device, socket or directory is refused by name.

@@ -1,7 +1,7 @@
 //! The home side of the prompt (the shared layer, its `surface/<kind>/` and
 //! `agents/<role>/` sub-layers, the gateway tiers `bots.json` and
 //! `allowlist.json`) and the bots' signing secrets, as a store may hold
-//! them (DECISIONS §14): the PostgreSQL store does, so every gateway node
+//! them: the PostgreSQL store does, so every gateway node
 //! resolves the same operator prompts; the file store does not (the files
 //! of the home are the home side).
 //!
@@ -96,7 +96,7 @@ pub trait HomeStore: Send + Sync {
     fn bot_secret_create(&self, bot: &str, secret: &str) -> Result<String, SessionError>;
 }
 
-/// The user-editable files of a directory layer (DECISIONS §3).
+/// The user-editable files of a directory layer.
 pub const LAYER_FILES: [&str; 4] = [
     "identity.md",
     "operating-rules.md",

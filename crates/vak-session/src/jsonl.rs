@@ -211,7 +211,7 @@ pub(crate) fn open_shared(path: &Utf8Path) -> Result<File, SessionError> {
 }
 
 /// Read every record of `path` strictly: a skipped line is tolerated only
-/// as the last one (DECISIONS §6); an earlier one is an error naming the
+/// as the last one; an earlier one is an error naming the
 /// file and line, so history is never silently dropped.
 pub(crate) fn read<T: JsonLine>(path: &Utf8Path) -> Result<Parsed<T>, SessionError> {
     let file = open_shared(path)?;

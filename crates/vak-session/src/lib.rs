@@ -15,7 +15,7 @@
 //! are skipped, so old and new builds read each other's files. Every line is
 //! read under [`MAX_LINE_BYTES`]. In a ledger a skipped last line (torn, not
 //! a record, too long) is reported and skipped, and a bad earlier line is an
-//! error naming the file and line (DECISIONS §6); the audit log, a report,
+//! error naming the file and line; the audit log, a report,
 //! skips and names a bad line wherever it is. An append never builds on a
 //! line readers skip: under its lock it first moves every such trailing line
 //! into a sibling `<name>.foreign-<unix nanos>` (never replacing one) and

@@ -141,7 +141,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// (`/healthz`), where [`describe`](Self::describe) names paths and hosts.
     fn kind(&self) -> &'static str;
 
-    /// The prompt history kept in this store (DECISIONS §14): kept texts
+    /// The prompt history kept in this store: kept texts
     /// and version records live beside the ledgers whose digests they
     /// resolve, so every machine sharing the store reads the same ones.
     fn history(&self) -> &dyn History;
@@ -200,7 +200,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     /// [`SessionError::Replayed`] and nothing is written. It is recorded
     /// only with a delivery that commits, so a delivery that fails (or whose
     /// plan answers `None`) leaves the signature free for the sender's
-    /// retry (DECISIONS §13).
+    /// retry.
     fn deliver_at(
         &self,
         bot: &Name,
@@ -211,7 +211,7 @@ pub trait Store: Send + Sync + std::fmt::Debug {
     ) -> Result<Option<Committed>, SessionError>;
 
     /// The home side of the prompt and the signing secrets, when this store
-    /// holds them (DECISIONS §14: the PostgreSQL store). `None` (the file
+    /// holds them (the PostgreSQL store). `None` (the file
     /// store): the home's files are the home side, as they always were.
     fn home(&self) -> Option<&dyn HomeStore> {
         None

@@ -168,10 +168,6 @@ fn sigkilled_writers_lose_no_reported_record() {
         started.elapsed(),
         promised.len()
     );
-    assert!(
-        started.elapsed() < Duration::from_secs(60),
-        "the crash test should stay well under a minute"
-    );
 }
 
 #[test]

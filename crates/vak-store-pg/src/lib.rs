@@ -5,7 +5,7 @@
 //! backend writes as one line, so a store moved from files keeps its
 //! digests and unknown fields survive.
 //!
-//! The prompt history (kept texts and version records, DECISIONS §14) is
+//! The prompt history (kept texts and version records) is
 //! in the same database: [`PgStore`] is also a
 //! [`History`](vak_prompt_history::History) (`history.rs`).
 //!

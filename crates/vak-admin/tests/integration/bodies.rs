@@ -3,7 +3,7 @@
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::{Env, raw};
 
@@ -29,8 +29,9 @@ fn a_declared_length_over_the_limit_is_refused_before_the_body_is_sent() {
         ("GET", "/api/layers?scope=project"),
     ] {
         let mut stream = TcpStream::connect(env.addr).expect("connect");
+        // A server that waited for the body fails the read after a minute.
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("timeout");
         // A gigabyte is announced; not a byte of it is sent.
         let head = format!(
@@ -39,16 +40,15 @@ fn a_declared_length_over_the_limit_is_refused_before_the_body_is_sent() {
             env.token
         );
         stream.write_all(head.as_bytes()).expect("write");
-        let started = Instant::now();
         let mut bytes = Vec::new();
         let _ = stream.read_to_end(&mut bytes);
         let (status, body) = status_and_body(&bytes);
+        // Answered with no body sent: refused on the declared length.
         assert_eq!(status, 413, "{method} {path}: {body}");
         let error: serde_json::Value = serde_json::from_str(&body).expect("JSON error");
         let error = error["error"].as_str().expect("sentence");
         assert!(error.contains(&format!("{limit}-byte limit")), "{error}");
         assert!(error.contains("1073741824"), "{error}");
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 }
 

@@ -33,20 +33,15 @@ fn twelve_hundred_idle_connections_neither_crash_nor_starve_the_server() {
     }
     assert!(idle.len() > 1000, "only {} connected", idle.len());
     // A real request queues behind them and is served once the idle ones
-    // time out, a cap's worth at a time.
-    let started = Instant::now();
+    // time out, a cap's worth at a time (the client gives up, failing the
+    // test, after two minutes).
     let layers = env.get("/api/layers?scope=project").expect_ok();
     assert_eq!(layers["scope"], "project");
-    assert!(
-        started.elapsed() < Duration::from_secs(25),
-        "served only after {:?}",
-        started.elapsed()
-    );
     assert!(!server.is_finished(), "the server stopped");
     // The idle connections were closed by the server, without an answer.
     for stream in idle.iter_mut().take(50) {
         stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
+            .set_read_timeout(Some(Duration::from_secs(60)))
             .expect("timeout");
         let mut buf = [0u8; 64];
         let read = stream.read(&mut buf);
@@ -66,8 +61,9 @@ fn twelve_hundred_idle_connections_neither_crash_nor_starve_the_server() {
 fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
     let (env, _server) = Env::with(None, quick());
     let mut stream = TcpStream::connect(env.addr).expect("connect");
+    // A server that never closes it fails the read after a minute.
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let head = format!(
         "GET /api/audit HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
@@ -82,24 +78,26 @@ fn an_idle_keep_alive_connection_is_closed_after_the_header_timeout() {
     stream.read_to_end(&mut bytes).expect("read until closed");
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    // Not before the header timeout (a loaded machine only makes it later).
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_millis(900) && waited < Duration::from_secs(5),
+        waited >= Duration::from_millis(900),
         "closed after {waited:?}"
     );
 }
 
 #[test]
 fn a_client_that_stalls_in_the_middle_of_a_body_is_disconnected() {
-    // The body deadline is far off: the idle timeout ends this one.
+    // The body deadline is far off (past the client's two minutes): only the
+    // idle timeout can end this one.
     let limits = Limits {
-        body_read_timeout: Duration::from_secs(30),
+        body_read_timeout: Duration::from_secs(600),
         ..quick()
     };
     let (env, server) = Env::with(None, limits);
     let mut stream = TcpStream::connect(env.addr).expect("connect");
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(120)))
         .expect("timeout");
     let head = format!(
         "PUT /api/layers/identity?scope=project HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"text\": ",
@@ -116,8 +114,9 @@ fn a_client_that_stalls_in_the_middle_of_a_body_is_disconnected() {
             || read.is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
         "the stalled connection was not closed"
     );
+    // Not before the idle timeout (a loaded machine only makes it later).
     assert!(
-        waited >= Duration::from_millis(1500) && waited < Duration::from_secs(6),
+        waited >= Duration::from_millis(1500),
         "closed after {waited:?}"
     );
     assert!(!server.is_finished(), "the server stopped");
@@ -129,7 +128,7 @@ fn a_body_that_trickles_in_is_cut_off_with_a_json_408() {
     let (env, server) = Env::with(None, quick());
     let mut stream = TcpStream::connect(env.addr).expect("connect");
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let head = format!(
         "PUT /api/layers/identity?scope=project HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nConnection: close\r\n\r\n",
@@ -147,17 +146,12 @@ fn a_body_that_trickles_in_is_cut_off_with_a_json_408() {
             std::thread::sleep(Duration::from_millis(200));
         }
     });
-    let started = Instant::now();
     let mut bytes = Vec::new();
     let _ = stream.read_to_end(&mut bytes);
     let text = String::from_utf8_lossy(&bytes);
+    // Cut off by the body deadline, as the answer says.
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("did not arrive within 1 s"), "{text}");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "{:?}",
-        started.elapsed()
-    );
     assert!(!server.is_finished(), "the server stopped");
     env.get("/api/audit").expect_ok();
 }
@@ -342,7 +336,7 @@ fn a_stop_lets_a_request_in_flight_finish() {
     let (first, second) = body.as_bytes().split_at(body.len() / 2);
     let mut stream = TcpStream::connect(addr).expect("connect");
     stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let head = format!(
         "POST /api/tokens HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
@@ -352,12 +346,16 @@ fn a_stop_lets_a_request_in_flight_finish() {
     std::io::Write::write_all(&mut stream, first).expect("write half");
     std::thread::sleep(Duration::from_millis(200));
     stop.send(()).expect("stop");
-    std::thread::sleep(Duration::from_millis(200));
-    // New connections are no longer accepted…
-    assert!(
-        TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_err(),
-        "still accepting after the stop"
-    );
+    // New connections are no longer accepted (waited for, a minute at
+    // most: a fixed sleep raced the server on a loaded machine)…
+    let started = Instant::now();
+    while TcpStream::connect_timeout(&addr, Duration::from_secs(1)).is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "still accepting after the stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     // …but the request in flight is answered.
     std::io::Write::write_all(&mut stream, second).expect("write rest");
     let mut bytes = Vec::new();
@@ -372,13 +370,13 @@ fn a_stop_lets_a_request_in_flight_finish() {
 #[test]
 fn clients_that_never_finish_a_request_cannot_keep_a_real_one_out() {
     use std::io::Write as _;
-    // Few slots and a long header timeout: only making room can serve the
-    // real request in time.
+    // Few slots and timeouts longer than the client waits (two minutes):
+    // only making room can serve the real request at all.
     let limits = Limits {
         max_connections: 8,
-        header_read_timeout: Duration::from_secs(30),
-        idle_timeout: Duration::from_secs(30),
-        body_read_timeout: Duration::from_secs(30),
+        header_read_timeout: Duration::from_secs(600),
+        idle_timeout: Duration::from_secs(600),
+        body_read_timeout: Duration::from_secs(600),
         ..quick()
     };
     let (env, server) = Env::with(None, limits);
@@ -399,18 +397,12 @@ fn clients_that_never_finish_a_request_cannot_keep_a_real_one_out() {
         slow.push(stream);
     }
     std::thread::sleep(Duration::from_millis(300));
-    let started = Instant::now();
     let layers = env.get("/api/layers?scope=project").expect_ok();
     assert_eq!(layers["scope"], "project");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "served only after {:?}",
-        started.elapsed()
-    );
     // The oldest slow connections were closed to make room.
     let first = &mut slow[0];
     first
-        .set_read_timeout(Some(Duration::from_secs(5)))
+        .set_read_timeout(Some(Duration::from_secs(60)))
         .expect("timeout");
     let mut buf = [0u8; 64];
     let read = first.read(&mut buf);

@@ -3,9 +3,10 @@
 #![allow(dead_code)]
 
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The workspace's `fixtures/` directory.
 pub fn fixtures() -> PathBuf {
@@ -163,4 +164,47 @@ pub fn stdout(out: &Output) -> String {
 
 pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// How long one `vak` run may take before a test calls it hung. Generous,
+/// so that a loaded machine never trips it: how fast a command is, is the
+/// benchmarks' business (BENCHMARKS.md), never a test's.
+pub const HANG: Duration = Duration::from_secs(120);
+
+/// Run `command` with its output captured; if it has not finished within
+/// `limit` it is killed and the test fails naming it, so a run that blocks
+/// (on a FIFO, a lock) fails the test instead of hanging the suite.
+pub fn output_within(command: &mut Command, limit: Duration) -> Output {
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Drained on their own threads, so a full pipe never looks like a hang.
+    fn drain(mut from: impl Read + Send + 'static) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = from.read_to_end(&mut bytes);
+            bytes
+        })
+    }
+    let out = drain(child.stdout.take().unwrap());
+    let err = drain(child.stderr.take().unwrap());
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{command:?} did not finish within {limit:?}: it blocked");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        status,
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+    }
 }

@@ -501,8 +501,8 @@ fn killed_vak_set_never_leaves_a_torn_file() {
         ^ started.elapsed().subsec_nanos() as u64
         ^ 0x2545_f491_4f6c_dd1d;
     let (mut runs, mut completed) = (0, 0);
-    // Bounded in count and in time, whatever the machine's load.
-    while runs < 40 && started.elapsed() < Duration::from_secs(15) {
+    // Bounded in count, never in time: a loaded machine runs them all, slower.
+    while runs < 24 {
         seed ^= seed << 13;
         seed ^= seed >> 7;
         seed ^= seed << 17;
@@ -535,7 +535,6 @@ fn killed_vak_set_never_leaves_a_torn_file() {
         runs += 1;
     }
     eprintln!("crash test: {runs} runs of `vak prompts set`, {completed} finished before the kill");
-    assert!(runs >= 10, "only {runs} runs in the time bound");
 }
 
 #[test]

@@ -421,7 +421,23 @@ fn sigterm_finishes_the_delivery_in_flight() {
             body.as_bytes(),
         )
     });
-    std::thread::sleep(Duration::from_millis(500));
+    // Wait (a minute at most) until the delivery is blocked on that lock:
+    // /proc/locks lists a waiter with `->`, by device and inode. A fixed
+    // sleep here raced the service on a loaded machine.
+    let inode = std::os::unix::fs::MetadataExt::ino(&lock.metadata().unwrap());
+    let waiting = |locks: &str| {
+        locks
+            .lines()
+            .any(|l| l.contains("->") && l.contains(&format!(":{inode} ")))
+    };
+    let started = std::time::Instant::now();
+    while !waiting(&std::fs::read_to_string("/proc/locks").unwrap()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the delivery never reached the chat lock"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let pid = served.child.id().to_string();
     assert!(
         std::process::Command::new("kill")
@@ -430,14 +446,18 @@ fn sigterm_finishes_the_delivery_in_flight() {
             .unwrap()
             .success()
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // Stopping closes the listener: wait for that (a minute at most).
+    let started = std::time::Instant::now();
+    while TcpStream::connect(&served.addr).is_ok() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "new connections are still accepted while stopping"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         served.child.try_wait().unwrap().is_none(),
         "the service waits for the delivery in flight"
-    );
-    assert!(
-        TcpStream::connect(&served.addr).is_err(),
-        "no new connection is accepted while stopping"
     );
     lock.unlock().unwrap();
     let (status, answer) = in_flight.join().unwrap();
@@ -625,7 +645,7 @@ fn store_migrate_and_import_refuse_a_schema_newer_than_this_build() {
 fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
+        .set_read_timeout(Some(Duration::from_secs(120)))
         .unwrap();
     let _ = stream.write_all(raw);
     let mut answer = Vec::new();

@@ -5,9 +5,10 @@
 
 use std::io::Write as _;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
 
-use crate::common::{Env, copy_tree, fixtures, large_guardrails, stderr, stdout, write};
+use crate::common::{
+    Env, HANG, copy_tree, fixtures, large_guardrails, output_within, stderr, stdout, write,
+};
 
 /// A fresh env whose (untrusted) project is a copy of one hostile case.
 fn hostile(case: &str) -> Env {
@@ -188,9 +189,8 @@ fn a_closed_stdout_ends_quietly() {
 }
 
 #[test]
-fn oversized_input_is_refused_by_size_fast_and_writes_nothing() {
+fn oversized_input_is_refused_by_size_and_writes_nothing() {
     let env = Env::fixture("myproj");
-    let started = Instant::now();
     let mut child = env
         .command(&["prompts", "set", "--scope", "shared", "guardrails", "-"])
         .stdin(Stdio::piped())
@@ -199,20 +199,24 @@ fn oversized_input_is_refused_by_size_fast_and_writes_nothing() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    // 64 MiB offered; the reader must stop long before.
+    // 64 MiB offered; the reader must stop long before: the pipe closes
+    // on the writer after at most a few of its 1 MiB chunks.
     let writer = std::thread::spawn(move || {
         let chunk = vec![b'a'; 1 << 20];
+        let mut written = 0;
         for _ in 0..64 {
             if stdin.write_all(&chunk).is_err() {
                 break;
             }
+            written += 1;
         }
+        written
     });
     let out = child.wait_with_output().unwrap();
-    let _ = writer.join();
+    let written = writer.join().unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("larger than"), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(written < 4, "vak read {written} MiB of its input");
     let shared = env.home().join(".vak/prompts/guardrails.md");
     assert!(
         !std::fs::read_to_string(&shared)
@@ -226,7 +230,6 @@ fn oversized_input_is_refused_by_size_fast_and_writes_nothing() {
         .unwrap()
         .set_len(11_000_000)
         .unwrap();
-    let started = Instant::now();
     let out = env.vak(&[
         "prompts",
         "set",
@@ -237,8 +240,13 @@ fn oversized_input_is_refused_by_size_fast_and_writes_nothing() {
         big.to_str().unwrap(),
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("larger than"), "{}", stderr(&out));
-    assert!(started.elapsed() < Duration::from_secs(3));
+    // The size it names is the file's own (from its metadata), not what a
+    // capped read got.
+    assert!(
+        stderr(&out).contains("is 11000000 bytes, larger than"),
+        "{}",
+        stderr(&out)
+    );
 
     // A FIFO given as --file does not hang.
     let fifo = env.project().join("fifo.md");
@@ -510,7 +518,7 @@ fn the_home_is_never_trusted_as_a_project() {
 }
 
 #[test]
-fn no_session_is_frozen_over_the_context_window_and_check_stays_fast() {
+fn no_session_is_frozen_over_the_context_window_and_check_still_answers() {
     let env = Env::empty();
     // Two 250 KiB guardrail files an untrusted clone may ship (guardrails
     // apply even untrusted): far over the 128k-token window together.
@@ -548,14 +556,10 @@ fn no_session_is_frozen_over_the_context_window_and_check_stays_fast() {
         "a session was frozen"
     );
 
-    let started = Instant::now();
-    let out = env.vak(&["prompts", "check"]);
+    // Its speed is `hostile/two_large_guardrail_files`'s business
+    // (BENCHMARKS.md); here it must answer at all.
+    let out = output_within(&mut env.command(&["prompts", "check"]), HANG);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "check took {:?}",
-        started.elapsed()
-    );
 }
 
 #[test]
@@ -1040,24 +1044,17 @@ fn a_project_cannot_get_past_the_cap_by_raising_it_in_its_own_config() {
 }
 
 #[test]
-fn a_file_of_thousands_of_lints_is_said_in_a_few_lines_and_checked_in_linear_time() {
+fn a_file_of_thousands_of_lints_is_said_in_a_few_lines() {
     let env = Env::empty();
     let repeats = "- a\n- b\n".repeat(32_000);
     for dir in [".vak/prompts", "a/.vak/prompts", "a/b/.vak/prompts"] {
         env.write_project(&format!("{dir}/guardrails.md"), &repeats);
     }
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
-    let started = std::time::Instant::now();
+    // Linear time is `hostile/thousands_of_lints`'s business
+    // (BENCHMARKS.md); here it must answer at all.
     let mut command = env.command(&["prompts", "check"]);
-    let out = command
-        .current_dir(env.project().join("a/b"))
-        .output()
-        .unwrap();
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(5),
-        "took {:?}",
-        started.elapsed()
-    );
+    let out = output_within(command.current_dir(env.project().join("a/b")), HANG);
     let said = format!("{}{}", stdout(&out), stderr(&out));
     assert!(said.lines().count() < 200, "{} lines", said.lines().count());
     assert!(said.contains("more lints of this file"), "{said}");
@@ -1105,7 +1102,7 @@ fn a_config_section_of_the_wrong_type_is_warned_about_not_passed_over() {
 }
 
 #[test]
-fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bound() {
+fn a_clone_of_repeated_bullets_under_many_layers_is_refused_by_the_work_bound() {
     // 65,000 copies of one bullet at the root (the prefix holds one) and
     // 100 directory layers: every chain reads, composes and counts them all
     // again, and the work bound used to count only the prefix, so `trust`
@@ -1117,8 +1114,7 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
     for i in 0..100 {
         env.write_project(&format!("d{i:03}/AGENTS.md"), &format!("Rules of d{i}.\n"));
     }
-    let started = Instant::now();
-    let out = env.vak(&["trust"]);
+    let out = output_within(&mut env.command(&["trust"]), HANG);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("the bound of 12000000 tokens of work was reached"),
@@ -1144,13 +1140,9 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
         stderr(&out)
     );
     assert!(!env.home().join(".vak/prompts/guardrails.md").exists());
-    // Each stops after its bound's worth of counting (a third of a second
-    // in release; debug builds count far slower).
-    assert!(
-        started.elapsed() < Duration::from_secs(40),
-        "{:?}",
-        started.elapsed()
-    );
+    // That both were refused by the bound, as their messages say, is what
+    // this test holds; how long a bound's worth of counting takes (a third
+    // of a second in release) is BENCHMARKS.md's.
 }
 
 /// A clone with a large config (tens of thousands of keys, under the file
@@ -1160,7 +1152,7 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_fast_by_the_work_bou
 /// Parsed (and demoted) once per text and shared, both are about a second
 /// there.
 #[test]
-fn a_clone_with_a_large_config_and_many_roles_is_checked_in_time() {
+fn a_clone_with_a_large_config_and_many_roles_is_checked() {
     let env = Env::empty();
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
     // With keys an untrusted project may not set, so every chain demotes it.
@@ -1174,19 +1166,15 @@ fn a_clone_with_a_large_config_and_many_roles_is_checked_in_time() {
             &format!("Role {role}."),
         );
     }
-    let started = Instant::now();
     let out = env.vak_stdin(
         &["prompts", "set", "--scope", "shared", "identity", "-"],
         "You are careful.",
     );
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = env.vak(&["trust"]);
-    assert!(out.status.success(), "{}", stderr(&out));
     // 150 roles on every surface, twice: 1,500 loads of a 170 KB config
-    // (over a minute in a debug build when each parsed it).
-    assert!(
-        started.elapsed() < Duration::from_secs(25),
-        "{:?}",
-        started.elapsed()
-    );
+    // (over a minute in a debug build when each parsed it). That it is
+    // parsed once per text is `hostile/large_config_many_roles`'s
+    // business (BENCHMARKS.md); here both must answer, and succeed.
+    let out = output_within(&mut env.command(&["trust"]), HANG);
+    assert!(out.status.success(), "{}", stderr(&out));
 }

@@ -7,7 +7,7 @@
 use std::os::unix::fs::symlink;
 use std::path::Path;
 
-use crate::common::{Env, copy_tree, fixtures, mkfifo, stderr, stdout, write};
+use crate::common::{Env, HANG, copy_tree, fixtures, mkfifo, output_within, stderr, stdout, write};
 
 const SHARED: &str = "- shared guardrail the user wrote\n";
 
@@ -208,7 +208,7 @@ fn a_gateway_agent_instructions_key_says_where_it_belongs() {
 }
 
 #[test]
-fn oversized_gateway_json_and_config_are_refused_by_size_fast() {
+fn oversized_gateway_json_and_config_are_refused_by_size() {
     let env = Env::empty();
     let filler = "x".repeat(2 << 20);
     env.write_home(
@@ -220,13 +220,8 @@ fn oversized_gateway_json_and_config_are_refused_by_size_fast() {
         &format!("[prompts]\nmax_tokens = 10\npad = \"{filler}\"\n"),
     );
     env.write_project(".vak/config.toml", &format!("pad = \"{filler}\"\n"));
-    let started = std::time::Instant::now();
+    // Refused by size, as the warnings say ("byte limit"), not read.
     let (prefix, warnings) = warnings(&env, &CHAT);
-    assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
-        "slow: {:?}",
-        started.elapsed()
-    );
     assert!(!prefix.contains("BIG-JSON"), "{prefix}");
     for file in ["bots.json", "config.toml"] {
         assert!(
@@ -248,9 +243,12 @@ fn a_fifo_gateway_file_is_refused_without_blocking() {
             .unwrap()
             .success()
     );
-    let started = std::time::Instant::now();
-    let (_, warnings) = warnings(&env, &CHAT);
-    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    // Opened without blocking: a run that blocked on the FIFO is killed.
+    let args = [&CHAT[..], &["--format", "json"]].concat();
+    let out = output_within(&mut env.command(&args), HANG);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let warnings =
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["warnings"].to_string();
     assert!(
         warnings.contains("bots.json") && warnings.contains("not a regular file"),
         "{warnings}"
@@ -258,7 +256,7 @@ fn a_fifo_gateway_file_is_refused_without_blocking() {
 }
 
 #[test]
-fn a_fifo_trust_store_is_refused_fast_by_every_command() {
+fn a_fifo_trust_store_is_refused_without_blocking_by_every_command() {
     let env = Env::empty();
     mkdirs(&env.home().join(".vak"));
     let store = env.home().join(".vak/trust.toml");
@@ -275,12 +273,8 @@ fn a_fifo_trust_store_is_refused_fast_by_every_command() {
         &["untrust"],
         &["trust", "--list"],
     ] {
-        let started = std::time::Instant::now();
-        let out = env.vak(args);
-        assert!(
-            started.elapsed() < std::time::Duration::from_secs(10),
-            "{args:?} blocked"
-        );
+        // A run that blocked on the FIFO is killed and fails the test.
+        let out = output_within(&mut env.command(args), HANG);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", both(&out));
         let err = stderr(&out);
         assert!(

@@ -7,38 +7,16 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Output;
 
 use serde_json::Value;
 
 use crate::common::*;
 
-/// Run `vak` with a deadline: a command that blocks (on a FIFO) is killed
-/// and the test fails naming it.
-fn vak_within(env: &Env, args: &[&str], limit: Duration) -> Output {
-    let mut child = env
-        .command(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if start.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("vak {args:?} did not finish within {limit:?}: it blocked");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn run(env: &Env, args: &[&str]) -> Output {
-    vak_within(env, args, Duration::from_secs(20))
+    // A command that blocks (on a FIFO) is killed and the test fails
+    // naming it.
+    output_within(&mut env.command(args), HANG)
 }
 
 fn code(out: &Output) -> i32 {

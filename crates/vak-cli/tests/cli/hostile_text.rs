@@ -4,11 +4,10 @@
 //! warned about once per file, and large guardrail files stay linear.
 
 use std::fs;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{Env, stderr, stdout};
+use crate::common::{Env, HANG, output_within, stderr, stdout};
 
 fn new_session(env: &Env) -> String {
     env.json(&["session", "new"])["session_id"]
@@ -139,7 +138,7 @@ fn a_hidden_character_is_removed_and_warned_once_naming_where() {
 }
 
 #[test]
-fn check_on_two_large_guardrail_files_is_fast() {
+fn check_on_two_large_guardrail_files_answers() {
     let env = Env::fixture("myproj");
     let mut shared = String::new();
     let mut project = String::new();
@@ -159,12 +158,9 @@ fn check_on_two_large_guardrail_files_is_fast() {
     }
     env.write_home(".vak/prompts/guardrails.md", &shared);
     env.write_project(".vak/prompts/guardrails.md", &project);
-    let started = Instant::now();
-    let out = env.vak(&["prompts", "check"]);
-    let took = started.elapsed();
+    // How fast is `hostile/two_large_guardrail_files`'s business
+    // (BENCHMARKS.md); here `check` must answer, without a panic.
+    let out = output_within(&mut env.command(&["prompts", "check"]), HANG);
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
-    assert!(
-        took < Duration::from_secs(5),
-        "`check` on two 250 KiB guardrail files took {took:?}"
-    );
+    assert_ne!(out.status.code(), Some(101), "{}", stderr(&out));
 }
