@@ -20,21 +20,27 @@ fn hostile(case: &str) -> Env {
 /// Every top-level heading line of a rendered prefix: a `#` run after at
 /// most three spaces, then a space or the end of the line.
 fn headings(prefix: &str) -> Vec<String> {
-    prefix
-        .lines()
-        .filter(|line| {
-            let indent = line.len() - line.trim_start_matches(' ').len();
-            let rest = line.trim_start_matches(' ');
-            let hashes = rest.len() - rest.trim_start_matches('#').len();
-            indent <= 3
-                && (1..=6).contains(&hashes)
-                && rest[hashes..]
-                    .chars()
-                    .next()
-                    .is_none_or(|c| c == ' ' || c == '\t')
-        })
-        .map(str::to_owned)
-        .collect()
+    // Parsed as CommonMark: level-1 and level-2 headings are the prefix's
+    // own sections; a file's headings are nested below them (level 3 and
+    // deeper) and may stay.
+    use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
+    let mut out = Vec::new();
+    let mut current: Option<String> = None;
+    for event in Parser::new(prefix) {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) if level <= HeadingLevel::H2 => {
+                current = Some(format!("{} ", "#".repeat(level as usize)));
+            }
+            Event::End(TagEnd::Heading(_)) => out.extend(current.take()),
+            Event::Text(text) | Event::Code(text) => {
+                if let Some(heading) = current.as_mut() {
+                    heading.push_str(&text);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The prefix of the untouched fixture: the headings every hostile case
