@@ -13,6 +13,7 @@ use vak_prompt_loader::{ABSENT_DIGEST, GatewayDoc, GatewayError, GatewayFile, re
 use crate::edit::{ChainsLeftOut, EditError, Preview, Unchecked, budget_of, lints_of_text};
 use crate::history::{self, Action, VersionRecord, Who};
 use crate::home::{GatewayWriteError, HomeError};
+use crate::over_cap::{OverCap, OverChain};
 use crate::{Core, CoreError, Selectors};
 
 /// One key of one gateway entry: a bot's (`bots.json#/BOT/prompts/KEY`) or
@@ -302,14 +303,12 @@ impl Core {
         }
 
         let preview = self.preview_gateway_key(key, change.text)?;
+        let mut over = OverCap::default();
         if preview.over_budget() {
-            return Err(EditError::OverBudget {
-                block: key.block,
-                path: Utf8PathBuf::from(name),
-                report: Box::new(preview.budget.report),
-                chain: None,
-            }
-            .into());
+            over.push(OverChain::here(
+                crate::describe_chain(&key.selectors(self.selectors().clone()), self.trust()?),
+                preview.budget.report.clone(),
+            ));
         }
         // Every other chain the key reaches (DECISIONS §12): a bot's text is
         // in each of its chats' prompts.
@@ -317,12 +316,9 @@ impl Core {
             (&key.bot, key.chat.as_ref(), key.block),
             &key.provenance(),
             change.text,
-            if change.text.is_some() {
-                "save"
-            } else {
-                "reset"
-            },
             change.unchecked,
+            preview.budget_before.report.cap,
+            &mut over,
         )?;
 
         let history = self.store().history();
@@ -347,6 +343,7 @@ impl Core {
         record.before.clone_from(&previous);
         record.after = change.text.map(|t| sha256_hex(t.as_bytes()));
         record.tokens = change.text.map(|t| preview.budget.report.encoding.count(t));
+        record.over_cap = !over.is_empty();
         let unrecorded = history::record_change(history, record, change.who, &preview.after);
         Ok(GatewayChanged {
             key: name,
