@@ -127,6 +127,11 @@ pub(crate) struct ResetArgs {
 pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub(crate) selectors: SelectorArgs,
+    /// Check every chain of the project at once (every surface, role,
+    /// directory layer, gateway bot and chat), with one summary of every
+    /// chain over its cap.
+    #[arg(long, conflicts_with_all = ["agent", "dir", "bot", "chat"])]
+    pub(crate) all: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -559,6 +564,9 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
 
 /// `vak prompts check`.
 pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
+    if args.all {
+        return check_all(args);
+    }
     let core = crate::prompts::synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
     let resolved = core.resolve()?;
     let budget = budget_of(&resolved);
@@ -602,4 +610,70 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
         return Err(CliError::OverBudget(r.over_cap_check_message()));
     }
     Ok(())
+}
+
+/// `vak prompts check --all`: every chain of the project, one summary.
+fn check_all(args: &CheckArgs) -> Result<(), CliError> {
+    let core = crate::prompts::synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
+    let selectors = core.selectors();
+    let checked = vak_core::check_all(selectors)?;
+    let config = vak_core::shared_config(&selectors.home);
+    let project = &selectors.project;
+    let directories: Vec<String> = checked
+        .directories
+        .iter()
+        .map(|d| {
+            d.strip_prefix(project)
+                .map_or_else(|_| d.to_string(), ToString::to_string)
+        })
+        .collect();
+    match args.format {
+        Format::Json => print_json(&json!({
+            "project": project,
+            "chains": checked.chains,
+            "directories": directories,
+            "over": !checked.over.is_empty(),
+            "over_chains": checked.over.to_json(),
+            "not_budgeted": checked.left_out.note(),
+            "unproven": checked.left_out.unproven(),
+            "config": config,
+        }))?,
+        Format::Text => {
+            if let Some(note) = checked.left_out.note() {
+                out::notice("warning", &note);
+            }
+            let dirs = if directories.is_empty() {
+                "no directory layers".to_owned()
+            } else {
+                format!(
+                    "directory layers {}",
+                    directories
+                        .iter()
+                        .map(|d| format!("`{}`", Escaped(d)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            if checked.over.is_empty() {
+                out::println(&format!(
+                    "checked {} chains of `{}` ({dirs}): every one is within its cap",
+                    checked.chains,
+                    Escaped(project.as_str())
+                ))?;
+            } else {
+                out::println(&format!(
+                    "checked {} chains of `{}` ({dirs})",
+                    checked.chains,
+                    Escaped(project.as_str())
+                ))?;
+            }
+        }
+    }
+    if checked.over.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::OverBudget(
+            checked.over.summary(&config, "--over-budget to a save"),
+        ))
+    }
 }

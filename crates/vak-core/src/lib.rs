@@ -6,6 +6,7 @@
 //! the result for callers.
 
 mod cached;
+mod check;
 mod core;
 mod edit;
 mod error;
@@ -18,6 +19,7 @@ mod report;
 mod trust;
 
 pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
+pub use crate::check::{CheckAll, check_all};
 pub use crate::core::{Core, Selectors, default_home};
 pub use crate::gateway_edit::{
     GatewayChange, GatewayChangeError, GatewayChanged, GatewayKey, GatewayWritten,

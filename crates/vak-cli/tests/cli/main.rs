@@ -7,6 +7,7 @@
     clippy::expect_used
 )]
 
+mod budget;
 mod common;
 mod completions;
 mod discovery;
