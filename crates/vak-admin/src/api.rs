@@ -535,6 +535,7 @@ fn preview_json(preview: &Preview) -> Value {
     json!({
         "tokens": preview.budget.report.summary(),
         "tokens_before": preview.budget_before.report.summary(),
+        "tokens_after": preview.budget.report.summary(),
         "lints": preview.lints,
         "not_applied": preview.not_applied,
     })
@@ -579,6 +580,8 @@ fn saved_json(saved: &Saved) -> Value {
         map.insert("digest".to_owned(), json!(saved.outcome.digest));
         map.insert("previous".to_owned(), json!(saved.outcome.previous));
         map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
+        map.insert("recorded".to_owned(), json!(saved.recorded));
+        map.insert("over_cap".to_owned(), json!(saved.over_cap));
     }
     answer
 }
@@ -608,6 +611,9 @@ pub(crate) async fn reset(
         if let Value::Object(map) = &mut answer {
             map.insert("path".to_owned(), json!(reset.preview.path));
             map.insert("removed".to_owned(), json!(reset.removed));
+            map.insert("unrecorded".to_owned(), json!(reset.unrecorded));
+            map.insert("recorded".to_owned(), json!(reset.recorded));
+            map.insert("over_cap".to_owned(), json!(reset.over_cap));
         }
         Ok(Json(answer))
     })

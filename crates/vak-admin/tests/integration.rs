@@ -1887,3 +1887,31 @@ fn a_change_that_could_not_be_checked_everywhere_is_refused_unless_accepted() {
     reset("&over_budget=true").expect_ok();
     assert!(!shared.exists());
 }
+
+#[test]
+fn a_save_that_changes_nothing_answers_recorded_false_and_writes_no_version() {
+    let env = Env::new();
+    let text = "- Check the build before you report.\n";
+    let first = env
+        .put(
+            "/api/layers/operating-rules?scope=project",
+            &json!({"text": text, "if_digest": ""}),
+        )
+        .expect_ok();
+    assert_eq!(first["recorded"], true, "{first}");
+    assert_eq!(first["over_cap"], false, "{first}");
+    assert!(first["tokens_after"]["prefix"].is_u64(), "{first}");
+    let again = env
+        .put(
+            "/api/layers/operating-rules?scope=project",
+            &json!({"text": text, "if_digest": sha256_hex(text)}),
+        )
+        .expect_ok();
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["digest"], first["digest"], "{again}");
+    let history = env
+        .get("/api/history/operating-rules?scope=project")
+        .expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 1, "{history}");
+}

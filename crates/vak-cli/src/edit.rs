@@ -67,16 +67,15 @@ pub(crate) struct TargetArgs {
 /// `--over-budget` of the commands that change a layer.
 #[derive(Debug, Clone, Copy, Args)]
 pub(crate) struct OverBudgetArg {
-    /// Make the change even when not every chain it reaches could be
-    /// checked against the token cap (the walk that lists directory layers
-    /// or the work bound stopped); a chain known to go over the cap is
-    /// refused all the same.
+    /// Make the change even when it puts chains over the token cap, or not
+    /// every chain it reaches could be checked; the chains over are said,
+    /// and the version history records the change as made over the cap.
     #[arg(long)]
     pub(crate) over_budget: bool,
 }
 
 impl OverBudgetArg {
-    /// What the library does with chains it could not check.
+    /// What the library does with chains over the cap or not checked.
     pub(crate) fn unchecked(self) -> Unchecked {
         Unchecked::from_over_budget(self.over_budget)
     }
@@ -99,6 +98,9 @@ pub(crate) struct SetArgs {
     /// not exist).
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// `vak prompts edit`.
@@ -120,6 +122,9 @@ pub(crate) struct ResetArgs {
     /// Refuse unless the file's current sha256 is HEX.
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// `vak prompts check`.
@@ -238,8 +243,8 @@ pub(crate) fn report_change(
         out::notice(
             "warning",
             &format!(
-                "the prefix is still over the cap ({} tokens); the change was allowed because it does not make it longer",
-                preview.budget.report.prefix_tokens
+                "the prefix is over the cap ({} of {} tokens): allowed because the change does not make it longer, or because --over-budget was given",
+                preview.budget.report.prefix_tokens, preview.budget.report.cap
             ),
         );
     }
@@ -344,16 +349,58 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             args.over_budget.unchecked(),
         )
         .map_err(edit_error)?;
-    report_change(
-        &format!(
+    if args.format == Format::Json {
+        return print_json(&saved_json(target.block, &saved));
+    }
+    let headline = if saved.outcome.previous.as_deref() == Some(saved.outcome.digest.as_str())
+        && !saved.recorded
+        && saved.unrecorded.is_none()
+    {
+        format!(
+            "unchanged: `{}` already holds this text (sha256 {}); no version recorded",
+            Escaped(saved.outcome.path.as_str()),
+            saved.outcome.digest
+        )
+    } else {
+        format!(
             "saved `{}` to `{}` (sha256 {})",
             target.block,
             Escaped(saved.outcome.path.as_str()),
             saved.outcome.digest
-        ),
-        &saved.preview,
-        saved.unrecorded.as_deref(),
-    )
+        )
+    };
+    report_change(&headline, &saved.preview, saved.unrecorded.as_deref())
+}
+
+/// The JSON a save or a revert answers: what was written, the prefix
+/// tokens before and after, whether a version was recorded, and whether
+/// the change was made over the cap. Warnings go to stderr.
+pub(crate) fn saved_json(block: Block, saved: &vak_core::Saved) -> serde_json::Value {
+    notices(&saved.preview, saved.unrecorded.as_deref());
+    json!({
+        "block": block.wire_name(),
+        "path": saved.outcome.path,
+        "digest": saved.outcome.digest,
+        "previous": saved.outcome.previous,
+        "tokens": saved.preview.budget.report.summary(),
+        "tokens_before": saved.preview.budget_before.report.prefix_tokens,
+        "tokens_after": saved.preview.budget.report.prefix_tokens,
+        "over_cap": saved.over_cap,
+        "recorded": saved.recorded,
+    })
+}
+
+/// The warnings and lints of a change, on stderr.
+fn notices(preview: &Preview, unrecorded: Option<&str>) {
+    if let Some(unrecorded) = unrecorded {
+        out::notice("warning", unrecorded);
+    }
+    for lint in &preview.lints {
+        out::notice("lint", lint);
+    }
+    for warning in &preview.budget.warnings {
+        out::notice("warning", warning);
+    }
 }
 
 /// The editor command: `$VISUAL`, then `$EDITOR`, then `vi`.
@@ -493,6 +540,19 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             target.block
         ),
     };
+    if args.format == Format::Json {
+        notices(&reset.preview, reset.unrecorded.as_deref());
+        return print_json(&json!({
+            "block": target.block.wire_name(),
+            "path": reset.preview.path,
+            "removed": reset.removed,
+            "tokens": reset.preview.budget.report.summary(),
+            "tokens_before": reset.preview.budget_before.report.prefix_tokens,
+            "tokens_after": reset.preview.budget.report.prefix_tokens,
+            "over_cap": reset.over_cap,
+            "recorded": reset.recorded,
+        }));
+    }
     report_change(&headline, &reset.preview, reset.unrecorded.as_deref())
 }
 

@@ -424,16 +424,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
         )
         .map_err(edit_error)?;
     if args.format == Format::Json {
-        if let Some(unrecorded) = &saved.unrecorded {
-            out::notice("warning", unrecorded);
-        }
-        return print_json(&json!({
-            "block": target.block.wire_name(),
-            "path": saved.outcome.path,
-            "digest": saved.outcome.digest,
-            "previous": saved.outcome.previous,
-            "tokens": saved.preview.budget.report.summary(),
-        }));
+        return print_json(&crate::edit::saved_json(target.block, &saved));
     }
     report_change(
         &format!(

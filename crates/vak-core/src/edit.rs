@@ -837,6 +837,12 @@ pub struct Saved {
     /// Set when the file was written but its version record or its
     /// contributed texts could not be kept: the sentence to warn with.
     pub unrecorded: Option<String>,
+    /// Whether a version was recorded: `false` when the file already held
+    /// the text (nothing written, no version) or when recording failed.
+    pub recorded: bool,
+    /// Whether the change was made with chains over the cap, as asked
+    /// (`--over-budget`); the version record says so too.
+    pub over_cap: bool,
 }
 
 /// What a reset did.
@@ -848,6 +854,11 @@ pub struct Reset {
     pub preview: Preview,
     /// As [`Saved::unrecorded`].
     pub unrecorded: Option<String>,
+    /// Whether a version was recorded: `false` when there was no file to
+    /// remove or when recording failed.
+    pub recorded: bool,
+    /// As [`Saved::over_cap`].
+    pub over_cap: bool,
 }
 
 /// The text an editor should start from, and the digest to save against.
@@ -991,6 +1002,22 @@ impl Core {
             )));
         }
         let mut preview = self.preview(target, Some(text))?;
+        // The file already holds the text: nothing to write or record.
+        if let Some(digest) = current.as_deref()
+            && digest == vak_prompt_blocks::sha256_hex(text.as_bytes())
+        {
+            return Ok(Saved {
+                outcome: SaveOutcome {
+                    path,
+                    digest: digest.to_owned(),
+                    previous: Some(digest.to_owned()),
+                },
+                preview,
+                unrecorded: None,
+                recorded: false,
+                over_cap: false,
+            });
+        }
         let mut over = OverCap::default();
         if preview.over_budget() {
             over.push(OverChain::here(
@@ -1028,7 +1055,9 @@ impl Core {
         Ok(Saved {
             outcome,
             preview,
+            recorded: unrecorded.is_none(),
             unrecorded,
+            over_cap: !over.is_empty(),
         })
     }
 
@@ -1165,9 +1194,11 @@ impl Core {
             self.record(record, who, &preview.after)
         });
         Ok(Reset {
+            recorded: removed.is_some() && unrecorded.is_none(),
             removed,
             preview,
             unrecorded,
+            over_cap: !over.is_empty(),
         })
     }
 

@@ -199,3 +199,45 @@ fn trust_reports_the_token_change_of_the_directory_it_runs_in() {
         "{json}"
     );
 }
+
+#[test]
+fn a_save_that_changes_nothing_records_no_version() {
+    let env = Env::empty();
+    let set = [
+        "prompts", "set", "--scope", "shared", "identity", "--format", "json", "-",
+    ];
+    let out = env.vak_stdin(&set, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(first["recorded"], true, "{first}");
+    assert_eq!(first["over_cap"], false, "{first}");
+    assert!(first["tokens_after"].as_u64().is_some(), "{first}");
+    assert!(first["tokens_before"].as_u64().is_some(), "{first}");
+    let out = env.vak_stdin(&set, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["digest"], first["digest"], "{again}");
+    assert_eq!(again["tokens_before"], again["tokens_after"], "{again}");
+    let log = env.json(&["prompts", "log", "--scope", "shared", "identity"]);
+    assert_eq!(log["versions"].as_array().unwrap().len(), 1, "{log}");
+    // In text, it says so.
+    let mut text = set[..5].to_vec();
+    text.push("-");
+    let out = env.vak_stdin(&text, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("unchanged"), "{}", stdout(&out));
+    // A reset of a file that is not there records nothing either.
+    let out = env.vak(&[
+        "prompts",
+        "reset",
+        "--scope",
+        "shared",
+        "guardrails",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reset: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(reset["recorded"], false, "{reset}");
+}
