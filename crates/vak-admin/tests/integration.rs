@@ -1915,3 +1915,43 @@ fn a_save_that_changes_nothing_answers_recorded_false_and_writes_no_version() {
     let versions = history["versions"].as_array().expect("versions");
     assert_eq!(versions.len(), 1, "{history}");
 }
+
+#[test]
+fn over_budget_saves_over_the_cap_and_the_version_says_so() {
+    // The fixture home sets `max_tokens = 1500`.
+    let env = Env::new();
+    let long: String = (0..600)
+        .map(|i| format!("- Rule {i}: check the resource number {i} before you change it.\n"))
+        .collect();
+    let path = env.project.join(".vak/prompts/guardrails.md");
+    let digest = std::fs::read(&path).map_or_else(|_| String::new(), |b| sha256_hex(&b));
+    let put = |over_budget: bool| {
+        env.put(
+            "/api/layers/guardrails?scope=project",
+            &json!({"text": long, "if_digest": digest, "over_budget": over_budget}),
+        )
+    };
+    let r = put(false);
+    let error = r.expect_error(422);
+    assert!(
+        error.contains("max_tokens") && error.contains("over_budget"),
+        "{error}"
+    );
+    let chains = r.json()["chains"].as_array().expect("chains").clone();
+    assert!(chains.len() > 1, "every chain over is named: {chains:?}");
+    let tokens: Vec<u64> = chains
+        .iter()
+        .map(|c| c["prefix_tokens"].as_u64().expect("tokens"))
+        .collect();
+    assert!(tokens.windows(2).all(|w| w[0] >= w[1]), "{tokens:?}");
+    let saved = put(true).expect_ok();
+    assert_eq!(saved["over_cap"], true, "{saved}");
+    assert_eq!(saved["recorded"], true, "{saved}");
+    let history = env.get("/api/history/guardrails?scope=project").expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(
+        versions.last().expect("a version")["over_cap"],
+        true,
+        "{history}"
+    );
+}
