@@ -140,38 +140,67 @@ impl OverCap {
                 "s are"
             }
         );
-        let mut group: Option<Option<&Utf8PathBuf>> = None;
-        for c in &self.chains {
-            if group != Some(c.project.as_ref()) {
-                group = Some(c.project.as_ref());
-                match &c.project {
-                    None => out.push_str("\n  in this project:"),
-                    Some(project) => {
-                        let _ = write!(
-                            out,
-                            "\n  in the trusted project `{}`:",
-                            Escaped(project.as_str())
-                        );
-                    }
+        for (project, places) in self.places() {
+            match project {
+                None => out.push_str("\n  in this project:"),
+                Some(project) => {
+                    let _ = write!(
+                        out,
+                        "\n  in the trusted project `{}`:",
+                        Escaped(project.as_str())
+                    );
                 }
             }
-            let r = &c.report;
-            let _ = write!(
-                out,
-                "\n    {}: {} tokens, over the cap of {} by {}",
-                c.chain,
-                r.prefix_tokens,
-                r.cap,
-                r.over_by()
-            );
-            let offenders = r.offenders();
-            if offenders.is_empty() {
-                out.push_str(
-                    "\n      (no user-owned layer contributes: the built-in prompt alone is over the cap)",
+            for (place, chains) in places {
+                // The largest chain of the place speaks for its layers.
+                let r = &chains[0].report;
+                let surfaces: Vec<String> = chains
+                    .iter()
+                    .map(|c| match surface_of(&c.chain) {
+                        Some(kind) => {
+                            format!("surface `{kind}`: {} tokens", c.report.prefix_tokens)
+                        }
+                        None => format!("{} tokens", c.report.prefix_tokens),
+                    })
+                    .collect();
+                let _ = write!(
+                    out,
+                    "\n    {place}: over the cap of {} by up to {} ({})",
+                    r.cap,
+                    r.over_by(),
+                    surfaces.join(", ")
                 );
+                let offenders = r.offenders();
+                if offenders.is_empty() {
+                    out.push_str(
+                        "\n      (no user-owned layer contributes: the built-in prompt alone is over the cap)",
+                    );
+                }
+                for layer in offenders {
+                    let _ = write!(out, "\n      {layer}");
+                }
             }
-            for layer in offenders {
-                let _ = write!(out, "\n      {layer}");
+        }
+        out
+    }
+
+    /// The chains by project, then by place (the chain without its
+    /// surface: the root, a directory, a role, a bot or chat), each in the
+    /// order held (largest first), places by their largest chain.
+    #[expect(clippy::type_complexity, reason = "a local grouping, read once")]
+    fn places(&self) -> Vec<(Option<&Utf8PathBuf>, Vec<(String, Vec<&OverChain>)>)> {
+        let mut out: Vec<(Option<&Utf8PathBuf>, Vec<(String, Vec<&OverChain>)>)> = Vec::new();
+        for c in &self.chains {
+            if out.last().is_none_or(|(p, _)| *p != c.project.as_ref()) {
+                out.push((c.project.as_ref(), Vec::new()));
+            }
+            let Some((_, places)) = out.last_mut() else {
+                continue;
+            };
+            let place = place_of(&c.chain);
+            match places.iter_mut().find(|(p, _)| *p == place) {
+                Some((_, chains)) => chains.push(c),
+                None => places.push((place, vec![c])),
             }
         }
         out
@@ -215,6 +244,28 @@ pub fn over_cap_warning(report: &BudgetReport, config: &Utf8Path) -> Option<Stri
     ))
 }
 
+/// The surface a chain's name starts with (`surface `cli`, …` gives `cli`).
+fn surface_of(chain: &str) -> Option<&str> {
+    chain
+        .strip_prefix("surface `")
+        .and_then(|rest| rest.split_once('`'))
+        .map(|(kind, _)| kind)
+}
+
+/// A chain's name without its surface: `directory `web``, or `the root`.
+fn place_of(chain: &str) -> String {
+    match surface_of(chain) {
+        Some(kind) => {
+            let rest = &chain["surface `".len() + kind.len() + 1..];
+            match rest.strip_prefix(", ") {
+                Some(rest) if !rest.is_empty() => rest.to_owned(),
+                _ => "the root".to_owned(),
+            }
+        }
+        None => chain.to_owned(),
+    }
+}
+
 /// The shared config file of `home`, where `[prompts] max_tokens` is set.
 pub fn shared_config(home: &Utf8Path) -> Utf8PathBuf {
     home.join(".vak").join("config.toml")
@@ -235,6 +286,29 @@ mod tests {
         r
     }
 
+    #[test]
+    fn surfaces_of_one_place_are_said_on_one_line_largest_place_first() {
+        let mut over = OverCap::default();
+        for (chain, tokens) in [
+            ("surface `cli`, directory `web`", 1700),
+            ("surface `chat`", 2500),
+            ("surface `chat`, directory `web`", 1800),
+            ("surface `cli`", 2400),
+        ] {
+            over.push(OverChain::here(chain.to_owned(), report(tokens, 1500)));
+        }
+        let text = over.chains_text();
+        assert!(text.starts_with("4 chains are over the cap"), "{text}");
+        let root = text
+            .find("the root: over the cap of 1500 by up to 1000 (surface `chat`: 2500 tokens, surface `cli`: 2400 tokens)")
+            .expect(&text);
+        let web = text
+            .find("directory `web`: over the cap of 1500 by up to 300 (surface `chat`: 1800 tokens, surface `cli`: 1700 tokens)")
+            .expect(&text);
+        assert!(root < web, "{text}");
+        assert_eq!(text.matches("directory `web`").count(), 1, "{text}");
+    }
+
     proptest! {
         /// Whatever order chains arrive in, the summary holds every one
         /// once, grouped by project, groups by their largest, each group
@@ -247,7 +321,7 @@ mod tests {
             let mut expected = std::collections::HashMap::new();
             for (project, chain, tokens) in &chains {
                 let project = (*project > 0).then(|| Utf8PathBuf::from(format!("/p{project}")));
-                let name = format!("surface cli, agent `r{chain}`");
+                let name = format!("surface `cli`, agent `r{chain}`");
                 let e = expected.entry((project.clone(), name.clone())).or_insert(0);
                 *e = (*e).max(*tokens);
                 over.push(OverChain { chain: name, project, report: report(*tokens, 1500) });
@@ -268,7 +342,10 @@ mod tests {
             }
             let summary = over.summary(Utf8Path::new("/h/.vak/config.toml"), "--over-budget");
             for c in over.chains() {
-                let line = format!("{}: {} tokens", c.chain, c.report.prefix_tokens);
+                let place = place_of(&c.chain);
+                let at = summary.find(&format!("    {place}: over the cap"));
+                prop_assert!(at.is_some(), "{} missing:\n{}", place, summary);
+                let line = format!("surface `cli`: {} tokens", c.report.prefix_tokens);
                 prop_assert!(summary.contains(&line), "{} missing", line);
             }
             prop_assert!(summary.contains("max_tokens") && summary.contains("--over-budget"));
