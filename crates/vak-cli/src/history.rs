@@ -309,9 +309,14 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
         let tokens = r
             .tokens
             .map_or_else(String::new, |t| format!("  {t} tokens"));
+        let over = if r.over_cap {
+            "  (made over the cap, --over-budget)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             text,
-            "{}  {:<6}  {}  {} -> {}{tokens}",
+            "{}  {:<6}  {}  {} -> {}{tokens}{over}",
             escape_line(&r.time),
             r.action.as_str(),
             escape_line(&r.who),

@@ -130,6 +130,8 @@ fn under_a_lower_cap_trust_names_every_directory_over_it_and_over_budget_is_reco
     let versions = log["versions"].as_array().unwrap();
     assert_eq!(versions.len(), 1, "{log}");
     assert_eq!(versions[0]["over_cap"], true, "{log}");
+    let text = env.ok(&["prompts", "log", "--scope", "shared", "guardrails"]);
+    at(&text, "made over the cap");
 
     // show and explain say it, and never refuse.
     let out = env.vak(&["prompts", "show"]);
