@@ -1955,3 +1955,31 @@ fn over_budget_saves_over_the_cap_and_the_version_says_so() {
         "{history}"
     );
 }
+
+#[test]
+fn a_gateway_save_of_the_text_the_key_holds_records_nothing() {
+    let env = Env::new();
+    let text = "Post the deploy plan before running it.";
+    let first = env
+        .put(
+            "/api/gateway/bots/deploybot/operating-rules",
+            &json!({"text": text, "if_digest": "", "create_entry": true}),
+        )
+        .expect_ok();
+    assert_eq!(first["recorded"], true, "{first}");
+    assert_eq!(first["over_cap"], false, "{first}");
+    assert!(first["tokens_after"]["prefix"].is_u64(), "{first}");
+    let again = env
+        .put(
+            "/api/gateway/bots/deploybot/operating-rules",
+            &json!({"text": text, "if_digest": sha256_hex(text), "create_entry": true}),
+        )
+        .expect_ok();
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["changed"], false, "{again}");
+    let history = env
+        .get("/api/gateway/bots/deploybot/operating-rules/history")
+        .expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 1, "{history}");
+}

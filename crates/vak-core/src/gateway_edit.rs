@@ -130,7 +130,8 @@ pub struct GatewayChanged {
     pub file: Utf8PathBuf,
     /// The key's sha256 before the change, `None` when it was absent.
     pub previous: Option<String>,
-    /// What was written; `None` when removing an absent key changed nothing.
+    /// What was written; `None` when the change changed nothing (removing
+    /// an absent key, saving the text the key holds): no version recorded.
     pub written: Option<GatewayWritten>,
 }
 
@@ -146,6 +147,9 @@ pub struct GatewayWritten {
     /// Why the version record could not be kept, when it could not (the
     /// file is written).
     pub unrecorded: Option<String>,
+    /// Whether the change was made with chains over the cap, as asked
+    /// (`over_budget`); the version record says so too.
+    pub over_cap: bool,
 }
 
 /// Why a change of a gateway key was refused. Nothing was written.
@@ -293,7 +297,9 @@ impl Core {
             });
         }
         let previous = current.as_ref().map(|_| current_digest.clone());
-        if current.is_none() && change.text.is_none() {
+        // Nothing to change: removing an absent key, or saving the text the
+        // key already holds. Nothing is written and no version recorded.
+        if current.as_deref() == change.text {
             return Ok(GatewayChanged {
                 key: name,
                 file,
@@ -354,6 +360,7 @@ impl Core {
                 preview,
                 left_out,
                 unrecorded,
+                over_cap: !over.is_empty(),
             }),
         })
     }
