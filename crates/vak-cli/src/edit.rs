@@ -252,7 +252,8 @@ pub(crate) fn report_change(
         out::notice("lint", lint);
     }
     for warning in &preview.budget.warnings {
-        out::notice("warning", warning);
+        // A change made over the cap lists its chains, a line each.
+        out::notice_lines("warning", warning);
     }
     let mut text = format!("{headline}\n{}\n", tokens_line(&preview.budget));
     if let Some(note) = &preview.not_applied {
@@ -399,7 +400,8 @@ fn notices(preview: &Preview, unrecorded: Option<&str>) {
         out::notice("lint", lint);
     }
     for warning in &preview.budget.warnings {
-        out::notice("warning", warning);
+        // A change made over the cap lists its chains, a line each.
+        out::notice_lines("warning", warning);
     }
 }
 

@@ -302,7 +302,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     let budget = &trusted.budget;
     let key = &trusted.key;
     if trusted.over_cap() {
-        out::notice(
+        out::notice_lines(
             "warning",
             &format!(
                 "trusting `{}` over the cap, as asked (written to the audit log): {}",

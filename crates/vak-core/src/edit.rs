@@ -1020,8 +1020,9 @@ impl Core {
         }
         let mut over = OverCap::default();
         if preview.over_budget() {
+            // Named as `check_plan` names the same chain.
             over.push(OverChain::here(
-                describe_chain(self.selectors(), self.trust()?),
+                describe_chain(self.selectors(), Trust::Untrusted),
                 preview.budget.report.clone(),
             ));
         }
@@ -1160,8 +1161,9 @@ impl Core {
         let mut preview = self.preview(target, None)?;
         let mut over = OverCap::default();
         if preview.over_budget() {
+            // Named as `check_plan` names the same chain.
             over.push(OverChain::here(
-                describe_chain(self.selectors(), self.trust()?),
+                describe_chain(self.selectors(), Trust::Untrusted),
                 preview.budget.report.clone(),
             ));
         }
@@ -1492,15 +1494,15 @@ impl Core {
                     let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                     if pushes_over(&before.report, &after.report) {
                         // Said with every other chain over, not alone.
+                        // ", project trusted" only for an untrusted
+                        // project's chains checked as if trusted.
+                        let named = if other.is_none() && trusts.len() > 1 {
+                            trust
+                        } else {
+                            Trust::Untrusted
+                        };
                         over.push(OverChain {
-                            chain: describe_chain(
-                                core.selectors(),
-                                if other.is_some() {
-                                    Trust::Untrusted
-                                } else {
-                                    trust
-                                },
-                            ),
+                            chain: describe_chain(core.selectors(), named),
                             project: other.map(Utf8Path::to_owned),
                             report: after.report.clone(),
                         });

@@ -312,7 +312,10 @@ impl Core {
         let mut over = OverCap::default();
         if preview.over_budget() {
             over.push(OverChain::here(
-                crate::describe_chain(&key.selectors(self.selectors().clone()), self.trust()?),
+                crate::describe_chain(
+                    &key.selectors(self.selectors().clone()),
+                    vak_prompt_trust::Trust::Untrusted,
+                ),
                 preview.budget.report.clone(),
             ));
         }

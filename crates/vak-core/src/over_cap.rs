@@ -258,6 +258,7 @@ fn place_of(chain: &str) -> String {
         Some(kind) => {
             let rest = &chain["surface `".len() + kind.len() + 1..];
             match rest.strip_prefix(", ") {
+                Some(rest) if rest.starts_with("project trusted") => format!("the root, {rest}"),
                 Some(rest) if !rest.is_empty() => rest.to_owned(),
                 _ => "the root".to_owned(),
             }

@@ -100,7 +100,9 @@ fn under_a_lower_cap_trust_names_every_directory_over_it_and_over_budget_is_reco
     assert_eq!(json["recorded"], true, "{json}");
     let chains = json["over_chains"].as_array().unwrap();
     assert!(chains.len() >= 3, "{json}");
-    at(&stderr(&out), "over the cap");
+    let said = stderr(&out);
+    at(&said, "over the cap");
+    assert!(!said.contains("\\n"), "{said}");
     assert_eq!(env.ok(&["trust", "--list"]).lines().count(), 1);
     let audit = env.ok(&["audit", "list", "--format", "json"]);
     at(&audit, "trust-over-cap");
@@ -125,7 +127,11 @@ fn under_a_lower_cap_trust_names_every_directory_over_it_and_over_budget_is_reco
     over.insert(5, "--over-budget");
     let out = env.vak_stdin(&over, "- Keep secrets secret.\n");
     assert!(out.status.success(), "{}", stderr(&out));
-    at(&stderr(&out), "over the cap");
+    let said = stderr(&out);
+    at(&said, "over the cap");
+    // Said a chain a line, not as one escaped line.
+    assert!(!said.contains("\\n"), "{said}");
+    at(&said, "\n    directory `services/payments`: over the cap");
     let log = env.json(&["prompts", "log", "--scope", "shared", "guardrails"]);
     let versions = log["versions"].as_array().unwrap();
     assert_eq!(versions.len(), 1, "{log}");
