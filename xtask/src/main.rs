@@ -16,7 +16,7 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use vak_prompt_blocks::{Block, SurfaceKind, sha256_hex};
-use vak_prompt_budget::{DEFAULT_MAX_TOKENS, Encoding, count_tokens};
+use vak_prompt_budget::{Encoding, SEED_MAX_TOKENS, count_tokens};
 use vak_prompt_compose::{ResolveInput, TailContext, resolve_prompt};
 use vak_prompt_loader::LoadedChain;
 use vak_prompt_trust::Trust;
@@ -105,9 +105,9 @@ fn run(task: &str) -> Result<(), String> {
                 ));
             }
             let tokens = shipped_prompt_tokens();
-            if tokens.iter().any(|(_, n)| *n > DEFAULT_MAX_TOKENS) {
+            if tokens.iter().any(|(_, n)| *n > SEED_MAX_TOKENS) {
                 return Err(format!(
-                    "the shipped prompt is over doc 07's cap of {DEFAULT_MAX_TOKENS} tokens: {tokens:?}; shorten crates/vak-prompt-compose/seed/"
+                    "the shipped prompt is over the seed limit of {SEED_MAX_TOKENS} tokens: {tokens:?}; shorten crates/vak-prompt-compose/seed/"
                 ));
             }
             let counts: Vec<String> = tokens
@@ -115,7 +115,7 @@ fn run(task: &str) -> Result<(), String> {
                 .map(|(surface, n)| format!("{surface} {n}"))
                 .collect();
             println!(
-                "seed is current: {bytes} bytes of seed text; shipped prefix tokens (o200k_base) per surface: {} (cap {DEFAULT_MAX_TOKENS})",
+                "seed is current: {bytes} bytes of seed text; shipped prefix tokens (o200k_base) per surface: {} (seed limit {SEED_MAX_TOKENS})",
                 counts.join(", ")
             );
             Ok(())

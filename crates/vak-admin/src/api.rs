@@ -239,12 +239,15 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
         | EditError::ForbiddenCharacter { .. }
         | EditError::BadDirectory(_) => AdminError::BadRequest(error.to_string()),
         EditError::Core(core) => AdminError::Core(core),
-        EditError::OverBudget { ref report, .. } => {
+        EditError::OverBudget {
+            ref report,
+            ref over,
+            ..
+        } => {
             let message = error.to_string();
-            AdminError::OverBudget {
-                detail: over_budget_detail(report),
-                message,
-            }
+            let mut detail = over_budget_detail(report);
+            detail["chains"] = over.to_json();
+            AdminError::OverBudget { detail, message }
         }
         // Not over as far as it looked, but it could not look everywhere:
         // `unchecked` says why, and the same request with `over_budget`
@@ -292,8 +295,10 @@ pub(crate) fn save_error(error: SaveError) -> AdminError {
     }
 }
 
-/// The figures a 422 carries: the totals and every user-owned layer that
-/// contributes, largest first, with its files and their counts.
+/// The figures a 422 carries: the totals of the largest chain over the cap
+/// and every user-owned layer that contributes to it, largest first, with
+/// its files and their counts (a refused edit adds `chains`: every chain
+/// over, each with its own).
 pub(crate) fn over_budget_detail(report: &BudgetReport) -> Value {
     json!({
         "tokens": report.summary(),
@@ -530,6 +535,7 @@ fn preview_json(preview: &Preview) -> Value {
     json!({
         "tokens": preview.budget.report.summary(),
         "tokens_before": preview.budget_before.report.summary(),
+        "tokens_after": preview.budget.report.summary(),
         "lints": preview.lints,
         "not_applied": preview.not_applied,
     })
@@ -574,6 +580,8 @@ fn saved_json(saved: &Saved) -> Value {
         map.insert("digest".to_owned(), json!(saved.outcome.digest));
         map.insert("previous".to_owned(), json!(saved.outcome.previous));
         map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
+        map.insert("recorded".to_owned(), json!(saved.recorded));
+        map.insert("over_cap".to_owned(), json!(saved.over_cap));
     }
     answer
 }
@@ -603,6 +611,9 @@ pub(crate) async fn reset(
         if let Value::Object(map) = &mut answer {
             map.insert("path".to_owned(), json!(reset.preview.path));
             map.insert("removed".to_owned(), json!(reset.removed));
+            map.insert("unrecorded".to_owned(), json!(reset.unrecorded));
+            map.insert("recorded".to_owned(), json!(reset.recorded));
+            map.insert("over_cap".to_owned(), json!(reset.over_cap));
         }
         Ok(Json(answer))
     })
@@ -1017,9 +1028,10 @@ pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, A
             "after": budget.after.report.prefix_tokens,
             "cap": budget.after.report.cap,
         },
-        "over": budget.over.as_ref().map(|(chain, report)| json!({
-            "chain": chain, "prefix_tokens": report.prefix_tokens, "cap": report.cap,
+        "over": budget.over.largest().map(|o| json!({
+            "chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap,
         })),
+        "over_chains": budget.over.to_json(),
         "config_keys": keys,
     })))
 }

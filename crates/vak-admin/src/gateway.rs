@@ -331,6 +331,8 @@ fn edit(
     let Some(written) = changed.written else {
         return Ok(json!({
             "key": changed.key, "file": changed.file, "removed": null, "changed": false,
+            "digest": text.map(|t| sha256_hex(t.as_bytes())), "previous": changed.previous,
+            "recorded": false,
         }));
     };
     let report = &written.preview.budget.report;
@@ -341,8 +343,12 @@ fn edit(
         "digest": text.map(|t| sha256_hex(t.as_bytes())),
         "previous": changed.previous,
         "tokens": report.summary(),
+        "tokens_before": written.preview.budget_before.report.summary(),
+        "tokens_after": report.summary(),
         "lints": written.preview.lints,
         "changed": true,
+        "recorded": written.unrecorded.is_none(),
+        "over_cap": written.over_cap,
         "unrecorded": written.unrecorded,
         "unbudgeted": written.left_out.note(),
     }))

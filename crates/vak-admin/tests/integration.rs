@@ -1884,3 +1884,99 @@ fn a_change_that_could_not_be_checked_everywhere_is_refused_unless_accepted() {
     reset("&over_budget=true").expect_ok();
     assert!(!shared.exists());
 }
+
+#[test]
+fn a_save_that_changes_nothing_answers_recorded_false_and_writes_no_version() {
+    let env = Env::new();
+    let text = "- Check the build before you report.\n";
+    let first = env
+        .put(
+            "/api/layers/operating-rules?scope=project",
+            &json!({"text": text, "if_digest": ""}),
+        )
+        .expect_ok();
+    assert_eq!(first["recorded"], true, "{first}");
+    assert_eq!(first["over_cap"], false, "{first}");
+    assert!(first["tokens_after"]["prefix"].is_u64(), "{first}");
+    let again = env
+        .put(
+            "/api/layers/operating-rules?scope=project",
+            &json!({"text": text, "if_digest": sha256_hex(text)}),
+        )
+        .expect_ok();
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["digest"], first["digest"], "{again}");
+    let history = env
+        .get("/api/history/operating-rules?scope=project")
+        .expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 1, "{history}");
+}
+
+#[test]
+fn over_budget_saves_over_the_cap_and_the_version_says_so() {
+    // The fixture home sets `max_tokens = 1500`.
+    let env = Env::new();
+    let long: String = (0..600)
+        .map(|i| format!("- Rule {i}: check the resource number {i} before you change it.\n"))
+        .collect();
+    let path = env.project.join(".vak/prompts/guardrails.md");
+    let digest = std::fs::read(&path).map_or_else(|_| String::new(), |b| sha256_hex(&b));
+    let put = |over_budget: bool| {
+        env.put(
+            "/api/layers/guardrails?scope=project",
+            &json!({"text": long, "if_digest": digest, "over_budget": over_budget}),
+        )
+    };
+    let r = put(false);
+    let error = r.expect_error(422);
+    assert!(
+        error.contains("max_tokens") && error.contains("over_budget"),
+        "{error}"
+    );
+    let chains = r.json()["chains"].as_array().expect("chains").clone();
+    assert!(chains.len() > 1, "every chain over is named: {chains:?}");
+    let tokens: Vec<u64> = chains
+        .iter()
+        .map(|c| c["prefix_tokens"].as_u64().expect("tokens"))
+        .collect();
+    assert!(tokens.windows(2).all(|w| w[0] >= w[1]), "{tokens:?}");
+    let saved = put(true).expect_ok();
+    assert_eq!(saved["over_cap"], true, "{saved}");
+    assert_eq!(saved["recorded"], true, "{saved}");
+    let history = env.get("/api/history/guardrails?scope=project").expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(
+        versions.last().expect("a version")["over_cap"],
+        true,
+        "{history}"
+    );
+}
+
+#[test]
+fn a_gateway_save_of_the_text_the_key_holds_records_nothing() {
+    let env = Env::new();
+    let text = "Post the deploy plan before running it.";
+    let first = env
+        .put(
+            "/api/gateway/bots/deploybot/operating-rules",
+            &json!({"text": text, "if_digest": "", "create_entry": true}),
+        )
+        .expect_ok();
+    assert_eq!(first["recorded"], true, "{first}");
+    assert_eq!(first["over_cap"], false, "{first}");
+    assert!(first["tokens_after"]["prefix"].is_u64(), "{first}");
+    let again = env
+        .put(
+            "/api/gateway/bots/deploybot/operating-rules",
+            &json!({"text": text, "if_digest": sha256_hex(text), "create_entry": true}),
+        )
+        .expect_ok();
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["changed"], false, "{again}");
+    let history = env
+        .get("/api/gateway/bots/deploybot/operating-rules/history")
+        .expect_ok();
+    let versions = history["versions"].as_array().expect("versions");
+    assert_eq!(versions.len(), 1, "{history}");
+}

@@ -387,7 +387,7 @@ function card(target, b) {
     result.replaceChildren();
     const taId = 'ta-' + id;
     const count = el('p', { class: 'count', 'aria-live': 'polite', id: 'count-' + id }, 'Counting tokens\u2026');
-    const meter = el('meter', { min: '0', max: '1500', value: '0', 'aria-label': 'Tokens with this text against the cap' });
+    const meter = el('meter', { min: '0', max: '8192', value: '0', 'aria-label': 'Tokens with this text against the cap' });
     const textarea = el('textarea', { id: taId, rows: '8', spellcheck: 'true', 'aria-describedby': 'count-' + id });
     textarea.value = b.editor_text !== undefined ? b.editor_text : (b.text || '');
     const save = el('button', { type: 'button', class: 'primary save', onclick: () => doSave() }, 'Save');
@@ -527,7 +527,8 @@ function layerName(l) {
 }
 
 // 409, 422 and the rest, said plainly next to the editor. `anyway` repeats
-// the change accepting chains that could not be checked (`over_budget`).
+// the change with `over_budget`: going ahead over the cap, or past chains
+// that could not be checked, recorded in the version history.
 function showError(box, r, b, target, what, anyway) {
   box.replaceChildren();
   if (r.status === 409) {
@@ -550,10 +551,17 @@ function showError(box, r, b, target, what, anyway) {
       const files = (l.sources || []).map((s) => (s.source || '?') + ' (' + s.block + ' ' + fmt(s.tokens) + ')').join(', ');
       list.append(el('li', {}, el('strong', { text: layerName(l) + ': ' + fmt(l.tokens) + ' tokens' }), files ? ' \u2014 ' + files : ''));
     }
+    const chains = r.data.chains || [];
+    const over = el('ul', { class: 'chains' });
+    for (const c of chains) {
+      over.append(el('li', {}, el('strong', { text: c.chain + (c.project ? ' in ' + c.project : '') + ': ' + fmt(c.prefix_tokens) + ' tokens' }), ' (cap ' + fmt(c.cap) + ')'));
+    }
     box.append(
-      el('p', {}, el('strong', { text: (what || 'Save') + ' refused: the prompt would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
-        ' Nothing was saved or truncated. Shorten one of these layers (largest first), or raise ', el('code', { text: 'prompts.max_tokens' }), ' in the shared config:'),
+      el('p', {}, el('strong', { text: (what || 'Save') + ' refused: ' + (chains.length > 1 ? chains.length + ' prompts would be over the cap; the largest ' : 'the prompt ') + 'would be ' + fmt(t.prefix) + ' tokens, over the ' + fmt(t.cap) + '-token cap by ' + fmt(r.data.over_by) + '.' }),
+        ' Nothing was saved or truncated. Shorten one of these layers (largest first), raise ', el('code', { text: '[prompts] max_tokens' }), ' in the shared config, or save anyway (recorded as over the cap):'),
       list);
+    if (chains.length > 1) box.append(el('p', { class: 'small', text: 'Every prompt over the cap:' }), over);
+    if (anyway) box.append(el('button', { type: 'button', class: 'danger anyway', onclick: () => anyway() }, (what || 'Save') + ' anyway'));
   } else {
     box.className = 'result failed';
     box.append(el('p', {}, el('strong', { text: 'Not saved (' + (r.status || 'no answer') + '): ' }), r.data.error));
@@ -565,9 +573,9 @@ function renderEffective(p) {
   const t = p.tokens || {};
   $('#effective-tokens').textContent = fmt(t.prefix) + ' / ' + fmt(t.cap);
   const meter = $('#effective-meter');
-  meter.max = t.cap || 1500;
-  meter.high = Math.round((t.cap || 1500) * 0.9);
-  meter.value = Math.min(t.prefix || 0, t.cap || 1500);
+  meter.max = t.cap || 8192;
+  meter.high = Math.round((t.cap || 8192) * 0.9);
+  meter.value = Math.min(t.prefix || 0, t.cap || 8192);
   $('#effective-window').textContent = 'Tokens in the assembled prompt against the cap; ' + t.model + ' has a ' + fmt(t.context_window) + '-token window. Trust: ' + p.trust + '.';
   const list = $('#effective');
   list.replaceChildren();

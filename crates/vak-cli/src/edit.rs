@@ -67,16 +67,15 @@ pub(crate) struct TargetArgs {
 /// `--over-budget` of the commands that change a layer.
 #[derive(Debug, Clone, Copy, Args)]
 pub(crate) struct OverBudgetArg {
-    /// Make the change even when not every chain it reaches could be
-    /// checked against the token cap (the walk that lists directory layers
-    /// or the work bound stopped); a chain known to go over the cap is
-    /// refused all the same.
+    /// Make the change even when it puts chains over the token cap, or not
+    /// every chain it reaches could be checked; the chains over are said,
+    /// and the version history records the change as made over the cap.
     #[arg(long)]
     pub(crate) over_budget: bool,
 }
 
 impl OverBudgetArg {
-    /// What the library does with chains it could not check.
+    /// What the library does with chains over the cap or not checked.
     pub(crate) fn unchecked(self) -> Unchecked {
         Unchecked::from_over_budget(self.over_budget)
     }
@@ -99,6 +98,9 @@ pub(crate) struct SetArgs {
     /// not exist).
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// `vak prompts edit`.
@@ -120,6 +122,9 @@ pub(crate) struct ResetArgs {
     /// Refuse unless the file's current sha256 is HEX.
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// `vak prompts check`.
@@ -127,6 +132,11 @@ pub(crate) struct ResetArgs {
 pub(crate) struct CheckArgs {
     #[command(flatten)]
     pub(crate) selectors: SelectorArgs,
+    /// Check every chain of the project at once (every surface, role,
+    /// directory layer, gateway bot and chat), with one summary of every
+    /// chain over its cap.
+    #[arg(long, conflicts_with_all = ["agent", "dir", "bot", "chat"])]
+    pub(crate) all: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -233,8 +243,8 @@ pub(crate) fn report_change(
         out::notice(
             "warning",
             &format!(
-                "the prefix is still over the cap ({} tokens); the change was allowed because it does not make it longer",
-                preview.budget.report.prefix_tokens
+                "the prefix is over the cap ({} of {} tokens): allowed because the change does not make it longer, or because --over-budget was given",
+                preview.budget.report.prefix_tokens, preview.budget.report.cap
             ),
         );
     }
@@ -242,7 +252,8 @@ pub(crate) fn report_change(
         out::notice("lint", lint);
     }
     for warning in &preview.budget.warnings {
-        out::notice("warning", warning);
+        // A change made over the cap lists its chains, a line each.
+        out::notice_lines("warning", warning);
     }
     let mut text = format!("{headline}\n{}\n", tokens_line(&preview.budget));
     if let Some(note) = &preview.not_applied {
@@ -339,16 +350,59 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             args.over_budget.unchecked(),
         )
         .map_err(edit_error)?;
-    report_change(
-        &format!(
+    if args.format == Format::Json {
+        return print_json(&saved_json(target.block, &saved));
+    }
+    let headline = if saved.outcome.previous.as_deref() == Some(saved.outcome.digest.as_str())
+        && !saved.recorded
+        && saved.unrecorded.is_none()
+    {
+        format!(
+            "unchanged: `{}` already holds this text (sha256 {}); no version recorded",
+            Escaped(saved.outcome.path.as_str()),
+            saved.outcome.digest
+        )
+    } else {
+        format!(
             "saved `{}` to `{}` (sha256 {})",
             target.block,
             Escaped(saved.outcome.path.as_str()),
             saved.outcome.digest
-        ),
-        &saved.preview,
-        saved.unrecorded.as_deref(),
-    )
+        )
+    };
+    report_change(&headline, &saved.preview, saved.unrecorded.as_deref())
+}
+
+/// The JSON a save or a revert answers: what was written, the prefix
+/// tokens before and after, whether a version was recorded, and whether
+/// the change was made over the cap. Warnings go to stderr.
+pub(crate) fn saved_json(block: Block, saved: &vak_core::Saved) -> serde_json::Value {
+    notices(&saved.preview, saved.unrecorded.as_deref());
+    json!({
+        "block": block.wire_name(),
+        "path": saved.outcome.path,
+        "digest": saved.outcome.digest,
+        "previous": saved.outcome.previous,
+        "tokens": saved.preview.budget.report.summary(),
+        "tokens_before": saved.preview.budget_before.report.prefix_tokens,
+        "tokens_after": saved.preview.budget.report.prefix_tokens,
+        "over_cap": saved.over_cap,
+        "recorded": saved.recorded,
+    })
+}
+
+/// The warnings and lints of a change, on stderr.
+fn notices(preview: &Preview, unrecorded: Option<&str>) {
+    if let Some(unrecorded) = unrecorded {
+        out::notice("warning", unrecorded);
+    }
+    for lint in &preview.lints {
+        out::notice("lint", lint);
+    }
+    for warning in &preview.budget.warnings {
+        // A change made over the cap lists its chains, a line each.
+        out::notice_lines("warning", warning);
+    }
 }
 
 /// The editor command: `$VISUAL`, then `$EDITOR`, then `vi`.
@@ -488,6 +542,19 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             target.block
         ),
     };
+    if args.format == Format::Json {
+        notices(&reset.preview, reset.unrecorded.as_deref());
+        return print_json(&json!({
+            "block": target.block.wire_name(),
+            "path": reset.preview.path,
+            "removed": reset.removed,
+            "tokens": reset.preview.budget.report.summary(),
+            "tokens_before": reset.preview.budget_before.report.prefix_tokens,
+            "tokens_after": reset.preview.budget.report.prefix_tokens,
+            "over_cap": reset.over_cap,
+            "recorded": reset.recorded,
+        }));
+    }
     report_change(&headline, &reset.preview, reset.unrecorded.as_deref())
 }
 
@@ -559,6 +626,9 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
 
 /// `vak prompts check`.
 pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
+    if args.all {
+        return check_all(args);
+    }
     let core = crate::prompts::synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
     let resolved = core.resolve()?;
     let budget = budget_of(&resolved);
@@ -602,4 +672,70 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
         return Err(CliError::OverBudget(r.over_cap_check_message()));
     }
     Ok(())
+}
+
+/// `vak prompts check --all`: every chain of the project, one summary.
+fn check_all(args: &CheckArgs) -> Result<(), CliError> {
+    let core = crate::prompts::synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
+    let selectors = core.selectors();
+    let checked = vak_core::check_all(selectors)?;
+    let config = vak_core::shared_config(&selectors.home);
+    let project = &selectors.project;
+    let directories: Vec<String> = checked
+        .directories
+        .iter()
+        .map(|d| {
+            d.strip_prefix(project)
+                .map_or_else(|_| d.to_string(), ToString::to_string)
+        })
+        .collect();
+    match args.format {
+        Format::Json => print_json(&json!({
+            "project": project,
+            "chains": checked.chains,
+            "directories": directories,
+            "over": !checked.over.is_empty(),
+            "over_chains": checked.over.to_json(),
+            "not_budgeted": checked.left_out.note(),
+            "unproven": checked.left_out.unproven(),
+            "config": config,
+        }))?,
+        Format::Text => {
+            if let Some(note) = checked.left_out.note() {
+                out::notice("warning", &note);
+            }
+            let dirs = if directories.is_empty() {
+                "no directory layers".to_owned()
+            } else {
+                format!(
+                    "directory layers {}",
+                    directories
+                        .iter()
+                        .map(|d| format!("`{}`", Escaped(d)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            };
+            if checked.over.is_empty() {
+                out::println(&format!(
+                    "checked {} chains of `{}` ({dirs}): every one is within its cap",
+                    checked.chains,
+                    Escaped(project.as_str())
+                ))?;
+            } else {
+                out::println(&format!(
+                    "checked {} chains of `{}` ({dirs})",
+                    checked.chains,
+                    Escaped(project.as_str())
+                ))?;
+            }
+        }
+    }
+    if checked.over.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::OverBudget(
+            checked.over.summary(&config, "--over-budget to a save"),
+        ))
+    }
 }

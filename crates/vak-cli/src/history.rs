@@ -309,9 +309,14 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
         let tokens = r
             .tokens
             .map_or_else(String::new, |t| format!("  {t} tokens"));
+        let over = if r.over_cap {
+            "  (made over the cap, --over-budget)"
+        } else {
+            ""
+        };
         let _ = writeln!(
             text,
-            "{}  {:<6}  {}  {} -> {}{tokens}",
+            "{}  {:<6}  {}  {} -> {}{tokens}{over}",
             escape_line(&r.time),
             r.action.as_str(),
             escape_line(&r.who),
@@ -424,16 +429,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
         )
         .map_err(edit_error)?;
     if args.format == Format::Json {
-        if let Some(unrecorded) = &saved.unrecorded {
-            out::notice("warning", unrecorded);
-        }
-        return print_json(&json!({
-            "block": target.block.wire_name(),
-            "path": saved.outcome.path,
-            "digest": saved.outcome.digest,
-            "previous": saved.outcome.previous,
-            "tokens": saved.preview.budget.report.summary(),
-        }));
+        return print_json(&crate::edit::saved_json(target.block, &saved));
     }
     report_change(
         &format!(

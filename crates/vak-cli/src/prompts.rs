@@ -79,6 +79,14 @@ fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
     note
 }
 
+/// The warning line on stderr for a prompt over its cap.
+fn over_cap_notice(core: &Core, budget: &vak_core::Budget) {
+    let config = vak_core::shared_config(&core.selectors().home);
+    if let Some(warning) = vak_core::over_cap_warning(&budget.report, &config) {
+        out::notice("warning", &warning);
+    }
+}
+
 /// `vak prompts show`.
 pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
@@ -99,6 +107,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
             for warning in &budget.warnings {
                 out::notice("warning", warning);
             }
+            over_cap_notice(&core, &budget);
             let note = untrusted_note(&core, &resolved);
             if !note.is_empty() {
                 text.push_str("\n--- not applied ---\n");
@@ -198,11 +207,9 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
         }
     }
     let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
-    let _ = writeln!(
-        out,
-        "{}",
-        crate::edit::tokens_line(&vak_core::budget_of(&resolved))
-    );
+    let budget = vak_core::budget_of(&resolved);
+    let _ = writeln!(out, "{}", crate::edit::tokens_line(&budget));
+    over_cap_notice(&core, &budget);
     let note = untrusted_note(&core, &resolved);
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
@@ -228,7 +235,7 @@ pub(crate) struct TrustArgs {
     /// write nothing.
     #[arg(long, conflicts_with_all = ["list", "over_budget"])]
     pub(crate) preview: bool,
-    /// Output format (with --preview or --list).
+    /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
     #[command(flatten)]
@@ -248,7 +255,7 @@ pub(crate) struct UntrustArgs {
 /// `vak trust [DIR]` and `vak trust --list`.
 pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     let home = args.home.dir()?;
-    let mut store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
+    let store = TrustStore::load(&home).map_err(vak_core::CoreError::from)?;
     if args.list {
         if args.format == Format::Json {
             let trusted: Vec<&str> = store.list().collect();
@@ -259,11 +266,6 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         }
         return Ok(());
     }
-    if args.format == Format::Json && !args.preview {
-        return Err(CliError::Usage(
-            "--format applies to `vak trust --preview` and `vak trust --list`".to_owned(),
-        ));
-    }
     let dir = project_in(args.dir.as_ref(), &home)?;
     if args.preview {
         return trust_preview(&home, &dir, args.dir.is_none(), args.format);
@@ -273,54 +275,53 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         .ok()
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or(dir);
-    // Measured before the store changes: a refusal leaves it as it was. A
-    // save made meanwhile could go over the cap with it: saves wait.
-    let _saving = vak_core::home::lock_saves(&home).map_err(|e| CliError::Failed(e.to_string()))?;
-    let budget = vak_core::trust_budget(&vak_core::Selectors::new(home.clone(), dir.clone()))?;
-    if let Some((chain, report)) = &budget.over {
-        let over = format!(
-            "its layers would put the prompt prefix at {} tokens, over the cap of {}{} by {} (on the chain for {chain}). Layers: {}",
-            report.prefix_tokens,
-            report.cap,
-            raised_cap(&budget, report),
-            report.over_by(),
-            report
-                .project_layers()
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; ")
-        );
-        if args.over_budget {
-            out::notice(
-                "warning",
-                &format!(
-                    "trusting `{}` although {over}; shorten the project's layers to bring it back under the cap",
-                    Escaped(dir.as_str())
-                ),
-            );
-        } else {
-            return Err(CliError::OverBudget(format!(
-                "refusing to trust `{}`: {over}; the trust store is unchanged. Shorten the project's layers, or pass --over-budget to trust it anyway",
-                Escaped(dir.as_str())
-            )));
+    // The chain reported is the one in force where the command runs: found
+    // from the current directory, that directory's layer included.
+    let mut selectors = vak_core::Selectors::new(home.clone(), dir.clone());
+    if args.dir.is_none() {
+        let here = vak_core::Selectors::discover(home.clone(), &crate::selectors::current_dir()?)?;
+        if here.project == selectors.project {
+            selectors.workdir = here.workdir;
         }
     }
-    if let Some(why) = budget.unproven() {
-        if !args.over_budget {
-            return Err(CliError::OverBudget(format!(
-                "refusing to trust `{}`: {why}; a layer not looked at could be over the cap, and the trust store is unchanged. Check the chains named, or pass --over-budget to trust it anyway",
-                Escaped(dir.as_str())
-            )));
+    let trusted = match vak_core::trust_project(
+        &selectors,
+        vak_core::Unchecked::from_over_budget(args.over_budget),
+        &vak_core::history::Who::OsUser,
+    ) {
+        Ok(trusted) => trusted,
+        Err(
+            refusal @ (vak_core::TrustRefusal::OverBudget { .. }
+            | vak_core::TrustRefusal::Unchecked { .. }),
+        ) => return Err(CliError::OverBudget(refusal.to_string())),
+        Err(vak_core::TrustRefusal::Core(error)) => return Err(error.into()),
+        Err(vak_core::TrustRefusal::Home(error)) => {
+            return Err(CliError::Failed(error.to_string()));
         }
+    };
+    let budget = &trusted.budget;
+    let key = &trusted.key;
+    if trusted.over_cap() {
+        out::notice_lines(
+            "warning",
+            &format!(
+                "trusting `{}` over the cap, as asked (written to the audit log): {}",
+                Escaped(key.as_str()),
+                budget.over.chains_text()
+            ),
+        );
+    }
+    if let Some(why) = budget.unproven() {
         out::notice(
             "warning",
-            &format!("trusting `{}` although {why}", Escaped(dir.as_str())),
+            &format!("trusting `{}` although {why}", Escaped(key.as_str())),
         );
     } else if let Some(note) = budget.left_out.note() {
         out::notice("warning", &note);
     }
-    let key = store.trust(&dir).map_err(vak_core::CoreError::from)?;
+    if let Some(unrecorded) = &trusted.unrecorded {
+        out::notice("warning", unrecorded);
+    }
     if args.dir.is_some()
         && let Ok(found) = vak_core::Selectors::discover(home.clone(), &dir)
         && found.project.as_str() != key.as_str()
@@ -336,12 +337,26 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             ),
         );
     }
+    let chain = vak_core::describe_chain(&selectors, vak_core::prompts::Trust::Untrusted);
+    if args.format == Format::Json {
+        return print_json(&json!({
+            "trusted": key,
+            "chain": chain,
+            "tokens_before": budget.before.report.prefix_tokens,
+            "tokens_after": budget.after.report.prefix_tokens,
+            "cap": budget.after.report.cap,
+            "over_cap": trusted.over_cap(),
+            "over_chains": budget.over.to_json(),
+            "recorded": trusted.unrecorded.is_none(),
+        }));
+    }
     out::println(&format!(
-        "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix: {} -> {} tokens ({})",
+        "trusted {}: its identity, operating rules, surface notes, skills and config now apply\nprompt prefix on the chain for {}: {} -> {} tokens ({})",
         Escaped(key.as_str()),
+        escape_line(&chain),
         budget.before.report.prefix_tokens,
         budget.after.report.prefix_tokens,
-        cap_change(&budget)
+        cap_change(budget)
     ))
 }
 
@@ -395,9 +410,9 @@ fn trust_preview(
     }
     let preview = vak_core::history::trust_preview(&selectors)?;
     let budget = &preview.budget;
-    let over = budget.over.as_ref().map(|(chain, report)| {
-        json!({"chain": chain, "prefix_tokens": report.prefix_tokens, "cap": report.cap})
-    });
+    let over = budget.over.largest().map(
+        |o| json!({"chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap}),
+    );
     if format == Format::Json {
         let keys: Vec<_> = preview
             .config_keys
@@ -417,6 +432,7 @@ fn trust_preview(
                 "cap": budget.after.report.cap,
             },
             "over": over,
+            "over_chains": budget.over.to_json(),
             "config_keys": keys,
         }));
     }
@@ -433,14 +449,14 @@ prompt prefix: {} -> {} tokens ({})
         budget.after.report.prefix_tokens,
         cap_change(budget)
     );
-    if let Some((chain, report)) = &budget.over {
+    for o in budget.over.chains() {
         let _ = writeln!(
             text,
             "over the cap of {}{} on the chain for {}: {} tokens; `vak trust` would refuse without --over-budget",
-            report.cap,
-            raised_cap(budget, report),
-            escape_line(chain),
-            report.prefix_tokens
+            o.report.cap,
+            raised_cap(budget, &o.report),
+            escape_line(&o.chain),
+            o.report.prefix_tokens
         );
     }
     let unproven = budget.unproven();

@@ -262,6 +262,7 @@ fn new(args: &NewArgs) -> Result<(), CliError> {
         Format::Json => print_json(&json!({
             "session_id": id,
             "fingerprint": contract.fingerprint,
+            "over_cap": created.over_cap,
         })),
         Format::Text => {
             for warning in &created.warnings {
@@ -738,6 +739,26 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                             change.new_session
                         );
                         out.push_str(&changes_text(&change.changes));
+                    }
+                    SecurityEvent::TrustOverCap(trust) => {
+                        let _ = writeln!(
+                            out,
+                            "{} trust-over-cap {} by {}: {} chain{} over the cap",
+                            Escaped(&trust.at),
+                            Escaped(&trust.project),
+                            Escaped(&trust.who),
+                            trust.chains.len(),
+                            if trust.chains.len() == 1 { "" } else { "s" }
+                        );
+                        for c in &trust.chains {
+                            let _ = writeln!(
+                                out,
+                                "  {}: {} tokens, cap {}",
+                                Escaped(&c.chain),
+                                c.prefix_tokens,
+                                c.cap
+                            );
+                        }
                     }
                     SecurityEvent::Unknown => {}
                 }

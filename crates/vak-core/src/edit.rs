@@ -30,6 +30,7 @@ use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
 use crate::core::resolved;
 use crate::history::{Action, VersionRecord, Who, keep_before_change, record_change, target_key};
+use crate::over_cap::{OverCap, OverChain};
 use crate::{Core, CoreError, Selectors};
 use vak_prompt_history::HistoryError;
 
@@ -68,18 +69,21 @@ pub struct EditTarget {
     pub block: Block,
 }
 
-/// What a save, reset or revert does when not every chain it reaches could
-/// be budgeted against the cap (see [`ChainsLeftOut::unproven`]): a clone
-/// decides how many chains there are and how large, so a chain not looked
-/// at could be one the change pushes over.
+/// What a save, reset, revert or trust does when a chain it reaches would
+/// be over the cap, or not every chain could be budgeted (see
+/// [`ChainsLeftOut::unproven`]: a clone decides how many chains there are
+/// and how large, so a chain not looked at could be one the change pushes
+/// over). The cap is hard by default; `--over-budget` is the explicit
+/// exception, the same on every command that checks the budget.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Unchecked {
-    /// Refuse with [`EditError::Unchecked`], writing nothing.
+    /// Refuse with [`EditError::OverBudget`] (every chain over the cap,
+    /// in one summary) or [`EditError::Unchecked`], writing nothing.
     #[default]
     Refuse,
-    /// Make the change and say what was not budgeted (`--over-budget`, the
-    /// admin API's `over_budget`). A chain known to go over is refused all
-    /// the same (DECISIONS §7).
+    /// Make the change all the same (`--over-budget`, the admin API's
+    /// `over_budget`), say what was over or not budgeted, and record in the
+    /// version history that the change was made over the cap.
     Accept,
 }
 
@@ -116,20 +120,30 @@ pub enum EditError {
     /// (nothing was written), or a revert named a version that is not kept.
     #[error(transparent)]
     History(#[from] HistoryError),
-    /// The save would push the assembled prefix over the cap, on the chain
-    /// named or on another chain the file takes part in (DECISIONS §12).
-    /// Nothing was written.
-    #[error("refusing to save `{block}` to `{}`{}: {}", Escaped(.path.as_str()), chain_note(.chain.as_deref()), .report.over_cap_message())]
+    /// The change would push the assembled prefix over the cap, on the
+    /// chain named or on other chains the file takes part in. Every chain
+    /// over is in `over`, and the message lists them all. Nothing was
+    /// written.
+    #[error(
+        "refusing to {change} `{block}` (`{}`); nothing was changed or truncated. {}",
+        Escaped(.path.as_str()),
+        .over.summary(.config, crate::over_cap::OVER_BUDGET_HINT)
+    )]
     OverBudget {
+        /// `save` or `reset`.
+        change: &'static str,
         /// The block.
         block: Block,
         /// The file that was left unchanged.
         path: Utf8PathBuf,
-        /// The budget the prompt would have had.
+        /// The budget of the largest chain over the cap.
         report: Box<BudgetReport>,
-        /// The chain that would go over, when it is not the one the
-        /// command named: `surface chat, agent reviewer`.
+        /// That chain: `surface chat, agent `reviewer``.
         chain: Option<String>,
+        /// Every chain over the cap, grouped and largest first.
+        over: Box<OverCap>,
+        /// The shared config file that sets the cap.
+        config: Utf8PathBuf,
     },
     /// Not every chain the change reaches could be budgeted (the walk that
     /// lists directory layers stopped, or the work bound did; see
@@ -218,8 +232,38 @@ pub enum EditError {
     },
 }
 
-fn chain_note(chain: Option<&str>) -> String {
-    chain.map_or_else(String::new, |c| format!(" (on the chain for {c})"))
+/// [`EditError::OverBudget`] when `over` holds a chain and the caller did
+/// not accept going over the cap.
+pub(crate) fn refuse_over(
+    over: &OverCap,
+    unchecked: Unchecked,
+    change: &'static str,
+    block: Block,
+    path: &Utf8Path,
+    home: &Utf8Path,
+) -> Result<(), EditError> {
+    match (over.largest(), unchecked) {
+        (Some(largest), Unchecked::Refuse) => Err(EditError::OverBudget {
+            change,
+            block,
+            path: path.to_owned(),
+            report: Box::new(largest.report.clone()),
+            chain: Some(largest.chain.clone()),
+            over: Box::new(over.clone()),
+            config: crate::over_cap::shared_config(home),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The warning a change made over the cap carries.
+fn went_over_note(over: &OverCap) -> Option<String> {
+    (!over.is_empty()).then(|| {
+        format!(
+            "made over the cap, as asked (recorded in the version history): {}",
+            over.chains_text()
+        )
+    })
 }
 
 /// [`EditError::Unchecked`] when `left_out` cannot vouch for every chain
@@ -447,10 +491,10 @@ pub struct TrustBudget {
     pub before: Budget,
     /// The named chain, trusted.
     pub after: Budget,
-    /// The first chain trusting would push over the cap, named, with its
+    /// Every chain trusting would push over the cap, named, each with its
     /// budget once trusted; its `cap` is the one in force before trust
     /// when the project's config would raise it.
-    pub over: Option<(String, Box<BudgetReport>)>,
+    pub over: OverCap,
     /// The chains that were not budgeted (see [`ChainsLeftOut`]).
     pub left_out: ChainsLeftOut,
 }
@@ -527,7 +571,8 @@ pub fn untrust(home: &Utf8Path, project: &Utf8Path) -> Result<UntrustOutcome, Co
 
 /// The budget before and after trusting `selectors.project`, on the chain
 /// named and on every chain trusting it reaches (see
-/// [`ChainPlan::for_trust`]); stops at the first chain pushed over the cap.
+/// [`ChainPlan::for_trust`]), with every chain trusting pushes over the
+/// cap.
 ///
 /// # Errors
 ///
@@ -536,23 +581,16 @@ pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
     use std::ops::ControlFlow;
     let mut budget: Option<TrustBudget> = None;
     let left_out = walk_trust_chains(selectors, |step| {
-        let stop = step.over.is_some();
-        match &mut budget {
-            None => {
-                budget = Some(TrustBudget {
-                    before: step.before,
-                    after: step.after,
-                    over: step.over,
-                    left_out: ChainsLeftOut::default(),
-                })
-            }
-            Some(budget) => budget.over = step.over,
+        let budget = budget.get_or_insert_with(|| TrustBudget {
+            before: step.before,
+            after: step.after,
+            over: OverCap::default(),
+            left_out: ChainsLeftOut::default(),
+        });
+        if let Some((chain, report)) = step.over {
+            budget.over.push(OverChain::here(chain, *report));
         }
-        if stop {
-            ControlFlow::Break(())
-        } else {
-            ControlFlow::Continue(())
-        }
+        ControlFlow::<()>::Continue(())
     })?;
     let mut budget = budget
         .ok_or_else(|| CoreError::Loader(LoaderError::ProjectMissing(selectors.project.clone())))?;
@@ -599,8 +637,11 @@ pub fn walk_trust_chains(
         ..selectors.clone()
     };
     let plan = ChainPlan::for_trust(&base);
+    // Bounded by the cap in force before trust (the project's config
+    // cannot buy its layers more work than the user's cap gives).
+    let cap = Core::open(selectors.clone())?.budget()?.1.report.cap;
     let mut named = true;
-    let flow = plan.visit(|chain| {
+    let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
         let core = match Core::open(chain.clone()) {
             Ok(core) => core,
@@ -796,6 +837,12 @@ pub struct Saved {
     /// Set when the file was written but its version record or its
     /// contributed texts could not be kept: the sentence to warn with.
     pub unrecorded: Option<String>,
+    /// Whether a version was recorded: `false` when the file already held
+    /// the text (nothing written, no version) or when recording failed.
+    pub recorded: bool,
+    /// Whether the change was made with chains over the cap, as asked
+    /// (`--over-budget`); the version record says so too.
+    pub over_cap: bool,
 }
 
 /// What a reset did.
@@ -807,6 +854,11 @@ pub struct Reset {
     pub preview: Preview,
     /// As [`Saved::unrecorded`].
     pub unrecorded: Option<String>,
+    /// Whether a version was recorded: `false` when there was no file to
+    /// remove or when recording failed.
+    pub recorded: bool,
+    /// As [`Saved::over_cap`].
+    pub over_cap: bool,
 }
 
 /// The text an editor should start from, and the digest to save against.
@@ -950,17 +1002,37 @@ impl Core {
             )));
         }
         let mut preview = self.preview(target, Some(text))?;
-        if preview.over_budget() {
-            return Err(EditError::OverBudget {
-                block: target.block,
-                path,
-                report: Box::new(preview.budget.report),
-                chain: None,
+        // The file already holds the text: nothing to write or record.
+        if let Some(digest) = current.as_deref()
+            && digest == vak_prompt_blocks::sha256_hex(text.as_bytes())
+        {
+            return Ok(Saved {
+                outcome: SaveOutcome {
+                    path,
+                    digest: digest.to_owned(),
+                    previous: Some(digest.to_owned()),
+                },
+                preview,
+                unrecorded: None,
+                recorded: false,
+                over_cap: false,
             });
         }
-        let left_out = self.check_reach(target, Some(text))?;
+        let mut over = OverCap::default();
+        if preview.over_budget() {
+            // Named as `check_plan` names the same chain.
+            over.push(OverChain::here(
+                describe_chain(self.selectors(), Trust::Untrusted),
+                preview.budget.report.clone(),
+            ));
+        }
+        let cap = preview.budget_before.report.cap;
+        let left_out = self.check_reach(target, Some(text), cap, &mut over)?;
+        let home = &self.selectors().home;
+        refuse_over(&over, unchecked, "save", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "save", target.block, &path)?;
         preview.budget.warnings.extend(left_out.note());
+        preview.budget.warnings.extend(went_over_note(&over));
         self.keep_current(target, &path, &preview.before)?;
         self.store().history().put_object(text)?;
         let outcome = match crate::home::write_shared(
@@ -979,11 +1051,14 @@ impl Core {
         record.before.clone_from(&outcome.previous);
         record.after = Some(outcome.digest.clone());
         record.tokens = Some(preview.budget.report.encoding.count(text));
+        record.over_cap = !over.is_empty();
         let unrecorded = self.record(record, who, &preview.after);
         Ok(Saved {
             outcome,
             preview,
+            recorded: unrecorded.is_none(),
             unrecorded,
+            over_cap: !over.is_empty(),
         })
     }
 
@@ -1084,17 +1159,21 @@ impl Core {
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let mut preview = self.preview(target, None)?;
+        let mut over = OverCap::default();
         if preview.over_budget() {
-            return Err(EditError::OverBudget {
-                block: target.block,
-                path,
-                report: Box::new(preview.budget.report),
-                chain: None,
-            });
+            // Named as `check_plan` names the same chain.
+            over.push(OverChain::here(
+                describe_chain(self.selectors(), Trust::Untrusted),
+                preview.budget.report.clone(),
+            ));
         }
-        let left_out = self.check_reach(target, None)?;
+        let cap = preview.budget_before.report.cap;
+        let left_out = self.check_reach(target, None, cap, &mut over)?;
+        let home = &self.selectors().home;
+        refuse_over(&over, unchecked, "reset", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "reset", target.block, &path)?;
         preview.budget.warnings.extend(left_out.note());
+        preview.budget.warnings.extend(went_over_note(&over));
         // Confined to the home or the project: a `.vak/prompts` (or any
         // sub-layer directory) symlinked elsewhere deletes nothing there.
         self.keep_current(target, &path, &preview.before)?;
@@ -1113,12 +1192,15 @@ impl Core {
             let key = target_key(self, target);
             let mut record = VersionRecord::new(&key, target.block.wire_name(), Action::Reset);
             record.before = Some(digest.clone());
+            record.over_cap = !over.is_empty();
             self.record(record, who, &preview.after)
         });
         Ok(Reset {
+            recorded: removed.is_some() && unrecorded.is_none(),
             removed,
             preview,
             unrecorded,
+            over_cap: !over.is_empty(),
         })
     }
 
@@ -1281,16 +1363,19 @@ impl Core {
     /// shared scope) reaches every project, so it is checked the same way
     /// in every other trusted project that is still there too (a trusted
     /// project whose directory is gone is passed over with a warning), all
-    /// under one work bound. Refuses with the first chain the change would
-    /// push over the cap; else says which chains were not budgeted (see
-    /// [`ChainsLeftOut`]), which the caller refuses unless told otherwise
-    /// ([`Unchecked`]).
+    /// under one work bound ([`WORK_PER_CAP_TOKEN`] times `cap`). Adds
+    /// every chain the change would push over the cap to `over` (never
+    /// stopping at the first), and says which chains were not budgeted
+    /// (see [`ChainsLeftOut`]); the caller refuses either unless told
+    /// otherwise ([`Unchecked`]).
     fn check_reach(
         &self,
         target: &EditTarget,
         text: Option<&str>,
+        cap: usize,
+        over: &mut OverCap,
     ) -> Result<ChainsLeftOut, EditError> {
-        let mut work = Work::default();
+        let mut work = Work::for_cap(cap);
         let trust = self.trust()?;
         let mut trusts = vec![trust];
         if target.scope == Scope::Project && trust == Trust::Untrusted {
@@ -1298,7 +1383,8 @@ impl Core {
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
         let change = Change::File(target);
-        let mut left_out = self.check_plan(&plan, &change, text, &trusts, None, &mut work)?;
+        let mut left_out =
+            self.check_plan(&plan, &change, text, &trusts, None, (&mut work, over))?;
         if target.scope != Scope::Shared {
             return Ok(left_out);
         }
@@ -1319,7 +1405,7 @@ impl Core {
                 text,
                 &[Trust::Trusted],
                 Some(&project),
-                &mut work,
+                (&mut work, over),
             )?;
             left_out.merge(other);
         }
@@ -1364,7 +1450,7 @@ impl Core {
         text: Option<&str>,
         trusts: &[Trust],
         other: Option<&Utf8Path>,
-        work: &mut Work,
+        (work, over): (&mut Work, &mut OverCap),
     ) -> Result<ChainsLeftOut, EditError> {
         use std::ops::ControlFlow;
         let flow = plan.visit_within(work, |selectors| {
@@ -1407,19 +1493,18 @@ impl Core {
                 if after.report.is_over() {
                     let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
                     if pushes_over(&before.report, &after.report) {
-                        let chain = match other {
-                            None => describe_chain(core.selectors(), trust),
-                            Some(project) => format!(
-                                "{}, in the trusted project `{}`",
-                                describe_chain(core.selectors(), Trust::Untrusted),
-                                Escaped(project.as_str())
-                            ),
+                        // Said with every other chain over, not alone.
+                        // ", project trusted" only for an untrusted
+                        // project's chains checked as if trusted.
+                        let named = if other.is_none() && trusts.len() > 1 {
+                            trust
+                        } else {
+                            Trust::Untrusted
                         };
-                        return ControlFlow::Break(EditError::OverBudget {
-                            block: change.block(),
-                            path: change.path(self.selectors()),
-                            report: Box::new(after.report),
-                            chain: Some(chain),
+                        over.push(OverChain {
+                            chain: describe_chain(core.selectors(), named),
+                            project: other.map(Utf8Path::to_owned),
+                            report: after.report.clone(),
                         });
                     }
                     counted.push(before.report);
@@ -1450,13 +1535,6 @@ enum Change<'a> {
 }
 
 impl Change<'_> {
-    fn block(&self) -> Block {
-        match self {
-            Change::File(target) => target.block,
-            Change::Gateway { block, .. } => *block,
-        }
-    }
-
     /// What a refusal names: the file, or the gateway key.
     fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
         match self {
@@ -1475,31 +1553,42 @@ impl Core {
     /// the chain of every chat of that bot with prompts of its own (each
     /// takes the bot's text unless it has its own). Each on the chat
     /// surface, with no role and with every role that has a directory,
-    /// under the work bound of a file save. `provenance` is the key's, as
-    /// the loader gives it. Refuses with the first chain the change would
-    /// push over the cap; when not every chain could be budgeted, refuses
-    /// as `unchecked` says (the `change` is `save` or `reset`, for the
-    /// refusal); else says which chains were left out.
+    /// under a work bound of [`WORK_PER_CAP_TOKEN`] times `cap`.
+    /// `provenance` is the key's, as the loader gives it. Every chain the
+    /// change would push over the cap is added to `over` (with any the
+    /// caller found already); unless `unchecked` accepts, a non-empty
+    /// `over` is refused naming them all, and so is a check that could not
+    /// budget every chain; else says which chains were left out.
     ///
     /// # Errors
     ///
-    /// [`EditError::OverBudget`] naming the chain, [`EditError::Unchecked`],
+    /// [`EditError::OverBudget`] naming every chain, [`EditError::Unchecked`],
     /// [`EditError::Core`] when the trust store or a chain cannot be read.
     pub fn check_gateway_reach(
         &self,
         key: (&Name, Option<&Name>, Block),
         provenance: &Provenance,
         text: Option<&str>,
-        change: &'static str,
         unchecked: Unchecked,
+        cap: usize,
+        over: &mut OverCap,
     ) -> Result<ChainsLeftOut, EditError> {
         let (bot, chat, block) = key;
+        let change = if text.is_some() { "save" } else { "reset" };
         let trust = self.trust()?;
         let plan = ChainPlan::for_gateway(self.selectors(), bot, chat);
         let reach = Change::Gateway { block, provenance };
-        let left_out =
-            self.check_plan(&plan, &reach, text, &[trust], None, &mut Work::default())?;
+        let left_out = self.check_plan(
+            &plan,
+            &reach,
+            text,
+            &[trust],
+            None,
+            (&mut Work::for_cap(cap), over),
+        )?;
         let path = reach.path(self.selectors());
+        let home = &self.selectors().home;
+        refuse_over(over, unchecked, change, block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, change, block, &path)?;
         Ok(left_out)
     }
@@ -1543,6 +1632,11 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
 /// At most this many gateway bots and chats are budgeted.
 pub const MAX_GATEWAY_CHAINS: usize = 4096;
 
+/// The work bound per token of the default cap: the work a plan may do
+/// grows with the room its chains may take, since a chain at the cap costs
+/// about that many tokens to compose and count.
+pub const WORK_PER_CAP_TOKEN: usize = 8_000;
+
 /// At most this much work is done across all the chains one plan visits,
 /// counted as [`chain_work`] counts it: the tokens every budget counted
 /// (each layer's whole text, repeats included) and a token per 4 bytes
@@ -1550,12 +1644,14 @@ pub const MAX_GATEWAY_CHAINS: usize = 4096;
 /// the prefix alone missed what repeats cost: 100 directory layers under a
 /// root of 65,000 repeated bullets (one in the prefix, all of them read,
 /// composed and counted on every chain) took `trust` and a save 6.5 s
-/// without tripping it. Measured in release at about 20–30 ns per unit,
-/// so a check stops after a third of a second or so of counting; a
-/// monorepo of 30 `AGENTS.md` and 5 roles near the cap costs 2.7 M for a
-/// shared save and 5.5 M for `trust`. Chains past the bound are not
-/// budgeted, which is said and refused unless accepted ([`Unchecked`]).
-pub const MAX_PLAN_WORK: usize = 12_000_000;
+/// without tripping it. It is [`WORK_PER_CAP_TOKEN`] times the default cap
+/// (about 65 M): measured in release at about 20–30 ns per unit, so a
+/// check stops after a second and a half or so of counting; a monorepo of
+/// 30 `AGENTS.md` and 5 roles near a 1500-token cap costs 2.7 M for a
+/// shared save and 5.5 M for `trust`, and chains near the default cap
+/// about five times that. Chains past the bound are not budgeted, which
+/// is said and refused unless accepted ([`Unchecked`]).
+pub const MAX_PLAN_WORK: usize = WORK_PER_CAP_TOKEN * vak_prompt_budget::DEFAULT_MAX_TOKENS;
 
 /// What composing and budgeting one chain of a plan weighed and cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -1592,16 +1688,41 @@ pub fn chain_work<'a>(
 pub const WORK_PER_DIRECTORY: usize = 300;
 
 /// The work one check has done, across every plan it visits (a shared
-/// save visits one per trusted project), against [`MAX_PLAN_WORK`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// save visits one per trusted project), against its bound: by default
+/// [`MAX_PLAN_WORK`], or [`WORK_PER_CAP_TOKEN`] times the cap in force
+/// ([`Work::for_cap`]), since a larger cap lets every chain weigh more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
     spent: usize,
+    bound: usize,
+}
+
+impl Default for Work {
+    fn default() -> Self {
+        Work {
+            spent: 0,
+            bound: MAX_PLAN_WORK,
+        }
+    }
 }
 
 impl Work {
+    /// No work done yet, bounded by [`WORK_PER_CAP_TOKEN`] times `cap`.
+    pub fn for_cap(cap: usize) -> Self {
+        Work {
+            spent: 0,
+            bound: WORK_PER_CAP_TOKEN.saturating_mul(cap.max(1)),
+        }
+    }
+
     /// Whether the bound is reached: nothing more is visited, or walked.
     pub fn is_spent(&self) -> bool {
-        self.spent >= MAX_PLAN_WORK
+        self.spent >= self.bound
+    }
+
+    /// The bound.
+    pub fn bound(&self) -> usize {
+        self.bound
     }
 
     /// The work counted so far.
@@ -1634,6 +1755,8 @@ pub struct ChainsLeftOut {
     /// even walked, because the check had counted [`MAX_PLAN_WORK`] before
     /// it came to them.
     pub projects: Vec<Utf8PathBuf>,
+    /// The work bound the check ran under ([`Work::bound`]), for the note.
+    pub work_bound: usize,
 }
 
 /// `paths` as a note names them: the first few, then how many more.
@@ -1671,6 +1794,7 @@ impl ChainsLeftOut {
         self.unlisted_in.extend(other.unlisted_in);
         self.over_work = self.over_work.saturating_add(other.over_work);
         self.projects.extend(other.projects);
+        self.work_bound = self.work_bound.max(other.work_bound);
     }
 
     /// What to tell the user, when anything was left out.
@@ -1686,17 +1810,19 @@ impl ChainsLeftOut {
         }
         if self.over_work > 0 {
             parts.push(format!(
-                "{} chain{} not at all, because there are so many chains, or their layers are so large (repeated text included), that counting every one would take too long (the bound of {MAX_PLAN_WORK} tokens of work was reached; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
+                "{} chain{} not at all, because there are so many chains, or their layers are so large (repeated text included), that counting every one would take too long (the bound of {} tokens of work was reached; check one with `vak prompts check --surface S --agent ROLE --dir DIR`)",
                 self.over_work,
-                if self.over_work == 1 { "" } else { "s" }
+                if self.over_work == 1 { "" } else { "s" },
+                self.work_bound
             ));
         }
         if !self.projects.is_empty() {
             parts.push(format!(
-                "{} other trusted project{} not at all ({}), because the bound of {MAX_PLAN_WORK} tokens of work was reached before {}; check one with `vak prompts check --project DIR`",
+                "{} other trusted project{} not at all ({}), because the bound of {} tokens of work was reached before {}; check one with `vak prompts check --project DIR`",
                 self.projects.len(),
                 if self.projects.len() == 1 { "" } else { "s" },
                 some_paths(&self.projects),
+                self.work_bound,
                 if self.projects.len() == 1 { "it" } else { "them" }
             ));
         }
@@ -2086,6 +2212,7 @@ impl ChainPlan {
             },
             over_work: over_work.get(),
             projects: Vec::new(),
+            work_bound: work.bound(),
         })
     }
 }
@@ -2188,6 +2315,16 @@ mod tests {
         (dir, Selectors::new(root.join("home"), root.join("proj")))
     }
 
+    /// A home whose shared config sets the cap, for tests that need one.
+    fn cap_home(s: &Selectors, max_tokens: usize) {
+        fs::create_dir_all(s.home.join(".vak")).unwrap();
+        fs::write(
+            s.home.join(".vak/config.toml"),
+            format!("[prompts]\nmax_tokens = {max_tokens}\n"),
+        )
+        .unwrap();
+    }
+
     fn target(scope: Scope, sub: SubLayer, block: Block) -> EditTarget {
         EditTarget::new(scope, sub, block).unwrap()
     }
@@ -2228,6 +2365,7 @@ mod tests {
         // save's next trusted project) visits nothing and counts it all.
         let mut work = Work {
             spent: MAX_PLAN_WORK,
+            ..Work::default()
         };
         let mut visited = 0;
         let flow = ChainPlan::for_trust(&s).visit_within(&mut work, |_| {
@@ -2359,7 +2497,7 @@ mod tests {
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
-        assert_eq!(left_out, ChainsLeftOut::default());
+        assert_eq!(left_out.note(), None, "{left_out:?}");
         assert_eq!(crossed, 71 * SurfaceKind::ALL.len());
         // A save crosses every role with the layer too, not the heaviest
         // few: one code path for both.
@@ -2378,7 +2516,7 @@ mod tests {
         let ControlFlow::Continue(left_out) = flow else {
             panic!("stopped");
         };
-        assert_eq!(left_out, ChainsLeftOut::default());
+        assert_eq!(left_out.note(), None, "{left_out:?}");
         let crossed = visited
             .iter()
             .filter(|c| c.agent.is_some() && c.workdir == sub && c.bot.is_none())
@@ -2530,6 +2668,7 @@ mod tests {
     #[test]
     fn over_cap_is_refused_before_writing_and_names_user_layers() {
         let (_keep, s) = env();
+        cap_home(&s, 1500);
         fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
         fs::write(
             s.home.join(".vak/prompts/guardrails.md"),
@@ -2554,6 +2693,7 @@ mod tests {
     #[test]
     fn shrinking_an_already_over_prompt_is_allowed() {
         let (_keep, s) = env();
+        cap_home(&s, 1500);
         fs::create_dir_all(s.home.join(".vak/prompts")).unwrap();
         fs::write(
             s.home.join(".vak/prompts/identity.md"),

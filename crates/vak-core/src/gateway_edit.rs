@@ -13,6 +13,7 @@ use vak_prompt_loader::{ABSENT_DIGEST, GatewayDoc, GatewayError, GatewayFile, re
 use crate::edit::{ChainsLeftOut, EditError, Preview, Unchecked, budget_of, lints_of_text};
 use crate::history::{self, Action, VersionRecord, Who};
 use crate::home::{GatewayWriteError, HomeError};
+use crate::over_cap::{OverCap, OverChain};
 use crate::{Core, CoreError, Selectors};
 
 /// One key of one gateway entry: a bot's (`bots.json#/BOT/prompts/KEY`) or
@@ -129,7 +130,8 @@ pub struct GatewayChanged {
     pub file: Utf8PathBuf,
     /// The key's sha256 before the change, `None` when it was absent.
     pub previous: Option<String>,
-    /// What was written; `None` when removing an absent key changed nothing.
+    /// What was written; `None` when the change changed nothing (removing
+    /// an absent key, saving the text the key holds): no version recorded.
     pub written: Option<GatewayWritten>,
 }
 
@@ -145,6 +147,9 @@ pub struct GatewayWritten {
     /// Why the version record could not be kept, when it could not (the
     /// file is written).
     pub unrecorded: Option<String>,
+    /// Whether the change was made with chains over the cap, as asked
+    /// (`over_budget`); the version record says so too.
+    pub over_cap: bool,
 }
 
 /// Why a change of a gateway key was refused. Nothing was written.
@@ -292,7 +297,9 @@ impl Core {
             });
         }
         let previous = current.as_ref().map(|_| current_digest.clone());
-        if current.is_none() && change.text.is_none() {
+        // Nothing to change: removing an absent key, or saving the text the
+        // key already holds. Nothing is written and no version recorded.
+        if current.as_deref() == change.text {
             return Ok(GatewayChanged {
                 key: name,
                 file,
@@ -302,14 +309,15 @@ impl Core {
         }
 
         let preview = self.preview_gateway_key(key, change.text)?;
+        let mut over = OverCap::default();
         if preview.over_budget() {
-            return Err(EditError::OverBudget {
-                block: key.block,
-                path: Utf8PathBuf::from(name),
-                report: Box::new(preview.budget.report),
-                chain: None,
-            }
-            .into());
+            over.push(OverChain::here(
+                crate::describe_chain(
+                    &key.selectors(self.selectors().clone()),
+                    vak_prompt_trust::Trust::Untrusted,
+                ),
+                preview.budget.report.clone(),
+            ));
         }
         // Every other chain the key reaches (DECISIONS §12): a bot's text is
         // in each of its chats' prompts.
@@ -317,12 +325,9 @@ impl Core {
             (&key.bot, key.chat.as_ref(), key.block),
             &key.provenance(),
             change.text,
-            if change.text.is_some() {
-                "save"
-            } else {
-                "reset"
-            },
             change.unchecked,
+            preview.budget_before.report.cap,
+            &mut over,
         )?;
 
         let history = self.store().history();
@@ -347,6 +352,7 @@ impl Core {
         record.before.clone_from(&previous);
         record.after = change.text.map(|t| sha256_hex(t.as_bytes()));
         record.tokens = change.text.map(|t| preview.budget.report.encoding.count(t));
+        record.over_cap = !over.is_empty();
         let unrecorded = history::record_change(history, record, change.who, &preview.after);
         Ok(GatewayChanged {
             key: name,
@@ -357,6 +363,7 @@ impl Core {
                 preview,
                 left_out,
                 unrecorded,
+                over_cap: !over.is_empty(),
             }),
         })
     }

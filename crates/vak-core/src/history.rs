@@ -897,6 +897,9 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
     let mut preview: Option<TrustPreview> = None;
     let left_out = crate::walk_trust_chains(selectors, |step| {
         let changes = block_changes(&step.untrusted, &step.trusted);
+        let over = step
+            .over
+            .map(|(chain, report)| crate::OverChain::here(chain, *report));
         // The first chain is the one named.
         let Some(preview) = &mut preview else {
             let config_keys =
@@ -907,15 +910,20 @@ pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreE
                 budget: TrustBudget {
                     before: step.before,
                     after: step.after,
-                    over: step.over,
+                    over: over
+                        .into_iter()
+                        .fold(crate::OverCap::default(), |mut all, o| {
+                            all.push(o);
+                            all
+                        }),
                     left_out: crate::ChainsLeftOut::default(),
                 },
                 config_keys,
             });
             return std::ops::ControlFlow::Continue(());
         };
-        if preview.budget.over.is_none() {
-            preview.budget.over = step.over;
+        if let Some(over) = over {
+            preview.budget.over.push(over);
         }
         let chain = describe_chain(step.core.selectors(), Trust::Untrusted);
         for change in changes {

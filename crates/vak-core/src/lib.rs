@@ -6,6 +6,7 @@
 //! the result for callers.
 
 mod cached;
+mod check;
 mod core;
 mod edit;
 mod error;
@@ -13,9 +14,12 @@ mod gateway_edit;
 pub mod history;
 pub mod home;
 mod inbound;
+mod over_cap;
 mod report;
+mod trust;
 
 pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
+pub use crate::check::{CheckAll, check_all};
 pub use crate::core::{Core, Selectors, default_home};
 pub use crate::gateway_edit::{
     GatewayChange, GatewayChangeError, GatewayChanged, GatewayKey, GatewayWritten,
@@ -23,13 +27,15 @@ pub use crate::gateway_edit::{
 pub use edit::{
     Budget, ChainPlan, ChainsLeftOut, EditError, EditStart, EditTarget, MAX_GATEWAY_CHAINS,
     MAX_PLAN_WORK, Preview, Reset, Saved, Scope, SubLayer, TrustBudget, TrustStep, Unchecked,
-    UntrustOutcome, Visited, WORK_PER_DIRECTORY, Work, budget_of, chain_work, check_window,
-    describe_chain, interop_names, layer_directories, lints_of, lints_of_text, pushes_over,
-    roles_with_dirs, trust_budget, untrust, walk_trust_chains,
+    UntrustOutcome, Visited, WORK_PER_CAP_TOKEN, WORK_PER_DIRECTORY, Work, budget_of, chain_work,
+    check_window, describe_chain, interop_names, layer_directories, lints_of, lints_of_text,
+    pushes_over, roles_with_dirs, trust_budget, untrust, walk_trust_chains,
 };
 pub use error::CoreError;
 pub use inbound::{Admission, InboundPrompts};
+pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
+pub use trust::{TrustRefusal, Trusted, trust_project};
 
 /// The public prompt-layer API, re-exported from the crates that own it.
 pub mod prompts {

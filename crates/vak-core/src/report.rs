@@ -67,6 +67,8 @@ pub struct PromptReport<'a> {
     pub fingerprint: &'a str,
     /// The prefix's token count against the cap and the model's window.
     pub tokens: TokenSummary,
+    /// Whether the prefix is over its cap (said, never refused, here).
+    pub over_cap: bool,
     /// Every block in render order.
     pub blocks: Vec<BlockReport<'a>>,
     /// One per winning layer per block.
@@ -92,6 +94,7 @@ impl<'a> PromptReport<'a> {
             tail: &resolved.tail,
             fingerprint: &resolved.fingerprint,
             tokens: budget.report.summary(),
+            over_cap: budget.report.is_over(),
             blocks: resolved
                 .blocks
                 .iter()

@@ -96,8 +96,12 @@ pub struct NewSession {
     pub id: SessionId,
     /// What it froze.
     pub contract: FrozenContract,
-    /// The resolution's warnings (removed characters, skipped files).
+    /// The resolution's warnings (removed characters, skipped files), and
+    /// the prompt's being over its cap.
     pub warnings: Vec<String>,
+    /// Whether the frozen prefix is over its cap (frozen all the same:
+    /// only the model's context window refuses).
+    pub over_cap: bool,
 }
 
 /// `vak session new`: resolve, check the window, freeze, create.
@@ -119,9 +123,11 @@ pub fn new_session(
     // A store holding the home side: resolve from a replica brought up to it.
     vak_core::home::sync_if_shared(&core.selectors().home, store, false)?;
     let resolved = core.resolve()?;
-    vak_core::check_window(&resolved)?;
+    let budget = vak_core::check_window(&resolved)?;
     let contract = freeze(&resolved, parent);
     let mut warnings = resolved.warnings.clone();
+    let config = vak_core::shared_config(&core.selectors().home);
+    warnings.extend(vak_core::over_cap_warning(&budget.report, &config));
     if let Err(error) = vak_core::history::keep_contributions(store.history(), &resolved) {
         warnings.push(format!(
             "the texts this session froze could not be kept, so `vak session diff` will say \"text not kept\" for them: {error}"
@@ -132,6 +138,7 @@ pub fn new_session(
         id,
         contract,
         warnings,
+        over_cap: budget.report.is_over(),
     })
 }
 

@@ -2,7 +2,7 @@
 //!
 //! | shared config | project config | project trusted? | effective cap |
 //! |---|---|---|---|
-//! | absent | absent | either | 1500 (the default) |
+//! | absent | absent | either | 8192 (the default) |
 //! | `S` | absent | either | `S` |
 //! | any | `P` | yes | `P` |
 //! | any | `P` < base | no | `P` (lowering is restrictive, so allowed) |
@@ -16,9 +16,14 @@ use std::fmt;
 
 use camino::Utf8PathBuf;
 
-/// The cap when no config sets `prompts.max_tokens`: doc 07's limit on the
-/// shipped prompt, applied to the assembled prefix.
-pub const DEFAULT_MAX_TOKENS: usize = 1500;
+/// The cap when no config sets `prompts.max_tokens`, on the assembled
+/// prefix: room for a real repository's instruction files (AGENTS.md files
+/// run 1,000 to 6,000 tokens; 8192 tokens is about 32 KiB of text).
+pub const DEFAULT_MAX_TOKENS: usize = 8192;
+
+/// The limit on the shipped seed alone (`cargo xtask check-seed`): the
+/// built-in prompt leaves nearly all of [`DEFAULT_MAX_TOKENS`] to the user.
+pub const SEED_MAX_TOKENS: usize = 1500;
 
 /// The config key the cap is read from.
 pub const MAX_TOKENS_KEY: &str = "prompts.max_tokens";
@@ -189,19 +194,19 @@ mod tests {
     fn rule_table() {
         use CapSource::*;
         let table: [Row; 14] = [
-            (None, None, false, 1500, Default, 0),
-            (None, None, true, 1500, Default, 0),
+            (None, None, false, 8192, Default, 0),
+            (None, None, true, 8192, Default, 0),
             (s(2000), None, false, 2000, Shared, 0),
             (s(800), None, true, 800, Shared, 0),
             (None, p(1000), false, 1000, Project, 0),
-            (None, p(4000), false, 1500, Default, 1),
+            (None, p(9000), false, 8192, Default, 1),
             (None, p(4000), true, 4000, Project, 0),
             (s(2000), p(1800), false, 1800, Project, 0),
             (s(2000), p(2500), false, 2000, Shared, 1),
             (s(2000), p(2500), true, 2500, Project, 0),
             (s(2000), p(2000), false, 2000, Project, 0),
-            (s(0), None, false, 1500, Default, 1),
-            (s(-5), p(3000), false, 1500, Default, 2),
+            (s(0), None, false, 8192, Default, 1),
+            (s(-5), p(9000), false, 8192, Default, 2),
             (s(1200), p(0), true, 1200, Shared, 1),
         ];
         for (i, (shared, project, trusted, cap, source, warnings)) in table.into_iter().enumerate()

@@ -4,7 +4,7 @@
 //!   `o200k_base` by default, `cl100k_base` available), fully offline.
 //! - [`lookup`] and [`MODELS`]: context windows and encodings per model;
 //!   [`DEFAULT_MODEL`] when the shared config's `model` key is absent.
-//! - [`effective_cap`]: DECISIONS §7's cap rule as a pure function — 1500 by
+//! - [`effective_cap`]: the cap rule as a pure function — 8192 by
 //!   default, `prompts.max_tokens` from the shared config, and an untrusted
 //!   project may lower it but never raise it.
 //! - [`BudgetReport`]: the prefix count against the cap and the model's
@@ -24,7 +24,7 @@ mod report;
 
 pub use cap::{
     CapSetting, CapSource, CapWarning, DEFAULT_MAX_TOKENS, EffectiveCap, MAX_TOKENS_KEY,
-    effective_cap,
+    SEED_MAX_TOKENS, effective_cap,
 };
 pub use encoding::{Encoding, count_tokens};
 pub use error::BudgetError;

@@ -140,7 +140,7 @@ mod tests {
                 a.name
             );
             assert!(
-                a.context_window as usize > crate::DEFAULT_MAX_TOKENS * 4,
+                a.context_window as usize > crate::SEED_MAX_TOKENS * 4,
                 "{}",
                 a.name
             );

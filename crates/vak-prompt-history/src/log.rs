@@ -72,6 +72,11 @@ pub struct VersionRecord {
     pub after: Option<String>,
     /// Tokens of the text after (`None` after a reset).
     pub tokens: Option<usize>,
+    /// Whether the change was made with a chain it reaches over the cap,
+    /// because the user asked for it (`--over-budget`, the admin API's
+    /// `over_budget`). Written only when true; older readers ignore it.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub over_cap: bool,
 }
 
 impl VersionRecord {

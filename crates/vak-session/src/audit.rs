@@ -36,12 +36,40 @@ pub struct ConfigChange {
     pub changes: Vec<LayerChange>,
 }
 
+/// A project trusted over the token cap, as the user asked
+/// (`vak trust --over-budget`): trusting put these chains over it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TrustOverCap {
+    /// RFC 3339 UTC instant.
+    pub at: String,
+    /// The project, as the trust store keys it.
+    pub project: String,
+    /// Who trusted it: `user:<os user>`.
+    pub who: String,
+    /// Each chain over the cap once trusted, largest first.
+    #[serde(default)]
+    pub chains: Vec<ChainOverCap>,
+}
+
+/// One chain over its cap, as an audit event records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainOverCap {
+    /// The chain: `surface cli, directory `services``.
+    pub chain: String,
+    /// Its prefix, in tokens.
+    pub prefix_tokens: usize,
+    /// The cap it is over.
+    pub cap: usize,
+}
+
 /// One line of the security log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum SecurityEvent {
     /// A binding rotated because its prompt drifted.
     ConfigChange(ConfigChange),
+    /// A project was trusted over the token cap (`--over-budget`).
+    TrustOverCap(TrustOverCap),
     /// An event type this build does not know, written by a newer one.
     #[serde(other)]
     Unknown,
@@ -235,7 +263,7 @@ mod tests {
     fn chat_of(event: &SecurityEvent) -> &str {
         match event {
             SecurityEvent::ConfigChange(c) => &c.chat,
-            SecurityEvent::Unknown => "",
+            SecurityEvent::TrustOverCap(_) | SecurityEvent::Unknown => "",
         }
     }
 

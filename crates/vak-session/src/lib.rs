@@ -35,7 +35,9 @@ mod ledger;
 mod store;
 mod time;
 
-pub use audit::{AuditEntries, AuditLog, ConfigChange, MAX_WARNINGS, SecurityEvent};
+pub use audit::{
+    AuditEntries, AuditLog, ChainOverCap, ConfigChange, MAX_WARNINGS, SecurityEvent, TrustOverCap,
+};
 pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use contract::{

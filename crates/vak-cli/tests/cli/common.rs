@@ -124,6 +124,28 @@ impl Env {
         serde_json::from_str(&self.ok(&all)).unwrap()
     }
 
+    /// Set `[prompts] max_tokens` in the home's shared config (replacing
+    /// any value there), for tests that depend on a cap.
+    pub fn set_cap(&self, max_tokens: usize) {
+        let path = self.home().join(".vak/config.toml");
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        let kept: String = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with("max_tokens"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let text = if kept.contains("[prompts]") {
+            kept.replacen(
+                "[prompts]\n",
+                &format!("[prompts]\nmax_tokens = {max_tokens}\n"),
+                1,
+            )
+        } else {
+            format!("{kept}\n[prompts]\nmax_tokens = {max_tokens}\n")
+        };
+        write(&path, &text);
+    }
+
     /// Trust the project.
     pub fn trust(&self) {
         self.ok(&["trust"]);

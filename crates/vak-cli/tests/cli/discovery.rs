@@ -989,6 +989,7 @@ fn a_middle_directory_whose_identity_a_deeper_one_replaces_is_budgeted_too() {
     // `services/` has a long identity, `services/payments/` a short one that
     // wins below it: the longest chain is in `services/`, not the deepest.
     let env = Env::empty();
+    env.set_cap(1500);
     fs::create_dir_all(env.project().join(".git")).unwrap();
     env.write_project("services/.vak/prompts/identity.md", &lines("services", 100));
     env.write_project("services/payments/.vak/prompts/identity.md", "Payments.\n");
@@ -1052,6 +1053,7 @@ fn a_root_file_saved_from_inside_a_directory_layer_is_budgeted_at_the_root() {
     // In `services/` its own identity wins, so the chain there does not
     // grow; the root's does.
     let env = Env::empty();
+    env.set_cap(1500);
     fs::create_dir_all(env.project().join(".git")).unwrap();
     env.write_project("services/.vak/prompts/identity.md", "Services.\n");
     env.trust();
@@ -1105,6 +1107,7 @@ fn trusting_crosses_every_role_with_every_directory_layer() {
     // there as duplicates), and a 17th light layer that does not repeat
     // them: the role is long only in the light one.
     let env = role_long_only_in_a_light_layer(45, 40);
+    env.set_cap(1500);
     let out = vak_in(&env, env.project(), &["trust"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(stderr(&out).contains("`z17`"), "{}", stderr(&out));
@@ -1118,6 +1121,7 @@ fn a_save_crosses_every_role_with_every_directory_layer_as_trusting_does() {
     // the role, yet with it it makes the longest chain. A shared save that
     // pushes only that chain over the cap must be refused, naming it.
     let env = role_long_only_in_a_light_layer(28, 26);
+    env.set_cap(1500);
     // Every chain is under the cap before the save.
     env.trust();
     let rules = env.project().join("rules.md");
@@ -1160,6 +1164,7 @@ fn a_directory_named_through_a_link_is_saved_and_budgeted_where_the_link_leads()
     // the layers below `real` take its file in, so a save through the link
     // is checked on `real/sub` too, and written and kept as `real`'s file.
     let env = Env::empty();
+    env.set_cap(1500);
     fs::create_dir_all(env.project().join(".git")).unwrap();
     env.write_project("real/.vak/prompts/identity.md", "You are the real agent.\n");
     let sub: String = (0..45)
@@ -1276,6 +1281,7 @@ fn a_shared_save_is_budgeted_in_every_other_trusted_project() {
     // own identity leaves little room must not be pushed over the cap by a
     // shared save made from this one, which fits here.
     let env = Env::empty();
+    env.set_cap(1500);
     fs::create_dir_all(env.project().join(".git")).unwrap();
     env.trust();
     let other = tempfile::tempdir().unwrap();

@@ -250,6 +250,7 @@ fn if_digest_refuses_a_stale_save() {
 #[test]
 fn token_counts_equal_the_encoding_on_known_strings() {
     let env = Env::empty();
+    env.set_cap(1500);
     // Token ids from the published encodings: "hello world" is [24912, 2375]
     // in o200k_base and [15339, 1917] in cl100k_base; "👍" is one o200k
     // token (82514) and three cl100k tokens (9468, 239, 235).
@@ -279,6 +280,7 @@ fn token_counts_equal_the_encoding_on_known_strings() {
 #[test]
 fn check_exits_4_when_over_and_an_untrusted_project_cannot_raise_the_cap() {
     let env = Env::empty();
+    env.set_cap(1500);
     env.write_project(".vak/config.toml", "[prompts]\nmax_tokens = 100000\n");
     let (status, check) = check_json(&env, &[]);
     assert_eq!(status, 0);
@@ -305,6 +307,7 @@ fn check_exits_4_when_over_and_an_untrusted_project_cannot_raise_the_cap() {
 #[test]
 fn check_prints_layers_cap_window_and_lints() {
     let env = Env::empty();
+    env.set_cap(1500);
     env.write_home(&format!("{SHARED}/identity.md"), "");
     env.write_home(
         &format!("{SHARED}/guardrails.md"),
@@ -425,6 +428,7 @@ fn surface_and_agent_sub_layers_are_written_where_the_loader_reads_them() {
 #[test]
 fn edit_runs_the_editor_on_a_copy_and_saves_with_the_same_checks() {
     let env = Env::empty();
+    env.set_cap(1500);
     let replacement = env.project().join("replacement.md");
     fs::write(&replacement, "You are Vak, edited.\n").unwrap();
     let editor = format!("cp {}", replacement.display());
@@ -558,6 +562,7 @@ fn two_saves_at_once_that_together_go_over_the_cap_leave_one_refused() {
     // Each text fits the cap alone; both together do not. Saved at the same
     // moment from two processes, the budget check of one must see the other.
     let env = Env::empty();
+    env.set_cap(1500);
     fs::create_dir_all(env.project().join(".git")).unwrap();
     let words: String = (0..250).map(|i| format!("word{i} ")).collect();
     let guards: String = (0..160).map(|i| format!("- guard word{i}\n")).collect();

@@ -324,6 +324,7 @@ fn words(tag: &str, n: usize) -> String {
 #[test]
 fn a_shared_save_is_budgeted_on_every_surface_it_reaches() {
     let env = Env::empty();
+    env.set_cap(1500);
     let base = tokens(&env, &[]);
     let room = 1500 - base;
     // The chat surface carries a long note of its own, well within the cap.
@@ -349,6 +350,7 @@ fn a_shared_save_is_budgeted_on_every_surface_it_reaches() {
 #[test]
 fn trust_is_refused_when_it_would_put_the_prompt_over_the_cap() {
     let env = Env::empty();
+    env.set_cap(1500);
     let base = tokens(&env, &[]);
     env.write_project(
         ".vak/prompts/identity.md",
@@ -398,6 +400,7 @@ fn trust_is_refused_when_it_would_put_the_prompt_over_the_cap() {
 #[test]
 fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
     let env = Env::empty();
+    env.set_cap(1500);
     let base = tokens(&env, &[]);
     env.write_project(
         ".vak/prompts/agents/zz/identity.md",
@@ -438,6 +441,7 @@ fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
 #[test]
 fn a_directory_layer_named_to_sort_last_is_budgeted_and_previewed() {
     let env = Env::empty();
+    env.set_cap(1500);
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
     let base = tokens(&env, &[]);
     for i in 0..20 {
@@ -639,6 +643,7 @@ fn run_from_inside_the_home_the_shared_layer_is_applied_not_demoted() {
 #[test]
 fn a_clone_with_thousands_of_skills_gets_the_first_256_and_a_warning() {
     let env = Env::empty();
+    env.set_cap(1500);
     for i in 0..300 {
         env.write_project(
             &format!(".vak/skills/s{i:04}/SKILL.md"),
@@ -660,9 +665,9 @@ fn a_clone_with_thousands_of_skills_gets_the_first_256_and_a_warning() {
         "{}",
         stderr(&out)
     );
-    // Back under the default cap, a check names the project's skills as
+    // Back under a cap of 1500, a check names the project's skills as
     // what to shorten, not only the layers of text.
-    env.write_home(".vak/config.toml", "");
+    env.write_home(".vak/config.toml", "[prompts]\nmax_tokens = 1500\n");
     let out = env.vak(&["prompts", "check"]);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
@@ -758,6 +763,7 @@ fn a_store_url_or_a_directory_name_cannot_add_a_line_to_an_error() {
 #[test]
 fn a_symlinked_role_or_a_layer_in_a_hidden_directory_cannot_hide_from_trust() {
     let env = Env::empty();
+    env.set_cap(1500);
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
     let base = tokens(&env, &[]);
     // A role directory that is a symlink staying inside the project.
@@ -991,7 +997,10 @@ fn a_configured_interop_file_below_the_root_is_budgeted_for_trust_and_saves() {
     // config says so: the budget of trust and of a shared save must see it.
     let env = Env::empty();
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
-    env.write_home(".vak/config.toml", "[prompts]\ninterop = [\"CLAUDE.md\"]\n");
+    env.write_home(
+        ".vak/config.toml",
+        "[prompts]\ninterop = [\"CLAUDE.md\"]\nmax_tokens = 1500\n",
+    );
     let base = tokens(&env, &[]);
     env.write_project("a/b/CLAUDE.md", &words("claude", (1500 - base) + 200));
 
@@ -1020,6 +1029,7 @@ fn a_project_cannot_get_past_the_cap_by_raising_it_in_its_own_config() {
     // must be judged by the cap the user set, or a clone writes the room for
     // its own layers.
     let env = Env::empty();
+    env.set_cap(1500);
     env.write_project(".vak/config.toml", "[prompts]\nmax_tokens = 100000\n");
     env.write_project(".vak/prompts/identity.md", &words("long", 3000));
     let preview = env.json(&["trust", "--preview"]);
@@ -1028,7 +1038,8 @@ fn a_project_cannot_get_past_the_cap_by_raising_it_in_its_own_config() {
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     let said = stderr(&out);
     assert!(
-        said.contains("over the cap of 1500 (which the project's config would raise to 100000"),
+        said.contains("over the cap of 1500")
+            && said.contains("the project's config would raise it to 100000 once trusted"),
         "{said}"
     );
     let list = env.vak(&["trust", "--list"]);
@@ -1115,6 +1126,7 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_by_the_work_bound() 
     // and every save went through 500 chains (6.5 s in release) unbounded.
     // Counted as the work it is, the check stops at its bound and refuses.
     let env = Env::empty();
+    env.set_cap(1500);
     std::fs::create_dir_all(env.project().join(".git")).unwrap();
     env.write_project(".vak/prompts/guardrails.md", &"- x\n".repeat(65_000));
     for i in 0..100 {

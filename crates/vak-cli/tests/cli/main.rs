@@ -8,6 +8,7 @@
 )]
 
 mod agents_monorepo;
+mod budget;
 mod common;
 mod completions;
 mod discovery;

@@ -31,9 +31,10 @@ fn new_session(env: &Env, extra: &[&str]) -> (String, String) {
     let obj = out.as_object().unwrap();
     assert_eq!(
         obj.len(),
-        2,
-        "session new prints exactly session_id and fingerprint: {out}"
+        3,
+        "session new prints exactly session_id, fingerprint and over_cap: {out}"
     );
+    assert!(obj["over_cap"].is_boolean(), "{out}");
     (
         out["session_id"].as_str().unwrap().to_owned(),
         out["fingerprint"].as_str().unwrap().to_owned(),

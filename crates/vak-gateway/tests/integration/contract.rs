@@ -61,7 +61,7 @@ fn config_changes(store: &dyn Store) -> Vec<vak_core::prompts::ConfigChange> {
         .into_iter()
         .filter_map(|e| match e {
             SecurityEvent::ConfigChange(c) => Some(c),
-            SecurityEvent::Unknown => None,
+            SecurityEvent::TrustOverCap(_) | SecurityEvent::Unknown => None,
         })
         .collect()
 }

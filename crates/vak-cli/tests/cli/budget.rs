@@ -1,0 +1,251 @@
+//! The cap on real repositories: AGENTS.md files of thousands of tokens fit
+//! the default cap; under a lower one every refusal names every chain over
+//! it, `--over-budget` means the same on every command and is recorded, and
+//! `show`, `check --all` say plainly what is over.
+
+use crate::common::{Env, stderr, stdout};
+
+/// Prose under headings, like a real AGENTS.md, of about `sections` × 31
+/// tokens.
+fn agents_md(topic: &str, sections: usize) -> String {
+    let mut text = format!("# {topic}\n\n");
+    for i in 0..sections {
+        text.push_str(&format!(
+            "## {topic} section {i}\n\nThe {topic} module {i} handles requests for its team; keep handlers small, test each branch, and log failures with enough context to reproduce them.\n\n"
+        ));
+    }
+    text
+}
+
+/// A project whose root AGENTS.md is about 4,000 tokens, with two nested
+/// directories that have their own: `services/payments` (the larger) and
+/// `web`. Every chain fits the default cap.
+fn real_repository() -> Env {
+    let env = Env::empty();
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project("AGENTS.md", &agents_md("root", 130));
+    env.write_project("services/payments/AGENTS.md", &agents_md("payments", 70));
+    env.write_project("web/AGENTS.md", &agents_md("web", 55));
+    env
+}
+
+fn tokens_of(env: &Env, args: &[&str]) -> u64 {
+    let mut all = vec!["prompts", "show"];
+    all.extend(args);
+    env.json(&all)["tokens"]["prefix"].as_u64().unwrap()
+}
+
+/// Where `needle` first appears in `haystack`, failing loudly if it does
+/// not.
+fn at(haystack: &str, needle: &str) -> usize {
+    haystack
+        .find(needle)
+        .unwrap_or_else(|| panic!("{needle:?} missing from:\n{haystack}"))
+}
+
+#[test]
+fn a_real_repository_fits_the_default_cap_and_trust_succeeds() {
+    let env = real_repository();
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The root AGENTS.md alone is about 4,000 tokens once trusted.
+    let root = tokens_of(&env, &[]);
+    assert!(root > 4000, "{root}");
+    let json = env.json(&["prompts", "show"]);
+    assert_eq!(json["tokens"]["cap"], 8192, "{}", json["tokens"]);
+    assert_eq!(json["over_cap"], false);
+    let check = env.vak(&["prompts", "check", "--all"]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    assert!(
+        stdout(&check).contains("every one is within its cap"),
+        "{}",
+        stdout(&check)
+    );
+}
+
+#[test]
+fn under_a_lower_cap_trust_names_every_directory_over_it_and_over_budget_is_recorded() {
+    let env = real_repository();
+    env.set_cap(1500);
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    // Both nested directories, the larger first, in one refusal.
+    let payments = at(&said, "directory `services/payments`");
+    let web = at(&said, "directory `web`");
+    assert!(payments < web, "largest first:\n{said}");
+    for needed in [
+        "max_tokens",
+        "--over-budget",
+        "trust store is unchanged",
+        "AGENTS.md",
+    ] {
+        at(&said, needed);
+    }
+    at(
+        &said,
+        &env.home().join(".vak/config.toml").display().to_string(),
+    );
+    assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
+
+    // --over-budget trusts it, says so, and writes an audit event.
+    let out = env.vak(&["trust", "--over-budget", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["over_cap"], true, "{json}");
+    assert!(
+        json["tokens_after"].as_u64() > json["tokens_before"].as_u64(),
+        "{json}"
+    );
+    assert_eq!(json["recorded"], true, "{json}");
+    let chains = json["over_chains"].as_array().unwrap();
+    assert!(chains.len() >= 3, "{json}");
+    let said = stderr(&out);
+    at(&said, "over the cap");
+    assert!(!said.contains("\\n"), "{said}");
+    assert_eq!(env.ok(&["trust", "--list"]).lines().count(), 1);
+    let audit = env.ok(&["audit", "list", "--format", "json"]);
+    at(&audit, "trust-over-cap");
+    at(&audit, "services/payments");
+    let audit = env.ok(&["audit", "list"]);
+    at(&audit, "trust-over-cap");
+
+    // A shared guardrail makes every over chain longer: refused by default,
+    // naming every chain over; accepted with --over-budget and recorded.
+    let set = ["prompts", "set", "--scope", "shared", "guardrails", "-"];
+    let out = env.vak_stdin(&set, "- Keep secrets secret.\n");
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    let payments = at(&said, "directory `services/payments`");
+    let web = at(&said, "directory `web`");
+    assert!(payments < web, "largest first:\n{said}");
+    at(&said, "max_tokens");
+    at(&said, "--over-budget");
+    assert!(!env.home().join(".vak/prompts/guardrails.md").exists());
+
+    let mut over = set.to_vec();
+    over.insert(5, "--over-budget");
+    let out = env.vak_stdin(&over, "- Keep secrets secret.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    at(&said, "over the cap");
+    // Said a chain a line, not as one escaped line.
+    assert!(!said.contains("\\n"), "{said}");
+    at(&said, "\n    directory `services/payments`: over the cap");
+    let log = env.json(&["prompts", "log", "--scope", "shared", "guardrails"]);
+    let versions = log["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1, "{log}");
+    assert_eq!(versions[0]["over_cap"], true, "{log}");
+    let text = env.ok(&["prompts", "log", "--scope", "shared", "guardrails"]);
+    at(&text, "made over the cap");
+
+    // show and explain say it, and never refuse.
+    let out = env.vak(&["prompts", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    at(&stderr(&out), "over its cap");
+    let out = env.vak(&["prompts", "explain"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    at(&stderr(&out), "over its cap");
+    assert_eq!(env.json(&["prompts", "show"])["over_cap"], true);
+    let out = env.vak(&["session", "new"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    at(&stderr(&out), "over its cap");
+
+    // check --all: every chain at once, exit 4, the same summary.
+    let out = env.vak(&["prompts", "check", "--all"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    let payments = at(&said, "directory `services/payments`");
+    let web = at(&said, "directory `web`");
+    assert!(payments < web, "largest first:\n{said}");
+    let out = env.vak(&["prompts", "check", "--all", "--format", "json"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["over"], true, "{json}");
+    let dirs: Vec<&str> = json["directories"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|d| d.as_str())
+        .collect();
+    assert_eq!(dirs, ["services/payments", "web"], "{json}");
+    let over = json["over_chains"].as_array().unwrap();
+    let tokens: Vec<u64> = over
+        .iter()
+        .map(|c| c["prefix_tokens"].as_u64().unwrap())
+        .collect();
+    assert!(tokens.windows(2).all(|w| w[0] >= w[1]), "{json}");
+    // Every surface of every directory and the root.
+    assert!(over.len() >= 15, "{}", over.len());
+
+    // Raising the cap is the other way out.
+    env.set_cap(8192);
+    let out = env.vak(&["prompts", "check", "--all"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(env.json(&["prompts", "show"])["over_cap"], false);
+}
+
+#[test]
+fn trust_reports_the_token_change_of_the_directory_it_runs_in() {
+    let env = real_repository();
+    let dir = env.project().join("services/payments");
+    let here = |args: &[&str]| env.command(args).current_dir(&dir).output().unwrap();
+    let before = here(&["prompts", "show", "--format", "json"]);
+    let before: serde_json::Value = serde_json::from_str(&stdout(&before)).unwrap();
+    let out = here(&["trust", "--format", "json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let after = here(&["prompts", "show", "--format", "json"]);
+    let after: serde_json::Value = serde_json::from_str(&stdout(&after)).unwrap();
+    assert_eq!(json["tokens_before"], before["tokens"]["prefix"], "{json}");
+    assert_eq!(json["tokens_after"], after["tokens"]["prefix"], "{json}");
+    at(json["chain"].as_str().unwrap(), "services/payments");
+    // The root's chain is not the one reported.
+    assert_ne!(
+        json["tokens_after"].as_u64(),
+        Some(tokens_of(&env, &[])),
+        "{json}"
+    );
+}
+
+#[test]
+fn a_save_that_changes_nothing_records_no_version() {
+    let env = Env::empty();
+    let set = [
+        "prompts", "set", "--scope", "shared", "identity", "--format", "json", "-",
+    ];
+    let out = env.vak_stdin(&set, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let first: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(first["recorded"], true, "{first}");
+    assert_eq!(first["over_cap"], false, "{first}");
+    assert!(first["tokens_after"].as_u64().is_some(), "{first}");
+    assert!(first["tokens_before"].as_u64().is_some(), "{first}");
+    let out = env.vak_stdin(&set, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let again: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["digest"], first["digest"], "{again}");
+    assert_eq!(again["tokens_before"], again["tokens_after"], "{again}");
+    let log = env.json(&["prompts", "log", "--scope", "shared", "identity"]);
+    assert_eq!(log["versions"].as_array().unwrap().len(), 1, "{log}");
+    // In text, it says so.
+    let mut text = set[..5].to_vec();
+    text.push("-");
+    let out = env.vak_stdin(&text, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("unchanged"), "{}", stdout(&out));
+    // A reset of a file that is not there records nothing either.
+    let out = env.vak(&[
+        "prompts",
+        "reset",
+        "--scope",
+        "shared",
+        "guardrails",
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let reset: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(reset["recorded"], false, "{reset}");
+}

@@ -1,0 +1,91 @@
+//! `vak prompts check --all`: every chain of a project budgeted at once, as
+//! it stands, with one summary of every chain over its cap.
+
+use camino::Utf8PathBuf;
+use vak_prompt_compose::TailContext;
+use vak_prompt_loader::LoaderError;
+
+use crate::edit::{ChainPlan, ChainsLeftOut, Visited, Work, budget_of, chain_work};
+use crate::over_cap::{OverCap, OverChain};
+use crate::{Core, CoreError, Selectors, describe_chain, layer_directories};
+
+/// What checking every chain of a project found.
+#[derive(Debug, Clone)]
+pub struct CheckAll {
+    /// How many chains were budgeted.
+    pub chains: usize,
+    /// The project's directory layers (each directory with its own
+    /// `.vak/prompts/` or interop file), relative to the root.
+    pub directories: Vec<Utf8PathBuf>,
+    /// Every chain over its cap, grouped and largest first.
+    pub over: OverCap,
+    /// The chains that were not budgeted (see [`ChainsLeftOut`]).
+    pub left_out: ChainsLeftOut,
+}
+
+/// Budget every chain of `selectors.project` as it stands, with the trust
+/// it has: every surface, with no role and every role that has a
+/// directory, at the root and in every directory layer, and each gateway
+/// bot and chat, as a save or `vak trust` plans them
+/// ([`ChainPlan::for_trust`]), under a work bound of
+/// [`crate::WORK_PER_CAP_TOKEN`] times the root chain's cap. Writes
+/// nothing; never stops at the first chain over.
+///
+/// # Errors
+///
+/// When the root chain cannot be loaded at all.
+pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
+    use std::ops::ControlFlow;
+    let base = Selectors {
+        agent: None,
+        workdir: None,
+        ..selectors.clone()
+    };
+    let cap = Core::open(base.clone())?.budget()?.1.report.cap;
+    let plan = ChainPlan::for_trust(&base);
+    let mut over = OverCap::default();
+    let mut chains = 0;
+    let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
+        let core = match Core::open(chain.clone()) {
+            Ok(core) => core,
+            Err(error) => return ControlFlow::Break(error),
+        };
+        let trust = match core.trust() {
+            Ok(trust) => trust,
+            Err(error) => return ControlFlow::Break(error),
+        };
+        let loaded = match core.load() {
+            Ok(loaded) => loaded,
+            // A role directory removed meanwhile reaches nothing.
+            Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
+                return ControlFlow::Continue(None);
+            }
+            Err(error) => return ControlFlow::Break(error),
+        };
+        let budget = budget_of(&core.compose(&loaded, trust, TailContext::now()));
+        chains += 1;
+        if budget.report.is_over() {
+            // Named without ", project trusted": every chain here has the
+            // project's own trust.
+            over.push(OverChain::here(
+                describe_chain(core.selectors(), vak_prompt_trust::Trust::Untrusted),
+                budget.report.clone(),
+            ));
+        }
+        ControlFlow::Continue(Some(Visited {
+            tokens: budget.report.prefix_tokens,
+            work: chain_work(&loaded, [&budget.report]),
+        }))
+    });
+    let left_out = match flow {
+        ControlFlow::Continue(left_out) => left_out,
+        ControlFlow::Break(error) => return Err(error),
+    };
+    let directories = layer_directories(&base);
+    Ok(CheckAll {
+        chains,
+        directories,
+        over,
+        left_out,
+    })
+}
