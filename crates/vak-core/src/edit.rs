@@ -1018,16 +1018,7 @@ impl Core {
                 over_cap: false,
             });
         }
-        let mut over = OverCap::default();
-        if preview.over_budget() {
-            // Named as `check_plan` names the same chain.
-            over.push(OverChain::here(
-                describe_chain(self.selectors(), Trust::Untrusted),
-                preview.budget.report.clone(),
-            ));
-        }
-        let cap = preview.budget_before.report.cap;
-        let left_out = self.check_reach(target, Some(text), cap, &mut over)?;
+        let (over, left_out) = self.over_cap_of(target, Some(text), &preview)?;
         let home = &self.selectors().home;
         refuse_over(&over, unchecked, "save", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "save", target.block, &path)?;
@@ -1159,16 +1150,7 @@ impl Core {
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
         crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
         let mut preview = self.preview(target, None)?;
-        let mut over = OverCap::default();
-        if preview.over_budget() {
-            // Named as `check_plan` names the same chain.
-            over.push(OverChain::here(
-                describe_chain(self.selectors(), Trust::Untrusted),
-                preview.budget.report.clone(),
-            ));
-        }
-        let cap = preview.budget_before.report.cap;
-        let left_out = self.check_reach(target, None, cap, &mut over)?;
+        let (over, left_out) = self.over_cap_of(target, None, &preview)?;
         let home = &self.selectors().home;
         refuse_over(&over, unchecked, "reset", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "reset", target.block, &path)?;
@@ -1368,6 +1350,28 @@ impl Core {
     /// stopping at the first), and says which chains were not budgeted
     /// (see [`ChainsLeftOut`]); the caller refuses either unless told
     /// otherwise ([`Unchecked`]).
+    /// Every chain a change to `target` (`None`: its file removed) puts
+    /// over the cap: the chain `preview` composed, then every other chain
+    /// the change reaches; and the chains left out of that check.
+    fn over_cap_of(
+        &self,
+        target: &EditTarget,
+        text: Option<&str>,
+        preview: &Preview,
+    ) -> Result<(OverCap, ChainsLeftOut), EditError> {
+        let mut over = OverCap::default();
+        if preview.over_budget() {
+            // Named as `check_plan` names the same chain.
+            over.push(OverChain::here(
+                describe_chain(self.selectors(), Trust::Untrusted),
+                preview.budget.report.clone(),
+            ));
+        }
+        let cap = preview.budget_before.report.cap;
+        let left_out = self.check_reach(target, text, cap, &mut over)?;
+        Ok((over, left_out))
+    }
+
     fn check_reach(
         &self,
         target: &EditTarget,
