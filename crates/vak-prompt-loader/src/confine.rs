@@ -43,6 +43,10 @@ use rustix::io::Errno;
 pub struct ConfinedRoot {
     path: Utf8PathBuf,
     real: PathBuf,
+    /// Whether this root is a project, whose nested repositories (a
+    /// directory below it with its own `.git`) are projects of their own:
+    /// a link that leads into one is refused, as one leading outside is.
+    project: bool,
 }
 
 impl ConfinedRoot {
@@ -56,6 +60,7 @@ impl ConfinedRoot {
             Ok(real) => Ok(Some(ConfinedRoot {
                 path: root.to_owned(),
                 real,
+                project: false,
             })),
             Err(e) if is_missing(&e) => Ok(None),
             Err(e) => Err(e),
@@ -72,11 +77,58 @@ impl ConfinedRoot {
         &self.real
     }
 
+    /// This root as a project's: a link below it that leads into a nested
+    /// repository (a directory below the root with its own `.git`, a
+    /// project of its own with its own trust) is refused with
+    /// [`Refusal::InNestedRepository`]. A real entry below the root is
+    /// never judged so: the walks that find layers stop at a nested
+    /// repository already; only a link can cross into one.
+    #[must_use]
+    pub fn project(mut self) -> Self {
+        self.project = true;
+        self
+    }
+
     /// A root whose real path could not be found (see
     /// [`OpenedDirs::root`]) is not absolute, and contains nothing: every
     /// symlink under it is refused.
     fn contains(&self, real: &Path) -> bool {
         self.real.is_absolute() && real.starts_with(&self.real)
+    }
+
+    /// Whether what a link led to, `real`, may be touched as part of this
+    /// root: inside it and, for a project, in no nested repository.
+    fn judge(&self, real: PathBuf) -> Result<(), Refusal> {
+        if !self.contains(&real) {
+            return Err(Refusal::Outside {
+                leads_to: lossy(real),
+            });
+        }
+        if let Some(repository) = self.nested_repository_of(&real) {
+            return Err(Refusal::InNestedRepository {
+                leads_to: lossy(real),
+                repository: lossy(repository),
+            });
+        }
+        Ok(())
+    }
+
+    /// The outermost directory strictly below a project root, on the way to
+    /// `real` (itself included), that has a `.git` of its own (a directory,
+    /// or a file in submodules and worktrees).
+    fn nested_repository_of(&self, real: &Path) -> Option<PathBuf> {
+        if !self.project {
+            return None;
+        }
+        let rest = real.strip_prefix(&self.real).ok()?;
+        let mut dir = self.real.clone();
+        for part in rest.components() {
+            dir.push(part);
+            if rustix::fs::lstat(dir.join(".git")).is_ok() {
+                return Some(dir);
+            }
+        }
+        None
     }
 }
 
@@ -87,6 +139,14 @@ pub enum Refusal {
     Outside {
         /// Where it really leads.
         leads_to: Utf8PathBuf,
+    },
+    /// A link, inside the project, that leads into a nested repository
+    /// below it: a project of its own, with its own trust.
+    InNestedRepository {
+        /// Where it really leads.
+        leads_to: Utf8PathBuf,
+        /// The nested repository's directory.
+        repository: Utf8PathBuf,
     },
     /// A symlink whose target does not exist.
     Dangling,
@@ -272,11 +332,7 @@ impl ConfinedDir {
             Err(e) => return Err(e.into()),
         };
         let real = real_path_of(&fd, dir)?;
-        if !root.contains(&real) {
-            return Err(Refusal::Outside {
-                leads_to: lossy(real),
-            });
-        }
+        root.judge(real.clone())?;
         Ok(Some(ConfinedDir {
             fd,
             path: Arc::from(dir.as_str()),
@@ -440,12 +496,7 @@ impl ConfinedDir {
             Err(e) if e == Errno::NOENT => return Err(Refusal::Dangling),
             Err(e) => return Err(e.into()),
         };
-        let real = real_path_of(&fd, &path)?;
-        if !root.contains(&real) {
-            return Err(Refusal::Outside {
-                leads_to: lossy(real),
-            });
-        }
+        root.judge(real_path_of(&fd, &path)?)?;
         regular(fd)
     }
 
@@ -643,6 +694,8 @@ pub struct OpenedDirs {
     /// Each directory looked up, by its path (the opened directory's own
     /// copy when there is one), and what was found there.
     dirs: Vec<(Arc<str>, Option<Rc<ConfinedDir>>)>,
+    /// Whether the root is a project's (see [`ConfinedRoot::project`]).
+    project: bool,
 }
 
 impl OpenedDirs {
@@ -650,9 +703,20 @@ impl OpenedDirs {
     pub fn new(root: ConfinedRoot) -> Self {
         OpenedDirs {
             root_path: Arc::from(root.path.as_str()),
+            project: root.project,
             root: OnceCell::from(root),
             dirs: Vec::new(),
         }
+    }
+
+    /// These directories as a project's (see [`ConfinedRoot::project`]).
+    #[must_use]
+    pub fn project(mut self) -> Self {
+        self.project = true;
+        if let Some(root) = self.root.take() {
+            self.root = OnceCell::from(root.project());
+        }
+        self
     }
 
     /// Resolve the root `path` and open it, in one step: the root's handle
@@ -682,6 +746,7 @@ impl OpenedDirs {
                 root_path: path,
                 root: OnceCell::new(),
                 dirs,
+                project: false,
             }));
         }
         Ok(ConfinedRoot::new(path)?.map(OpenedDirs::new))
@@ -717,6 +782,7 @@ impl OpenedDirs {
             ConfinedRoot {
                 path: self.root_path().to_owned(),
                 real,
+                project: self.project,
             }
         })
     }
@@ -1261,6 +1327,7 @@ mod tests {
         let lost = ConfinedRoot {
             path: proj.clone(),
             real: PathBuf::new(),
+            project: false,
         };
         assert!(!lost.contains(proj.as_std_path()));
     }

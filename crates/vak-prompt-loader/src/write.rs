@@ -76,6 +76,21 @@ pub enum SaveError {
         /// Where it really leads, when known.
         leads_to: Option<Utf8PathBuf>,
     },
+    /// The target, or a directory on the way to it, is a link into a
+    /// nested repository below the project: a project of its own.
+    #[error(
+        "refusing to {action} `{}`: it leads, through a symlink, into `{}`, a repository of its own (its own project, with its own trust); nothing was changed (remove the symlink, or work in that repository)",
+        Escaped(.path.as_str()),
+        Escaped(.repository.as_str())
+    )]
+    InNestedRepository {
+        /// `write` or `remove`.
+        action: &'static str,
+        /// The target.
+        path: Utf8PathBuf,
+        /// The nested repository's directory.
+        repository: Utf8PathBuf,
+    },
     /// The new text, or the file already there, is larger than the loader
     /// would ever read.
     #[error(
@@ -237,6 +252,11 @@ fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> Sav
             path: path.to_owned(),
             root: path.to_owned(),
             leads_to: Some(leads_to),
+        },
+        Refusal::InNestedRepository { repository, .. } => SaveError::InNestedRepository {
+            action,
+            path: path.to_owned(),
+            repository,
         },
         Refusal::Dangling => SaveError::Symlink(path.to_owned()),
         Refusal::NotRegularFile => SaveError::NotRegularFile(path.to_owned()),

@@ -294,7 +294,8 @@ fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {
             Refusal::NotRegularFile
             | Refusal::NotADirectory
             | Refusal::Dangling
-            | Refusal::Outside { .. },
+            | Refusal::Outside { .. }
+            | Refusal::InNestedRepository { .. },
         ) => {
             return Err(TrustError::NotRegularFile(path.to_owned()));
         }
