@@ -2243,7 +2243,7 @@ pub fn interop_names(base: &Selectors) -> Vec<String> {
 pub fn layer_directories(base: &Selectors) -> Vec<Utf8PathBuf> {
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    vak_prompt_loader::directory_layers(&base.project, &names)
+    vak_prompt_loader::directory_layers(&base.project, &names, &base.home)
 }
 
 /// The named working directory, then (unless `below` is given) the project
@@ -2264,7 +2264,7 @@ fn layer_workdirs(
     }
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let walk = vak_prompt_loader::directory_layers_walked(&base.project, &names);
+    let walk = vak_prompt_loader::directory_layers_walked(&base.project, &names, &base.home);
     for dir in walk
         .layers
         .iter()

@@ -5,7 +5,7 @@ use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKin
 
 use crate::LoaderError;
 use crate::confine::OpenedDirs;
-use crate::discover::{has_layer, levels_and_left_out};
+use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
@@ -640,7 +640,16 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
             );
         }
-        let (levels, left_out) = levels_and_left_out(&request.project, workdir);
+        let (levels, left_out) = levels_and_left_out(&request.project, workdir, &request.home);
+        // The home inside the project is the shared layer: its files are
+        // read once, as shared, never again as a project directory layer.
+        if let Some(home_dir) = levels_cut_at_home(&request.project, workdir, &request.home) {
+            reader.skip(
+                None,
+                Provenance::new(PromptLayer::Project, Origin::Project, home_dir.as_str()),
+                "is the vak home (`$VAK_HOME`), or inside it: its files are the shared layer, never a project directory layer, so no directory layer is read there; work in a directory of the project outside the home",
+            );
+        }
         // Said, not silent: guardrails written there do not apply. The
         // first few are named; a clone nested a thousand deep is one more
         // line, not a thousand lines of ever longer paths.

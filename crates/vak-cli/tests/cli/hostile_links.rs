@@ -68,3 +68,56 @@ fn a_link_into_a_nested_repository_brings_none_of_its_text_into_a_trusted_projec
         assert!(all.contains(link_name), "{link}: the link is named: {all}");
     }
 }
+
+const HOME_RULE: &str = "HOME GUARDRAIL ONCE";
+
+#[test]
+fn a_home_inside_a_project_is_never_read_as_a_project_layer() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    let home = env.project().join("home");
+    env.write_project(
+        "home/.vak/prompts/guardrails.md",
+        &format!("- {HOME_RULE}\n"),
+    );
+    env.write_project("home/sub/AGENTS.md", "HOME SUB AGENTS\n");
+    let vak = |args: &[&str]| env.command(args).env("VAK_HOME", &home).output().unwrap();
+    assert!(vak(&["trust"]).status.success());
+    for dir in [None, Some("home"), Some("home/sub")] {
+        let mut args = vec!["prompts", "show", "--format", "json"];
+        if let Some(dir) = dir {
+            args.extend(["--dir", dir]);
+        }
+        let out = vak(&args);
+        let all = both(&out);
+        if dir.is_none() {
+            assert!(out.status.success(), "{all}");
+        }
+        let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+        let prefix = json["prefix"].as_str().unwrap_or_default();
+        // Guardrails are deduplicated in the text, so the descriptors say
+        // whether the home's file was read twice.
+        let from_home_as_project = json["descriptors"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|d| d["layer"] == "project")
+            .filter(|d| d["source"].as_str().is_some_and(|s| s.contains("/home/")))
+            .count();
+        assert_eq!(from_home_as_project, 0, "{dir:?}: {json}");
+        assert!(
+            prefix.matches(HOME_RULE).count() <= 1,
+            "{dir:?}: the home's guardrail twice: {prefix}"
+        );
+        assert!(!prefix.contains("HOME SUB AGENTS"), "{dir:?}: {prefix}");
+        if dir.is_some() {
+            assert!(all.contains("vak home"), "{dir:?}: said why: {all}");
+        }
+    }
+    // The walk over every directory layer (the trust preview, the budget
+    // of a save) never counts the home as one.
+    let out = vak(&["trust", "--preview", "--format", "json"]);
+    let preview = stdout(&out);
+    assert!(!preview.contains("\"home\""), "{preview}");
+    assert!(!preview.contains("home/sub"), "{preview}");
+}
