@@ -132,6 +132,95 @@ impl ConfinedRoot {
     }
 }
 
+/// A file or directory of the vak home (`$VAK_HOME/.vak/…`) that resolves
+/// outside the home: refused for every read and write, the home's own
+/// files as much as its prompts.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{}` is part of the vak home `{}` but {}; vak neither reads nor writes the home's files outside the home (point `VAK_HOME` at the real directory, or replace the symlink with a real directory)",
+    vak_prompt_blocks::Escaped(.path.as_str()),
+    vak_prompt_blocks::Escaped(.home.as_str()),
+    .why
+)]
+pub struct OutsideHome {
+    /// The home's entry that leads out (the first on the way to the file).
+    pub path: Utf8PathBuf,
+    /// The home.
+    pub home: Utf8PathBuf,
+    /// Where it leads, in words.
+    pub why: String,
+}
+
+impl From<OutsideHome> for io::Error {
+    fn from(error: OutsideHome) -> Self {
+        io::Error::new(io::ErrorKind::PermissionDenied, error.to_string())
+    }
+}
+
+/// Check that `path`, a file or directory below `home`, stays inside the
+/// home once every symlink is resolved: each directory on the way from the
+/// home down that exists (and `path` itself, when it is one) is opened and
+/// judged on its handle, as a layer directory is, and a dangling link on
+/// the way (which a later `create_dir_all` would follow out) is refused
+/// too. A file at the end is left to its store, which opens it without
+/// following a link. Returns `path`. A home that does not exist yet holds
+/// nothing to judge.
+///
+/// # Errors
+///
+/// [`OutsideHome`], naming the first entry that leads out.
+pub fn home_path(home: &Utf8Path, path: &Utf8Path) -> Result<Utf8PathBuf, OutsideHome> {
+    let refuse = |at: &Utf8Path, why: String| OutsideHome {
+        path: at.to_owned(),
+        home: home.to_owned(),
+        why,
+    };
+    let Ok(rest) = path.strip_prefix(home) else {
+        return Err(refuse(path, "is not below it".to_owned()));
+    };
+    let root = match ConfinedRoot::new(home) {
+        Ok(Some(root)) => root,
+        Ok(None) => return Ok(path.to_owned()),
+        Err(error) => return Err(refuse(home, format!("cannot be resolved: {error}"))),
+    };
+    let mut dir = home.to_owned();
+    let mut parts = rest.iter().peekable();
+    // Every directory on the way, and `path` itself when it is one; a
+    // file (or a link to one) at the end is its store's to open.
+    while let Some(part) = parts.next() {
+        let last = parts.peek().is_none();
+        dir.push(part);
+        match ConfinedDir::open(&dir, &root) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(path.to_owned()),
+            Err(Refusal::Dangling | Refusal::NotADirectory) if last => {}
+            Err(Refusal::Outside { leads_to }) => {
+                return Err(refuse(
+                    &dir,
+                    format!(
+                        "leads outside it, to `{}`",
+                        vak_prompt_blocks::Escaped(leads_to.as_str())
+                    ),
+                ));
+            }
+            Err(Refusal::Dangling) => {
+                return Err(refuse(&dir, "is a symlink that leads nowhere".to_owned()));
+            }
+            Err(Refusal::NotADirectory) => {
+                return Err(refuse(
+                    &dir,
+                    "is not a directory (a file, FIFO, socket or device)".to_owned(),
+                ));
+            }
+            Err(other) => {
+                let why = crate::safe_read::ReadRefusal::from(other);
+                return Err(refuse(&dir, format!("cannot be opened: it {why}")));
+            }
+        }
+    }
+    Ok(path.to_owned())
+}
+
 /// Why a confined open was refused.
 #[derive(Debug)]
 pub enum Refusal {

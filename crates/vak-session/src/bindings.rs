@@ -42,6 +42,9 @@ struct BindingsFile {
 pub struct BindingStore {
     path: Utf8PathBuf,
     lock_path: Utf8PathBuf,
+    /// The home the store belongs to: no directory on the way to its files
+    /// may lead out of it.
+    home: Utf8PathBuf,
 }
 
 impl BindingStore {
@@ -51,6 +54,7 @@ impl BindingStore {
         BindingStore {
             path: dir.join("bindings.json"),
             lock_path: dir.join("bindings.json.lock"),
+            home: home.to_owned(),
         }
     }
 
@@ -71,8 +75,9 @@ impl BindingStore {
             .unwrap_or_else(|| Utf8Path::new("."))
             .join("locks")
             .join(bot.as_str());
-        jsonl::ensure_dir(&dir)?;
         let path = dir.join(format!("{}.lock", chat.as_str()));
+        crate::file::in_home(Some(&self.home), &path)?;
+        jsonl::ensure_dir(&dir)?;
         let file = crate::file::open(
             &path,
             OpenOptions::new().write(true).create(true).truncate(false),
@@ -97,6 +102,7 @@ impl BindingStore {
     /// Take the exclusive lock and load the current bindings. Blocks until
     /// any other holder, in any process, commits or drops its guard.
     pub fn lock(&self) -> Result<BindingGuard, SessionError> {
+        crate::file::in_home(Some(&self.home), &self.lock_path)?;
         if let Some(dir) = self.path.parent() {
             jsonl::ensure_dir(dir)?;
         }
@@ -118,6 +124,7 @@ impl BindingStore {
     /// Every binding as `(bot, chat, binding)`, read without the lock: for
     /// display only, never as the basis of a change.
     pub fn list(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        crate::file::in_home(Some(&self.home), &self.path)?;
         Ok(flatten(&load(&self.path)?))
     }
 }

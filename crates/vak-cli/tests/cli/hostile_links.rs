@@ -121,3 +121,95 @@ fn a_home_inside_a_project_is_never_read_as_a_project_layer() {
     assert!(!preview.contains("\"home\""), "{preview}");
     assert!(!preview.contains("home/sub"), "{preview}");
 }
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return out;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_home_s_own_vak_linked_out_of_the_home_is_refused_for_trust() {
+    let env = Env::empty();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir_all(outside.path().join("vak")).unwrap();
+    // An outside trust store that lists the project.
+    let project = fs::canonicalize(env.project()).unwrap();
+    fs::write(
+        outside.path().join("vak/trust.toml"),
+        format!("trusted = [{:?}]\n", project.to_str().unwrap()),
+    )
+    .unwrap();
+    symlink(outside.path().join("vak"), env.home().join(".vak")).unwrap();
+    // Read: not honoured.
+    let out = env.vak(&["prompts", "show", "--format", "json"]);
+    let json: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap_or_default();
+    assert_ne!(json["trust"], "trusted", "{}", both(&out));
+    // Written: refused, naming the link and what to do, nothing written.
+    fs::remove_file(outside.path().join("vak/trust.toml")).unwrap();
+    let out = env.vak(&["trust"]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains(".vak"), "{err}");
+    assert!(err.contains("VAK_HOME"), "{err}");
+    assert!(
+        files_under(outside.path()).is_empty(),
+        "{:?}",
+        files_under(outside.path())
+    );
+}
+
+#[test]
+fn the_home_s_stores_linked_out_of_the_home_are_refused() {
+    // (the home's directory linked out, the command that writes there)
+    let cases: [(&str, &[&str]); 3] = [
+        (".vak/sessions", &["session", "new"]),
+        (".vak/audit", &["audit", "list"]),
+        (
+            ".vak/objects",
+            &[
+                "prompts",
+                "set",
+                "guardrails",
+                "--scope",
+                "shared",
+                "--file",
+            ],
+        ),
+    ];
+    for (dir, args) in cases {
+        let env = Env::empty();
+        let outside = tempfile::tempdir().unwrap();
+        fs::create_dir_all(env.home().join(".vak")).unwrap();
+        symlink(outside.path(), env.home().join(dir)).unwrap();
+        let text = env.project().join("g.md");
+        fs::write(&text, "- a guardrail\n").unwrap();
+        let mut args = args.to_vec();
+        if args.last() == Some(&"--file") {
+            args.push(text.to_str().unwrap());
+        }
+        let out = env.vak(&args);
+        let all = both(&out);
+        assert!(
+            files_under(outside.path()).is_empty(),
+            "{dir}: written outside: {:?}: {all}",
+            files_under(outside.path())
+        );
+        assert!(
+            all.contains(dir.rsplit('/').next().unwrap()),
+            "{dir}: {all}"
+        );
+        assert!(all.contains("VAK_HOME"), "{dir}: said how to fix: {all}");
+    }
+}
