@@ -281,6 +281,42 @@ mod tests {
     }
 
     #[test]
+    fn locks_and_bindings_linked_out_of_the_home_are_refused_and_nothing_written_there() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        std::fs::create_dir_all(home.join(".vak/gateway")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), home.join(".vak/gateway/locks"))
+            .expect("symlink");
+        let store = BindingStore::new(&home);
+        let (bot, chat) = names();
+        let err = store.lock_chat(&bot, &chat).expect_err("refused");
+        let said = err.to_string();
+        assert!(
+            said.contains("locks") && said.contains("VAK_HOME"),
+            "{said}"
+        );
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("ls")
+                .next()
+                .is_none()
+        );
+        // The whole gateway directory linked out: the bindings' lock too.
+        std::fs::remove_file(home.join(".vak/gateway/locks")).expect("rm");
+        std::fs::remove_dir(home.join(".vak/gateway")).expect("rmdir");
+        std::os::unix::fs::symlink(outside.path(), home.join(".vak/gateway")).expect("symlink");
+        let err = store.lock().expect_err("refused");
+        assert!(err.to_string().contains("VAK_HOME"), "{err}");
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("ls")
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
     fn bind_commit_and_reload_keeping_unknown_keys() {
         let dir = tempfile::tempdir().expect("tempdir");
         let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
