@@ -1272,6 +1272,9 @@ impl Core {
         if target.scope != Scope::Project {
             return Ok(());
         }
+        // A file's trust is that of the project it really lives in: nothing
+        // is saved or removed through a link into a nested repository.
+        vak_prompt_loader::refuse_nested_link(path, &selectors.project, action)?;
         let (Ok(home), Ok(project)) = (
             std::fs::canonicalize(&selectors.home),
             std::fs::canonicalize(&selectors.project),

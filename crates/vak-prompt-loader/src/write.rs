@@ -242,6 +242,46 @@ fn open_parent<'p>(
     }
 }
 
+/// Refuse a save or removal of `path` in the project `project` when the
+/// nearest directory on its way that exists leads, through a symlink, into
+/// a nested repository below the project (a project of its own, with its
+/// own trust), as the loader refuses to read it. Judged on the opened
+/// directory's handle; any other refusal is left to the save itself.
+///
+/// # Errors
+///
+/// [`SaveError::InNestedRepository`].
+pub fn refuse_nested_link(
+    path: &Utf8Path,
+    project: &Utf8Path,
+    action: &'static str,
+) -> Result<(), SaveError> {
+    let Ok(Some(root)) = ConfinedRoot::new(project) else {
+        return Ok(());
+    };
+    let root = root.project();
+    let mut dir = path.parent();
+    while let Some(at) = dir {
+        if !at.starts_with(project) {
+            break;
+        }
+        if std::fs::symlink_metadata(at).is_ok() {
+            return match ConfinedDir::open(at, &root) {
+                Err(Refusal::InNestedRepository { repository, .. }) => {
+                    Err(SaveError::InNestedRepository {
+                        action,
+                        path: path.to_owned(),
+                        repository,
+                    })
+                }
+                _ => Ok(()),
+            };
+        }
+        dir = at.parent();
+    }
+    Ok(())
+}
+
 /// What [`SaveError::InTheWay`] says of a file, FIFO, socket or device.
 const NOT_A_DIRECTORY: &str = "not a directory: a file, FIFO, socket or device";
 

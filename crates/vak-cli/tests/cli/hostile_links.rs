@@ -69,6 +69,58 @@ fn a_link_into_a_nested_repository_brings_none_of_its_text_into_a_trusted_projec
     }
 }
 
+#[test]
+fn a_save_or_reset_through_a_link_into_a_nested_repository_is_refused() {
+    for link in ["b/.vak", "b/.vak/prompts"] {
+        let env = trusted_with_nested();
+        let path = env.project().join(link);
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let depth = link.matches('/').count();
+        let target = format!("{}vendor/n/{}", "../".repeat(depth), &link[2..]);
+        symlink(&target, &path).unwrap();
+        let nested = env.project().join("vendor/n/.vak/prompts/guardrails.md");
+        let before = fs::read_to_string(&nested).unwrap();
+        let text = env.project().join("g.md");
+        fs::write(&text, "- mine\n").unwrap();
+        for args in [
+            vec![
+                "prompts",
+                "set",
+                "--scope",
+                "project",
+                "--dir",
+                "b",
+                "guardrails",
+                "--file",
+                text.to_str().unwrap(),
+            ],
+            vec![
+                "prompts",
+                "reset",
+                "--scope",
+                "project",
+                "--dir",
+                "b",
+                "guardrails",
+            ],
+        ] {
+            let out = env.vak(&args);
+            let err = stderr(&out);
+            assert!(!out.status.success(), "{link} {args:?}: {err}");
+            assert!(
+                err.contains("repository of its own"),
+                "{link} {args:?}: {err}"
+            );
+            assert!(err.contains("vendor/n"), "{link} {args:?}: {err}");
+            assert_eq!(
+                fs::read_to_string(&nested).unwrap(),
+                before,
+                "{link} {args:?}"
+            );
+        }
+    }
+}
+
 const HOME_RULE: &str = "HOME GUARDRAIL ONCE";
 
 #[test]
