@@ -1152,6 +1152,55 @@ mod tests {
     }
 
     #[test]
+    fn a_link_into_a_nested_repository_is_refused_only_below_a_project_root() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        fs::create_dir_all(proj.join("vendor/n/.git")).unwrap();
+        fs::create_dir_all(proj.join("docs")).unwrap();
+        fs::write(proj.join("vendor/n/AGENTS.md"), "nested").unwrap();
+        fs::write(proj.join("docs/AGENTS.md"), "inside").unwrap();
+        symlink("../vendor/n/AGENTS.md", proj.join("docs/n.md")).unwrap();
+        symlink("AGENTS.md", proj.join("docs/same.md")).unwrap();
+        let plain = ConfinedRoot::new(&proj).unwrap().unwrap();
+        assert!(read_confined(&proj.join("docs/n.md"), &plain, 100).is_ok());
+        let project = plain.project();
+        assert!(matches!(
+            read_confined(&proj.join("docs/n.md"), &project, 100),
+            Err(Refusal::InNestedRepository { repository, .. }) if repository == proj.join("vendor/n")
+        ));
+        // A link that stays out of any nested repository is read.
+        assert_eq!(
+            read_confined(&proj.join("docs/same.md"), &project, 100)
+                .unwrap()
+                .unwrap(),
+            b"inside"
+        );
+    }
+
+    #[test]
+    fn a_home_path_is_judged_on_every_directory_on_the_way() {
+        let (_keep, base) = temp();
+        let home = base.join("home");
+        let out = base.join("out");
+        fs::create_dir_all(home.join(".vak")).unwrap();
+        fs::create_dir_all(&out).unwrap();
+        // Nothing there yet: nothing to judge.
+        assert!(home_path(&home, &home.join(".vak/sessions/x.jsonl")).is_ok());
+        assert!(home_path(&base.join("none"), &base.join("none/.vak/trust.toml")).is_ok());
+        // A directory that leads out, a dangling link on the way.
+        symlink(&out, home.join(".vak/sessions")).unwrap();
+        let err = home_path(&home, &home.join(".vak/sessions/x.jsonl")).unwrap_err();
+        assert_eq!(err.path, home.join(".vak/sessions"));
+        assert!(err.to_string().contains("VAK_HOME"), "{err}");
+        assert!(home_path(&home, &home.join(".vak/sessions")).is_err());
+        symlink(base.join("gone"), home.join(".vak/audit")).unwrap();
+        assert!(home_path(&home, &home.join(".vak/audit/security.jsonl")).is_err());
+        // A file at the end is its store's to open without following.
+        symlink(out.join("t"), home.join(".vak/trust.toml")).unwrap();
+        assert!(home_path(&home, &home.join(".vak/trust.toml")).is_ok());
+    }
+
+    #[test]
     fn inside_is_read_and_a_link_inside_is_allowed() {
         let (_keep, base) = temp();
         let proj = base.join("proj");
