@@ -287,6 +287,7 @@ pub(crate) fn save_error(error: SaveError) -> AdminError {
         SaveError::Symlink(_)
         | SaveError::NotRegularFile(_)
         | SaveError::OutsideRoot { .. }
+        | SaveError::InNestedRepository { .. }
         | SaveError::InTheWay { .. } => AdminError::Conflict {
             current_digest: None,
             message: error.to_string(),

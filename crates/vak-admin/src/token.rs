@@ -202,6 +202,8 @@ impl AdminToken {
             return Ok((AdminToken::new(token, TokenSource::Env), token.to_owned()));
         }
         let path = token_path(home);
+        // A file of the home: never read or created outside it.
+        vak_core::prompts::home_path(home, &path).map_err(|e| io_error(&path, e.into()))?;
         if let Some(token) = read_existing(&path)? {
             return Ok((
                 AdminToken::new(&token, TokenSource::File(path.clone())),

@@ -1254,6 +1254,9 @@ impl Core {
         if target.scope != Scope::Project {
             return Ok(());
         }
+        // A file's trust is that of the project it really lives in: nothing
+        // is saved or removed through a link into a nested repository.
+        vak_prompt_loader::refuse_nested_link(path, &selectors.project, action)?;
         let (Ok(home), Ok(project)) = (
             std::fs::canonicalize(&selectors.home),
             std::fs::canonicalize(&selectors.project),
@@ -2247,7 +2250,7 @@ pub fn interop_names(base: &Selectors) -> Vec<String> {
 pub fn layer_directories(base: &Selectors) -> Vec<Utf8PathBuf> {
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    vak_prompt_loader::directory_layers(&base.project, &names)
+    vak_prompt_loader::directory_layers(&base.project, &names, &base.home)
 }
 
 /// The named working directory, then (unless `below` is given) the project
@@ -2268,7 +2271,7 @@ fn layer_workdirs(
     }
     let names = interop_names(base);
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let walk = vak_prompt_loader::directory_layers_walked(&base.project, &names);
+    let walk = vak_prompt_loader::directory_layers_walked(&base.project, &names, &base.home);
     for dir in walk
         .layers
         .iter()

@@ -180,6 +180,8 @@ fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
         path: path.clone(),
         reason: e.to_string(),
     };
+    // A file of the home: never created or locked outside it.
+    vak_prompt_loader::confine::home_path(home, &path).map_err(|e| fail("open", e.into()))?;
     if let Some(dir) = path.parent() {
         vak_prompt_loader::create_dirs(dir).map_err(|e| fail("create the directory of", e))?;
     }

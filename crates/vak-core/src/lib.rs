@@ -59,6 +59,7 @@ pub mod prompts {
         render_contract, render_tail, resolve_prompt, rfc3339_utc, seed,
     };
     pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
+    pub use vak_prompt_loader::confine::{OutsideHome, home_path};
     pub use vak_prompt_loader::{
         ABSENT_DIGEST, Contribution, DEFAULT_INTEROP, Discovered, LayerDirs, LoadRequest,
         LoadedChain, LoaderError, MAX_FILE_BYTES, RootKind, SaveError, SaveOutcome, Skipped,

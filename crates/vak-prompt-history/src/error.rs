@@ -141,6 +141,10 @@ impl HistoryError {
                 "it leads outside the vak home (to `{}`)",
                 Escaped(leads_to.as_str())
             ),
+            Refusal::InNestedRepository { repository, .. } => format!(
+                "it leads into `{}`, a repository of its own",
+                Escaped(repository.as_str())
+            ),
             Refusal::Dangling => "it is a dangling symlink".to_owned(),
             Refusal::NotADirectory => {
                 "its directory is not a directory (a file, FIFO, socket or device)".to_owned()

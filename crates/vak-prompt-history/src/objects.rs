@@ -82,6 +82,12 @@ pub(crate) fn store_dir(
     dir: &Utf8Path,
     create: bool,
 ) -> Result<Option<ConfinedDir>, HistoryError> {
+    // One rule for every file of the home: no directory on the way to the
+    // store leads out of it.
+    vak_prompt_loader::confine::home_path(home, dir).map_err(|refusal| HistoryError::Refused {
+        path: refusal.path.clone(),
+        why: refusal.to_string(),
+    })?;
     if create {
         vak_prompt_loader::create_dirs(home)
             .map_err(HistoryError::io("create the vak home", home))?;

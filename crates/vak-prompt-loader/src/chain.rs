@@ -5,7 +5,7 @@ use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKin
 
 use crate::LoaderError;
 use crate::confine::OpenedDirs;
-use crate::discover::{has_layer, levels_and_left_out};
+use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
@@ -270,6 +270,9 @@ struct Reader<'a> {
     /// once, shared by every file in it); `None` when the root does not
     /// exist.
     roots: Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
+    /// The project's root: the one root whose nested repositories are
+    /// refused (see [`OpenedDirs::project`]).
+    project: &'a Utf8Path,
 }
 
 /// The directories opened under `root` in `roots`, resolving the root the
@@ -277,12 +280,16 @@ struct Reader<'a> {
 fn root_in<'r>(
     roots: &'r mut Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
     root: &Utf8Path,
+    project: bool,
 ) -> Result<Option<&'r mut OpenedDirs>, ReadRefusal> {
     // Compared as strings: the loader spells each root one way.
     let at = match roots.iter().position(|(r, _)| r.as_str() == root.as_str()) {
         Some(at) => at,
         None => {
             let dirs = OpenedDirs::open(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+            // A project's nested repositories are projects of their own: a
+            // link into one is refused like a link out of the project.
+            let dirs = dirs.map(|d| if project { d.project() } else { d });
             roots.push((root.to_owned(), dirs));
             roots.len() - 1
         }
@@ -304,7 +311,8 @@ impl Reader<'_> {
     /// The directories opened under `root`, resolving the root once per
     /// load. `Ok(None)` when the root does not exist.
     fn root(&mut self, root: &Utf8Path) -> Result<Option<&mut OpenedDirs>, ReadRefusal> {
-        root_in(&mut self.roots, root)
+        let project = root.as_str() == self.project.as_str();
+        root_in(&mut self.roots, root, project)
     }
 
     /// Read `path` as a hostile file that must stay inside `root`.
@@ -516,6 +524,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     let mut reader = Reader {
         chain: &mut chain,
         roots: Vec::new(),
+        project: &request.project,
     };
     // The project's root is opened first: a handle opened as a directory
     // proves it is one, so the `stat` is only asked when that open did not
@@ -631,7 +640,16 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
             );
         }
-        let (levels, left_out) = levels_and_left_out(&request.project, workdir);
+        let (levels, left_out) = levels_and_left_out(&request.project, workdir, &request.home);
+        // The home inside the project is the shared layer: its files are
+        // read once, as shared, never again as a project directory layer.
+        if let Some(home_dir) = levels_cut_at_home(&request.project, workdir, &request.home) {
+            reader.skip(
+                None,
+                Provenance::new(PromptLayer::Project, Origin::Project, home_dir.as_str()),
+                "is the vak home (`$VAK_HOME`), or inside it: its files are the shared layer, never a project directory layer, so no directory layer is read there; work in a directory of the project outside the home",
+            );
+        }
         // Said, not silent: guardrails written there do not apply. The
         // first few are named; a clone nested a thousand deep is one more
         // line, not a thousand lines of ever longer paths.
@@ -687,7 +705,9 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     // cannot be resolved is reported by the gateway's own read.
     load_gateway(
         &request.home,
-        root_in(&mut reader.roots, &request.home).ok().flatten(),
+        root_in(&mut reader.roots, &request.home, false)
+            .ok()
+            .flatten(),
         request.bot.as_ref(),
         request.chat.as_ref(),
         &mut reader.chain.contributions,

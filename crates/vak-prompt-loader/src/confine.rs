@@ -43,6 +43,10 @@ use rustix::io::Errno;
 pub struct ConfinedRoot {
     path: Utf8PathBuf,
     real: PathBuf,
+    /// Whether this root is a project, whose nested repositories (a
+    /// directory below it with its own `.git`) are projects of their own:
+    /// a link that leads into one is refused, as one leading outside is.
+    project: bool,
 }
 
 impl ConfinedRoot {
@@ -56,6 +60,7 @@ impl ConfinedRoot {
             Ok(real) => Ok(Some(ConfinedRoot {
                 path: root.to_owned(),
                 real,
+                project: false,
             })),
             Err(e) if is_missing(&e) => Ok(None),
             Err(e) => Err(e),
@@ -72,12 +77,148 @@ impl ConfinedRoot {
         &self.real
     }
 
+    /// This root as a project's: a link below it that leads into a nested
+    /// repository (a directory below the root with its own `.git`, a
+    /// project of its own with its own trust) is refused with
+    /// [`Refusal::InNestedRepository`]. A real entry below the root is
+    /// never judged so: the walks that find layers stop at a nested
+    /// repository already; only a link can cross into one.
+    #[must_use]
+    pub fn project(mut self) -> Self {
+        self.project = true;
+        self
+    }
+
     /// A root whose real path could not be found (see
     /// [`OpenedDirs::root`]) is not absolute, and contains nothing: every
     /// symlink under it is refused.
     fn contains(&self, real: &Path) -> bool {
         self.real.is_absolute() && real.starts_with(&self.real)
     }
+
+    /// Whether what a link led to, `real`, may be touched as part of this
+    /// root: inside it and, for a project, in no nested repository.
+    fn judge(&self, real: PathBuf) -> Result<(), Refusal> {
+        if !self.contains(&real) {
+            return Err(Refusal::Outside {
+                leads_to: lossy(real),
+            });
+        }
+        if let Some(repository) = self.nested_repository_of(&real) {
+            return Err(Refusal::InNestedRepository {
+                leads_to: lossy(real),
+                repository: lossy(repository),
+            });
+        }
+        Ok(())
+    }
+
+    /// The outermost directory strictly below a project root, on the way to
+    /// `real` (itself included), that has a `.git` of its own (a directory,
+    /// or a file in submodules and worktrees).
+    fn nested_repository_of(&self, real: &Path) -> Option<PathBuf> {
+        if !self.project {
+            return None;
+        }
+        let rest = real.strip_prefix(&self.real).ok()?;
+        let mut dir = self.real.clone();
+        for part in rest.components() {
+            dir.push(part);
+            if rustix::fs::lstat(dir.join(".git")).is_ok() {
+                return Some(dir);
+            }
+        }
+        None
+    }
+}
+
+/// A file or directory of the vak home (`$VAK_HOME/.vak/…`) that resolves
+/// outside the home: refused for every read and write, the home's own
+/// files as much as its prompts.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "`{}` is part of the vak home `{}` but {}; vak neither reads nor writes the home's files outside the home (point `VAK_HOME` at the real directory, or replace the symlink with a real directory)",
+    vak_prompt_blocks::Escaped(.path.as_str()),
+    vak_prompt_blocks::Escaped(.home.as_str()),
+    .why
+)]
+pub struct OutsideHome {
+    /// The home's entry that leads out (the first on the way to the file).
+    pub path: Utf8PathBuf,
+    /// The home.
+    pub home: Utf8PathBuf,
+    /// Where it leads, in words.
+    pub why: String,
+}
+
+impl From<OutsideHome> for io::Error {
+    fn from(error: OutsideHome) -> Self {
+        io::Error::new(io::ErrorKind::PermissionDenied, error.to_string())
+    }
+}
+
+/// Check that `path`, a file or directory below `home`, stays inside the
+/// home once every symlink is resolved: each directory on the way from the
+/// home down that exists (and `path` itself, when it is one) is opened and
+/// judged on its handle, as a layer directory is, and a dangling link on
+/// the way (which a later `create_dir_all` would follow out) is refused
+/// too. A file at the end is left to its store, which opens it without
+/// following a link. Returns `path`. A home that does not exist yet holds
+/// nothing to judge.
+///
+/// # Errors
+///
+/// [`OutsideHome`], naming the first entry that leads out.
+pub fn home_path(home: &Utf8Path, path: &Utf8Path) -> Result<Utf8PathBuf, OutsideHome> {
+    let refuse = |at: &Utf8Path, why: String| OutsideHome {
+        path: at.to_owned(),
+        home: home.to_owned(),
+        why,
+    };
+    let Ok(rest) = path.strip_prefix(home) else {
+        return Err(refuse(path, "is not below it".to_owned()));
+    };
+    let root = match ConfinedRoot::new(home) {
+        Ok(Some(root)) => root,
+        Ok(None) => return Ok(path.to_owned()),
+        Err(error) => return Err(refuse(home, format!("cannot be resolved: {error}"))),
+    };
+    let mut dir = home.to_owned();
+    let mut parts = rest.iter().peekable();
+    // Every directory on the way, and `path` itself when it is one; a
+    // file (or a link to one) at the end is its store's to open.
+    while let Some(part) = parts.next() {
+        let last = parts.peek().is_none();
+        dir.push(part);
+        match ConfinedDir::open(&dir, &root) {
+            Ok(Some(_)) => {}
+            Ok(None) => return Ok(path.to_owned()),
+            Err(Refusal::Dangling | Refusal::NotADirectory) if last => {}
+            Err(Refusal::Outside { leads_to }) => {
+                return Err(refuse(
+                    &dir,
+                    format!(
+                        "leads outside it, to `{}`",
+                        vak_prompt_blocks::Escaped(leads_to.as_str())
+                    ),
+                ));
+            }
+            Err(Refusal::Dangling) => {
+                return Err(refuse(&dir, "is a symlink that leads nowhere".to_owned()));
+            }
+            Err(Refusal::NotADirectory) => {
+                return Err(refuse(
+                    &dir,
+                    "is not a directory (a file, FIFO, socket or device)".to_owned(),
+                ));
+            }
+            Err(other) => {
+                let why = crate::safe_read::ReadRefusal::from(other);
+                return Err(refuse(&dir, format!("cannot be opened: it {why}")));
+            }
+        }
+    }
+    Ok(path.to_owned())
 }
 
 /// Why a confined open was refused.
@@ -87,6 +228,14 @@ pub enum Refusal {
     Outside {
         /// Where it really leads.
         leads_to: Utf8PathBuf,
+    },
+    /// A link, inside the project, that leads into a nested repository
+    /// below it: a project of its own, with its own trust.
+    InNestedRepository {
+        /// Where it really leads.
+        leads_to: Utf8PathBuf,
+        /// The nested repository's directory.
+        repository: Utf8PathBuf,
     },
     /// A symlink whose target does not exist.
     Dangling,
@@ -272,11 +421,7 @@ impl ConfinedDir {
             Err(e) => return Err(e.into()),
         };
         let real = real_path_of(&fd, dir)?;
-        if !root.contains(&real) {
-            return Err(Refusal::Outside {
-                leads_to: lossy(real),
-            });
-        }
+        root.judge(real.clone())?;
         Ok(Some(ConfinedDir {
             fd,
             path: Arc::from(dir.as_str()),
@@ -440,12 +585,7 @@ impl ConfinedDir {
             Err(e) if e == Errno::NOENT => return Err(Refusal::Dangling),
             Err(e) => return Err(e.into()),
         };
-        let real = real_path_of(&fd, &path)?;
-        if !root.contains(&real) {
-            return Err(Refusal::Outside {
-                leads_to: lossy(real),
-            });
-        }
+        root.judge(real_path_of(&fd, &path)?)?;
         regular(fd)
     }
 
@@ -643,6 +783,8 @@ pub struct OpenedDirs {
     /// Each directory looked up, by its path (the opened directory's own
     /// copy when there is one), and what was found there.
     dirs: Vec<(Arc<str>, Option<Rc<ConfinedDir>>)>,
+    /// Whether the root is a project's (see [`ConfinedRoot::project`]).
+    project: bool,
 }
 
 impl OpenedDirs {
@@ -650,9 +792,20 @@ impl OpenedDirs {
     pub fn new(root: ConfinedRoot) -> Self {
         OpenedDirs {
             root_path: Arc::from(root.path.as_str()),
+            project: root.project,
             root: OnceCell::from(root),
             dirs: Vec::new(),
         }
+    }
+
+    /// These directories as a project's (see [`ConfinedRoot::project`]).
+    #[must_use]
+    pub fn project(mut self) -> Self {
+        self.project = true;
+        if let Some(root) = self.root.take() {
+            self.root = OnceCell::from(root.project());
+        }
+        self
     }
 
     /// Resolve the root `path` and open it, in one step: the root's handle
@@ -682,6 +835,7 @@ impl OpenedDirs {
                 root_path: path,
                 root: OnceCell::new(),
                 dirs,
+                project: false,
             }));
         }
         Ok(ConfinedRoot::new(path)?.map(OpenedDirs::new))
@@ -717,6 +871,7 @@ impl OpenedDirs {
             ConfinedRoot {
                 path: self.root_path().to_owned(),
                 real,
+                project: self.project,
             }
         })
     }
@@ -997,6 +1152,55 @@ mod tests {
     }
 
     #[test]
+    fn a_link_into_a_nested_repository_is_refused_only_below_a_project_root() {
+        let (_keep, base) = temp();
+        let proj = base.join("proj");
+        fs::create_dir_all(proj.join("vendor/n/.git")).unwrap();
+        fs::create_dir_all(proj.join("docs")).unwrap();
+        fs::write(proj.join("vendor/n/AGENTS.md"), "nested").unwrap();
+        fs::write(proj.join("docs/AGENTS.md"), "inside").unwrap();
+        symlink("../vendor/n/AGENTS.md", proj.join("docs/n.md")).unwrap();
+        symlink("AGENTS.md", proj.join("docs/same.md")).unwrap();
+        let plain = ConfinedRoot::new(&proj).unwrap().unwrap();
+        assert!(read_confined(&proj.join("docs/n.md"), &plain, 100).is_ok());
+        let project = plain.project();
+        assert!(matches!(
+            read_confined(&proj.join("docs/n.md"), &project, 100),
+            Err(Refusal::InNestedRepository { repository, .. }) if repository == proj.join("vendor/n")
+        ));
+        // A link that stays out of any nested repository is read.
+        assert_eq!(
+            read_confined(&proj.join("docs/same.md"), &project, 100)
+                .unwrap()
+                .unwrap(),
+            b"inside"
+        );
+    }
+
+    #[test]
+    fn a_home_path_is_judged_on_every_directory_on_the_way() {
+        let (_keep, base) = temp();
+        let home = base.join("home");
+        let out = base.join("out");
+        fs::create_dir_all(home.join(".vak")).unwrap();
+        fs::create_dir_all(&out).unwrap();
+        // Nothing there yet: nothing to judge.
+        assert!(home_path(&home, &home.join(".vak/sessions/x.jsonl")).is_ok());
+        assert!(home_path(&base.join("none"), &base.join("none/.vak/trust.toml")).is_ok());
+        // A directory that leads out, a dangling link on the way.
+        symlink(&out, home.join(".vak/sessions")).unwrap();
+        let err = home_path(&home, &home.join(".vak/sessions/x.jsonl")).unwrap_err();
+        assert_eq!(err.path, home.join(".vak/sessions"));
+        assert!(err.to_string().contains("VAK_HOME"), "{err}");
+        assert!(home_path(&home, &home.join(".vak/sessions")).is_err());
+        symlink(base.join("gone"), home.join(".vak/audit")).unwrap();
+        assert!(home_path(&home, &home.join(".vak/audit/security.jsonl")).is_err());
+        // A file at the end is its store's to open without following.
+        symlink(out.join("t"), home.join(".vak/trust.toml")).unwrap();
+        assert!(home_path(&home, &home.join(".vak/trust.toml")).is_ok());
+    }
+
+    #[test]
     fn inside_is_read_and_a_link_inside_is_allowed() {
         let (_keep, base) = temp();
         let proj = base.join("proj");
@@ -1261,6 +1465,7 @@ mod tests {
         let lost = ConfinedRoot {
             path: proj.clone(),
             real: PathBuf::new(),
+            project: false,
         };
         assert!(!lost.contains(proj.as_std_path()));
     }

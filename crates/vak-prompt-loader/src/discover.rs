@@ -121,8 +121,20 @@ fn discover_with(
 /// stops looking (a hidden directory, `node_modules`, `target`, a nested
 /// repository, or past [`MAX_DEPTH`]): a layer applies only where the preview and the budget,
 /// which enumerate layers with that walk, can see it.
-pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
-    levels_and_left_out(root, workdir).0
+pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path, home: &Utf8Path) -> Vec<Utf8PathBuf> {
+    levels_and_left_out(root, workdir, home).0
+}
+
+/// `home` with every symlink resolved, as a project's paths are; as given
+/// when it cannot be resolved (it does not exist yet); `None` when that is
+/// not absolute, and so contains no project directory.
+fn real_home(home: &Utf8Path) -> Option<Utf8PathBuf> {
+    Some(canonical(home).unwrap_or_else(|_| home.to_owned())).filter(|h| h.is_absolute())
+}
+
+/// Whether `dir` is the vak home or inside it.
+fn in_home(dir: &Utf8Path, home: Option<&Utf8PathBuf>) -> bool {
+    home.is_some_and(|home| dir.starts_with(home))
 }
 
 /// [`levels_between`], and the directories on the way to `workdir` it left
@@ -133,10 +145,12 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path) -> Vec<Utf8PathBuf> {
 pub fn levels_and_left_out(
     root: &Utf8Path,
     workdir: &Utf8Path,
+    home: &Utf8Path,
 ) -> (Vec<Utf8PathBuf>, Vec<Utf8PathBuf>) {
     let Ok(rest) = workdir.strip_prefix(root) else {
         return (Vec::new(), Vec::new());
     };
+    let home = real_home(home);
     let mut dir = root.to_owned();
     let mut levels = Vec::new();
     let mut left_out = Vec::new();
@@ -153,6 +167,11 @@ pub fn levels_and_left_out(
                 if is_repository(&dir) {
                     break;
                 }
+                // The vak home inside a project is the shared layer, never
+                // a project layer, nor is anything in it.
+                if in_home(&dir, home.as_ref()) {
+                    break;
+                }
                 levels.push(dir.clone());
             }
             // A `..` or root component would leave the project.
@@ -160,6 +179,32 @@ pub fn levels_and_left_out(
         }
     }
     (levels, left_out)
+}
+
+/// The directory on the way from `root` down to `workdir` where
+/// [`levels_and_left_out`] stops because it is the vak home (or the first
+/// one inside it); `None` when the way does not enter the home.
+pub(crate) fn levels_cut_at_home(
+    root: &Utf8Path,
+    workdir: &Utf8Path,
+    home: &Utf8Path,
+) -> Option<Utf8PathBuf> {
+    let home = real_home(home)?;
+    let rest = workdir.strip_prefix(root).ok()?;
+    let mut dir = root.to_owned();
+    for component in rest.components() {
+        let camino::Utf8Component::Normal(name) = component else {
+            return None;
+        };
+        dir.push(name);
+        if is_repository(&dir) {
+            return None;
+        }
+        if dir.starts_with(&home) {
+            return Some(dir);
+        }
+    }
+    None
 }
 
 /// The first directory strictly below `root` on the way to `workdir` that
@@ -239,8 +284,8 @@ pub const MAX_LAYERS: usize = 256;
 /// hidden directories (`.git`, `.vak`), `node_modules`, `target` and nested
 /// repositories (a directory with `.git`: a project of its own) are not
 /// entered.
-pub fn directory_layers(root: &Utf8Path, interop: &[&str]) -> Vec<Utf8PathBuf> {
-    directory_layers_walked(root, interop).layers
+pub fn directory_layers(root: &Utf8Path, interop: &[&str], home: &Utf8Path) -> Vec<Utf8PathBuf> {
+    directory_layers_walked(root, interop, home).layers
 }
 
 /// What [`directory_layers_walked`] found, and what the walk took.
@@ -260,7 +305,8 @@ pub struct LayerWalk {
 
 /// [`directory_layers`], whether the walk looked everywhere, and how many
 /// directories it visited.
-pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> LayerWalk {
+pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str], home: &Utf8Path) -> LayerWalk {
+    let home = real_home(home);
     let mut found = Vec::new();
     let mut complete = true;
     let mut seen = 0;
@@ -272,7 +318,8 @@ pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> LayerWalk {
         .filter_entry(|e| {
             e.file_type().is_dir()
                 && !e.file_name().to_str().is_none_or(is_skipped_dir)
-                && !Utf8Path::from_path(e.path()).is_some_and(is_repository)
+                && !Utf8Path::from_path(e.path())
+                    .is_some_and(|p| is_repository(p) || in_home(p, home.as_ref()))
         });
     for (visited, entry) in walk.flatten().enumerate() {
         if visited >= MAX_VISITED {
@@ -304,6 +351,9 @@ pub fn directory_layers_walked(root: &Utf8Path, interop: &[&str]) -> LayerWalk {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A home no project is in.
+    const NO_HOME_STR: &str = "/nonexistent-vak-home";
     use std::fs;
 
     fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
@@ -406,17 +456,21 @@ mod tests {
         fs::create_dir_all(root.join("sub/.vak/prompts")).unwrap();
         fs::write(root.join("sub/.git"), "gitdir: ../.git/modules/sub\n").unwrap();
         assert_eq!(
-            directory_layers(&root, &["AGENTS.md"]),
+            directory_layers(&root, &["AGENTS.md"], Utf8Path::new(NO_HOME_STR)),
             [
                 Utf8PathBuf::from("services/payments"),
                 Utf8PathBuf::from("services/web")
             ]
         );
         assert_eq!(
-            levels_between(&root, &root.join("vendor/clone/deep")),
+            levels_between(
+                &root,
+                &root.join("vendor/clone/deep"),
+                Utf8Path::new(NO_HOME_STR)
+            ),
             [root.join("vendor")]
         );
-        assert!(levels_between(&root, &root.join("sub")).is_empty());
+        assert!(levels_between(&root, &root.join("sub"), Utf8Path::new(NO_HOME_STR)).is_empty());
         assert_eq!(
             nested_repository(&root, &root.join("vendor/clone/deep")),
             Some(Utf8PathBuf::from("vendor/clone"))
@@ -429,7 +483,7 @@ mod tests {
         assert_eq!(nested_repository(&root, &root), None);
         // What the walk took: the directories it entered (not the hidden,
         // `node_modules` or nested repositories it passed over).
-        let walk = directory_layers_walked(&root, &["AGENTS.md"]);
+        let walk = directory_layers_walked(&root, &["AGENTS.md"], Utf8Path::new(NO_HOME_STR));
         assert!(walk.complete);
         assert_eq!(
             walk.visited,
@@ -448,20 +502,41 @@ mod tests {
     fn levels_are_widest_first_and_stay_inside() {
         let root = Utf8Path::new("/r");
         assert_eq!(
-            levels_between(root, Utf8Path::new("/r/a/b")),
+            levels_between(root, Utf8Path::new("/r/a/b"), Utf8Path::new(NO_HOME_STR)),
             [Utf8PathBuf::from("/r/a"), Utf8PathBuf::from("/r/a/b")]
         );
-        assert!(levels_between(root, root).is_empty());
-        assert!(levels_between(root, Utf8Path::new("/elsewhere")).is_empty());
+        assert!(levels_between(root, root, Utf8Path::new(NO_HOME_STR)).is_empty());
+        assert!(
+            levels_between(
+                root,
+                Utf8Path::new("/elsewhere"),
+                Utf8Path::new(NO_HOME_STR)
+            )
+            .is_empty()
+        );
         // Where the walk that lists layers does not look, no layer applies.
-        assert!(levels_between(root, Utf8Path::new("/r/.github/x")).is_empty());
+        assert!(
+            levels_between(
+                root,
+                Utf8Path::new("/r/.github/x"),
+                Utf8Path::new(NO_HOME_STR)
+            )
+            .is_empty()
+        );
         assert_eq!(
-            levels_between(root, Utf8Path::new("/r/a/node_modules/b")),
+            levels_between(
+                root,
+                Utf8Path::new("/r/a/node_modules/b"),
+                Utf8Path::new(NO_HOME_STR)
+            ),
             [Utf8PathBuf::from("/r/a")]
         );
         let deep: Utf8PathBuf = ["/r", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"]
             .iter()
             .collect();
-        assert_eq!(levels_between(root, &deep).len(), MAX_DEPTH);
+        assert_eq!(
+            levels_between(root, &deep, Utf8Path::new(NO_HOME_STR)).len(),
+            MAX_DEPTH
+        );
     }
 }

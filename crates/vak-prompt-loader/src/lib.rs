@@ -38,5 +38,5 @@ pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
 pub use watch::{InputWatch, MAX_WATCHES};
 pub use write::{
     ABSENT_DIGEST, DIR_MODE, SaveError, SaveOutcome, create_dirs, create_parent_confined,
-    create_temp, current_digest, current_version, remove_checked, save_atomic,
+    create_temp, current_digest, current_version, refuse_nested_link, remove_checked, save_atomic,
 };

@@ -18,6 +18,14 @@ pub enum ReadRefusal {
         /// Where the link resolves to.
         target: Utf8PathBuf,
     },
+    /// A link, inside the project, leading into a nested repository below
+    /// it: a project of its own, whose trust is not this project's.
+    InNestedRepository {
+        /// Where the link resolves to.
+        target: Utf8PathBuf,
+        /// The nested repository's directory.
+        repository: Utf8PathBuf,
+    },
     /// Not a regular file: a FIFO, socket, device or directory.
     NotRegularFile,
     /// Larger than its limit ([`MAX_FILE_BYTES`] for prompt files).
@@ -46,6 +54,14 @@ impl std::fmt::Display for ReadRefusal {
                     Escaped(target.as_str())
                 )
             }
+            ReadRefusal::InNestedRepository { target, repository } => {
+                write!(
+                    f,
+                    "is, or is under, a symlink leading into `{}`, a repository of its own (its own project, with its own trust), to `{}`; it is not read, saved or removed as part of this project: copy the file into this project, or work in that repository",
+                    Escaped(repository.as_str()),
+                    Escaped(target.as_str())
+                )
+            }
             ReadRefusal::NotRegularFile => {
                 f.write_str("is not a regular file (FIFO, socket, device or directory)")
             }
@@ -65,6 +81,13 @@ impl From<Refusal> for ReadRefusal {
     fn from(refusal: Refusal) -> Self {
         match refusal {
             Refusal::Outside { leads_to } => ReadRefusal::SymlinkOutside { target: leads_to },
+            Refusal::InNestedRepository {
+                leads_to,
+                repository,
+            } => ReadRefusal::InNestedRepository {
+                target: leads_to,
+                repository,
+            },
             Refusal::Dangling => ReadRefusal::Io("it is a dangling symlink".to_owned()),
             Refusal::NotRegularFile => ReadRefusal::NotRegularFile,
             Refusal::NotADirectory => {

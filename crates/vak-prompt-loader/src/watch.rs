@@ -239,7 +239,7 @@ impl Live {
         // file such as `AGENTS.md` may appear at any time.
         if let Some(workdir) = &request.workdir {
             let mut seen = HashSet::new();
-            for level in crate::discover::levels_between(&request.project, workdir) {
+            for level in crate::discover::levels_between(&request.project, workdir, &request.home) {
                 ok &= live.add(level.as_std_path(), Filter::All);
                 ok &= live.walk(&level.as_std_path().join(".vak"), 0, &mut seen);
             }

@@ -76,6 +76,21 @@ pub enum SaveError {
         /// Where it really leads, when known.
         leads_to: Option<Utf8PathBuf>,
     },
+    /// The target, or a directory on the way to it, is a link into a
+    /// nested repository below the project: a project of its own.
+    #[error(
+        "refusing to {action} `{}`: it leads, through a symlink, into `{}`, a repository of its own (its own project, with its own trust); nothing was changed (remove the symlink, or work in that repository)",
+        Escaped(.path.as_str()),
+        Escaped(.repository.as_str())
+    )]
+    InNestedRepository {
+        /// `write` or `remove`.
+        action: &'static str,
+        /// The target.
+        path: Utf8PathBuf,
+        /// The nested repository's directory.
+        repository: Utf8PathBuf,
+    },
     /// The new text, or the file already there, is larger than the loader
     /// would ever read.
     #[error(
@@ -227,6 +242,46 @@ fn open_parent<'p>(
     }
 }
 
+/// Refuse a save or removal of `path` in the project `project` when the
+/// nearest directory on its way that exists leads, through a symlink, into
+/// a nested repository below the project (a project of its own, with its
+/// own trust), as the loader refuses to read it. Judged on the opened
+/// directory's handle; any other refusal is left to the save itself.
+///
+/// # Errors
+///
+/// [`SaveError::InNestedRepository`].
+pub fn refuse_nested_link(
+    path: &Utf8Path,
+    project: &Utf8Path,
+    action: &'static str,
+) -> Result<(), SaveError> {
+    let Ok(Some(root)) = ConfinedRoot::new(project) else {
+        return Ok(());
+    };
+    let root = root.project();
+    let mut dir = path.parent();
+    while let Some(at) = dir {
+        if !at.starts_with(project) {
+            break;
+        }
+        if std::fs::symlink_metadata(at).is_ok() {
+            return match ConfinedDir::open(at, &root) {
+                Err(Refusal::InNestedRepository { repository, .. }) => {
+                    Err(SaveError::InNestedRepository {
+                        action,
+                        path: path.to_owned(),
+                        repository,
+                    })
+                }
+                _ => Ok(()),
+            };
+        }
+        dir = at.parent();
+    }
+    Ok(())
+}
+
 /// What [`SaveError::InTheWay`] says of a file, FIFO, socket or device.
 const NOT_A_DIRECTORY: &str = "not a directory: a file, FIFO, socket or device";
 
@@ -237,6 +292,11 @@ fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> Sav
             path: path.to_owned(),
             root: path.to_owned(),
             leads_to: Some(leads_to),
+        },
+        Refusal::InNestedRepository { repository, .. } => SaveError::InNestedRepository {
+            action,
+            path: path.to_owned(),
+            repository,
         },
         Refusal::Dangling => SaveError::Symlink(path.to_owned()),
         Refusal::NotRegularFile => SaveError::NotRegularFile(path.to_owned()),

@@ -134,6 +134,10 @@ impl TrustStore {
     /// [`MAX_STORE_BYTES`], [`TrustError::Malformed`] for bad TOML.
     pub fn load(home: &Utf8Path) -> Result<Self, TrustError> {
         let path = Self::path_in(home);
+        vak_prompt_loader::confine::home_path(home, &path).map_err(|refusal| TrustError::Read {
+            path: path.clone(),
+            source: refusal.into(),
+        })?;
         let trusted = read_store(&path)?;
         Ok(TrustStore { path, trusted })
     }
@@ -208,6 +212,12 @@ impl TrustStore {
             source,
         };
         let dir = self.path.parent().unwrap_or(Utf8Path::new("."));
+        // The store and its lock are files of the home: never written
+        // outside it.
+        if let Some(home) = dir.parent() {
+            vak_prompt_loader::confine::home_path(home, &self.path)
+                .map_err(|refusal| write_err(refusal.into()))?;
+        }
         vak_prompt_loader::create_dirs(dir).map_err(write_err)?;
         let lock_path = dir.join("trust.toml.lock");
         let lock = open_lock(&lock_path).map_err(|source| TrustError::Write {
@@ -294,7 +304,8 @@ fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {
             Refusal::NotRegularFile
             | Refusal::NotADirectory
             | Refusal::Dangling
-            | Refusal::Outside { .. },
+            | Refusal::Outside { .. }
+            | Refusal::InNestedRepository { .. },
         ) => {
             return Err(TrustError::NotRegularFile(path.to_owned()));
         }

@@ -103,6 +103,8 @@ pub const MAX_WARNINGS: usize = 20;
 #[derive(Debug, Clone)]
 pub struct AuditLog {
     path: Utf8PathBuf,
+    /// The home the log belongs to: its directory must not lead out of it.
+    home: Utf8PathBuf,
 }
 
 impl AuditLog {
@@ -110,6 +112,7 @@ impl AuditLog {
     pub fn new(home: &Utf8Path) -> Self {
         AuditLog {
             path: home.join(".vak").join("audit").join("security.jsonl"),
+            home: home.to_owned(),
         }
     }
 
@@ -120,6 +123,7 @@ impl AuditLog {
 
     /// Append `event`; returns once it is durable.
     pub fn append(&self, event: &SecurityEvent) -> Result<(), SessionError> {
+        crate::file::in_home(Some(&self.home), &self.path)?;
         if let Some(dir) = self.path.parent() {
             jsonl::ensure_dir(dir)?;
         }
@@ -159,6 +163,7 @@ impl AuditLog {
 
     /// Events newest first, keeping at most `keep`.
     fn scan(&self, keep: Option<usize>) -> Result<AuditEntries, SessionError> {
+        crate::file::in_home(Some(&self.home), &self.path)?;
         let mut entries = AuditEntries {
             events: Vec::new(),
             total: 0,

@@ -42,6 +42,9 @@ struct BindingsFile {
 pub struct BindingStore {
     path: Utf8PathBuf,
     lock_path: Utf8PathBuf,
+    /// The home the store belongs to: no directory on the way to its files
+    /// may lead out of it.
+    home: Utf8PathBuf,
 }
 
 impl BindingStore {
@@ -51,6 +54,7 @@ impl BindingStore {
         BindingStore {
             path: dir.join("bindings.json"),
             lock_path: dir.join("bindings.json.lock"),
+            home: home.to_owned(),
         }
     }
 
@@ -71,8 +75,9 @@ impl BindingStore {
             .unwrap_or_else(|| Utf8Path::new("."))
             .join("locks")
             .join(bot.as_str());
-        jsonl::ensure_dir(&dir)?;
         let path = dir.join(format!("{}.lock", chat.as_str()));
+        crate::file::in_home(Some(&self.home), &path)?;
+        jsonl::ensure_dir(&dir)?;
         let file = crate::file::open(
             &path,
             OpenOptions::new().write(true).create(true).truncate(false),
@@ -97,6 +102,7 @@ impl BindingStore {
     /// Take the exclusive lock and load the current bindings. Blocks until
     /// any other holder, in any process, commits or drops its guard.
     pub fn lock(&self) -> Result<BindingGuard, SessionError> {
+        crate::file::in_home(Some(&self.home), &self.lock_path)?;
         if let Some(dir) = self.path.parent() {
             jsonl::ensure_dir(dir)?;
         }
@@ -118,6 +124,7 @@ impl BindingStore {
     /// Every binding as `(bot, chat, binding)`, read without the lock: for
     /// display only, never as the basis of a change.
     pub fn list(&self) -> Result<Vec<(String, String, Binding)>, SessionError> {
+        crate::file::in_home(Some(&self.home), &self.path)?;
         Ok(flatten(&load(&self.path)?))
     }
 }
@@ -271,6 +278,42 @@ mod tests {
             Name::new(NameKind::Bot, "helpdesk").expect("bot"),
             Name::new(NameKind::Chat, "42").expect("chat"),
         )
+    }
+
+    #[test]
+    fn locks_and_bindings_linked_out_of_the_home_are_refused_and_nothing_written_there() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let outside = tempfile::tempdir().expect("tempdir");
+        let home = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).expect("utf-8");
+        std::fs::create_dir_all(home.join(".vak/gateway")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), home.join(".vak/gateway/locks"))
+            .expect("symlink");
+        let store = BindingStore::new(&home);
+        let (bot, chat) = names();
+        let err = store.lock_chat(&bot, &chat).expect_err("refused");
+        let said = err.to_string();
+        assert!(
+            said.contains("locks") && said.contains("VAK_HOME"),
+            "{said}"
+        );
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("ls")
+                .next()
+                .is_none()
+        );
+        // The whole gateway directory linked out: the bindings' lock too.
+        std::fs::remove_file(home.join(".vak/gateway/locks")).expect("rm");
+        std::fs::remove_dir(home.join(".vak/gateway")).expect("rmdir");
+        std::os::unix::fs::symlink(outside.path(), home.join(".vak/gateway")).expect("symlink");
+        let err = store.lock().expect_err("refused");
+        assert!(err.to_string().contains("VAK_HOME"), "{err}");
+        assert!(
+            std::fs::read_dir(outside.path())
+                .expect("ls")
+                .next()
+                .is_none()
+        );
     }
 
     #[test]

@@ -86,6 +86,19 @@ pub(crate) fn open_optional(
 
 /// [`open_optional`] for a file that must exist; a missing one is an I/O
 /// error naming it.
+/// One rule for every file of the home (`$VAK_HOME/.vak/…`): each
+/// directory on the way to `path` must stay inside `home` once symlinks
+/// are resolved ([`vak_prompt_loader::confine::home_path`]). `home` is
+/// `None` for a store made in an explicit directory, which is the caller's.
+pub(crate) fn in_home(home: Option<&Utf8Path>, path: &Utf8Path) -> Result<(), SessionError> {
+    match home {
+        Some(home) => vak_prompt_loader::confine::home_path(home, path)
+            .map(drop)
+            .map_err(|refusal| SessionError::io("use", path, refusal.into())),
+        None => Ok(()),
+    }
+}
+
 pub(crate) fn open(path: &Utf8Path, options: &mut OpenOptions) -> Result<File, SessionError> {
     open_optional(path, options)?
         .ok_or_else(|| SessionError::io("open", path, std::io::Error::from(ErrorKind::NotFound)))

@@ -246,6 +246,9 @@ impl Ledger {
 #[derive(Debug, Clone)]
 pub struct SessionStore {
     dir: Utf8PathBuf,
+    /// The home the directory belongs to, when made by [`SessionStore::new`]:
+    /// then the directory must not lead out of it.
+    home: Option<Utf8PathBuf>,
 }
 
 /// How many fresh ids `create` tries before giving up on collisions.
@@ -254,12 +257,24 @@ const CREATE_ATTEMPTS: usize = 8;
 impl SessionStore {
     /// The store of `$VAK_HOME` (`home`): `home/.vak/sessions/`.
     pub fn new(home: &Utf8Path) -> Self {
-        SessionStore::at(home.join(".vak").join("sessions"))
+        SessionStore {
+            dir: home.join(".vak").join("sessions"),
+            home: Some(home.to_owned()),
+        }
+    }
+
+    /// The directory, once it is known not to lead out of its home.
+    fn checked(&self) -> Result<&Utf8Path, SessionError> {
+        crate::file::in_home(self.home.as_deref(), &self.dir)?;
+        Ok(&self.dir)
     }
 
     /// A store in an explicit directory.
     pub fn at(dir: impl Into<Utf8PathBuf>) -> Self {
-        SessionStore { dir: dir.into() }
+        SessionStore {
+            dir: dir.into(),
+            home: None,
+        }
     }
 
     /// The sessions directory.
@@ -284,7 +299,7 @@ impl SessionStore {
         meta: SessionMeta,
         contract: FrozenContract,
     ) -> Result<SessionId, SessionError> {
-        jsonl::ensure_dir(&self.dir)?;
+        jsonl::ensure_dir(self.checked()?)?;
         let record = Record::Created(Box::new(Header { meta, contract }));
         let mut line = serde_json::to_vec(&record).map_err(|source| SessionError::Encode {
             path: self.dir.clone(),
@@ -374,7 +389,7 @@ impl SessionStore {
     /// Every session id in the store, oldest first (generated ids sort by
     /// creation time). Files whose names are not valid ids are ignored.
     pub fn list(&self) -> Result<Vec<SessionId>, SessionError> {
-        let entries = match std::fs::read_dir(&self.dir) {
+        let entries = match std::fs::read_dir(self.checked()?) {
             Ok(entries) => entries,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(SessionError::io("list", self.dir.clone(), e)),
@@ -402,7 +417,7 @@ impl SessionStore {
     /// kept (a bounded heap), so memory does not grow with the store; no
     /// ledger is opened.
     pub fn list_newest(&self, limit: usize) -> Result<(Vec<SessionId>, usize), SessionError> {
-        let entries = match std::fs::read_dir(&self.dir) {
+        let entries = match std::fs::read_dir(self.checked()?) {
             Ok(entries) => entries,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok((Vec::new(), 0)),
             Err(e) => return Err(SessionError::io("list", self.dir.clone(), e)),
@@ -440,6 +455,7 @@ impl SessionStore {
     /// checked when it is opened, so a FIFO is "not a regular file", never
     /// "does not exist".
     fn existing(&self, id: &SessionId) -> Result<Utf8PathBuf, SessionError> {
+        self.checked()?;
         let path = self.path_of(id);
         if crate::file::is_present(&path) {
             Ok(path)

@@ -563,6 +563,7 @@ impl FileStore {
     /// marker names cannot be read.
     pub fn replay_markers(&self) -> Result<Vec<(String, i64)>, SessionError> {
         let dir = self.home.join(".vak").join("gateway").join("replay");
+        crate::file::in_home(Some(&self.home), &dir)?;
         let entries = match std::fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -769,6 +770,7 @@ impl FileStore {
         chat: &Name,
     ) -> Result<ReplayHold, SessionError> {
         let dir = self.home.join(".vak").join("gateway").join("replay");
+        crate::file::in_home(Some(&self.home), &dir)?;
         crate::jsonl::ensure_dir(&dir)?;
         let name = claim.digest();
         let lock_path = dir.join(format!("{name}.lock"));

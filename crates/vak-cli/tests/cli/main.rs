@@ -20,6 +20,7 @@ mod history;
 mod history_store;
 mod home_store;
 mod hostile_cli;
+mod hostile_links;
 mod hostile_paths;
 mod hostile_stores;
 mod hostile_text;
