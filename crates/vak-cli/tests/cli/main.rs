@@ -22,6 +22,7 @@ mod home_store;
 mod hostile_cli;
 mod hostile_paths;
 mod hostile_stores;
+mod hostile_terminal;
 mod hostile_text;
 mod prompts;
 mod session;
