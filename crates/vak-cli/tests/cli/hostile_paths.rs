@@ -594,3 +594,33 @@ fn a_dangling_link_or_a_fifo_where_the_prompt_directory_goes_is_said_on_show_and
         assert!(!said.contains("os error"), "{said}");
     }
 }
+
+#[test]
+fn a_home_that_is_a_regular_file_is_refused_naming_it() {
+    let env = Env::fixture("myproj");
+    let file = env.home().join("not-a-home");
+    write(&file, "x\n");
+    for args in [
+        vec!["prompts", "show", "--home", file.to_str().unwrap()],
+        vec!["prompts", "explain", "--home", file.to_str().unwrap()],
+    ] {
+        let out = output_within(&mut env.command(&args), HANG);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(file.to_str().unwrap()) && err.contains("is not a directory"),
+            "{args:?}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    // From VAK_HOME the same.
+    let mut command = env.command(&["prompts", "show"]);
+    command.env("VAK_HOME", &file);
+    let out = output_within(&mut command, HANG);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a directory"),
+        "{}",
+        stderr(&out)
+    );
+}
