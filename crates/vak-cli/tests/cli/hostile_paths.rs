@@ -624,3 +624,27 @@ fn a_home_that_is_a_regular_file_is_refused_naming_it() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_socket_fifo_or_device_as_a_layer_file_is_named_for_what_it_is() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let prompts = env.project().join(".vak/prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::remove_file(prompts.join("guardrails.md")).unwrap();
+    std::fs::remove_file(prompts.join("identity.md")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(prompts.join("guardrails.md")).unwrap();
+    mkfifo(&prompts.join("identity.md"));
+    let out = output_within(&mut env.command(&["prompts", "show"]), HANG);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("guardrails.md` is not a regular file (a socket)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("identity.md` is not a regular file (a FIFO)"),
+        "{err}"
+    );
+    assert!(!err.contains("No such device or address"), "{err}");
+}
