@@ -648,3 +648,28 @@ fn a_socket_fifo_or_device_as_a_layer_file_is_named_for_what_it_is() {
     );
     assert!(!err.contains("No such device or address"), "{err}");
 }
+
+#[test]
+fn a_role_directory_linked_out_of_the_project_is_named_not_called_undefined() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let outside = tempfile::tempdir().unwrap();
+    write(&outside.path().join("guardrails.md"), "- from outside\n");
+    let agents = env.project().join(".vak/prompts/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    symlink(outside.path(), agents.join("rogue")).unwrap();
+    for args in [
+        vec!["prompts", "show", "--agent", "rogue"],
+        vec!["prompts", "explain", "--agent", "rogue"],
+    ] {
+        let out = output_within(&mut env.command(&args), HANG);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(!err.contains("is not defined"), "{args:?}: {err}");
+        assert!(
+            err.contains(".vak/prompts/agents/rogue") && err.contains("symlink"),
+            "{args:?}: {err}"
+        );
+        assert!(!stdout(&out).contains("from outside"), "{}", stdout(&out));
+    }
+}
