@@ -112,6 +112,7 @@ fn no_argument_or_environment_variable_reaches_the_terminal_raw() {
         vec!["audit", "list", "--format", "{}"],
         vec!["store", "migrate", "--store", "{}"],
         vec!["admin", "serve", "--listen", "{}"],
+        vec!["admin", "serve", "--project", "{}"],
         vec!["completions", "{}"],
     ];
     for payload in PAYLOADS {
@@ -138,6 +139,24 @@ fn no_argument_or_environment_variable_reaches_the_terminal_raw() {
         command.env("TMPDIR", env.home().join(payload).join("gone"));
         command.env("EDITOR", "true");
         check(&mut failures, "TMPDIR that does not exist", &mut command);
+        // A home whose name is hostile, with a shared config that names
+        // the store.
+        let home = env.home().join(format!("h{payload}"));
+        std::fs::create_dir_all(home.join(".vak")).unwrap();
+        std::fs::write(home.join(".vak/config.toml"), "[store]\nurl = \"file\"\n").unwrap();
+        for args in [
+            vec!["store", "import", "--from", "file"],
+            vec!["prompts", "show"],
+            vec!["session", "list"],
+        ] {
+            let mut command = env.command(&args);
+            command.env("VAK_HOME", &home);
+            check(
+                &mut failures,
+                &format!("hostile home {args:?}"),
+                &mut command,
+            );
+        }
         for args in [vec!["prompts", "show"], vec!["session", "list"]] {
             let mut command = env.command(&args);
             command.env("VAK_HOME", payload);
