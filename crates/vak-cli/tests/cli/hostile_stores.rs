@@ -481,4 +481,16 @@ fn a_store_that_never_answers_is_an_error_naming_it_not_a_hang() {
         );
         assert!(!err.contains("s3cret-pw"), "{args:?}: the password: {err}");
     }
+    // The URL's own `connect_timeout` sets the bound.
+    let url = format!("{url}?connect_timeout=2");
+    let out = output_within(
+        &mut env.command(&["session", "list", "--store", &url]),
+        HANG,
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not answer within 2 seconds"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -121,6 +121,21 @@ fn no_argument_or_environment_variable_reaches_the_terminal_raw() {
             let args: Vec<&str> = args.iter().map(String::as_str).collect();
             check(&mut failures, &format!("{args:?}"), &mut env.command(&args));
         }
+        // With logging on, the same inputs through tracing's lines.
+        for template in [
+            vec!["prompts", "show", "--agent", "{}"],
+            vec!["prompts", "show", "--project", "{}"],
+            vec!["session", "list", "--store", "{}"],
+        ] {
+            let args: Vec<String> = template.iter().map(|a| a.replace("{}", payload)).collect();
+            let mut command = env.command(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            command.env("VAK_LOG", "trace");
+            check(
+                &mut failures,
+                &format!("VAK_LOG=trace {args:?}"),
+                &mut command,
+            );
+        }
         // The environment: the editor, the temporary directory, the home
         // and the store.
         for key in ["EDITOR", "VISUAL"] {
