@@ -28,7 +28,9 @@ impl fmt::Display for TokenSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             TokenSource::Env => f.write_str("the VAK_ADMIN_TOKEN environment variable"),
-            TokenSource::File(path) | TokenSource::Generated(path) => write!(f, "{path}"),
+            TokenSource::File(path) | TokenSource::Generated(path) => {
+                write!(f, "{}", Escaped(path.as_str()))
+            }
         }
     }
 }

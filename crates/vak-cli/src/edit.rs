@@ -326,7 +326,8 @@ fn read_input(args: &SetArgs) -> Result<String, CliError> {
             "give the new text with --file F, or `-` to read standard input",
         )),
         (None, Some(dash)) if dash != "-" => Err(usage(format!(
-            "unexpected argument `{dash}`: use `-` to read standard input, or --file F"
+            "unexpected argument `{}`: use `-` to read standard input, or --file F",
+            Escaped(dash)
         ))),
         (Some(file), None) => read_bounded(
             open_input_file(file)?,
@@ -431,7 +432,10 @@ fn temp_copy(block: Block, text: &str) -> Result<Utf8PathBuf, CliError> {
         std::process::id()
     ));
     let io = |source| CliError::Io {
-        context: format!("cannot write the temporary copy `{path}`"),
+        context: format!(
+            "cannot write the temporary copy `{}`",
+            Escaped(path.as_str())
+        ),
         source,
     };
     let mut file = std::fs::OpenOptions::new()
@@ -454,14 +458,15 @@ fn run_editor(path: &Utf8Path) -> Result<(), CliError> {
         .arg(path.as_str())
         .status()
         .map_err(|source| CliError::Io {
-            context: format!("cannot start the editor `{editor}`"),
+            context: format!("cannot start the editor `{}`", Escaped(&editor)),
             source,
         })?;
     if status.success() {
         Ok(())
     } else {
         Err(CliError::Failed(format!(
-            "the editor `{editor}` exited with {status}; nothing was saved"
+            "the editor `{}` exited with {status}; nothing was saved",
+            Escaped(&editor)
         )))
     }
 }
@@ -514,7 +519,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
         // The user's text is never lost: the copy stays where it is.
         Err(error) => Err(with_note(
             error,
-            &format!("your edited text is kept in `{copy}`"),
+            &format!("your edited text is kept in `{}`", Escaped(copy.as_str())),
         )),
     }
 }

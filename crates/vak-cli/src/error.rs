@@ -2,6 +2,7 @@ use std::process::ExitCode;
 
 use thiserror::Error;
 use vak_core::CoreError;
+use vak_core::prompts::Escaped;
 
 /// Everything a `vak` command can fail with. Each variant knows its exit
 /// code (DECISIONS §8: 1 error, 2 usage, 3 drift refused, 4 over budget).
@@ -18,6 +19,13 @@ pub(crate) enum CliError {
         /// The underlying error.
         source: std::io::Error,
     },
+    /// `--home` or `$VAK_HOME` names something that exists and is not a
+    /// directory.
+    #[error(
+        "the home `{}` is not a directory: give --home or VAK_HOME a directory (one that does not exist yet starts empty)",
+        Escaped(.0.as_str())
+    )]
+    HomeNotADirectory(camino::Utf8PathBuf),
     /// The command line is well-formed but asks for something impossible.
     #[error("{0}")]
     Usage(String),

@@ -100,10 +100,17 @@ pub(crate) fn non_empty_path(raw: &str) -> Result<Utf8PathBuf, String> {
     }
 }
 
+/// The home from `--home`, else `$VAK_HOME`, else the default. A home that
+/// does not exist yet is an empty one; one that exists and is
+/// not a directory (a file, a FIFO) is refused, never read as empty.
 pub(crate) fn home_dir(home: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliError> {
-    match home {
-        Some(home) => Ok(home.clone()),
-        None => Ok(default_home()?),
+    let home = match home {
+        Some(home) => home.clone(),
+        None => default_home()?,
+    };
+    match std::fs::metadata(&home) {
+        Ok(meta) if !meta.is_dir() => Err(CliError::HomeNotADirectory(home)),
+        _ => Ok(home),
     }
 }
 

@@ -57,7 +57,9 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         let loaded = match core.load() {
             Ok(loaded) => loaded,
             // A role directory removed meanwhile reaches nothing.
-            Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
+            Err(CoreError::Loader(
+                LoaderError::UnknownRole { .. } | LoaderError::RoleRefused { .. },
+            )) => {
                 return ControlFlow::Continue(None);
             }
             Err(error) => return ControlFlow::Break(error),

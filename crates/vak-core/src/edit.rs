@@ -889,14 +889,12 @@ impl Core {
     /// loaded without its tier, since the save is what creates it.
     fn load_for(&self, target: &EditTarget) -> Result<LoadedChain, CoreError> {
         match self.load() {
-            Err(CoreError::Loader(LoaderError::UnknownRole { .. }))
-                if matches!(target.sub, SubLayer::Agent(_)) =>
-            {
-                Ok(load_chain(&LoadRequest {
-                    agent: None,
-                    ..self.selectors().load_request()
-                })?)
-            }
+            Err(CoreError::Loader(
+                LoaderError::UnknownRole { .. } | LoaderError::RoleRefused { .. },
+            )) if matches!(target.sub, SubLayer::Agent(_)) => Ok(load_chain(&LoadRequest {
+                agent: None,
+                ..self.selectors().load_request()
+            })?),
             other => other,
         }
     }
@@ -1472,7 +1470,9 @@ impl Core {
             let chain = match loaded {
                 Ok(chain) => chain,
                 // A role directory that vanished meanwhile reaches nothing.
-                Err(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
+                Err(CoreError::Loader(
+                    LoaderError::UnknownRole { .. } | LoaderError::RoleRefused { .. },
+                )) => {
                     return ControlFlow::Continue(None);
                 }
                 // Nor does another project removed meanwhile.

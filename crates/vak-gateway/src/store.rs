@@ -12,7 +12,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use sha2::{Digest, Sha256};
 use vak_core::Core;
 use vak_core::history::{History, VersionRecord};
-use vak_core::prompts::{FileStore, Ledger, Record, SessionError, Store, read_safely};
+use vak_core::prompts::{Escaped, FileStore, Ledger, Record, SessionError, Store, read_safely};
 use vak_store_pg::{EventsImported, PgStore};
 
 use crate::LifecycleError;
@@ -35,7 +35,9 @@ impl fmt::Display for StoreSource {
         match self {
             StoreSource::Flag => f.write_str("--store"),
             StoreSource::Env => f.write_str("VAK_STORE"),
-            StoreSource::SharedConfig(path) => write!(f, "`[store] url` in `{path}`"),
+            StoreSource::SharedConfig(path) => {
+                write!(f, "`[store] url` in `{}`", Escaped(path.as_str()))
+            }
             StoreSource::Default => f.write_str("the default"),
         }
     }

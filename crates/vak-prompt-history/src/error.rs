@@ -149,7 +149,7 @@ impl HistoryError {
             Refusal::NotADirectory => {
                 "its directory is not a directory (a file, FIFO, socket or device)".to_owned()
             }
-            Refusal::NotRegularFile => {
+            Refusal::NotRegularFile(_) => {
                 "it is a symlink or not a regular file (FIFO, socket, device or directory)"
                     .to_owned()
             }

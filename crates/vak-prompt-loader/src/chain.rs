@@ -724,11 +724,30 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 project_ok,
             ),
         ];
+        // A role directory refused (a symlink out of its root) is named
+        // when no other defines the role, never called undefined.
+        let mut refused = None;
         for (dir, root, origin, allowed) in candidates {
             let Some(dir) = dir else { continue };
-            if allowed && reader.directory_layer(&dir, root, PromptLayer::Agent, origin) {
-                reader.chain.role_dirs.push(dir);
+            if !allowed {
+                continue;
             }
+            let before = reader.chain.skipped.len();
+            if reader.directory_layer(&dir, root, PromptLayer::Agent, origin) {
+                reader.chain.role_dirs.push(dir);
+            } else if let Some(skip) = reader.chain.skipped[before..]
+                .iter()
+                .find(|s| s.block.is_none())
+            {
+                refused.get_or_insert((dir, skip.reason.clone()));
+            }
+        }
+        if let (true, Some((dir, reason))) = (reader.chain.role_dirs.is_empty(), refused) {
+            return Err(LoaderError::RoleRefused {
+                role: role.to_string(),
+                dir,
+                reason,
+            });
         }
         if reader.chain.role_dirs.is_empty() {
             return Err(LoaderError::UnknownRole {

@@ -221,6 +221,69 @@ pub fn home_path(home: &Utf8Path, path: &Utf8Path) -> Result<Utf8PathBuf, Outsid
     Ok(path.to_owned())
 }
 
+/// What a path that is not a regular file is instead, for a message that
+/// names it ("not a regular file (a socket)").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A symbolic link (not followed where a file must be plain).
+    Symlink,
+    /// A FIFO (named pipe): reading one could block for good.
+    Fifo,
+    /// A Unix domain socket: it cannot be opened at all.
+    Socket,
+    /// A character device.
+    CharDevice,
+    /// A block device.
+    BlockDevice,
+    /// A directory.
+    Directory,
+    /// Anything else.
+    Other,
+}
+
+impl FileKind {
+    /// The kind `mode` (an `st_mode`) says.
+    pub fn of_mode(mode: u32) -> Self {
+        match FileType::from_raw_mode(mode) {
+            FileType::Symlink => FileKind::Symlink,
+            FileType::Fifo => FileKind::Fifo,
+            FileType::Socket => FileKind::Socket,
+            FileType::CharacterDevice => FileKind::CharDevice,
+            FileType::BlockDevice => FileKind::BlockDevice,
+            FileType::Directory => FileKind::Directory,
+            _ => FileKind::Other,
+        }
+    }
+}
+
+impl std::fmt::Display for FileKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FileKind::Symlink => "a symlink",
+            FileKind::Fifo => "a FIFO",
+            FileKind::Socket => "a socket",
+            FileKind::CharDevice => "a character device",
+            FileKind::BlockDevice => "a block device",
+            FileKind::Directory => "a directory",
+            FileKind::Other => "not a file",
+        })
+    }
+}
+
+/// An `openat` that failed with `errno` on `name` in `dir`: a socket (which
+/// `open` answers with `ENXIO`, "No such device or address") or a device
+/// without its driver is named for what it is; any other error is kept.
+fn refused_open(dir: impl AsFd, name: &str, errno: Errno) -> Refusal {
+    let kind = (errno == Errno::NXIO || errno == Errno::NODEV)
+        .then(|| rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).ok())
+        .flatten()
+        .map(|stat| FileKind::of_mode(stat.st_mode));
+    match kind {
+        Some(kind) if kind != FileKind::Other => Refusal::NotRegularFile(kind),
+        _ => errno.into(),
+    }
+}
+
 /// Why a confined open was refused.
 #[derive(Debug)]
 pub enum Refusal {
@@ -239,8 +302,8 @@ pub enum Refusal {
     },
     /// A symlink whose target does not exist.
     Dangling,
-    /// Not a regular file (FIFO, socket, device or directory).
-    NotRegularFile,
+    /// Not a regular file: what it is instead.
+    NotRegularFile(FileKind),
     /// Where a directory must be, something else (a file, FIFO, socket or
     /// device).
     NotADirectory,
@@ -513,7 +576,7 @@ impl ConfinedDir {
             Err(e) if e == Errno::LOOP || e == Errno::MLINK => self
                 .open_link(name, root())
                 .map(|file| Some(Entry::Link(file))),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(refused_open(&self.fd, name, e)),
         }
     }
 
@@ -573,8 +636,10 @@ impl ConfinedDir {
         match rustix::fs::openat(&self.fd, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty()) {
             Ok(fd) => regular(fd).map(Some),
             Err(e) if e == Errno::NOENT => Ok(None),
-            Err(e) if e == Errno::LOOP || e == Errno::MLINK => Err(Refusal::NotRegularFile),
-            Err(e) => Err(e.into()),
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
+                Err(Refusal::NotRegularFile(FileKind::Symlink))
+            }
+            Err(e) => Err(refused_open(&self.fd, name, e)),
         }
     }
 
@@ -661,7 +726,9 @@ impl ConfinedDir {
             | OFlags::CLOEXEC;
         match rustix::fs::openat(&self.fd, name, flags, Mode::from_raw_mode(mode)) {
             Ok(fd) => regular(fd),
-            Err(e) if e == Errno::LOOP || e == Errno::MLINK => Err(Refusal::NotRegularFile),
+            Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
+                Err(Refusal::NotRegularFile(FileKind::Symlink))
+            }
             Err(e) => Err(e.into()),
         }
     }
@@ -684,7 +751,7 @@ fn regular(fd: OwnedFd) -> Result<File, Refusal> {
 fn regular_sized(fd: OwnedFd) -> Result<(File, u64), Refusal> {
     let stat = rustix::fs::fstat(fd.as_fd())?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile {
-        return Err(Refusal::NotRegularFile);
+        return Err(Refusal::NotRegularFile(FileKind::of_mode(stat.st_mode)));
     }
     Ok((File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
 }
@@ -1076,7 +1143,7 @@ impl OpenedDirs {
     /// See [`Refusal`].
     pub fn read(&mut self, path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
         let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-            return Err(Refusal::NotRegularFile);
+            return Err(Refusal::NotRegularFile(FileKind::Directory));
         };
         match self.dir(dir)? {
             Some(dir) => self.read_in(&dir, name, limit),
@@ -1093,7 +1160,7 @@ impl OpenedDirs {
 /// See [`Refusal`].
 pub fn open_confined(path: &Utf8Path, root: &ConfinedRoot) -> Result<Option<File>, Refusal> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return Err(Refusal::NotRegularFile);
+        return Err(Refusal::NotRegularFile(FileKind::Directory));
     };
     match ConfinedDir::open(dir, root)? {
         Some(dir) => dir.open_file(name, root),
@@ -1133,8 +1200,10 @@ pub fn read_plain(path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusa
     ) {
         Ok(fd) => fd,
         Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return Ok(None),
-        Err(e) if e == Errno::LOOP || e == Errno::MLINK => return Err(Refusal::NotRegularFile),
-        Err(e) => return Err(e.into()),
+        Err(e) if e == Errno::LOOP || e == Errno::MLINK => {
+            return Err(Refusal::NotRegularFile(FileKind::Symlink));
+        }
+        Err(e) => return Err(refused_open(rustix::fs::CWD, path.as_str(), e)),
     };
     read_bounded(regular(fd)?, limit).map(Some)
 }
@@ -1502,11 +1571,11 @@ mod tests {
         let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
         assert!(matches!(
             read_confined(&fifo, &root, 10),
-            Err(Refusal::NotRegularFile)
+            Err(Refusal::NotRegularFile(_))
         ));
         assert!(matches!(
             read_plain(&fifo, 10),
-            Err(Refusal::NotRegularFile)
+            Err(Refusal::NotRegularFile(_))
         ));
         fs::write(root_path.join("big"), [b'a'; 11]).unwrap();
         assert!(matches!(
@@ -1516,7 +1585,7 @@ mod tests {
         symlink(root_path.join("big"), root_path.join("link")).unwrap();
         assert!(matches!(
             read_plain(&root_path.join("link"), 100),
-            Err(Refusal::NotRegularFile)
+            Err(Refusal::NotRegularFile(_))
         ));
     }
 
@@ -1539,7 +1608,7 @@ mod tests {
         symlink(root_path.join("target"), root_path.join("link")).unwrap();
         assert!(matches!(
             dir.open_append("link", 0o644),
-            Err(Refusal::NotRegularFile)
+            Err(Refusal::NotRegularFile(_))
         ));
         assert!(
             std::process::Command::new("mkfifo")
@@ -1550,7 +1619,7 @@ mod tests {
         );
         assert!(matches!(
             dir.open_append("fifo", 0o644),
-            Err(Refusal::NotRegularFile)
+            Err(Refusal::NotRegularFile(_))
         ));
         assert_eq!(fs::read(root_path.join("target")).unwrap(), b"");
     }

@@ -20,4 +20,18 @@ pub enum LoaderError {
         /// Where the shared definition would live.
         home_dir: Utf8PathBuf,
     },
+    /// `--agent ROLE` names a role whose only directory is refused (a
+    /// symlink leading out of its home or project, not a directory).
+    #[error(
+        "agent role `{}` is refused: its directory `{}` {}",
+        Escaped(.role), Escaped(.dir.as_str()), Escaped(.reason)
+    )]
+    RoleRefused {
+        /// The role asked for.
+        role: String,
+        /// The refused directory.
+        dir: Utf8PathBuf,
+        /// Why, as the skip says it (a sentence fragment).
+        reason: String,
+    },
 }

@@ -2,7 +2,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 
 use vak_prompt_blocks::Escaped;
 
-use crate::confine::{ConfinedRoot, Refusal, read_confined};
+use crate::confine::{ConfinedRoot, FileKind, Refusal, read_confined};
 
 /// The largest layer file the loader reads. Prompt text is spent on every
 /// turn; anything near this size is a mistake or an attack.
@@ -26,8 +26,9 @@ pub enum ReadRefusal {
         /// The nested repository's directory.
         repository: Utf8PathBuf,
     },
-    /// Not a regular file: a FIFO, socket, device or directory.
-    NotRegularFile,
+    /// Not a regular file: what it is instead (a FIFO, socket, device or
+    /// directory).
+    NotRegularFile(FileKind),
     /// Larger than its limit ([`MAX_FILE_BYTES`] for prompt files).
     TooLarge {
         /// The size seen (at least the limit plus one).
@@ -62,9 +63,7 @@ impl std::fmt::Display for ReadRefusal {
                     Escaped(target.as_str())
                 )
             }
-            ReadRefusal::NotRegularFile => {
-                f.write_str("is not a regular file (FIFO, socket, device or directory)")
-            }
+            ReadRefusal::NotRegularFile(kind) => write!(f, "is not a regular file ({kind})"),
             ReadRefusal::TooLarge { bytes, limit } => {
                 write!(
                     f,
@@ -89,7 +88,7 @@ impl From<Refusal> for ReadRefusal {
                 repository,
             },
             Refusal::Dangling => ReadRefusal::Io("it is a dangling symlink".to_owned()),
-            Refusal::NotRegularFile => ReadRefusal::NotRegularFile,
+            Refusal::NotRegularFile(kind) => ReadRefusal::NotRegularFile(kind),
             Refusal::NotADirectory => {
                 ReadRefusal::Io("it is not a directory (a file, FIFO, socket or device)".to_owned())
             }
@@ -188,7 +187,7 @@ mod tests {
         fs::create_dir(root.join("dir.md")).unwrap();
         assert_eq!(
             read_safely(&root.join("dir.md"), &root),
-            Err(ReadRefusal::NotRegularFile)
+            Err(ReadRefusal::NotRegularFile(FileKind::Directory))
         );
     }
 
@@ -201,6 +200,9 @@ mod tests {
             .status()
             .unwrap();
         assert!(status.success());
-        assert_eq!(read_safely(&fifo, &root), Err(ReadRefusal::NotRegularFile));
+        assert_eq!(
+            read_safely(&fifo, &root),
+            Err(ReadRefusal::NotRegularFile(FileKind::Fifo))
+        );
     }
 }

@@ -299,7 +299,7 @@ fn refusal_error(refusal: Refusal, action: &'static str, path: &Utf8Path) -> Sav
             repository,
         },
         Refusal::Dangling => SaveError::Symlink(path.to_owned()),
-        Refusal::NotRegularFile => SaveError::NotRegularFile(path.to_owned()),
+        Refusal::NotRegularFile(_) => SaveError::NotRegularFile(path.to_owned()),
         Refusal::NotADirectory => SaveError::InTheWay {
             path: path.to_owned(),
             blocker: path.parent().unwrap_or(path).to_owned(),

@@ -301,7 +301,7 @@ fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return Ok(BTreeSet::new()),
         Err(
-            Refusal::NotRegularFile
+            Refusal::NotRegularFile(_)
             | Refusal::NotADirectory
             | Refusal::Dangling
             | Refusal::Outside { .. }

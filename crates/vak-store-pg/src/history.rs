@@ -17,13 +17,13 @@ use vak_prompt_history::{
 };
 
 use crate::PgStore;
-use crate::store::reason;
+use crate::store::Explain;
 
 impl PgStore {
-    fn history_error(&self, error: &postgres::Error) -> HistoryError {
+    fn history_error(&self, error: &(impl Explain + ?Sized)) -> HistoryError {
         HistoryError::Backend {
             store: self.described.clone(),
-            reason: reason(error),
+            reason: error.explain(),
         }
     }
 

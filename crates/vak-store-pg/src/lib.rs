@@ -40,4 +40,7 @@ mod store;
 pub mod testing;
 
 pub use migrate::{MIGRATIONS, Migration};
-pub use store::{DEFAULT_POOL, EventsImported, ImportLock, LockMode, PgStore};
+pub use store::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, DEFAULT_STATEMENT_TIMEOUT, EventsImported, ImportLock,
+    LockMode, PgStore,
+};

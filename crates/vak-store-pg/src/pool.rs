@@ -1,14 +1,58 @@
 //! A small blocking connection pool: at most `max` connections, idle ones
-//! reused, a broken one dropped.
+//! reused, a broken one dropped, and a new one given up when the server
+//! has not finished answering within the connect timeout.
 
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, NoTls};
 
+/// Why no connection, or no result on one, came back.
+#[derive(Debug)]
+pub(crate) enum PoolError {
+    /// The database, or the connection to it, failed.
+    Db(postgres::Error),
+    /// Connecting (the socket, the startup and authentication exchange)
+    /// did not finish within this long: something accepted the connection
+    /// and never answered.
+    NoAnswer(Duration),
+    /// No thread could be started to connect on.
+    Spawn(std::io::Error),
+}
+
+impl From<postgres::Error> for PoolError {
+    fn from(error: postgres::Error) -> Self {
+        PoolError::Db(error)
+    }
+}
+
+/// Open a connection, giving up after `within`. The `postgres` crate bounds
+/// only the socket's connect; a peer that accepts and then says nothing
+/// would hold the startup exchange for good. So the connection is made on
+/// a thread of its own and waited for at most `within`; an attempt given
+/// up on is left to that thread, which ends when the peer closes (or with
+/// the process: a CLI command exits straight after the error).
+fn connect_within(config: &Config, within: Duration) -> Result<Client, PoolError> {
+    let (send, receive) = mpsc::sync_channel(1);
+    let config = config.clone();
+    std::thread::Builder::new()
+        .name("vak-pg-connect".to_owned())
+        .spawn(move || {
+            let _ = send.send(config.connect(NoTls));
+        })
+        .map_err(PoolError::Spawn)?;
+    match receive.recv_timeout(within) {
+        Ok(connected) => connected.map_err(PoolError::Db),
+        Err(_) => Err(PoolError::NoAnswer(within)),
+    }
+}
+
 /// The pool.
 pub(crate) struct Pool {
     config: Config,
+    /// How long a new connection may take, startup and authentication
+    /// included.
+    connect_timeout: Duration,
     max: usize,
     state: Mutex<State>,
     freed: Condvar,
@@ -29,9 +73,10 @@ const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Pool {
-    pub(crate) fn new(config: Config, max: usize) -> Self {
+    pub(crate) fn new(config: Config, connect_timeout: Duration, max: usize) -> Self {
         Pool {
             config,
+            connect_timeout,
             max: max.max(1),
             state: Mutex::new(State {
                 idle: Vec::new(),
@@ -53,9 +98,9 @@ impl Pool {
     pub(crate) fn with<T>(
         &self,
         work: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
-    ) -> Result<T, postgres::Error> {
+    ) -> Result<T, PoolError> {
         let mut client = self.take()?;
-        let result = work(&mut client);
+        let result = work(&mut client).map_err(PoolError::Db);
         let mut state = self.lock();
         if client.is_closed() {
             state.open -= 1;
@@ -70,11 +115,11 @@ impl Pool {
     /// A connection of its own, outside the pool and its count: for a
     /// session-level lock held across many pooled calls (an import), which
     /// must not hold one of the connections those calls need.
-    pub(crate) fn connect_alone(&self) -> Result<Client, postgres::Error> {
-        self.config.connect(NoTls)
+    pub(crate) fn connect_alone(&self) -> Result<Client, PoolError> {
+        connect_within(&self.config, self.connect_timeout)
     }
 
-    fn take(&self) -> Result<Client, postgres::Error> {
+    fn take(&self) -> Result<Client, PoolError> {
         let mut state = self.lock();
         loop {
             while let Some((mut client, since)) = state.idle.pop() {
@@ -96,7 +141,7 @@ impl Pool {
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return self.config.connect(NoTls).inspect_err(|_| {
+                return connect_within(&self.config, self.connect_timeout).inspect_err(|_| {
                     self.lock().open -= 1;
                     self.freed.notify_one();
                 });
@@ -120,8 +165,8 @@ mod tests {
         };
         let url = crate::testing::scratch_database(&url, "pool");
         let config: Config = url.parse().expect("url");
-        let pool = Pool::new(config.clone(), 2);
-        let pid = |pool: &Pool| -> Result<i32, postgres::Error> {
+        let pool = Pool::new(config.clone(), Duration::from_secs(10), 2);
+        let pid = |pool: &Pool| -> Result<i32, PoolError> {
             pool.with(|c| Ok(c.query_one("SELECT pg_backend_pid()", &[])?.get(0)))
         };
         let first = pid(&pool).expect("first");

@@ -12,10 +12,18 @@ use vak_session::{
 };
 
 use crate::migrate;
-use crate::pool::Pool;
+use crate::pool::{Pool, PoolError};
 
 /// Claims made by this process, to prune old ones now and then.
 static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// How long a new connection may take, socket, startup and authentication
+/// included, unless the URL's `connect_timeout` (seconds) says otherwise.
+pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How long one statement may run on the server, unless the URL's
+/// `options` set `statement_timeout` themselves.
+pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How many connections one process opens at most.
 pub const DEFAULT_POOL: usize = 8;
@@ -150,13 +158,26 @@ impl PgStore {
         if config.get_application_name().is_none() {
             config.application_name("vak");
         }
-        // An unreachable database is an error in seconds, not a hang.
-        if config.get_connect_timeout().is_none() {
-            config.connect_timeout(std::time::Duration::from_secs(10));
+        // An unreachable database, or one that accepts and never answers,
+        // is an error in seconds, not a hang: the whole connection (socket,
+        // startup, authentication) within `connect_timeout`.
+        let connect_timeout = *config
+            .get_connect_timeout()
+            .unwrap_or(&DEFAULT_CONNECT_TIMEOUT);
+        config.connect_timeout(connect_timeout);
+        // And no statement runs longer on the server than
+        // `statement_timeout`, unless the URL's `options` set their own.
+        let options = config.get_options().unwrap_or_default().to_owned();
+        if !options.contains("statement_timeout") {
+            let statement = format!(
+                "-c statement_timeout={}s",
+                DEFAULT_STATEMENT_TIMEOUT.as_secs()
+            );
+            config.options(format!("{options} {statement}").trim_start());
         }
         let described = describe(&config);
         Ok(PgStore {
-            pool: Pool::new(config, pool),
+            pool: Pool::new(config, connect_timeout, pool),
             described,
             lock,
             lock_named,
@@ -305,8 +326,8 @@ impl PgStore {
         Ok((rows, usize::try_from(total).unwrap_or(0)))
     }
 
-    pub(crate) fn err(&self, error: &postgres::Error) -> SessionError {
-        self.fail(reason(error))
+    pub(crate) fn err(&self, error: &(impl Explain + ?Sized)) -> SessionError {
+        self.fail(error.explain())
     }
 
     fn location(id: &SessionId) -> Utf8PathBuf {
@@ -328,6 +349,31 @@ impl PgStore {
         self.fail(format!(
             "session `{id}` holds {what} that does not parse ({e})"
         ))
+    }
+}
+
+/// A failure that can say what went wrong, as a clause for a message.
+pub(crate) trait Explain {
+    /// The clause.
+    fn explain(&self) -> String;
+}
+
+impl Explain for postgres::Error {
+    fn explain(&self) -> String {
+        reason(self)
+    }
+}
+
+impl Explain for PoolError {
+    fn explain(&self) -> String {
+        match self {
+            PoolError::Db(error) => reason(error),
+            PoolError::NoAnswer(within) => format!(
+                "did not answer within {} seconds (the URL's `connect_timeout` sets how long to wait)",
+                within.as_secs()
+            ),
+            PoolError::Spawn(error) => format!("cannot start a thread to connect on ({error})"),
+        }
     }
 }
 
@@ -597,6 +643,11 @@ impl PgStore {
     /// The database cannot be reached or refuses the lock.
     pub fn lock_import(&self) -> Result<ImportLock, SessionError> {
         let mut client = self.pool.connect_alone().map_err(|e| self.err(&e))?;
+        // Waiting for another import is waiting, not a stuck statement:
+        // this connection only ever holds the lock.
+        client
+            .batch_execute("SET statement_timeout = 0")
+            .map_err(|e| self.err(&e))?;
         client
             .execute("SELECT pg_advisory_lock($1)", &[&IMPORT_LOCK])
             .map_err(|e| self.err(&e))?;
@@ -1031,6 +1082,25 @@ mod tests {
         assert_eq!((lock, named), (LockMode::Row, false));
         assert!(vak_params("postgres://x/y?vak_lock=table").is_err());
         assert!(vak_params("postgres://x/y?vak_pool=0").is_err());
+    }
+
+    #[test]
+    fn statements_are_bounded_unless_the_url_says_otherwise() {
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "timeouts");
+        let shown = |url: &str| -> String {
+            let store = PgStore::connect(url).expect("url");
+            store
+                .pool
+                .with(|c| Ok(c.query_one("SHOW statement_timeout", &[])?.get(0)))
+                .expect("show")
+        };
+        assert_eq!(shown(&url), "30s");
+        let sep = if url.contains('?') { '&' } else { '?' };
+        let own = format!("{url}{sep}options=-c%20statement_timeout%3D5min");
+        assert_eq!(shown(&own), "5min");
     }
 
     #[test]

@@ -594,3 +594,82 @@ fn a_dangling_link_or_a_fifo_where_the_prompt_directory_goes_is_said_on_show_and
         assert!(!said.contains("os error"), "{said}");
     }
 }
+
+#[test]
+fn a_home_that_is_a_regular_file_is_refused_naming_it() {
+    let env = Env::fixture("myproj");
+    let file = env.home().join("not-a-home");
+    write(&file, "x\n");
+    for args in [
+        vec!["prompts", "show", "--home", file.to_str().unwrap()],
+        vec!["prompts", "explain", "--home", file.to_str().unwrap()],
+    ] {
+        let out = output_within(&mut env.command(&args), HANG);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(
+            err.contains(file.to_str().unwrap()) && err.contains("is not a directory"),
+            "{args:?}: {err}"
+        );
+        assert!(stdout(&out).is_empty(), "{args:?}: {}", stdout(&out));
+    }
+    // From VAK_HOME the same.
+    let mut command = env.command(&["prompts", "show"]);
+    command.env("VAK_HOME", &file);
+    let out = output_within(&mut command, HANG);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is not a directory"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn a_socket_fifo_or_device_as_a_layer_file_is_named_for_what_it_is() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let prompts = env.project().join(".vak/prompts");
+    std::fs::create_dir_all(&prompts).unwrap();
+    std::fs::remove_file(prompts.join("guardrails.md")).unwrap();
+    std::fs::remove_file(prompts.join("identity.md")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(prompts.join("guardrails.md")).unwrap();
+    mkfifo(&prompts.join("identity.md"));
+    let out = output_within(&mut env.command(&["prompts", "show"]), HANG);
+    let err = stderr(&out);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("guardrails.md` is not a regular file (a socket)"),
+        "{err}"
+    );
+    assert!(
+        err.contains("identity.md` is not a regular file (a FIFO)"),
+        "{err}"
+    );
+    assert!(!err.contains("No such device or address"), "{err}");
+}
+
+#[test]
+fn a_role_directory_linked_out_of_the_project_is_named_not_called_undefined() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let outside = tempfile::tempdir().unwrap();
+    write(&outside.path().join("guardrails.md"), "- from outside\n");
+    let agents = env.project().join(".vak/prompts/agents");
+    std::fs::create_dir_all(&agents).unwrap();
+    symlink(outside.path(), agents.join("rogue")).unwrap();
+    for args in [
+        vec!["prompts", "show", "--agent", "rogue"],
+        vec!["prompts", "explain", "--agent", "rogue"],
+    ] {
+        let out = output_within(&mut env.command(&args), HANG);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?}: {err}");
+        assert!(!err.contains("is not defined"), "{args:?}: {err}");
+        assert!(
+            err.contains(".vak/prompts/agents/rogue") && err.contains("symlink"),
+            "{args:?}: {err}"
+        );
+        assert!(!stdout(&out).contains("from outside"), "{}", stdout(&out));
+    }
+}

@@ -428,3 +428,69 @@ fn ledger_audit_and_path_text_is_printed_escaped() {
     assert_eq!(code(&out), 1, "{}", stderr(&out));
     assert_inert("audit list error", &out);
 }
+
+/// A listener that accepts every connection and never says a word: a port
+/// forwarded to nothing, a firewall that answers the handshake, a server
+/// wedged before its first reply.
+fn silent_listener() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming() {
+            // Held open, never read, never answered.
+            held.extend(stream.ok());
+        }
+    });
+    addr
+}
+
+#[test]
+fn a_store_that_never_answers_is_an_error_naming_it_not_a_hang() {
+    let env = Env::fixture("myproj");
+    env.write_home("f.md", "- a rule\n");
+    let file = env.home().join("f.md");
+    let addr = silent_listener();
+    let url = format!("postgres://vak:s3cret-pw@{addr}/vakdb");
+    for args in [
+        vec!["prompts", "show"],
+        vec![
+            "prompts",
+            "set",
+            "--scope",
+            "shared",
+            "guardrails",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+        vec!["session", "list"],
+        vec!["session", "list", "--store", url.as_str()],
+    ] {
+        let mut command = env.command(&args);
+        command.env("VAK_STORE", &url);
+        let out = output_within(&mut command, HANG);
+        let err = stderr(&out);
+        // A reading command answers from the home's files, warning why
+        // they may be stale; a change and a session listing fail.
+        let expected = if args[1] == "show" { 0 } else { 1 };
+        assert_eq!(code(&out), expected, "{args:?}: {err}");
+        assert!(
+            err.contains(&format!("PostgreSQL store at {addr}/vakdb"))
+                && err.contains("did not answer within 10 seconds"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("s3cret-pw"), "{args:?}: the password: {err}");
+    }
+    // The URL's own `connect_timeout` sets the bound.
+    let url = format!("{url}?connect_timeout=2");
+    let out = output_within(
+        &mut env.command(&["session", "list", "--store", &url]),
+        HANG,
+    );
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("did not answer within 2 seconds"),
+        "{}",
+        stderr(&out)
+    );
+}

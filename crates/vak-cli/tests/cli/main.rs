@@ -23,6 +23,7 @@ mod hostile_cli;
 mod hostile_links;
 mod hostile_paths;
 mod hostile_stores;
+mod hostile_terminal;
 mod hostile_text;
 mod prompts;
 mod session;
