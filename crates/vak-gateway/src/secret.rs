@@ -7,6 +7,7 @@
 //! chat of the bot instead; kept so existing senders go on working).
 
 use std::io::Write as _;
+use std::num::IntErrorKind;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use hmac::{Hmac, Mac};
@@ -249,7 +250,8 @@ pub enum SignatureRefusal {
     Missing,
     /// The timestamp is not whole Unix seconds.
     BadTimestamp,
-    /// The timestamp is more than [`REPLAY_WINDOW_SECS`] from now.
+    /// The timestamp is more than [`REPLAY_WINDOW_SECS`] from now (or too
+    /// far to fit in 64 bits).
     Stale,
     /// The signature is not `v1=<hex>` or does not match.
     Wrong,
@@ -271,6 +273,14 @@ impl SignatureRefusal {
             }
         }
     }
+}
+
+/// Whether a request dated `at` is inside the window at `now`: at most
+/// [`REPLAY_WINDOW_SECS`] away either way, both ends included (300 s away
+/// is in, 301 s is out). The distance is taken without overflow whatever
+/// the two times are.
+pub(crate) fn within_window(at: i64, now: i64) -> bool {
+    at.abs_diff(now) <= REPLAY_WINDOW_SECS.unsigned_abs()
 }
 
 /// A request whose signature matched.
@@ -301,11 +311,21 @@ pub fn verify(
     let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
         return Err(SignatureRefusal::Missing);
     };
-    let at: i64 = timestamp
-        .trim()
-        .parse()
-        .map_err(|_| SignatureRefusal::BadTimestamp)?;
-    if (now - at).abs() > REPLAY_WINDOW_SECS {
+    let at = match timestamp.trim().parse::<i64>() {
+        Ok(at) => at,
+        // Whole seconds too far either way to fit: stale, like any time
+        // past the window.
+        Err(e)
+            if matches!(
+                e.kind(),
+                IntErrorKind::PosOverflow | IntErrorKind::NegOverflow
+            ) =>
+        {
+            return Err(SignatureRefusal::Stale);
+        }
+        Err(_) => return Err(SignatureRefusal::BadTimestamp),
+    };
+    if !within_window(at, now) {
         return Err(SignatureRefusal::Stale);
     }
     let signature = signature.trim();
@@ -383,6 +403,47 @@ mod tests {
             verify(SECRET, ("b", "c"), Some("1000"), Some("v1=zz"), body, 1000),
             Err(SignatureRefusal::Wrong)
         );
+    }
+
+    /// The window is inclusive: a request 300 s from the server's clock
+    /// either way is in it, 301 s is stale. Times at the edges of `i64`
+    /// (and past them) are stale, never wrapped into the window.
+    #[test]
+    fn the_window_is_exact_at_both_ends_and_never_overflows() {
+        let body = br#"{"text":"hi"}"#;
+        let check = |at: &str, now: i64| {
+            let sig = sign_v2(SECRET, at, "b", "c", body);
+            verify(SECRET, ("b", "c"), Some(at), Some(&sig), body, now).map(|v| v.at)
+        };
+        for away in [0, 299, 300] {
+            assert_eq!(check("10000", 10_000 + away), Ok(10_000), "{away} s after");
+            assert_eq!(check("10000", 10_000 - away), Ok(10_000), "{away} s before");
+        }
+        assert_eq!(check("10000", 10_301), Err(SignatureRefusal::Stale));
+        assert_eq!(check("10000", 9_699), Err(SignatureRefusal::Stale));
+        let now = 1_700_000_000_i64;
+        let edges = [
+            i64::MIN.to_string(),
+            (i64::MIN + 1).to_string(),
+            i64::MAX.to_string(),
+            (now - (1_i64 << 62)).to_string(),
+            (now + i64::MIN).to_string(),
+            (now.wrapping_sub(i64::MAX)).to_string(),
+            u64::MAX.to_string(),
+            "-18446744073709551615".to_owned(),
+            "340282366920938463463374607431768211456".to_owned(),
+        ];
+        for at in &edges {
+            assert_eq!(check(at, now), Err(SignatureRefusal::Stale), "{at}");
+            for now in [i64::MIN, i64::MAX, 0] {
+                let refused = check(at, now);
+                // No panic, no wrap: only a time as near as the window is in.
+                let near = at
+                    .parse::<i128>()
+                    .is_ok_and(|a| (a - i128::from(now)).abs() <= 300);
+                assert_eq!(refused.is_ok(), near, "{at} at {now}: {refused:?}");
+            }
+        }
     }
 
     #[test]

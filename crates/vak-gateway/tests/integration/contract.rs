@@ -44,6 +44,7 @@ on_both!(
     a_signature_is_taken_only_by_a_committed_delivery,
     the_tail_sees_the_first_and_last_turns,
     a_cached_delivery_stays_cached_until_an_edit,
+    a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time,
 );
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
@@ -794,6 +795,57 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
         assert!(
             matches!(refused, LifecycleError::Store(SessionError::Replayed)),
             "{chat}: {refused}"
+        );
+    }
+}
+
+/// A claim dated anywhere (the edges of `i64`, now − 2^63, far ahead, the
+/// two ends of the window) is still refused as a replay after the store
+/// forgets old claims, to another chat too: pruning goes by the store's
+/// clock, and a claim is
+/// never forgotten while its request could still be in the window.
+fn a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time(env: &Env) {
+    let store = env.store();
+    // Replayed to another chat, whose session's ledger never saw it: only
+    // the claim can refuse it there.
+    env.allow("helpdesk", &["43".to_owned()]);
+    let now = crate::common::now();
+    let times = [
+        now + i64::MIN,
+        i64::MIN,
+        i64::MIN + 1,
+        i64::MAX,
+        now - (1 << 62),
+        now + (1 << 62),
+        now - 1_000_000,
+        now - 301,
+        now - 300,
+        now - 299,
+        now + 299,
+        now + 300,
+        now + 301,
+    ];
+    let keys: Vec<String> = times.iter().map(|at| format!("v2=dated-{at}")).collect();
+    for (at, key) in times.iter().zip(&keys) {
+        let claim = Claim {
+            key,
+            at: *at,
+            window_secs: 300,
+        };
+        deliver_signed(env, &*store, "42", key, &claim).expect("a first claim is delivered");
+    }
+    store.prune_claims(300).unwrap();
+    for (at, key) in times.iter().zip(&keys) {
+        let claim = Claim {
+            key,
+            at: *at,
+            window_secs: 300,
+        };
+        let again = deliver_signed(env, &*store, "43", key, &claim);
+        assert!(
+            matches!(again, Err(LifecycleError::Store(SessionError::Replayed))),
+            "the claim dated {at} was forgotten: {:?}",
+            again.map(|d| d.outcome)
         );
     }
 }

@@ -207,6 +207,9 @@ struct MovesOnce {
 }
 
 impl Store for MovesOnce {
+    fn prune_claims(&self, window_secs: i64) -> Result<(), SessionError> {
+        self.inner.prune_claims(window_secs)
+    }
     fn describe(&self) -> String {
         self.inner.describe()
     }

@@ -1,0 +1,80 @@
+//! Hostile input to `vak gateway serve`, third round: times at the edges of
+//! the integers, signatures that do not name their chat, framing that is
+//! not HTTP/1.1. The real binary on a loopback port.
+
+use crate::common::*;
+use crate::gateway_scale::{pg_url, scratch_database};
+use crate::gateway_service::{now, post, secret, serve};
+
+const PATH: &str = "/v1/bots/helpdesk/chats/42/messages";
+
+/// `v2` headers for `body` to helpdesk/42 dated `ts` (any string).
+fn signed_at(key: &str, ts: &str, body: &str) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "X-Vak-Signature",
+            vak_gateway::sign_v2(key, ts, "helpdesk", "42", body.as_bytes()),
+        ),
+        ("X-Vak-Timestamp", ts.to_owned()),
+    ]
+}
+
+/// A correctly signed request dated at the edges of the integers (now −
+/// 2^63, `i64::MIN`/`MAX`, values past `u64`) is refused as stale, and so
+/// is its second copy: nothing is delivered, on either store.
+fn times_at_the_edges_are_stale(db: &str) {
+    let env = Env::fixture("myproj");
+    env.trust();
+    env.ok(&["store", "migrate", "--store", db]);
+    let key = secret(&env, "helpdesk");
+    let served = serve(&env, &["--store", db]);
+    let now = now();
+    let edges = [
+        (now + i64::MIN).to_string(),
+        i64::MIN.to_string(),
+        (i64::MIN + 1).to_string(),
+        i64::MAX.to_string(),
+        (now - (1_i64 << 62)).to_string(),
+        u64::MAX.to_string(),
+        "99999999999999999999999999".to_owned(),
+    ];
+    for ts in &edges {
+        let body = format!(r#"{{"text":"dated {ts}"}}"#);
+        for copy in ["first", "second"] {
+            let (status, answer) = post(
+                &served.addr,
+                PATH,
+                &signed_at(&key, ts, &body),
+                body.as_bytes(),
+            );
+            assert_eq!(status, 401, "{ts}, {copy} copy: {answer}");
+            assert!(
+                answer["error"].as_str().unwrap().contains("300 s"),
+                "{ts}: {answer}"
+            );
+        }
+    }
+    let body = r#"{"text":"on time"}"#;
+    let (status, answer) = post(
+        &served.addr,
+        PATH,
+        &signed_at(&key, &now.to_string(), body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["outcome"], "created",
+        "nothing dated at an edge was delivered before: {answer}"
+    );
+}
+
+#[test]
+fn times_at_the_edges_are_stale_on_the_file_store() {
+    times_at_the_edges_are_stale("file");
+}
+
+#[test]
+fn times_at_the_edges_are_stale_on_postgres() {
+    let Some(url) = pg_url() else { return };
+    times_at_the_edges_are_stale(&scratch_database(&url, "edges"));
+}
