@@ -78,3 +78,58 @@ fn times_at_the_edges_are_stale_on_postgres() {
     let Some(url) = pg_url() else { return };
     times_at_the_edges_are_stale(&scratch_database(&url, "edges"));
 }
+
+/// `v1` headers for `body` dated now: they cover the body and the time,
+/// not the bot and chat.
+fn signed_v1(key: &str, body: &str) -> Vec<(&'static str, String)> {
+    let ts = now().to_string();
+    vec![
+        (
+            "X-Vak-Signature",
+            vak_gateway::sign(key, &ts, body.as_bytes()),
+        ),
+        ("X-Vak-Timestamp", ts),
+    ]
+}
+
+/// A `v1` signature does not name its chat, so a captured one could be
+/// sent to another chat of the bot: refused (401) unless the shared config
+/// turns it on; a project's config cannot.
+#[test]
+fn a_v1_signature_is_refused_unless_the_shared_config_accepts_it() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let body = r#"{"text":"signed the old way"}"#;
+
+    // The default, and a project that says yes: refused, and told how.
+    for project_says in [false, true] {
+        if project_says {
+            env.write_project(".vak/config.toml", "[gateway]\naccept_v1 = true\n");
+        }
+        let served = serve(&env, &[]);
+        let (status, answer) = post(&served.addr, PATH, &signed_v1(&key, body), body.as_bytes());
+        assert_eq!(
+            status, 401,
+            "project config says yes: {project_says}: {answer}"
+        );
+        let error = answer["error"].as_str().unwrap();
+        assert!(
+            error.contains("v1") && error.contains("v2") && error.contains("accept_v1"),
+            "{error}"
+        );
+        let body = format!(r#"{{"text":"signed with v2, project says yes: {project_says}"}}"#);
+        let v2 = signed_at(&key, &now().to_string(), &body);
+        let (status, answer) = post(&served.addr, PATH, &v2, body.as_bytes());
+        assert_eq!(status, 200, "{answer}");
+    }
+
+    // The shared config turns it on.
+    let shared = env.home().join(".vak/config.toml");
+    let mut config = std::fs::read_to_string(&shared).unwrap_or_default();
+    config.push_str("\n[gateway]\naccept_v1 = true\n");
+    std::fs::write(&shared, config).unwrap();
+    let served = serve(&env, &[]);
+    let (status, answer) = post(&served.addr, PATH, &signed_v1(&key, body), body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+}

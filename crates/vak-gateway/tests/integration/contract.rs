@@ -273,7 +273,7 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     let other = env.store();
     env.allow("helpdesk", &["43".to_owned()]);
     let claim = Claim {
-        key: "v1=abc",
+        key: "v2=abc",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -309,7 +309,7 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     );
 
     let fresh = Claim {
-        key: "v1=abd",
+        key: "v2=abd",
         ..claim
     };
     let second = deliver_signed(env, &*other, "42", "two", &fresh).unwrap();
@@ -339,7 +339,7 @@ fn import_moves_a_file_store_and_verifies_it() {
     // request's window has closed, not 100 s later.
     let claimed = crate::common::now() - 100;
     let claim = Claim {
-        key: "v1=signed-before-the-move",
+        key: "v2=signed-before-the-move",
         at: claimed,
         window_secs: 300,
     };
@@ -348,7 +348,7 @@ fn import_moves_a_file_store_and_verifies_it() {
     // committed: its request was never recorded, so it is not carried, and
     // the sender's retry is delivered on PostgreSQL.
     let killed = Claim {
-        key: "v1=killed-before-its-turn",
+        key: "v2=killed-before-its-turn",
         ..claim
     };
     let bound = files.bindings().unwrap()[0].2.session_id.clone();
@@ -535,12 +535,12 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     let store = env.store();
     let marker = |claim: &Claim<'_>| env.home.join(".vak/gateway/replay").join(claim.digest());
     let first_claim = Claim {
-        key: "v1=created",
+        key: "v2=created",
         at: crate::common::now(),
         window_secs: 300,
     };
     let next_claim = Claim {
-        key: "v1=continued",
+        key: "v2=continued",
         ..first_claim
     };
     for (claim, text, turns) in [(first_claim, "one", 1), (next_claim, "two", 2)] {
@@ -605,7 +605,7 @@ fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
     let env = Env::new(Backend::File).unwrap();
     let store = env.store();
     let claim = Claim {
-        key: "v1=first",
+        key: "v2=first",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -643,7 +643,7 @@ fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
     let first = deliver_to(&env, &*store, "42", "one");
     env.edit_prompt("Changed, then the process died after the turn.");
     let claim = Claim {
-        key: "v1=rotating",
+        key: "v2=rotating",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -711,7 +711,7 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
     let mut signed = 0;
     let mut send = |chat: &str, text: &str| {
         signed += 1;
-        let key = format!("v1={signed}");
+        let key = format!("v2={signed}");
         let claim = Claim {
             key: &key,
             at: crate::common::now(),
@@ -752,7 +752,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     env.allow("helpdesk", &["43".to_owned()]);
     let store = env.store();
     let claim = Claim {
-        key: "v1=killed",
+        key: "v2=killed",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -786,7 +786,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     // A marker an older build wrote (empty) is a delivery that committed,
     // to whichever chat.
     let old = Claim {
-        key: "v1=old-build",
+        key: "v2=old-build",
         ..claim
     };
     std::fs::write(env.home.join(".vak/gateway/replay").join(old.digest()), "").unwrap();
