@@ -159,7 +159,9 @@ pub fn head_refusal(status: StatusCode) -> String {
         414 => {
             "the request's URI is too long; deliveries go to POST /v1/bots/{bot}/chats/{chat}/messages"
         }
-        _ => "the request is not valid HTTP/1.1 (its request line or a header does not parse)",
+        _ => {
+            "the request is not valid HTTP/1.1 (an HTTP/2 preface, or a request line or a header that does not parse)"
+        }
     };
     json!({"error": message, "status": status.as_u16()}).to_string()
 }

@@ -4,7 +4,7 @@
 
 use crate::common::*;
 use crate::gateway_scale::{pg_url, scratch_database};
-use crate::gateway_service::{now, post, secret, serve};
+use crate::gateway_service::{now, post, raw_exchange, request, secret, serve};
 
 const PATH: &str = "/v1/bots/helpdesk/chats/42/messages";
 
@@ -132,4 +132,26 @@ fn a_v1_signature_is_refused_unless_the_shared_config_accepts_it() {
     let served = serve(&env, &[]);
     let (status, answer) = post(&served.addr, PATH, &signed_v1(&key, body), body.as_bytes());
     assert_eq!(status, 200, "{answer}");
+}
+
+/// An HTTP/2 connection preface is not HTTP/1.1: answered with the JSON
+/// 400 every refusal of the service is, not a silent close; whole, or cut
+/// after its request line. The service still answers afterwards.
+#[test]
+fn an_http2_preface_is_answered_with_a_json_400() {
+    let env = Env::fixture("myproj");
+    let served = serve(&env, &[]);
+    for preface in [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        &b"PRI * HTTP/2.0\r\n"[..],
+    ] {
+        let (status, answer) = raw_exchange(&served.addr, preface);
+        assert!(status.starts_with("HTTP/1.1 400"), "{status}");
+        assert_eq!(answer["status"], 400, "{answer}");
+        assert!(
+            answer["error"].as_str().unwrap().contains("HTTP/1.1"),
+            "{answer}"
+        );
+    }
+    assert_eq!(request(&served.addr, "GET", "/healthz", &[], b"").0, 200);
 }

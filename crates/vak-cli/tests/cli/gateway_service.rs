@@ -660,7 +660,7 @@ fn store_migrate_and_import_refuse_a_schema_newer_than_this_build() {
 
 /// Send `raw` (a request hyper refuses before the router sees it) on its
 /// own connection; the status line and the JSON body of the answer.
-fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
+pub fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
