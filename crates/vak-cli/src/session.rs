@@ -608,13 +608,9 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
             let line = match &delivered.outcome {
                 DeliveryOutcome::Created => format!("bound to new session {session}"),
                 DeliveryOutcome::Continued => format!("continuing session {session}"),
-                DeliveryOutcome::Rebound { gone } => {
-                    out::notice(
-                        "warning",
-                        &format!(
-                            "{bot}/{chat} was bound to session {gone}, whose ledger is gone; binding a fresh session"
-                        ),
-                    );
+                // The library's warning (printed above) names the session
+                // whose ledger is gone.
+                DeliveryOutcome::Rebound { .. } => {
                     format!("bound to new session {session} (the old ledger was gone)")
                 }
                 DeliveryOutcome::Rotated { previous, changes } => format!(

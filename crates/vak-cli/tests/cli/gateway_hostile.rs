@@ -155,3 +155,51 @@ fn an_http2_preface_is_answered_with_a_json_400() {
     }
     assert_eq!(request(&served.addr, "GET", "/healthz", &[], b"").0, 200);
 }
+
+/// A chat whose bound session's ledger is gone is bound to a fresh session,
+/// and the delivery says so: a warning naming the chat and the session in
+/// the service's answer and in `vak gateway deliver --format json`.
+#[test]
+fn a_chat_whose_ledger_is_gone_is_rebound_with_a_warning() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let served = serve(&env, &[]);
+    let body = r#"{"text":"first"}"#;
+    let (status, first) = post(
+        &served.addr,
+        PATH,
+        &signed_at(&key, &now().to_string(), body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{first}");
+    let gone = first["session_id"].as_str().unwrap().to_owned();
+    std::fs::remove_file(env.home().join(format!(".vak/sessions/{gone}.jsonl"))).unwrap();
+
+    let body = r#"{"text":"second"}"#;
+    let (status, second) = post(
+        &served.addr,
+        PATH,
+        &signed_at(&key, &now().to_string(), body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{second}");
+    assert_eq!(second["outcome"], "rebound", "{second}");
+    let warned = second["warnings"].to_string();
+    assert!(
+        warned.contains(&gone) && warned.contains("helpdesk/42") && warned.contains("gone"),
+        "{second}"
+    );
+
+    // The command line says the same, from the same library.
+    let now_gone = second["session_id"].as_str().unwrap().to_owned();
+    std::fs::remove_file(env.home().join(format!(".vak/sessions/{now_gone}.jsonl"))).unwrap();
+    let delivered = env.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "third",
+    ]);
+    assert_eq!(delivered["outcome"], "rebound", "{delivered}");
+    assert!(
+        delivered["warnings"].to_string().contains(&now_gone),
+        "{delivered}"
+    );
+}
