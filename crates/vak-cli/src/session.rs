@@ -736,6 +736,17 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                         );
                         out.push_str(&changes_text(&change.changes));
                     }
+                    SecurityEvent::Rebound(rebound) => {
+                        let _ = writeln!(
+                            out,
+                            "{} rebound {}/{}: session {} (ledger gone) → {}",
+                            Escaped(&rebound.at),
+                            Escaped(&rebound.bot),
+                            Escaped(&rebound.chat),
+                            rebound.gone_session,
+                            rebound.new_session
+                        );
+                    }
                     SecurityEvent::TrustOverCap(trust) => {
                         let _ = writeln!(
                             out,

@@ -525,6 +525,15 @@ impl Store for FileStore {
                             // between is finished by the next delivery.
                             self.audit.append(&SecurityEvent::ConfigChange(change))?;
                         }
+                        if let Bound::Gone(gone) = &bound {
+                            self.audit.append(&SecurityEvent::Rebound(crate::Rebound {
+                                at: crate::now_rfc3339(),
+                                bot: bot.to_string(),
+                                chat: chat.to_string(),
+                                gone_session: gone.clone(),
+                                new_session: id.clone(),
+                            }))?;
+                        }
                         id
                     }
                 };

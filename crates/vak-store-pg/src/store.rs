@@ -996,9 +996,26 @@ impl Store for PgStore {
                                         .map_err(|e| self.fail(e.to_string()))
                                 })
                                 .transpose()?;
-                            Ok((h, turn, event))
+                            // A chat bound to a session whose ledger is gone
+                            // says so in the audit log, in this transaction.
+                            let rebound = match &bound {
+                                Bound::Gone(gone) => Some(
+                                    serde_json::to_string(&SecurityEvent::Rebound(
+                                        vak_session::Rebound {
+                                            at: vak_session::now_rfc3339(),
+                                            bot: bot.to_string(),
+                                            chat: chat.to_string(),
+                                            gone_session: gone.clone(),
+                                            new_session: id.clone(),
+                                        },
+                                    ))
+                                    .map_err(|e| self.fail(e.to_string()))?,
+                                ),
+                                _ => None,
+                            };
+                            Ok((h, turn, event.into_iter().chain(rebound).collect::<Vec<_>>()))
                         });
-                        let ((created_at, header), turn, event) = match encoded {
+                        let ((created_at, header), turn, events) = match encoded {
                             Ok(parts) => parts,
                             Err(e) => {
                                 outcome = Err(e);
@@ -1006,8 +1023,8 @@ impl Store for PgStore {
                             }
                         };
                         insert_session(&mut tx, &id, &created_at, &header)?;
-                        if let Some(event) = event {
-                            tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[&event])?;
+                        for event in &events {
+                            tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[event])?;
                         }
                         insert_record(&mut tx, &id, &turn)?;
                         let bound_at = vak_session::now_rfc3339();

@@ -202,4 +202,14 @@ fn a_chat_whose_ledger_is_gone_is_rebound_with_a_warning() {
         delivered["warnings"].to_string().contains(&now_gone),
         "{delivered}"
     );
+
+    // And the audit log has one `rebound` event for each.
+    let audit = env.ok(&["audit", "list"]);
+    for (gone, now_bound) in [
+        (&gone, second["session_id"].as_str().unwrap()),
+        (&now_gone, delivered["session_id"].as_str().unwrap()),
+    ] {
+        let line = format!("rebound helpdesk/42: session {gone} (ledger gone) → {now_bound}");
+        assert_eq!(audit.matches(&line).count(), 1, "{line} in {audit}");
+    }
 }

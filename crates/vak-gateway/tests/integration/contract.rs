@@ -45,6 +45,7 @@ on_both!(
     the_tail_sees_the_first_and_last_turns,
     a_cached_delivery_stays_cached_until_an_edit,
     a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time,
+    a_chat_whose_ledger_is_gone_is_rebound_with_a_warning_and_an_event,
 );
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
@@ -62,7 +63,9 @@ fn config_changes(store: &dyn Store) -> Vec<vak_core::prompts::ConfigChange> {
         .into_iter()
         .filter_map(|e| match e {
             SecurityEvent::ConfigChange(c) => Some(c),
-            SecurityEvent::TrustOverCap(_) | SecurityEvent::Unknown => None,
+            SecurityEvent::TrustOverCap(_) | SecurityEvent::Rebound(_) | SecurityEvent::Unknown => {
+                None
+            }
         })
         .collect()
 }
@@ -848,4 +851,57 @@ fn a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time(env: &En
             again.map(|d| d.outcome)
         );
     }
+}
+
+/// A chat bound to a session whose ledger is gone is bound to a fresh
+/// session, with a warning naming both, and one `rebound` audit event
+/// written with the delivery.
+fn a_chat_whose_ledger_is_gone_is_rebound_with_a_warning_and_an_event(env: &Env) {
+    let store = env.store();
+    let first = deliver_to(env, &*store, "42", "first");
+    let gone = first.session.clone();
+    match &env.url {
+        None => std::fs::remove_file(env.home.join(format!(".vak/sessions/{gone}.jsonl"))).unwrap(),
+        Some(url) => {
+            let url = url.split('?').next().unwrap();
+            let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            db.execute(
+                "DELETE FROM vak_records WHERE session_id = $1",
+                &[&gone.as_str()],
+            )
+            .unwrap();
+            db.execute("DELETE FROM vak_sessions WHERE id = $1", &[&gone.as_str()])
+                .unwrap();
+        }
+    }
+    let second = deliver_to(env, &*store, "42", "second");
+    assert_eq!(
+        second.outcome,
+        DeliveryOutcome::Rebound { gone: gone.clone() }
+    );
+    assert!(
+        second
+            .warnings
+            .iter()
+            .any(|w| w.contains(gone.as_str()) && w.contains("helpdesk/42")),
+        "{:?}",
+        second.warnings
+    );
+    let rebounds: Vec<_> = store
+        .audit_newest(100)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter_map(|e| match e {
+            SecurityEvent::Rebound(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rebounds.len(), 1, "{rebounds:?}");
+    assert_eq!(rebounds[0].gone_session, gone);
+    assert_eq!(rebounds[0].new_session, second.session);
+    assert_eq!(
+        (rebounds[0].bot.as_str(), rebounds[0].chat.as_str()),
+        ("helpdesk", "42")
+    );
 }
