@@ -122,17 +122,28 @@ fn vak(options: &Options, home: &Path, project: &Path, args: &[&str]) -> Result<
     Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn sign(secret: &str, ts: &str, body: &[u8]) -> String {
+/// The `v2` signature (docs/gateway.md) of `body` sent to `path`
+/// (`/v1/bots/{bot}/chats/{chat}/messages`) at `ts`.
+fn sign(secret: &str, ts: &str, path: &str, body: &[u8]) -> String {
     let Ok(mut mac) = <Hmac<Sha256> as Mac>::new_from_slice(secret.as_bytes()) else {
         return String::new();
     };
-    mac.update(b"v1:");
+    let parts: Vec<&str> = path.split('/').collect();
+    let (bot, chat) = match parts[..] {
+        ["", "v1", "bots", bot, "chats", chat, "messages"] => (bot, chat),
+        _ => ("", ""),
+    };
+    mac.update(b"v2:");
     mac.update(ts.as_bytes());
+    mac.update(b":");
+    mac.update(bot.as_bytes());
+    mac.update(b":");
+    mac.update(chat.as_bytes());
     mac.update(b":");
     mac.update(body);
     let bytes = mac.finalize().into_bytes();
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("v1={hex}")
+    format!("v2={hex}")
 }
 
 fn post(addr: &str, path: &str, secret: &str, body: &str) -> Result<u16, String> {
@@ -148,7 +159,7 @@ fn post(addr: &str, path: &str, secret: &str, body: &str) -> Result<u16, String>
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Vak-Timestamp: {ts}\r\nX-Vak-Signature: {}\r\nConnection: close\r\n\r\n{body}",
         body.len(),
-        sign(secret, &ts, body.as_bytes())
+        sign(secret, &ts, path, body.as_bytes())
     );
     stream
         .write_all(request.as_bytes())

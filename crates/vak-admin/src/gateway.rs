@@ -41,6 +41,7 @@ fn gateway_error(error: GatewayError) -> AdminError {
     match error {
         GatewayError::Save(save) => save_error(save),
         GatewayError::ForbiddenCharacter { .. } => AdminError::BadRequest(error.to_string()),
+        GatewayError::TextTooLarge { .. } => AdminError::TooLarge(error.to_string()),
         other => AdminError::Gateway(other.to_string()),
     }
 }

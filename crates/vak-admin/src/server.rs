@@ -338,6 +338,8 @@ pub async fn serve_router_with(
             activity: activity.clone(),
             head_refusal,
             pending: Vec::new(),
+            opening: Some(Vec::with_capacity(H2_PREFACE_START.len())),
+            refused: false,
         });
         let conn = conns.add();
         let staged = Staged {
@@ -667,6 +669,29 @@ struct Tracked<S> {
     /// The rest of a rewritten refusal, reported to hyper as written and
     /// still to be sent, before anything else.
     pending: Vec<u8>,
+    /// The connection's first bytes while they may still open an HTTP/2
+    /// preface; `None` once they cannot.
+    opening: Option<Vec<u8>>,
+    /// An HTTP/2 preface was answered: hyper reads the end of the stream.
+    refused: bool,
+}
+
+/// How an HTTP/2 connection preface starts. hyper's HTTP/1.1 server closes
+/// such a connection without a word; this server answers it 400 (with
+/// the [`HeadRefusal`]'s body when it has one), as it does any request that
+/// is not HTTP/1.1.
+const H2_PREFACE_START: &[u8] = b"PRI * HTTP/2.0";
+
+/// The 400 an HTTP/2 preface is answered with, closing the connection.
+fn preface_refusal(head_refusal: Option<HeadRefusal>) -> Vec<u8> {
+    let head = "HTTP/1.1 400 Bad Request\r\nconnection: close\r\n";
+    match head_refusal {
+        Some(render) => with_body(
+            &format!("{head}\r\n"),
+            &render(axum::http::StatusCode::BAD_REQUEST),
+        ),
+        None => format!("{head}content-length: 0\r\n\r\n").into_bytes(),
+    }
 }
 
 /// The statuses hyper answers on its own when it cannot parse a request.
@@ -740,10 +765,29 @@ impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
+        if self.refused {
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let result = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.touch();
+            let this = &mut *self;
+            if let Some(seen) = &mut this.opening {
+                let new = &buf.filled()[before..];
+                let take = (H2_PREFACE_START.len() - seen.len()).min(new.len());
+                seen.extend_from_slice(&new[..take]);
+                if !H2_PREFACE_START.starts_with(seen) {
+                    this.opening = None;
+                } else if seen.len() == H2_PREFACE_START.len() {
+                    // hyper sees the stream end here and closes the
+                    // connection, sending the answer on its way out.
+                    this.opening = None;
+                    this.refused = true;
+                    buf.set_filled(before);
+                    this.pending = preface_refusal(this.head_refusal);
+                }
+            }
         }
         result
     }

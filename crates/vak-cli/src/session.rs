@@ -608,13 +608,9 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
             let line = match &delivered.outcome {
                 DeliveryOutcome::Created => format!("bound to new session {session}"),
                 DeliveryOutcome::Continued => format!("continuing session {session}"),
-                DeliveryOutcome::Rebound { gone } => {
-                    out::notice(
-                        "warning",
-                        &format!(
-                            "{bot}/{chat} was bound to session {gone}, whose ledger is gone; binding a fresh session"
-                        ),
-                    );
+                // The library's warning (printed above) names the session
+                // whose ledger is gone.
+                DeliveryOutcome::Rebound { .. } => {
                     format!("bound to new session {session} (the old ledger was gone)")
                 }
                 DeliveryOutcome::Rotated { previous, changes } => format!(
@@ -739,6 +735,17 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
                             change.new_session
                         );
                         out.push_str(&changes_text(&change.changes));
+                    }
+                    SecurityEvent::Rebound(rebound) => {
+                        let _ = writeln!(
+                            out,
+                            "{} rebound {}/{}: session {} (ledger gone) → {}",
+                            Escaped(&rebound.at),
+                            Escaped(&rebound.bot),
+                            Escaped(&rebound.chat),
+                            rebound.gone_session,
+                            rebound.new_session
+                        );
                     }
                     SecurityEvent::TrustOverCap(trust) => {
                         let _ = writeln!(

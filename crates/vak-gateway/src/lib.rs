@@ -23,8 +23,8 @@ pub use lifecycle::{
 };
 pub use request::{Request, clip, render_tail_for, render_tail_from};
 pub use secret::{
-    REPLAY_WINDOW_SECS, SignatureRefusal, Verified, bot_secret, ensure_bot_secret, ensure_secret,
-    hex, read_secret, secret_path, sign, sign_v2, verify,
+    Formats, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, bot_secret, ensure_bot_secret,
+    ensure_secret, hex, read_secret, secret_path, sign, sign_v2, verify,
 };
 pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig, head_refusal};
 pub use store::{

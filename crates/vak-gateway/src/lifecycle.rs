@@ -692,7 +692,12 @@ fn plan_delivery(
             }
         }
     };
-    let warnings = current.warnings.clone();
+    let mut warnings = current.warnings.clone();
+    if let Bound::Gone(gone) = bound {
+        warnings.push(format!(
+            "chat {bot}/{chat} was bound to session {gone}, whose ledger is gone (deleted or moved away); it is bound to a fresh session now, which does not hold the earlier turns"
+        ));
+    }
     let to_keep = matches!(planned, Ok((ChatPlan::Fresh(_), _, _))).then(|| current.clone());
     planned.map(|(plan, outcome, request)| (plan, outcome, request, warnings, to_keep))
 }

@@ -1,12 +1,14 @@
 //! Per-bot signing secrets (`$VAK_HOME/.vak/gateway/secrets/<bot>`, mode
 //! 0600) and the request signature (docs/gateway.md): `X-Vak-Signature:
 //! v2=<hex>`, the HMAC-SHA256 of `v2:`, the timestamp, the bot, the chat
-//! and the body (joined with `:`), which names where the message goes; or
-//! the older `v1=<hex>`, of `v1:`, the timestamp and the body, which does
-//! not (a `v1` request seen before it is delivered can be sent to another
-//! chat of the bot instead; kept so existing senders go on working).
+//! and the body (joined with `:`), which names where the message goes. The
+//! older `v1=<hex>`, of `v1:`, the timestamp and the body, does not (a
+//! `v1` request seen before it is delivered can be sent to another chat of
+//! the bot instead): accepted only when the shared config says `[gateway]
+//! accept_v1 = true` ([`Formats`]).
 
 use std::io::Write as _;
+use std::num::IntErrorKind;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use hmac::{Hmac, Mac};
@@ -242,6 +244,46 @@ fn mac(secret: &str, timestamp: &str, to: Option<(&str, &str)>, body: &[u8]) -> 
     mac
 }
 
+/// Which signature formats a service accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Formats {
+    /// `v2` only: the default.
+    V2Only,
+    /// `v2`, and `v1` too: `[gateway] accept_v1 = true` in the shared
+    /// config, for senders not yet moved to `v2`.
+    V2AndV1,
+}
+
+impl Formats {
+    /// What the shared config of `home` (`$VAK_HOME/.vak/config.toml`,
+    /// never a project's) says: [`Formats::V2AndV1`] only with `[gateway]
+    /// accept_v1 = true`.
+    ///
+    /// # Errors
+    ///
+    /// [`LifecycleError::SharedConfig`] naming the file when it cannot be
+    /// read, is not TOML, or `[gateway] accept_v1` is not a boolean.
+    pub fn of_home(home: &Utf8Path) -> Result<Formats, LifecycleError> {
+        let Some((path, table)) = crate::store::shared_config(home)? else {
+            return Ok(Formats::V2Only);
+        };
+        let Some(setting) = table
+            .get("gateway")
+            .and_then(|gateway| gateway.get("accept_v1"))
+        else {
+            return Ok(Formats::V2Only);
+        };
+        match setting.as_bool() {
+            Some(true) => Ok(Formats::V2AndV1),
+            Some(false) => Ok(Formats::V2Only),
+            None => Err(LifecycleError::SharedConfig {
+                path,
+                reason: "`[gateway] accept_v1` must be `true` or `false`".to_owned(),
+            }),
+        }
+    }
+}
+
 /// Why a signature was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SignatureRefusal {
@@ -249,10 +291,13 @@ pub enum SignatureRefusal {
     Missing,
     /// The timestamp is not whole Unix seconds.
     BadTimestamp,
-    /// The timestamp is more than [`REPLAY_WINDOW_SECS`] from now.
+    /// The timestamp is more than [`REPLAY_WINDOW_SECS`] from now (or too
+    /// far to fit in 64 bits).
     Stale,
-    /// The signature is not `v1=<hex>` or does not match.
+    /// The signature is not `v2=<hex>` (or `v1=<hex>`) or does not match.
     Wrong,
+    /// A `v1` signature, which this service does not accept.
+    V1Refused,
 }
 
 impl SignatureRefusal {
@@ -267,10 +312,21 @@ impl SignatureRefusal {
                 "X-Vak-Timestamp is more than 300 s from the server's clock (a replay, or a clock to fix)"
             }
             SignatureRefusal::Wrong => {
-                "X-Vak-Signature does not match: sign \"v2:\" + timestamp + \":\" + bot + \":\" + chat + \":\" + the raw body with the bot's secret (or \"v1:\" + timestamp + \":\" + the raw body)"
+                "X-Vak-Signature does not match: sign \"v2:\" + timestamp + \":\" + bot + \":\" + chat + \":\" + the raw body with the bot's secret"
+            }
+            SignatureRefusal::V1Refused => {
+                "X-Vak-Signature is a v1 signature, which does not name the bot and chat, and this service accepts v2 only: sign \"v2:\" + timestamp + \":\" + bot + \":\" + chat + \":\" + the raw body (an operator can accept v1 with `[gateway] accept_v1 = true` in the shared config $VAK_HOME/.vak/config.toml)"
             }
         }
     }
+}
+
+/// Whether a request dated `at` is inside the window at `now`: at most
+/// [`REPLAY_WINDOW_SECS`] away either way, both ends included (300 s away
+/// is in, 301 s is out). The distance is taken without overflow whatever
+/// the two times are.
+pub(crate) fn within_window(at: i64, now: i64) -> bool {
+    at.abs_diff(now) <= REPLAY_WINDOW_SECS.unsigned_abs()
 }
 
 /// A request whose signature matched.
@@ -288,10 +344,12 @@ pub struct Verified {
 
 /// Check a request's signature headers against `secret` at `now` (Unix
 /// seconds), for a request addressed to `bot` and `chat` (what a `v2`
-/// signature covers). The comparison is constant-time
-/// (`Mac::verify_slice`).
+/// signature covers), accepting the `formats` given: a `v1` signature is
+/// refused ([`SignatureRefusal::V1Refused`]) unless they include it. The
+/// comparison is constant-time (`Mac::verify_slice`).
 pub fn verify(
     secret: &str,
+    formats: Formats,
     to: (&str, &str),
     timestamp: Option<&str>,
     signature: Option<&str>,
@@ -301,11 +359,21 @@ pub fn verify(
     let (Some(timestamp), Some(signature)) = (timestamp, signature) else {
         return Err(SignatureRefusal::Missing);
     };
-    let at: i64 = timestamp
-        .trim()
-        .parse()
-        .map_err(|_| SignatureRefusal::BadTimestamp)?;
-    if (now - at).abs() > REPLAY_WINDOW_SECS {
+    let at = match timestamp.trim().parse::<i64>() {
+        Ok(at) => at,
+        // Whole seconds too far either way to fit: stale, like any time
+        // past the window.
+        Err(e)
+            if matches!(
+                e.kind(),
+                IntErrorKind::PosOverflow | IntErrorKind::NegOverflow
+            ) =>
+        {
+            return Err(SignatureRefusal::Stale);
+        }
+        Err(_) => return Err(SignatureRefusal::BadTimestamp),
+    };
+    if !within_window(at, now) {
         return Err(SignatureRefusal::Stale);
     }
     let signature = signature.trim();
@@ -315,6 +383,9 @@ pub fn verify(
         ("v1", signature.strip_prefix("v1=").map(|rest| (rest, to)))
     };
     let (hex_part, to) = covered.ok_or(SignatureRefusal::Wrong)?;
+    if version == "v1" && formats == Formats::V2Only {
+        return Err(SignatureRefusal::V1Refused);
+    }
     let given = unhex(hex_part).ok_or(SignatureRefusal::Wrong)?;
     let to = (version == "v2").then_some(to);
     mac(secret, timestamp.trim(), to, body)
@@ -338,19 +409,36 @@ mod tests {
         let sig = sign(SECRET, "1000", body);
         assert!(sig.starts_with("v1=") && sig.len() == 3 + 64);
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), body, 1100),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1000"),
+                Some(&sig),
+                body,
+                1100
+            ),
             Ok(Verified {
                 at: 1000,
                 key: sig.clone()
             })
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), b"{}", 1000),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1000"),
+                Some(&sig),
+                b"{}",
+                1000
+            ),
             Err(SignatureRefusal::Wrong)
         );
         assert_eq!(
             verify(
                 "another secret of enough length!!",
+                Formats::V2AndV1,
                 ("b", "c"),
                 Some("1000"),
                 Some(&sig),
@@ -360,29 +448,140 @@ mod tests {
             Err(SignatureRefusal::Wrong)
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("1001"), Some(&sig), body, 1000),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1001"),
+                Some(&sig),
+                body,
+                1000
+            ),
             Err(SignatureRefusal::Wrong)
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), body, 1301),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1000"),
+                Some(&sig),
+                body,
+                1301
+            ),
             Err(SignatureRefusal::Stale)
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("1000"), Some(&sig), body, 699),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1000"),
+                Some(&sig),
+                body,
+                699
+            ),
             Err(SignatureRefusal::Stale)
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), None, Some(&sig), body, 1000),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                None,
+                Some(&sig),
+                body,
+                1000
+            ),
             Err(SignatureRefusal::Missing)
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("soon"), Some(&sig), body, 1000),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("soon"),
+                Some(&sig),
+                body,
+                1000
+            ),
             Err(SignatureRefusal::BadTimestamp)
         );
         assert_eq!(
-            verify(SECRET, ("b", "c"), Some("1000"), Some("v1=zz"), body, 1000),
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1000"),
+                Some("v1=zz"),
+                body,
+                1000
+            ),
             Err(SignatureRefusal::Wrong)
         );
+        // Only when the service accepts v1.
+        assert_eq!(
+            verify(
+                SECRET,
+                Formats::V2Only,
+                ("b", "c"),
+                Some("1000"),
+                Some(&sig),
+                body,
+                1000
+            ),
+            Err(SignatureRefusal::V1Refused)
+        );
+    }
+
+    /// The window is inclusive: a request 300 s from the server's clock
+    /// either way is in it, 301 s is stale. Times at the edges of `i64`
+    /// (and past them) are stale, never wrapped into the window.
+    #[test]
+    fn the_window_is_exact_at_both_ends_and_never_overflows() {
+        let body = br#"{"text":"hi"}"#;
+        let check = |at: &str, now: i64| {
+            let sig = sign_v2(SECRET, at, "b", "c", body);
+            verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some(at),
+                Some(&sig),
+                body,
+                now,
+            )
+            .map(|v| v.at)
+        };
+        for away in [0, 299, 300] {
+            assert_eq!(check("10000", 10_000 + away), Ok(10_000), "{away} s after");
+            assert_eq!(check("10000", 10_000 - away), Ok(10_000), "{away} s before");
+        }
+        assert_eq!(check("10000", 10_301), Err(SignatureRefusal::Stale));
+        assert_eq!(check("10000", 9_699), Err(SignatureRefusal::Stale));
+        let now = 1_700_000_000_i64;
+        let edges = [
+            i64::MIN.to_string(),
+            (i64::MIN + 1).to_string(),
+            i64::MAX.to_string(),
+            (now - (1_i64 << 62)).to_string(),
+            (now + i64::MIN).to_string(),
+            (now.wrapping_sub(i64::MAX)).to_string(),
+            u64::MAX.to_string(),
+            "-18446744073709551615".to_owned(),
+            "340282366920938463463374607431768211456".to_owned(),
+        ];
+        for at in &edges {
+            assert_eq!(check(at, now), Err(SignatureRefusal::Stale), "{at}");
+            for now in [i64::MIN, i64::MAX, 0] {
+                let refused = check(at, now);
+                // No panic, no wrap: only a time as near as the window is in.
+                let near = at
+                    .parse::<i128>()
+                    .is_ok_and(|a| (a - i128::from(now)).abs() <= 300);
+                assert_eq!(refused.is_ok(), near, "{at} at {now}: {refused:?}");
+            }
+        }
     }
 
     #[test]
@@ -409,7 +608,15 @@ mod tests {
             spellings.push(format!("v1={}+{}", &hex[..at], &hex[at + 1..]));
         }
         for spelling in &spellings {
-            let verified = verify(SECRET, ("b", "c"), Some("1000"), Some(spelling), body, 1000);
+            let verified = verify(
+                SECRET,
+                Formats::V2AndV1,
+                ("b", "c"),
+                Some("1000"),
+                Some(spelling),
+                body,
+                1000,
+            );
             assert_eq!(verified.map(|v| v.key), Ok(sig.clone()), "{spelling}");
         }
     }
@@ -421,6 +628,7 @@ mod tests {
         assert!(sig.starts_with("v2=") && sig.len() == 3 + 64);
         let verified = verify(
             SECRET,
+            Formats::V2Only,
             ("helpdesk", "42"),
             Some("1000"),
             Some(&sig),
@@ -430,7 +638,15 @@ mod tests {
         assert_eq!(verified.map(|v| v.key), Ok(sig.clone()));
         for to in [("helpdesk", "43"), ("other", "42"), ("helpdesk4", "2")] {
             assert_eq!(
-                verify(SECRET, to, Some("1000"), Some(&sig), body, 1000),
+                verify(
+                    SECRET,
+                    Formats::V2AndV1,
+                    to,
+                    Some("1000"),
+                    Some(&sig),
+                    body,
+                    1000
+                ),
                 Err(SignatureRefusal::Wrong),
                 "{to:?}"
             );
@@ -440,6 +656,7 @@ mod tests {
         assert!(
             verify(
                 SECRET,
+                Formats::V2AndV1,
                 ("helpdesk", "42"),
                 Some("1000"),
                 Some(&v1),

@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 use vak_core::prompts::{Claim, Name, NameKind, SessionError, Store, SurfaceKind};
 use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
-use crate::{LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
+use crate::{Formats, LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
 
 /// The body of a delivered message: its text (other keys are ignored).
 #[derive(serde::Deserialize)]
@@ -69,6 +69,9 @@ struct Shared {
     /// Resolutions reused while their inputs are unchanged: vak-core's one
     /// cache, one entry per bot and chat, one inotify instance for all.
     cache: PromptCache,
+    /// The signature formats accepted: `v1` only with `[gateway] accept_v1
+    /// = true` in the shared config, read when the service starts.
+    formats: Formats,
 }
 
 impl Service {
@@ -78,6 +81,9 @@ impl Service {
         // A node starts from the store's whole home side: a local file the
         // store lacks, or one edited by hand, refuses the start.
         vak_core::home::sync_if_shared(&config.home, &*store, true)?;
+        // After the sync: with the home side in the store, the shared
+        // config is the store's.
+        let formats = Formats::of_home(&config.home)?;
         let listener =
             std::net::TcpListener::bind(&config.listen).map_err(|e| LifecycleError::Listen {
                 addr: config.listen.clone(),
@@ -93,6 +99,7 @@ impl Service {
             listener,
             state: Arc::new(Shared {
                 cache: PromptCache::within_window(),
+                formats,
                 home: config.home,
                 project: config.project,
                 store,
@@ -152,7 +159,9 @@ pub fn head_refusal(status: StatusCode) -> String {
         414 => {
             "the request's URI is too long; deliveries go to POST /v1/bots/{bot}/chats/{chat}/messages"
         }
-        _ => "the request is not valid HTTP/1.1 (its request line or a header does not parse)",
+        _ => {
+            "the request is not valid HTTP/1.1 (an HTTP/2 preface, or a request line or a header that does not parse)"
+        }
     };
     json!({"error": message, "status": status.as_u16()}).to_string()
 }
@@ -366,6 +375,7 @@ fn handle(
     let now = now_secs();
     let verified = match crate::verify(
         &secret,
+        state.formats,
         (bot.as_str(), chat.as_str()),
         timestamp,
         signature,

@@ -68,6 +68,30 @@ impl StoreUrl {
     }
 }
 
+/// The shared config (`$VAK_HOME/.vak/config.toml`), parsed, with its
+/// path; `None` when there is none. Read like a prompt file (confined to
+/// the home, bounded). A project's config is never read here: what it
+/// holds cannot choose a store nor loosen the gateway.
+pub(crate) fn shared_config(
+    home: &Utf8Path,
+) -> Result<Option<(Utf8PathBuf, toml::Table)>, LifecycleError> {
+    let path = home.join(".vak").join("config.toml");
+    let text = read_safely(&path, home).map_err(|refusal| LifecycleError::SharedConfig {
+        path: path.clone(),
+        reason: refusal.to_string(),
+    })?;
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let table = text
+        .parse::<toml::Table>()
+        .map_err(|e| LifecycleError::SharedConfig {
+            path: path.clone(),
+            reason: format!("not valid TOML: {}", e.message()),
+        })?;
+    Ok(Some((path, table)))
+}
+
 /// The store URL for `home`, and where it came from.
 pub fn choose_store(
     home: &Utf8Path,
@@ -79,30 +103,18 @@ pub fn choose_store(
     if let Some(raw) = std::env::var("VAK_STORE").ok().filter(|v| !v.is_empty()) {
         return Ok((StoreUrl::parse(&raw, &StoreSource::Env)?, StoreSource::Env));
     }
-    let path = home.join(".vak").join("config.toml");
-    let text = read_safely(&path, home).map_err(|refusal| LifecycleError::SharedConfig {
-        path: path.clone(),
-        reason: refusal.to_string(),
-    })?;
-    if let Some(text) = text {
-        let table: toml::Table =
-            text.parse()
-                .map_err(|e: toml::de::Error| LifecycleError::SharedConfig {
-                    path: path.clone(),
-                    reason: format!("not valid TOML: {}", e.message()),
-                })?;
-        if let Some(store) = table.get("store") {
-            let url = store
-                .get("url")
-                .and_then(toml::Value::as_str)
-                .ok_or_else(|| LifecycleError::SharedConfig {
-                    path: path.clone(),
-                    reason: "`[store]` needs `url = \"file\"` or `url = \"postgres://…\"`"
-                        .to_owned(),
-                })?;
-            let source = StoreSource::SharedConfig(path.clone());
-            return Ok((StoreUrl::parse(url, &source)?, source));
-        }
+    if let Some((path, table)) = shared_config(home)?
+        && let Some(store) = table.get("store")
+    {
+        let url = store
+            .get("url")
+            .and_then(toml::Value::as_str)
+            .ok_or_else(|| LifecycleError::SharedConfig {
+                path: path.clone(),
+                reason: "`[store]` needs `url = \"file\"` or `url = \"postgres://…\"`".to_owned(),
+            })?;
+        let source = StoreSource::SharedConfig(path);
+        return Ok((StoreUrl::parse(url, &source)?, source));
     }
     Ok((StoreUrl::File, StoreSource::Default))
 }

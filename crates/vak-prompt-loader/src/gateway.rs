@@ -30,7 +30,7 @@ use vak_prompt_blocks::{
 use crate::chain::{Contribution, Skipped};
 use crate::confine::OpenedDirs;
 use crate::paths::join;
-use crate::safe_read::ReadRefusal;
+use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal};
 use crate::write::{SaveError, SaveOutcome, save_atomic};
 
 /// The largest gateway JSON file read.
@@ -139,6 +139,18 @@ pub enum GatewayError {
         key: String,
         /// The character and where it is.
         found: vak_prompt_blocks::ForbiddenChar,
+    },
+    /// The text to save is over the bound of any one prompt text (as a
+    /// prompt file's is): refused, as it would be skipped when read.
+    #[error(
+        "refusing to save `{}`: it is {bytes} bytes, larger than 256 KiB (the limit for any one prompt text, as for a prompt file); shorten it and save again",
+        Escaped(.key)
+    )]
+    TextTooLarge {
+        /// The key that was left unchanged.
+        key: String,
+        /// The text's length in bytes.
+        bytes: usize,
     },
     /// The write failed or was refused.
     #[error(transparent)]
@@ -446,14 +458,21 @@ pub fn write_gateway_prompt(
 }
 
 /// Refuse a gateway prompt text holding a character no prompt may contain
-/// (DECISIONS §11), as a layer file's save is refused; `key` names it.
+/// (DECISIONS §11), as a layer file's save is refused, or over 256 KiB (it
+/// would be skipped when read); `key` names it.
 /// Every gateway write checks it; a caller may check first, to refuse
 /// before any other work.
 ///
 /// # Errors
 ///
-/// [`GatewayError::ForbiddenCharacter`].
+/// [`GatewayError::ForbiddenCharacter`], [`GatewayError::TextTooLarge`].
 pub fn check_gateway_text(key: &str, text: &str) -> Result<(), GatewayError> {
+    if too_large(text) {
+        return Err(GatewayError::TextTooLarge {
+            key: key.to_owned(),
+            bytes: text.len(),
+        });
+    }
     match vak_prompt_blocks::first_forbidden(text) {
         Some(found) => Err(GatewayError::ForbiddenCharacter {
             key: key.to_owned(),
@@ -533,6 +552,21 @@ pub fn gateway_prompt_text(
         }));
     }
     Ok((path, out))
+}
+
+/// Whether a gateway text is over [`MAX_FILE_BYTES`], the bound of any one
+/// prompt text: a gateway file may be four times that, but no one text in
+/// it reaches the prompt past the bound a prompt file has.
+fn too_large(text: &str) -> bool {
+    u64::try_from(text.len()).map_or(true, |n| n > MAX_FILE_BYTES)
+}
+
+/// Why a text over the bound is not used, after its key.
+fn too_large_reason(text: &str) -> String {
+    format!(
+        "is {} bytes, larger than 256 KiB (the limit for any one prompt text, as for a prompt file); it is not used",
+        text.len()
+    )
 }
 
 fn skip(
@@ -1347,6 +1381,9 @@ fn found_prompts(
         let (_, value) = keys.swap_remove(at);
         let source = [&key_prefix, "/prompts/", block.wire_name()].concat();
         match value.text {
+            Some(text) if too_large(&text) => {
+                skip(skipped, Some(block), layer, source, too_large_reason(&text));
+            }
             Some(text) => contributions.push(Contribution {
                 block,
                 provenance: std::sync::Arc::new(Provenance::new(layer, Origin::Gateway, source)),
@@ -1545,6 +1582,9 @@ mod tests {
                 };
                 let source = format!("{key_prefix}/prompts/{block}");
                 match value.as_str() {
+                    Some(text) if too_large(text) => {
+                        skip(skipped, Some(block), layer, source, too_large_reason(text));
+                    }
                     Some(text) => contributions.push(Contribution {
                         block,
                         provenance: std::sync::Arc::new(Provenance::new(
@@ -2155,6 +2195,46 @@ mod tests {
         let (_, s) = load(&home, false);
         assert!(s[0].reason.contains("agents/<role>"), "{}", s[0]);
         assert!(!s[0].reason.contains("code-owned"), "{}", s[0]);
+    }
+
+    /// A text over the per-file bound is refused by its key, as a file over
+    /// it is: skipped, named, not in the prompt; one at the bound is used.
+    #[test]
+    fn a_text_over_the_file_bound_is_skipped_by_its_key() {
+        let (_keep, home) = home();
+        let at_bound = "a".repeat(MAX_FILE_BYTES as usize);
+        let over = "b".repeat(MAX_FILE_BYTES as usize + 1);
+        std::fs::write(
+            GatewayFile::Bots.path(&home),
+            serde_json::json!({"helpdesk": {"prompts": {"identity": over, "guardrails": at_bound}}})
+                .to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            GatewayFile::Allowlist.path(&home),
+            serde_json::json!({"helpdesk": {"ops": {"prompts": {"surface-note": over}}}})
+                .to_string(),
+        )
+        .unwrap();
+        let (c, s) = load(&home, true);
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!(c[0].block, Block::Guardrails);
+        let text: Vec<String> = s.iter().map(ToString::to_string).collect();
+        assert_eq!(s.len(), 2, "{text:?}");
+        for (skipped, key) in s.iter().zip([
+            "bots.json#/helpdesk/prompts/identity",
+            "allowlist.json#/helpdesk/ops/prompts/surface-note",
+        ]) {
+            let said = skipped.to_string();
+            assert!(said.contains(key), "{said}");
+            assert!(said.contains("larger than 256 KiB"), "{said}");
+        }
+        // Nor is one written.
+        assert!(matches!(
+            check_gateway_text("bots.json#/helpdesk/prompts/identity", &over),
+            Err(GatewayError::TextTooLarge { .. })
+        ));
+        assert!(check_gateway_text("bots.json#/helpdesk/prompts/identity", &at_bound).is_ok());
     }
 
     #[test]

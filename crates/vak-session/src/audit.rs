@@ -36,6 +36,23 @@ pub struct ConfigChange {
     pub changes: Vec<LayerChange>,
 }
 
+/// A gateway chat bound afresh because the ledger of the session it was
+/// bound to is gone (deleted or moved away): its earlier turns are not in
+/// the new session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Rebound {
+    /// RFC 3339 UTC instant.
+    pub at: String,
+    /// The bot of the binding.
+    pub bot: String,
+    /// The chat of the binding.
+    pub chat: String,
+    /// The session whose ledger is gone.
+    pub gone_session: SessionId,
+    /// The fresh session the chat is bound to now.
+    pub new_session: SessionId,
+}
+
 /// A project trusted over the token cap, as the user asked
 /// (`vak trust --over-budget`): trusting put these chains over it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -70,6 +87,8 @@ pub enum SecurityEvent {
     ConfigChange(ConfigChange),
     /// A project was trusted over the token cap (`--over-budget`).
     TrustOverCap(TrustOverCap),
+    /// A binding whose ledger is gone was bound to a fresh session.
+    Rebound(Rebound),
     /// An event type this build does not know, written by a newer one.
     #[serde(other)]
     Unknown,
@@ -268,6 +287,7 @@ mod tests {
     fn chat_of(event: &SecurityEvent) -> &str {
         match event {
             SecurityEvent::ConfigChange(c) => &c.chat,
+            SecurityEvent::Rebound(r) => &r.chat,
             SecurityEvent::TrustOverCap(_) | SecurityEvent::Unknown => "",
         }
     }

@@ -36,7 +36,8 @@ mod store;
 mod time;
 
 pub use audit::{
-    AuditEntries, AuditLog, ChainOverCap, ConfigChange, MAX_WARNINGS, SecurityEvent, TrustOverCap,
+    AuditEntries, AuditLog, ChainOverCap, ConfigChange, MAX_WARNINGS, Rebound, SecurityEvent,
+    TrustOverCap,
 };
 pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
 pub use change::{ChangeKind, LayerChange, short_digest};

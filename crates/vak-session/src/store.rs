@@ -210,6 +210,13 @@ pub trait Store: Send + Sync + std::fmt::Debug {
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError>;
 
+    /// Forget the signatures claimed more than twice `window_secs` ago by
+    /// this store's clock (deliveries do it now and then on their own). A
+    /// claim is stamped, when taken, with its request's time brought into
+    /// `[now − window, now]`, so whatever time a request claims, its
+    /// signature outlives the window it could be replayed in.
+    fn prune_claims(&self, window_secs: i64) -> Result<(), SessionError>;
+
     /// The home side of the prompt and the signing secrets, when this store
     /// holds them (the PostgreSQL store). `None` (the file
     /// store): the home's files are the home side, as they always were.
@@ -275,7 +282,7 @@ static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// secret) would otherwise make every marker look old and be pruned while
 /// its request can still be replayed.
 fn prune(dir: &Utf8Path, window_secs: i64) {
-    let margin = std::time::Duration::from_secs(u64::try_from(2 * window_secs).unwrap_or(0));
+    let margin = std::time::Duration::from_secs(window_secs.unsigned_abs().saturating_mul(2));
     let Some(cutoff) = std::time::SystemTime::now().checked_sub(margin) else {
         return;
     };
@@ -297,15 +304,20 @@ fn prune(dir: &Utf8Path, window_secs: i64) {
 
 /// The time a marker of a request claiming `at` is stamped with (its
 /// mtime): the request's time, so the marker ages with the request it
-/// refuses (and `vak store import` carries that time over), but never
-/// later than now, so a request dated ahead cannot keep its marker past
-/// the time its own window closes.
-fn marker_time(at: i64) -> std::time::SystemTime {
+/// refuses (and `vak store import` carries that time over), brought into
+/// `[now − window, now]`: a request dated ahead cannot keep its marker past
+/// the time its own window closes, and one dated far back (the sender's
+/// claim, up to `i64::MIN`) cannot make its marker look old enough to be
+/// pruned while it is in the window. No arithmetic here can overflow.
+fn marker_time(at: i64, window_secs: i64) -> std::time::SystemTime {
     let now = std::time::SystemTime::now();
+    let window = std::time::Duration::from_secs(window_secs.unsigned_abs());
+    let earliest = now.checked_sub(window).unwrap_or(std::time::UNIX_EPOCH);
     u64::try_from(at)
         .ok()
         .and_then(|secs| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs)))
-        .map_or(now, |claimed| claimed.min(now))
+        .unwrap_or(std::time::UNIX_EPOCH)
+        .clamp(earliest, now)
 }
 
 impl FileStore {
@@ -334,6 +346,14 @@ impl FileStore {
 }
 
 impl Store for FileStore {
+    fn prune_claims(&self, window_secs: i64) -> Result<(), SessionError> {
+        prune(
+            &self.home.join(".vak").join("gateway").join("replay"),
+            window_secs,
+        );
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         format!("the file store in `{}`", self.home.join(".vak"))
     }
@@ -504,6 +524,15 @@ impl Store for FileStore {
                             // Durable before the binding moves: a crash in
                             // between is finished by the next delivery.
                             self.audit.append(&SecurityEvent::ConfigChange(change))?;
+                        }
+                        if let Bound::Gone(gone) = &bound {
+                            self.audit.append(&SecurityEvent::Rebound(crate::Rebound {
+                                at: crate::now_rfc3339(),
+                                bot: bot.to_string(),
+                                chat: chat.to_string(),
+                                gone_session: gone.clone(),
+                                new_session: id.clone(),
+                            }))?;
                         }
                         id
                     }
@@ -799,7 +828,7 @@ impl FileStore {
             chat_key,
             marked,
             tried,
-            stamp: marker_time(claim.at),
+            stamp: marker_time(claim.at, claim.window_secs),
         })
     }
 }

@@ -62,6 +62,19 @@ const IMPORT_LOCK: i64 = 0x0076_616b_5f69_6d70; // "vak_imp"
 /// for nodes whose clocks differ from the database's, whose clock decides.
 const REPLAY_KEEP_WINDOWS: i64 = 2;
 
+/// How long a claim is kept, in seconds: [`REPLAY_KEEP_WINDOWS`] windows,
+/// never negative, never overflowing (and small enough that the
+/// database's `now − keep` cannot overflow either).
+fn keep_secs(window_secs: i64) -> i64 {
+    REPLAY_KEEP_WINDOWS.saturating_mul(self::window_secs(window_secs))
+}
+
+/// A claim's window in seconds, never negative and small enough that the
+/// database's `now − window` cannot overflow.
+fn window_secs(window_secs: i64) -> i64 {
+    window_secs.clamp(0, i64::from(u32::MAX))
+}
+
 /// `vak store import`'s hold on a database ([`PgStore::lock_import`]): a
 /// session-level advisory lock on a connection of its own, released when
 /// this is dropped (or the process dies, which closes the connection).
@@ -748,6 +761,18 @@ impl PgStore {
 }
 
 impl Store for PgStore {
+    fn prune_claims(&self, window_secs: i64) -> Result<(), SessionError> {
+        self.pool
+            .with(|client| {
+                client.execute(
+                    "DELETE FROM vak_replay WHERE at < extract(epoch FROM now())::bigint - $1",
+                    &[&keep_secs(window_secs)],
+                )?;
+                Ok(())
+            })
+            .map_err(|e| self.err(&e))
+    }
+
     fn describe(&self) -> String {
         self.described.clone()
     }
@@ -928,9 +953,17 @@ impl Store for PgStore {
                 // request on another node, to any chat) makes this one wait
                 // for that transaction and then insert nothing.
                 if let Some(claim) = claim {
+                    // Stamped with the request's time brought into the
+                    // database's `[now − window, now]`: a time dated far
+                    // back (the sender's claim, up to `i64::MIN`) must not
+                    // make the claim look old enough to prune while its
+                    // request is in the window.
                     let taken = tx.execute(
-                        "INSERT INTO vak_replay (key, at) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING",
-                        &[&claim.digest(), &claim.at],
+                        "INSERT INTO vak_replay (key, at)
+                         SELECT $1, LEAST(GREATEST($2, n - $3), n)
+                         FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
+                         ON CONFLICT (key) DO NOTHING",
+                        &[&claim.digest(), &claim.at, &window_secs(claim.window_secs)],
                     )?;
                     if taken == 0 {
                         outcome = Err(SessionError::Replayed);
@@ -1014,9 +1047,26 @@ impl Store for PgStore {
                                         .map_err(|e| self.fail(e.to_string()))
                                 })
                                 .transpose()?;
-                            Ok((h, turn, event))
+                            // A chat bound to a session whose ledger is gone
+                            // says so in the audit log, in this transaction.
+                            let rebound = match &bound {
+                                Bound::Gone(gone) => Some(
+                                    serde_json::to_string(&SecurityEvent::Rebound(
+                                        vak_session::Rebound {
+                                            at: vak_session::now_rfc3339(),
+                                            bot: bot.to_string(),
+                                            chat: chat.to_string(),
+                                            gone_session: gone.clone(),
+                                            new_session: id.clone(),
+                                        },
+                                    ))
+                                    .map_err(|e| self.fail(e.to_string()))?,
+                                ),
+                                _ => None,
+                            };
+                            Ok((h, turn, event.into_iter().chain(rebound).collect::<Vec<_>>()))
                         });
-                        let ((created_at, header), turn, event) = match encoded {
+                        let ((created_at, header), turn, events) = match encoded {
                             Ok(parts) => parts,
                             Err(e) => {
                                 outcome = Err(e);
@@ -1024,8 +1074,8 @@ impl Store for PgStore {
                             }
                         };
                         insert_session(&mut tx, &id, &created_at, &header)?;
-                        if let Some(event) = event {
-                            tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[&event])?;
+                        for event in &events {
+                            tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[event])?;
                         }
                         insert_record(&mut tx, &id, &turn)?;
                         let bound_at = vak_session::now_rfc3339();
@@ -1055,7 +1105,7 @@ impl Store for PgStore {
                 {
                     let _ = client.execute(
                         "DELETE FROM vak_replay WHERE at < extract(epoch FROM now())::bigint - $1",
-                        &[&(REPLAY_KEEP_WINDOWS * claim.window_secs)],
+                        &[&keep_secs(claim.window_secs)],
                     );
                 }
                 Ok(())

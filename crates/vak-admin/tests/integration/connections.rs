@@ -413,3 +413,21 @@ fn clients_that_never_finish_a_request_cannot_keep_a_real_one_out() {
     );
     assert!(!server.is_finished(), "the server stopped");
 }
+
+/// An HTTP/2 connection preface is not HTTP/1.1: answered 400 (hyper on its
+/// own closes it without a word), and the server answers afterwards.
+#[test]
+fn an_http2_preface_is_answered_400() {
+    let (env, server) = Env::with(None, quick());
+    let mut stream = TcpStream::connect(env.addr).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    std::io::Write::write_all(&mut stream, b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").expect("write");
+    let mut bytes = Vec::new();
+    stream.read_to_end(&mut bytes).expect("read until closed");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 400"), "{text:?}");
+    env.get("/api/layers?scope=shared").expect_ok();
+    assert!(!server.is_finished(), "the server stopped");
+}

@@ -41,7 +41,7 @@ fn a_signed_request_refused_inside_its_delivery_is_delivered_when_retried() {
         env.write_project(path, &large_guardrails(tag));
     }
     let body = r#"{"text":"sent while the prompt was too long"}"#;
-    let headers = signed(&key, body);
+    let headers = signed(&key, PATH, body);
     let (status, answer) = post(&node.addr, PATH, &headers, body.as_bytes());
     assert_eq!(status, 422, "{answer}");
     assert_eq!(sessions_and_turns(&env, "file"), (0, 0));
@@ -76,7 +76,7 @@ fn one_signed_request_on_two_nodes_at_once(db: &str) {
     let nodes = [serve(&env, &["--store", db]), serve(&env, &["--store", db])];
     for round in 0..5 {
         let body = serde_json::json!({ "text": format!("round {round}") }).to_string();
-        let headers = signed(&key, &body);
+        let headers = signed(&key, PATH, &body);
         let start = Barrier::new(2);
         let mut statuses: Vec<u16> = std::thread::scope(|scope| {
             let sent: Vec<_> = nodes

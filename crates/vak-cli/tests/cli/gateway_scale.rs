@@ -128,7 +128,12 @@ fn run(kill_one: bool, shared: &Shared) {
                             node = 0;
                         }
                         match std::panic::catch_unwind(|| {
-                            post(&addrs[node], &path, &signed(&key, &body), body.as_bytes())
+                            post(
+                                &addrs[node],
+                                &path,
+                                &signed(&key, &path, &body),
+                                body.as_bytes(),
+                            )
                         }) {
                             Ok(answer) => break answer,
                             Err(_) if kill_one => {

@@ -102,12 +102,19 @@ pub fn request(
     (status, json)
 }
 
-pub fn signed(secret: &str, body: &str) -> Vec<(&'static str, String)> {
+/// `v2` signature headers, dated now, for `body` sent to `path`
+/// (`/v1/bots/{bot}/chats/{chat}/messages`, whose bot and chat it names).
+pub fn signed(secret: &str, path: &str, body: &str) -> Vec<(&'static str, String)> {
     let ts = now().to_string();
+    let parts: Vec<&str> = path.split('/').collect();
+    let (bot, chat) = match parts[..] {
+        ["", "v1", "bots", bot, "chats", chat, "messages"] => (bot, chat),
+        _ => ("", ""),
+    };
     vec![
         (
             "X-Vak-Signature",
-            vak_gateway::sign(secret, &ts, body.as_bytes()),
+            vak_gateway::sign_v2(secret, &ts, bot, chat, body.as_bytes()),
         ),
         ("X-Vak-Timestamp", ts),
     ]
@@ -152,21 +159,21 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     assert_eq!(answer["status"], 401);
     assert!(answer["error"].as_str().unwrap().contains("not signed"));
 
-    let wrong = signed("a different secret that is long enough", body);
+    let wrong = signed("a different secret that is long enough", &path, body);
     assert_eq!(post(addr, &path, &wrong, body.as_bytes()).0, 401);
 
     let stale_ts = (now() - 301).to_string();
     let stale = vec![
         (
             "X-Vak-Signature",
-            vak_gateway::sign(&key, &stale_ts, body.as_bytes()),
+            vak_gateway::sign_v2(&key, &stale_ts, "helpdesk", "42", body.as_bytes()),
         ),
         ("X-Vak-Timestamp", stale_ts),
     ];
     assert_eq!(post(addr, &path, &stale, body.as_bytes()).0, 401);
 
     let big = format!(r#"{{"text":"{}"}}"#, "a".repeat(70 * 1024));
-    let (status, answer) = post(addr, &path, &signed(&key, &big), big.as_bytes());
+    let (status, answer) = post(addr, &path, &signed(&key, &path, &big), big.as_bytes());
     assert_eq!(status, 413, "{answer}");
     // Chunked, so no length is declared: still told apart from a body cut
     // off, and refused as too large.
@@ -196,7 +203,7 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     let (status, answer) = post(
         addr,
         &messages("helpdesk", "99"),
-        &signed(&key, other),
+        &signed(&key, &messages("helpdesk", "99"), other),
         other.as_bytes(),
     );
     assert_eq!(status, 403, "{answer}");
@@ -204,16 +211,19 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     let (status, _) = post(
         addr,
         &messages("stranger", "42"),
-        &signed(&stranger, other),
+        &signed(&stranger, &messages("stranger", "42"), other),
         other.as_bytes(),
     );
     assert_eq!(status, 403);
 
     let bad = r#"{"message":"hi"}"#;
-    assert_eq!(post(addr, &path, &signed(&key, bad), bad.as_bytes()).0, 400);
+    assert_eq!(
+        post(addr, &path, &signed(&key, &path, bad), bad.as_bytes()).0,
+        400
+    );
     // `text` twice is refused, not read as the last one.
     let twice = r#"{"text":"hi","text":"evil"}"#;
-    let (status, answer) = post(addr, &path, &signed(&key, twice), twice.as_bytes());
+    let (status, answer) = post(addr, &path, &signed(&key, &path, twice), twice.as_bytes());
     assert_eq!(status, 400, "{answer}");
     assert!(
         answer["error"].as_str().unwrap().contains("twice"),
@@ -223,7 +233,10 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     for raw in [&b"{\"text\":\"\xff\xfe\"}"[..], &b"\x00\x01not json"[..]] {
         let ts = now().to_string();
         let headers = vec![
-            ("X-Vak-Signature", vak_gateway::sign(&key, &ts, raw)),
+            (
+                "X-Vak-Signature",
+                vak_gateway::sign_v2(&key, &ts, "helpdesk", "42", raw),
+            ),
             ("X-Vak-Timestamp", ts),
         ];
         let (status, answer) = post(addr, &path, &headers, raw);
@@ -241,7 +254,7 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
         "a refusal took no signature"
     );
 
-    let headers = signed(&key, body);
+    let headers = signed(&key, &path, body);
     let (status, answer) = post(addr, &path, &headers, body.as_bytes());
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["outcome"], "created");
@@ -252,7 +265,7 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
     let respelled: Vec<(&str, String)> = headers
         .iter()
         .map(|(name, value)| match *name {
-            "X-Vak-Signature" => (*name, format!("v1={}", value[3..].to_uppercase())),
+            "X-Vak-Signature" => (*name, format!("v2={}", value[3..].to_uppercase())),
             _ => (*name, value.clone()),
         })
         .collect();
@@ -330,7 +343,12 @@ fn an_edit_while_serving_rotates_the_very_next_delivery() {
     let path = messages("helpdesk", "42");
     let send = |text: &str| {
         let body = serde_json::json!({ "text": text }).to_string();
-        let (status, answer) = post(&served.addr, &path, &signed(&key, &body), body.as_bytes());
+        let (status, answer) = post(
+            &served.addr,
+            &path,
+            &signed(&key, &path, &body),
+            body.as_bytes(),
+        );
         assert_eq!(status, 200, "{answer}");
         answer
     };
@@ -417,7 +435,7 @@ fn sigterm_finishes_the_delivery_in_flight() {
         post(
             &addr,
             &messages("helpdesk", "42"),
-            &signed(&key, body),
+            &signed(&key, &messages("helpdesk", "42"), body),
             body.as_bytes(),
         )
     });
@@ -477,8 +495,8 @@ fn a_request_replayed_to_another_node_is_refused() {
     let a = serve(&env, &[]);
     let b = serve(&env, &[]);
     let body = r#"{"text":"once only"}"#;
-    let headers = signed(&key, body);
     let path = messages("helpdesk", "42");
+    let headers = signed(&key, &path, body);
     assert_eq!(post(&a.addr, &path, &headers, body.as_bytes()).0, 200);
     let (status, answer) = post(&b.addr, &path, &headers, body.as_bytes());
     assert_eq!(status, 401, "{answer}");
@@ -505,7 +523,7 @@ fn one_log_line_per_delivery_without_text_or_secret() {
     let (status, answer) = post(
         &addr,
         &messages("helpdesk", "42"),
-        &signed(&key, body),
+        &signed(&key, &messages("helpdesk", "42"), body),
         body.as_bytes(),
     );
     assert_eq!(status, 200, "{answer}");
@@ -542,7 +560,7 @@ fn a_request_the_file_store_delivered_is_a_replay_after_store_import() {
     env.trust();
     let key = secret(&env, "helpdesk");
     let body = r#"{"text":"delivered once"}"#;
-    let headers = signed(&key, body);
+    let headers = signed(&key, &messages("helpdesk", "42"), body);
     let served = serve(&env, &[]);
     let (status, answer) = post(
         &served.addr,
@@ -642,7 +660,7 @@ fn store_migrate_and_import_refuse_a_schema_newer_than_this_build() {
 
 /// Send `raw` (a request hyper refuses before the router sees it) on its
 /// own connection; the status line and the JSON body of the answer.
-fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
+pub fn raw_exchange(addr: &str, raw: &[u8]) -> (String, Value) {
     let mut stream = TcpStream::connect(addr).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))

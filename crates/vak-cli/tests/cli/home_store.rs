@@ -86,7 +86,7 @@ fn deliver(node: &str, secret: &str, text: &str) -> Value {
     let (status, answer) = post(
         node,
         "/v1/bots/helpdesk/chats/42/messages",
-        &signed(secret, &body),
+        &signed(secret, "/v1/bots/helpdesk/chats/42/messages", &body),
         body.as_bytes(),
     );
     assert_eq!(status, 200, "{answer}");
@@ -397,7 +397,7 @@ fn a_replica_edited_by_hand_or_a_row_altered_in_the_database_is_refused() {
     let (status, answer) = post(
         &node.addr,
         "/v1/bots/helpdesk/chats/42/messages",
-        &signed(&secret, &body),
+        &signed(&secret, "/v1/bots/helpdesk/chats/42/messages", &body),
         body.as_bytes(),
     );
     assert_eq!(status, 500, "{answer}");
@@ -485,7 +485,7 @@ fn a_home_side_built_through_one_nodes_admin_api_serves_another_node() {
     let (status, answer) = post(
         &node_b.addr,
         "/v1/bots/helpdesk/chats/7/messages",
-        &signed(&secret, &body),
+        &signed(&secret, "/v1/bots/helpdesk/chats/7/messages", &body),
         body.as_bytes(),
     );
     assert_eq!(status, 200, "{answer}");

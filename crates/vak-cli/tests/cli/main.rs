@@ -13,6 +13,7 @@ mod common;
 mod completions;
 mod discovery;
 mod edit;
+mod gateway_hostile;
 mod gateway_replay;
 mod gateway_scale;
 mod gateway_service;

@@ -44,6 +44,8 @@ on_both!(
     a_signature_is_taken_only_by_a_committed_delivery,
     the_tail_sees_the_first_and_last_turns,
     a_cached_delivery_stays_cached_until_an_edit,
+    a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time,
+    a_chat_whose_ledger_is_gone_is_rebound_with_a_warning_and_an_event,
 );
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
@@ -61,7 +63,9 @@ fn config_changes(store: &dyn Store) -> Vec<vak_core::prompts::ConfigChange> {
         .into_iter()
         .filter_map(|e| match e {
             SecurityEvent::ConfigChange(c) => Some(c),
-            SecurityEvent::TrustOverCap(_) | SecurityEvent::Unknown => None,
+            SecurityEvent::TrustOverCap(_) | SecurityEvent::Rebound(_) | SecurityEvent::Unknown => {
+                None
+            }
         })
         .collect()
 }
@@ -272,7 +276,7 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     let other = env.store();
     env.allow("helpdesk", &["43".to_owned()]);
     let claim = Claim {
-        key: "v1=abc",
+        key: "v2=abc",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -308,7 +312,7 @@ fn a_signature_is_taken_only_by_a_committed_delivery(env: &Env) {
     );
 
     let fresh = Claim {
-        key: "v1=abd",
+        key: "v2=abd",
         ..claim
     };
     let second = deliver_signed(env, &*other, "42", "two", &fresh).unwrap();
@@ -338,7 +342,7 @@ fn import_moves_a_file_store_and_verifies_it() {
     // request's window has closed, not 100 s later.
     let claimed = crate::common::now() - 100;
     let claim = Claim {
-        key: "v1=signed-before-the-move",
+        key: "v2=signed-before-the-move",
         at: claimed,
         window_secs: 300,
     };
@@ -347,7 +351,7 @@ fn import_moves_a_file_store_and_verifies_it() {
     // committed: its request was never recorded, so it is not carried, and
     // the sender's retry is delivered on PostgreSQL.
     let killed = Claim {
-        key: "v1=killed-before-its-turn",
+        key: "v2=killed-before-its-turn",
         ..claim
     };
     let bound = files.bindings().unwrap()[0].2.session_id.clone();
@@ -534,12 +538,12 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     let store = env.store();
     let marker = |claim: &Claim<'_>| env.home.join(".vak/gateway/replay").join(claim.digest());
     let first_claim = Claim {
-        key: "v1=created",
+        key: "v2=created",
         at: crate::common::now(),
         window_secs: 300,
     };
     let next_claim = Claim {
-        key: "v1=continued",
+        key: "v2=continued",
         ..first_claim
     };
     for (claim, text, turns) in [(first_claim, "one", 1), (next_claim, "two", 2)] {
@@ -604,7 +608,7 @@ fn a_first_delivery_killed_before_its_turn_is_recorded_once_by_the_retry() {
     let env = Env::new(Backend::File).unwrap();
     let store = env.store();
     let claim = Claim {
-        key: "v1=first",
+        key: "v2=first",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -642,7 +646,7 @@ fn a_rotation_interrupted_after_its_turn_is_finished_and_refused_as_a_replay() {
     let first = deliver_to(&env, &*store, "42", "one");
     env.edit_prompt("Changed, then the process died after the turn.");
     let claim = Claim {
-        key: "v1=rotating",
+        key: "v2=rotating",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -710,7 +714,7 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
     let mut signed = 0;
     let mut send = |chat: &str, text: &str| {
         signed += 1;
-        let key = format!("v1={signed}");
+        let key = format!("v2={signed}");
         let claim = Claim {
             key: &key,
             at: crate::common::now(),
@@ -751,7 +755,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     env.allow("helpdesk", &["43".to_owned()]);
     let store = env.store();
     let claim = Claim {
-        key: "v1=killed",
+        key: "v2=killed",
         at: crate::common::now(),
         window_secs: 300,
     };
@@ -785,7 +789,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     // A marker an older build wrote (empty) is a delivery that committed,
     // to whichever chat.
     let old = Claim {
-        key: "v1=old-build",
+        key: "v2=old-build",
         ..claim
     };
     std::fs::write(env.home.join(".vak/gateway/replay").join(old.digest()), "").unwrap();
@@ -796,4 +800,108 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
             "{chat}: {refused}"
         );
     }
+}
+
+/// A claim dated anywhere (the edges of `i64`, now − 2^63, far ahead, the
+/// two ends of the window) is still refused as a replay after the store
+/// forgets old claims, to another chat too: pruning goes by the store's
+/// clock, and a claim is
+/// never forgotten while its request could still be in the window.
+fn a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time(env: &Env) {
+    let store = env.store();
+    // Replayed to another chat, whose session's ledger never saw it: only
+    // the claim can refuse it there.
+    env.allow("helpdesk", &["43".to_owned()]);
+    let now = crate::common::now();
+    let times = [
+        now + i64::MIN,
+        i64::MIN,
+        i64::MIN + 1,
+        i64::MAX,
+        now - (1 << 62),
+        now + (1 << 62),
+        now - 1_000_000,
+        now - 301,
+        now - 300,
+        now - 299,
+        now + 299,
+        now + 300,
+        now + 301,
+    ];
+    let keys: Vec<String> = times.iter().map(|at| format!("v2=dated-{at}")).collect();
+    for (at, key) in times.iter().zip(&keys) {
+        let claim = Claim {
+            key,
+            at: *at,
+            window_secs: 300,
+        };
+        deliver_signed(env, &*store, "42", key, &claim).expect("a first claim is delivered");
+    }
+    store.prune_claims(300).unwrap();
+    for (at, key) in times.iter().zip(&keys) {
+        let claim = Claim {
+            key,
+            at: *at,
+            window_secs: 300,
+        };
+        let again = deliver_signed(env, &*store, "43", key, &claim);
+        assert!(
+            matches!(again, Err(LifecycleError::Store(SessionError::Replayed))),
+            "the claim dated {at} was forgotten: {:?}",
+            again.map(|d| d.outcome)
+        );
+    }
+}
+
+/// A chat bound to a session whose ledger is gone is bound to a fresh
+/// session, with a warning naming both, and one `rebound` audit event
+/// written with the delivery.
+fn a_chat_whose_ledger_is_gone_is_rebound_with_a_warning_and_an_event(env: &Env) {
+    let store = env.store();
+    let first = deliver_to(env, &*store, "42", "first");
+    let gone = first.session.clone();
+    match &env.url {
+        None => std::fs::remove_file(env.home.join(format!(".vak/sessions/{gone}.jsonl"))).unwrap(),
+        Some(url) => {
+            let url = url.split('?').next().unwrap();
+            let mut db = postgres::Client::connect(url, postgres::NoTls).unwrap();
+            db.execute(
+                "DELETE FROM vak_records WHERE session_id = $1",
+                &[&gone.as_str()],
+            )
+            .unwrap();
+            db.execute("DELETE FROM vak_sessions WHERE id = $1", &[&gone.as_str()])
+                .unwrap();
+        }
+    }
+    let second = deliver_to(env, &*store, "42", "second");
+    assert_eq!(
+        second.outcome,
+        DeliveryOutcome::Rebound { gone: gone.clone() }
+    );
+    assert!(
+        second
+            .warnings
+            .iter()
+            .any(|w| w.contains(gone.as_str()) && w.contains("helpdesk/42")),
+        "{:?}",
+        second.warnings
+    );
+    let rebounds: Vec<_> = store
+        .audit_newest(100)
+        .unwrap()
+        .events
+        .into_iter()
+        .filter_map(|e| match e {
+            SecurityEvent::Rebound(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(rebounds.len(), 1, "{rebounds:?}");
+    assert_eq!(rebounds[0].gone_session, gone);
+    assert_eq!(rebounds[0].new_session, second.session);
+    assert_eq!(
+        (rebounds[0].bot.as_str(), rebounds[0].chat.as_str()),
+        ("helpdesk", "42")
+    );
 }
