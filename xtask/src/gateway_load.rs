@@ -15,7 +15,7 @@
 //!
 //! `--home-in-store yes` (PostgreSQL only) imports the scratch home's
 //! prompt files and secret into the store first, so every delivery syncs
-//! the nodes' replica against the store (DECISIONS §14).
+//! the nodes' replica against the store.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -112,7 +112,7 @@ pub(crate) struct ViewQuery {
     agent: Option<String>,
     untrusted: Option<bool>,
     /// A directory of the project, relative to its root, whose directory
-    /// layers apply (DECISIONS §15).
+    /// layers apply.
     dir: Option<String>,
 }
 

@@ -148,7 +148,7 @@ fn usage(message: impl Into<String>) -> CliError {
 
 impl TargetArgs {
     /// The core and the target this command addresses; the core keeps its
-    /// texts and versions in the chosen store (DECISIONS §14).
+    /// texts and versions in the chosen store.
     pub(crate) fn open(&self) -> Result<(Core, EditTarget), CliError> {
         let block: Block = self
             .block

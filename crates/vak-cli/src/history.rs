@@ -1,5 +1,5 @@
 //! `vak prompts log|diff|revert` and `vak session diff`: every prompt has a
-//! history (DECISIONS §14). The history itself lives in `vak_core::history`
+//! history. The history itself lives in `vak_core::history`
 //! (the object store and the version log); this module words it.
 
 use std::fmt::Write as _;

@@ -1,5 +1,5 @@
 //! Everything `vak` prints goes through here: stdout for results, stderr
-//! for what the user should notice, both escaped (DECISIONS §11), and a
+//! for what the user should notice, both escaped, and a
 //! closed stdout ends the command quietly instead of panicking.
 
 use std::fmt::Write as _;

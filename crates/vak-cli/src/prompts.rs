@@ -32,8 +32,8 @@ fn resolve(args: &ViewArgs) -> Result<(Core, ResolvedPrompt), CliError> {
     Ok((core, resolved))
 }
 
-/// `core` on the chosen store with the home's replica brought up to it
-/// (DECISIONS §14). Reading commands still answer when that fails (an
+/// `core` on the chosen store with the home's replica brought up to it.
+/// Reading commands still answer when that fails (an
 /// unreachable database, a bad `[store] url`, a replica edited by hand): from
 /// the files as they are, with a warning saying why they may be stale.
 pub(crate) fn synced_for_reading(core: Core) -> Core {
@@ -133,7 +133,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let s = core.selectors();
     let mut out = String::new();
     let trust = match resolved.trust {
-        // The home is never a project (DECISIONS §15): there is nothing to
+        // The home is never a project: there is nothing to
         // trust, and "untrusted" would suggest there were.
         _ if core.project_is_home() => "the vak home: no project, the shared layers only",
         Trust::Trusted => "trusted",

@@ -129,7 +129,7 @@ pub(crate) fn current_dir() -> Result<Utf8PathBuf, CliError> {
 }
 
 /// The project from `--project` (exactly that directory), or the root
-/// found from the current directory (DECISIONS §15), never inside `home`.
+/// found from the current directory, never inside `home`.
 pub(crate) fn project_in(
     project: Option<&Utf8PathBuf>,
     home: &Utf8Path,

@@ -80,7 +80,7 @@ pub struct Selectors {
     pub force_untrusted: bool,
     /// The working directory inside the project, when it is not the root:
     /// each directory from the root down to it with its own `.vak/prompts/`
-    /// (or interop file) is a narrower project sub-layer (DECISIONS §15).
+    /// (or interop file) is a narrower project sub-layer.
     pub workdir: Option<Utf8PathBuf>,
 }
 
@@ -99,7 +99,7 @@ impl Selectors {
         }
     }
 
-    /// Selectors for a command run in `start` (DECISIONS §15): the project
+    /// Selectors for a command run in `start`: the project
     /// is the root found upwards from it (`.git`, else `.vak`, else `start`;
     /// never `$VAK_HOME` or anything inside it, never across a filesystem
     /// boundary), and `start` is the working directory whose directory
@@ -298,8 +298,8 @@ impl Core {
     }
 
     /// Whether the project directory is the vak home itself or anywhere
-    /// inside it: the home and everything inside it is never a project
-    /// (DECISIONS §15), whether named by `--project` or found by discovery.
+    /// inside it: the home and everything inside it is never a project,
+    /// whether named by `--project` or found by discovery.
     pub fn project_is_home(&self) -> bool {
         let (Ok(home), Ok(project)) = (
             std::fs::canonicalize(&self.selectors.home),

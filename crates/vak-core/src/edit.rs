@@ -54,7 +54,7 @@ pub enum SubLayer {
     Agent(Name),
     /// `<dir>/.vak/prompts/` of a directory below the project root, given
     /// relative to the root (`services/payments`): a directory sub-layer of
-    /// the project tier (DECISIONS §15). Project scope only.
+    /// the project tier. Project scope only.
     Directory(Utf8PathBuf),
 }
 
@@ -112,8 +112,7 @@ pub enum EditError {
     /// The file could not be read, written or removed, or changed meanwhile.
     #[error(transparent)]
     Save(#[from] SaveError),
-    /// The store's home side or this node's replica of it refused
-    /// (DECISIONS §14).
+    /// The store's home side or this node's replica of it refused.
     #[error(transparent)]
     Home(#[from] crate::home::HomeError),
     /// The text could not be kept in, or read back from, the object store
@@ -217,7 +216,7 @@ pub enum EditError {
         /// Why it cannot be kept.
         why: ReadRefusal,
     },
-    /// The text holds a character no prompt may contain (DECISIONS §11).
+    /// The text holds a character no prompt may contain.
     #[error(
         "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
         Escaped(.path.as_str())
@@ -387,7 +386,7 @@ impl EditTarget {
     }
 
     /// The block the file's text lands in: at the agent tier identity and
-    /// operating rules become agent instructions (DECISIONS §4).
+    /// operating rules become agent instructions.
     pub fn effective_block(&self) -> Block {
         if self.layer() == PromptLayer::Agent
             && matches!(self.block, Block::Identity | Block::OperatingRules)
@@ -537,7 +536,7 @@ pub struct UntrustOutcome {
     pub removed: Vec<(Utf8PathBuf, Option<BudgetReport>)>,
 }
 
-/// Stop trusting `project` in `home`'s trust store (DECISIONS §5). Never
+/// Stop trusting `project` in `home`'s trust store. Never
 /// refused: it is how a user takes a clone's instructions back. But it can
 /// bring back a longer shared identity the project had replaced, so each
 /// project it removes is resolved again, and a prompt now over the cap is
@@ -958,7 +957,7 @@ impl Core {
     }
 
     /// [`save_block`](Self::save_block), recorded in the version log as
-    /// `action` by `who` (DECISIONS §14). Before the write the file's current
+    /// `action` by `who`. Before the write the file's current
     /// text and the new text are kept in the object store (a store that
     /// cannot keep them refuses the save, nothing written); after it, one
     /// version record is appended and the new resolution's contributed texts
@@ -1261,7 +1260,7 @@ impl Core {
         ) else {
             return Ok(());
         };
-        // Inside the home there is no project (DECISIONS §15): a file saved
+        // Inside the home there is no project: a file saved
         // there would never be read as one.
         if project.starts_with(&home) {
             return Err(EditError::ProjectInHome {
@@ -1554,8 +1553,8 @@ impl Change<'_> {
 }
 
 impl Core {
-    /// Budget a change of one gateway key on every chain it reaches
-    /// (DECISIONS §12), in this core's project and with its trust: the
+    /// Budget a change of one gateway key on every chain it reaches,
+    /// in this core's project and with its trust: the
     /// chat's chain for a chat's key; for a bot's key the bot's chain and
     /// the chain of every chat of that bot with prompts of its own (each
     /// takes the bot's text unless it has its own). Each on the chat
@@ -1926,7 +1925,7 @@ fn no_role_then_each(base: &Selectors) -> Vec<Option<Name>> {
         .collect()
 }
 
-/// The chains a check visits (DECISIONS §12, §15): every surface, every
+/// The chains a check visits: every surface, every
 /// role with a directory (or the one role), the root and every directory
 /// layer (or those below the one changed), and every gateway bot and chat.
 #[derive(Debug, Clone)]

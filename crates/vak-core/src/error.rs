@@ -4,7 +4,7 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum CoreError {
     /// The directory to resolve for is inside a repository nested in the
-    /// project: a project of its own (DECISIONS §15), never a layer of this
+    /// project: a project of its own, never a layer of this
     /// one.
     #[error(
         "`{}` is inside `{}`, a repository of its own (it has `.git`): it is a separate project, untrusted until you trust it, and never a layer of `{}`; run vak there, or give `--project {}`",
@@ -40,7 +40,7 @@ pub enum CoreError {
     #[error("path `{}` is not valid UTF-8; vak needs UTF-8 paths", vak_prompt_blocks::Escaped(.0))]
     NonUtf8Path(String),
     /// The prefix does not fit the model's context window: no session may
-    /// be frozen with it (DECISIONS §12).
+    /// be frozen with it.
     #[error("{0}")]
     OverContextWindow(String),
     /// The working directory the project is found from cannot be resolved.

@@ -319,7 +319,7 @@ impl Core {
                 preview.budget.report.clone(),
             ));
         }
-        // Every other chain the key reaches (DECISIONS §12): a bot's text is
+        // Every other chain the key reaches: a bot's text is
         // in each of its chats' prompts.
         let left_out = self.check_gateway_reach(
             (&key.bot, key.chat.as_ref(), key.block),

@@ -1,4 +1,4 @@
-//! The home side of the prompt served from a store (DECISIONS §14): with
+//! The home side of the prompt served from a store: with
 //! the PostgreSQL store every node keeps the store's home side (the shared
 //! layer, its `surface/<kind>/` and `agents/<role>/` sub-layers, the
 //! gateway tiers) as ordinary files under its `$VAK_HOME` — a *replica*,
@@ -162,7 +162,7 @@ fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
 /// The exclusive lock every change of a prompt through this home holds
 /// from its budget check to its write (`.vak/save.lock`): two saves that
 /// each fit the cap alone, made at once, could otherwise both pass the check
-/// and together go over it (DECISIONS §7). One lock for the whole home,
+/// and together go over it. One lock for the whole home,
 /// since a save at any layer changes chains that every other layer is in.
 /// Held until the returned file is dropped.
 ///

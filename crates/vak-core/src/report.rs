@@ -192,7 +192,7 @@ pub fn provenance_summary(block: &ResolvedBlock, naming: LayerNaming) -> String 
             }
         }
         Composition::Accumulate | Composition::Additive => {
-            // Directory sub-layers (DECISIONS §15) are one tier, `project`,
+            // Directory sub-layers are one tier, `project`,
             // from several directories: named once, with the count.
             let directories = layers
                 .iter()

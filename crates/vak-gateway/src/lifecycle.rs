@@ -294,7 +294,7 @@ pub fn exec(
                 return Err(LifecycleError::NoFrozenPrompt { id: id.to_string() });
             }
             // The record names the current texts' digests: keep them first,
-            // so each resolves (DECISIONS §14), or record nothing.
+            // so each resolves, or record nothing.
             vak_core::history::keep_contributions(store.history(), &current)?;
             store.append(
                 id,

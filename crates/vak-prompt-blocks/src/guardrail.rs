@@ -197,7 +197,7 @@ fn key_of<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
 /// A set of dedup keys, kept in one string. A few keys are checked by
 /// scanning them (a cheap hash of each first, so the scan rarely compares
 /// text); past that a hashed map is built, so a file of thousands of
-/// guardrails still deduplicates in linear time (DECISIONS §11), with std's
+/// guardrails still deduplicates in linear time, with std's
 /// keyed hasher, so no file can be made of colliding keys.
 ///
 /// Each key remembers the last text (numbered by the caller) it was met

@@ -1,4 +1,4 @@
-//! Which characters may reach a prompt prefix or a terminal (DECISIONS §11),
+//! Which characters may reach a prompt prefix or a terminal,
 //! and the one escaping every printed input string goes through.
 //!
 //! Two audiences, one classification: [`is_forbidden`] names the characters
@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// Whether `c` may never appear in a prompt prefix (DECISIONS §11): C0
+/// Whether `c` may never appear in a prompt prefix: C0
 /// controls other than tab and newline, DEL, C1 controls (NEL among them),
 /// the line and paragraph separators, and every code point Unicode marks
 /// `Default_Ignorable_Code_Point`, assigned or not: bidi controls and marks
@@ -275,7 +275,7 @@ pub struct Cleaned<'a> {
     pub first: Option<ForbiddenChar>,
 }
 
-/// The text a load keeps (DECISIONS §11): a CRLF pair and a lone CR become
+/// The text a load keeps: a CRLF pair and a lone CR become
 /// LF, and so do VT, FF, NEL, U+2028 and U+2029 ([`is_line_break_like`]);
 /// every other forbidden character ([`is_forbidden`]) is removed. Linear in
 /// the length of `text`; borrows when there is nothing to change.

@@ -1,4 +1,4 @@
-//! The cap on the assembled prefix (DECISIONS §7), as one pure function.
+//! The cap on the assembled prefix, as one pure function.
 //!
 //! | shared config | project config | project trusted? | effective cap |
 //! |---|---|---|---|

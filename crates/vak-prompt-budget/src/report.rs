@@ -136,7 +136,7 @@ pub struct BudgetReport {
     pub layers: Vec<LayerTokens>,
 }
 
-/// The `tokens` object of `vak prompts show --format json` (DECISIONS §8).
+/// The `tokens` object of `vak prompts show --format json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TokenSummary {
     /// The assembled prefix's count.
@@ -286,7 +286,7 @@ impl BudgetReport {
     }
 
     /// A refusal to freeze a session whose prefix does not fit the model's
-    /// context window at all (DECISIONS §12).
+    /// context window at all.
     pub fn over_window_message(&self) -> String {
         // Raising the cap cannot help here: only shorter layers (or a model
         // with a larger window) can.

@@ -53,7 +53,7 @@ pub struct Contributor {
     pub interop: bool,
 }
 
-/// The text a layer contributes (DECISIONS §6, §11): forbidden characters
+/// The text a layer contributes: forbidden characters
 /// removed or turned into line breaks, blank ends trimmed. Every input text
 /// passes through here exactly once, on its way into the resolution; a
 /// file that needed it is warned about once, naming the first character.
@@ -300,7 +300,7 @@ impl ResolvedPrompt {
         self.blocks.iter().find(|b| b.block == block)
     }
 
-    /// What a session started from this resolution freezes (DECISIONS §6):
+    /// What a session started from this resolution freezes:
     /// the one place a contract is made from a resolution.
     pub fn freeze(&self, parent: Option<ParentSession>) -> FrozenContract {
         FrozenContract {

@@ -33,8 +33,8 @@ pub struct LoadRequest {
     pub agent: Option<Name>,
     /// The working directory inside the project: every directory between
     /// the project (exclusive) and it (inclusive) with its own
-    /// `.vak/prompts/` or interop file is a narrower project sub-layer
-    /// (DECISIONS §15). `None` reads the project root alone.
+    /// `.vak/prompts/` or interop file is a narrower project sub-layer.
+    /// `None` reads the project root alone.
     pub workdir: Option<Utf8PathBuf>,
 }
 
@@ -567,7 +567,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         }
     };
 
-    // One rule for every layer file (DECISIONS §11 "Paths"): it must stay
+    // One rule for every layer file: it must stay
     // inside its home or its project once every symlink is resolved.
     let home_root = &request.home;
     let project_root = &request.project;
@@ -618,8 +618,8 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         PromptLayer::Shared,
         Origin::Home,
     );
-    // The project root, then each directory down to the working directory
-    // (DECISIONS §15), widest first: the same four files, project-owned,
+    // The project root, then each directory down to the working directory,
+    // widest first: the same four files, project-owned,
     // then the level's interop file (`AGENTS.md`), which composition appends
     // to the operating rules.
     reader.chain.project_levels.push(request.project.clone());

@@ -1,5 +1,4 @@
-//! One confinement rule for every read, save and removal of a layer file
-//! (DECISIONS §11 "Paths").
+//! One confinement rule for every read, save and removal of a layer file.
 //!
 //! A layer file is touched only if it stays inside its layer root (the home
 //! or the project) after every symlink is resolved, and that is checked on

@@ -1,4 +1,4 @@
-//! Where the project is (DECISIONS §15): the nearest ancestor of the
+//! Where the project is: the nearest ancestor of the
 //! working directory that has `.git` (a directory, or a file in worktrees
 //! and submodules); if none has, the nearest that has `.vak`; else the
 //! working directory itself. `$VAK_HOME` and everything inside it is never a

@@ -128,8 +128,8 @@ pub enum GatewayError {
         /// What was found.
         found: &'static str,
     },
-    /// The text to save holds a character no prompt may contain
-    /// (DECISIONS §11): refused, as a layer file's save is.
+    /// The text to save holds a character no prompt may contain:
+    /// refused, as a layer file's save is.
     #[error(
         "refusing to save `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
         Escaped(.key)
@@ -457,8 +457,8 @@ pub fn write_gateway_prompt(
     Ok(save_atomic(&path, home, &out, Some(expected))?)
 }
 
-/// Refuse a gateway prompt text holding a character no prompt may contain
-/// (DECISIONS §11), as a layer file's save is refused, or over 256 KiB (it
+/// Refuse a gateway prompt text holding a character no prompt may contain,
+/// as a layer file's save is refused, or over 256 KiB (it
 /// would be skipped when read); `key` names it.
 /// Every gateway write checks it; a caller may check first, to refuse
 /// before any other work.

@@ -234,7 +234,7 @@ impl Live {
             let mut seen = HashSet::new();
             ok &= live.walk(&root.join(".vak"), 0, &mut seen);
         }
-        // Directory sub-layers (DECISIONS §15): each level between the root
+        // Directory sub-layers: each level between the root
         // and the working directory, where a `.vak/prompts/` or an interop
         // file such as `AGENTS.md` may appear at any time.
         if let Some(workdir) = &request.workdir {

@@ -1,4 +1,4 @@
-//! Where the project is (DECISIONS §15), run on the real binary: from
+//! Where the project is, run on the real binary: from
 //! nested directories, git worktrees, inside `$VAK_HOME`, through symlinks;
 //! directory sub-layers of a monorepo; `AGENTS.md` under the trust rules.
 

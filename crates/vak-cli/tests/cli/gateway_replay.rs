@@ -1,5 +1,5 @@
-//! A signed request's signature is taken by the delivery that commits it
-//! (DECISIONS §13): a delivery that fails leaves it free, so the sender's
+//! A signed request's signature is taken by the delivery that commits it:
+//! a delivery that fails leaves it free, so the sender's
 //! retry of the same signed request is delivered; a replay of a delivered
 //! one is refused (401) with nothing written; the same signed request sent
 //! to two nodes at once is delivered once.

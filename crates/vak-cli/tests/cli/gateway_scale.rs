@@ -1,6 +1,6 @@
 //! Two `vak gateway serve` processes on one `$VAK_HOME` and one PostgreSQL
 //! database, many signed deliveries over many chats from concurrent
-//! clients, with a prompt edit half-way (DECISIONS §13): every chat ends
+//! clients, with a prompt edit half-way: every chat ends
 //! with one binding, rotates exactly once with exactly one `config-change`
 //! event, and every 200's turn is in its session's ledger — also when one
 //! node is killed with SIGKILL mid-run.

@@ -1,5 +1,5 @@
 //! `vak prompts log|diff|revert`, `vak session diff`, `vak trust --preview`
-//! (DECISIONS §14) on the real binary.
+//! on the real binary.
 
 use std::fs;
 use std::process::Stdio;

@@ -1,4 +1,4 @@
-//! The prompt history behind the store handle (DECISIONS §14) on the real
+//! The prompt history behind the store handle on the real
 //! binary: with `--store postgres://…` every kept text and version record
 //! goes to the database and nothing to the home; a row altered in the
 //! database is refused; a gateway key's versions are listed; a session

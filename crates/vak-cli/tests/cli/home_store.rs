@@ -1,4 +1,4 @@
-//! The home side served from the PostgreSQL store (DECISIONS §14): two
+//! The home side served from the PostgreSQL store: two
 //! `vak gateway serve` nodes, each with its own EMPTY `$VAK_HOME`, on one
 //! database share the operator's prompts through the store; an edit through
 //! one node's admin API rotates the chat once on the other node and no node

@@ -1,7 +1,7 @@
 //! The hostile corpus (`fixtures/hostile/`) and the attacks on the command
 //! line itself: forged structure, invisible characters, terminal escapes,
 //! oversized and non-regular input, a closed stdout, and budgets a change
-//! could escape (DECISIONS §11, §12).
+//! could escape.
 
 use std::io::Write as _;
 use std::process::Stdio;

@@ -1,4 +1,4 @@
-//! Hostile paths (DECISIONS §11 "Paths", "Sizes", "Non-regular files"): a
+//! Hostile paths: a
 //! project whose `.vak`, `.vak/prompts` or a sub-layer directory is a
 //! symlink into the shared layer or out of the checkout; the trust store as
 //! a FIFO, written concurrently, untrusted by a path that no longer

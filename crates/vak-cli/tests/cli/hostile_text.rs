@@ -1,4 +1,4 @@
-//! Hostile and careless text on the real binary (DECISIONS §6, §11): a
+//! Hostile and careless text on the real binary: a
 //! formatting-only edit is not drift, adding a skill reports that skill
 //! only, the user's own `#general` line is kept, hidden characters are
 //! warned about once per file, and large guardrail files stay linear.

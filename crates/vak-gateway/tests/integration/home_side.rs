@@ -1,4 +1,4 @@
-//! The home side in the PostgreSQL store (DECISIONS §14): compare-and-swap,
+//! The home side in the PostgreSQL store: compare-and-swap,
 //! an altered row, a hostile path, and a delivery whose resolution the
 //! store moved past under the chat's lock (refused, resolved again, never
 //! rotated back). PostgreSQL only: the file store does not hold the home

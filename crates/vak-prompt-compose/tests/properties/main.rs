@@ -283,7 +283,7 @@ fn doc_45_probe_on_the_pure_engine() {
 }
 
 // ---------------------------------------------------------------------------
-// Hostile text (DECISIONS §11): whatever a layer contains, the prefix parsed
+// Hostile text: whatever a layer contains, the prefix parsed
 // as CommonMark has exactly the fixed headings at levels 1 and 2, one
 // `Surface:` line, no fence or HTML block that runs from one block into the
 // next, every word of every text it renders, and no forbidden character.
