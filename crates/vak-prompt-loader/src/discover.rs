@@ -190,6 +190,26 @@ pub(crate) fn levels_cut_at_home(
     home: &Utf8Path,
 ) -> Option<Utf8PathBuf> {
     let home = real_home(home)?;
+    // A nested repository ends the way before the home can: `Some(None)`.
+    first_on_the_way(root, workdir, |dir| {
+        if is_repository(dir) {
+            Some(None)
+        } else {
+            dir.starts_with(&home).then(|| Some(dir.to_owned()))
+        }
+    })
+    .flatten()
+}
+
+/// What `stop` answers for the first directory strictly below `root` on
+/// the way to `workdir` (each taken in turn, root first) for which it
+/// answers at all; `None` when it answers for none, or `workdir` is not
+/// below `root`, or the way holds a component that is not a plain name.
+fn first_on_the_way<T>(
+    root: &Utf8Path,
+    workdir: &Utf8Path,
+    mut stop: impl FnMut(&Utf8Path) -> Option<T>,
+) -> Option<T> {
     let rest = workdir.strip_prefix(root).ok()?;
     let mut dir = root.to_owned();
     for component in rest.components() {
@@ -197,11 +217,8 @@ pub(crate) fn levels_cut_at_home(
             return None;
         };
         dir.push(name);
-        if is_repository(&dir) {
-            return None;
-        }
-        if dir.starts_with(&home) {
-            return Some(dir);
+        if let Some(answer) = stop(&dir) {
+            return Some(answer);
         }
     }
     None
@@ -213,18 +230,10 @@ pub(crate) fn levels_cut_at_home(
 /// `root`'s chain. `None` when there is none, or `workdir` is not below
 /// `root`.
 pub fn nested_repository(root: &Utf8Path, workdir: &Utf8Path) -> Option<Utf8PathBuf> {
-    let rest = workdir.strip_prefix(root).ok()?;
-    let mut dir = root.to_owned();
-    for component in rest.components() {
-        let camino::Utf8Component::Normal(name) = component else {
-            return None;
-        };
-        dir.push(name);
-        if is_repository(&dir) {
-            return dir.strip_prefix(root).ok().map(Utf8Path::to_owned);
-        }
-    }
-    None
+    first_on_the_way(root, workdir, |dir| {
+        is_repository(dir).then(|| dir.strip_prefix(root).ok().map(Utf8Path::to_owned))
+    })
+    .flatten()
 }
 
 /// Whether `dir` holds a directory layer: its own `.vak/prompts/` or one of
