@@ -193,6 +193,18 @@ pub fn stderr(out: &Output) -> String {
 /// benchmarks' business (BENCHMARKS.md), never a test's.
 pub const HANG: Duration = Duration::from_secs(120);
 
+/// Wait until `ready` holds, polling; if it still does not after [`HANG`]
+/// the test fails saying `what` never happened. For a state another
+/// process reaches in its own time (a lock taken, a listener closed),
+/// which a fixed sleep would race on a loaded machine.
+pub fn wait_until(what: &str, mut ready: impl FnMut() -> bool) {
+    let started = std::time::Instant::now();
+    while !ready() {
+        assert!(started.elapsed() < HANG, "{what} never happened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Run `command` with its output captured; if it has not finished within
 /// `limit` it is killed and the test fails naming it, so a run that blocks
 /// (on a FIFO, a lock) fails the test instead of hanging the suite.
