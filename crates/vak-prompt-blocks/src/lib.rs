@@ -38,7 +38,7 @@ pub use guardrail::{
 };
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
-pub use structure::{SURFACE_PREFIX, is_structural, neutralise, neutralise_line};
+pub use structure::{SURFACE_PREFIX, neutralise};
 pub use surface::SurfaceKind;
 pub use text::{
     Cleaned, Escaped, ForbiddenChar, char_name, clean, escape_line, escape_text, first_forbidden,

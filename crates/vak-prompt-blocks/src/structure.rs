@@ -20,7 +20,7 @@ use std::borrow::Cow;
 /// The prefix's own surface line starts with this; no user line may.
 pub const SURFACE_PREFIX: &str = "Surface:";
 
-/// `text` with every line passed through [`neutralise_line`]. Borrows when
+/// `text` with a backslash before each line's structural marker, if any. Borrows when
 /// no line needed it. Linear in the length of `text`.
 pub fn neutralise(text: &str) -> Cow<'_, str> {
     // One pass: text up to each marker is copied once, and nothing at all
@@ -49,7 +49,8 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
 
 /// `line` with a backslash before the marker that would make it markdown
 /// structure, if any; see the module documentation.
-pub fn neutralise_line(line: &str) -> Cow<'_, str> {
+#[cfg(test)]
+pub(crate) fn neutralise_line(line: &str) -> Cow<'_, str> {
     match marker_at(line) {
         None => Cow::Borrowed(line),
         Some(at) => {
@@ -64,7 +65,8 @@ pub fn neutralise_line(line: &str) -> Cow<'_, str> {
 
 /// Whether `line` would open structure (the same test [`neutralise_line`]
 /// makes).
-pub fn is_structural(line: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn is_structural(line: &str) -> bool {
     marker_at(line).is_some()
 }
 
