@@ -254,6 +254,11 @@ pub struct SessionStore {
 /// How many fresh ids `create` tries before giving up on collisions.
 const CREATE_ATTEMPTS: usize = 8;
 
+/// How long a pending ledger may wait for its delivery to finish: far past
+/// any delivery in flight and any sender's retry window, so only what a
+/// kill left and nobody came back for is swept.
+pub const PENDING_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
+
 impl SessionStore {
     /// The store of `$VAK_HOME` (`home`): `home/.vak/sessions/`.
     pub fn new(home: &Utf8Path) -> Self {
@@ -299,24 +304,56 @@ impl SessionStore {
         meta: SessionMeta,
         contract: FrozenContract,
     ) -> Result<SessionId, SessionError> {
-        jsonl::ensure_dir(self.checked()?)?;
+        self.create_in(self.checked()?.to_owned(), meta, contract)
+    }
+
+    /// Start a session whose ledger waits in `sessions/pending/` until
+    /// [`promote`](Self::promote) moves it to its name: what a chat's
+    /// delivery creates before it binds the chat, so a delivery killed or
+    /// refused before its binding leaves no session that `session list`
+    /// shows. Pending ledgers older than [`PENDING_MAX_AGE`] (left by a
+    /// kill, and not finished by the chat's next delivery) are removed
+    /// here.
+    pub fn create_pending(
+        &self,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        self.checked()?;
+        let dir = self.pending_dir()?;
+        self.sweep_pending(&dir);
+        self.create_in(dir, meta, contract)
+    }
+
+    /// Write a fresh ledger into `dir` (see [`create`](Self::create)).
+    fn create_in(
+        &self,
+        dir: Utf8PathBuf,
+        meta: SessionMeta,
+        contract: FrozenContract,
+    ) -> Result<SessionId, SessionError> {
+        jsonl::ensure_dir(&dir)?;
         let record = Record::Created(Box::new(Header { meta, contract }));
         let mut line = serde_json::to_vec(&record).map_err(|source| SessionError::Encode {
-            path: self.dir.clone(),
+            path: dir.clone(),
             source,
         })?;
         line.push(b'\n');
         let mut last_err = None;
         for _ in 0..CREATE_ATTEMPTS {
             let id = SessionId::generate();
-            let path = self.path_of(&id);
-            let temp = self.dir.join(format!(".{id}.creating"));
+            // Unique among the live and the pending ledgers both.
+            if self.exists(&id) || self.pending_exists(&id) {
+                continue;
+            }
+            let path = dir.join(format!("{id}.jsonl"));
+            let temp = dir.join(format!(".{id}.creating"));
             write_new(&temp, &line)?;
             let linked = std::fs::hard_link(&temp, &path);
             let _ = std::fs::remove_file(&temp);
             match linked {
                 Ok(()) => {
-                    jsonl::sync_dir(&self.dir)?;
+                    jsonl::sync_dir(&dir)?;
                     tracing::debug!(%id, %path, "created session ledger");
                     return Ok(id);
                 }
@@ -325,7 +362,89 @@ impl SessionStore {
             }
         }
         let e = last_err.unwrap_or_else(|| std::io::Error::from(ErrorKind::AlreadyExists));
-        Err(SessionError::io("create a session in", self.dir.clone(), e))
+        Err(SessionError::io("create a session in", dir, e))
+    }
+
+    /// `sessions/pending/`, once it is known not to lead out of the home.
+    fn pending_dir(&self) -> Result<Utf8PathBuf, SessionError> {
+        let dir = self.dir.join("pending");
+        crate::file::in_home(self.home.as_deref(), &dir)?;
+        Ok(dir)
+    }
+
+    fn pending_path(&self, id: &SessionId) -> Utf8PathBuf {
+        self.dir.join("pending").join(format!("{id}.jsonl"))
+    }
+
+    /// Whether `id`'s ledger is still pending (created, not yet promoted).
+    pub fn pending_exists(&self, id: &SessionId) -> bool {
+        crate::file::is_present(&self.pending_path(id))
+    }
+
+    /// The `created` record of `id`'s pending ledger.
+    pub fn read_pending_header(&self, id: &SessionId) -> Result<Header, SessionError> {
+        let path = self.pending_dir()?.join(format!("{id}.jsonl"));
+        match jsonl::read_first::<Record>(&path)? {
+            Some(Record::Created(header)) => Ok(*header),
+            None => Err(SessionError::NotFound {
+                id: id.to_string(),
+                path,
+            }),
+            _ => Err(SessionError::MissingHeader { path }),
+        }
+    }
+
+    /// Move `id`'s pending ledger to its name, durably. `Ok(false)` when
+    /// nothing is pending for `id` (never created pending, or promoted
+    /// already: the rename is the whole step, so there is no state between).
+    pub fn promote(&self, id: &SessionId) -> Result<bool, SessionError> {
+        let dir = self.checked()?.to_owned();
+        let pending = self.pending_dir()?.join(format!("{id}.jsonl"));
+        let path = self.path_of(id);
+        match std::fs::symlink_metadata(&pending) {
+            Ok(meta) if meta.is_file() => {}
+            Ok(_) => {
+                return Err(SessionError::NotRegular {
+                    path: pending,
+                    kind: "not a regular file",
+                });
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(SessionError::io("inspect", pending, e)),
+        }
+        std::fs::rename(&pending, &path).map_err(|e| SessionError::io("promote", path, e))?;
+        jsonl::sync_dir(&dir)?;
+        Ok(true)
+    }
+
+    /// Remove `id`'s pending ledger (a delivery that created it was refused
+    /// before anything named it). Best effort: what is left is swept.
+    pub fn remove_pending(&self, id: &SessionId) {
+        let _ = std::fs::remove_file(self.pending_path(id));
+    }
+
+    /// Remove the pending ledgers (and half-written temporary files) last
+    /// modified more than [`PENDING_MAX_AGE`] ago. The directory only ever
+    /// holds deliveries in flight and what kills left, so this stays cheap.
+    fn sweep_pending(&self, dir: &Utf8Path) {
+        let Some(cutoff) = std::time::SystemTime::now().checked_sub(PENDING_MAX_AGE) else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let old = entry
+                .metadata()
+                .ok()
+                .filter(std::fs::Metadata::is_file)
+                .and_then(|m| m.modified().ok())
+                .is_some_and(|m| m < cutoff);
+            if old {
+                tracing::info!(file = %entry.path().display(), "removing a session a killed delivery left pending");
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     /// Append one record to `id`'s ledger: exclusive lock, one full line,

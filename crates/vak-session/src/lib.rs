@@ -26,6 +26,7 @@ mod audit;
 mod bindings;
 mod change;
 mod contract;
+pub mod crash;
 mod error;
 mod file;
 mod home;
@@ -51,7 +52,9 @@ pub use home::{
 };
 pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
-pub use ledger::{DriftAccepted, Header, Ledger, Record, SessionMeta, SessionStore, Turn};
+pub use ledger::{
+    DriftAccepted, Header, Ledger, PENDING_MAX_AGE, Record, SessionMeta, SessionStore, Turn,
+};
 pub use store::{Bound, BoundSession, ChatPlan, Claim, Committed, FileStore, FreshSession, Store};
 pub use time::now_rfc3339;
 pub use vak_prompt_history::{FileHistory, History};

@@ -321,27 +321,60 @@ fn marker_time(at: i64, window_secs: i64) -> std::time::SystemTime {
 }
 
 impl FileStore {
-    /// The session a rotation from `change.old_session` already created and
-    /// recorded in the audit log for this chat, with the same frozen
-    /// fingerprint as `contract`, if a crash kept it from being bound.
-    fn interrupted_rotation(
+    /// The session an earlier try of this chat's fresh-session delivery
+    /// created and announced in the audit log (a rotation's `config-change`
+    /// event, or a rebind's `rebound` event) before a crash or a refusal
+    /// kept it from being bound, with the same frozen fingerprint as
+    /// `contract`: finished, not repeated, so one change writes one event.
+    /// `from` is the session the chat was bound to (rotated from, or gone).
+    fn interrupted_fresh(
         &self,
-        change: &ConfigChange,
+        bot: &Name,
+        chat: &Name,
+        from: &SessionId,
+        rotation: bool,
         contract: &FrozenContract,
     ) -> Result<Option<SessionId>, SessionError> {
+        let (bot, chat) = (bot.as_str(), chat.as_str());
         let events = self.audit.list()?;
         let found = events.events.iter().rev().find_map(|event| match event {
             SecurityEvent::ConfigChange(done)
-                if done.bot == change.bot
-                    && done.chat == change.chat
-                    && done.old_session == change.old_session
+                if rotation
+                    && done.bot == bot
+                    && done.chat == chat
+                    && &done.old_session == from
                     && done.new_fingerprint.as_deref() == Some(contract.fingerprint.as_str()) =>
+            {
+                Some(done.new_session.clone())
+            }
+            SecurityEvent::Rebound(done)
+                if !rotation
+                    && done.bot == bot
+                    && done.chat == chat
+                    && &done.gone_session == from =>
             {
                 Some(done.new_session.clone())
             }
             _ => None,
         });
-        Ok(found.filter(|id| self.sessions.exists(id)))
+        let Some(id) = found else { return Ok(None) };
+        if self.sessions.exists(&id) {
+            // Promoted already: a rotation is finished whatever its text (its
+            // event said which fingerprint); a rebind's session is reused
+            // only when it froze this very contract.
+            if rotation
+                || self.sessions.read_header(&id)?.contract.fingerprint == contract.fingerprint
+            {
+                return Ok(Some(id));
+            }
+            return Ok(None);
+        }
+        if self.sessions.pending_exists(&id)
+            && self.sessions.read_pending_header(&id)?.contract.fingerprint == contract.fingerprint
+        {
+            return Ok(Some(id));
+        }
+        Ok(None)
     }
 }
 
@@ -402,6 +435,10 @@ impl Store for FileStore {
     /// compared. A `claim` is checked under the chat's lock and the
     /// signature's own lock (see [`ReplayHold`]) and its marker written
     /// only once the delivery has committed.
+    ///
+    /// Every state a kill can leave between two steps recovers: see
+    /// [`crate::crash::STEPS`] for the steps, and the comments below for
+    /// what the next delivery to the chat finds at each.
     fn deliver_at(
         &self,
         bot: &Name,
@@ -417,7 +454,7 @@ impl Store for FileStore {
         // The signature does not cover the URL, so the same signed request
         // may race to another chat: the signature's own lock orders those,
         // and its marker names the chat it was delivered to.
-        let replay = claim
+        let mut replay = claim
             .map(|claim| self.hold_claim(claim, bot, chat))
             .transpose()?;
         // Every turn records the delivery it came with, so one that
@@ -434,9 +471,10 @@ impl Store for FileStore {
         // appended (before its marker said so) named, in the marker, the
         // session the turn went to; the chat may have rotated since, so
         // that session's ledger is read, not only the one bound now.
-        if let Some(replay) = &replay {
+        if let Some(replay) = &mut replay {
             for id in replay
                 .tried
+                .clone()
                 .iter()
                 .filter(|id| Some(*id) != bound_id.as_ref())
             {
@@ -453,19 +491,25 @@ impl Store for FileStore {
         }
         let bound = match bound_id {
             None => Bound::Unbound,
-            Some(id) => match self.sessions.read(&id) {
-                Ok(ledger) if committed_before(&ledger) => {
-                    if let (Some(replay), Some(claim)) = (replay, claim) {
-                        replay.mark(&id)?;
-                        replay.committed();
-                        replay.finish(claim);
+            Some(id) => {
+                // A delivery killed after binding the chat and before moving
+                // the new ledger out of `pending/` is finished here: the
+                // binding already names it.
+                self.sessions.promote(&id)?;
+                match self.sessions.read(&id) {
+                    Ok(ledger) if committed_before(&ledger) => {
+                        if let (Some(mut replay), Some(claim)) = (replay, claim) {
+                            replay.mark(&id)?;
+                            replay.committed();
+                            replay.finish(claim);
+                        }
+                        return Err(SessionError::Replayed);
                     }
-                    return Err(SessionError::Replayed);
+                    Ok(ledger) => Bound::Live(Box::new(BoundSession::of(ledger))),
+                    Err(SessionError::NotFound { .. }) => Bound::Gone(id),
+                    Err(error) => return Err(error),
                 }
-                Ok(ledger) => Bound::Live(Box::new(BoundSession::of(ledger))),
-                Err(SessionError::NotFound { .. }) => Bound::Gone(id),
-                Err(error) => return Err(error),
-            },
+            }
         };
         let Some(planned) = plan(&bound) else {
             return Ok(None);
@@ -483,9 +527,10 @@ impl Store for FileStore {
                         chat: chat.to_string(),
                     });
                 };
-                if let Some(replay) = &replay {
+                if let Some(replay) = &mut replay {
                     replay.mark(&ledger.id)?;
                 }
+                crate::crash::point("marked");
                 turn.delivery = delivery;
                 self.sessions.append(&ledger.id, &Record::Turn(turn))?;
                 ledger.id.clone()
@@ -497,44 +542,65 @@ impl Store for FileStore {
                     change,
                     mut turn,
                 } = *fresh;
-                // A rotation a crash interrupted after its event was written
-                // (and before the binding moved) is finished, not repeated:
-                // one rotation, one `config-change` event.
-                let resumed = match &change {
-                    Some(change) => self.interrupted_rotation(change, &contract)?,
+                // A rotation (or a rebind) an earlier try announced in the
+                // audit log and did not get to bind is finished, not
+                // repeated: one change, one event.
+                let from = match (&change, &bound) {
+                    (Some(change), _) => Some((&change.old_session, true)),
+                    (None, Bound::Gone(gone)) => Some((gone, false)),
+                    _ => None,
+                };
+                let resumed = match from {
+                    Some((from, rotation)) => {
+                        self.interrupted_fresh(bot, chat, from, rotation, &contract)?
+                    }
                     None => None,
                 };
-                // A rotation interrupted by a build that appended the turn
-                // before binding may have got as far as its turn: then it is
-                // not appended again, the binding is finished, and the retry
-                // is a replay.
+                // A try that got as far as its turn (a build that appended
+                // the turn before binding) is a replay: the turn is not
+                // appended again, the binding is finished.
                 let mut replayed = false;
-                let id = match resumed {
+                let (id, created) = match resumed {
                     Some(id) => {
                         // Only a signed delivery can be looked for: an
                         // unsigned one reads no ledger here.
-                        replayed =
-                            delivery.is_some() && committed_before(&self.sessions.read(&id)?);
-                        id
+                        replayed = delivery.is_some()
+                            && self.sessions.exists(&id)
+                            && committed_before(&self.sessions.read(&id)?);
+                        (id, false)
                     }
                     None => {
-                        let id = self.sessions.create(meta, contract)?;
-                        if let Some(mut change) = change {
-                            change.new_session = id.clone();
-                            // Durable before the binding moves: a crash in
-                            // between is finished by the next delivery.
-                            self.audit.append(&SecurityEvent::ConfigChange(change))?;
+                        // Pending until the chat is bound to it: a kill or a
+                        // refusal before that leaves no session anyone lists.
+                        let id = self.sessions.create_pending(meta, contract)?;
+                        crate::crash::point("fresh-created");
+                        // Durable before the binding moves, so no rotation
+                        // is ever silent: a crash in between is finished by
+                        // the next delivery (`interrupted_fresh`).
+                        let announced = match (change, &bound) {
+                            (Some(mut change), _) => {
+                                change.new_session = id.clone();
+                                Some(SecurityEvent::ConfigChange(change))
+                            }
+                            (None, Bound::Gone(gone)) => {
+                                Some(SecurityEvent::Rebound(crate::Rebound {
+                                    at: crate::now_rfc3339(),
+                                    bot: bot.to_string(),
+                                    chat: chat.to_string(),
+                                    gone_session: gone.clone(),
+                                    new_session: id.clone(),
+                                }))
+                            }
+                            _ => None,
+                        };
+                        if let Some(event) = &announced {
+                            if let Err(error) = self.audit.append(event) {
+                                self.sessions.remove_pending(&id);
+                                return Err(error);
+                            }
+                            crate::crash::point("fresh-event");
                         }
-                        if let Bound::Gone(gone) = &bound {
-                            self.audit.append(&SecurityEvent::Rebound(crate::Rebound {
-                                at: crate::now_rfc3339(),
-                                bot: bot.to_string(),
-                                chat: chat.to_string(),
-                                gone_session: gone.clone(),
-                                new_session: id.clone(),
-                            }))?;
-                        }
-                        id
+                        (id, announced.is_none())
                     }
                 };
                 // Bound before its turn is appended: a crash in between
@@ -543,24 +609,38 @@ impl Store for FileStore {
                 // way round, a chat's first delivery killed there would leave
                 // its turn in a session nothing is bound to, and the retry
                 // would record it again in another.
-                let mut guard = self.bindings.lock()?;
-                guard.bind(bot, chat, id.clone());
-                guard.commit()?;
-                if let Some(replay) = &replay {
+                let bound_now = self.bindings.lock().and_then(|mut guard| {
+                    guard.bind(bot, chat, id.clone());
+                    guard.commit()
+                });
+                if let Err(error) = bound_now {
+                    // Nothing names a first delivery's session: it goes. One
+                    // an event announced stays pending for the retry.
+                    if created {
+                        self.sessions.remove_pending(&id);
+                    }
+                    return Err(error);
+                }
+                crate::crash::point("fresh-bound");
+                self.sessions.promote(&id)?;
+                crate::crash::point("fresh-promoted");
+                if let Some(replay) = &mut replay {
                     replay.mark(&id)?;
                 }
                 if replayed {
-                    if let (Some(replay), Some(claim)) = (replay, claim) {
+                    if let (Some(mut replay), Some(claim)) = (replay, claim) {
                         replay.committed();
                         replay.finish(claim);
                     }
                     return Err(SessionError::Replayed);
                 }
+                crate::crash::point("marked");
                 turn.delivery = delivery;
                 self.sessions.append(&id, &Record::Turn(turn))?;
                 id
             }
         };
+        crate::crash::point("turn-appended");
         // The marker was written before the turn, naming this chat and the
         // session; it does not refuse the sender's retry of a delivery that
         // then failed or was killed: that retry, to the same chat, is
@@ -568,8 +648,9 @@ impl Store for FileStore {
         // where a committed turn carries its delivery's digest. Once
         // committed, the marker says so, and then refuses every retry
         // itself.
-        if let (Some(replay), Some(claim)) = (replay, claim) {
+        if let (Some(mut replay), Some(claim)) = (replay, claim) {
             replay.committed();
+            crate::crash::point("marker-committed");
             replay.finish(claim);
         }
         Ok(Some(Committed { session }))
@@ -649,6 +730,24 @@ impl FileStore {
             Ok(None) => return Ok(false),
             Ok(Some(_)) | Err(()) => return Ok(true),
         };
+        if marker.is_empty() {
+            // No chat named: any ledger holding the turn proves it.
+            if looked_up.everywhere.is_none() {
+                let mut all = std::collections::HashSet::new();
+                for id in self.sessions.list()? {
+                    match self.sessions.read(&id) {
+                        Ok(ledger) => all.extend(ledger.turns().filter_map(|t| t.delivery.clone())),
+                        Err(SessionError::NotFound { .. }) => {}
+                        Err(error) => return Err(error),
+                    }
+                }
+                looked_up.everywhere = Some(all);
+            }
+            return Ok(looked_up
+                .everywhere
+                .as_ref()
+                .is_some_and(|all| all.contains(delivery)));
+        }
         let mut sessions = marker.sessions;
         if sessions.is_empty() {
             if looked_up.bound.is_none() {
@@ -688,11 +787,13 @@ impl FileStore {
 
 /// What [`FileStore::replay_markers`] read to judge markers a killed
 /// delivery left, read once for all of them: the bindings (by
-/// `<bot>/<chat>`, for markers from before markers named sessions) and each
-/// named session's deliveries.
+/// `<bot>/<chat>`, for markers from before markers named sessions), each
+/// named session's deliveries, and (for an empty marker) every ledger's.
 #[derive(Default)]
 struct MarkerLookups {
     bound: Option<std::collections::HashMap<String, SessionId>>,
+    /// Every delivery in every ledger, read only for an empty marker.
+    everywhere: Option<std::collections::HashSet<String>>,
     deliveries: std::collections::HashMap<SessionId, std::collections::HashSet<String>>,
 }
 
@@ -704,15 +805,20 @@ struct MarkerLookups {
 /// chat from then on. For its own chat it refuses nothing by itself until
 /// it says `committed`: the ledgers of the sessions it names say whether
 /// an earlier try got as far as its turn.
+///
+/// Every change to a marker replaces it whole (temporary file, fsync,
+/// rename, fsync of the directory), so a kill leaves the marker as it was
+/// or as it was meant to be, never empty or half a line.
 struct ReplayHold {
     _lock: std::fs::File,
     dir: Utf8PathBuf,
     marker: Utf8PathBuf,
     /// What the marker's first line says: `<bot>/<chat>`.
     chat_key: String,
-    /// Whether the marker is there already (for this chat).
+    /// Whether something is at the marker's path already that this
+    /// delivery may replace (its own chat's marker, or an empty one).
     marked: bool,
-    /// The sessions earlier tries of this delivery went to (the marker's
+    /// The sessions tries of this delivery went to (the marker's
     /// `session <id>` lines).
     tried: Vec<SessionId>,
     /// What the marker's mtime is set to ([`marker_time`]).
@@ -732,7 +838,11 @@ const MAX_MARKER_BYTES: u64 = 4096;
 /// committed        (once the delivery committed)
 /// ```
 ///
-/// An empty marker (from before markers named a chat) is committed.
+/// An empty marker names no chat and proves nothing by itself: this store
+/// never leaves one (it replaces markers whole), and an older build's (one
+/// that created the file first and wrote it after) may be one a kill cut
+/// short. Its request is judged by the ledgers, like a try that did not
+/// say `committed`.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct Marker {
     chat_key: String,
@@ -746,10 +856,7 @@ impl Marker {
     fn parse(text: &str) -> Option<Self> {
         let mut lines = text.lines();
         let Some(chat_key) = lines.next() else {
-            return Some(Self {
-                committed: true,
-                ..Self::default()
-            });
+            return Some(Self::default());
         };
         let mut marker = Self {
             chat_key: chat_key.to_owned(),
@@ -765,6 +872,23 @@ impl Marker {
             }
         }
         Some(marker)
+    }
+
+    /// The marker's text, as [`parse`](Self::parse) reads it.
+    fn render(&self) -> String {
+        let mut text = format!("{}\n", self.chat_key);
+        for id in &self.sessions {
+            text.push_str(&format!("session {id}\n"));
+        }
+        if self.committed {
+            text.push_str("committed\n");
+        }
+        text
+    }
+
+    /// Whether it is empty: no chat, no session, not committed.
+    fn is_empty(&self) -> bool {
+        self == &Self::default()
     }
 
     /// Read the marker at `path`: `Ok(None)` when there is none, `Err` when
@@ -816,6 +940,9 @@ impl FileStore {
         let chat_key = format!("{bot}/{chat}");
         let (marked, tried) = match Marker::read(&marker) {
             Ok(None) => (false, Vec::new()),
+            // An empty marker names no chat: the bound ledger decides, as
+            // for a try of this chat that never said `committed`.
+            Ok(Some(said)) if said.is_empty() => (true, Vec::new()),
             Ok(Some(said)) if said.chat_key == chat_key && !said.committed => (true, said.sessions),
             // Another chat's, committed, or not a marker this store wrote:
             // no proof the request is new.
@@ -834,59 +961,73 @@ impl FileStore {
 }
 
 impl ReplayHold {
-    /// Make the marker say, durably (file and directory fsynced), that this
-    /// try's turn goes to `session`: written afresh with its chat, or
-    /// appended to an earlier try's marker that does not name it yet.
-    fn mark(&self, session: &SessionId) -> Result<(), SessionError> {
-        use std::io::Write as _;
+    /// Make the marker say, durably, that this try's turn goes to
+    /// `session` (with its chat, and every earlier try's session).
+    fn mark(&mut self, session: &SessionId) -> Result<(), SessionError> {
         if self.tried.contains(session) {
             return Ok(());
         }
-        let (file, text) = if self.marked {
-            let file = crate::file::open(&self.marker, std::fs::OpenOptions::new().append(true))?;
-            (file, format!("session {session}\n"))
-        } else {
-            match crate::file::open(
-                &self.marker,
-                std::fs::OpenOptions::new().write(true).create_new(true),
-            ) {
-                Ok(file) => (file, format!("{}\nsession {session}\n", self.chat_key)),
-                // Under the signature's lock only a hand copy can be there:
-                // it proves nothing, so the request is refused.
-                Err(SessionError::Io { source, .. })
-                    if source.kind() == std::io::ErrorKind::AlreadyExists =>
-                {
-                    return Err(SessionError::Replayed);
-                }
-                Err(error) => return Err(error),
-            }
-        };
-        let mut file = file;
-        file.write_all(text.as_bytes())
-            .map_err(|e| SessionError::io("write", self.marker.clone(), e))?;
+        // Under the signature's lock, only a hand copy can have appeared
+        // since the marker was read: it proves nothing, so the request is
+        // refused rather than the copy replaced.
+        if !self.marked && crate::file::is_present(&self.marker) {
+            return Err(SessionError::Replayed);
+        }
+        let mut sessions = self.tried.clone();
+        sessions.push(session.clone());
+        self.replace(&Marker {
+            chat_key: self.chat_key.clone(),
+            sessions,
+            committed: false,
+        })?;
+        self.tried.push(session.clone());
+        self.marked = true;
+        Ok(())
+    }
+
+    /// Replace the marker with `marker`'s text: a temporary file written in
+    /// full, stamped and fsynced, renamed over the marker, and the
+    /// directory fsynced.
+    fn replace(&self, marker: &Marker) -> Result<(), SessionError> {
+        use std::io::Write as _;
+        let temp = self.marker.with_extension("tmp");
+        // A temporary file a kill left (or anything else there) is removed,
+        // never written through.
+        match std::fs::remove_file(&temp) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SessionError::io("remove", temp, e)),
+        }
+        let mut file = crate::file::open(
+            &temp,
+            std::fs::OpenOptions::new().write(true).create_new(true),
+        )?;
+        file.write_all(marker.render().as_bytes())
+            .map_err(|e| SessionError::io("write", temp.clone(), e))?;
         // Pruning goes by mtime, and so does `vak store import`.
         file.set_modified(self.stamp)
-            .map_err(|e| SessionError::io("set the time of", self.marker.clone(), e))?;
+            .map_err(|e| SessionError::io("set the time of", temp.clone(), e))?;
         file.sync_all()
-            .map_err(|e| SessionError::io("fsync", self.marker.clone(), e))?;
+            .map_err(|e| SessionError::io("fsync", temp.clone(), e))?;
+        drop(file);
+        crate::crash::point("marker-written");
+        std::fs::rename(&temp, &self.marker)
+            .map_err(|e| SessionError::io("replace", self.marker.clone(), e))?;
         crate::jsonl::sync_dir(&self.dir)
     }
 
-    /// Say in the marker that its delivery committed: a marker that holds
-    /// more than its chat refuses every later claim ([`FileStore::hold_claim`]).
-    /// A failure is logged, not returned: the delivery has committed, and
-    /// a retry is still refused by the ledger of the session it went to
-    /// while the chat stays there.
-    fn committed(&self) {
-        use std::io::Write as _;
-        let appended = crate::file::open(&self.marker, std::fs::OpenOptions::new().append(true))
-            .and_then(|mut file| {
-                file.write_all(b"committed\n")
-                    .and_then(|()| file.set_modified(self.stamp))
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| SessionError::io("write", self.marker.clone(), e))
-            });
-        if let Err(error) = appended {
+    /// Say in the marker that its delivery committed: a committed marker
+    /// refuses every later claim ([`FileStore::hold_claim`]). A failure is
+    /// logged, not returned: the delivery has committed, and a retry is
+    /// still refused by the ledger of the session it went to while the
+    /// chat stays there.
+    fn committed(&mut self) {
+        let replaced = self.replace(&Marker {
+            chat_key: self.chat_key.clone(),
+            sessions: self.tried.clone(),
+            committed: true,
+        });
+        if let Err(error) = replaced {
             tracing::warn!(%error, "a replay marker could not record its delivery as committed");
         }
     }
@@ -1116,12 +1257,15 @@ mod tests {
         let id = SessionId::generate();
         assert_eq!(
             Marker::parse(""),
-            Some(Marker {
-                committed: true,
-                ..Marker::default()
-            }),
-            "from before markers named a chat"
+            Some(Marker::default()),
+            "empty: proves nothing by itself"
         );
+        let marker = Marker {
+            chat_key: "a/b".to_owned(),
+            sessions: vec![id.clone(), SessionId::generate()],
+            committed: true,
+        };
+        assert_eq!(Marker::parse(&marker.render()), Some(marker));
         assert_eq!(
             Marker::parse(&format!("a/b\nsession {id}\ncommitted\n")),
             Some(Marker {

@@ -1087,7 +1087,9 @@ impl Store for PgStore {
                         id
                     }
                 };
+                vak_session::crash::point("transaction-written");
                 tx.commit()?;
+                vak_session::crash::point("transaction-committed");
                 outcome = Ok(Some(Committed { session }));
                 // Old claims are forgotten outside the delivery's
                 // transaction (two deliveries deleting the same rows in

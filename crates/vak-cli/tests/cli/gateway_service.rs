@@ -28,8 +28,12 @@ impl Drop for Served {
 pub fn serve(env: &Env, extra: &[&str]) -> Served {
     let mut args = vec!["gateway", "serve", "--listen", "127.0.0.1:0"];
     args.extend(extra);
-    let mut child = env
-        .command(&args)
+    spawn_served(env.command(&args))
+}
+
+/// Start `command` (a `vak gateway serve`) and read its URL.
+pub fn spawn_served(mut command: std::process::Command) -> Served {
+    let mut child = command
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

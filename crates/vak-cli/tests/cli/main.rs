@@ -11,6 +11,7 @@ mod agents_monorepo;
 mod budget;
 mod common;
 mod completions;
+mod crash_windows;
 mod discovery;
 mod edit;
 mod gateway_hostile;

@@ -786,13 +786,16 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
         format!("helpdesk/42\nsession {}\ncommitted\n", retried.session)
     );
 
-    // A marker an older build wrote (empty) is a delivery that committed,
-    // to whichever chat.
+    // An empty marker (an older build created the file before writing it,
+    // and a kill cut it short) proves nothing: the chat's session decides,
+    // and it has no such turn, so the retry is delivered, once.
     let old = Claim {
         key: "v2=old-build",
         ..claim
     };
     std::fs::write(env.home.join(".vak/gateway/replay").join(old.digest()), "").unwrap();
+    let delivered = deliver_signed(&env, &*store, "42", "two", &old).expect("delivered");
+    assert_eq!(delivered.outcome, DeliveryOutcome::Continued);
     for chat in ["42", "43"] {
         let refused = deliver_signed(&env, &*store, chat, "two", &old).unwrap_err();
         assert!(
@@ -800,6 +803,27 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
             "{chat}: {refused}"
         );
     }
+    // One whose turn is in the chat's session is refused there.
+    let found = Claim {
+        key: "v2=found",
+        ..claim
+    };
+    deliver_signed(&env, &*store, "42", "three", &found).expect("delivered");
+    std::fs::write(
+        env.home.join(".vak/gateway/replay").join(found.digest()),
+        "",
+    )
+    .unwrap();
+    let refused = deliver_signed(&env, &*store, "42", "three", &found).unwrap_err();
+    assert!(
+        matches!(refused, LifecycleError::Store(SessionError::Replayed)),
+        "{refused}"
+    );
+    assert_eq!(
+        store.read(&retried.session).unwrap().turns().count(),
+        3,
+        "one, two, three: each once"
+    );
 }
 
 /// A claim dated anywhere (the edges of `i64`, now − 2^63, far ahead, the
