@@ -12,9 +12,13 @@
 //! wrote it, is an error naming it, and nothing is written.
 //!
 //! Writes of home-side files ([`write_shared`]) go to the store first, as a
-//! compare-and-swap on the digest the caller started from, then the
-//! replica is synced; a racing save on another node gets the same
-//! [`SaveError::Stale`] a file save gets.
+//! compare-and-swap on the digest the caller started from and on the home
+//! generation its budget check was made at, then the replica is synced; a
+//! racing save of the same file on another node gets the same
+//! [`SaveError::Stale`] a file save gets, and a save of any other
+//! home-side file in between makes the caller check the budget again
+//! (at most [`SAVE_ATTEMPTS`] times), since the save lock is only this
+//! node's.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -501,7 +505,7 @@ pub fn home_side(home: &Utf8Path, path: &Utf8Path) -> Option<String> {
 /// The generation makes the check and the write one transaction: the
 /// check read every home-side file its chains hold, so a change to any of
 /// them on another node since — not only to this file — is refused here,
-/// and the caller checks again ([`retried`]).
+/// and the caller checks again (at most [`SAVE_ATTEMPTS`] times).
 ///
 /// # Errors
 ///
