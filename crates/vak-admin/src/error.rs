@@ -140,6 +140,11 @@ pub enum AdminError {
     /// A gateway file exists but is not what the gateway expects.
     #[error("{0}")]
     Gateway(String),
+    /// Other nodes kept changing the shared home side between the change's
+    /// budget check and its write; nothing was written, and the same
+    /// request made again is checked afresh.
+    #[error("{0}")]
+    Busy(String),
     /// Something the server itself got wrong.
     #[error("{0}")]
     Internal(String),
@@ -164,6 +169,7 @@ impl AdminError {
                 StatusCode::NOT_FOUND
             }
             AdminError::Gateway(_) => StatusCode::CONFLICT,
+            AdminError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }

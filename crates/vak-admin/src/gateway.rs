@@ -50,6 +50,9 @@ fn gateway_error(error: GatewayError) -> AdminError {
 pub(crate) fn home_error(error: vak_core::home::HomeError) -> AdminError {
     match error {
         vak_core::home::HomeError::Write(save) => save_error(save),
+        moving @ vak_core::home::HomeError::KeptMoving { .. } => {
+            AdminError::Busy(moving.to_string())
+        }
         other => AdminError::Internal(other.to_string()),
     }
 }

@@ -980,8 +980,31 @@ impl Core {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "write")?;
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
-        // The budget runs on the replica: bring it up to the store first.
-        crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
+        crate::home::retried(
+            || self.save_checked(target, &path, text, if_digest, (who, action), unchecked),
+            home_error,
+        )
+    }
+
+    /// One attempt of [`save_block_by`](Self::save_block_by), under the
+    /// save lock: sync, check, write. A home side shared by several nodes
+    /// can move between the check and the write; the write then refuses
+    /// ([`crate::home::HomeError::KeptMoving`]) and the whole attempt is
+    /// made again on the new state.
+    fn save_checked(
+        &self,
+        target: &EditTarget,
+        path: &Utf8Path,
+        text: &str,
+        if_digest: Option<&str>,
+        (who, action): (&Who, Action),
+        unchecked: Unchecked,
+    ) -> Result<Saved, EditError> {
+        let path = path.to_owned();
+        // The budget runs on the replica: bring it up to the store first,
+        // and write only if the store is still at that generation.
+        let at = crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?
+            .map(|synced| synced.generation);
         if let Some(found) = first_forbidden(text) {
             return Err(EditError::ForbiddenCharacter {
                 block: target.block,
@@ -1029,6 +1052,7 @@ impl Core {
             &path,
             Some(text),
             if_digest,
+            at,
             &who.label(),
         )? {
             Some(outcome) => outcome,
@@ -1145,7 +1169,25 @@ impl Core {
         let path = target.path(self.selectors());
         self.stays_out_of_home(target, &path, "remove")?;
         let _saving = crate::home::lock_saves(&self.selectors().home)?;
-        crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?;
+        crate::home::retried(
+            || self.reset_checked(target, &path, if_digest, who, unchecked),
+            home_error,
+        )
+    }
+
+    /// One attempt of [`reset_block_by`](Self::reset_block_by), as
+    /// [`save_checked`](Self::save_checked) is of a save.
+    fn reset_checked(
+        &self,
+        target: &EditTarget,
+        path: &Utf8Path,
+        if_digest: Option<&str>,
+        who: &Who,
+        unchecked: Unchecked,
+    ) -> Result<Reset, EditError> {
+        let path = path.to_owned();
+        let at = crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?
+            .map(|synced| synced.generation);
         let mut preview = self.preview(target, None)?;
         let (over, left_out) = self.over_cap_of(target, None, &preview)?;
         let home = &self.selectors().home;
@@ -1162,6 +1204,7 @@ impl Core {
             &path,
             None,
             if_digest,
+            at,
             &who.label(),
         )? {
             Some(outcome) => outcome.previous,
@@ -2288,6 +2331,15 @@ fn layer_workdirs(
             visited: walk.visited,
         },
     )
+}
+
+/// The [`crate::home::HomeError`] inside an edit's error, for
+/// [`crate::home::retried`].
+pub(crate) fn home_error(error: &mut EditError) -> Option<&mut crate::home::HomeError> {
+    match error {
+        EditError::Home(home) => Some(home),
+        _ => None,
+    }
 }
 
 fn save_atomic_check_only(path: &Utf8Path, expected: &str, actual: Option<String>) -> SaveError {

@@ -266,6 +266,30 @@ impl Core {
             vak_prompt_loader::check_gateway_text(&name, text)?;
         }
         let _saving = crate::home::lock_saves(home)?;
+        crate::home::retried(
+            || self.change_checked(key, change),
+            |error| match error {
+                GatewayChangeError::Home(home) => Some(home),
+                GatewayChangeError::Edit(edit) => crate::edit::home_error(edit),
+                _ => None,
+            },
+        )
+    }
+
+    /// One attempt of [`change_gateway_key`](Self::change_gateway_key),
+    /// under the save lock: sync the home side, check, write at the
+    /// generation checked (made again when another node moved it).
+    fn change_checked(
+        &self,
+        key: &GatewayKey,
+        change: GatewayChange<'_>,
+    ) -> Result<GatewayChanged, GatewayChangeError> {
+        let home = &self.selectors().home;
+        let name = key.key();
+        // The budget runs on the replica: bring it up to the store first,
+        // and write only if the store is still at that generation.
+        let at = crate::home::sync_if_shared(home, &**self.store(), false)?
+            .map(|synced| synced.generation);
         let dir = vak_prompt_loader::gateway_dir(home);
         vak_prompt_loader::create_dirs(&dir).map_err(|source| GatewayChangeError::CreateDir {
             path: dir.clone(),
@@ -341,6 +365,7 @@ impl Core {
             key.block,
             change.text,
             &file_digest,
+            at,
             &change.who.label(),
         )
         .map_err(|e| match e {

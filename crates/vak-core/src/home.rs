@@ -12,9 +12,13 @@
 //! wrote it, is an error naming it, and nothing is written.
 //!
 //! Writes of home-side files ([`write_shared`]) go to the store first, as a
-//! compare-and-swap on the digest the caller started from, then the
-//! replica is synced; a racing save on another node gets the same
-//! [`SaveError::Stale`] a file save gets.
+//! compare-and-swap on the digest the caller started from and on the home
+//! generation its budget check was made at, then the replica is synced; a
+//! racing save of the same file on another node gets the same
+//! [`SaveError::Stale`] a file save gets, and a save of any other
+//! home-side file in between makes the caller check the budget again
+//! (at most [`SAVE_ATTEMPTS`] times), since the save lock is only this
+//! node's.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -71,6 +75,20 @@ pub enum HomeError {
     /// A replica file could not be read, written or removed.
     #[error(transparent)]
     Write(#[from] SaveError),
+    /// Another node changed the home side between this change's budget
+    /// check and its write, every time it was checked again. Nothing was
+    /// written. (One move is not an error: the change syncs, checks the
+    /// budget again and retries, [`SAVE_ATTEMPTS`] times in all.)
+    #[error(
+        "the home side in {store} kept changing on other nodes between this change's budget check and its write ({attempts} {}); nothing was written. Try the change again once the other saves are done",
+        if *.attempts == 1 { "attempt" } else { "attempts" }
+    )]
+    KeptMoving {
+        /// The store.
+        store: String,
+        /// How many times the change was checked and tried.
+        attempts: usize,
+    },
     /// The replica's lock or manifest, or the save lock, could not be used.
     #[error("cannot {action} `{}`: {reason}; fix or remove it", Escaped(.path.as_str()))]
     Replica {
@@ -435,6 +453,41 @@ pub fn sync_if_shared(
     }
 }
 
+/// How many times a change of the home side is checked and tried when
+/// other nodes keep changing the home side in between: enough to ride out
+/// a few saves made at once, few enough that a refusal comes quickly.
+pub const SAVE_ATTEMPTS: usize = 5;
+
+/// Run `attempt` (a change's sync, budget check and write) again while it
+/// fails with [`HomeError::KeptMoving`] — the home side moved on another
+/// node after this attempt's check — up to [`SAVE_ATTEMPTS`] times; the
+/// last refusal says how many attempts were made. `home_error` finds the
+/// [`HomeError`] inside the caller's error type.
+pub(crate) fn retried<T, E>(
+    mut attempt: impl FnMut() -> Result<T, E>,
+    home_error: impl Fn(&mut E) -> Option<&mut HomeError>,
+) -> Result<T, E> {
+    let mut tries = 1;
+    loop {
+        let mut error = match attempt() {
+            Ok(done) => return Ok(done),
+            Err(error) => error,
+        };
+        if let Some(HomeError::KeptMoving { attempts, .. }) = home_error(&mut error) {
+            if tries < SAVE_ATTEMPTS {
+                tracing::info!(
+                    attempt = tries,
+                    "the home side moved on another node after the budget check; checking again"
+                );
+                tries += 1;
+                continue;
+            }
+            *attempts = tries;
+        }
+        return Err(error);
+    }
+}
+
 /// `path` relative to `home`, when it is a home-side file.
 pub fn home_side(home: &Utf8Path, path: &Utf8Path) -> Option<String> {
     let rel = path.strip_prefix(home).ok()?.as_str().to_owned();
@@ -444,19 +497,29 @@ pub fn home_side(home: &Utf8Path, path: &Utf8Path) -> Option<String> {
 /// Write (`Some`) or remove (`None`) the home-side file `path` through the
 /// store, when `store` holds the home side and `path` is a home-side file
 /// of `home`: a compare-and-swap on the digest of the synced replica (and
-/// `if_digest`, the one the caller started from), then a sync. `Ok(None)`:
-/// not shared, the caller writes the file as before.
+/// `if_digest`, the one the caller started from) and on `at`, the home
+/// generation the caller's budget check was made at (the one
+/// [`sync_if_shared`] answered before it), then a sync. `Ok(None)`: not
+/// shared, the caller writes the file as before.
+///
+/// The generation makes the check and the write one transaction: the
+/// check read every home-side file its chains hold, so a change to any of
+/// them on another node since — not only to this file — is refused here,
+/// and the caller checks again (at most [`SAVE_ATTEMPTS`] times).
 ///
 /// # Errors
 ///
 /// [`SaveError::Stale`] (inside [`HomeError::Write`]) when the file
-/// changed since `if_digest`, here or on any node; see [`HomeError`].
+/// changed since `if_digest`, here or on any node;
+/// [`HomeError::KeptMoving`] when the home side is no longer at `at`; see
+/// [`HomeError`].
 pub fn write_shared(
     store: &dyn Store,
     home: &Utf8Path,
     path: &Utf8Path,
     text: Option<&str>,
     if_digest: Option<&str>,
+    at: Option<i64>,
     by: &str,
 ) -> Result<Option<SaveOutcome>, HomeError> {
     let Some(shared) = store.home() else {
@@ -473,6 +536,14 @@ pub fn write_shared(
         // files of its own seeds the store instead).
         return Ok(None);
     }
+    let moved = || HomeError::KeptMoving {
+        store: describe.clone(),
+        attempts: 1,
+    };
+    // Cheap to see here already; the store compares it again under its lock.
+    if at.is_some_and(|at| at != synced.generation) {
+        return Err(moved());
+    }
     let local = current_digest(path, home)?;
     let stale = |expected: &str, actual: Option<String>| {
         HomeError::Write(SaveError::Stale {
@@ -487,6 +558,9 @@ pub fn write_shared(
         return Err(stale(expected, local));
     }
     let expect = Expect::of(local.as_deref());
+    // The replica's digest was read at the synced generation: the store
+    // must still be there, whether or not the caller named one.
+    let checked_at = at.unwrap_or(synced.generation);
     let swapped = match text {
         Some(text) => {
             // The replica is written with `save_atomic`, which holds every
@@ -498,12 +572,14 @@ pub fn write_shared(
                     bytes: text.len(),
                 }));
             }
-            shared.home_put(&rel, text, &expect, by)?
+            shared.home_put(&rel, text, &expect, Some(checked_at), by)?
         }
-        None => shared.home_remove(&rel, &expect, by)?,
+        None => shared.home_remove(&rel, &expect, Some(checked_at), by)?,
     };
-    if let Swapped::Conflict(now) = swapped {
-        return Err(stale(local.as_deref().unwrap_or(""), now));
+    match swapped {
+        Swapped::Done(_) => {}
+        Swapped::Conflict(now) => return Err(stale(local.as_deref().unwrap_or(""), now)),
+        Swapped::Moved(_) => return Err(moved()),
     }
     sync_home(home, shared, &describe, false)?;
     Ok(Some(SaveOutcome {
@@ -529,6 +605,7 @@ pub fn write_gateway_prompt(
     block: vak_prompt_blocks::Block,
     text: Option<&str>,
     expected: &str,
+    at: Option<i64>,
     by: &str,
 ) -> Result<SaveOutcome, GatewayWriteError> {
     let local =
@@ -538,7 +615,7 @@ pub fn write_gateway_prompt(
     }
     sync_if_shared(home, store, false)?;
     let (path, out) = vak_prompt_loader::gateway_prompt_text(home, file, entry_path, block, text)?;
-    match write_shared(store, home, &path, Some(&out), Some(expected), by)? {
+    match write_shared(store, home, &path, Some(&out), Some(expected), at, by)? {
         Some(outcome) => Ok(outcome),
         // The store is not seeded and this node keeps its own files.
         None => Ok(local()?),
@@ -615,8 +692,21 @@ pub fn import_home(
             })?
         };
         let Some(text) = text else { continue };
-        match store.home_put(&rel, &text, &Expect::Absent, by)? {
+        // Any generation: an import copies files the store lacks, checking
+        // no budget that a change elsewhere could make stale.
+        match store.home_put(&rel, &text, &Expect::Absent, None, by)? {
             Swapped::Done(_) => report.copied += 1,
+            // Answered only to a write that names a generation; this one
+            // names none, so a store answering it is broken.
+            Swapped::Moved(_) => {
+                return Err(HomeError::Replica {
+                    action: "import",
+                    path,
+                    reason: format!(
+                        "{describe} refused the copy for a generation it was not given; nothing more was imported"
+                    ),
+                });
+            }
             Swapped::Conflict(Some(there)) if there == sha256_hex(&text) => {
                 report.already_there += 1;
             }
@@ -709,10 +799,23 @@ mod tests {
             *self.snapshots.lock().expect("lock") += 1;
             Ok(self.snapshot.lock().expect("lock").clone())
         }
-        fn home_put(&self, _: &str, _: &str, _: &Expect, _: &str) -> Result<Swapped, SessionError> {
+        fn home_put(
+            &self,
+            _: &str,
+            _: &str,
+            _: &Expect,
+            _: Option<i64>,
+            _: &str,
+        ) -> Result<Swapped, SessionError> {
             unreachable!("sync never writes to the store")
         }
-        fn home_remove(&self, _: &str, _: &Expect, _: &str) -> Result<Swapped, SessionError> {
+        fn home_remove(
+            &self,
+            _: &str,
+            _: &Expect,
+            _: Option<i64>,
+            _: &str,
+        ) -> Result<Swapped, SessionError> {
             unreachable!("sync never writes to the store")
         }
         fn bot_secret(&self, _: &str) -> Result<Option<String>, SessionError> {

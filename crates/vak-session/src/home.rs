@@ -63,6 +63,11 @@ pub enum Swapped {
     /// The file was not what the caller expected: its digest now (`None`:
     /// absent). Nothing was written.
     Conflict(Option<String>),
+    /// The home side is no longer at the generation the caller's checks
+    /// were made at (another change, to any file, committed since): the
+    /// generation now. Nothing was written; the caller brings its replica
+    /// up to the store and checks again.
+    Moved(i64),
 }
 
 /// The home side and the signing secrets in a store.
@@ -73,20 +78,33 @@ pub trait HomeStore: Send + Sync {
     /// Every home-side file, at one generation, in one transaction.
     fn home_snapshot(&self) -> Result<HomeSnapshot, SessionError>;
 
-    /// Write `text` at `path` if the file is as `expect` says, bumping the
-    /// generation in the same transaction.
+    /// Write `text` at `path` if the file is as `expect` says and, when
+    /// `at` is given, the home side is still at generation `at`
+    /// ([`Swapped::Moved`] otherwise), bumping the generation in the same
+    /// transaction. `at` is the generation a save's budget check read: the
+    /// check covers every chain the file is in, and those chains hold
+    /// other home-side files too, so a change to any of them in between
+    /// (on any node) makes the check stale, not only a change to this file.
     fn home_put(
         &self,
         path: &str,
         text: &str,
         expect: &Expect,
+        at: Option<i64>,
         by: &str,
     ) -> Result<Swapped, SessionError>;
 
-    /// Remove `path` if it is as `expect` says (removing an absent file
-    /// that is expected absent changes nothing and answers the current
-    /// generation).
-    fn home_remove(&self, path: &str, expect: &Expect, by: &str) -> Result<Swapped, SessionError>;
+    /// Remove `path` if it is as `expect` says and the home side is still
+    /// at `at` when given, as [`home_put`](Self::home_put) (removing an
+    /// absent file that is expected absent changes nothing and answers the
+    /// current generation).
+    fn home_remove(
+        &self,
+        path: &str,
+        expect: &Expect,
+        at: Option<i64>,
+        by: &str,
+    ) -> Result<Swapped, SessionError>;
 
     /// The signing secret of `bot`, if it has one.
     fn bot_secret(&self, bot: &str) -> Result<Option<String>, SessionError>;

@@ -5,7 +5,8 @@
 //!
 //! Every write takes the generation row `FOR UPDATE` first, so home-side
 //! changes are serialised among themselves (they are rare) and a
-//! compare-and-swap compares against the last committed text.
+//! compare-and-swap compares against the last committed text and, when
+//! the caller gives one, the generation its budget check was made at.
 
 use postgres::GenericClient;
 use vak_prompt_blocks::sha256_hex;
@@ -34,12 +35,16 @@ impl PgStore {
         }
     }
 
-    /// One compare-and-swap: `text` `None` removes.
+    /// One compare-and-swap: `text` `None` removes; `at`, the generation
+    /// the caller's checks were made at, is compared under the same lock as
+    /// the file's digest, so nothing can change the home side between that
+    /// comparison and the commit.
     fn swap(
         &self,
         path: &str,
         text: Option<&str>,
         expect: &Expect,
+        at: Option<i64>,
         by: &str,
     ) -> Result<Swapped, SessionError> {
         self.refuse_path(path)?;
@@ -52,6 +57,11 @@ impl PgStore {
                         &[],
                     )?
                     .get(0);
+                if let Some(at) = at
+                    && at != current
+                {
+                    return Ok(Swapped::Moved(current));
+                }
                 let now: Option<String> = tx
                     .query_opt("SELECT sha256 FROM vak_home_files WHERE path = $1", &[&path])?
                     .map(|row| row.get(0));
@@ -146,13 +156,20 @@ impl HomeStore for PgStore {
         path: &str,
         text: &str,
         expect: &Expect,
+        at: Option<i64>,
         by: &str,
     ) -> Result<Swapped, SessionError> {
-        self.swap(path, Some(text), expect, by)
+        self.swap(path, Some(text), expect, at, by)
     }
 
-    fn home_remove(&self, path: &str, expect: &Expect, by: &str) -> Result<Swapped, SessionError> {
-        self.swap(path, None, expect, by)
+    fn home_remove(
+        &self,
+        path: &str,
+        expect: &Expect,
+        at: Option<i64>,
+        by: &str,
+    ) -> Result<Swapped, SessionError> {
+        self.swap(path, None, expect, at, by)
     }
 
     fn bot_secret(&self, bot: &str) -> Result<Option<String>, SessionError> {

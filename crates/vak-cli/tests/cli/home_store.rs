@@ -498,3 +498,232 @@ fn a_home_side_built_through_one_nodes_admin_api_serves_another_node() {
         assert!(prefix.contains(text), "{text} in {prefix}");
     }
 }
+
+/// `n` distinct bullet lines tagged `tag`.
+fn bullets(tag: &str, n: usize) -> String {
+    (0..n)
+        .map(|i| format!("- {tag} rule {i}: answer in plain words.\n"))
+        .collect()
+}
+
+/// The composed prefix's tokens on `env`'s node, after a request to its
+/// admin server brought its replica up to the store.
+fn prefix_tokens(env: &Env, admin: &Admin) -> u64 {
+    let (status, answer) = call(&admin.addr, "GET", "/api/layers?scope=shared", None);
+    assert_eq!(status, 200, "{answer}");
+    env.json(&["prompts", "show"])["tokens"]["prefix"]
+        .as_u64()
+        .unwrap()
+}
+
+fn put_block(admin: &Admin, block: &str, text: &str, if_digest: &str) -> (u16, Value) {
+    call(
+        &admin.addr,
+        "PUT",
+        &format!("/api/layers/{block}?scope=shared"),
+        Some(&json!({"text": text, "if_digest": if_digest})),
+    )
+}
+
+fn reset_block(admin: &Admin, block: &str, text: &str) {
+    let (status, answer) = call(
+        &admin.addr,
+        "DELETE",
+        &format!(
+            "/api/layers/{block}?scope=shared&if_digest={}",
+            sha256_hex(text)
+        ),
+        None,
+    );
+    assert_eq!(status, 200, "{answer}");
+}
+
+/// How many lines of `block` take `share` percent of the room under `cap`
+/// on `env`'s node: measured with two saves (a block's text may replace
+/// the built-in one or add to it), so the test never goes vacuous when the
+/// built-in prompt changes.
+fn lines_for(env: &Env, admin: &Admin, block: &str, cap: u64, share: u64) -> usize {
+    let base = prefix_tokens(env, admin);
+    let (short, long) = (bullets("X", 20), bullets("X", 40));
+    assert_eq!(put_block(admin, block, &short, "").0, 200);
+    let t20 = prefix_tokens(env, admin);
+    assert_eq!(put_block(admin, block, &long, &sha256_hex(&short)).0, 200);
+    let t40 = prefix_tokens(env, admin);
+    reset_block(admin, block, &long);
+    assert_eq!(prefix_tokens(env, admin), base);
+    let per_line = (t40 - t20) / 20;
+    let fixed = i64::try_from(t20).unwrap() - i64::try_from(base + 20 * per_line).unwrap();
+    let want = i64::try_from((cap - base) * share / 100).unwrap();
+    usize::try_from((want - fixed) / i64::try_from(per_line).unwrap()).unwrap()
+}
+
+#[test]
+fn two_admin_servers_saving_different_shared_blocks_at_once_never_go_over_the_cap_together() {
+    const CAP: u64 = 1500;
+    const ROUNDS: usize = 8;
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "budget");
+    let (a, b) = (Env::empty(), Env::empty());
+    // The cap is each node's shared config, set alike.
+    for env in [&a, &b] {
+        env.set_cap(usize::try_from(CAP).unwrap());
+    }
+    a.ok(&["store", "migrate", "--store", &url]);
+    let admin_a = admin(&a, &url);
+    let admin_b = admin(&b, &url);
+    // Node A saves operating rules, node B guardrails: each alone takes
+    // 70% of the room under the cap, so either fits and both do not.
+    let lines_a = lines_for(&a, &admin_a, "operating-rules", CAP, 70);
+    let lines_b = lines_for(&b, &admin_b, "guardrails", CAP, 70);
+    let base = prefix_tokens(&a, &admin_a);
+    for round in 0..ROUNDS {
+        let text_a = bullets(&format!("A{round}"), lines_a);
+        let text_b = bullets(&format!("B{round}"), lines_b);
+        // Both start from the same point: neither block saved, every node
+        // synced (the measurement's last request).
+        assert_eq!(prefix_tokens(&b, &admin_b), base, "round {round}");
+        let (addr_a, addr_b) = (admin_a.addr.clone(), admin_b.addr.clone());
+        let (ta, tb) = (text_a.clone(), text_b.clone());
+        let start = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let (sa, sb) = (start.clone(), start);
+        let save_a = std::thread::spawn(move || {
+            sa.wait();
+            call(
+                &addr_a,
+                "PUT",
+                "/api/layers/operating-rules?scope=shared",
+                Some(&json!({"text": ta, "if_digest": ""})),
+            )
+        });
+        let save_b = std::thread::spawn(move || {
+            sb.wait();
+            call(
+                &addr_b,
+                "PUT",
+                "/api/layers/guardrails?scope=shared",
+                Some(&json!({"text": tb, "if_digest": ""})),
+            )
+        });
+        let (a_saved, b_saved) = (save_a.join().unwrap(), save_b.join().unwrap());
+        let mut statuses = [a_saved.0, b_saved.0];
+        statuses.sort_unstable();
+        assert_eq!(
+            statuses,
+            [200, 422],
+            "round {round}: exactly one save is refused over the cap: {a_saved:?} {b_saved:?}"
+        );
+        let refused = if a_saved.0 == 422 {
+            &a_saved.1
+        } else {
+            &b_saved.1
+        };
+        assert!(
+            refused["chains"].as_array().is_some_and(|c| !c.is_empty()),
+            "round {round}: the refusal names the chains: {refused}"
+        );
+        // Whichever won, both nodes resolve a prompt within the cap.
+        for (env, admin) in [(&a, &admin_a), (&b, &admin_b)] {
+            let tokens = prefix_tokens(env, admin);
+            assert!(tokens <= CAP, "round {round}: {tokens} tokens");
+            let check = env.vak(&["prompts", "check", "--all"]);
+            assert!(check.status.success(), "round {round}: {}", stderr(&check));
+        }
+        // Back to the starting point for the next round.
+        if a_saved.0 == 200 {
+            reset_block(&admin_a, "operating-rules", &text_a);
+        } else {
+            reset_block(&admin_b, "guardrails", &text_b);
+        }
+        assert_eq!(prefix_tokens(&a, &admin_a), base, "round {round}");
+    }
+}
+
+/// `vak prompts set --scope shared BLOCK -` through the store.
+fn cli_set(env: &Env, url: &str, block: &str, text: &str) -> std::process::Output {
+    env.vak_stdin(
+        &[
+            "prompts", "set", "--scope", "shared", block, "-", "--store", url,
+        ],
+        text,
+    )
+}
+
+#[test]
+fn two_cli_saves_on_two_nodes_at_once_never_go_over_the_cap_together() {
+    const CAP: usize = 1500;
+    const ROUNDS: usize = 4;
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "clibudget");
+    let (a, b) = (Env::empty(), Env::empty());
+    for env in [&a, &b] {
+        env.set_cap(CAP);
+    }
+    a.ok(&["store", "migrate", "--store", &url]);
+    let tokens = |env: &Env| {
+        env.json(&["prompts", "show"])["tokens"]["prefix"]
+            .as_u64()
+            .unwrap()
+    };
+    // Measured on node A as the admin test measures (see `lines_for`):
+    // each text takes 70% of the room under the cap.
+    let base = tokens(&a);
+    let mut lines = Vec::new();
+    for block in ["operating-rules", "guardrails"] {
+        assert!(cli_set(&a, &url, block, &bullets("X", 20)).status.success());
+        let t20 = tokens(&a);
+        assert!(cli_set(&a, &url, block, &bullets("X", 40)).status.success());
+        let t40 = tokens(&a);
+        a.ok(&[
+            "prompts", "reset", "--scope", "shared", block, "--store", &url,
+        ]);
+        let per_line = (t40 - t20) / 20;
+        let fixed = i64::try_from(t20).unwrap() - i64::try_from(base + 20 * per_line).unwrap();
+        let want = i64::try_from((CAP as u64 - base) * 70 / 100).unwrap();
+        lines.push(usize::try_from((want - fixed) / i64::try_from(per_line).unwrap()).unwrap());
+    }
+    for round in 0..ROUNDS {
+        let text_a = bullets(&format!("A{round}"), lines[0]);
+        let text_b = bullets(&format!("B{round}"), lines[1]);
+        let start = std::sync::Barrier::new(2);
+        let (out_a, out_b) = std::thread::scope(|s| {
+            let save_a = s.spawn(|| {
+                start.wait();
+                cli_set(&a, &url, "operating-rules", &text_a)
+            });
+            let save_b = s.spawn(|| {
+                start.wait();
+                cli_set(&b, &url, "guardrails", &text_b)
+            });
+            (save_a.join().unwrap(), save_b.join().unwrap())
+        });
+        let mut codes = [out_a.status.code(), out_b.status.code()];
+        codes.sort_unstable();
+        assert_eq!(
+            codes,
+            [Some(0), Some(4)],
+            "round {round}: exactly one save is refused over the cap (exit 4): A: {} B: {}",
+            stderr(&out_a),
+            stderr(&out_b)
+        );
+        let (winner, loser, block) = if out_a.status.success() {
+            (&a, &out_b, "operating-rules")
+        } else {
+            (&b, &out_a, "guardrails")
+        };
+        assert!(stderr(loser).contains("over"), "{}", stderr(loser));
+        // Both replicas hold the winner's text alone (the loser synced to
+        // it when it checked again): within the cap on every chain.
+        for env in [&a, &b] {
+            assert!(tokens(env) <= CAP as u64, "round {round}: {}", tokens(env));
+            let check = env.vak(&["prompts", "check", "--all"]);
+            assert!(check.status.success(), "round {round}: {}", stderr(&check));
+        }
+        winner.ok(&[
+            "prompts", "reset", "--scope", "shared", block, "--store", &url,
+        ]);
+    }
+}

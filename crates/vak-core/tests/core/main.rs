@@ -7,3 +7,4 @@ mod cache;
 mod directory_layers;
 mod gateway_change;
 mod probe;
+mod shared_budget;

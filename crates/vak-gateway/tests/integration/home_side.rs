@@ -61,12 +61,12 @@ fn a_put_or_remove_from_a_stale_digest_is_a_conflict_and_writes_nothing() {
     let before = store.home_generation().unwrap();
     let text = current(&store, GUARDRAILS);
     let swapped = store
-        .home_put(GUARDRAILS, "- x\n", &Expect::Absent, "test")
+        .home_put(GUARDRAILS, "- x\n", &Expect::Absent, None, "test")
         .unwrap();
     assert_eq!(swapped, Swapped::Conflict(Some(sha256_hex(&text))));
     let wrong = Expect::Digest(sha256_hex("something else"));
     assert!(matches!(
-        store.home_remove(GUARDRAILS, &wrong, "test").unwrap(),
+        store.home_remove(GUARDRAILS, &wrong, None, "test").unwrap(),
         Swapped::Conflict(Some(_))
     ));
     assert_eq!(store.home_generation().unwrap(), before);
@@ -75,11 +75,53 @@ fn a_put_or_remove_from_a_stale_digest_is_a_conflict_and_writes_nothing() {
             GUARDRAILS,
             "- y\n",
             &Expect::Digest(sha256_hex(&text)),
+            None,
             "test",
         )
         .unwrap();
     assert_eq!(swapped, Swapped::Done(before + 1));
     assert_eq!(current(&store, GUARDRAILS), "- y\n");
+}
+
+#[test]
+fn a_put_or_remove_at_a_generation_the_home_side_moved_past_is_refused_and_writes_nothing() {
+    let Some((_env, store)) = seeded() else {
+        return;
+    };
+    const RULES: &str = ".vak/prompts/operating-rules.md";
+    let checked_at = store.home_generation().unwrap();
+    let guardrails = current(&store, GUARDRAILS);
+    let rules = current(&store, RULES);
+    // Another node saves another file after this node's check.
+    let other = store
+        .home_put(
+            RULES,
+            "- from the other node\n",
+            &Expect::Digest(sha256_hex(&rules)),
+            Some(checked_at),
+            "other node",
+        )
+        .unwrap();
+    assert_eq!(other, Swapped::Done(checked_at + 1));
+    // This file's digest still matches, but the check is stale.
+    let expect = Expect::Digest(sha256_hex(&guardrails));
+    let swapped = store
+        .home_put(GUARDRAILS, "- y\n", &expect, Some(checked_at), "test")
+        .unwrap();
+    assert_eq!(swapped, Swapped::Moved(checked_at + 1));
+    assert_eq!(
+        store
+            .home_remove(GUARDRAILS, &expect, Some(checked_at), "test")
+            .unwrap(),
+        Swapped::Moved(checked_at + 1)
+    );
+    assert_eq!(current(&store, GUARDRAILS), guardrails);
+    assert_eq!(store.home_generation().unwrap(), checked_at + 1);
+    // At the generation now, it goes through.
+    let swapped = store
+        .home_put(GUARDRAILS, "- y\n", &expect, Some(checked_at + 1), "test")
+        .unwrap();
+    assert_eq!(swapped, Swapped::Done(checked_at + 2));
 }
 
 #[test]
@@ -94,7 +136,9 @@ fn a_hostile_path_is_never_stored() {
         ".vak/config.toml",
     ] {
         assert!(
-            store.home_put(path, "x", &Expect::Absent, "test").is_err(),
+            store
+                .home_put(path, "x", &Expect::Absent, None, "test")
+                .is_err(),
             "{path}"
         );
     }
@@ -260,6 +304,7 @@ impl Store for MovesOnce {
                     GUARDRAILS,
                     &text,
                     &Expect::Digest(sha256_hex(&old)),
+                    None,
                     "other node",
                 )
                 .unwrap();
