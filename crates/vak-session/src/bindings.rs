@@ -45,6 +45,34 @@ pub struct BindingStore {
     /// The home the store belongs to: no directory on the way to its files
     /// may lead out of it.
     home: Utf8PathBuf,
+    /// The file as last read, with the identity of the file it was read
+    /// from: shared by this store's clones, never by other stores.
+    last_read: std::sync::Arc<std::sync::Mutex<Option<(Identity, std::sync::Arc<BindingsFile>)>>>,
+}
+
+/// What tells one version of the bindings file from another without
+/// reading it: every write replaces the file by a rename, so a new version
+/// is a new inode, and its times and size change with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    len: u64,
+    mtime: (i64, i64),
+    ctime: (i64, i64),
+}
+
+impl Identity {
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        Identity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            len: meta.len(),
+            mtime: (meta.mtime(), meta.mtime_nsec()),
+            ctime: (meta.ctime(), meta.ctime_nsec()),
+        }
+    }
 }
 
 impl BindingStore {
@@ -55,6 +83,7 @@ impl BindingStore {
             path: dir.join("bindings.json"),
             lock_path: dir.join("bindings.json.lock"),
             home: home.to_owned(),
+            last_read: std::sync::Arc::default(),
         }
     }
 
@@ -91,12 +120,49 @@ impl BindingStore {
     /// bindings lock (the file is replaced atomically, so it is always
     /// whole). A basis for a change only under that chat's
     /// [`lock_chat`](Self::lock_chat).
+    ///
+    /// The file is parsed again only when it changed since this store last
+    /// read it (a new inode, size or time): a delivery to a bound chat then
+    /// costs an open and an `fstat`, however many chats are bound.
     pub fn binding(&self, bot: &Name, chat: &Name) -> Result<Option<Binding>, SessionError> {
-        Ok(load(&self.path)?
+        Ok(self
+            .current()?
             .bindings
             .get(bot.as_str())
             .and_then(|chats| chats.get(chat.as_str()))
             .cloned())
+    }
+
+    /// The bindings file as it is now: the last read when the file is the
+    /// same one, else read (and kept) afresh, with every check of [`load`].
+    fn current(&self) -> Result<std::sync::Arc<BindingsFile>, SessionError> {
+        let Some(file) = crate::file::open_optional(&self.path, OpenOptions::new().read(true))?
+        else {
+            return Ok(std::sync::Arc::default());
+        };
+        let meta = file
+            .metadata()
+            .map_err(|e| SessionError::io("inspect", self.path.clone(), e))?;
+        let identity = Identity::of(&meta);
+        let remembered = |slot: &mut Option<(Identity, std::sync::Arc<BindingsFile>)>| {
+            slot.as_ref()
+                .filter(|(known, _)| *known == identity)
+                .map(|(_, read)| read.clone())
+        };
+        if let Some(read) = remembered(&mut self.remember()) {
+            return Ok(read);
+        }
+        let read = std::sync::Arc::new(read_from(file, meta.len(), &self.path)?);
+        *self.remember() = Some((identity, read.clone()));
+        Ok(read)
+    }
+
+    fn remember(
+        &self,
+    ) -> std::sync::MutexGuard<'_, Option<(Identity, std::sync::Arc<BindingsFile>)>> {
+        self.last_read
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Take the exclusive lock and load the current bindings. Blocks until
@@ -112,7 +178,7 @@ impl BindingStore {
         )?;
         lock.lock()
             .map_err(|e| SessionError::io("lock", self.lock_path.clone(), e))?;
-        let file = load(&self.path)?;
+        let file = BindingsFile::clone(&*self.current()?);
         Ok(BindingGuard {
             _lock: lock,
             path: self.path.clone(),
@@ -232,6 +298,12 @@ fn load(path: &Utf8Path) -> Result<BindingsFile, SessionError> {
         .metadata()
         .map_err(|e| SessionError::io("inspect", path, e))?
         .len();
+    read_from(file, size, path)
+}
+
+/// Read the bindings from `file` (opened as [`load`] opens it), `size`
+/// bytes long by its `fstat`.
+fn read_from(file: File, size: u64, path: &Utf8Path) -> Result<BindingsFile, SessionError> {
     if size > MAX_BINDINGS_BYTES {
         return Err(SessionError::TooLarge {
             path: path.to_owned(),
@@ -278,6 +350,35 @@ mod tests {
             Name::new(NameKind::Bot, "helpdesk").expect("bot"),
             Name::new(NameKind::Chat, "42").expect("chat"),
         )
+    }
+
+    /// A store keeps the file it read, and reads again whatever another
+    /// store (another node) writes, or what replaces the file by hand —
+    /// checked as a first read is.
+    #[test]
+    fn the_file_is_read_again_whenever_it_is_another() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let home = Utf8Path::from_path(dir.path()).expect("utf8");
+        let (bot, chat) = names();
+        let here = BindingStore::new(home);
+        let there = BindingStore::new(home);
+        assert_eq!(here.binding(&bot, &chat).expect("read"), None);
+        for _ in 0..3 {
+            let id = SessionId::generate();
+            let mut guard = there.lock().expect("lock");
+            guard.bind(&bot, &chat, id.clone());
+            guard.commit().expect("commit");
+            let seen = here.binding(&bot, &chat).expect("read").expect("bound");
+            assert_eq!(seen.session_id, id, "another node's write is seen");
+        }
+        std::fs::remove_file(here.path()).expect("remove");
+        let made = std::process::Command::new("mkfifo")
+            .arg(here.path().as_str())
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let refused = here.binding(&bot, &chat).expect_err("a FIFO");
+        assert!(refused.to_string().contains("FIFO"), "{refused}");
     }
 
     #[test]

@@ -281,6 +281,71 @@ pub(crate) fn read_first<T: JsonLine>(path: &Utf8Path) -> Result<Option<T>, Sess
     }
 }
 
+/// The first `count` records of `path` (fewer at its end), or `None` when
+/// a line among them is one a reader would skip (torn, too long, not a
+/// record): the caller then reads the file whole, which reports it.
+pub(crate) fn read_head<T: JsonLine>(
+    path: &Utf8Path,
+    count: usize,
+) -> Result<Option<Vec<T>>, SessionError> {
+    let file = open_shared(path)?;
+    let mut lines = LineReader::new(BufReader::new(&file), MAX_LINE_BYTES);
+    let mut records = Vec::with_capacity(count);
+    while records.len() < count {
+        let Some(raw) = lines
+            .next_line()
+            .map_err(|e| SessionError::io("read", path, e))?
+        else {
+            break;
+        };
+        match classify::<T>(path, raw, lines.bytes()) {
+            Entry::Record(_, record) => records.push(record),
+            Entry::Blank => {}
+            Entry::Skipped(..) => return Ok(None),
+        }
+    }
+    Ok(Some(records))
+}
+
+/// The last record of `path` a reader keeps, found from the end (blank
+/// lines and one torn last line passed over, as a full read does), or
+/// `None` when that takes more than a few lines: the caller then reads the
+/// file whole.
+pub(crate) fn read_last<T: JsonLine>(path: &Utf8Path) -> Result<Option<T>, SessionError> {
+    const MAX_LINES_BACK: usize = 4;
+    let read_err = |e| SessionError::io("read the end of", path, e);
+    let mut file = open_shared(path)?;
+    let len = file.metadata().map_err(read_err)?.len();
+    let mut end = len;
+    for _ in 0..MAX_LINES_BACK {
+        if end == 0 {
+            return Ok(None);
+        }
+        let start = line_start(&mut file, end).map_err(read_err)?;
+        if end - start > MAX_LINE_BYTES as u64 {
+            return Ok(None);
+        }
+        let mut bytes = Vec::new();
+        file.seek(SeekFrom::Start(start)).map_err(read_err)?;
+        (&file)
+            .take(end - start)
+            .read_to_end(&mut bytes)
+            .map_err(read_err)?;
+        let complete = bytes.ends_with(b"\n");
+        if complete && bytes.iter().all(u8::is_ascii_whitespace) {
+            end = start;
+            continue;
+        }
+        match T::from_line(&bytes) {
+            Ok(record) if complete => return Ok(Some(record)),
+            // Only the very last line may be skipped, as a full read does.
+            _ if end == len => end = start,
+            _ => return Ok(None),
+        }
+    }
+    Ok(None)
+}
+
 #[cfg(test)]
 pub(crate) fn parse<T: JsonLine>(path: &Utf8Path, bytes: &[u8]) -> Result<Parsed<T>, SessionError> {
     let dir = tempfile::tempdir().map_err(|e| SessionError::io("create", path, e))?;

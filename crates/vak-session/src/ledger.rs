@@ -89,6 +89,11 @@ pub struct Turn {
     /// acknowledged is found in the ledger and refused as a replay.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<String>,
+    /// The turn's number in its session (1 for the first), written by a
+    /// chat's delivery: the ledger's last line then says how many turns the
+    /// chat has, so a delivery never reads the turns in between.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 impl Turn {
@@ -99,6 +104,7 @@ impl Turn {
             message: message.into(),
             tail: tail.into(),
             delivery: None,
+            seq: None,
         }
     }
 }
@@ -496,6 +502,58 @@ impl SessionStore {
         })
     }
 
+    /// What a chat's delivery needs of `id`'s ledger — its `created`
+    /// record, first and last turns and how many turns there are — read
+    /// from its first lines and its last line only, so a delivery costs the
+    /// same however long the chat is. A ledger whose last turn does not say
+    /// its number (written before turns were numbered, or by `exec`), or
+    /// whose ends are not as a delivery writes them, is read whole.
+    pub fn read_ends(&self, id: &SessionId) -> Result<crate::BoundSession, SessionError> {
+        let path = self.existing(id)?;
+        if let Some(ends) = self.ends_of(id, &path)? {
+            return Ok(ends);
+        }
+        Ok(crate::BoundSession::of(self.read(id)?))
+    }
+
+    /// [`read_ends`](Self::read_ends) from the two ends; `None` when the
+    /// ledger must be read whole.
+    fn ends_of(
+        &self,
+        id: &SessionId,
+        path: &Utf8Path,
+    ) -> Result<Option<crate::BoundSession>, SessionError> {
+        let Some(head) = jsonl::read_head::<Record>(path, 2)? else {
+            return Ok(None);
+        };
+        let mut head = head.into_iter();
+        let Some(Record::Created(header)) = head.next() else {
+            return Ok(None);
+        };
+        let first_turn = match head.next() {
+            None => None,
+            Some(Record::Turn(turn)) => Some(turn),
+            Some(_) => return Ok(None),
+        };
+        let (last_turn, turns) = match (jsonl::read_last::<Record>(path)?, &first_turn) {
+            (Some(Record::Created(_)), None) => (None, 0),
+            (Some(Record::Turn(last)), Some(_)) => {
+                match last.seq.and_then(|n| usize::try_from(n).ok()) {
+                    Some(count) if count >= 1 => (Some(last), count),
+                    _ => return Ok(None),
+                }
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(crate::BoundSession {
+            id: id.clone(),
+            header: *header,
+            first_turn,
+            last_turn,
+            turns,
+        }))
+    }
+
     /// Read only `id`'s `created` record: cheap, for listings.
     pub fn read_header(&self, id: &SessionId) -> Result<Header, SessionError> {
         let path = self.existing(id)?;
@@ -865,7 +923,7 @@ mod tests {
             project in proptest::option::of(".{0,12}"),
             extra in proptest::option::of("[a-z\"\\\\]{1,6}"),
         ) {
-            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None });
+            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None, seq: None });
             let header = Record::Created(Box::new(Header {
                 meta: SessionMeta { project, ..SessionMeta::default() },
                 contract: contract(),
@@ -880,6 +938,43 @@ mod tests {
                     agrees(stray.as_bytes());
                 }
             }
+        }
+    }
+
+    proptest::proptest! {
+        /// A delivery's two-ends read answers what a whole read answers,
+        /// whatever the chat holds: numbered turns, unnumbered ones (an
+        /// older build, `exec`), a drift record, a torn last line.
+        #[test]
+        fn the_two_ends_agree_with_a_whole_read(
+            turns in proptest::collection::vec((proptest::bool::ANY, "[a-z ]{0,12}"), 0..12),
+            drift_after in proptest::option::of(0usize..12),
+            torn in proptest::bool::ANY,
+        ) {
+            let (_dir, store) = store();
+            let id = store.create(SessionMeta::default(), contract()).unwrap();
+            for (n, (numbered, message)) in turns.iter().enumerate() {
+                let mut turn = Turn::now(message.clone(), "");
+                if *numbered {
+                    turn.seq = Some(n as u64 + 1);
+                }
+                store.append(&id, &Record::Turn(turn)).unwrap();
+                if drift_after == Some(n) {
+                    let drift = DriftAccepted {
+                        at: now_rfc3339(),
+                        changes: Vec::new(),
+                        current_fingerprint: None,
+                    };
+                    store.append(&id, &Record::DriftAccepted(drift)).unwrap();
+                }
+            }
+            if torn {
+                use std::io::Write as _;
+                let mut file = std::fs::OpenOptions::new().append(true).open(store.path_of(&id)).unwrap();
+                file.write_all(br#"{"type":"turn","at":"x","mess"#).unwrap();
+            }
+            let whole = crate::BoundSession::of(store.read(&id).unwrap());
+            proptest::prop_assert_eq!(store.read_ends(&id).unwrap(), whole);
         }
     }
 }

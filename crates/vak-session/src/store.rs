@@ -489,8 +489,36 @@ impl Store for FileStore {
                 }
             }
         }
+        // The ledgers are read for this request's turn only when a marker
+        // says an earlier try may have got as far as it: the marker is
+        // durable before any turn of its request, so with none there is no
+        // such turn, and the delivery reads the ledger's two ends only.
+        let looked_for = replay.as_ref().is_some_and(|replay| replay.marked);
         let bound = match bound_id {
             None => Bound::Unbound,
+            Some(id) if !looked_for => {
+                self.sessions.promote(&id)?;
+                match self.sessions.read_ends(&id) {
+                    // A marker lost after its turn (by hand, or by a build
+                    // that wrote it after the turn) is made up for by the
+                    // last turn, which the two ends include.
+                    Ok(ends)
+                        if delivery.is_some()
+                            && ends.last_turn.as_ref().and_then(|t| t.delivery.as_deref())
+                                == delivery.as_deref() =>
+                    {
+                        if let (Some(mut replay), Some(claim)) = (replay, claim) {
+                            replay.mark(&id)?;
+                            replay.committed();
+                            replay.finish(claim);
+                        }
+                        return Err(SessionError::Replayed);
+                    }
+                    Ok(ends) => Bound::Live(Box::new(ends)),
+                    Err(SessionError::NotFound { .. }) => Bound::Gone(id),
+                    Err(error) => return Err(error),
+                }
+            }
             Some(id) => {
                 // A delivery killed after binding the chat and before moving
                 // the new ledger out of `pending/` is finished here: the
@@ -532,6 +560,7 @@ impl Store for FileStore {
                 }
                 crate::crash::point("marked");
                 turn.delivery = delivery;
+                turn.seq = Some(ledger.turns as u64 + 1);
                 self.sessions.append(&ledger.id, &Record::Turn(turn))?;
                 ledger.id.clone()
             }
@@ -636,6 +665,7 @@ impl Store for FileStore {
                 }
                 crate::crash::point("marked");
                 turn.delivery = delivery;
+                turn.seq = Some(1);
                 self.sessions.append(&id, &Record::Turn(turn))?;
                 id
             }

@@ -528,10 +528,11 @@ fn audit_events_are_checked_and_appended_in_one_transaction() {
     assert_eq!(copied, 0, "none of the file's events went in");
 }
 
-/// The file store's replay marker is written after the delivery commits; a
-/// crash in between leaves the turn without its marker. The retry finds the
-/// turn by its delivery and is refused as a replay: nothing appended twice,
-/// and the marker written then.
+/// A turn whose replay marker is lost (removed by hand, or never written by
+/// an older build that wrote it after the turn and was killed in between):
+/// the retry finds the turn by its delivery at the end of the chat's
+/// session and is refused as a replay: nothing appended twice, and the
+/// marker written then.
 #[test]
 fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     let env = Env::new(Backend::File).unwrap();
