@@ -47,8 +47,11 @@ pub struct BindingStore {
     home: Utf8PathBuf,
     /// The file as last read, with the identity of the file it was read
     /// from: shared by this store's clones, never by other stores.
-    last_read: std::sync::Arc<std::sync::Mutex<Option<(Identity, std::sync::Arc<BindingsFile>)>>>,
+    last_read: std::sync::Arc<std::sync::Mutex<LastRead>>,
 }
+
+/// The bindings file as last read, and which file it was.
+type LastRead = Option<(Identity, std::sync::Arc<BindingsFile>)>;
 
 /// What tells one version of the bindings file from another without
 /// reading it: every write replaces the file by a rename, so a new version
@@ -144,7 +147,7 @@ impl BindingStore {
             .metadata()
             .map_err(|e| SessionError::io("inspect", self.path.clone(), e))?;
         let identity = Identity::of(&meta);
-        let remembered = |slot: &mut Option<(Identity, std::sync::Arc<BindingsFile>)>| {
+        let remembered = |slot: &mut LastRead| {
             slot.as_ref()
                 .filter(|(known, _)| *known == identity)
                 .map(|(_, read)| read.clone())
@@ -157,9 +160,7 @@ impl BindingStore {
         Ok(read)
     }
 
-    fn remember(
-        &self,
-    ) -> std::sync::MutexGuard<'_, Option<(Identity, std::sync::Arc<BindingsFile>)>> {
+    fn remember(&self) -> std::sync::MutexGuard<'_, LastRead> {
         self.last_read
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
