@@ -110,6 +110,9 @@ pub(crate) struct EditArgs {
     pub(crate) target: TargetArgs,
     #[command(flatten)]
     pub(crate) over_budget: OverBudgetArg,
+    /// Output format (the editor still runs on the terminal).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// `vak prompts reset`.
@@ -501,7 +504,22 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
     match finish() {
         Ok(None) => {
             let _ = std::fs::remove_file(&copy);
+            if args.format == Format::Json {
+                // Nothing written: the file as it was, on both sides.
+                let digest = start.exists.then_some(start.digest.as_str());
+                return print_json(&json!({
+                    "block": target.block.wire_name(),
+                    "path": target.path(core.selectors()),
+                    "digest": digest,
+                    "previous": digest,
+                    "recorded": false,
+                }));
+            }
             out::println(&format!("no changes to `{}`; nothing saved", target.block))
+        }
+        Ok(Some(saved)) if args.format == Format::Json => {
+            let _ = std::fs::remove_file(&copy);
+            print_json(&saved_json(target.block, &saved))
         }
         Ok(Some(saved)) => {
             let _ = std::fs::remove_file(&copy);
@@ -553,6 +571,9 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             "block": target.block.wire_name(),
             "path": reset.preview.path,
             "removed": reset.removed,
+            // As a save answers them: the file's digest before, and none after.
+            "previous": reset.removed,
+            "digest": null,
             "tokens": reset.preview.budget.report.summary(),
             "tokens_before": reset.preview.budget_before.report.prefix_tokens,
             "tokens_after": reset.preview.budget.report.prefix_tokens,

@@ -248,6 +248,9 @@ pub(crate) struct UntrustArgs {
     /// The project directory [default: the project root found from the
     /// current directory].
     pub(crate) dir: Option<Utf8PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
     #[command(flatten)]
     pub(crate) home: HomeArg,
 }
@@ -539,11 +542,47 @@ fn chains_named(chains: &[String]) -> String {
     out
 }
 
+/// The prompt prefix's tokens for `project`'s base chain as it resolves
+/// now; `None` when it does not resolve.
+fn prefix_tokens(home: &Utf8Path, project: &Utf8Path) -> Option<usize> {
+    Core::open(vak_core::Selectors::new(
+        home.to_owned(),
+        project.to_owned(),
+    ))
+    .and_then(|core| core.resolve())
+    .ok()
+    .map(|resolved| vak_core::budget_of(&resolved).report.prefix_tokens)
+}
+
 /// `vak untrust [DIR]`.
 pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
     let home = args.home.dir()?;
     let dir = project_in(args.dir.as_ref(), &home)?;
+    let json = args.format == Format::Json;
+    let before = if json {
+        prefix_tokens(&home, &dir)
+    } else {
+        None
+    };
     let done = vak_core::untrust(&home, &dir)?;
+    if json {
+        let removed: Vec<_> = done
+            .removed
+            .iter()
+            .map(|(path, over)| {
+                json!({"path": path, "over_cap": over.as_ref().map(vak_core::prompts::BudgetReport::summary)})
+            })
+            .collect();
+        return print_json(&json!({
+            "project": done.key,
+            "untrusted": removed,
+            "changed": !done.removed.is_empty(),
+            "tokens_before": before,
+            "tokens_after": prefix_tokens(&home, &dir),
+            // Untrusting keeps no version and writes no audit event.
+            "recorded": false,
+        }));
+    }
     if done.removed.is_empty() {
         return out::println(&format!(
             "{} was not trusted; nothing changed",

@@ -1,0 +1,128 @@
+//! The command line as users of cargo, jj and gh expect it (issue 28):
+//! JSON from every command that changes something, empty answers said on
+//! stderr, headers on a terminal, "did you mean", completions that know
+//! vak's names, a pager and progress on a terminal only.
+
+use serde_json::Value;
+
+use crate::common::*;
+
+const SHARED: &str = ".vak/prompts";
+
+fn keys(value: &Value) -> Vec<&str> {
+    let mut keys: Vec<&str> = value
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {value}"))
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    keys
+}
+
+/// Every changing command answers `--format json` with what changed: the
+/// file, its digest before (`previous`) and after (`digest`), the prefix
+/// tokens before and after, and whether a version was recorded.
+#[test]
+fn every_changing_command_answers_json_with_what_changed() {
+    let env = Env::empty();
+    env.trust();
+    let path = env.project().join(SHARED).join("identity.md");
+    let text = env.project().join("new.md");
+    write(&text, "You are Kite.\n");
+    let file = text.to_str().unwrap();
+
+    let set = env.json(&[
+        "prompts", "set", "--scope", "project", "identity", "--file", file,
+    ]);
+    for key in [
+        "path",
+        "digest",
+        "previous",
+        "tokens_before",
+        "tokens_after",
+        "recorded",
+    ] {
+        assert!(set.get(key).is_some(), "set lacks {key}: {set}");
+    }
+    assert_eq!(set["path"], path.to_str().unwrap());
+    assert_eq!(set["previous"], Value::Null);
+    assert_eq!(set["recorded"], true);
+    let first = set["digest"].as_str().unwrap().to_owned();
+
+    // The same text again changes nothing and records nothing.
+    let again = env.json(&[
+        "prompts", "set", "--scope", "project", "identity", "--file", file,
+    ]);
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["digest"], again["previous"], "{again}");
+
+    // `edit` through an editor that appends a line.
+    let mut edit = env.command(&[
+        "prompts", "edit", "--scope", "project", "identity", "--format", "json",
+    ]);
+    edit.env("EDITOR", "printf 'Be brief.\\n' >>");
+    let out = output_within(&mut edit, HANG);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let edited: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(edited["previous"], first.as_str(), "{edited}");
+    assert_eq!(edited["recorded"], true, "{edited}");
+    assert!(
+        edited["tokens_after"].as_u64() > edited["tokens_before"].as_u64(),
+        "{edited}"
+    );
+    let second = edited["digest"].as_str().unwrap().to_owned();
+
+    // An editor that changes nothing: nothing saved, said in JSON too.
+    let mut edit = env.command(&[
+        "prompts", "edit", "--scope", "project", "identity", "--format", "json",
+    ]);
+    edit.env("EDITOR", "true");
+    let out = output_within(&mut edit, HANG);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let unchanged: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(unchanged["recorded"], false, "{unchanged}");
+    assert_eq!(unchanged["digest"], second.as_str(), "{unchanged}");
+
+    let revert = env.json(&[
+        "prompts", "revert", "--scope", "project", "identity", "--to", &first,
+    ]);
+    assert_eq!(revert["previous"], second.as_str(), "{revert}");
+    assert_eq!(revert["digest"], first.as_str(), "{revert}");
+    assert_eq!(revert["recorded"], true, "{revert}");
+    for key in ["tokens_before", "tokens_after", "path"] {
+        assert!(revert.get(key).is_some(), "revert lacks {key}: {revert}");
+    }
+
+    let reset = env.json(&["prompts", "reset", "--scope", "project", "identity"]);
+    assert_eq!(reset["previous"], first.as_str(), "{reset}");
+    assert_eq!(reset["removed"], first.as_str(), "{reset}");
+    assert_eq!(reset["digest"], Value::Null, "{reset}");
+    assert_eq!(reset["recorded"], true, "{reset}");
+    assert!(reset.get("tokens_before").is_some() && reset.get("tokens_after").is_some());
+
+    let listed = env.json(&["trust", "--list"]);
+    assert_eq!(keys(&listed), ["trusted"]);
+    assert_eq!(listed["trusted"].as_array().unwrap().len(), 1);
+
+    let untrust = env.json(&["untrust"]);
+    for key in [
+        "project",
+        "untrusted",
+        "changed",
+        "tokens_before",
+        "tokens_after",
+        "recorded",
+    ] {
+        assert!(untrust.get(key).is_some(), "untrust lacks {key}: {untrust}");
+    }
+    assert_eq!(untrust["changed"], true, "{untrust}");
+    let again = env.json(&["untrust"]);
+    assert_eq!(again["changed"], false, "{again}");
+    assert_eq!(again["untrusted"], serde_json::json!([]), "{again}");
+
+    let trust = env.json(&["trust"]);
+    for key in ["trusted", "tokens_before", "tokens_after", "recorded"] {
+        assert!(trust.get(key).is_some(), "trust lacks {key}: {trust}");
+    }
+}
