@@ -48,6 +48,18 @@ pub(crate) fn notice(label: &str, message: &str) {
     );
 }
 
+/// One line on stderr without a label, escaped as [`notice`] escapes: an
+/// empty answer said to the person (`no sessions`), so stdout stays empty
+/// for a script, as gh does.
+pub(crate) fn say(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", escape_line(message));
+}
+
+/// Whether stdout is a terminal: a header row, a pager, only then.
+pub(crate) fn stdout_is_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
+}
+
 /// Text for stderr that is several lines by design (an error with a note);
 /// each line is escaped on its own.
 pub(crate) fn notice_lines(label: &str, message: &str) {

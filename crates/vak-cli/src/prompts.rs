@@ -264,10 +264,15 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             let trusted: Vec<&str> = store.list().collect();
             return print_json(&json!({ "trusted": trusted }));
         }
+        let mut listed = String::new();
         for dir in store.list() {
-            out::println(&escape_line(dir))?;
+            listed.push_str(&escape_line(dir));
+            listed.push('\n');
         }
-        return Ok(());
+        if listed.is_empty() {
+            out::say("no trusted projects; `vak trust DIR` trusts one");
+        }
+        return out::print(&listed);
     }
     let dir = project_in(args.dir.as_ref(), &home)?;
     if args.preview {

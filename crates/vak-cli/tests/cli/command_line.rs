@@ -126,3 +126,68 @@ fn every_changing_command_answers_json_with_what_changed() {
         assert!(trust.get(key).is_some(), "trust lacks {key}: {trust}");
     }
 }
+
+/// An empty listing prints nothing on stdout, so a script reads an empty
+/// list, and says so on stderr for the person, as gh does.
+#[test]
+fn empty_listings_say_so_on_stderr_and_keep_stdout_clean() {
+    let env = Env::empty();
+    for (args, said) in [
+        (&["trust", "--list"][..], "no trusted projects"),
+        (&["session", "list"][..], "no sessions"),
+        (&["audit", "list"][..], "no security events"),
+    ] {
+        let out = env.vak(args);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{args:?}");
+        assert!(stderr(&out).starts_with(said), "{args:?}: {}", stderr(&out));
+    }
+    assert_eq!(
+        env.json(&["trust", "--list"]),
+        serde_json::json!({"trusted": []})
+    );
+    // On a terminal the sentence shows, and no header over nothing.
+    let (shown, code) = on_terminal(&env, &["session", "list"], "", &[]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.starts_with("no sessions"), "{shown}");
+    assert!(!shown.contains("SESSION"), "{shown}");
+}
+
+/// `session list` and `audit list` have a header row on a terminal, and
+/// none when piped.
+#[test]
+fn listings_have_a_header_row_on_a_terminal_only() {
+    let env = Env::empty();
+    let id = env.json(&["session", "new"])["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let piped = env.ok(&["session", "list"]);
+    assert!(piped.starts_with(&id), "{piped}");
+    let (shown, code) = on_terminal(&env, &["session", "list"], "", &[]);
+    assert_eq!(code, Some(0), "{shown}");
+    let mut lines = shown.lines();
+    let header = lines.next().unwrap();
+    for column in ["SESSION", "CREATED", "SURFACE", "PROJECT"] {
+        assert!(header.contains(column), "{shown}");
+    }
+    let row = lines.next().unwrap();
+    assert!(row.starts_with(&id), "{shown}");
+    // The columns line up under the header.
+    assert_eq!(header.find("CREATED"), row.find("20"), "{shown}");
+
+    // A security event: a project trusted over the cap.
+    env.set_cap(1500);
+    env.write_project(
+        &format!("{SHARED}/identity.md"),
+        &"You are Kite, the project's agent. ".repeat(300),
+    );
+    env.ok(&["trust", "--over-budget"]);
+    let piped = env.ok(&["audit", "list"]);
+    assert!(piped.contains("trust-over-cap"), "{piped}");
+    assert!(!piped.contains("TIME"), "{piped}");
+    let (shown, code) = on_terminal(&env, &["audit", "list"], "", &[]);
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.starts_with("TIME  EVENT"), "{shown}");
+    assert!(shown.contains("trust-over-cap"), "{shown}");
+}
