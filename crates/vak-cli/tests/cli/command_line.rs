@@ -191,3 +191,28 @@ fn listings_have_a_header_row_on_a_terminal_only() {
     assert!(shown.starts_with("TIME  EVENT"), "{shown}");
     assert!(shown.contains("trust-over-cap"), "{shown}");
 }
+
+/// A misspelt command, flag or value is answered with the one meant, as
+/// cargo and jj do, and exits 2.
+#[test]
+fn a_misspelt_command_flag_or_value_gets_a_did_you_mean() {
+    let env = Env::empty();
+    for (args, meant) in [
+        (&["prompt", "show"][..], "'prompts'"),
+        (&["prompts", "shwo"][..], "'show'"),
+        (&["prompts", "show", "--fromat", "json"][..], "'--format'"),
+        (
+            &["prompts", "reset", "--scope", "shraed", "identity"][..],
+            "shared",
+        ),
+    ] {
+        let out = env.vak(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let said = stderr(&out);
+        assert!(
+            said.contains("similar") || said.contains("did you mean"),
+            "{args:?}: {said}"
+        );
+        assert!(said.contains(meant), "{args:?}: {said}");
+    }
+}
