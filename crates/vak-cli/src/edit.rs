@@ -344,6 +344,13 @@ fn read_input(args: &SetArgs) -> Result<String, CliError> {
 pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
     let text = read_input(args)?;
     let (core, target) = args.target.open()?;
+    // The text being replaced, for the line counts said after the save; a
+    // file that cannot be read is left to the save to refuse.
+    let replaced = core
+        .edit_start(&target)
+        .ok()
+        .filter(|start| start.exists)
+        .map(|start| start.text);
     let saved = core
         .save_block_by(
             &target,
@@ -367,6 +374,12 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             saved.outcome.digest
         )
     } else {
+        if let Some(old) = &replaced {
+            out::notice(
+                "note",
+                &replaced_note(&args.target, old, &text, &saved.preview),
+            );
+        }
         format!(
             "saved `{}` to `{}` (sha256 {})",
             target.block,
@@ -375,6 +388,38 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
         )
     };
     report_change(&headline, &saved.preview, saved.unrecorded.as_deref())
+}
+
+/// What a save replaced, before → after, and the command that shows the
+/// change itself: `replaced `…/identity.md`: 3 → 5 lines, prompt prefix
+/// 620 → 655 tokens; see `vak prompts diff --scope project identity``.
+fn replaced_note(target: &TargetArgs, old: &str, new: &str, preview: &Preview) -> String {
+    let mut diff = format!(
+        "vak prompts diff --scope {}",
+        match target.scope {
+            Scope::Shared => "shared",
+            Scope::Project => "project",
+        }
+    );
+    for (flag, value) in [
+        ("--surface", target.surface.as_deref()),
+        ("--agent", target.agent.as_deref()),
+        ("--dir", target.dir.as_deref().map(Utf8Path::as_str)),
+        ("--project", target.project.as_deref().map(Utf8Path::as_str)),
+    ] {
+        if let Some(value) = value {
+            let _ = write!(diff, " {flag} {}", Escaped(value));
+        }
+    }
+    let _ = write!(diff, " {}", Escaped(&target.block));
+    format!(
+        "replaced `{}`: {} → {} lines, prompt prefix {} → {} tokens; `{diff}` shows what changed",
+        Escaped(preview.path.as_str()),
+        old.lines().count(),
+        new.lines().count(),
+        preview.budget_before.report.prefix_tokens,
+        preview.budget.report.prefix_tokens,
+    )
 }
 
 /// The JSON a save or a revert answers: what was written, the prefix

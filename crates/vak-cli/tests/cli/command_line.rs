@@ -216,3 +216,50 @@ fn a_misspelt_command_flag_or_value_gets_a_did_you_mean() {
         assert!(said.contains(meant), "{args:?}: {said}");
     }
 }
+
+/// `set` over an existing file says what it replaced, lines and prompt
+/// tokens before → after, on stderr, and names the diff command, which
+/// works as given.
+#[test]
+fn set_says_what_it_replaced_and_how_to_see_the_diff() {
+    let env = Env::empty();
+    env.trust();
+    let set = [
+        "prompts",
+        "set",
+        "--scope",
+        "project",
+        "--surface",
+        "cli",
+        "identity",
+        "-",
+    ];
+    let out = env.vak_stdin(&set, "You are Kite.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("replaced"),
+        "a new file replaces nothing: {}",
+        stderr(&out)
+    );
+    let out = env.vak_stdin(&set, "You are Kite.\nBe brief.\nBe kind.\n");
+    assert!(out.status.success(), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("replaced `"), "{said}");
+    assert!(said.contains("1 → 3 lines"), "{said}");
+    assert!(said.contains("tokens"), "{said}");
+    assert!(
+        !stdout(&out).contains("replaced"),
+        "stdout stays the result"
+    );
+    let command = said
+        .split('`')
+        .find(|part| part.starts_with("vak prompts diff"))
+        .unwrap_or_else(|| panic!("no diff command in {said}"));
+    assert_eq!(
+        command,
+        "vak prompts diff --scope project --surface cli identity"
+    );
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    let diff = env.ok(&args);
+    assert!(diff.contains("+Be brief."), "{diff}");
+}
