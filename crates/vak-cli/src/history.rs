@@ -320,7 +320,9 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             escape_line(&r.time),
             r.action.as_str(),
             escape_line(&r.who),
-            escape_line(&show(r.before.as_deref())),
+            // Both sides in full, as `--from`, `--to` and `revert --to`
+            // take them: one listing never mixes two lengths.
+            escape_line(r.before.as_deref().unwrap_or("(no file)")),
             escape_line(r.after.as_deref().unwrap_or("(no file)")),
         );
     }

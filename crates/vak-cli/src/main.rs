@@ -204,6 +204,16 @@ fn parse_cli() -> Cli {
     }
 }
 
+/// The default home (`~/vak-home`) when `VAK_HOME` does not choose another
+/// and it does not exist yet: a command that creates it says so, once.
+fn unborn_default_home() -> Option<camino::Utf8PathBuf> {
+    if std::env::var_os("VAK_HOME").is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    let home = vak_core::default_home().ok()?;
+    std::fs::symlink_metadata(&home).is_err().then_some(home)
+}
+
 fn main() -> ExitCode {
     // Nothing vak writes (the trust store, a session ledger, a layer, the
     // version log) may be writable by group or others, whatever umask it
@@ -244,7 +254,17 @@ fn main() -> ExitCode {
         // are for whoever started it, asked or not.
         init_logging(tracing::Level::WARN);
     }
-    match run(&cli) {
+    let unborn = unborn_default_home();
+    let result = run(&cli);
+    if let Some(home) = unborn
+        && std::fs::symlink_metadata(&home).is_ok()
+    {
+        out::say(&format!(
+            "created the vak home `{}` (shared layers, trust store, sessions); VAK_HOME or --home chooses another",
+            vak_core::prompts::Escaped(home.as_str())
+        ));
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::BrokenPipe) => CliError::BrokenPipe.exit_code(),
         Err(error) => {

@@ -52,16 +52,18 @@ pub(crate) fn synced_for_reading(core: Core) -> Core {
 }
 
 /// The note an untrusted project's output ends with: what was not applied
-/// and the one command that changes it.
-fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
+/// (listed one by one unless the output above already did, as `explain`'s
+/// `Demoted:` does) and the one command that changes it.
+fn untrusted_note(core: &Core, resolved: &ResolvedPrompt, listed_above: bool) -> String {
     let mut note = String::new();
     if resolved.trust == Trust::Untrusted && !resolved.demoted.is_empty() {
         let _ = writeln!(
             note,
-            "This project is untrusted: {} of its inputs were not applied (guardrails from it still apply).",
-            resolved.demoted.len()
+            "This project is untrusted: {} of its inputs were not applied{} (guardrails from it still apply).",
+            resolved.demoted.len(),
+            if listed_above { ", listed above" } else { "" }
         );
-        for d in &resolved.demoted {
+        for d in resolved.demoted.iter().filter(|_| !listed_above) {
             let what = d.subject();
             let _ = writeln!(
                 note,
@@ -108,7 +110,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
                 out::notice("warning", warning);
             }
             over_cap_notice(&core, &budget);
-            let note = untrusted_note(&core, &resolved);
+            let note = untrusted_note(&core, &resolved, false);
             if !note.is_empty() {
                 text.push_str("\n--- not applied ---\n");
                 text.push_str(&note);
@@ -210,7 +212,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let budget = vak_core::budget_of(&resolved);
     let _ = writeln!(out, "{}", crate::edit::tokens_line(&budget));
     over_cap_notice(&core, &budget);
-    let note = untrusted_note(&core, &resolved);
+    let note = untrusted_note(&core, &resolved, true);
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
     }

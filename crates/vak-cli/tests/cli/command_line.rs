@@ -263,3 +263,136 @@ fn set_says_what_it_replaced_and_how_to_see_the_diff() {
     let diff = env.ok(&args);
     assert!(diff.contains("+Be brief."), "{diff}");
 }
+
+/// `prompts log` prints every digest at one length, in full: the before
+/// and after of each change alike, each one `revert --to` takes as it is.
+#[test]
+fn log_prints_every_digest_in_full() {
+    let env = Env::empty();
+    env.trust();
+    let set = ["prompts", "set", "--scope", "project", "guardrails", "-"];
+    for text in ["- one\n", "- two\n", "- three\n"] {
+        let out = env.vak_stdin(&set, text);
+        assert!(out.status.success(), "{}", stderr(&out));
+    }
+    let log = env.ok(&["prompts", "log", "--scope", "project", "guardrails"]);
+    let mut digests = 0;
+    for line in log.lines().skip(1) {
+        for word in line.split_whitespace() {
+            let hexish = word.len() >= 4
+                && word
+                    .trim_end_matches('…')
+                    .chars()
+                    .all(|c| c.is_ascii_hexdigit())
+                && !word.chars().all(|c| c.is_ascii_digit());
+            if hexish {
+                assert_eq!(word.len(), 64, "{word} in\n{log}");
+                digests += 1;
+            }
+        }
+    }
+    assert_eq!(digests, 5, "{log}");
+    // The first change's after, as printed, is what revert takes.
+    let second_line = log.lines().nth(2).unwrap();
+    let before = second_line.split_whitespace().nth(3).unwrap();
+    assert_eq!(before.len(), 64, "{log}");
+    let out = env.vak(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "project",
+        "guardrails",
+        "--to",
+        before,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// `explain` names each demoted input once, under `Demoted:`; the closing
+/// note only counts them and says how to trust.
+#[test]
+fn explain_lists_each_demoted_input_once() {
+    let env = Env::fixture("cloned-repo");
+    let explained = env.ok(&["prompts", "explain"]);
+    let source = env.project().join(".vak/prompts/identity.md");
+    let source = std::fs::canonicalize(source).unwrap();
+    let named = format!("`{}`", source.display());
+    assert_eq!(explained.matches(&named).count(), 1, "{explained}");
+    assert!(explained.contains("Demoted:"), "{explained}");
+    assert!(explained.contains("listed above"), "{explained}");
+    assert!(
+        explained
+            .trim_end()
+            .lines()
+            .last()
+            .unwrap()
+            .contains("vak trust"),
+        "{explained}"
+    );
+    // `show` has no list above, so its note still names them.
+    let shown = env.ok(&["prompts", "show"]);
+    assert_eq!(shown.matches(&named).count(), 1, "{shown}");
+}
+
+/// A revert to the text the file already holds writes nothing and records
+/// no version (`recorded: false`), as a save of the same text does.
+#[test]
+fn a_revert_that_changes_nothing_records_no_version() {
+    let env = Env::empty();
+    env.trust();
+    let set = ["prompts", "set", "--scope", "project", "guardrails", "-"];
+    assert!(env.vak_stdin(&set, "- one\n").status.success());
+    let log = env.json(&["prompts", "log", "--scope", "project", "guardrails"]);
+    let now = log["versions"][0]["after"].as_str().unwrap().to_owned();
+    let revert = env.json(&[
+        "prompts",
+        "revert",
+        "--scope",
+        "project",
+        "guardrails",
+        "--to",
+        &now,
+    ]);
+    assert_eq!(revert["recorded"], false, "{revert}");
+    assert_eq!(revert["digest"], revert["previous"], "{revert}");
+    let log = env.json(&["prompts", "log", "--scope", "project", "guardrails"]);
+    assert_eq!(log["versions"].as_array().unwrap().len(), 1, "{log}");
+}
+
+/// The default home `~/vak-home` is not made silently: the command that
+/// creates it says so on stderr, once.
+#[test]
+fn creating_the_default_home_is_said_once() {
+    let env = Env::fixture("myproj");
+    let user = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let mut command = env.command(args);
+        command.env_remove("VAK_HOME").env("HOME", user.path());
+        output_within(&mut command, HANG)
+    };
+    // Reading creates nothing and says nothing.
+    let out = run(&["prompts", "show"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("created the vak home"),
+        "{}",
+        stderr(&out)
+    );
+    let out = run(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let home = user.path().join("vak-home");
+    assert!(home.is_dir());
+    let said = stderr(&out);
+    assert!(
+        said.contains(&format!("created the vak home `{}`", home.display())),
+        "{said}"
+    );
+    assert!(!stdout(&out).contains("created"), "stdout stays the result");
+    let out = run(&["untrust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("created the vak home"),
+        "{}",
+        stderr(&out)
+    );
+}
