@@ -41,10 +41,10 @@ pub(crate) struct TargetArgs {
     #[arg(long, value_enum)]
     pub(crate) scope: Scope,
     /// Write the surface/KIND sub-layer instead.
-    #[arg(long, value_name = "KIND", conflicts_with = "agent")]
+    #[arg(long, value_name = "KIND", conflicts_with = "agent", add = clap_complete::ArgValueCandidates::new(crate::complete::surfaces))]
     pub(crate) surface: Option<String>,
     /// Write the agents/ROLE sub-layer instead.
-    #[arg(long, value_name = "ROLE")]
+    #[arg(long, value_name = "ROLE", add = clap_complete::ArgValueCandidates::new(crate::complete::roles))]
     pub(crate) agent: Option<String>,
     /// Write the directory sub-layer SUBDIR/.vak/prompts/ of the project
     /// (relative to the project root; --scope project only) instead of the
@@ -61,6 +61,7 @@ pub(crate) struct TargetArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The block: identity, operating-rules, guardrails or surface-note.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::blocks))]
     pub(crate) block: String,
 }
 

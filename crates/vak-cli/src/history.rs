@@ -42,20 +42,20 @@ pub(crate) struct HistoryTargetArgs {
     #[arg(long, value_enum)]
     pub(crate) scope: HistoryScope,
     /// The surface/KIND sub-layer.
-    #[arg(long, value_name = "KIND", conflicts_with_all = ["agent", "bot", "chat"])]
+    #[arg(long, value_name = "KIND", conflicts_with_all = ["agent", "bot", "chat"], add = clap_complete::ArgValueCandidates::new(crate::complete::surfaces))]
     pub(crate) surface: Option<String>,
     /// The agents/ROLE sub-layer.
-    #[arg(long, value_name = "ROLE", conflicts_with_all = ["bot", "chat"])]
+    #[arg(long, value_name = "ROLE", conflicts_with_all = ["bot", "chat"], add = clap_complete::ArgValueCandidates::new(crate::complete::roles))]
     pub(crate) agent: Option<String>,
     /// The directory sub-layer SUBDIR/.vak/prompts/ of the project
     /// (relative to the project root; --scope project only).
     #[arg(long, value_name = "SUBDIR", conflicts_with_all = ["surface", "agent", "bot", "chat"])]
     pub(crate) dir: Option<Utf8PathBuf>,
     /// The gateway bot (--scope bot or chat).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: Option<String>,
     /// The gateway chat (--scope chat).
-    #[arg(long, value_name = "NAME", allow_negative_numbers = true)]
+    #[arg(long, value_name = "NAME", allow_negative_numbers = true, add = clap_complete::ArgValueCandidates::new(crate::complete::chats))]
     pub(crate) chat: Option<String>,
     #[command(flatten)]
     pub(crate) home: HomeArg,
@@ -67,6 +67,7 @@ pub(crate) struct HistoryTargetArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The block: identity, operating-rules, guardrails or surface-note.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::blocks))]
     pub(crate) block: String,
 }
 

@@ -2,6 +2,7 @@
 //! run sessions that remember their prompt; serve the admin UI.
 
 mod admin;
+mod complete;
 mod edit;
 mod error;
 mod history;
@@ -15,7 +16,7 @@ mod store;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 pub(crate) use error::CliError;
 
@@ -65,8 +66,9 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
-    /// Print a shell completion script, generated from these very
-    /// definitions: `vak completions bash > ~/.local/share/bash-completion/completions/vak`.
+    /// Print a shell completion script, which asks `vak` what fits as you
+    /// type (commands, flags, scopes, blocks, and this home's roles, bots
+    /// and chats): `vak completions bash > ~/.local/share/bash-completion/completions/vak`.
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -134,14 +136,6 @@ fn init_logging(default: tracing::Level) {
         .try_init();
 }
 
-/// `vak completions SHELL`: the script clap_complete generates from the
-/// command definitions, so it can never disagree with them.
-fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "vak", &mut script);
-    out::print(&String::from_utf8_lossy(&script))
-}
-
 fn run(cli: &Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Prompts { command } => match command {
@@ -166,7 +160,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Audit { command } => session::audit(command),
         Command::Store { command } => store::store(command),
         Command::Admin { command } => admin::admin(command),
-        Command::Completions { shell } => completions(*shell),
+        Command::Completions { shell } => complete::script(*shell),
     }
 }
 
@@ -231,6 +225,9 @@ fn main() -> ExitCode {
     ) {
         tracing::debug!(%error, "could not handle SIGXFSZ");
     }
+    // The completion script's question (`COMPLETE=bash vak -- …`): answered
+    // and exited here, before anything else runs.
+    complete::answer_if_asked();
     let cli = parse_cli();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.

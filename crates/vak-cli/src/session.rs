@@ -146,6 +146,7 @@ pub(crate) struct ServeArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SecretArgs {
     /// The bot id.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: String,
     /// The store (`file`, or `postgres://…`, which keeps the secret for
     /// every node) [default: $VAK_STORE, else `[store] url` in the shared
@@ -160,10 +161,10 @@ pub(crate) struct SecretArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DeliverArgs {
     /// The bot id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: String,
     /// The chat id (a negative number, as a Telegram group's, is one).
-    #[arg(long, value_name = "ID", allow_negative_numbers = true)]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true, add = clap_complete::ArgValueCandidates::new(crate::complete::chats))]
     pub(crate) chat: String,
     /// The inbound message.
     #[arg(long, value_name = "TEXT")]
