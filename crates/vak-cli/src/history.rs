@@ -158,6 +158,8 @@ impl HistoryTargetArgs {
 pub(crate) struct LogArgs {
     #[command(flatten)]
     pub(crate) target: HistoryTargetArgs,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -168,6 +170,8 @@ pub(crate) struct LogArgs {
 pub(crate) struct DiffArgs {
     #[command(flatten)]
     pub(crate) target: HistoryTargetArgs,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
     /// The version to diff from (a digest from `log`, or a unique prefix of
     /// one) [default: the last change's before].
     #[arg(long, value_name = "D")]
@@ -327,7 +331,7 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             escape_line(r.after.as_deref().unwrap_or("(no file)")),
         );
     }
-    out::print(&text)
+    out::page(&text, args.pager)
 }
 
 /// `vak prompts diff`.
@@ -412,7 +416,7 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
     if diff.is_empty() {
         return out::println("no difference");
     }
-    out::print(&escape_text(&diff))
+    out::page(&escape_text(&diff), args.pager)
 }
 
 /// `vak prompts revert`.

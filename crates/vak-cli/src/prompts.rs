@@ -22,6 +22,8 @@ pub(crate) struct ViewArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
 }
 
 pub(crate) use crate::out::print_json;
@@ -118,7 +120,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
             for warning in &resolved.warnings {
                 out::notice("warning", warning);
             }
-            out::print(&text)
+            out::page(&text, args.pager)
         }
     }
 }
@@ -216,7 +218,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
     }
-    out::print(&out)
+    out::page(&out, args.pager)
 }
 
 /// Arguments of `vak trust`.
@@ -237,6 +239,8 @@ pub(crate) struct TrustArgs {
     /// write nothing.
     #[arg(long, conflicts_with_all = ["list", "over_budget"])]
     pub(crate) preview: bool,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -278,7 +282,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
     }
     let dir = project_in(args.dir.as_ref(), &home)?;
     if args.preview {
-        return trust_preview(&home, &dir, args.dir.is_none(), args.format);
+        return trust_preview(&home, &dir, args.dir.is_none(), args.format, args.pager);
     }
     // Named as the store will key it, not as typed (`.`).
     let dir = std::fs::canonicalize(&dir)
@@ -403,6 +407,7 @@ fn trust_preview(
     dir: &Utf8Path,
     found: bool,
     format: Format,
+    pager: out::PagerArg,
 ) -> Result<(), CliError> {
     // Untrusted against trusted, whatever the trust store says now; named
     // by the path `vak trust` would record, not as typed.
@@ -531,7 +536,7 @@ elsewhere, `{}` would be {} on the chain for {}:",
         );
         text.push_str(&escape_text(&block.diff));
     }
-    out::print(&text)
+    out::page(&text, pager)
 }
 
 /// The first few chains of a list, and how many more.

@@ -396,3 +396,81 @@ fn creating_the_default_home_is_said_once() {
         stderr(&out)
     );
 }
+
+/// On a terminal, long-output commands go through the pager (`$PAGER`;
+/// `less -FRX` by default); `--no-pager`, `PAGER=cat` or a pipe print
+/// straight out.
+#[test]
+fn long_output_is_paged_on_a_terminal_only() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let set = ["prompts", "set", "--scope", "project", "guardrails", "-"];
+    assert!(env.vak_stdin(&set, "- one\n").status.success());
+    assert!(env.vak_stdin(&set, "- two\n").status.success());
+    let pager = [("PAGER", "sed 's/^/paged: /'")];
+    let history = ["--scope", "project", "guardrails"];
+    for args in [
+        vec!["prompts", "show"],
+        vec!["prompts", "explain"],
+        [&["prompts", "log"][..], &history[..]].concat(),
+        [&["prompts", "diff"][..], &history[..]].concat(),
+        vec!["trust", "--preview"],
+    ] {
+        let (shown, code) = on_terminal(&env, &args, "", &pager);
+        assert_eq!(code, Some(0), "{args:?}: {shown}");
+        assert!(
+            shown.lines().any(|l| l.starts_with("paged: ")),
+            "{args:?}: {shown}"
+        );
+        let mut plain = args.clone();
+        plain.push("--no-pager");
+        let (shown, code) = on_terminal(&env, &plain, "", &pager);
+        assert_eq!(code, Some(0), "{plain:?}: {shown}");
+        assert!(!shown.contains("paged: "), "{plain:?}: {shown}");
+        let (shown, _) = on_terminal(&env, &args, "", &[("PAGER", "cat")]);
+        assert!(
+            !shown.contains("paged: ") && !shown.is_empty(),
+            "{args:?}: {shown}"
+        );
+        // Piped: never paged.
+        let mut piped = env.command(&args);
+        piped.env("PAGER", pager[0].1);
+        let out = output_within(&mut piped, HANG);
+        assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+        assert!(!stdout(&out).contains("paged: "), "{args:?}");
+    }
+    // Without $PAGER, `less -FRX` (here a stand-in named less on PATH).
+    let bin = tempfile::tempdir().unwrap();
+    write(
+        &bin.path().join("less"),
+        "#!/bin/sh\necho \"less $*\"; cat >/dev/null\n",
+    );
+    std::process::Command::new("chmod")
+        .args(["+x", bin.path().join("less").to_str().unwrap()])
+        .status()
+        .unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap()
+    );
+    let (shown, code) = on_terminal(
+        &env,
+        &["prompts", "show"],
+        "",
+        &[("PATH", &path), ("PAGER", "")],
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(
+        !shown.contains("less -FRX"),
+        "an empty PAGER is no pager: {shown}"
+    );
+    let (shown, code) = on_terminal_without(
+        &env,
+        &["prompts", "show"],
+        &[("PATH", &path)],
+        &["PAGER", "VAK_PAGER"],
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("less -FRX"), "{shown}");
+}

@@ -259,6 +259,26 @@ pub fn on_terminal(
     shell_tail: &str,
     vars: &[(&str, &str)],
 ) -> (String, Option<i32>) {
+    terminal_run(env, args, shell_tail, vars, &[])
+}
+
+/// [`on_terminal`] with `unset` removed from the environment.
+pub fn on_terminal_without(
+    env: &Env,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    unset: &[&str],
+) -> (String, Option<i32>) {
+    terminal_run(env, args, "", vars, unset)
+}
+
+fn terminal_run(
+    env: &Env,
+    args: &[&str],
+    shell_tail: &str,
+    vars: &[(&str, &str)],
+    unset: &[&str],
+) -> (String, Option<i32>) {
     let mut line = shell_quote(env!("CARGO_BIN_EXE_vak"));
     for arg in args {
         line.push(' ');
@@ -276,6 +296,9 @@ pub fn on_terminal(
         .stdin(Stdio::null());
     for (key, value) in vars {
         command.env(key, value);
+    }
+    for key in unset {
+        command.env_remove(key);
     }
     let out = output_within(&mut command, HANG);
     (
