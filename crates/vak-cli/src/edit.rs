@@ -341,6 +341,10 @@ fn read_input(args: &SetArgs) -> Result<String, CliError> {
     }
 }
 
+/// The status line while a change budgets every chain it reaches, which
+/// the library does not count out (thousands on a large project).
+pub(crate) const BUDGETING: &str = "budgeting every chain this change reaches";
+
 /// `vak prompts set`.
 pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
     let text = read_input(args)?;
@@ -352,8 +356,9 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
         .ok()
         .filter(|start| start.exists)
         .map(|start| start.text);
-    let saved = core
-        .save_block_by(
+    let saved = {
+        let _progress = crate::progress::Progress::status(BUDGETING);
+        core.save_block_by(
             &target,
             &text,
             args.if_digest.as_deref(),
@@ -361,7 +366,8 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             Action::Save,
             args.over_budget.unchecked(),
         )
-        .map_err(edit_error)?;
+    }
+    .map_err(edit_error)?;
     if args.format == Format::Json {
         return print_json(&saved_json(target.block, &saved));
     }
@@ -536,6 +542,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
         }
         // Saved against the digest the editor started from, so a change
         // made meanwhile (another editor, the admin UI) is not overwritten.
+        let _progress = crate::progress::Progress::status(BUDGETING);
         core.save_block_by(
             &target,
             &text,
@@ -591,6 +598,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
 /// `vak prompts reset`.
 pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
     let (core, target) = args.target.open()?;
+    let progress = crate::progress::Progress::status(BUDGETING);
     let reset = core
         .reset_block_by(
             &target,
@@ -599,6 +607,7 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             args.over_budget.unchecked(),
         )
         .map_err(edit_error)?;
+    drop(progress);
     let headline = match &reset.removed {
         Some(_) => format!(
             "reset `{}`: removed `{}`; the block inherits again",

@@ -426,6 +426,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
         .map_err(history_error)?
         .records;
     let to = resolve_digest(&args.to, &records)?;
+    let progress = crate::progress::Progress::status(crate::edit::BUDGETING);
     let saved = core
         .revert_block(
             &target,
@@ -435,6 +436,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
             args.over_budget.unchecked(),
         )
         .map_err(edit_error)?;
+    drop(progress);
     if args.format == Format::Json {
         return print_json(&crate::edit::saved_json(target.block, &saved));
     }

@@ -7,6 +7,7 @@ mod edit;
 mod error;
 mod history;
 mod out;
+mod progress;
 mod prompts;
 #[cfg(test)]
 mod readme;

@@ -423,7 +423,12 @@ fn trust_preview(
             selectors.workdir = here.workdir;
         }
     }
-    let preview = vak_core::history::trust_preview(&selectors)?;
+    let preview = {
+        let mut progress = crate::progress::Progress::new("composing chains");
+        vak_core::history::trust_preview_with(&selectors, |chains| {
+            progress.step(chains, None);
+        })?
+    };
     let budget = &preview.budget;
     let over = budget.over.largest().map(
         |o| json!({"chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap}),

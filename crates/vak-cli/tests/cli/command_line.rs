@@ -474,3 +474,82 @@ fn long_output_is_paged_on_a_terminal_only() {
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains("less -FRX"), "{shown}");
 }
+
+/// Long work draws a progress line on stderr when that is a terminal, and
+/// erases it when done; piped or to a file, stderr gets none of it.
+#[test]
+fn progress_shows_on_a_terminal_stderr_only() {
+    let env = Env::fixture("myproj");
+    let errors = env.project().join("stderr.txt");
+    let to_file = format!("2>{}", shell_quote(errors.to_str().unwrap()));
+    let cases: [(&[&str], &str); 2] = [
+        (&["trust", "--preview", "--no-pager"], "composing chains: 1"),
+        (
+            &[
+                "prompts",
+                "set",
+                "--scope",
+                "shared",
+                "guardrails",
+                "--file",
+                "guard.md",
+            ],
+            "budgeting every chain this change reaches…",
+        ),
+    ];
+    write(&env.project().join("guard.md"), "- one\n");
+    for (args, line) in cases {
+        let (shown, code) = on_terminal(&env, args, "", &[]);
+        assert_eq!(code, Some(0), "{args:?}: {shown}");
+        assert!(shown.contains(line), "{args:?}: {shown:?}");
+        // Erased once done: the line is followed by `\r ESC [ K`.
+        assert!(shown.contains("\r\u{1b}[K"), "{args:?}: {shown:?}");
+        // stdout on the terminal, stderr to a file: no progress in it.
+        let (shown, code) = on_terminal(&env, args, &to_file, &[]);
+        assert_eq!(code, Some(0), "{args:?}: {shown}");
+        let said = std::fs::read_to_string(&errors).unwrap();
+        assert!(
+            !said.contains(line) && !said.contains('\r'),
+            "{args:?}: {said:?}"
+        );
+        assert!(!shown.contains(line), "{args:?}: {shown:?}");
+    }
+    // Piped altogether: nothing either.
+    let out = env.vak(&["trust", "--preview"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("composing chains"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// `store import` counts the sessions it copies on a terminal's stderr.
+/// Needs PostgreSQL (`VAK_TEST_PG_URL`); skipped without it.
+#[test]
+fn store_import_shows_its_progress_on_a_terminal() {
+    let Some(url) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let db = crate::gateway_scale::scratch_database(&url, "importprogress");
+    let env = Env::fixture("myproj");
+    for _ in 0..3 {
+        env.ok(&["session", "new"]);
+    }
+    env.ok(&["store", "migrate", "--store", &db]);
+    let (shown, code) = on_terminal(
+        &env,
+        &["store", "import", "--from", "file", "--store", &db],
+        "",
+        &[],
+    );
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("copying sessions: 3/3"), "{shown:?}");
+    let out = env.vak(&["store", "import", "--from", "file", "--store", &db]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("copying sessions"),
+        "{}",
+        stderr(&out)
+    );
+}
