@@ -1,8 +1,9 @@
 //! Shell completion: `vak completions SHELL` prints a script that asks
 //! `vak` itself what fits where the cursor is (clap_complete's
-//! `COMPLETE=SHELL` protocol), so a completion knows the names this home
-//! and project hold (roles, bots, chats) as well as the fixed ones
-//! (scopes, surface kinds, block names).
+//! `COMPLETE=SHELL` protocol, under the name `VAK_COMPLETE`, so that a
+//! `COMPLETE` another tool exported cannot break `vak`), so a completion
+//! knows the names this home and project hold (roles, bots, chats) as well
+//! as the fixed ones (scopes, surface kinds, block names).
 //!
 //! Every name offered is a valid name (`Name::new`), so nothing a hostile
 //! `bots.json` holds reaches the shell as a candidate.
@@ -16,8 +17,8 @@ use crate::CliError;
 use crate::out;
 
 /// The environment variable the script sets when it asks `vak` for
-/// candidates, as clap_complete names it.
-const VAR: &str = "COMPLETE";
+/// candidates (clap_complete's default, `COMPLETE`, is too common a name).
+const VAR: &str = "VAK_COMPLETE";
 
 /// Answer a completion request when the shell's script made one (the
 /// variable set), and exit; otherwise return and let `vak` run.

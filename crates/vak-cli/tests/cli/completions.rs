@@ -17,8 +17,8 @@ fn completions_are_generated_for_bash_zsh_and_fish() {
         assert!(script.contains(marker), "{shell}: {script}");
         // The script asks `vak` itself, so it never disagrees with it.
         assert!(
-            script.contains(&format!("COMPLETE=\"{shell}\""))
-                || script.contains(&format!("COMPLETE={shell}")),
+            script.contains(&format!("VAK_COMPLETE=\"{shell}\""))
+                || script.contains(&format!("VAK_COMPLETE={shell}")),
             "{shell}: {script}"
         );
     }
@@ -50,7 +50,7 @@ fn candidates(env: &Env, shell: &str, line: &[&str]) -> Vec<String> {
     args.extend(line);
     let mut command = env.command(&args);
     command
-        .env("COMPLETE", shell)
+        .env("VAK_COMPLETE", shell)
         .env("_CLAP_COMPLETE_INDEX", line.len().to_string())
         .env("_CLAP_IFS", "\n");
     let out = output_within(&mut command, HANG);
@@ -165,4 +165,16 @@ fn log_lines_carry_no_colour_codes() {
         assert!(err.contains("WARN"), "{err}");
         assert!(!err.contains('\u{1b}'), "{err:?}");
     }
+}
+
+/// A `COMPLETE` variable another tool exported changes nothing: vak's
+/// scripts ask under `VAK_COMPLETE`.
+#[test]
+fn a_stray_complete_variable_does_not_break_vak() {
+    let env = Env::empty();
+    let mut command = env.command(&["--version"]);
+    command.env("COMPLETE", "1");
+    let out = output_within(&mut command, HANG);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("vak "), "{}", stdout(&out));
 }
