@@ -41,10 +41,10 @@ pub(crate) struct TargetArgs {
     #[arg(long, value_enum)]
     pub(crate) scope: Scope,
     /// Write the surface/KIND sub-layer instead.
-    #[arg(long, value_name = "KIND", conflicts_with = "agent")]
+    #[arg(long, value_name = "KIND", conflicts_with = "agent", add = clap_complete::ArgValueCandidates::new(crate::complete::surfaces))]
     pub(crate) surface: Option<String>,
     /// Write the agents/ROLE sub-layer instead.
-    #[arg(long, value_name = "ROLE")]
+    #[arg(long, value_name = "ROLE", add = clap_complete::ArgValueCandidates::new(crate::complete::roles))]
     pub(crate) agent: Option<String>,
     /// Write the directory sub-layer SUBDIR/.vak/prompts/ of the project
     /// (relative to the project root; --scope project only) instead of the
@@ -61,6 +61,7 @@ pub(crate) struct TargetArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The block: identity, operating-rules, guardrails or surface-note.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::blocks))]
     pub(crate) block: String,
 }
 
@@ -110,6 +111,9 @@ pub(crate) struct EditArgs {
     pub(crate) target: TargetArgs,
     #[command(flatten)]
     pub(crate) over_budget: OverBudgetArg,
+    /// Output format (the editor still runs on the terminal).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
 }
 
 /// `vak prompts reset`.
@@ -337,12 +341,24 @@ fn read_input(args: &SetArgs) -> Result<String, CliError> {
     }
 }
 
+/// The status line while a change budgets every chain it reaches, which
+/// the library does not count out (thousands on a large project).
+pub(crate) const BUDGETING: &str = "budgeting every chain this change reaches";
+
 /// `vak prompts set`.
 pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
     let text = read_input(args)?;
     let (core, target) = args.target.open()?;
-    let saved = core
-        .save_block_by(
+    // The text being replaced, for the line counts said after the save; a
+    // file that cannot be read is left to the save to refuse.
+    let replaced = core
+        .edit_start(&target)
+        .ok()
+        .filter(|start| start.exists)
+        .map(|start| start.text);
+    let saved = {
+        let _progress = crate::progress::Progress::status(BUDGETING);
+        core.save_block_by(
             &target,
             &text,
             args.if_digest.as_deref(),
@@ -350,7 +366,8 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             Action::Save,
             args.over_budget.unchecked(),
         )
-        .map_err(edit_error)?;
+    }
+    .map_err(edit_error)?;
     if args.format == Format::Json {
         return print_json(&saved_json(target.block, &saved));
     }
@@ -364,6 +381,12 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
             saved.outcome.digest
         )
     } else {
+        if let Some(old) = &replaced {
+            out::notice(
+                "note",
+                &replaced_note(&args.target, old, &text, &saved.preview),
+            );
+        }
         format!(
             "saved `{}` to `{}` (sha256 {})",
             target.block,
@@ -372,6 +395,38 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
         )
     };
     report_change(&headline, &saved.preview, saved.unrecorded.as_deref())
+}
+
+/// What a save replaced, before → after, and the command that shows the
+/// change itself: `replaced `…/identity.md`: 3 → 5 lines, prompt prefix
+/// 620 → 655 tokens; see `vak prompts diff --scope project identity``.
+fn replaced_note(target: &TargetArgs, old: &str, new: &str, preview: &Preview) -> String {
+    let mut diff = format!(
+        "vak prompts diff --scope {}",
+        match target.scope {
+            Scope::Shared => "shared",
+            Scope::Project => "project",
+        }
+    );
+    for (flag, value) in [
+        ("--surface", target.surface.as_deref()),
+        ("--agent", target.agent.as_deref()),
+        ("--dir", target.dir.as_deref().map(Utf8Path::as_str)),
+        ("--project", target.project.as_deref().map(Utf8Path::as_str)),
+    ] {
+        if let Some(value) = value {
+            let _ = write!(diff, " {flag} {}", Escaped(value));
+        }
+    }
+    let _ = write!(diff, " {}", Escaped(&target.block));
+    format!(
+        "replaced `{}`: {} → {} lines, prompt prefix {} → {} tokens; `{diff}` shows what changed",
+        Escaped(preview.path.as_str()),
+        old.lines().count(),
+        new.lines().count(),
+        preview.budget_before.report.prefix_tokens,
+        preview.budget.report.prefix_tokens,
+    )
 }
 
 /// The JSON a save or a revert answers: what was written, the prefix
@@ -487,6 +542,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
         }
         // Saved against the digest the editor started from, so a change
         // made meanwhile (another editor, the admin UI) is not overwritten.
+        let _progress = crate::progress::Progress::status(BUDGETING);
         core.save_block_by(
             &target,
             &text,
@@ -501,7 +557,22 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
     match finish() {
         Ok(None) => {
             let _ = std::fs::remove_file(&copy);
+            if args.format == Format::Json {
+                // Nothing written: the file as it was, on both sides.
+                let digest = start.exists.then_some(start.digest.as_str());
+                return print_json(&json!({
+                    "block": target.block.wire_name(),
+                    "path": target.path(core.selectors()),
+                    "digest": digest,
+                    "previous": digest,
+                    "recorded": false,
+                }));
+            }
             out::println(&format!("no changes to `{}`; nothing saved", target.block))
+        }
+        Ok(Some(saved)) if args.format == Format::Json => {
+            let _ = std::fs::remove_file(&copy);
+            print_json(&saved_json(target.block, &saved))
         }
         Ok(Some(saved)) => {
             let _ = std::fs::remove_file(&copy);
@@ -527,6 +598,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
 /// `vak prompts reset`.
 pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
     let (core, target) = args.target.open()?;
+    let progress = crate::progress::Progress::status(BUDGETING);
     let reset = core
         .reset_block_by(
             &target,
@@ -535,6 +607,7 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             args.over_budget.unchecked(),
         )
         .map_err(edit_error)?;
+    drop(progress);
     let headline = match &reset.removed {
         Some(_) => format!(
             "reset `{}`: removed `{}`; the block inherits again",
@@ -553,6 +626,9 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
             "block": target.block.wire_name(),
             "path": reset.preview.path,
             "removed": reset.removed,
+            // As a save answers them: the file's digest before, and none after.
+            "previous": reset.removed,
+            "digest": null,
             "tokens": reset.preview.budget.report.summary(),
             "tokens_before": reset.preview.budget_before.report.prefix_tokens,
             "tokens_after": reset.preview.budget.report.prefix_tokens,

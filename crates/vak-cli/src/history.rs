@@ -42,20 +42,20 @@ pub(crate) struct HistoryTargetArgs {
     #[arg(long, value_enum)]
     pub(crate) scope: HistoryScope,
     /// The surface/KIND sub-layer.
-    #[arg(long, value_name = "KIND", conflicts_with_all = ["agent", "bot", "chat"])]
+    #[arg(long, value_name = "KIND", conflicts_with_all = ["agent", "bot", "chat"], add = clap_complete::ArgValueCandidates::new(crate::complete::surfaces))]
     pub(crate) surface: Option<String>,
     /// The agents/ROLE sub-layer.
-    #[arg(long, value_name = "ROLE", conflicts_with_all = ["bot", "chat"])]
+    #[arg(long, value_name = "ROLE", conflicts_with_all = ["bot", "chat"], add = clap_complete::ArgValueCandidates::new(crate::complete::roles))]
     pub(crate) agent: Option<String>,
     /// The directory sub-layer SUBDIR/.vak/prompts/ of the project
     /// (relative to the project root; --scope project only).
     #[arg(long, value_name = "SUBDIR", conflicts_with_all = ["surface", "agent", "bot", "chat"])]
     pub(crate) dir: Option<Utf8PathBuf>,
     /// The gateway bot (--scope bot or chat).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: Option<String>,
     /// The gateway chat (--scope chat).
-    #[arg(long, value_name = "NAME", allow_negative_numbers = true)]
+    #[arg(long, value_name = "NAME", allow_negative_numbers = true, add = clap_complete::ArgValueCandidates::new(crate::complete::chats))]
     pub(crate) chat: Option<String>,
     #[command(flatten)]
     pub(crate) home: HomeArg,
@@ -67,6 +67,7 @@ pub(crate) struct HistoryTargetArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The block: identity, operating-rules, guardrails or surface-note.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::blocks))]
     pub(crate) block: String,
 }
 
@@ -157,6 +158,8 @@ impl HistoryTargetArgs {
 pub(crate) struct LogArgs {
     #[command(flatten)]
     pub(crate) target: HistoryTargetArgs,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -167,6 +170,8 @@ pub(crate) struct LogArgs {
 pub(crate) struct DiffArgs {
     #[command(flatten)]
     pub(crate) target: HistoryTargetArgs,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
     /// The version to diff from (a digest from `log`, or a unique prefix of
     /// one) [default: the last change's before].
     #[arg(long, value_name = "D")]
@@ -320,11 +325,13 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             escape_line(&r.time),
             r.action.as_str(),
             escape_line(&r.who),
-            escape_line(&show(r.before.as_deref())),
+            // Both sides in full, as `--from`, `--to` and `revert --to`
+            // take them: one listing never mixes two lengths.
+            escape_line(r.before.as_deref().unwrap_or("(no file)")),
             escape_line(r.after.as_deref().unwrap_or("(no file)")),
         );
     }
-    out::print(&text)
+    out::page(&text, args.pager)
 }
 
 /// `vak prompts diff`.
@@ -409,7 +416,7 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
     if diff.is_empty() {
         return out::println("no difference");
     }
-    out::print(&escape_text(&diff))
+    out::page(&escape_text(&diff), args.pager)
 }
 
 /// `vak prompts revert`.
@@ -419,6 +426,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
         .map_err(history_error)?
         .records;
     let to = resolve_digest(&args.to, &records)?;
+    let progress = crate::progress::Progress::status(crate::edit::BUDGETING);
     let saved = core
         .revert_block(
             &target,
@@ -428,6 +436,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
             args.over_budget.unchecked(),
         )
         .map_err(edit_error)?;
+    drop(progress);
     if args.format == Format::Json {
         return print_json(&crate::edit::saved_json(target.block, &saved));
     }

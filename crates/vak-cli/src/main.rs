@@ -2,10 +2,12 @@
 //! run sessions that remember their prompt; serve the admin UI.
 
 mod admin;
+mod complete;
 mod edit;
 mod error;
 mod history;
 mod out;
+mod progress;
 mod prompts;
 #[cfg(test)]
 mod readme;
@@ -15,7 +17,7 @@ mod store;
 
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
 pub(crate) use error::CliError;
 
@@ -65,8 +67,9 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
-    /// Print a shell completion script, generated from these very
-    /// definitions: `vak completions bash > ~/.local/share/bash-completion/completions/vak`.
+    /// Print a shell completion script, which asks `vak` what fits as you
+    /// type (commands, flags, scopes, blocks, and this home's roles, bots
+    /// and chats): `vak completions bash > ~/.local/share/bash-completion/completions/vak`.
     Completions {
         /// The shell.
         #[arg(value_enum)]
@@ -134,14 +137,6 @@ fn init_logging(default: tracing::Level) {
         .try_init();
 }
 
-/// `vak completions SHELL`: the script clap_complete generates from the
-/// command definitions, so it can never disagree with them.
-fn completions(shell: clap_complete::Shell) -> Result<(), CliError> {
-    let mut script = Vec::new();
-    clap_complete::generate(shell, &mut Cli::command(), "vak", &mut script);
-    out::print(&String::from_utf8_lossy(&script))
-}
-
 fn run(cli: &Cli) -> Result<(), CliError> {
     match &cli.command {
         Command::Prompts { command } => match command {
@@ -166,7 +161,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Audit { command } => session::audit(command),
         Command::Store { command } => store::store(command),
         Command::Admin { command } => admin::admin(command),
-        Command::Completions { shell } => completions(*shell),
+        Command::Completions { shell } => complete::script(*shell),
     }
 }
 
@@ -204,6 +199,16 @@ fn parse_cli() -> Cli {
     }
 }
 
+/// The default home (`~/vak-home`) when `VAK_HOME` does not choose another
+/// and it does not exist yet: a command that creates it says so, once.
+fn unborn_default_home() -> Option<camino::Utf8PathBuf> {
+    if std::env::var_os("VAK_HOME").is_some_and(|v| !v.is_empty()) {
+        return None;
+    }
+    let home = vak_core::default_home().ok()?;
+    std::fs::symlink_metadata(&home).is_err().then_some(home)
+}
+
 fn main() -> ExitCode {
     // Nothing vak writes (the trust store, a session ledger, a layer, the
     // version log) may be writable by group or others, whatever umask it
@@ -221,6 +226,9 @@ fn main() -> ExitCode {
     ) {
         tracing::debug!(%error, "could not handle SIGXFSZ");
     }
+    // The completion script's question (`COMPLETE=bash vak -- …`): answered
+    // and exited here, before anything else runs.
+    complete::answer_if_asked();
     let cli = parse_cli();
     // Tracing goes to stderr; skipped inputs are reported in the output
     // itself, so the default level stays quiet.
@@ -244,7 +252,17 @@ fn main() -> ExitCode {
         // are for whoever started it, asked or not.
         init_logging(tracing::Level::WARN);
     }
-    match run(&cli) {
+    let unborn = unborn_default_home();
+    let result = run(&cli);
+    if let Some(home) = unborn
+        && std::fs::symlink_metadata(&home).is_ok()
+    {
+        out::say(&format!(
+            "created the vak home `{}` (shared layers, trust store, sessions); VAK_HOME or --home chooses another",
+            vak_core::prompts::Escaped(home.as_str())
+        ));
+    }
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(CliError::BrokenPipe) => CliError::BrokenPipe.exit_code(),
         Err(error) => {

@@ -29,6 +29,58 @@ pub(crate) fn print(text: &str) -> Result<(), CliError> {
         })
 }
 
+/// `--no-pager`, on the commands whose output can be long.
+#[derive(Debug, Clone, Copy, Default, clap::Args)]
+pub(crate) struct PagerArg {
+    /// Print straight to the terminal instead of through the pager
+    /// ($VAK_PAGER, else $PAGER, else `less -FRX`; never when piped).
+    #[arg(long)]
+    pub(crate) no_pager: bool,
+}
+
+/// The pager command, as git and jj pick theirs: `$VAK_PAGER`, else
+/// `$PAGER`, else `less -FRX` (which quits at once when the text fits the
+/// screen, and keeps it on the screen after). Empty or `cat`: none.
+fn pager_command() -> Option<String> {
+    let chosen = ["VAK_PAGER", "PAGER"]
+        .into_iter()
+        .find_map(|key| std::env::var(key).ok())
+        .unwrap_or_else(|| "less -FRX".to_owned());
+    let chosen = chosen.trim();
+    (!chosen.is_empty() && chosen != "cat").then(|| chosen.to_owned())
+}
+
+/// [`print`], through the pager when stdout is a terminal and `--no-pager`
+/// was not given, as git and jj do; piped, the text goes straight out. A
+/// pager that cannot start leaves the text printed as it is; one the user
+/// quits early ends the command quietly.
+pub(crate) fn page(text: &str, pager: PagerArg) -> Result<(), CliError> {
+    let command = match pager_command() {
+        Some(command) if !pager.no_pager && stdout_is_terminal() => command,
+        _ => return print(text),
+    };
+    // Through the shell, so `PAGER="less -R"` works as it does for git.
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&command)
+        .env(
+            "LESS",
+            std::env::var("LESS").unwrap_or_else(|_| "FRX".to_owned()),
+        )
+        .stdin(std::process::Stdio::piped())
+        .spawn();
+    let Ok(mut child) = child else {
+        return print(text);
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        // The pager quitting before reading everything is the user's
+        // choice, not an error.
+        let _ = stdin.write_all(text.as_bytes());
+    }
+    let _ = child.wait();
+    Ok(())
+}
+
 /// [`print`] and a newline.
 pub(crate) fn println(text: &str) -> Result<(), CliError> {
     let mut line = String::with_capacity(text.len() + 1);
@@ -46,6 +98,18 @@ pub(crate) fn notice(label: &str, message: &str) {
         "{label}: {}",
         escape_line(message)
     );
+}
+
+/// One line on stderr without a label, escaped as [`notice`] escapes: an
+/// empty answer said to the person (`no sessions`), so stdout stays empty
+/// for a script, as gh does.
+pub(crate) fn say(message: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{}", escape_line(message));
+}
+
+/// Whether stdout is a terminal: a header row, a pager, only then.
+pub(crate) fn stdout_is_terminal() -> bool {
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
 }
 
 /// Text for stderr that is several lines by design (an error with a note);

@@ -22,6 +22,8 @@ pub(crate) struct ViewArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
 }
 
 pub(crate) use crate::out::print_json;
@@ -52,16 +54,18 @@ pub(crate) fn synced_for_reading(core: Core) -> Core {
 }
 
 /// The note an untrusted project's output ends with: what was not applied
-/// and the one command that changes it.
-fn untrusted_note(core: &Core, resolved: &ResolvedPrompt) -> String {
+/// (listed one by one unless the output above already did, as `explain`'s
+/// `Demoted:` does) and the one command that changes it.
+fn untrusted_note(core: &Core, resolved: &ResolvedPrompt, listed_above: bool) -> String {
     let mut note = String::new();
     if resolved.trust == Trust::Untrusted && !resolved.demoted.is_empty() {
         let _ = writeln!(
             note,
-            "This project is untrusted: {} of its inputs were not applied (guardrails from it still apply).",
-            resolved.demoted.len()
+            "This project is untrusted: {} of its inputs were not applied{} (guardrails from it still apply).",
+            resolved.demoted.len(),
+            if listed_above { ", listed above" } else { "" }
         );
-        for d in &resolved.demoted {
+        for d in resolved.demoted.iter().filter(|_| !listed_above) {
             let what = d.subject();
             let _ = writeln!(
                 note,
@@ -108,7 +112,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
                 out::notice("warning", warning);
             }
             over_cap_notice(&core, &budget);
-            let note = untrusted_note(&core, &resolved);
+            let note = untrusted_note(&core, &resolved, false);
             if !note.is_empty() {
                 text.push_str("\n--- not applied ---\n");
                 text.push_str(&note);
@@ -116,7 +120,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
             for warning in &resolved.warnings {
                 out::notice("warning", warning);
             }
-            out::print(&text)
+            out::page(&text, args.pager)
         }
     }
 }
@@ -210,11 +214,11 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let budget = vak_core::budget_of(&resolved);
     let _ = writeln!(out, "{}", crate::edit::tokens_line(&budget));
     over_cap_notice(&core, &budget);
-    let note = untrusted_note(&core, &resolved);
+    let note = untrusted_note(&core, &resolved, true);
     if !note.is_empty() {
         let _ = write!(out, "\n{note}");
     }
-    out::print(&out)
+    out::page(&out, args.pager)
 }
 
 /// Arguments of `vak trust`.
@@ -235,6 +239,8 @@ pub(crate) struct TrustArgs {
     /// write nothing.
     #[arg(long, conflicts_with_all = ["list", "over_budget"])]
     pub(crate) preview: bool,
+    #[command(flatten)]
+    pub(crate) pager: out::PagerArg,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -248,6 +254,9 @@ pub(crate) struct UntrustArgs {
     /// The project directory [default: the project root found from the
     /// current directory].
     pub(crate) dir: Option<Utf8PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
     #[command(flatten)]
     pub(crate) home: HomeArg,
 }
@@ -261,14 +270,19 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             let trusted: Vec<&str> = store.list().collect();
             return print_json(&json!({ "trusted": trusted }));
         }
+        let mut listed = String::new();
         for dir in store.list() {
-            out::println(&escape_line(dir))?;
+            listed.push_str(&escape_line(dir));
+            listed.push('\n');
         }
-        return Ok(());
+        if listed.is_empty() {
+            out::say("no trusted projects; `vak trust DIR` trusts one");
+        }
+        return out::print(&listed);
     }
     let dir = project_in(args.dir.as_ref(), &home)?;
     if args.preview {
-        return trust_preview(&home, &dir, args.dir.is_none(), args.format);
+        return trust_preview(&home, &dir, args.dir.is_none(), args.format, args.pager);
     }
     // Named as the store will key it, not as typed (`.`).
     let dir = std::fs::canonicalize(&dir)
@@ -393,6 +407,7 @@ fn trust_preview(
     dir: &Utf8Path,
     found: bool,
     format: Format,
+    pager: out::PagerArg,
 ) -> Result<(), CliError> {
     // Untrusted against trusted, whatever the trust store says now; named
     // by the path `vak trust` would record, not as typed.
@@ -408,7 +423,12 @@ fn trust_preview(
             selectors.workdir = here.workdir;
         }
     }
-    let preview = vak_core::history::trust_preview(&selectors)?;
+    let preview = {
+        let mut progress = crate::progress::Progress::new("composing chains");
+        vak_core::history::trust_preview_with(&selectors, |chains| {
+            progress.step(chains, None);
+        })?
+    };
     let budget = &preview.budget;
     let over = budget.over.largest().map(
         |o| json!({"chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap}),
@@ -521,7 +541,7 @@ elsewhere, `{}` would be {} on the chain for {}:",
         );
         text.push_str(&escape_text(&block.diff));
     }
-    out::print(&text)
+    out::page(&text, pager)
 }
 
 /// The first few chains of a list, and how many more.
@@ -539,11 +559,47 @@ fn chains_named(chains: &[String]) -> String {
     out
 }
 
+/// The prompt prefix's tokens for `project`'s base chain as it resolves
+/// now; `None` when it does not resolve.
+fn prefix_tokens(home: &Utf8Path, project: &Utf8Path) -> Option<usize> {
+    Core::open(vak_core::Selectors::new(
+        home.to_owned(),
+        project.to_owned(),
+    ))
+    .and_then(|core| core.resolve())
+    .ok()
+    .map(|resolved| vak_core::budget_of(&resolved).report.prefix_tokens)
+}
+
 /// `vak untrust [DIR]`.
 pub(crate) fn untrust(args: &UntrustArgs) -> Result<(), CliError> {
     let home = args.home.dir()?;
     let dir = project_in(args.dir.as_ref(), &home)?;
+    let json = args.format == Format::Json;
+    let before = if json {
+        prefix_tokens(&home, &dir)
+    } else {
+        None
+    };
     let done = vak_core::untrust(&home, &dir)?;
+    if json {
+        let removed: Vec<_> = done
+            .removed
+            .iter()
+            .map(|(path, over)| {
+                json!({"path": path, "over_cap": over.as_ref().map(vak_core::prompts::BudgetReport::summary)})
+            })
+            .collect();
+        return print_json(&json!({
+            "project": done.key,
+            "untrusted": removed,
+            "changed": !done.removed.is_empty(),
+            "tokens_before": before,
+            "tokens_after": prefix_tokens(&home, &dir),
+            // Untrusting keeps no version and writes no audit event.
+            "recorded": false,
+        }));
+    }
     if done.removed.is_empty() {
         return out::println(&format!(
             "{} was not trusted; nothing changed",

@@ -71,16 +71,16 @@ pub(crate) struct SelectorArgs {
     #[arg(long, value_name = "SUBDIR")]
     pub(crate) dir: Option<Utf8PathBuf>,
     /// The surface kind: cli, desktop, server, chat or background.
-    #[arg(long, value_name = "KIND", default_value = "cli")]
+    #[arg(long, value_name = "KIND", default_value = "cli", add = clap_complete::ArgValueCandidates::new(crate::complete::surfaces))]
     pub(crate) surface: String,
     /// A gateway bot id (selects its bots.json entry).
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: Option<String>,
     /// A gateway chat id under the bot (selects its allowlist.json entry).
-    #[arg(long, value_name = "ID", allow_negative_numbers = true)]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true, add = clap_complete::ArgValueCandidates::new(crate::complete::chats))]
     pub(crate) chat: Option<String>,
     /// A worker role (selects agents/ROLE/).
-    #[arg(long, value_name = "ROLE")]
+    #[arg(long, value_name = "ROLE", add = clap_complete::ArgValueCandidates::new(crate::complete::roles))]
     pub(crate) agent: Option<String>,
     /// Treat the project as untrusted whatever the trust store says.
     #[arg(long)]

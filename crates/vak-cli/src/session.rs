@@ -146,6 +146,7 @@ pub(crate) struct ServeArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SecretArgs {
     /// The bot id.
+    #[arg(add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: String,
     /// The store (`file`, or `postgres://…`, which keeps the secret for
     /// every node) [default: $VAK_STORE, else `[store] url` in the shared
@@ -160,10 +161,10 @@ pub(crate) struct SecretArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DeliverArgs {
     /// The bot id.
-    #[arg(long, value_name = "ID")]
+    #[arg(long, value_name = "ID", add = clap_complete::ArgValueCandidates::new(crate::complete::bots))]
     pub(crate) bot: String,
     /// The chat id (a negative number, as a Telegram group's, is one).
-    #[arg(long, value_name = "ID", allow_negative_numbers = true)]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true, add = clap_complete::ArgValueCandidates::new(crate::complete::chats))]
     pub(crate) chat: String,
     /// The inbound message.
     #[arg(long, value_name = "TEXT")]
@@ -442,15 +443,10 @@ fn list(args: &ListArgs) -> Result<(), CliError> {
             "limit": args.limit,
         })),
         Format::Text => {
-            let mut out = String::new();
             if total == 0 {
-                let _ = writeln!(out, "no sessions in {}", Escaped(&store.describe()));
+                out::say(&format!("no sessions in {}", Escaped(&store.describe())));
             }
-            for session in &sessions {
-                out.push_str(&summary_line(session));
-                out.push('\n');
-            }
-            out::print(&out)?;
+            out::print(&summary_lines(&sessions, out::stdout_is_terminal()))?;
             for (id, error) in &problems {
                 out::notice("warning", &format!("session {id} is unreadable: {error}"));
             }
@@ -485,15 +481,48 @@ fn summary(id: &SessionId, h: &Header) -> serde_json::Value {
 }
 
 /// One line of `session list`; every field from the ledger escaped.
-fn summary_line(session: &serde_json::Value) -> String {
+/// The listing: a line per session, its columns two spaces apart. On a
+/// terminal (`table`), a header row first and the columns aligned under
+/// it; piped, the lines alone, as they always were.
+fn summary_lines(sessions: &[serde_json::Value], table: bool) -> String {
+    const HEADER: [&str; 4] = ["SESSION", "CREATED", "SURFACE", "PROJECT"];
+    let rows: Vec<_> = sessions.iter().map(summary_columns).collect();
+    let mut widths = [0; 3];
+    if table {
+        for (width, header) in widths.iter_mut().zip(HEADER) {
+            *width = header.len();
+        }
+        for (columns, _) in &rows {
+            for (width, column) in widths.iter_mut().zip(columns) {
+                *width = (*width).max(column.chars().count());
+            }
+        }
+    }
+    let line = |columns: [&str; 4], rest: &str| {
+        let [id, created, surface, project] = columns;
+        let [w0, w1, w2] = widths;
+        format!("{id:<w0$}  {created:<w1$}  {surface:<w2$}  {project}{rest}\n")
+    };
+    let mut out = String::new();
+    if table && !rows.is_empty() {
+        out.push_str(&line(HEADER, ""));
+    }
+    for ([id, created, surface, project], rest) in &rows {
+        out.push_str(&line([id, created, surface, project], rest));
+    }
+    out
+}
+
+/// A session's four columns, escaped, and what follows them.
+fn summary_columns(session: &serde_json::Value) -> ([String; 4], String) {
     let field = |key: &str| session[key].as_str().map(|v| Escaped(v).to_string());
-    let mut line = format!(
-        "{}  {}  {}  {}",
+    let columns = [
         field("session_id").unwrap_or_default(),
         field("created_at").unwrap_or_default(),
         field("surface").unwrap_or_else(|| "-".to_owned()),
         field("project").unwrap_or_else(|| "-".to_owned()),
-    );
+    ];
+    let mut line = String::new();
     if let (Some(bot), Some(chat)) = (field("bot"), field("chat")) {
         let _ = write!(line, "  {bot}/{chat}");
     }
@@ -503,7 +532,7 @@ fn summary_line(session: &serde_json::Value) -> String {
     if let Some(parent) = field("parent") {
         let _ = write!(line, "  parent {parent}");
     }
-    line
+    (columns, line)
 }
 
 /// `vak exec`: resume a named session. Fails closed on drift (exit 3)
@@ -720,7 +749,12 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
             }
             let mut out = String::new();
             if entries.events.is_empty() {
-                let _ = writeln!(out, "no security events in {}", Escaped(&store.describe()));
+                out::say(&format!(
+                    "no security events in {}",
+                    Escaped(&store.describe())
+                ));
+            } else if out::stdout_is_terminal() {
+                out.push_str("TIME  EVENT  SUBJECT: WHAT\n");
             }
             for event in &entries.events {
                 match event {

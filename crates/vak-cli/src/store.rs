@@ -103,7 +103,12 @@ fn import(args: &ImportArgs) -> Result<(), CliError> {
             other => format!("the store from {other} is the file store; import copies into a PostgreSQL store"),
         }));
     };
-    let imported = vak_gateway::import_file(&home, &url)?;
+    let imported = {
+        let mut progress = crate::progress::Progress::new("copying sessions");
+        vak_gateway::import_file_with(&home, &url, |done, total| {
+            progress.step(done, Some(total));
+        })?
+    };
     for refused in &imported.objects_refused {
         out::notice("warning", &format!("a kept text was not copied: {refused}"));
     }

@@ -892,10 +892,26 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
 ///
 /// When the named chain cannot be loaded at all.
 pub fn trust_preview(selectors: &Selectors) -> Result<TrustPreview, crate::CoreError> {
+    trust_preview_with(selectors, |_| {})
+}
+
+/// [`trust_preview`], calling `progress` with the number of chains composed
+/// so far after each one, for a caller that shows progress.
+///
+/// # Errors
+///
+/// As [`trust_preview`].
+pub fn trust_preview_with(
+    selectors: &Selectors,
+    mut progress: impl FnMut(usize),
+) -> Result<TrustPreview, crate::CoreError> {
     use crate::{TrustBudget, describe_chain};
     use vak_prompt_trust::Trust;
     let mut preview: Option<TrustPreview> = None;
+    let mut chains = 0;
     let left_out = crate::walk_trust_chains(selectors, |step| {
+        chains += 1;
+        progress(chains);
         let changes = block_changes(&step.untrusted, &step.trusted);
         let over = step
             .over

@@ -14,6 +14,7 @@ mod gateway_edit;
 pub mod history;
 pub mod home;
 mod inbound;
+mod names;
 mod over_cap;
 mod report;
 mod trust;
@@ -33,6 +34,7 @@ pub use edit::{
 };
 pub use error::CoreError;
 pub use inbound::{Admission, InboundPrompts};
+pub use names::{KnownNames, known_names};
 pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
 pub use trust::{TrustRefusal, Trusted, trust_project};

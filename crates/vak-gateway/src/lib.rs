@@ -28,6 +28,6 @@ pub use secret::{
 };
 pub use service::{BODY_READ_TIMEOUT, MAX_BODY_BYTES, Service, ServiceConfig, head_refusal};
 pub use store::{
-    Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, ledger_digest, migrate,
-    on_chosen_store, open_store,
+    Imported, Migrated, StoreSource, StoreUrl, choose_store, import_file, import_file_with,
+    ledger_digest, migrate, on_chosen_store, open_store,
 };

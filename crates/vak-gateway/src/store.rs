@@ -238,6 +238,20 @@ pub fn ledger_digest(ledger: &Ledger) -> Result<String, SessionError> {
 /// `home` into the PostgreSQL store at `url` (migrated first), then read
 /// every copied ledger back and compare digests, and compare counts.
 pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleError> {
+    import_file_with(home, url, |_, _| {})
+}
+
+/// [`import_file`], calling `progress(done, total)` after each session is
+/// copied and checked, for a caller that shows progress.
+///
+/// # Errors
+///
+/// As [`import_file`].
+pub fn import_file_with(
+    home: &Utf8Path,
+    url: &str,
+    mut progress: impl FnMut(usize, usize),
+) -> Result<Imported, LifecycleError> {
     let files = FileStore::new(home);
     let target = PgStore::connect(url)?;
     // One import at a time into a database, from migration to the last
@@ -263,7 +277,8 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
         return Err(foreign(present.len(), "nothing was copied"));
     }
     let (ids, total) = files.list_newest(usize::MAX)?;
-    for id in ids.iter().rev() {
+    for (done, id) in ids.iter().rev().enumerate() {
+        progress(done, total);
         let ledger = files.read(id)?;
         let digest = ledger_digest(&ledger)?;
         if target.import_session(&ledger)? {
@@ -279,6 +294,7 @@ pub fn import_file(home: &Utf8Path, url: &str) -> Result<Imported, LifecycleErro
             });
         }
     }
+    progress(total, total);
     if report.sessions + report.already_there != total {
         return Err(LifecycleError::ImportMismatch {
             what: format!(

@@ -242,3 +242,67 @@ pub fn output_within(command: &mut Command, limit: Duration) -> Output {
         stderr: err.join().unwrap(),
     }
 }
+
+/// A word for `sh -c`, quoted.
+pub fn shell_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// Run `vak args` on a pseudo-terminal (util-linux `script`), stdout and
+/// stderr both on it, with `VAK_HOME` set and the project as working
+/// directory; `shell_tail` is appended to the command line (a redirection
+/// such as `2>FILE`). Returns what the terminal showed, `\r\n` made `\n`,
+/// and the exit status.
+pub fn on_terminal(
+    env: &Env,
+    args: &[&str],
+    shell_tail: &str,
+    vars: &[(&str, &str)],
+) -> (String, Option<i32>) {
+    terminal_run(env, args, shell_tail, vars, &[])
+}
+
+/// [`on_terminal`] with `unset` removed from the environment.
+pub fn on_terminal_without(
+    env: &Env,
+    args: &[&str],
+    vars: &[(&str, &str)],
+    unset: &[&str],
+) -> (String, Option<i32>) {
+    terminal_run(env, args, "", vars, unset)
+}
+
+fn terminal_run(
+    env: &Env,
+    args: &[&str],
+    shell_tail: &str,
+    vars: &[(&str, &str)],
+    unset: &[&str],
+) -> (String, Option<i32>) {
+    let mut line = shell_quote(env!("CARGO_BIN_EXE_vak"));
+    for arg in args {
+        line.push(' ');
+        line.push_str(&shell_quote(arg));
+    }
+    line.push(' ');
+    line.push_str(shell_tail);
+    let mut command = Command::new("script");
+    command
+        .args(["-qec", &line, "/dev/null"])
+        .env("VAK_HOME", env.home())
+        .env_remove("VAK_LOG")
+        .env("TERM", "dumb")
+        .current_dir(env.project())
+        .stdin(Stdio::null());
+    for (key, value) in vars {
+        command.env(key, value);
+    }
+    for key in unset {
+        command.env_remove(key);
+    }
+    let out = output_within(&mut command, HANG);
+    (
+        String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n"),
+        out.status.code(),
+    )
+}

@@ -9,6 +9,7 @@
 
 mod agents_monorepo;
 mod budget;
+mod command_line;
 mod common;
 mod completions;
 mod crash_windows;

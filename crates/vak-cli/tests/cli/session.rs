@@ -479,8 +479,16 @@ fn session_ids_are_validated_before_they_touch_a_path() {
 #[test]
 fn list_and_show_for_people() {
     let env = Env::empty();
-    assert!(env.ok(&["session", "list"]).starts_with("no sessions"));
-    assert!(env.ok(&["audit", "list"]).starts_with("no security events"));
+    // Empty answers are said on stderr; stdout stays empty for a script.
+    for (args, said) in [
+        (["session", "list"], "no sessions"),
+        (["audit", "list"], "no security events"),
+    ] {
+        let out = env.vak(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(stdout(&out), "", "{args:?}");
+        assert!(stderr(&out).starts_with(said), "{}", stderr(&out));
+    }
     let (id, fingerprint) = new_session(&env, &[]);
     env.ok(&["exec", "--session", &id, "--message", "hello"]);
     let listed = env.ok(&["session", "list"]);
