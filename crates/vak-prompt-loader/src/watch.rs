@@ -21,7 +21,7 @@
 //!   following symlinks (so a symlink's target is watched as well as the
 //!   directory holding the link), except the stores that are not prompt
 //!   input (`sessions`, `audit`, `objects`, `history`, the bindings, and the gateway's `secrets`,
-//!   `replay` and `locks`, which every delivery writes); a file's own watch sees an
+//!   `claims`, `replay` and `locks`, which every delivery writes); a file's own watch sees an
 //!   edit made through another hard link, which its directory's does not;
 //! - each file the chain reports, and the directory that really holds it (a
 //!   symlink leading outside `.vak` is followed to it), when not watched
@@ -44,7 +44,7 @@
 //! directory only, events naming files vak writes there as state (the
 //! session and audit stores, the bindings, the admin token, lock files,
 //! quarantined `*.foreign-*` lines; in `gateway`, also its `secrets`,
-//! `replay` and `locks` directories). [`InputWatch::extend`] adds a further
+//! `claims`, `replay` and `locks` directories). [`InputWatch::extend`] adds a further
 //! chain's directories to the same instance, so one instance (one of the
 //! kernel's per-user `fs.inotify.max_user_instances`) serves many chains. A lost event (queue overflow) or
 //! a removed watch is a change. When notifications are unavailable (not
@@ -76,9 +76,10 @@ const MAX_DEPTH: usize = 8;
 const NOT_INPUT_DIRS: [&str; 4] = ["sessions", "audit", "objects", "history"];
 
 /// Directories under a `.vak/gateway` that hold state, not prompt input:
-/// the signing secrets, the replay markers and the per-chat locks a
+/// the signing secrets, the replay markers (`claims`, and `replay` as older
+/// builds kept them) and the per-chat locks a
 /// delivery writes (so a delivery does not invalidate what it resolved).
-const GATEWAY_STATE_DIRS: [&str; 3] = ["secrets", "replay", "locks"];
+const GATEWAY_STATE_DIRS: [&str; 4] = ["secrets", "replay", "claims", "locks"];
 
 /// Whether an event naming `name`, in a `.vak` directory or its `gateway`
 /// directory, may be ignored: files that vak writes there as state, never
@@ -511,7 +512,7 @@ mod tests {
         ] {
             assert!(not_input(name.as_bytes()), "{name}");
         }
-        for name in ["secrets", "replay", "locks", "bindings.json"] {
+        for name in ["secrets", "replay", "claims", "locks", "bindings.json"] {
             assert!(not_gateway_input(name.as_bytes()), "{name}");
         }
         assert!(!not_gateway_input(b"bots.json"));

@@ -77,13 +77,16 @@ fn bench(c: &mut Criterion) {
         let dir = tempfile::tempdir().expect("tempdir");
         let store = FileStore::new(Utf8Path::from_path(dir.path()).expect("utf8"));
         {
-            let mut guard = vak_session::BindingStore::new(
-                Utf8Path::from_path(dir.path()).expect("utf8"),
-            )
-            .lock()
-            .expect("lock");
+            let mut guard =
+                vak_session::BindingStore::new(Utf8Path::from_path(dir.path()).expect("utf8"))
+                    .lock()
+                    .expect("lock");
             for n in 0..others {
-                guard.bind(&bot, &chat(1_000_000 + n), vak_session::SessionId::generate());
+                guard.bind(
+                    &bot,
+                    &chat(1_000_000 + n),
+                    vak_session::SessionId::generate(),
+                );
             }
             guard.commit().expect("commit");
         }

@@ -320,6 +320,80 @@ fn marker_time(at: i64, window_secs: i64) -> std::time::SystemTime {
         .clamp(earliest, now)
 }
 
+/// How many seconds of claims one directory of `gateway/claims/` holds
+/// (the signing window): claims are filed by time so that forgetting old
+/// ones removes whole directories, never scans them.
+const CLAIM_BUCKET_SECS: u64 = 300;
+
+/// Unix seconds of `time` (0 before the epoch).
+fn unix_secs(time: std::time::SystemTime) -> u64 {
+    time.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The bucket (directory name under `gateway/claims/`) of `time`.
+fn bucket_of(time: std::time::SystemTime) -> u64 {
+    unix_secs(time) / CLAIM_BUCKET_SECS
+}
+
+/// The buckets a claim still kept can be in: every one from the bucket of
+/// `now − 2 × window − one bucket` (a marker is stamped at most a window
+/// before its delivery, and kept twice the window) to one past now's (a
+/// lock filed by a request dated ahead).
+fn live_buckets(window_secs: i64) -> std::ops::RangeInclusive<u64> {
+    let now = unix_secs(std::time::SystemTime::now());
+    let back = window_secs
+        .unsigned_abs()
+        .saturating_mul(2)
+        .saturating_add(CLAIM_BUCKET_SECS);
+    (now.saturating_sub(back) / CLAIM_BUCKET_SECS)..=(now / CLAIM_BUCKET_SECS + 1)
+}
+
+/// Forget the claims of `claims` (`gateway/claims/`) whose bucket ended
+/// more than twice `window_secs` ago: each such directory is renamed aside
+/// at once (`.expired-<bucket>`) and removed by a thread of its own, so no
+/// delivery waits on it; one a process did not get to remove is removed by
+/// the next prune. Only this machine's clock decides.
+fn prune_buckets(claims: &Utf8Path, window_secs: i64) {
+    let Ok(entries) = std::fs::read_dir(claims) else {
+        return;
+    };
+    let oldest_live = *live_buckets(window_secs).start();
+    let mut expired = Vec::new();
+    for entry in entries.flatten() {
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        // `symlink_metadata`: a link is never followed, nor removed through.
+        let is_dir = entry.path().symlink_metadata().is_ok_and(|m| m.is_dir());
+        if !is_dir {
+            continue;
+        }
+        if name.starts_with(".expired-") {
+            expired.push(claims.join(&name));
+        } else if let Ok(bucket) = name.parse::<u64>()
+            && bucket < oldest_live
+        {
+            let aside = claims.join(format!(".expired-{bucket}"));
+            if std::fs::rename(claims.join(&name), &aside).is_ok() {
+                expired.push(aside);
+            }
+        }
+    }
+    if !expired.is_empty() {
+        let removal = std::thread::Builder::new()
+            .name("vak-claims-prune".to_owned())
+            .spawn(move || {
+                for dir in expired {
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+            });
+        if let Err(error) = removal {
+            tracing::warn!(%error, "old replay claims could not be removed now; the next prune will");
+        }
+    }
+}
+
 impl FileStore {
     /// The session an earlier try of this chat's fresh-session delivery
     /// created and announced in the audit log (a rotation's `config-change`
@@ -380,10 +454,7 @@ impl FileStore {
 
 impl Store for FileStore {
     fn prune_claims(&self, window_secs: i64) -> Result<(), SessionError> {
-        prune(
-            &self.home.join(".vak").join("gateway").join("replay"),
-            window_secs,
-        );
+        self.prune_all_claims(window_secs);
         Ok(())
     }
 
@@ -510,7 +581,7 @@ impl Store for FileStore {
                         if let (Some(mut replay), Some(claim)) = (replay, claim) {
                             replay.mark(&id)?;
                             replay.committed();
-                            replay.finish(claim);
+                            replay.finish(claim, self);
                         }
                         return Err(SessionError::Replayed);
                     }
@@ -529,7 +600,7 @@ impl Store for FileStore {
                         if let (Some(mut replay), Some(claim)) = (replay, claim) {
                             replay.mark(&id)?;
                             replay.committed();
-                            replay.finish(claim);
+                            replay.finish(claim, self);
                         }
                         return Err(SessionError::Replayed);
                     }
@@ -659,7 +730,7 @@ impl Store for FileStore {
                 if replayed {
                     if let (Some(mut replay), Some(claim)) = (replay, claim) {
                         replay.committed();
-                        replay.finish(claim);
+                        replay.finish(claim, self);
                     }
                     return Err(SessionError::Replayed);
                 }
@@ -681,9 +752,38 @@ impl Store for FileStore {
         if let (Some(mut replay), Some(claim)) = (replay, claim) {
             replay.committed();
             crate::crash::point("marker-committed");
-            replay.finish(claim);
+            replay.finish(claim, self);
         }
         Ok(Some(Committed { session }))
+    }
+}
+
+impl FileStore {
+    /// `gateway/claims/`: the replay markers and signature locks, filed in
+    /// one directory per [`CLAIM_BUCKET_SECS`] of time.
+    fn claims_dir(&self) -> Utf8PathBuf {
+        self.home.join(".vak").join("gateway").join("claims")
+    }
+
+    /// `gateway/replay/`: the markers of builds that kept them all in one
+    /// directory, read (never written) until they are old enough to go.
+    fn legacy_replay_dir(&self) -> Utf8PathBuf {
+        self.home.join(".vak").join("gateway").join("replay")
+    }
+
+    /// Forget old claims in both layouts. The old one is scanned (it has no
+    /// buckets) and removed once empty, so a home upgraded under load pays
+    /// for its scans only until its old markers have expired.
+    fn prune_all_claims(&self, window_secs: i64) {
+        prune_buckets(&self.claims_dir(), window_secs);
+        let legacy = self.legacy_replay_dir();
+        if crate::file::in_home(Some(&self.home), &legacy).is_ok()
+            && legacy.symlink_metadata().is_ok_and(|m| m.is_dir())
+        {
+            prune(&legacy, window_secs);
+            // Fails (and is meant to) while anything is left in it.
+            let _ = std::fs::remove_dir(&legacy);
+        }
     }
 }
 
@@ -702,15 +802,50 @@ impl FileStore {
     /// The replay directory exists but cannot be listed, or a ledger a
     /// marker names cannot be read.
     pub fn replay_markers(&self) -> Result<Vec<(String, i64)>, SessionError> {
-        let dir = self.home.join(".vak").join("gateway").join("replay");
-        crate::file::in_home(Some(&self.home), &dir)?;
-        let entries = match std::fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(SessionError::io("list", dir, e)),
-        };
+        let mut dirs = vec![self.legacy_replay_dir()];
+        let claims = self.claims_dir();
+        crate::file::in_home(Some(&self.home), &claims)?;
+        match std::fs::read_dir(&claims) {
+            Ok(entries) => {
+                for entry in entries.flatten() {
+                    let name = entry.file_name();
+                    let is_bucket = name
+                        .to_str()
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+                    if is_bucket
+                        && entry.path().symlink_metadata().is_ok_and(|m| m.is_dir())
+                        && let Some(name) = name.to_str()
+                    {
+                        dirs.push(claims.join(name));
+                    }
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SessionError::io("list", claims, e)),
+        }
         let mut markers = Vec::new();
         let mut looked_up = MarkerLookups::default();
+        for dir in dirs {
+            self.markers_in(&dir, &mut looked_up, &mut markers)?;
+        }
+        markers.sort();
+        markers.dedup_by(|a, b| a.0 == b.0);
+        Ok(markers)
+    }
+
+    /// The markers of one directory (see [`replay_markers`](Self::replay_markers)).
+    fn markers_in(
+        &self,
+        dir: &Utf8Path,
+        looked_up: &mut MarkerLookups,
+        markers: &mut Vec<(String, i64)>,
+    ) -> Result<(), SessionError> {
+        crate::file::in_home(Some(&self.home), dir)?;
+        let entries = match std::fs::read_dir(dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(SessionError::io("list", dir.to_owned(), e)),
+        };
         for entry in entries.flatten() {
             let name = entry.file_name();
             let Some(name) = name.to_str() else { continue };
@@ -723,7 +858,7 @@ impl FileStore {
             if !is_digest || !meta.is_file() {
                 continue;
             }
-            if !self.marker_refuses(&dir.join(name), name, &mut looked_up)? {
+            if !self.marker_refuses(&dir.join(name), name, looked_up)? {
                 continue;
             }
             // A marker's mtime is its request's time (see `marker_time`);
@@ -738,8 +873,7 @@ impl FileStore {
                 .unwrap_or(0);
             markers.push((name.to_owned(), at));
         }
-        markers.sort();
-        Ok(markers)
+        Ok(())
     }
 }
 
@@ -827,9 +961,10 @@ struct MarkerLookups {
     deliveries: std::collections::HashMap<SessionId, std::collections::HashSet<String>>,
 }
 
-/// A request signature's lock (`gateway/replay/<sha256>.lock`, `flock`, so
-/// across processes), held for the whole delivery, and its marker
-/// (`gateway/replay/<sha256>`), read by [`Marker::parse`]. The marker is
+/// A request signature's lock (`gateway/claims/<bucket>/<sha256>.lock`,
+/// `flock`, so across processes), held for the whole delivery, and its
+/// marker (`gateway/claims/<bucket>/<sha256>`, or `gateway/replay/<sha256>`
+/// as an older build left it), read by [`Marker::parse`]. The marker is
 /// written before the turn is appended, naming the bot and chat and the
 /// session the turn goes to, and refuses the signature for every other
 /// chat from then on. For its own chat it refuses nothing by itself until
@@ -841,6 +976,7 @@ struct MarkerLookups {
 /// or as it was meant to be, never empty or half a line.
 struct ReplayHold {
     _lock: std::fs::File,
+    /// The marker's directory.
     dir: Utf8PathBuf,
     marker: Utf8PathBuf,
     /// What the marker's first line says: `<bot>/<chat>`.
@@ -952,11 +1088,16 @@ impl FileStore {
         bot: &Name,
         chat: &Name,
     ) -> Result<ReplayHold, SessionError> {
-        let dir = self.home.join(".vak").join("gateway").join("replay");
-        crate::file::in_home(Some(&self.home), &dir)?;
-        crate::jsonl::ensure_dir(&dir)?;
+        let claims = self.claims_dir();
         let name = claim.digest();
-        let lock_path = dir.join(format!("{name}.lock"));
+        let stamp = marker_time(claim.at, claim.window_secs);
+        // The lock is filed by the request's own time (brought into the
+        // window, which a request the service accepts already is), so two
+        // deliveries of one request at once take the same lock.
+        let lock_dir = claims.join(bucket_of(lock_time(claim.at, claim.window_secs)).to_string());
+        crate::file::in_home(Some(&self.home), &lock_dir)?;
+        crate::jsonl::ensure_dir(&lock_dir)?;
+        let lock_path = lock_dir.join(format!("{name}.lock"));
         let lock = crate::file::open(
             &lock_path,
             std::fs::OpenOptions::new()
@@ -966,18 +1107,46 @@ impl FileStore {
         )?;
         lock.lock()
             .map_err(|e| SessionError::io("lock", lock_path.clone(), e))?;
-        let marker = dir.join(name);
+        // The marker may be in any bucket a kept claim can be in (its stamp
+        // depends on when it was written), or where an older build kept it.
+        let legacy = self.legacy_replay_dir();
+        crate::file::in_home(Some(&self.home), &legacy)?;
+        let candidates = std::iter::once(legacy.join(&name)).chain(
+            live_buckets(claim.window_secs)
+                .map(|bucket| claims.join(bucket.to_string()).join(&name)),
+        );
         let chat_key = format!("{bot}/{chat}");
-        let (marked, tried) = match Marker::read(&marker) {
-            Ok(None) => (false, Vec::new()),
-            // An empty marker names no chat: the bound ledger decides, as
-            // for a try of this chat that never said `committed`.
-            Ok(Some(said)) if said.is_empty() => (true, Vec::new()),
-            Ok(Some(said)) if said.chat_key == chat_key && !said.committed => (true, said.sessions),
-            // Another chat's, committed, or not a marker this store wrote:
-            // no proof the request is new.
-            Ok(Some(_)) | Err(()) => return Err(SessionError::Replayed),
+        let mut found: Option<(Utf8PathBuf, Marker)> = None;
+        for path in candidates {
+            match Marker::read(&path) {
+                Ok(None) => {}
+                // An empty marker names no chat: the bound ledger decides,
+                // as for a try of this chat that never said `committed`.
+                Ok(Some(said))
+                    if said.is_empty() || (said.chat_key == chat_key && !said.committed) =>
+                {
+                    if found.as_ref().is_none_or(|(_, kept)| kept.is_empty()) {
+                        found = Some((path, said));
+                    }
+                }
+                // Another chat's, committed, or not a marker this store
+                // wrote: no proof the request is new.
+                Ok(Some(_)) | Err(()) => return Err(SessionError::Replayed),
+            }
+        }
+        let (marker, marked, tried) = match found {
+            Some((path, said)) => (path, true, said.sessions),
+            None => (
+                claims.join(bucket_of(stamp).to_string()).join(&name),
+                false,
+                Vec::new(),
+            ),
         };
+        let dir = marker
+            .parent()
+            .map_or_else(|| claims.clone(), Utf8Path::to_owned);
+        drop(claims);
+        crate::file::in_home(Some(&self.home), &dir)?;
         Ok(ReplayHold {
             _lock: lock,
             dir,
@@ -985,9 +1154,25 @@ impl FileStore {
             chat_key,
             marked,
             tried,
-            stamp: marker_time(claim.at, claim.window_secs),
+            stamp,
         })
     }
+}
+
+/// The time a request claiming `at` files its signature's lock under: the
+/// request's time brought into `[now − window, now + window]` — itself, for
+/// every request the service accepts — so concurrent deliveries of one
+/// request find one lock whatever each one's clock reads.
+fn lock_time(at: i64, window_secs: i64) -> std::time::SystemTime {
+    let now = std::time::SystemTime::now();
+    let window = std::time::Duration::from_secs(window_secs.unsigned_abs());
+    let earliest = now.checked_sub(window).unwrap_or(std::time::UNIX_EPOCH);
+    let latest = now.checked_add(window).unwrap_or(now);
+    u64::try_from(at)
+        .ok()
+        .and_then(|secs| std::time::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs)))
+        .unwrap_or(std::time::UNIX_EPOCH)
+        .clamp(earliest, latest)
 }
 
 impl ReplayHold {
@@ -1020,6 +1205,7 @@ impl ReplayHold {
     /// directory fsynced.
     fn replace(&self, marker: &Marker) -> Result<(), SessionError> {
         use std::io::Write as _;
+        crate::jsonl::ensure_dir(&self.dir)?;
         let temp = self.marker.with_extension("tmp");
         // A temporary file a kill left (or anything else there) is removed,
         // never written through.
@@ -1062,16 +1248,16 @@ impl ReplayHold {
         }
     }
 
-    /// Release the lock; every 256th claim of this process prunes old
-    /// markers.
-    fn finish(self, claim: &Claim<'_>) {
+    /// Release the lock; every 256th claim of this process forgets old
+    /// claims (a few directory entries to list, whole buckets to drop).
+    fn finish(self, claim: &Claim<'_>, store: &FileStore) {
         if CLAIMS
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             .is_multiple_of(256)
         {
             // Old lock files go too: their requests are refused as stale
             // before any delivery, so nobody waits on them.
-            prune(&self.dir, claim.window_secs);
+            store.prune_all_claims(claim.window_secs);
         }
     }
 }
@@ -1079,6 +1265,14 @@ impl ReplayHold {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Where the marker of `claim`, written now, is.
+    fn marker_of(home: &Utf8Path, claim: &Claim<'_>) -> Utf8PathBuf {
+        let stamp = marker_time(claim.at, claim.window_secs);
+        home.join(".vak/gateway/claims")
+            .join(bucket_of(stamp).to_string())
+            .join(claim.digest())
+    }
 
     fn unix(time: std::time::SystemTime) -> i64 {
         time.duration_since(std::time::UNIX_EPOCH)
@@ -1097,7 +1291,6 @@ mod tests {
         let store = FileStore::new(home);
         let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
         let chat = Name::new(NameKind::Chat, "42").expect("chat");
-        let replay = home.join(".vak/gateway/replay");
         let deliver = |key: &str, at: i64| {
             let claim = Claim {
                 key,
@@ -1114,7 +1307,7 @@ mod tests {
                     })))
                 })
                 .expect("delivered");
-            replay.join(claim.digest())
+            marker_of(home, &claim)
         };
         let mtime = |path: &Utf8Path| {
             unix(
@@ -1135,7 +1328,12 @@ mod tests {
             (now..=unix(std::time::SystemTime::now())).contains(&stamped),
             "a request dated ahead is stamped now, not {stamped}"
         );
-        let stale = replay.join("0".repeat(64));
+        // A bucket long past, and a marker of the old flat layout.
+        let stale_bucket = home.join(".vak/gateway/claims/1");
+        std::fs::create_dir_all(&stale_bucket).expect("old bucket");
+        std::fs::write(stale_bucket.join("2".repeat(64)), "helpdesk/42\n").expect("old claim");
+        let stale = home.join(".vak/gateway/replay").join("0".repeat(64));
+        std::fs::create_dir_all(stale.parent().expect("dir")).expect("old layout");
         std::fs::write(&stale, "helpdesk/42\n").expect("stale marker");
         std::fs::File::options()
             .write(true)
@@ -1152,6 +1350,14 @@ mod tests {
         assert!(recent.exists(), "a marker still in its window is kept");
         assert!(ahead.exists() && forged.exists());
         assert!(!stale.exists(), "a marker past twice the window is pruned");
+        assert!(
+            !stale_bucket.exists(),
+            "a bucket past twice the window is dropped"
+        );
+        assert!(
+            !home.join(".vak/gateway/replay").exists(),
+            "the old layout's directory goes once empty"
+        );
     }
 
     /// A signed delivery retried after the chat rotated to a new session
@@ -1223,9 +1429,7 @@ mod tests {
                 })))
             })
         };
-        let marker = home
-            .join(".vak/gateway/replay")
-            .join(claim("v2=first", now).digest());
+        let marker = marker_of(home, &claim("v2=first", now));
         let first = deliver("v2=first").expect("delivered").expect("committed");
         let said = std::fs::read_to_string(&marker).expect("marker");
         assert_eq!(
@@ -1266,9 +1470,10 @@ mod tests {
             .expect("binding")
             .expect("bound")
             .session_id;
-        let lost = home.join(".vak/gateway/replay").join(third.digest());
+        let lost = marker_of(home, &third);
         std::fs::write(&lost, format!("helpdesk/42\nsession {bound}\n")).expect("lost try");
         let legacy = home.join(".vak/gateway/replay").join("1".repeat(64));
+        std::fs::create_dir_all(legacy.parent().expect("dir")).expect("old layout");
         std::fs::write(&legacy, "helpdesk/42\n").expect("an older build's try");
         let listed: Vec<String> = store
             .replay_markers()

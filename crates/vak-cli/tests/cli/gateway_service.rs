@@ -253,10 +253,12 @@ fn refusals_are_json_and_write_nothing_and_a_signed_delivery_answers_like_delive
         "a refusal wrote a session"
     );
     assert!(!env.home().join(".vak/gateway/bindings.json").exists());
-    assert!(
-        !env.home().join(".vak/gateway/replay").exists(),
-        "a refusal took no signature"
-    );
+    for claims in ["replay", "claims"] {
+        assert!(
+            !env.home().join(".vak/gateway").join(claims).exists(),
+            "a refusal took no signature"
+        );
+    }
 
     let headers = signed(&key, &path, body);
     let (status, answer) = post(addr, &path, &headers, body.as_bytes());

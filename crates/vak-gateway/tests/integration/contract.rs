@@ -355,6 +355,7 @@ fn import_moves_a_file_store_and_verifies_it() {
         ..claim
     };
     let bound = files.bindings().unwrap()[0].2.session_id.clone();
+    std::fs::create_dir_all(env.home.join(".vak/gateway/replay")).unwrap();
     std::fs::write(
         env.home.join(".vak/gateway/replay").join(killed.digest()),
         format!("helpdesk/42\nsession {bound}\n"),
@@ -537,7 +538,7 @@ fn audit_events_are_checked_and_appended_in_one_transaction() {
 fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     let env = Env::new(Backend::File).unwrap();
     let store = env.store();
-    let marker = |claim: &Claim<'_>| env.home.join(".vak/gateway/replay").join(claim.digest());
+    let marker = |claim: &Claim<'_>| marker_file(&env.home, &claim.digest());
     let first_claim = Claim {
         key: "v2=created",
         at: crate::common::now(),
@@ -549,14 +550,14 @@ fn a_delivery_whose_marker_a_crash_lost_is_still_refused_once_retried() {
     };
     for (claim, text, turns) in [(first_claim, "one", 1), (next_claim, "two", 2)] {
         let delivered = deliver_signed(&env, &*store, "42", text, &claim).unwrap();
-        std::fs::remove_file(marker(&claim)).expect("the crash: no marker");
+        std::fs::remove_file(marker(&claim).expect("written")).expect("the crash: no marker");
         let retried = deliver_signed(&env, &*store, "42", text, &claim).unwrap_err();
         assert!(
             matches!(retried, LifecycleError::Store(SessionError::Replayed)),
             "{retried}"
         );
         assert!(
-            marker(&claim).exists(),
+            marker(&claim).is_some(),
             "the marker is written by the retry"
         );
         let ledger = store.read(&delivered.session).unwrap();
@@ -811,7 +812,7 @@ fn a_marker_names_its_chat_so_a_killed_delivery_is_retried_there_and_nowhere_els
     };
     deliver_signed(&env, &*store, "42", "three", &found).expect("delivered");
     std::fs::write(
-        env.home.join(".vak/gateway/replay").join(found.digest()),
+        marker_file(&env.home, &found.digest()).expect("written"),
         "",
     )
     .unwrap();
@@ -929,4 +930,22 @@ fn a_chat_whose_ledger_is_gone_is_rebound_with_a_warning_and_an_event(env: &Env)
         (rebounds[0].bot.as_str(), rebounds[0].chat.as_str()),
         ("helpdesk", "42")
     );
+}
+
+/// Where the file store keeps the marker of the signature whose digest is
+/// `digest`: in whichever bucket of `gateway/claims/` it was filed, or
+/// where an older build kept it.
+fn marker_file(home: &camino::Utf8Path, digest: &str) -> Option<camino::Utf8PathBuf> {
+    let legacy = home.join(".vak/gateway/replay").join(digest);
+    if legacy.exists() {
+        return Some(legacy);
+    }
+    let claims = home.join(".vak/gateway/claims");
+    std::fs::read_dir(&claims)
+        .ok()?
+        .flatten()
+        .find_map(|bucket| {
+            let path = claims.join(bucket.file_name().to_str()?).join(digest);
+            path.exists().then_some(path)
+        })
 }
