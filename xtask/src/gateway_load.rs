@@ -147,11 +147,18 @@ fn sign(secret: &str, ts: &str, path: &str, body: &[u8]) -> String {
 }
 
 fn post(addr: &str, path: &str, secret: &str, body: &str) -> Result<u16, String> {
-    let ts = SystemTime::now()
+    post_at(addr, path, secret, body, &unix_now().to_string())
+}
+
+fn unix_now() -> u64 {
+    SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_err(|e| e.to_string())?
-        .as_secs()
-        .to_string();
+        .map_or(0, |d| d.as_secs())
+}
+
+/// POST `body` signed at `ts`: the same signed request each time it is
+/// sent, as a sender's retry is.
+fn post_at(addr: &str, path: &str, secret: &str, body: &str, ts: &str) -> Result<u16, String> {
     let mut stream = TcpStream::connect(addr).map_err(|e| e.to_string())?;
     stream
         .set_read_timeout(Some(Duration::from_secs(120)))
@@ -342,4 +349,320 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         cache.join(","),
     );
     Ok(())
+}
+
+/// `cargo xtask gateway-soak`: sustained signed load for a while, then a
+/// check of every acknowledged turn. Options as `gateway-load`, with
+/// `--seconds N` (how long, default 600) in place of `--deliveries`, and
+/// `--kill-one yes` to `SIGKILL` one node halfway and start it again.
+///
+/// A request that gets no answer or a 5xx is sent again — the same signed
+/// request, as a sender retries — to the next node, until it is answered
+/// 200 (delivered) or 401 (a replay: an earlier try was delivered and its
+/// answer lost). Afterwards every such message must be in the store
+/// exactly once, and no message twice. It prints one line per minute (the
+/// 200s' p50/p99 that minute) and a summary; the run fails if the check
+/// does.
+pub(crate) fn soak(args: &[String], root: &Path) -> Result<(), String> {
+    let mut seconds = 600u64;
+    let mut kill_one = false;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--seconds" => {
+                seconds = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|n| *n > 0)
+                    .ok_or("`--seconds` needs a positive whole number")?;
+            }
+            "--kill-one" => {
+                kill_one = match it.next().map(String::as_str) {
+                    Some("yes") => true,
+                    Some("no") => false,
+                    _ => return Err("`--kill-one`: expected yes or no".to_owned()),
+                }
+            }
+            _ => {
+                rest.push(flag.clone());
+                if let Some(value) = it.next() {
+                    rest.push(value.clone());
+                }
+            }
+        }
+    }
+    let options = parse(&rest, root)?;
+    let scratch = std::env::temp_dir().join(format!("vak-soak-{}", std::process::id()));
+    let home = scratch.join("home");
+    let project = scratch.join("project");
+    copy_tree(&root.join("fixtures/home"), &home)?;
+    copy_tree(&root.join("fixtures/projects/myproj"), &project)?;
+    let result = soak_in(
+        &options,
+        &home,
+        &project,
+        Duration::from_secs(seconds),
+        kill_one,
+    );
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+fn start_node(options: &Options, home: &Path, project: &Path) -> Result<Node, String> {
+    let mut child = Command::new(&options.vak)
+        .args([
+            "gateway",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            &options.store,
+        ])
+        .env("VAK_HOME", home)
+        .env("VAK_LOG", "warn")
+        .current_dir(project)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    stdout.read_line(&mut line).map_err(|e| e.to_string())?;
+    let addr = line.trim().trim_start_matches("http://").to_owned();
+    if addr.is_empty() {
+        return Err("a node did not print its address".to_owned());
+    }
+    Ok(Node {
+        child,
+        _stdout: stdout,
+        addr,
+    })
+}
+
+/// What became of one message.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    Delivered,
+    Replayed,
+    Failed,
+}
+
+fn soak_in(
+    options: &Options,
+    home: &Path,
+    project: &Path,
+    length: Duration,
+    kill_one: bool,
+) -> Result<(), String> {
+    let mut chats = String::from("{\"helpdesk\": {");
+    for i in 0..options.chats {
+        if i > 0 {
+            chats.push(',');
+        }
+        chats.push_str(&format!("\"c{i}\": {{}}"));
+    }
+    chats.push_str("}}");
+    std::fs::write(home.join(".vak/gateway/allowlist.json"), chats).map_err(|e| e.to_string())?;
+    let project_arg = project.to_string_lossy().into_owned();
+    vak(options, home, project, &["trust", &project_arg])?;
+    vak(
+        options,
+        home,
+        project,
+        &["store", "migrate", "--store", &options.store],
+    )?;
+    let secret = vak(options, home, project, &["gateway", "secret", "helpdesk"])?;
+    let mut nodes = Vec::new();
+    for _ in 0..options.nodes {
+        nodes.push(start_node(options, home, project)?);
+    }
+    let addrs = Mutex::new(nodes.iter().map(|n| n.addr.clone()).collect::<Vec<_>>());
+    let nodes = Mutex::new(nodes);
+    let next = AtomicUsize::new(0);
+    let fates: Mutex<Vec<(usize, Fate)>> = Mutex::new(Vec::new());
+    // (minute, latency) of every 200.
+    let latencies: Mutex<Vec<(u64, Duration)>> = Mutex::new(Vec::new());
+    let started = Instant::now();
+    let killed = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        for _ in 0..options.clients {
+            scope.spawn(|| {
+                while started.elapsed() < length {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let chat = format!("c{}", i % options.chats);
+                    let body = format!("{{\"text\":\"soak message {i}\"}}");
+                    let path = format!("/v1/bots/helpdesk/chats/{chat}/messages");
+                    let ts = unix_now().to_string();
+                    let sent = Instant::now();
+                    let mut fate = Fate::Failed;
+                    for attempt in 0..20 {
+                        let addr = addrs
+                            .lock()
+                            .map(|a| a[(i + attempt) % a.len()].clone())
+                            .unwrap_or_default();
+                        match post_at(&addr, &path, &secret, &body, &ts) {
+                            Ok(200) => {
+                                fate = Fate::Delivered;
+                                break;
+                            }
+                            Ok(401) if attempt > 0 => {
+                                fate = Fate::Replayed;
+                                break;
+                            }
+                            Ok(status) if status < 500 => break,
+                            _ => std::thread::sleep(Duration::from_millis(100)),
+                        }
+                    }
+                    if fate == Fate::Delivered
+                        && let Ok(mut l) = latencies.lock()
+                    {
+                        l.push((sent.duration_since(started).as_secs() / 60, sent.elapsed()));
+                    }
+                    if let Ok(mut f) = fates.lock() {
+                        f.push((i, fate));
+                    }
+                }
+            });
+        }
+        if kill_one {
+            scope.spawn(|| {
+                while started.elapsed() < length / 2 {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if let Ok(mut nodes) = nodes.lock()
+                    && let Some(node) = nodes.first_mut()
+                {
+                    let _ = node.child.kill();
+                    let _ = node.child.wait();
+                    killed.store(true, Ordering::Relaxed);
+                    if let Ok(fresh) = start_node(options, home, project)
+                        && let Ok(mut addrs) = addrs.lock()
+                    {
+                        addrs[0] = fresh.addr.clone();
+                        *node = fresh;
+                    }
+                }
+            });
+        }
+    });
+    let elapsed = started.elapsed();
+    drop(nodes);
+    let fates = fates.into_inner().map_err(|e| e.to_string())?;
+    let latencies = latencies.into_inner().map_err(|e| e.to_string())?;
+    let mut per_minute: std::collections::BTreeMap<u64, Vec<Duration>> = Default::default();
+    for (minute, latency) in latencies {
+        per_minute.entry(minute).or_default().push(latency);
+    }
+    let pick = |sorted: &[Duration], q: f64| {
+        let index = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+        sorted.get(index).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    };
+    let mut p99s = Vec::new();
+    for (minute, mut all) in per_minute {
+        all.sort();
+        let p99 = pick(&all, 0.99);
+        p99s.push(p99);
+        println!(
+            "minute {minute}: {} delivered, p50={:.1}ms p99={p99:.1}ms",
+            all.len(),
+            pick(&all, 0.5)
+        );
+    }
+    let count = |fate: Fate| fates.iter().filter(|(_, f)| *f == fate).count();
+    // Every message the senders saw acknowledged (or refused as a replay
+    // of an earlier, delivered try) must be there exactly once.
+    let recorded = recorded_messages(options, home, project)?;
+    let mut missing = 0;
+    let mut twice = 0;
+    for (i, fate) in &fates {
+        let n = recorded
+            .get(&format!("soak message {i}"))
+            .copied()
+            .unwrap_or(0);
+        if matches!(fate, Fate::Delivered | Fate::Replayed) && n == 0 {
+            missing += 1;
+        }
+        if n > 1 {
+            twice += 1;
+        }
+    }
+    let (first, last) = (p99s.first().copied(), p99s.last().copied());
+    println!(
+        "store={} nodes={} chats={} clients={} seconds={:.0} killed={} delivered={} replayed={} failed={} rate={:.0}/s p99 first minute={:.1}ms last minute={:.1}ms ratio={:.2} missing={missing} twice={twice}",
+        options.store,
+        options.nodes,
+        options.chats,
+        options.clients,
+        elapsed.as_secs_f64(),
+        killed.load(Ordering::Relaxed),
+        count(Fate::Delivered),
+        count(Fate::Replayed),
+        count(Fate::Failed),
+        count(Fate::Delivered) as f64 / elapsed.as_secs_f64(),
+        first.unwrap_or(0.0),
+        last.unwrap_or(0.0),
+        match (first, last) {
+            (Some(first), Some(last)) if first > 0.0 => last / first,
+            _ => 0.0,
+        },
+    );
+    if missing > 0 || twice > 0 {
+        return Err(format!(
+            "{missing} acknowledged messages are not in the store and {twice} are there more than once"
+        ));
+    }
+    Ok(())
+}
+
+/// How many times each message is recorded in the store, read through
+/// `vak session list` and `vak session show`.
+fn recorded_messages(
+    options: &Options,
+    home: &Path,
+    project: &Path,
+) -> Result<std::collections::HashMap<String, usize>, String> {
+    let listed = vak(
+        options,
+        home,
+        project,
+        &[
+            "session",
+            "list",
+            "--limit",
+            "10000",
+            "--format",
+            "json",
+            "--store",
+            &options.store,
+        ],
+    )?;
+    let listed: serde_json::Value = serde_json::from_str(&listed).map_err(|e| e.to_string())?;
+    let mut recorded = std::collections::HashMap::new();
+    for session in listed["sessions"].as_array().into_iter().flatten() {
+        let Some(id) = session["session_id"].as_str() else {
+            continue;
+        };
+        let shown = vak(
+            options,
+            home,
+            project,
+            &[
+                "session",
+                "show",
+                id,
+                "--format",
+                "json",
+                "--store",
+                &options.store,
+            ],
+        )?;
+        let shown: serde_json::Value = serde_json::from_str(&shown).map_err(|e| e.to_string())?;
+        for record in shown["records"].as_array().into_iter().flatten() {
+            if let Some(message) = record["message"].as_str() {
+                *recorded.entry(message.to_owned()).or_insert(0) += 1;
+            }
+        }
+    }
+    Ok(recorded)
 }

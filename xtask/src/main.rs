@@ -88,6 +88,10 @@ fn run(task: &str) -> Result<(), String> {
         let args: Vec<String> = std::env::args().skip(2).collect();
         return gateway_load::run(&args, &root);
     }
+    if task == "gateway-soak" {
+        let args: Vec<String> = std::env::args().skip(2).collect();
+        return gateway_load::soak(&args, &root);
+    }
     let (generated, bytes) = generate(&root)?;
     let target = root.join(GENERATED);
     match task {
@@ -122,7 +126,7 @@ fn run(task: &str) -> Result<(), String> {
         }
         "bench-process" => bench_process(&root),
         other => Err(format!(
-            "unknown task `{other}`: expected regen-seed, check-seed, check-docs, bench-process or gateway-load"
+            "unknown task `{other}`: expected regen-seed, check-seed, check-docs, bench-process, gateway-load or gateway-soak"
         )),
     }
 }
