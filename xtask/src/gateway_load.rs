@@ -166,7 +166,7 @@ fn post_at(addr: &str, path: &str, secret: &str, body: &str, ts: &str) -> Result
     let request = format!(
         "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Vak-Timestamp: {ts}\r\nX-Vak-Signature: {}\r\nConnection: close\r\n\r\n{body}",
         body.len(),
-        sign(secret, &ts, path, body.as_bytes())
+        sign(secret, ts, path, body.as_bytes())
     );
     stream
         .write_all(request.as_bytes())
