@@ -258,6 +258,10 @@ pub fn import_file_with(
     // check: two at once would each see the other's half-done copy.
     let _only_import = target.lock_import()?;
     target.migrate()?;
+    // A chat bound to a session a killed delivery left pending has its
+    // ledger promoted first, as the file store's next delivery would, so
+    // the binding is copied with the session it names.
+    files.finish_pending_bindings()?;
     let mut report = Imported::default();
     let foreign = |present: usize, copied: &str| LifecycleError::ImportMismatch {
         what: format!(

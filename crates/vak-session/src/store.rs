@@ -759,6 +759,21 @@ impl Store for FileStore {
 }
 
 impl FileStore {
+    /// Promote every pending ledger a binding names (a delivery killed
+    /// between binding its chat and promoting the new session): what the
+    /// chat's next delivery would do, for a reader of every session at
+    /// once (`vak store import`).
+    ///
+    /// # Errors
+    ///
+    /// The bindings cannot be read, or a ledger cannot be moved.
+    pub fn finish_pending_bindings(&self) -> Result<(), SessionError> {
+        for (_, _, binding) in self.bindings.list()? {
+            self.sessions.promote(&binding.session_id)?;
+        }
+        Ok(())
+    }
+
     /// `gateway/claims/`: the replay markers and signature locks, filed in
     /// one directory per [`CLAIM_BUCKET_SECS`] of time.
     fn claims_dir(&self) -> Utf8PathBuf {

@@ -395,3 +395,33 @@ fn a_delivery_refused_at_its_binding_leaves_no_session() {
     let after = seen(&env, "file");
     assert_eq!((after.sessions, after.messages.len()), (1, 1));
 }
+
+/// A chat bound to a session a killed delivery left pending is imported
+/// with that session: `vak store import` promotes it first, so the first
+/// delivery on PostgreSQL continues it instead of rebinding the chat.
+#[test]
+fn store_import_carries_a_session_left_pending_by_a_kill() {
+    let Some(url) = pg_url() else { return };
+    let env = Env::fixture("myproj");
+    env.trust();
+    let mut doomed = env.command(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "first",
+    ]);
+    doomed.env("VAK_CRASH_AT", "fresh-bound");
+    assert!(!doomed.output().unwrap().status.success(), "killed");
+    assert_eq!(seen(&env, "file").sessions, 0, "pending, not listed");
+    let db = scratch_database(&url, "pending_import");
+    env.ok(&["store", "import", "--from", "file", "--store", &db]);
+    let delivered = env.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "second", "--store",
+        &db,
+    ]);
+    assert_eq!(delivered["outcome"], "continued", "{delivered}");
+    let after = seen(&env, &db);
+    assert_eq!(
+        (after.sessions, after.messages.len()),
+        (1, 1),
+        "{:?}",
+        after.messages
+    );
+}
