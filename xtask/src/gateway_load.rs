@@ -253,31 +253,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
     }
     let mut nodes = Vec::new();
     for _ in 0..options.nodes {
-        let mut child = Command::new(&options.vak)
-            .args([
-                "gateway",
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--store",
-                &options.store,
-            ])
-            .env("VAK_HOME", home)
-            .env("VAK_LOG", "warn")
-            .current_dir(project)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
-        let mut line = String::new();
-        stdout.read_line(&mut line).map_err(|e| e.to_string())?;
-        let addr = line.trim().trim_start_matches("http://").to_owned();
-        nodes.push(Node {
-            child,
-            _stdout: stdout,
-            addr,
-        });
+        nodes.push(start_node(options, home, project)?);
     }
     let addrs: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
     // Files changed in the last 2 s are "racy" for the services'

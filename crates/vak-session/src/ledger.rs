@@ -433,23 +433,9 @@ impl SessionStore {
     /// modified more than [`PENDING_MAX_AGE`] ago. The directory only ever
     /// holds deliveries in flight and what kills left, so this stays cheap.
     fn sweep_pending(&self, dir: &Utf8Path) {
-        let Some(cutoff) = std::time::SystemTime::now().checked_sub(PENDING_MAX_AGE) else {
-            return;
-        };
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let old = entry
-                .metadata()
-                .ok()
-                .filter(std::fs::Metadata::is_file)
-                .and_then(|m| m.modified().ok())
-                .is_some_and(|m| m < cutoff);
-            if old {
-                tracing::info!(file = %entry.path().display(), "removing a session a killed delivery left pending");
-                let _ = std::fs::remove_file(entry.path());
-            }
+        let removed = crate::file::remove_files_older_than(dir, PENDING_MAX_AGE);
+        if removed > 0 {
+            tracing::info!(removed, dir = %dir, "removed sessions killed deliveries left pending");
         }
     }
 

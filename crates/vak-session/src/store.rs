@@ -283,23 +283,7 @@ static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(
 /// its request can still be replayed.
 fn prune(dir: &Utf8Path, window_secs: i64) {
     let margin = std::time::Duration::from_secs(window_secs.unsigned_abs().saturating_mul(2));
-    let Some(cutoff) = std::time::SystemTime::now().checked_sub(margin) else {
-        return;
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let old = entry
-            .metadata()
-            .ok()
-            .filter(std::fs::Metadata::is_file)
-            .and_then(|m| m.modified().ok())
-            .is_some_and(|m| m < cutoff);
-        if old {
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    crate::file::remove_files_older_than(dir, margin);
 }
 
 /// The time a marker of a request claiming `at` is stamped with (its
