@@ -118,6 +118,33 @@ pub(crate) fn is_present(path: &Utf8Path) -> bool {
     std::fs::symlink_metadata(path).is_ok()
 }
 
+/// Remove the regular files directly in `dir` last modified more than
+/// `age` before now by this machine's clock (never a symlink, never a
+/// directory), best effort; returns how many went. For state that only a
+/// crash or time leaves behind: old replay markers, pending ledgers.
+pub(crate) fn remove_files_older_than(dir: &Utf8Path, age: std::time::Duration) -> usize {
+    let Some(cutoff) = std::time::SystemTime::now().checked_sub(age) else {
+        return 0;
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        // `DirEntry::metadata` does not follow a symlink.
+        let old = entry
+            .metadata()
+            .ok()
+            .filter(std::fs::Metadata::is_file)
+            .and_then(|m| m.modified().ok())
+            .is_some_and(|m| m < cutoff);
+        if old && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,31 +209,4 @@ mod tests {
         let err = open(&root, OpenOptions::new().read(true)).expect_err("dir refused");
         assert!(err.to_string().contains("a directory"), "{err}");
     }
-}
-
-/// Remove the regular files directly in `dir` last modified more than
-/// `age` before now by this machine's clock (never a symlink, never a
-/// directory), best effort; returns how many went. For state that only a
-/// crash or time leaves behind: old replay markers, pending ledgers.
-pub(crate) fn remove_files_older_than(dir: &Utf8Path, age: std::time::Duration) -> usize {
-    let Some(cutoff) = std::time::SystemTime::now().checked_sub(age) else {
-        return 0;
-    };
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
-    let mut removed = 0;
-    for entry in entries.flatten() {
-        // `DirEntry::metadata` does not follow a symlink.
-        let old = entry
-            .metadata()
-            .ok()
-            .filter(std::fs::Metadata::is_file)
-            .and_then(|m| m.modified().ok())
-            .is_some_and(|m| m < cutoff);
-        if old && std::fs::remove_file(entry.path()).is_ok() {
-            removed += 1;
-        }
-    }
-    removed
 }
