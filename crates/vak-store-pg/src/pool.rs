@@ -1,6 +1,10 @@
 //! A small blocking connection pool: at most `max` connections, idle ones
-//! reused, a broken one dropped, and a new one given up when the server
-//! has not finished answering within the connect timeout.
+//! reused, a broken one dropped, a new one given up when the server has not
+//! finished answering within the connect timeout, and waiters served in the
+//! order they came (a ticket each). Without the order, a thread that gives
+//! a connection back and asks again at once takes it before the waiter that
+//! was woken for it, and under sustained load one request could wait
+//! seconds while the others are served in milliseconds.
 
 use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
@@ -62,6 +66,10 @@ struct State {
     /// Idle connections and when each was given back.
     idle: Vec<(Client, Instant)>,
     open: usize,
+    /// The ticket the next caller of `take` gets.
+    next: u64,
+    /// The ticket whose turn it is: only its holder may take a connection.
+    serving: u64,
 }
 
 /// A connection idle longer than this is checked with a round trip before
@@ -81,6 +89,8 @@ impl Pool {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
+                next: 0,
+                serving: 0,
             }),
             freed: Condvar::new(),
         }
@@ -108,7 +118,9 @@ impl Pool {
             state.idle.push((client, Instant::now()));
         }
         drop(state);
-        self.freed.notify_one();
+        // Every waiter wakes and the one whose turn it is takes it: waking
+        // one could wake another than that one, which would sleep again.
+        self.freed.notify_all();
         result
     }
 
@@ -119,8 +131,38 @@ impl Pool {
         connect_within(&self.config, self.connect_timeout)
     }
 
+    /// A connection, in the order callers asked: each takes a ticket and
+    /// waits for its turn, then for a connection; its turn ends when it has
+    /// one (or has room to open one), and the next ticket's begins.
     fn take(&self) -> Result<Client, PoolError> {
         let mut state = self.lock();
+        let ticket = state.next;
+        state.next += 1;
+        while state.serving != ticket {
+            state = self.wait(state);
+        }
+        let taken = self.take_in_turn(state);
+        let mut state = self.lock();
+        state.serving += 1;
+        drop(state);
+        self.freed.notify_all();
+        taken
+    }
+
+    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+        self.freed
+            .wait(state)
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// How many callers wait for a connection (tests).
+    #[cfg(test)]
+    fn waiting(&self) -> u64 {
+        let state = self.lock();
+        state.next - state.serving
+    }
+
+    fn take_in_turn<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Result<Client, PoolError> {
         loop {
             while let Some((mut client, since)) = state.idle.pop() {
                 if client.is_closed() {
@@ -143,13 +185,10 @@ impl Pool {
                 drop(state);
                 return connect_within(&self.config, self.connect_timeout).inspect_err(|_| {
                     self.lock().open -= 1;
-                    self.freed.notify_one();
+                    self.freed.notify_all();
                 });
             }
-            state = self
-                .freed
-                .wait(state)
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            state = self.wait(state);
         }
     }
 }
@@ -178,5 +217,52 @@ mod tests {
         let second = pid(&pool).expect("the closed connection is replaced");
         assert_ne!(first, second);
         assert_eq!(pool.lock().open, 1, "the closed one is no longer counted");
+    }
+
+    /// A caller that gives its connection back and asks again at once
+    /// waits behind the caller already waiting: served in order, never
+    /// overtaken.
+    #[test]
+    fn waiters_are_served_in_the_order_they_came() {
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "pool_fifo");
+        let config: Config = url.parse().expect("url");
+        let pool = std::sync::Arc::new(Pool::new(config, Duration::from_secs(10), 1));
+        let order = std::sync::Arc::new(Mutex::new(Vec::new()));
+        for round in 0..20 {
+            let waiter = pool
+                .with(|_| {
+                    let (theirs, their_order) = (pool.clone(), order.clone());
+                    let waiter = std::thread::spawn(move || {
+                        theirs
+                            .with(|_| {
+                                their_order.lock().expect("order").push(("waiter", round));
+                                Ok(())
+                            })
+                            .map_err(|_| ())
+                            .expect("waiter");
+                    });
+                    while pool.waiting() == 0 {
+                        std::thread::yield_now();
+                    }
+                    Ok(waiter)
+                })
+                .map_err(|_| ())
+                .expect("first");
+            // Given back and asked for again straight away.
+            pool.with(|_| {
+                order.lock().expect("order").push(("again", round));
+                Ok(())
+            })
+            .map_err(|_| ())
+            .expect("again");
+            waiter.join().expect("joined");
+        }
+        let order = order.lock().expect("order");
+        for round in 0..20 {
+            assert_eq!(order[2 * round], ("waiter", round), "{order:?}");
+        }
     }
 }
