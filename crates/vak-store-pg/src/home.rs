@@ -17,10 +17,10 @@ use vak_session::{
 use crate::PgStore;
 
 /// The current generation, read inside whatever transaction `client` is.
+const GENERATION: &str = "SELECT generation FROM vak_home_generation";
+
 pub(crate) fn generation(client: &mut impl GenericClient) -> Result<i64, postgres::Error> {
-    Ok(client
-        .query_one("SELECT generation FROM vak_home_generation", &[])?
-        .get(0))
+    Ok(client.query_one(GENERATION, &[])?.get(0))
 }
 
 impl PgStore {
@@ -106,7 +106,14 @@ impl PgStore {
 
 impl HomeStore for PgStore {
     fn home_generation(&self) -> Result<i64, SessionError> {
-        self.pool.with(generation).map_err(|e| self.err(&e))
+        // Read before every delivery (the sync's cheap check): prepared
+        // once per connection, one round trip.
+        self.pool
+            .with_prepared(|client, prepared| {
+                let statement = prepared.get(client, GENERATION)?;
+                Ok(client.query_one(&statement, &[])?.get(0))
+            })
+            .map_err(|e| self.err(&e))
     }
 
     fn home_snapshot(&self) -> Result<HomeSnapshot, SessionError> {

@@ -6,10 +6,41 @@
 //! was woken for it, and under sustained load one request could wait
 //! seconds while the others are served in milliseconds.
 
+use std::collections::HashMap;
 use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, Config, GenericClient, NoTls, Statement};
+
+/// The statements prepared on one connection, by their text: a statement
+/// run by its text is prepared again every time (a round trip of its own
+/// before the one that runs it), a prepared one is only run.
+#[derive(Default)]
+pub(crate) struct Prepared(HashMap<&'static str, Statement>);
+
+impl Prepared {
+    /// `sql` prepared on `client`'s connection (prepared now, the first
+    /// time on this connection). Statements outlive transactions, so one
+    /// prepared in a transaction that rolls back is still there.
+    pub(crate) fn get(
+        &mut self,
+        client: &mut impl GenericClient,
+        sql: &'static str,
+    ) -> Result<Statement, postgres::Error> {
+        if let Some(statement) = self.0.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = client.prepare(sql)?;
+        self.0.insert(sql, statement.clone());
+        Ok(statement)
+    }
+}
+
+/// A pooled connection and what was prepared on it.
+struct Conn {
+    client: Client,
+    prepared: Prepared,
+}
 
 /// Why no connection, or no result on one, came back.
 #[derive(Debug)]
@@ -64,7 +95,7 @@ pub(crate) struct Pool {
 
 struct State {
     /// Idle connections and when each was given back.
-    idle: Vec<(Client, Instant)>,
+    idle: Vec<(Conn, Instant)>,
     open: usize,
     /// The ticket the next caller of `take` gets.
     next: u64,
@@ -109,13 +140,22 @@ impl Pool {
         &self,
         work: impl FnOnce(&mut Client) -> Result<T, postgres::Error>,
     ) -> Result<T, PoolError> {
-        let mut client = self.take()?;
-        let result = work(&mut client).map_err(PoolError::Db);
+        self.with_prepared(|client, _| work(client))
+    }
+
+    /// [`Pool::with`], handing `work` the statements prepared on the
+    /// connection too (to run the hot paths one round trip a statement).
+    pub(crate) fn with_prepared<T>(
+        &self,
+        work: impl FnOnce(&mut Client, &mut Prepared) -> Result<T, postgres::Error>,
+    ) -> Result<T, PoolError> {
+        let mut conn = self.take()?;
+        let result = work(&mut conn.client, &mut conn.prepared).map_err(PoolError::Db);
         let mut state = self.lock();
-        if client.is_closed() {
+        if conn.client.is_closed() {
             state.open -= 1;
         } else {
-            state.idle.push((client, Instant::now()));
+            state.idle.push((conn, Instant::now()));
         }
         drop(state);
         // Every waiter wakes and the one whose turn it is takes it: waking
@@ -134,7 +174,7 @@ impl Pool {
     /// A connection, in the order callers asked: each takes a ticket and
     /// waits for its turn, then for a connection; its turn ends when it has
     /// one (or has room to open one), and the next ticket's begins.
-    fn take(&self) -> Result<Client, PoolError> {
+    fn take(&self) -> Result<Conn, PoolError> {
         let mut state = self.lock();
         let ticket = state.next;
         state.next += 1;
@@ -162,31 +202,36 @@ impl Pool {
         state.next - state.serving
     }
 
-    fn take_in_turn<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Result<Client, PoolError> {
+    fn take_in_turn<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Result<Conn, PoolError> {
         loop {
-            while let Some((mut client, since)) = state.idle.pop() {
-                if client.is_closed() {
+            while let Some((mut conn, since)) = state.idle.pop() {
+                if conn.client.is_closed() {
                     state.open -= 1;
                     continue;
                 }
                 if since.elapsed() < CHECK_AFTER_IDLE {
-                    return Ok(client);
+                    return Ok(conn);
                 }
                 drop(state);
-                if client.is_valid(CHECK_TIMEOUT).is_ok() {
-                    return Ok(client);
+                if conn.client.is_valid(CHECK_TIMEOUT).is_ok() {
+                    return Ok(conn);
                 }
-                drop(client);
+                drop(conn);
                 state = self.lock();
                 state.open -= 1;
             }
             if state.open < self.max {
                 state.open += 1;
                 drop(state);
-                return connect_within(&self.config, self.connect_timeout).inspect_err(|_| {
-                    self.lock().open -= 1;
-                    self.freed.notify_all();
-                });
+                return connect_within(&self.config, self.connect_timeout)
+                    .map(|client| Conn {
+                        client,
+                        prepared: Prepared::default(),
+                    })
+                    .inspect_err(|_| {
+                        self.lock().open -= 1;
+                        self.freed.notify_all();
+                    });
             }
             state = self.wait(state);
         }
