@@ -33,11 +33,13 @@ pub fn serve(env: &Env, extra: &[&str]) -> Served {
 
 /// Start `command` (a `vak gateway serve`) and read its URL.
 pub fn spawn_served(mut command: std::process::Command) -> Served {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    command.stderr(Stdio::null());
+    spawn_served_with_stderr(command)
+}
+
+/// [`spawn_served`], leaving `command`'s stderr as the caller set it.
+pub fn spawn_served_with_stderr(mut command: std::process::Command) -> Served {
+    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
     let mut first = String::new();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     stdout.read_line(&mut first).unwrap();
