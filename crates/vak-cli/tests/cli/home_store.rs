@@ -819,3 +819,66 @@ fn a_node_on_an_empty_home_continues_a_chat_bound_before_the_import() {
     let said = std::fs::read_to_string(&log).unwrap();
     assert!(!said.contains("prompt layer file saved"), "{said}");
 }
+
+/// A request that is refused for its signature (401) never waits for the
+/// store: the bot's secret is kept by the service, so with the node's one
+/// pooled connection held by a delivery that waits on the chat's lock, a
+/// wrongly signed request is still answered — before the lock is let go —
+/// and the waiting delivery then goes through.
+#[test]
+fn a_wrong_signature_is_refused_while_every_connection_waits_on_a_delivery() {
+    use std::io::Write as _;
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "secretwait");
+    let env = Env::fixture("myproj");
+    env.ok(&["store", "migrate", "--store", &url]);
+    let secret = env
+        .ok(&["gateway", "secret", "helpdesk", "--store", &url])
+        .trim()
+        .to_owned();
+    let node = serve(&env, &["--store", &format!("{url}?vak_pool=1")]);
+    let first = deliver(&node.addr, &secret, "first");
+    assert_eq!(first["outcome"], "created", "{first}");
+
+    // Another client holds the chat's binding row.
+    let mut holder = std::process::Command::new("psql")
+        .args([url.as_str(), "-qAt"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut sql = holder.stdin.take().unwrap();
+    sql.write_all(
+        b"BEGIN;\nSELECT 1 FROM vak_bindings WHERE bot = 'helpdesk' AND chat = '42' FOR UPDATE;\n",
+    )
+    .unwrap();
+    sql.flush().unwrap();
+    let count = |query: &str| crate::history_store::psql(&url, query);
+    wait_until("the binding row is held", || {
+        count("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'") == "1"
+    });
+    // A delivery now waits on it, holding the node's only connection.
+    let (addr, key) = (node.addr.clone(), secret.clone());
+    let waiting = std::thread::spawn(move || deliver(&addr, &key, "second"));
+    wait_until("the delivery waits on the chat's lock", || {
+        count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") == "1"
+    });
+
+    let body = json!({ "text": "forged" }).to_string();
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+    let wrong = signed("not the secret, but long enough to be one", path, &body);
+    let (status, answer) = post(&node.addr, path, &wrong, body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    // Answered while the delivery still waits: the lock is let go only now.
+    assert_eq!(
+        count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"),
+        "1"
+    );
+    sql.write_all(b"COMMIT;\n").unwrap();
+    drop(sql);
+    holder.wait().unwrap();
+    let second = waiting.join().unwrap();
+    assert_eq!(second["outcome"], "continued", "{second}");
+}
