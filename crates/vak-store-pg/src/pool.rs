@@ -1,13 +1,13 @@
 //! A small blocking connection pool: at most `max` connections, idle ones
 //! reused, a broken one dropped, a new one given up when the server has not
 //! finished answering within the connect timeout, and waiters served in the
-//! order they came (a ticket each). Without the order, a thread that gives
+//! order they came (a queue, each waiter woken alone). Without the order, a thread that gives
 //! a connection back and asks again at once takes it before the waiter that
 //! was woken for it, and under sustained load one request could wait
 //! seconds while the others are served in milliseconds.
 
-use std::collections::HashMap;
-use std::sync::{Condvar, Mutex, MutexGuard, mpsc};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, mpsc};
 use std::time::{Duration, Instant};
 
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
@@ -90,17 +90,26 @@ pub(crate) struct Pool {
     connect_timeout: Duration,
     max: usize,
     state: Mutex<State>,
-    freed: Condvar,
 }
 
 struct State {
     /// Idle connections and when each was given back.
     idle: Vec<(Conn, Instant)>,
     open: usize,
-    /// The ticket the next caller of `take` gets.
-    next: u64,
-    /// The ticket whose turn it is: only its holder may take a connection.
-    serving: u64,
+    /// The callers waiting, in the order they came, each woken through its
+    /// own condition variable: only the first may take a connection, and
+    /// only it is woken when one comes back (waking every waiter to let
+    /// the first one through cost a futex call per waiter per connection).
+    queue: VecDeque<Arc<Condvar>>,
+}
+
+impl State {
+    /// Wake the first waiter, if any: its turn, or a connection for it.
+    fn wake_first(&self) {
+        if let Some(first) = self.queue.front() {
+            first.notify_one();
+        }
+    }
 }
 
 /// A connection idle longer than this is checked with a round trip before
@@ -120,10 +129,8 @@ impl Pool {
             state: Mutex::new(State {
                 idle: Vec::new(),
                 open: 0,
-                next: 0,
-                serving: 0,
+                queue: VecDeque::new(),
             }),
-            freed: Condvar::new(),
         }
     }
 
@@ -157,10 +164,7 @@ impl Pool {
         } else {
             state.idle.push((conn, Instant::now()));
         }
-        drop(state);
-        // Every waiter wakes and the one whose turn it is takes it: waking
-        // one could wake another than that one, which would sleep again.
-        self.freed.notify_all();
+        state.wake_first();
         result
     }
 
@@ -171,38 +175,41 @@ impl Pool {
         connect_within(&self.config, self.connect_timeout)
     }
 
-    /// A connection, in the order callers asked: each takes a ticket and
-    /// waits for its turn, then for a connection; its turn ends when it has
-    /// one (or has room to open one), and the next ticket's begins.
+    /// A connection, in the order callers asked: each joins the queue and
+    /// waits to be first, then for a connection; it leaves the queue when
+    /// it has one (or room to open one), and the next one's turn begins.
     fn take(&self) -> Result<Conn, PoolError> {
+        let me = Arc::new(Condvar::new());
         let mut state = self.lock();
-        let ticket = state.next;
-        state.next += 1;
-        while state.serving != ticket {
-            state = self.wait(state);
+        state.queue.push_back(Arc::clone(&me));
+        while !state
+            .queue
+            .front()
+            .is_some_and(|first| Arc::ptr_eq(first, &me))
+        {
+            state = wait(&me, state);
         }
-        let taken = self.take_in_turn(state);
+        let taken = self.take_in_turn(&me, state);
         let mut state = self.lock();
-        state.serving += 1;
+        state.queue.pop_front();
+        state.wake_first();
         drop(state);
-        self.freed.notify_all();
         taken
-    }
-
-    fn wait<'a>(&self, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
-        self.freed
-            .wait(state)
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// How many callers wait for a connection (tests).
     #[cfg(test)]
-    fn waiting(&self) -> u64 {
-        let state = self.lock();
-        state.next - state.serving
+    fn waiting(&self) -> usize {
+        self.lock().queue.len()
     }
 
-    fn take_in_turn<'a>(&'a self, mut state: MutexGuard<'a, State>) -> Result<Conn, PoolError> {
+    /// The first waiter's wait for a connection; `me` is its condition
+    /// variable, notified when one comes back.
+    fn take_in_turn<'a>(
+        &'a self,
+        me: &Condvar,
+        mut state: MutexGuard<'a, State>,
+    ) -> Result<Conn, PoolError> {
         loop {
             while let Some((mut conn, since)) = state.idle.pop() {
                 if conn.client.is_closed() {
@@ -229,13 +236,19 @@ impl Pool {
                         prepared: Prepared::default(),
                     })
                     .inspect_err(|_| {
-                        self.lock().open -= 1;
-                        self.freed.notify_all();
+                        let mut state = self.lock();
+                        state.open -= 1;
+                        state.wake_first();
                     });
             }
-            state = self.wait(state);
+            state = wait(me, state);
         }
     }
+}
+
+fn wait<'a>(on: &Condvar, state: MutexGuard<'a, State>) -> MutexGuard<'a, State> {
+    on.wait(state)
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]
