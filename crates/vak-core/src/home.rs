@@ -133,6 +133,13 @@ struct Manifest {
     /// instead of calling them hand edits. Empty once a sync completes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     previous: BTreeMap<String, String>,
+    /// The sha256 of the whole shared config file as the last complete
+    /// sync left it (the store's text and this node's `[store]` table), or
+    /// none when there was none: the cheap check compares the file with it
+    /// instead of parsing the config on every delivery. `files` records the
+    /// text without the table, which is what the store holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config_file: Option<String>,
 }
 
 impl Manifest {
@@ -214,8 +221,25 @@ fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
     Ok(file)
 }
 
+/// [`local_files`] but the shared config, without reading it.
+fn local_files_except_config(home: &Utf8Path) -> Vec<String> {
+    let mut out = local_files_unread(home);
+    out.retain(|p| p != SHARED_CONFIG);
+    out
+}
+
 /// Every home-side file present under `home`, relative to it.
 pub fn local_files(home: &Utf8Path) -> Vec<String> {
+    let mut out = local_files_unread(home);
+    // A shared config that holds nothing but the node's own `[store]`
+    // table carries nothing: it is not a home-side file of this home.
+    out.retain(|p| p != SHARED_CONFIG || !config_is_node_local(home));
+    out
+}
+
+/// The home-side files present under `home`, the shared config whatever
+/// it holds.
+fn local_files_unread(home: &Utf8Path) -> Vec<String> {
     let mut out = Vec::new();
     for file in GATEWAY_FILES {
         out.push(format!(".vak/gateway/{file}"));
@@ -243,9 +267,6 @@ pub fn local_files(home: &Utf8Path) -> Vec<String> {
         }
     }
     out.retain(|p| home_side_path(p) && home.join(p).symlink_metadata().is_ok());
-    // A shared config that holds nothing but the node's own `[store]`
-    // table carries nothing: it is not a home-side file of this home.
-    out.retain(|p| p != SHARED_CONFIG || !config_is_node_local(home));
     out
 }
 
@@ -333,16 +354,6 @@ fn local_config(home: &Utf8Path) -> Result<Option<(String, SplitConfig)>, HomeEr
     };
     let split = split_store_table(&text).map_err(fail)?;
     Ok(Some((sha256_hex(&text), split)))
-}
-
-/// The digest of the home-side text of `rel` here: the file's, except for
-/// the shared config, whose text without its `[store]` table is what the
-/// store holds and the manifest records.
-fn side_digest(home: &Utf8Path, rel: &str) -> Result<Option<String>, HomeError> {
-    if rel == SHARED_CONFIG {
-        return Ok(local_config(home)?.map(|(_, split)| sha256_hex(&split.shared)));
-    }
-    Ok(current_digest(&home.join(rel), home)?)
 }
 
 /// The shared config a node writes: the store's text, then this node's
@@ -445,12 +456,29 @@ pub fn sync_home(
 /// wrote (same set, same digests). Checked on every sync, not just when the
 /// store moved: a replica edited by hand would make this node resolve a
 /// prompt no other node does, and rotate a chat back and forth.
+///
+/// The shared config is compared whole with the digest the last sync left
+/// (`Manifest::config_file`), so this check parses nothing; a config that
+/// differs (its `[store]` table edited, say) sends the sync down the full
+/// path, which compares it without that table.
 fn intact(home: &Utf8Path, manifest: &Manifest) -> bool {
-    let present = local_files(home);
-    present.len() == manifest.files.len()
+    let config_as_left = match current_digest(&home.join(SHARED_CONFIG), home) {
+        Ok(here) => here == manifest.config_file,
+        Err(_) => false,
+    };
+    if !config_as_left {
+        return false;
+    }
+    let present = local_files_except_config(home);
+    let recorded = manifest
+        .files
+        .keys()
+        .filter(|rel| *rel != SHARED_CONFIG)
+        .count();
+    present.len() == recorded
         && present.iter().all(|rel| {
             matches!(
-                (side_digest(home, rel), manifest.files.get(rel)),
+                (current_digest(&home.join(rel), home), manifest.files.get(rel)),
                 (Ok(Some(here)), Some(wrote)) if &here == wrote
             )
         })
@@ -538,6 +566,7 @@ fn apply(
                 generation: manifest.generation,
                 files: target.clone(),
                 previous,
+                config_file: None,
             },
         )?;
     }
@@ -560,6 +589,7 @@ fn apply(
             generation: snapshot.generation,
             files: target,
             previous: BTreeMap::new(),
+            config_file: current_digest(&home.join(SHARED_CONFIG), home)?,
         },
     )?;
     if changed {
@@ -1078,11 +1108,14 @@ mod tests {
         );
         let merged = read(&home, SHARED_CONFIG).expect("config");
         assert_eq!(merged, format!("model = \"gpt-4o\"\n{own}"));
+        // The cheap path next: no snapshot, the config compared whole.
+        let snapshots = *store.snapshots.lock().expect("lock");
         assert!(
             !sync_home(&home, &store, "memory", false)
                 .expect("sync")
                 .changed
         );
+        assert_eq!(*store.snapshots.lock().expect("lock"), snapshots);
         // The node's own table is its own to edit.
         std::fs::write(home.join(SHARED_CONFIG), merged.replace("node-a", "node-b")).expect("w");
         assert!(
