@@ -379,13 +379,13 @@ fn handle(
         // A signature that does not match, or no secret: the secret may
         // have been created or replaced since it was read (secret_cache.rs
         // says how often it is read again).
-        Err(None | Some(SignatureRefusal::Wrong)) => {
+        Err(first @ (None | Some(SignatureRefusal::Wrong))) => {
             match state.secrets.reread(bot.as_str(), Instant::now(), read) {
                 Ok(Some(fresh)) if fresh != held => match check(fresh.as_deref()) {
                     Ok(verified) => verified,
                     Err(why) => return unverified(why),
                 },
-                Ok(_) => return unverified(check(held.as_deref()).err().flatten()),
+                Ok(_) => return unverified(first),
                 Err(error) => return secret_failure(&error),
             }
         }
