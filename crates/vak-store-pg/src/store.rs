@@ -1371,6 +1371,13 @@ mod tests {
         }
         eprintln!("round trips per delivery: {counts:?}");
         assert!(counts.iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
+        // A new session for the bound chat (a rotation without its audit
+        // event): BEGIN, lock, lookup, session, turn, binding, COMMIT.
+        let before = writes.load(SeqCst);
+        deliver(6, true);
+        let rotated = writes.load(SeqCst) - before;
+        eprintln!("round trips of a new session for a bound chat: {rotated}");
+        assert!(rotated <= 7, "{rotated}");
     }
 
     /// The round trips of a delivery to a bound chat (BEGIN, the chat's
