@@ -42,7 +42,7 @@ mod token;
 
 pub use error::AdminError;
 pub use server::{
-    HeadRefusal, Limits, MAX_BODY_BYTES, ServeConfig, Server, serve_router, serve_router_with,
-    stop_signal,
+    HeadRefusal, Limits, MAX_BODY_BYTES, MAX_WORKERS, ServeConfig, Server, serve_router,
+    serve_router_with, stop_signal, workers,
 };
 pub use token::{AdminToken, TokenSource, token_path};

@@ -193,11 +193,22 @@ impl Server {
         self
     }
 
-    /// Serve until Ctrl-C or SIGTERM, on a single-threaded runtime: an
-    /// admin UI has one user, and one thread keeps each request's file work
-    /// strictly ordered.
+    /// Serve until Ctrl-C or SIGTERM, on [`workers`] threads: a view such
+    /// as `/api/prompt` loads, composes and budgets a chain on the thread
+    /// that answers it, so one thread served one such request at a time
+    /// however many cores there were (BENCHMARKS.md, `admin throughput`).
+    /// Requests were never ordered by the thread anyway: the store's work
+    /// and every save already run on blocking threads, and saves exclude
+    /// each other with the home's save lock, a file lock.
     pub fn run(self) -> Result<(), AdminError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
+        self.run_on(workers())
+    }
+
+    /// [`Server::run`] on `threads` worker threads (at least one).
+    pub fn run_on(self, threads: usize) -> Result<(), AdminError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("vak-admin")
             .enable_io()
             .enable_time()
             .build()
@@ -235,6 +246,18 @@ impl Server {
         serve_router(self.listener, app, self.limits, "admin", stop).await
     }
 }
+
+/// How many threads answer admin requests: one per core, at most
+/// [`MAX_WORKERS`] (an admin server has few users; more threads would only
+/// take cores from the gateway service beside it).
+pub fn workers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .clamp(1, MAX_WORKERS)
+}
+
+/// The most threads [`workers`] answers.
+pub const MAX_WORKERS: usize = 4;
 
 /// Serve `app` on `listener` with this accept loop until `stop` completes,
 /// then stop accepting, let requests in flight finish (at most
@@ -1170,6 +1193,16 @@ pub(crate) async fn blocking<T: Send + 'static>(
 
 #[cfg(test)]
 mod tests {
+
+    /// The server answers on one thread per core (at most MAX_WORKERS):
+    /// on one thread a view that composes a chain held every other request.
+    #[test]
+    fn requests_are_answered_on_every_core() {
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get);
+        assert_eq!(workers(), cores.clamp(1, MAX_WORKERS));
+        assert!(workers() >= 1);
+    }
+
     use super::*;
 
     #[test]

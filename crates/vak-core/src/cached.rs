@@ -3,8 +3,9 @@
 //! unchanged".
 //!
 //! [`PromptCache`] keeps one [`ResolvedPrompt`] per set of selectors (one
-//! per bot and chat in the gateway service, at most [`MAX_CACHED`], then it
-//! starts over) beside ONE [`InputWatch`] (one inotify instance) covering
+//! per bot and chat in the gateway service, at most [`MAX_CACHED`]; past it
+//! the least recently used entry is dropped for each new one) beside ONE
+//! [`InputWatch`] (one inotify instance) covering
 //! the union of every cached chain's inputs (the loader's `watch` module says
 //! what is watched and why notifications were chosen over per-file identity
 //! checks). A warm call is one non-blocking read of the notification queue,
@@ -34,9 +35,14 @@ use crate::{Core, CoreError, InboundPrompts, Selectors};
 /// added to the watch after a read, before answering without caching.
 const MAX_REARMS: usize = 3;
 
-/// At most this many resolutions are held; past it the cache starts over,
-/// so memory does not grow with the number of chats.
-pub const MAX_CACHED: usize = 4096;
+/// At most this many resolutions are held by default; past it each new one
+/// replaces the least recently used, so memory stays flat however many
+/// chats there are (dropping one entry at a time, rather than starting
+/// over, frees memory the next entry reuses and keeps busy chats warm). An
+/// entry of a realistic chain costs ~30 KiB (BENCHMARKS.md, `cache_memory`),
+/// so the bound holds the cache near 32 MiB; a chat past it costs one load
+/// and compose on its next delivery, small beside the delivery's write.
+pub const MAX_CACHED: usize = 1024;
 
 /// What a resolution is keyed by: the selectors and a forced trust level,
 /// with their hash computed once.
@@ -88,7 +94,14 @@ impl Hasher for KeyHasher {
     }
 }
 
-type Entries = HashMap<Key, Arc<ResolvedPrompt>, BuildHasherDefault<KeyHasher>>;
+/// A held resolution and when it was last answered (the cache's own tick).
+#[derive(Debug)]
+struct Entry {
+    prompt: Arc<ResolvedPrompt>,
+    used: u64,
+}
+
+type Entries = HashMap<Key, Entry, BuildHasherDefault<KeyHasher>>;
 
 /// The directories a request's watch is armed on: the home, the project
 /// and the working directory.
@@ -112,6 +125,9 @@ struct State {
     /// The roots the watch was armed on since it was last re-armed.
     walked: HashSet<Roots>,
     entries: Entries,
+    /// Moves on every answer from memory and every insert: the recency
+    /// the least recently used entry is found by.
+    tick: u64,
 }
 
 impl State {
@@ -138,6 +154,41 @@ impl State {
             self.watch.extend(request);
             self.generation += 1;
         }
+    }
+
+    /// Keep `prompt` for `key`, dropping the least recently used entry
+    /// first when `capacity` are held. Finding it is a scan of the
+    /// entries, made only on a miss that already read and composed a
+    /// chain, which costs far more.
+    fn insert(&mut self, key: &Key, prompt: &Arc<ResolvedPrompt>, capacity: usize) {
+        if self.entries.len() >= capacity
+            && !self.entries.contains_key(key)
+            && let Some(oldest) = self
+                .entries
+                .iter()
+                .min_by_key(|(_, entry)| entry.used)
+                .map(|(key, _)| key.clone())
+        {
+            self.entries.remove(&oldest);
+        }
+        self.tick += 1;
+        self.entries.insert(
+            key.clone(),
+            Entry {
+                prompt: Arc::clone(prompt),
+                used: self.tick,
+            },
+        );
+    }
+
+    /// The entry for `key`, marked used now.
+    fn hit(&mut self, key: &Key) -> Option<Arc<ResolvedPrompt>> {
+        self.tick += 1;
+        let tick = self.tick;
+        self.entries.get_mut(key).map(|entry| {
+            entry.used = tick;
+            Arc::clone(&entry.prompt)
+        })
     }
 }
 
@@ -179,6 +230,9 @@ pub struct PromptCache {
     state: Mutex<State>,
     keys: RandomState,
     within_window: bool,
+    /// At most this many entries ([`MAX_CACHED`] unless
+    /// [`PromptCache::with_capacity`]).
+    capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
 }
@@ -192,15 +246,23 @@ impl Default for PromptCache {
 impl PromptCache {
     /// An empty cache; nothing is watched until the first resolution.
     pub fn new() -> Self {
+        Self::with_capacity(MAX_CACHED)
+    }
+
+    /// An empty cache holding at most `capacity` resolutions (at least
+    /// one); past it the least recently used is dropped for each new one.
+    pub fn with_capacity(capacity: usize) -> Self {
         PromptCache {
             state: Mutex::new(State {
                 watch: InputWatch::unavailable(),
                 generation: 0,
                 walked: HashSet::new(),
                 entries: Entries::default(),
+                tick: 0,
             }),
             keys: RandomState::new(),
             within_window: false,
+            capacity: capacity.max(1),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
         }
@@ -279,9 +341,9 @@ impl PromptCache {
             let generation = {
                 let mut state = self.lock();
                 state.refresh(core);
-                if let Some(hit) = state.entries.get(key) {
+                if let Some(hit) = state.hit(key) {
                     self.hits.fetch_add(1, Ordering::Relaxed);
-                    return Ok(Arc::clone(hit));
+                    return Ok(hit);
                 }
                 state.extend(&core.selectors().load_request());
                 state.generation
@@ -301,10 +363,7 @@ impl PromptCache {
                 continue;
             }
             if state.generation == generation && state.watch.is_live() {
-                if state.entries.len() >= MAX_CACHED && !state.entries.contains_key(key) {
-                    state.entries.clear();
-                }
-                state.entries.insert(key.clone(), Arc::clone(&prompt));
+                state.insert(key, &prompt, self.capacity);
             }
             // Otherwise something changed while it was read: the answer is
             // as fresh as the call, but not kept.

@@ -1305,7 +1305,7 @@ mod tests {
         assert_eq!(keys.key_of(&project_key), project_key);
         let gateway = "bots.json#/helpdesk/prompts/identity";
         assert_eq!(keys.key_of(gateway), gateway);
-        let other = real.join("home/.vak/config.toml");
+        let other = real.join("home/.vak/prompts/notes.md");
         assert_eq!(keys.key_of(other.as_str()), other.as_str());
     }
 

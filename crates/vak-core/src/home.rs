@@ -33,8 +33,8 @@ use vak_prompt_loader::{
     save_atomic,
 };
 use vak_session::{
-    Expect, GATEWAY_FILES, HomeSnapshot, HomeStore, LAYER_FILES, SessionError, Store, Swapped,
-    home_side_path,
+    Expect, GATEWAY_FILES, HomeSnapshot, HomeStore, LAYER_FILES, SHARED_CONFIG, SKILL_FILE,
+    SessionError, Store, Swapped, home_side_path,
 };
 
 /// Where the replica records what it wrote, relative to the home.
@@ -133,6 +133,13 @@ struct Manifest {
     /// instead of calling them hand edits. Empty once a sync completes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     previous: BTreeMap<String, String>,
+    /// The sha256 of the whole shared config file as the last complete
+    /// sync left it (the store's text and this node's `[store]` table), or
+    /// none when there was none: the cheap check compares the file with it
+    /// instead of parsing the config on every delivery. `files` records the
+    /// text without the table, which is what the store holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    config_file: Option<String>,
 }
 
 impl Manifest {
@@ -214,8 +221,25 @@ fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
     Ok(file)
 }
 
+/// [`local_files`] but the shared config, without reading it.
+fn local_files_except_config(home: &Utf8Path) -> Vec<String> {
+    let mut out = local_files_unread(home);
+    out.retain(|p| p != SHARED_CONFIG);
+    out
+}
+
 /// Every home-side file present under `home`, relative to it.
 pub fn local_files(home: &Utf8Path) -> Vec<String> {
+    let mut out = local_files_unread(home);
+    // A shared config that holds nothing but the node's own `[store]`
+    // table carries nothing: it is not a home-side file of this home.
+    out.retain(|p| p != SHARED_CONFIG || !config_is_node_local(home));
+    out
+}
+
+/// The home-side files present under `home`, the shared config whatever
+/// it holds.
+fn local_files_unread(home: &Utf8Path) -> Vec<String> {
     let mut out = Vec::new();
     for file in GATEWAY_FILES {
         out.push(format!(".vak/gateway/{file}"));
@@ -234,8 +258,116 @@ pub fn local_files(home: &Utf8Path) -> Vec<String> {
             }
         }
     }
+    out.push(SHARED_CONFIG.to_owned());
+    // As many skill directories as the loader reads at most, and then some:
+    // one past its cut is still carried, never silently left behind.
+    if let Ok(entries) = home.join(".vak/skills").read_dir_utf8() {
+        for entry in entries.flatten().take(MAX_SKILL_DIRS) {
+            out.push(format!(".vak/skills/{}/{SKILL_FILE}", entry.file_name()));
+        }
+    }
     out.retain(|p| home_side_path(p) && home.join(p).symlink_metadata().is_ok());
     out
+}
+
+/// At most this many skill directories of the home are carried.
+const MAX_SKILL_DIRS: usize = 4096;
+
+/// Whether the home's shared config holds nothing the home side carries
+/// (only a `[store]` table, or nothing at all). One that cannot be read or
+/// split is not: carrying it reports why.
+fn config_is_node_local(home: &Utf8Path) -> bool {
+    match read_safely(&home.join(SHARED_CONFIG), home) {
+        Ok(None) => true,
+        Ok(Some(text)) => {
+            split_store_table(&text).is_ok_and(|split| split.shared.trim().is_empty())
+        }
+        Err(_) => false,
+    }
+}
+
+/// A shared config cut in two: what the store's home side carries, and the
+/// node's own `[store]` table, which never leaves the node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitConfig {
+    /// Every line but the `[store]` table's (and its sub-tables').
+    pub shared: String,
+    /// The `[store]` table's lines, as written.
+    pub node: String,
+}
+
+/// Cut `text` (a shared `config.toml`) into what every node shares and the
+/// node-local `[store]` table, keeping each line as written. The cut is
+/// checked on the parsed tables: the shared part must be the whole config
+/// without its `store` key, and the node's part that key alone, so a
+/// `store` set any other way (a dotted key, an inline table) is refused
+/// rather than carried to every node.
+///
+/// # Errors
+///
+/// A sentence saying why, for the caller to name the file with.
+pub fn split_store_table(text: &str) -> Result<SplitConfig, String> {
+    let (mut shared, mut node) = (String::new(), String::new());
+    let mut in_store = false;
+    for line in text.split_inclusive('\n') {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with('[') {
+            let header = trimmed.trim_start_matches('[');
+            let name = header.split(']').next().unwrap_or_default().trim();
+            in_store = name == "store" || name.starts_with("store.");
+        }
+        if in_store {
+            node.push_str(line);
+        } else {
+            shared.push_str(line);
+        }
+    }
+    let parse = |text: &str| {
+        text.parse::<toml::Table>()
+            .map_err(|e| format!("is not valid TOML: {}", e.message()))
+    };
+    let mut whole = parse(text)?;
+    let store = whole.remove("store");
+    let clean = parse(&shared).is_ok_and(|rest| rest == whole)
+        && parse(&node).is_ok_and(|cut| {
+            cut.len() == usize::from(store.is_some()) && cut.get("store") == store.as_ref()
+        });
+    if !clean {
+        return Err(
+            "sets `store` other than as a `[store]` table of its own (a dotted key or an inline table), so the node's store cannot be kept apart from what every node shares; write it as a `[store]` table".to_owned(),
+        );
+    }
+    Ok(SplitConfig { shared, node })
+}
+
+/// The shared config here: the file's digest (what a write compares
+/// with), and its split. `None` when absent.
+fn local_config(home: &Utf8Path) -> Result<Option<(String, SplitConfig)>, HomeError> {
+    let path = home.join(SHARED_CONFIG);
+    let fail = |reason: String| HomeError::Replica {
+        action: "read",
+        path: path.clone(),
+        reason,
+    };
+    let Some(text) = read_safely(&path, home).map_err(|e| fail(e.to_string()))? else {
+        return Ok(None);
+    };
+    let split = split_store_table(&text).map_err(fail)?;
+    Ok(Some((sha256_hex(&text), split)))
+}
+
+/// The shared config a node writes: the store's text, then this node's
+/// own `[store]` table when it has one.
+fn with_node_table(shared: &str, node: &str) -> String {
+    if node.is_empty() {
+        return shared.to_owned();
+    }
+    let mut text = shared.to_owned();
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(node);
+    text
 }
 
 /// The generation of a store whose home side was never written (migration
@@ -248,9 +380,16 @@ pub const UNSEEDED: i64 = 1;
 /// home side, and they keep running so until it is seeded (`vak store
 /// import`); from then on the store is the truth and a file it lacks is
 /// refused. A node with no home-side files of its own takes the store's.
+///
+/// The shared config does not count: a node whose config is all it has
+/// (its `[store]` table, a model) took the store's prompt files before the
+/// store carried the config too; it still does, and a config with more
+/// than its `[store]` table that the store lacks is then refused
+/// (`NotInStore`, naming the import) rather than served beside another
+/// node's prompts.
 fn keeps_own_files(home: &Utf8Path) -> bool {
     static WARNED: std::sync::Once = std::sync::Once::new();
-    let keeps = !local_files(home).is_empty();
+    let keeps = local_files(home).iter().any(|rel| rel != SHARED_CONFIG);
     if keeps {
         WARNED.call_once(|| {
             tracing::warn!(
@@ -317,9 +456,26 @@ pub fn sync_home(
 /// wrote (same set, same digests). Checked on every sync, not just when the
 /// store moved: a replica edited by hand would make this node resolve a
 /// prompt no other node does, and rotate a chat back and forth.
+///
+/// The shared config is compared whole with the digest the last sync left
+/// (`Manifest::config_file`), so this check parses nothing; a config that
+/// differs (its `[store]` table edited, say) sends the sync down the full
+/// path, which compares it without that table.
 fn intact(home: &Utf8Path, manifest: &Manifest) -> bool {
-    let present = local_files(home);
-    present.len() == manifest.files.len()
+    let config_as_left = match current_digest(&home.join(SHARED_CONFIG), home) {
+        Ok(here) => here == manifest.config_file,
+        Err(_) => false,
+    };
+    if !config_as_left {
+        return false;
+    }
+    let present = local_files_except_config(home);
+    let recorded = manifest
+        .files
+        .keys()
+        .filter(|rel| *rel != SHARED_CONFIG)
+        .count();
+    present.len() == recorded
         && present.iter().all(|rel| {
             matches!(
                 (current_digest(&home.join(rel), home), manifest.files.get(rel)),
@@ -345,18 +501,28 @@ fn apply(
     paths.dedup();
     let (mut unknown, mut by_hand) = (Vec::new(), Vec::new());
     // (path, the digest there now, the text to write or None to remove)
-    let mut plan: Vec<(String, Option<String>, Option<&str>)> = Vec::new();
+    let mut plan: Vec<(String, Option<String>, Option<String>)> = Vec::new();
+    if let Some(step) = config_step(home, manifest, wanted.get(SHARED_CONFIG).copied())? {
+        match step {
+            Ok(write) => plan.push(write),
+            Err(Ok(by_hand_path)) => by_hand.push(by_hand_path),
+            Err(Err(unknown_path)) => unknown.push(unknown_path),
+        }
+    }
     for rel in &paths {
+        if rel == SHARED_CONFIG {
+            continue;
+        }
         let path = home.join(rel);
         let local = current_digest(&path, home)?;
         match (local, wanted.get(rel.as_str())) {
-            (None, Some(text)) => plan.push((rel.clone(), None, Some(text))),
+            (None, Some(text)) => plan.push((rel.clone(), None, Some((*text).to_owned()))),
             (Some(here), Some(text)) => {
                 if here == sha256_hex(text) {
                     continue;
                 }
                 if manifest.wrote(rel, &here) {
-                    plan.push((rel.clone(), Some(here), Some(text)));
+                    plan.push((rel.clone(), Some(here), Some((*text).to_owned())));
                 } else {
                     by_hand.push(path);
                 }
@@ -400,6 +566,7 @@ fn apply(
                 generation: manifest.generation,
                 files: target.clone(),
                 previous,
+                config_file: None,
             },
         )?;
     }
@@ -409,7 +576,7 @@ fn apply(
         let expected = here.unwrap_or_default();
         match text {
             Some(text) => {
-                save_atomic(&path, home, text, Some(&expected))?;
+                save_atomic(&path, home, &text, Some(&expected))?;
             }
             None => {
                 remove_checked(&path, home, Some(&expected))?;
@@ -422,6 +589,7 @@ fn apply(
             generation: snapshot.generation,
             files: target,
             previous: BTreeMap::new(),
+            config_file: current_digest(&home.join(SHARED_CONFIG), home)?,
         },
     )?;
     if changed {
@@ -433,6 +601,59 @@ fn apply(
     Ok(Synced {
         generation: snapshot.generation,
         changed,
+    })
+}
+
+/// A replica step, or the path refused: `Err(Ok(path))` changed by hand,
+/// `Err(Err(path))` not in the store.
+type Step = Result<(String, Option<String>, Option<String>), Result<Utf8PathBuf, Utf8PathBuf>>;
+
+/// What the sync does with the shared config: compared without its
+/// `[store]` table, which stays this node's (kept below the store's text
+/// whenever vak writes the file). A config that holds nothing but that
+/// table is replaced by the store's text and the table; one vak wrote is
+/// brought up to the store's; any other that differs is a hand edit.
+fn config_step(
+    home: &Utf8Path,
+    manifest: &Manifest,
+    wanted: Option<&str>,
+) -> Result<Option<Step>, HomeError> {
+    let path = home.join(SHARED_CONFIG);
+    // Which store a node uses is its own: a copy in the store that names
+    // one (an altered row) is refused, never written to the node.
+    if let Some(text) = wanted
+        && !split_store_table(text).is_ok_and(|split| split.node.is_empty())
+    {
+        return Err(HomeError::Replica {
+            action: "sync",
+            path,
+            reason: "the store's copy sets `store` or is not valid TOML; a node's store is its own and is never taken from the store, so import the home's config again (`vak store import --from file --store URL`)".to_owned(),
+        });
+    }
+    let Some((file_digest, split)) = local_config(home)? else {
+        return Ok(wanted.map(|text| Ok((SHARED_CONFIG.to_owned(), None, Some(text.to_owned())))));
+    };
+    let here = sha256_hex(&split.shared);
+    let ours = manifest.wrote(SHARED_CONFIG, &here) || split.shared.trim().is_empty();
+    let write = |text: &str| {
+        let merged = with_node_table(text, &split.node);
+        // Nothing to write when the merged text is the file already.
+        (sha256_hex(&merged) != file_digest).then(|| {
+            let step: Step = Ok((
+                SHARED_CONFIG.to_owned(),
+                Some(file_digest.clone()),
+                Some(merged),
+            ));
+            step
+        })
+    };
+    Ok(match wanted {
+        Some(text) if sha256_hex(text) == here => None,
+        Some(text) if ours => write(text),
+        Some(_) => Some(Err(Ok(path))),
+        None if split.shared.trim().is_empty() => None,
+        None if ours => write(""),
+        None => Some(Err(Err(path))),
     })
 }
 
@@ -691,7 +912,18 @@ pub fn import_home(
                 reason: e.to_string(),
             })?
         };
-        let Some(text) = text else { continue };
+        let Some(mut text) = text else { continue };
+        if rel == SHARED_CONFIG {
+            // Every node shares it but the `[store]` table: that names this
+            // node's store and stays here.
+            text = split_store_table(&text)
+                .map_err(|reason| HomeError::Replica {
+                    action: "import",
+                    path: path.clone(),
+                    reason,
+                })?
+                .shared;
+        }
         // Any generation: an import copies files the store lacks, checking
         // no budget that a change elsewhere could make stale.
         match store.home_put(&rel, &text, &Expect::Absent, None, by)? {
@@ -854,6 +1086,95 @@ mod tests {
         assert!(!again.changed);
         assert_eq!(again.generation, synced.generation);
         assert_eq!(*store.snapshots.lock().expect("lock"), snapshots);
+    }
+
+    /// The shared config travels without the node's `[store]` table: a
+    /// node whose config is only that table takes the store's text and
+    /// keeps its table below it, later changes follow, and editing the
+    /// node's own table is never a hand edit of the home side.
+    #[test]
+    fn the_shared_config_is_synced_around_the_nodes_own_store_table() {
+        let (_dir, home) = home();
+        let own = "[store]\nurl = \"postgres://node-a/vak\"\n";
+        std::fs::create_dir_all(home.join(".vak")).expect("dir");
+        std::fs::write(home.join(SHARED_CONFIG), own).expect("write");
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        store.set(SHARED_CONFIG, Some("model = \"gpt-4o\"\n"));
+        assert!(
+            sync_home(&home, &store, "memory", false)
+                .expect("sync")
+                .changed
+        );
+        let merged = read(&home, SHARED_CONFIG).expect("config");
+        assert_eq!(merged, format!("model = \"gpt-4o\"\n{own}"));
+        // The cheap path next: no snapshot, the config compared whole.
+        let snapshots = *store.snapshots.lock().expect("lock");
+        assert!(
+            !sync_home(&home, &store, "memory", false)
+                .expect("sync")
+                .changed
+        );
+        assert_eq!(*store.snapshots.lock().expect("lock"), snapshots);
+        // The node's own table is its own to edit.
+        std::fs::write(home.join(SHARED_CONFIG), merged.replace("node-a", "node-b")).expect("w");
+        assert!(
+            !sync_home(&home, &store, "memory", false)
+                .expect("sync")
+                .changed
+        );
+        store.set(SHARED_CONFIG, Some("model = \"o3\"\n"));
+        assert!(
+            sync_home(&home, &store, "memory", false)
+                .expect("sync")
+                .changed
+        );
+        assert_eq!(
+            read(&home, SHARED_CONFIG).as_deref(),
+            Some("model = \"o3\"\n[store]\nurl = \"postgres://node-b/vak\"\n")
+        );
+        // A hand edit of the shared part is refused, as for any file.
+        std::fs::write(home.join(SHARED_CONFIG), "model = \"mine\"\n").expect("w");
+        store.set(SHARED_CONFIG, Some("model = \"o4\"\n"));
+        let refused = sync_home(&home, &store, "memory", false).expect_err("by hand");
+        assert!(
+            matches!(refused, HomeError::EditedByHand { .. }),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_store_copy_that_names_a_store_is_never_written() {
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(
+            SHARED_CONFIG,
+            Some("[store]\nurl = \"postgres://elsewhere/x\"\n"),
+        );
+        let refused = sync_home(&home, &store, "memory", false).expect_err("refused");
+        assert!(
+            refused.to_string().contains("never taken from the store"),
+            "{refused}"
+        );
+        assert_eq!(read(&home, SHARED_CONFIG), None);
+    }
+
+    #[test]
+    fn a_store_table_is_cut_as_written_and_any_other_spelling_refused() {
+        let split = split_store_table(
+            "model = \"x\"\n[store]\nurl = \"u\"\n[store.pool]\nmax = 2\n[prompts]\nmax_tokens = 9\n",
+        )
+        .expect("split");
+        assert_eq!(split.shared, "model = \"x\"\n[prompts]\nmax_tokens = 9\n");
+        assert_eq!(split.node, "[store]\nurl = \"u\"\n[store.pool]\nmax = 2\n");
+        for bad in [
+            "store.url = \"u\"\n",
+            "store = { url = \"u\" }\n",
+            "s = \"\"\"\n[store]\n\"\"\"\n",
+            "not toml [",
+        ] {
+            assert!(split_store_table(bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -13,6 +13,7 @@ mod error;
 mod lifecycle;
 mod request;
 mod secret;
+mod secret_cache;
 mod service;
 mod store;
 

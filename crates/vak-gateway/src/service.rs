@@ -27,7 +27,11 @@ use serde_json::{Value, json};
 use vak_core::prompts::{Claim, Name, NameKind, SessionError, Store, SurfaceKind};
 use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
-use crate::{Formats, LifecycleError, REPLAY_WINDOW_SECS, deliver_cached, meta_for, open_store};
+use crate::secret_cache::SecretCache;
+use crate::{
+    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_cached,
+    meta_for, open_store,
+};
 
 /// The body of a delivered message: its text (other keys are ignored).
 #[derive(serde::Deserialize)]
@@ -72,6 +76,9 @@ struct Shared {
     /// The signature formats accepted: `v1` only with `[gateway] accept_v1
     /// = true` in the shared config, read when the service starts.
     formats: Formats,
+    /// Each bot's signing secret as last read: a request is verified (or
+    /// refused) without waiting for the store.
+    secrets: SecretCache,
 }
 
 impl Service {
@@ -100,6 +107,7 @@ impl Service {
             state: Arc::new(Shared {
                 cache: PromptCache::within_window(),
                 formats,
+                secrets: SecretCache::default(),
                 home: config.home,
                 project: config.project,
                 store,
@@ -347,43 +355,41 @@ fn handle(
     signature: Option<&str>,
     body: &Bytes,
 ) -> Response {
-    let secret = match crate::bot_secret(&*state.store, &state.home, &bot) {
-        Ok(Some(secret)) => secret,
-        Ok(None) => {
-            return refusal(
-                StatusCode::UNAUTHORIZED,
-                "this bot has no signing secret; create it with `vak gateway secret BOT`",
-            );
-        }
-        // The server's failure, never the sender's: a 401 would tell a
-        // sender its signature is wrong, and it would not retry.
-        Err(LifecycleError::Store(error)) => {
-            tracing::warn!(%error, "the store did not answer for a signing secret");
-            return refusal(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the store does not answer; nothing was written, so send the same signed request again",
-            );
-        }
-        Err(error) => {
-            tracing::error!(%error, "a signing secret is unreadable");
-            return refusal(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "this bot's signing secret is unreadable on the server; nothing was written, and the server log says why",
-            );
-        }
-    };
     let now = now_secs();
-    let verified = match crate::verify(
-        &secret,
-        state.formats,
-        (bot.as_str(), chat.as_str()),
-        timestamp,
-        signature,
-        body,
-        now,
-    ) {
+    let read = || crate::bot_secret(&*state.store, &state.home, &bot);
+    // `None`: the bot has no secret.
+    let check = |secret: Option<&str>| -> Result<Verified, Option<SignatureRefusal>> {
+        crate::verify(
+            secret.ok_or(None)?,
+            state.formats,
+            (bot.as_str(), chat.as_str()),
+            timestamp,
+            signature,
+            body,
+            now,
+        )
+        .map_err(Some)
+    };
+    let held = match state.secrets.get(bot.as_str(), Instant::now(), read) {
+        Ok(held) => held,
+        Err(error) => return secret_failure(&error),
+    };
+    let verified = match check(held.as_deref()) {
         Ok(verified) => verified,
-        Err(why) => return refusal(StatusCode::UNAUTHORIZED, why.message()),
+        // A signature that does not match, or no secret: the secret may
+        // have been created or replaced since it was read (secret_cache.rs
+        // says how often it is read again).
+        Err(first @ (None | Some(SignatureRefusal::Wrong))) => {
+            match state.secrets.reread(bot.as_str(), Instant::now(), read) {
+                Ok(Some(fresh)) if fresh != held => match check(fresh.as_deref()) {
+                    Ok(verified) => verified,
+                    Err(why) => return unverified(why),
+                },
+                Ok(_) => return unverified(first),
+                Err(error) => return secret_failure(&error),
+            }
+        }
+        Err(why) => return unverified(why),
     };
     let text = match serde_json::from_slice::<MessageBody>(body) {
         Ok(MessageBody { text }) if !text.trim().is_empty() => text,
@@ -446,6 +452,39 @@ fn handle(
             response
         }
         Err(error) => failure(&error),
+    }
+}
+
+/// The 401 for a request not verified: `why`, or the bot has no secret.
+fn unverified(why: Option<SignatureRefusal>) -> Response {
+    match why {
+        Some(why) => refusal(StatusCode::UNAUTHORIZED, why.message()),
+        None => refusal(
+            StatusCode::UNAUTHORIZED,
+            "this bot has no signing secret; create it with `vak gateway secret BOT`",
+        ),
+    }
+}
+
+/// A secret that could not be read: the server's failure, never the
+/// sender's (a 401 would tell a sender its signature is wrong, and it
+/// would not retry).
+fn secret_failure(error: &LifecycleError) -> Response {
+    match error {
+        LifecycleError::Store(error) => {
+            tracing::warn!(%error, "the store did not answer for a signing secret");
+            refusal(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the store does not answer; nothing was written, so send the same signed request again",
+            )
+        }
+        error => {
+            tracing::error!(%error, "a signing secret is unreadable");
+            refusal(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "this bot's signing secret is unreadable on the server; nothing was written, and the server log says why",
+            )
+        }
     }
 }
 

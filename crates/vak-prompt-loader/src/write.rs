@@ -574,7 +574,10 @@ pub fn save_atomic(
         .map_err(io_err("sync the directory", opened.path()))?;
     drop(lock);
     let digest = sha256_hex(text);
-    tracing::info!(path = %Escaped(path.as_str()), %digest, "prompt layer file saved");
+    // Debug, not info: a node's start writes every replica file through
+    // here, and one line per file says nothing an operator acts on; the
+    // command or request that saved a file reports it.
+    tracing::debug!(path = %Escaped(path.as_str()), %digest, "prompt layer file saved");
     Ok(SaveOutcome {
         path: path.to_owned(),
         digest,

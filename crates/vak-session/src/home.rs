@@ -1,6 +1,9 @@
 //! The home side of the prompt (the shared layer, its `surface/<kind>/` and
 //! `agents/<role>/` sub-layers, the gateway tiers `bots.json` and
-//! `allowlist.json`) and the bots' signing secrets, as a store may hold
+//! `allowlist.json`, the shared `config.toml` without its node-local
+//! `[store]` table — model, budget, permissions, MCP servers — and the
+//! skills' `SKILL.md` files: everything a prompt depends on that the home
+//! holds) and the bots' signing secrets, as a store may hold
 //! them: the PostgreSQL store does, so every gateway node
 //! resolves the same operator prompts; the file store does not (the files
 //! of the home are the home side).
@@ -125,10 +128,18 @@ pub const LAYER_FILES: [&str; 4] = [
 /// The gateway tiers.
 pub const GATEWAY_FILES: [&str; 2] = ["bots.json", "allowlist.json"];
 
+/// The shared config, relative to the home. The store keeps it without its
+/// `[store]` table, which names the node's own store and stays on the node.
+pub const SHARED_CONFIG: &str = ".vak/config.toml";
+
+/// The one file of a skill the prompt reads (`.vak/skills/<name>/SKILL.md`).
+pub const SKILL_FILE: &str = "SKILL.md";
+
 /// Whether `path` (relative to the home) is a home-side file: a layer file
 /// of `.vak/prompts/`, `.vak/prompts/surface/<kind>/` or
-/// `.vak/prompts/agents/<role>/`, or a gateway tier file. The directory
-/// names must be valid names (`Name` rules: no `..`, no `/`).
+/// `.vak/prompts/agents/<role>/`, a gateway tier file, the shared
+/// `.vak/config.toml`, or a skill's `.vak/skills/<name>/SKILL.md`. The
+/// directory names must be valid names (`Name` rules: no `..`, no `/`).
 pub fn home_side_path(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
     let name_ok = |s: &str| {
@@ -137,6 +148,8 @@ pub fn home_side_path(path: &str) -> bool {
     };
     match parts.as_slice() {
         [".vak", "gateway", file] => GATEWAY_FILES.contains(file),
+        [".vak", "config.toml"] => true,
+        [".vak", "skills", dir, file] => name_ok(dir) && *file == SKILL_FILE,
         [".vak", "prompts", file] => LAYER_FILES.contains(file),
         [".vak", "prompts", "surface" | "agents", dir, file] => {
             name_ok(dir) && LAYER_FILES.contains(file)
@@ -157,6 +170,8 @@ mod tests {
             ".vak/prompts/agents/reviewer/operating-rules.md",
             ".vak/gateway/bots.json",
             ".vak/gateway/allowlist.json",
+            ".vak/config.toml",
+            ".vak/skills/changelog/SKILL.md",
         ] {
             assert!(home_side_path(good), "{good}");
         }
@@ -167,7 +182,11 @@ mod tests {
             ".vak/prompts/agents/./guardrails.md",
             ".vak/prompts/notes.md",
             ".vak/gateway/secrets/helpdesk",
-            ".vak/config.toml",
+            ".vak/skills/../SKILL.md",
+            ".vak/skills/.hidden/SKILL.md",
+            ".vak/skills/changelog/script.sh",
+            ".vak/skills/SKILL.md",
+            ".vak/prompts/config.toml",
             "/.vak/prompts/guardrails.md",
             ".vak/prompts/surface/a/b/guardrails.md",
             ".vak/prompts/agents//guardrails.md",

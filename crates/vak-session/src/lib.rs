@@ -48,7 +48,8 @@ pub use contract::{
 };
 pub use error::SessionError;
 pub use home::{
-    Expect, GATEWAY_FILES, HomeFile, HomeSnapshot, HomeStore, LAYER_FILES, Swapped, home_side_path,
+    Expect, GATEWAY_FILES, HomeFile, HomeSnapshot, HomeStore, LAYER_FILES, SHARED_CONFIG,
+    SKILL_FILE, Swapped, home_side_path,
 };
 pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};

@@ -17,10 +17,10 @@ use vak_session::{
 use crate::PgStore;
 
 /// The current generation, read inside whatever transaction `client` is.
+const GENERATION: &str = "SELECT generation FROM vak_home_generation";
+
 pub(crate) fn generation(client: &mut impl GenericClient) -> Result<i64, postgres::Error> {
-    Ok(client
-        .query_one("SELECT generation FROM vak_home_generation", &[])?
-        .get(0))
+    Ok(client.query_one(GENERATION, &[])?.get(0))
 }
 
 impl PgStore {
@@ -29,7 +29,7 @@ impl PgStore {
             Ok(())
         } else {
             Err(self.fail(format!(
-                "`{}` is not a home-side file (a layer file under `.vak/prompts/`, its `surface/<kind>/` or `agents/<role>/`, or `.vak/gateway/bots.json` or `allowlist.json`); nothing was written",
+                "`{}` is not a home-side file (a layer file under `.vak/prompts/`, its `surface/<kind>/` or `agents/<role>/`, `.vak/gateway/bots.json` or `allowlist.json`, `.vak/config.toml`, or a skill's `.vak/skills/<name>/SKILL.md`); nothing was written",
                 vak_prompt_blocks::Escaped(path)
             )))
         }
@@ -106,7 +106,14 @@ impl PgStore {
 
 impl HomeStore for PgStore {
     fn home_generation(&self) -> Result<i64, SessionError> {
-        self.pool.with(generation).map_err(|e| self.err(&e))
+        // Read before every delivery (the sync's cheap check): prepared
+        // once per connection, one round trip.
+        self.pool
+            .with_prepared(|client, prepared| {
+                let statement = prepared.get(client, GENERATION)?;
+                Ok(client.query_one(&statement, &[])?.get(0))
+            })
+            .map_err(|e| self.err(&e))
     }
 
     fn home_snapshot(&self) -> Result<HomeSnapshot, SessionError> {

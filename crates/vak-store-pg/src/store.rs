@@ -494,65 +494,82 @@ fn read_ledger(
 /// A turn record as the store writes it begins with its tag.
 const TURN_PREFIX: &str = r#"{"type":"turn",%"#;
 
-/// The bound session for a delivery: header, first and last turn, count —
-/// three indexed queries instead of the whole history.
-fn read_bound(
-    store: &PgStore,
-    client: &mut impl GenericClient,
-    id: &SessionId,
-) -> Result<Result<BoundSession, SessionError>, postgres::Error> {
-    let Some(row) = client.query_opt(
-        "SELECT header FROM vak_sessions WHERE id = $1",
-        &[&id.as_str()],
-    )?
-    else {
-        return Ok(Err(not_found(id)));
+/// A delivery's writes, prepared once per connection.
+const INSERT_RECORD: &str = "INSERT INTO vak_records (session_id, record) VALUES ($1, $2)";
+const INSERT_SESSION: &str =
+    "INSERT INTO vak_sessions (id, created_at, header) VALUES ($1, $2, $3)";
+const INSERT_EVENT: &str = "INSERT INTO vak_audit (event) VALUES ($1)";
+const BIND: &str = "INSERT INTO vak_bindings (bot, chat, session_id, bound_at) VALUES ($1, $2, $3, $4)
+ ON CONFLICT (bot, chat) DO UPDATE SET session_id = EXCLUDED.session_id, bound_at = EXCLUDED.bound_at";
+
+/// The chat's lock by the binding row; no row for a chat never delivered
+/// to.
+const ROW_LOCK: &str = "SELECT 1 FROM vak_bindings WHERE bot = $1 AND chat = $2 FOR UPDATE";
+
+/// The empty binding row a new chat's lock is taken on.
+const ROW_INSERT: &str =
+    "INSERT INTO vak_bindings (bot, chat) VALUES ($1, $2) ON CONFLICT DO NOTHING";
+
+/// The chat's lock by a transaction-scoped advisory lock on a hash of
+/// `bot/chat`.
+const ADVISORY_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 7))";
+
+/// Everything a delivery reads under the chat's lock, in one statement:
+/// whether the claim (`$4`, none when NULL) was taken, the home side's
+/// generation, the bound session's id and header, its first and last turn
+/// and its turn count (indexed reads, never its whole history).
+const LOOKUP: &str = "
+WITH claim AS (
+    INSERT INTO vak_replay (key, at)
+    SELECT $4::text, LEAST(GREATEST($5::bigint, n - $6::bigint), n)
+    FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
+    WHERE $4::text IS NOT NULL
+    ON CONFLICT (key) DO NOTHING
+    RETURNING 1
+), bound AS (
+    SELECT session_id FROM vak_bindings WHERE bot = $1 AND chat = $2
+)
+SELECT (SELECT count(*) FROM claim),
+       (SELECT generation FROM vak_home_generation),
+       b.session_id,
+       (SELECT header FROM vak_sessions WHERE id = b.session_id),
+       (SELECT record FROM vak_records
+         WHERE session_id = b.session_id AND record LIKE $3 ORDER BY seq ASC LIMIT 1),
+       (SELECT record FROM vak_records
+         WHERE session_id = b.session_id AND record LIKE $3 ORDER BY seq DESC LIMIT 1),
+       (SELECT count(*) FROM vak_records WHERE session_id = b.session_id AND record LIKE $3)
+FROM (SELECT 1) AS one LEFT JOIN bound AS b ON true";
+
+/// The bound session for a delivery from the [`LOOKUP`] row: unbound, live
+/// (header, first and last turn, count) or gone (its ledger is not there).
+fn bound_of(store: &PgStore, row: &postgres::Row) -> Result<Bound, SessionError> {
+    let Some(raw) = row.get::<_, Option<String>>(2) else {
+        return Ok(Bound::Unbound);
     };
-    let header_text: String = row.get(0);
-    let header = match serde_json::from_str::<Header>(&header_text) {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(store.bad(id, "a created record", &e))),
+    let id = SessionId::parse(&raw)?;
+    let Some(header_text) = row.get::<_, Option<String>>(3) else {
+        return Ok(Bound::Gone(id));
     };
-    let mut turn = |order: &str| -> Result<Result<Option<Turn>, SessionError>, postgres::Error> {
-        let row = client.query_opt(
-            &format!(
-                "SELECT record FROM vak_records WHERE session_id = $1 AND record LIKE $2 ORDER BY seq {order} LIMIT 1"
-            ),
-            &[&id.as_str(), &TURN_PREFIX],
-        )?;
-        Ok(match row {
+    let header = serde_json::from_str::<Header>(&header_text)
+        .map_err(|e| store.bad(&id, "a created record", &e))?;
+    let turn = |text: Option<String>| -> Result<Option<Turn>, SessionError> {
+        match text.map(|text| Record::from_json(text.as_bytes())) {
             None => Ok(None),
-            Some(row) => {
-                let text: String = row.get(0);
-                match Record::from_json(text.as_bytes()) {
-                    Ok(Record::Turn(turn)) => Ok(Some(turn)),
-                    Ok(_) => Ok(None),
-                    Err(e) => Err(store.bad(id, "a record", &e)),
-                }
-            }
-        })
+            Some(Ok(Record::Turn(turn))) => Ok(Some(turn)),
+            Some(Ok(_)) => Ok(None),
+            Some(Err(e)) => Err(store.bad(&id, "a record", &e)),
+        }
     };
-    let first_turn = match turn("ASC")? {
-        Ok(t) => t,
-        Err(e) => return Ok(Err(e)),
-    };
-    let last_turn = match turn("DESC")? {
-        Ok(t) => t,
-        Err(e) => return Ok(Err(e)),
-    };
-    let count: i64 = client
-        .query_one(
-            "SELECT count(*) FROM vak_records WHERE session_id = $1 AND record LIKE $2",
-            &[&id.as_str(), &TURN_PREFIX],
-        )?
-        .get(0);
-    Ok(Ok(BoundSession {
+    let first_turn = turn(row.get(4))?;
+    let last_turn = turn(row.get(5))?;
+    let count: i64 = row.get(6);
+    Ok(Bound::Live(Box::new(BoundSession {
         id: id.clone(),
         header,
         first_turn,
         last_turn,
         turns: usize::try_from(count).unwrap_or(0),
-    }))
+    })))
 }
 
 /// Every audit event of a type this build knows, oldest first (the others
@@ -920,61 +937,63 @@ impl Store for PgStore {
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         self.pool
-            .with(|client| {
+            .with_prepared(|client, prepared| {
                 let mut tx = client.transaction()?;
-                let bound_id: Option<String> = match self.lock {
+                // The chat's lock: one statement when the chat has a
+                // binding row (every chat after its first delivery).
+                match self.lock {
                     LockMode::Advisory => {
-                        tx.execute(
-                            "SELECT pg_advisory_xact_lock(hashtextextended($1 || '/' || $2, 7))",
-                            &[&bot_s, &chat_s],
-                        )?;
-                        tx.query_opt(
-                            "SELECT session_id FROM vak_bindings WHERE bot = $1 AND chat = $2",
-                            &[&bot_s, &chat_s],
-                        )?
-                        .and_then(|row| row.get(0))
+                        let lock = prepared.get(&mut tx, ADVISORY_LOCK)?;
+                        tx.execute(&lock, &[&bot_s, &chat_s])?;
                     }
                     LockMode::Row => {
-                        tx.execute(
-                            "INSERT INTO vak_bindings (bot, chat) VALUES ($1, $2) ON CONFLICT DO NOTHING",
-                            &[&bot_s, &chat_s],
-                        )?;
-                        tx.query_opt(
-                            "SELECT session_id FROM vak_bindings WHERE bot = $1 AND chat = $2 FOR UPDATE",
-                            &[&bot_s, &chat_s],
-                        )?
-                        .and_then(|row| row.get(0))
+                        let lock = prepared.get(&mut tx, ROW_LOCK)?;
+                        if tx.query_opt(&lock, &[&bot_s, &chat_s])?.is_none() {
+                            let insert = prepared.get(&mut tx, ROW_INSERT)?;
+                            tx.execute(&insert, &[&bot_s, &chat_s])?;
+                            tx.query_opt(&lock, &[&bot_s, &chat_s])?;
+                        }
                     }
-                };
+                }
+                // Then, in one statement (its snapshot taken after the lock,
+                // so it sees the last delivery to this chat whole): the
+                // signature taken, the home side's generation, the binding
+                // and the bound session's header, first and last turn and
+                // turn count.
+                //
                 // The signature is taken in this transaction, so it is
                 // taken exactly when the delivery commits: a delivery that
                 // fails rolls it back and the sender's retry is delivered.
                 // A concurrent insert of the same key (the same signed
                 // request on another node, to any chat) makes this one wait
-                // for that transaction and then insert nothing.
-                if let Some(claim) = claim {
-                    // Stamped with the request's time brought into the
-                    // database's `[now − window, now]`: a time dated far
-                    // back (the sender's claim, up to `i64::MIN`) must not
-                    // make the claim look old enough to prune while its
-                    // request is in the window.
-                    let taken = tx.execute(
-                        "INSERT INTO vak_replay (key, at)
-                         SELECT $1, LEAST(GREATEST($2, n - $3), n)
-                         FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
-                         ON CONFLICT (key) DO NOTHING",
-                        &[&claim.digest(), &claim.at, &window_secs(claim.window_secs)],
-                    )?;
-                    if taken == 0 {
-                        outcome = Err(SessionError::Replayed);
-                        return Ok(());
-                    }
+                // for that transaction and then insert nothing. It is
+                // stamped with the request's time brought into the
+                // database's `[now − window, now]`: a time dated far back
+                // (the sender's claim, up to `i64::MIN`) must not make the
+                // claim look old enough to prune while its request is in
+                // the window.
+                let lookup = prepared.get(&mut tx, LOOKUP)?;
+                let (key, at, window) = match claim {
+                    Some(claim) => (
+                        Some(claim.digest()),
+                        claim.at,
+                        window_secs(claim.window_secs),
+                    ),
+                    None => (None, 0, 0),
+                };
+                let row = tx.query_one(
+                    &lookup,
+                    &[&bot_s, &chat_s, &TURN_PREFIX, &key, &at, &window],
+                )?;
+                if claim.is_some() && row.get::<_, i64>(0) == 0 {
+                    outcome = Err(SessionError::Replayed);
+                    return Ok(());
                 }
                 // Under the chat's lock: a prompt resolved from an older
                 // home side must not be planned with (it could rotate the
                 // chat back to a prompt another node already moved past).
                 if let Some(resolved) = home_generation {
-                    let now = crate::home::generation(&mut tx)?;
+                    let now: i64 = row.get(1);
                     if now != resolved {
                         outcome = Err(SessionError::HomeMoved {
                             store: self.described.clone(),
@@ -984,24 +1003,11 @@ impl Store for PgStore {
                         return Ok(());
                     }
                 }
-                let bound = match bound_id {
-                    None => Bound::Unbound,
-                    Some(raw) => {
-                        let id = match SessionId::parse(&raw) {
-                            Ok(id) => id,
-                            Err(e) => {
-                                outcome = Err(e);
-                                return Ok(());
-                            }
-                        };
-                        match read_bound(self, &mut tx, &id)? {
-                            Ok(session) => Bound::Live(Box::new(session)),
-                            Err(SessionError::NotFound { .. }) => Bound::Gone(id),
-                            Err(e) => {
-                                outcome = Err(e);
-                                return Ok(());
-                            }
-                        }
+                let bound = match bound_of(self, &row) {
+                    Ok(bound) => bound,
+                    Err(e) => {
+                        outcome = Err(e);
+                        return Ok(());
                     }
                 };
                 let Some(planned) = plan(&bound) else {
@@ -1021,7 +1027,10 @@ impl Store for PgStore {
                             return Ok(());
                         };
                         match self.encode(&Record::Turn(turn), &ledger.id) {
-                            Ok(text) => insert_record(&mut tx, &ledger.id, &text)?,
+                            Ok(text) => {
+                                let insert = prepared.get(&mut tx, INSERT_RECORD)?;
+                                tx.execute(&insert, &[&ledger.id.as_str(), &text])?;
+                            }
                             Err(e) => {
                                 outcome = Err(e);
                                 return Ok(());
@@ -1064,7 +1073,11 @@ impl Store for PgStore {
                                 ),
                                 _ => None,
                             };
-                            Ok((h, turn, event.into_iter().chain(rebound).collect::<Vec<_>>()))
+                            Ok((
+                                h,
+                                turn,
+                                event.into_iter().chain(rebound).collect::<Vec<_>>(),
+                            ))
                         });
                         let ((created_at, header), turn, events) = match encoded {
                             Ok(parts) => parts,
@@ -1073,17 +1086,17 @@ impl Store for PgStore {
                                 return Ok(());
                             }
                         };
-                        insert_session(&mut tx, &id, &created_at, &header)?;
+                        let insert = prepared.get(&mut tx, INSERT_SESSION)?;
+                        tx.execute(&insert, &[&id.as_str(), &created_at, &header])?;
                         for event in &events {
-                            tx.execute("INSERT INTO vak_audit (event) VALUES ($1)", &[event])?;
+                            let insert = prepared.get(&mut tx, INSERT_EVENT)?;
+                            tx.execute(&insert, &[event])?;
                         }
-                        insert_record(&mut tx, &id, &turn)?;
+                        let insert = prepared.get(&mut tx, INSERT_RECORD)?;
+                        tx.execute(&insert, &[&id.as_str(), &turn])?;
                         let bound_at = vak_session::now_rfc3339();
-                        tx.execute(
-                            "INSERT INTO vak_bindings (bot, chat, session_id, bound_at) VALUES ($1, $2, $3, $4)
-                             ON CONFLICT (bot, chat) DO UPDATE SET session_id = EXCLUDED.session_id, bound_at = EXCLUDED.bound_at",
-                            &[&bot_s, &chat_s, &id.as_str(), &bound_at],
-                        )?;
+                        let bind = prepared.get(&mut tx, BIND)?;
+                        tx.execute(&bind, &[&bot_s, &chat_s, &id.as_str(), &bound_at])?;
                         id
                     }
                 };
@@ -1259,6 +1272,118 @@ mod tests {
         keys.retain(|k| k == "live" || k == "stale");
         assert_eq!(keys, ["live"], "the live one kept, the stale one gone");
     }
+
+    /// A TCP proxy to the server of `url` that counts the client's
+    /// writes: each is one request the client then waits on (a round
+    /// trip), since the driver sends a request whole and reads the answer
+    /// before the next. Answers the URL through the proxy.
+    fn counting_proxy(url: &str) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{Read, Write};
+        use std::sync::atomic::AtomicUsize;
+        let (head, rest) = url.split_once('@').expect("user@host");
+        let (server, tail) = rest.split_once('/').expect("host/db");
+        let server = server.to_owned();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let proxied = format!("{head}@{}/{tail}", listener.local_addr().expect("addr"));
+        let writes = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = writes.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let upstream = std::net::TcpStream::connect(&server).expect("server");
+                let _ = (client.set_nodelay(true), upstream.set_nodelay(true));
+                let (mut c_in, mut u_out) = (
+                    client.try_clone().expect("c"),
+                    upstream.try_clone().expect("u"),
+                );
+                let (mut u_in, mut c_out) = (upstream, client);
+                let counted = counted.clone();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while let Ok(n) = c_in.read(&mut buf) {
+                        if n == 0 || u_out.write_all(&buf[..n]).is_err() {
+                            break;
+                        }
+                        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    }
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut u_in, &mut c_out);
+                });
+            }
+        });
+        (proxied, writes)
+    }
+
+    /// How many round trips a delivery to a chat that has a session takes
+    /// (the common case under load), with a signature to claim and a home
+    /// generation to check: each is a wait on the database's answer, so
+    /// it bounds what one connection delivers per second.
+    #[test]
+    fn a_delivery_to_a_bound_chat_takes_few_round_trips() {
+        use std::sync::atomic::Ordering::SeqCst;
+        use vak_prompt_blocks::NameKind;
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "roundtrips");
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        let (proxied, writes) = counting_proxy(&url);
+        let store = PgStore::open(&format!("{proxied}?vak_pool=1")).expect("open");
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let generation = vak_session::HomeStore::home_generation(&store).expect("generation");
+        let deliver = |n: usize, fresh: bool| {
+            let key = format!("v2=roundtrip-{n}");
+            let claim = vak_session::Claim {
+                key: &key,
+                at: 0,
+                window_secs: 300,
+            };
+            store
+                .deliver_at(&bot, &chat, Some(generation), Some(&claim), &mut |bound| {
+                    Some(if fresh {
+                        ChatPlan::Fresh(Box::new(FreshSession {
+                            meta: SessionMeta::default(),
+                            contract: vak_session::FrozenContract::default(),
+                            change: None,
+                            turn: Turn::now("hello", ""),
+                        }))
+                    } else {
+                        assert!(matches!(bound, Bound::Live(_)), "bound");
+                        ChatPlan::Continue {
+                            turn: Turn::now("again", ""),
+                        }
+                    })
+                })
+                .expect("delivered")
+                .expect("committed")
+        };
+        deliver(0, true);
+        deliver(1, false);
+        let mut counts = Vec::new();
+        for n in 2..6 {
+            let before = writes.load(SeqCst);
+            deliver(n, false);
+            counts.push(writes.load(SeqCst) - before);
+        }
+        eprintln!("round trips per delivery: {counts:?}");
+        assert!(counts.iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
+        // A new session for the bound chat (a rotation without its audit
+        // event): BEGIN, lock, lookup, session, turn, binding, COMMIT.
+        let before = writes.load(SeqCst);
+        deliver(6, true);
+        let rotated = writes.load(SeqCst) - before;
+        eprintln!("round trips of a new session for a bound chat: {rotated}");
+        assert!(rotated <= 7, "{rotated}");
+    }
+
+    /// The round trips of a delivery to a bound chat (BEGIN, the chat's
+    /// lock, one statement for the claim, the home generation and the bound
+    /// session, the turn, COMMIT).
+    const ROUND_TRIPS: usize = 5;
 
     #[test]
     fn the_description_names_no_password() {

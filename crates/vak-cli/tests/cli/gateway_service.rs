@@ -33,11 +33,13 @@ pub fn serve(env: &Env, extra: &[&str]) -> Served {
 
 /// Start `command` (a `vak gateway serve`) and read its URL.
 pub fn spawn_served(mut command: std::process::Command) -> Served {
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    command.stderr(Stdio::null());
+    spawn_served_with_stderr(command)
+}
+
+/// [`spawn_served`], leaving `command`'s stderr as the caller set it.
+pub fn spawn_served_with_stderr(mut command: std::process::Command) -> Served {
+    let mut child = command.stdout(Stdio::piped()).spawn().unwrap();
     let mut first = String::new();
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     stdout.read_line(&mut first).unwrap();
@@ -706,4 +708,38 @@ fn a_head_too_large_or_malformed_is_answered_in_json() {
     assert!(answer["error"].is_string(), "{answer}");
     // The service still answers afterwards.
     assert_eq!(get(addr, "/healthz").0, 200);
+}
+
+/// The service keeps each bot's secret in memory (a 401 never waits for
+/// the store), and still sees a secret replaced while it runs: a request
+/// signed with the new one reads it again (at most once every few seconds
+/// per bot), and from then on the old one is refused.
+#[test]
+fn a_secret_replaced_while_serving_is_seen_and_the_old_one_is_refused() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = Env::fixture("myproj");
+    env.trust();
+    let old = secret(&env, "helpdesk");
+    let served = serve(&env, &[]);
+    let addr = &served.addr;
+    let path = messages("helpdesk", "42");
+    let body = r#"{"text":"first"}"#;
+    let (status, answer) = post(addr, &path, &signed(&old, &path, body), body.as_bytes());
+    assert_eq!(status, 200, "{answer}");
+
+    let new = "b".repeat(64);
+    let file = env.home().join(".vak/gateway/secrets/helpdesk");
+    std::fs::write(&file, &new).unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let mut n = 0;
+    wait_until("a request signed with the new secret delivered", || {
+        n += 1;
+        let body = format!(r#"{{"text":"new {n}"}}"#);
+        let (status, answer) = post(addr, &path, &signed(&new, &path, &body), body.as_bytes());
+        assert!(status == 200 || status == 401, "{status} {answer}");
+        status == 200
+    });
+    let body = r#"{"text":"old again"}"#;
+    let (status, answer) = post(addr, &path, &signed(&old, &path, body), body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
 }

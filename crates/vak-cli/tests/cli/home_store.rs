@@ -114,12 +114,15 @@ fn seeded(tag: &str) -> Option<(String, Env, String)> {
         .trim()
         .to_owned();
     let imported = operator.json(&["store", "import", "--from", "file", "--store", &url]);
-    assert_eq!(imported["home_files"], 7, "{imported}");
+    assert_eq!(
+        imported["home_files"], 9,
+        "prompts, gateway, config, skill: {imported}"
+    );
     assert_eq!(imported["secrets"], 1, "{imported}");
     // Idempotent: again, everything is already there.
     let again = operator.json(&["store", "import", "--from", "file", "--store", &url]);
     assert_eq!(again["home_files"], 0, "{again}");
-    assert_eq!(again["home_already_there"], 7, "{again}");
+    assert_eq!(again["home_already_there"], 9, "{again}");
     Some((url, operator, secret))
 }
 
@@ -566,11 +569,11 @@ fn two_admin_servers_saving_different_shared_blocks_at_once_never_go_over_the_ca
     };
     let url = scratch_database(&pg, "budget");
     let (a, b) = (Env::empty(), Env::empty());
-    // The cap is each node's shared config, set alike.
-    for env in [&a, &b] {
-        env.set_cap(usize::try_from(CAP).unwrap());
-    }
+    // The cap is in the shared config, which the store carries to every
+    // node (B's home is empty: its replica gets it).
+    a.set_cap(usize::try_from(CAP).unwrap());
     a.ok(&["store", "migrate", "--store", &url]);
+    a.ok(&["store", "import", "--from", "file", "--store", &url]);
     let admin_a = admin(&a, &url);
     let admin_b = admin(&b, &url);
     // Node A saves operating rules, node B guardrails: each alone takes
@@ -659,10 +662,10 @@ fn two_cli_saves_on_two_nodes_at_once_never_go_over_the_cap_together() {
     };
     let url = scratch_database(&pg, "clibudget");
     let (a, b) = (Env::empty(), Env::empty());
-    for env in [&a, &b] {
-        env.set_cap(CAP);
-    }
+    // The cap travels in the shared config, through the store.
+    a.set_cap(CAP);
     a.ok(&["store", "migrate", "--store", &url]);
+    a.ok(&["store", "import", "--from", "file", "--store", &url]);
     let tokens = |env: &Env| {
         env.json(&["prompts", "show"])["tokens"]["prefix"]
             .as_u64()
@@ -726,4 +729,156 @@ fn two_cli_saves_on_two_nodes_at_once_never_go_over_the_cap_together() {
             "prompts", "reset", "--scope", "shared", block, "--store", &url,
         ]);
     }
+}
+
+/// What a node serves is what the operator has: `vak store import` carries
+/// the home's `config.toml` (its MCP servers included, its `[store]` table
+/// not: that is node-local) and skills with the prompt files, so a node
+/// started on an EMPTY home continues a chat bound before the import (no
+/// rotation), its prompt lists the same skill, and its start-up log has no
+/// line per replica file.
+#[test]
+fn a_node_on_an_empty_home_continues_a_chat_bound_before_the_import() {
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "wholehome");
+    let operator = Env::fixture("myproj");
+    let secret = operator
+        .ok(&["gateway", "secret", "helpdesk"])
+        .trim()
+        .to_owned();
+    // Bound on the file store, before the store holds anything.
+    let bound = operator.json(&[
+        "gateway", "deliver", "--bot", "helpdesk", "--chat", "42", "--text", "hello",
+    ]);
+    let session = bound["session_id"].as_str().unwrap().to_owned();
+    // The operator's config names the store: node-local, never carried.
+    let config = operator.home().join(".vak/config.toml");
+    let mut text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("[mcp.servers.docs]"), "{text}");
+    text.push_str(&format!("\n[store]\nurl = \"{url}\"\n"));
+    std::fs::write(&config, &text).unwrap();
+    operator.ok(&["store", "migrate", "--store", &url]);
+    let imported = operator.json(&["store", "import", "--from", "file", "--store", &url]);
+    assert_eq!(
+        imported["home_files"], 9,
+        "config and skill too: {imported}"
+    );
+
+    let node = Env::empty();
+    let project = operator.project().to_str().unwrap().to_owned();
+    let log = node.home().join("serve.log");
+    let mut command = operator.command(&[
+        "gateway",
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &url,
+        "--project",
+        &project,
+    ]);
+    command
+        .env("VAK_HOME", node.home())
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut served = crate::gateway_service::spawn_served_with_stderr(command);
+    let body = json!({ "text": "again" }).to_string();
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+    let (status, answer) = post(
+        &served.addr,
+        path,
+        &signed(&secret, path, &body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "continued", "{answer}");
+    assert_eq!(answer["session_id"], session.as_str(), "{answer}");
+    terminate(&mut served.child);
+
+    // The replica holds the skill and the config without the operator's
+    // `[store]` table; the node's prompt lists the skill.
+    assert_eq!(
+        std::fs::read_to_string(node.home().join(".vak/skills/changelog/SKILL.md")).unwrap(),
+        std::fs::read_to_string(operator.home().join(".vak/skills/changelog/SKILL.md")).unwrap()
+    );
+    let replica = std::fs::read_to_string(node.home().join(".vak/config.toml")).unwrap();
+    assert!(replica.contains("[mcp.servers.docs]"), "{replica}");
+    assert!(
+        !replica.contains("[store]") && !replica.contains(&url),
+        "{replica}"
+    );
+    let shown = operator
+        .command(&["prompts", "show", "--surface", "chat"])
+        .env("VAK_HOME", node.home())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("changelog"), "{shown}");
+
+    let said = std::fs::read_to_string(&log).unwrap();
+    assert!(!said.contains("prompt layer file saved"), "{said}");
+}
+
+/// A request that is refused for its signature (401) never waits for the
+/// store: the bot's secret is kept by the service, so with the node's one
+/// pooled connection held by a delivery that waits on the chat's lock, a
+/// wrongly signed request is still answered — before the lock is let go —
+/// and the waiting delivery then goes through.
+#[test]
+fn a_wrong_signature_is_refused_while_every_connection_waits_on_a_delivery() {
+    use std::io::Write as _;
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "secretwait");
+    let env = Env::fixture("myproj");
+    env.ok(&["store", "migrate", "--store", &url]);
+    let secret = env
+        .ok(&["gateway", "secret", "helpdesk", "--store", &url])
+        .trim()
+        .to_owned();
+    let node = serve(&env, &["--store", &format!("{url}?vak_pool=1")]);
+    let first = deliver(&node.addr, &secret, "first");
+    assert_eq!(first["outcome"], "created", "{first}");
+
+    // Another client holds the chat's binding row.
+    let mut holder = std::process::Command::new("psql")
+        .args([url.as_str(), "-qAt"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut sql = holder.stdin.take().unwrap();
+    sql.write_all(
+        b"BEGIN;\nSELECT 1 FROM vak_bindings WHERE bot = 'helpdesk' AND chat = '42' FOR UPDATE;\n",
+    )
+    .unwrap();
+    sql.flush().unwrap();
+    let count = |query: &str| crate::history_store::psql(&url, query);
+    wait_until("the binding row is held", || {
+        count("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'") == "1"
+    });
+    // A delivery now waits on it, holding the node's only connection.
+    let (addr, key) = (node.addr.clone(), secret.clone());
+    let waiting = std::thread::spawn(move || deliver(&addr, &key, "second"));
+    wait_until("the delivery waits on the chat's lock", || {
+        count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'") == "1"
+    });
+
+    let body = json!({ "text": "forged" }).to_string();
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+    let wrong = signed("not the secret, but long enough to be one", path, &body);
+    let (status, answer) = post(&node.addr, path, &wrong, body.as_bytes());
+    assert_eq!(status, 401, "{answer}");
+    // Answered while the delivery still waits: the lock is let go only now.
+    assert_eq!(
+        count("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"),
+        "1"
+    );
+    sql.write_all(b"COMMIT;\n").unwrap();
+    drop(sql);
+    holder.wait().unwrap();
+    let second = waiting.join().unwrap();
+    assert_eq!(second["outcome"], "continued", "{second}");
 }

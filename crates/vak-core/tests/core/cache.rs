@@ -509,4 +509,46 @@ mod shared_cache {
             assert!(cache.resolve(chat).unwrap().prefix.contains("ALPHA-9"));
         }
     }
+
+    /// Past its bound the cache evicts the least recently used entry, one
+    /// at a time: it never holds more than the bound (so memory is flat once
+    /// it is reached) and a chat in use stays in memory.
+    #[test]
+    fn past_its_bound_the_least_recently_used_entry_goes() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        bots_json(home.path(), "You are ALPHA-1.", "You are BETA-1.");
+        let cache = PromptCache::with_capacity(3);
+        let chat = |i: usize| {
+            InboundPrompts::open(Selectors {
+                surface: SurfaceKind::Chat,
+                bot: Some(Name::new(NameKind::Bot, "alpha").unwrap()),
+                chat: Some(Name::new(NameKind::Chat, &format!("c{i}")).unwrap()),
+                ..Selectors::new(
+                    home.path().to_str().unwrap(),
+                    project.path().to_str().unwrap(),
+                )
+            })
+            .unwrap()
+        };
+        let busy = chat(0);
+        let kept = cache.resolve(&busy).unwrap();
+        if !cache.is_watching() {
+            return;
+        }
+        for i in 1..50 {
+            cache.resolve(&chat(i)).unwrap();
+            // The busy chat is used between every new one: never evicted.
+            assert!(Arc::ptr_eq(&kept, &cache.resolve(&busy).unwrap()), "{i}");
+            assert!(cache.len() <= 3, "{} entries at chat {i}", cache.len());
+        }
+        assert_eq!(cache.len(), 3);
+        // Chat 48 was used after 47 and before 49; 47 was evicted first.
+        let (hits, _) = cache.counts();
+        cache.resolve(&chat(49)).unwrap();
+        assert_eq!(cache.counts().0, hits + 1, "the newest chat is still held");
+        cache.resolve(&chat(1)).unwrap();
+        assert_eq!(cache.counts().0, hits + 1, "the oldest chat was evicted");
+        assert_eq!(cache.len(), 3);
+    }
 }

@@ -212,19 +212,23 @@ fn fixture() -> Fixture {
     let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
     let homes = [root.join("node1"), root.join("node2")];
     for home in &homes {
-        // The cap is each node's own shared config, set alike on both.
         fs::create_dir_all(home.join(".vak")).unwrap();
-        fs::write(
-            home.join(".vak/config.toml"),
-            format!("[prompts]\nmax_tokens = {CAP}\n"),
-        )
-        .unwrap();
     }
+    // The cap is in the shared config, which the store carries to every
+    // node: imported from node 1, synced to node 2 (empty) on its first
+    // change.
+    fs::write(
+        homes[0].join(".vak/config.toml"),
+        format!("[prompts]\nmax_tokens = {CAP}\n"),
+    )
+    .unwrap();
+    let shared = Shared::new();
+    vak_core::home::import_home(&homes[0], &*shared, "the shared test store", "test").unwrap();
     let project = root.join("project");
     fs::create_dir_all(&project).unwrap();
     Fixture {
         _dir: dir,
-        shared: Shared::new(),
+        shared,
         homes,
         project,
     }

@@ -133,7 +133,8 @@ fn a_hostile_path_is_never_stored() {
         "../../etc/passwd",
         ".vak/prompts/agents/../../../x/guardrails.md",
         ".vak/gateway/secrets/helpdesk",
-        ".vak/config.toml",
+        ".vak/skills/changelog/run.sh",
+        ".vak/managed-keys.toml",
     ] {
         assert!(
             store
