@@ -612,7 +612,8 @@ type Step = Result<(String, Option<String>, Option<String>), Result<Utf8PathBuf,
 /// `[store]` table, which stays this node's (kept below the store's text
 /// whenever vak writes the file). A config that holds nothing but that
 /// table is replaced by the store's text and the table; one vak wrote is
-/// brought up to the store's; any other that differs is a hand edit.
+/// brought up to the store's; any other that differs is a hand edit; and
+/// while the store carries none, the node's own is left as it is.
 fn config_step(
     home: &Utf8Path,
     manifest: &Manifest,
@@ -653,7 +654,11 @@ fn config_step(
         Some(_) => Some(Err(Ok(path))),
         None if split.shared.trim().is_empty() => None,
         None if ours => write(""),
-        None => Some(Err(Err(path))),
+        // The store carries no shared config (seeded before configs
+        // travelled, or from a home that had none): this node's own stays
+        // in effect, as it always was, until `vak store import` carries
+        // one. Refusing would stop a node that worked yesterday.
+        None => None,
     })
 }
 
@@ -1092,6 +1097,23 @@ mod tests {
     /// node whose config is only that table takes the store's text and
     /// keeps its table below it, later changes follow, and editing the
     /// node's own table is never a hand edit of the home side.
+    /// A store that carries no shared config leaves the node's own in
+    /// effect, cap and all, as before configs travelled: the node keeps
+    /// serving, and nothing is written over its config.
+    #[test]
+    fn a_store_without_a_shared_config_leaves_the_nodes_own() {
+        let (_dir, home) = home();
+        let own = "[prompts]\nmax_tokens = 1500\n\n[store]\nurl = \"postgres://node-a/vak\"\n";
+        std::fs::create_dir_all(home.join(".vak")).expect("dir");
+        std::fs::write(home.join(SHARED_CONFIG), own).expect("write");
+        let store = Memory::default();
+        store.set(RULES, Some("- rules\n"));
+        sync_home(&home, &store, "memory", false).expect("the node serves");
+        assert_eq!(read(&home, SHARED_CONFIG).as_deref(), Some(own));
+        sync_home(&home, &store, "memory", false).expect("and again, on the cheap path");
+        assert_eq!(read(&home, SHARED_CONFIG).as_deref(), Some(own));
+    }
+
     #[test]
     fn the_shared_config_is_synced_around_the_nodes_own_store_table() {
         let (_dir, home) = home();
