@@ -1,4 +1,4 @@
-//! Two `vak gateway serve` processes on one `$VAK_HOME` and one PostgreSQL
+//! Two and four `vak gateway serve` processes on one `$VAK_HOME` and one PostgreSQL
 //! database, many signed deliveries over many chats from concurrent
 //! clients, with a prompt edit half-way: every chat ends
 //! with one binding, rotates exactly once with exactly one `config-change`
@@ -69,10 +69,16 @@ enum Shared {
 }
 
 fn run(kill_one: bool, shared: &Shared) {
+    run_on(2, kill_one, shared);
+}
+
+/// [`run`] on `count` nodes; with `kill_one`, the last is SIGKILLed
+/// half-way and its clients move to the first.
+fn run_on(count: usize, kill_one: bool, shared: &Shared) {
     let db = match shared {
         Shared::Postgres => {
             let Some(url) = pg_url() else { return };
-            scratch_database(&url, if kill_one { "kill" } else { "two" })
+            scratch_database(&url, if kill_one { "kill" } else { "many" })
         }
         Shared::Files => "file".to_owned(),
     };
@@ -81,10 +87,7 @@ fn run(kill_one: bool, shared: &Shared) {
     allow_chats(&env);
     env.ok(&["store", "migrate", "--store", &db]);
     let key = secret(&env, "helpdesk");
-    let mut nodes = vec![
-        serve(&env, &["--store", &db]),
-        serve(&env, &["--store", &db]),
-    ];
+    let mut nodes: Vec<_> = (0..count).map(|_| serve(&env, &["--store", &db])).collect();
     let addrs: Vec<String> = nodes.iter().map(|n| n.addr.clone()).collect();
     let total = deliveries();
     let next = AtomicUsize::new(0);
@@ -121,10 +124,10 @@ fn run(kill_one: bool, shared: &Shared) {
                     let text = format!("message {i} to {chat}");
                     let body = serde_json::json!({ "text": text }).to_string();
                     let path = format!("/v1/bots/helpdesk/chats/{chat}/messages");
-                    // Node by parity; a dead node's clients move to the live one.
-                    let mut node = i % 2;
+                    // Node by turn; a dead node's clients move to the first.
+                    let mut node = i % count;
                     let answer = loop {
-                        if killed.load(Ordering::SeqCst) {
+                        if killed.load(Ordering::SeqCst) && node == count - 1 {
                             node = 0;
                         }
                         match std::panic::catch_unwind(|| {
@@ -237,4 +240,16 @@ fn two_nodes_on_one_file_store_rotate_each_chat_once() {
 #[test]
 fn a_file_store_node_killed_mid_run_loses_nothing_acknowledged() {
     run(true, &Shared::Files);
+}
+
+/// Four nodes on one database, and on one file store, with a node
+/// SIGKILLed half-way: the same guarantees as with two.
+#[test]
+fn four_nodes_one_database_with_one_killed_rotate_each_chat_once() {
+    run_on(4, true, &Shared::Postgres);
+}
+
+#[test]
+fn four_nodes_on_one_file_store_with_one_killed_rotate_each_chat_once() {
+    run_on(4, true, &Shared::Files);
 }
