@@ -325,9 +325,15 @@ pub(crate) fn composition_name(block: Block) -> &'static str {
 }
 
 /// The PromptReport, with each block's label, composition and provenance
-/// summary, and the budget.
-fn prompt_json(resolved: &ResolvedPrompt, budget: &Budget) -> Result<Value, AdminError> {
-    let mut report = serde_json::to_value(PromptReport::new(resolved, budget))
+/// summary, and the budget; `tail` is the per-turn tail shown.
+fn prompt_json_with_tail(
+    resolved: &ResolvedPrompt,
+    budget: &Budget,
+    tail: &str,
+) -> Result<Value, AdminError> {
+    let mut report = PromptReport::new(resolved, budget);
+    report.tail = tail;
+    let mut report = serde_json::to_value(report)
         .map_err(|e| AdminError::Internal(format!("cannot encode the prompt report: {e}")))?;
     if let Some(blocks) = report.get_mut("blocks").and_then(Value::as_array_mut) {
         for (json, block) in blocks.iter_mut().zip(&resolved.blocks) {
@@ -361,8 +367,52 @@ pub(crate) async fn prompt(
     q: Result<Query<ViewQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
     let core = state.core(query(q)?.selectors(&state)?)?;
-    let (resolved, budget) = core.budget()?;
-    Ok(Json(prompt_json(&resolved, &budget)?))
+    let (resolved, budget) = state.answers.answer(core)?;
+    // The tail is rendered for this request, never the composition's.
+    let tail = vak_core::prompts::render_tail(&vak_core::prompts::TailContext::now());
+    Ok(Json(prompt_json_with_tail(&resolved, &budget, &tail)?))
+}
+
+/// What `/api/prompt` answers from memory: the resolutions of vak-core's
+/// [`vak_core::PromptCache`] (composed again only when an input changed,
+/// by its change notifications) and the budget counted for each, so a view
+/// of an unchanged prompt reads, composes and counts nothing.
+#[derive(Debug, Default)]
+pub(crate) struct PromptAnswers {
+    prompts: vak_core::PromptCache,
+    /// The budget of each resolution the cache holds, by identity: the
+    /// `Arc` is kept, so its address names it while it is here.
+    budgets: std::sync::Mutex<Vec<(Arc<ResolvedPrompt>, Arc<Budget>)>>,
+}
+
+/// How many budgets [`PromptAnswers`] keeps: the views an admin page
+/// switches between, not every chat.
+const KEPT_BUDGETS: usize = 64;
+
+impl PromptAnswers {
+    /// The resolution of `core` and its budget, from memory when nothing
+    /// it was read from changed.
+    fn answer(
+        &self,
+        core: vak_core::Core,
+    ) -> Result<(Arc<ResolvedPrompt>, Arc<Budget>), vak_core::CoreError> {
+        let resolved = self
+            .prompts
+            .resolve(&vak_core::InboundPrompts::from_core(core))?;
+        let mut budgets = self
+            .budgets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((_, budget)) = budgets.iter().find(|(r, _)| Arc::ptr_eq(r, &resolved)) {
+            return Ok((resolved, Arc::clone(budget)));
+        }
+        let budget = Arc::new(vak_core::budget_of(&resolved));
+        if budgets.len() >= KEPT_BUDGETS {
+            budgets.remove(0);
+        }
+        budgets.push((Arc::clone(&resolved), Arc::clone(&budget)));
+        Ok((resolved, budget))
+    }
 }
 
 fn sub_name(sub: &SubLayer) -> String {

@@ -71,6 +71,10 @@ pub(crate) struct AppState {
     pub(crate) gateway_lock: Mutex<()>,
     /// The store this server reads and writes.
     pub(crate) store: Arc<dyn Store>,
+    /// The prompts `/api/prompt` composed, answered from memory while none
+    /// of their inputs changed (vak-core's cache, watched by one inotify
+    /// instance), and their budgets.
+    pub(crate) answers: crate::api::PromptAnswers,
 }
 
 impl AppState {
@@ -156,6 +160,7 @@ impl Server {
             origin: format!("http://{addr}"),
             gateway_lock: Mutex::new(()),
             store,
+            answers: crate::api::PromptAnswers::default(),
         });
         Ok(Server {
             listener,

@@ -1980,3 +1980,27 @@ fn a_gateway_save_of_the_text_the_key_holds_records_nothing() {
     let versions = history["versions"].as_array().expect("versions");
     assert_eq!(versions.len(), 1, "{history}");
 }
+
+/// `/api/prompt` answers an unchanged prompt from memory, and never a
+/// stale one: a layer file edited on disk behind the server's back shows
+/// in the very next answer, and the tail is rendered for each request.
+#[test]
+fn the_prompt_view_is_never_stale_after_an_edit_on_disk() {
+    let env = Env::new();
+    let first = env.get("/api/prompt").expect_ok();
+    let again = env.get("/api/prompt").expect_ok();
+    assert_eq!(first["prefix"], again["prefix"]);
+    let rules = env.project.join(".vak/prompts/operating-rules.md");
+    std::fs::create_dir_all(rules.parent().expect("dir")).expect("dir");
+    std::fs::write(&rules, "- Edited behind the server's back.\n").expect("write");
+    let after = env.get("/api/prompt").expect_ok();
+    assert!(
+        after["prefix"]
+            .as_str()
+            .expect("prefix")
+            .contains("Edited behind the server's back."),
+        "{}",
+        after["prefix"]
+    );
+    assert!(after["tail"].as_str().expect("tail").starts_with("Now: "));
+}
