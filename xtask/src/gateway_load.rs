@@ -217,7 +217,9 @@ pub(crate) fn run(args: &[String], root: &Path) -> Result<(), String> {
     result
 }
 
-fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
+/// Allow `--chats` chats, trust the project, migrate the store and make the
+/// bot's secret, which is returned.
+fn prepare(options: &Options, home: &Path, project: &Path) -> Result<String, String> {
     let mut chats = String::from("{\"helpdesk\": {");
     for i in 0..options.chats {
         if i > 0 {
@@ -236,6 +238,11 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         &["store", "migrate", "--store", &options.store],
     )?;
     let secret = vak(options, home, project, &["gateway", "secret", "helpdesk"])?;
+    Ok(secret)
+}
+
+fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
+    let secret = prepare(options, home, project)?;
     if options.home_in_store {
         vak(
             options,
@@ -431,24 +438,7 @@ fn soak_in(
     length: Duration,
     kill_one: bool,
 ) -> Result<(), String> {
-    let mut chats = String::from("{\"helpdesk\": {");
-    for i in 0..options.chats {
-        if i > 0 {
-            chats.push(',');
-        }
-        chats.push_str(&format!("\"c{i}\": {{}}"));
-    }
-    chats.push_str("}}");
-    std::fs::write(home.join(".vak/gateway/allowlist.json"), chats).map_err(|e| e.to_string())?;
-    let project_arg = project.to_string_lossy().into_owned();
-    vak(options, home, project, &["trust", &project_arg])?;
-    vak(
-        options,
-        home,
-        project,
-        &["store", "migrate", "--store", &options.store],
-    )?;
-    let secret = vak(options, home, project, &["gateway", "secret", "helpdesk"])?;
+    let secret = prepare(options, home, project)?;
     let mut nodes = Vec::new();
     for _ in 0..options.nodes {
         nodes.push(start_node(options, home, project)?);
