@@ -1393,9 +1393,30 @@ impl Core {
     /// stopping at the first), and says which chains were not budgeted
     /// (see [`ChainsLeftOut`]); the caller refuses either unless told
     /// otherwise ([`Unchecked`]).
+    /// The budget check a save of `text` as `target`'s file (`None`: a
+    /// reset) makes before it writes, without writing: the preview of the
+    /// named chain, then every chain over the cap after the change and the
+    /// chains left out of the check. What `vak prompts set` waits for, and
+    /// what the `budget` benchmark measures.
+    ///
+    /// # Errors
+    ///
+    /// As [`preview`](Self::preview), and [`EditError::Core`] when the
+    /// trust store or a chain cannot be read.
+    pub fn check_change(
+        &self,
+        target: &EditTarget,
+        text: Option<&str>,
+    ) -> Result<(Preview, OverCap, ChainsLeftOut), EditError> {
+        let target = &self.real_target(target)?;
+        let preview = self.preview(target, text)?;
+        let (over, left_out) = self.over_cap_of(target, text, &preview)?;
+        Ok((preview, over, left_out))
+    }
+
     /// Every chain a change to `target` (`None`: its file removed) puts
     /// over the cap: the chain `preview` composed, then every other chain
-    /// the change reaches; and the chains left out of that check.
+    /// the change reaches; and the chains left out of the check.
     fn over_cap_of(
         &self,
         target: &EditTarget,
