@@ -41,7 +41,10 @@ fn utf8(path: &Path) -> Utf8PathBuf {
 /// one the save is made from.
 fn populate(home: &Path, projects: &Path) -> Vec<Utf8PathBuf> {
     let prompts = home.join(".vak/prompts");
-    write(&home.join(".vak/config.toml"), "[prompts]\nmax_tokens = 8192\n");
+    write(
+        &home.join(".vak/config.toml"),
+        "[prompts]\nmax_tokens = 8192\n",
+    );
     write(
         &prompts.join("identity.md"),
         &"You are the careful assistant of this team. ".repeat(8),
@@ -100,7 +103,10 @@ fn populate(home: &Path, projects: &Path) -> Vec<Utf8PathBuf> {
             &layer.join("identity.md"),
             &format!("You work on project {p}. ").repeat(6),
         );
-        write(&layer.join("guardrails.md"), &bullets(&format!("project {p}"), 10));
+        write(
+            &layer.join("guardrails.md"),
+            &bullets(&format!("project {p}"), 10),
+        );
         write(&project.join("AGENTS.md"), &bullets("build", 15));
         write(&project.join("services/api/AGENTS.md"), &bullets("api", 10));
         let project = utf8(&project);

@@ -19,12 +19,13 @@ use vak_prompt_blocks::{
     Provenance, SurfaceKind, first_forbidden, parse_guardrails,
 };
 use vak_prompt_budget::{
-    BudgetReport, CapSetting, EffectiveCap, ModelInfo, default_model, effective_cap, lookup,
+    BudgetReport, CapSetting, EffectiveCap, ModelInfo, TokenMemo, default_model, effective_cap,
+    lookup,
 };
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
     LayerDirs, LoadRequest, LoadedChain, LoaderError, ReadRefusal, SaveError, SaveOutcome,
-    current_digest, load_chain, read_safely, remove_checked, save_atomic,
+    Snapshot, current_digest, load_chain, read_safely, remove_checked, save_atomic,
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
@@ -417,6 +418,12 @@ fn config_file(source: &str) -> &str {
 /// The budget of `resolved`: model and cap from its merged config, counts
 /// per block and layer from its contributors.
 pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
+    budget_with(resolved, &mut TokenMemo::new())
+}
+
+/// [`budget_of`], counting through `tokens`: a check that budgets many
+/// chains counts each text they share once.
+pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> Budget {
     let mut warnings = Vec::new();
     let model: &'static ModelInfo = match &resolved.config.model {
         None => default_model(),
@@ -458,7 +465,13 @@ pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
         ));
         cap.tokens = window;
     }
-    let report = BudgetReport::measure(model, cap.tokens, &resolved.prefix, &resolved.blocks);
+    let report = BudgetReport::measure_with(
+        model,
+        cap.tokens,
+        &resolved.prefix,
+        &resolved.blocks,
+        tokens,
+    );
     Budget {
         report,
         cap,
@@ -640,21 +653,23 @@ pub fn walk_trust_chains(
     // cannot buy its layers more work than the user's cap gives).
     let cap = Core::open(selectors.clone())?.budget()?.1.report.cap;
     let mut named = true;
+    let opened = Core::open(plan.base().clone())?.pinned();
+    let CheckInputs {
+        mut snapshot,
+        mut tokens,
+    } = CheckInputs::default();
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
-        let core = match Core::open(chain.clone()) {
-            Ok(core) => core,
-            Err(error) => return ControlFlow::Break(Err(error)),
-        };
-        let loaded = match core.load() {
+        let core = opened.reselect(chain.clone());
+        let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
             Err(error) if first => return ControlFlow::Break(Err(error)),
             Err(_) => return ControlFlow::Continue(None),
         };
         let untrusted = core.compose(&loaded, Trust::Untrusted, TailContext::now());
         let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
-        let before = budget_of(&untrusted);
-        let after = budget_of(&trusted);
+        let before = budget_with(&untrusted, &mut tokens);
+        let after = budget_with(&trusted, &mut tokens);
         let visited = Visited {
             tokens: after.report.prefix_tokens,
             work: chain_work(&loaded, [&before.report, &after.report]),
@@ -887,10 +902,19 @@ impl Core {
     /// Load the chain for an edit: a role that has no directory yet is
     /// loaded without its tier, since the save is what creates it.
     fn load_for(&self, target: &EditTarget) -> Result<LoadedChain, CoreError> {
-        match self.load() {
+        self.load_for_in(target, &mut Snapshot::new())
+    }
+
+    /// [`load_for`](Self::load_for), chosen from `snapshot`.
+    fn load_for_in(
+        &self,
+        target: &EditTarget,
+        snapshot: &mut Snapshot,
+    ) -> Result<LoadedChain, CoreError> {
+        match self.load_from(snapshot) {
             Err(CoreError::Loader(
                 LoaderError::UnknownRole { .. } | LoaderError::RoleRefused { .. },
-            )) if matches!(target.sub, SubLayer::Agent(_)) => Ok(load_chain(&LoadRequest {
+            )) if matches!(target.sub, SubLayer::Agent(_)) => Ok(snapshot.load(&LoadRequest {
                 agent: None,
                 ..self.selectors().load_request()
             })?),
@@ -1451,8 +1475,17 @@ impl Core {
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
         let change = Change::File(target);
-        let mut left_out =
-            self.check_plan(&plan, &change, text, &trusts, None, (&mut work, over))?;
+        // One snapshot for every project: the home's files, the gateway
+        // files and the roles' are read once for all of them.
+        let inputs = &mut CheckInputs::default();
+        let mut left_out = self.check_plan(
+            &plan,
+            &change,
+            text,
+            &trusts,
+            None,
+            (&mut work, over, inputs),
+        )?;
         if target.scope != Scope::Shared {
             return Ok(left_out);
         }
@@ -1473,7 +1506,7 @@ impl Core {
                 text,
                 &[Trust::Trusted],
                 Some(&project),
-                (&mut work, over),
+                (&mut work, over, inputs),
             )?;
             left_out.merge(other);
         }
@@ -1518,17 +1551,24 @@ impl Core {
         text: Option<&str>,
         trusts: &[Trust],
         other: Option<&Utf8Path>,
-        (work, over): (&mut Work, &mut OverCap),
+        (work, over, inputs): (&mut Work, &mut OverCap, &mut CheckInputs),
     ) -> Result<ChainsLeftOut, EditError> {
         use std::ops::ControlFlow;
+        // Opened once per plan; each chain is chosen from it and from the
+        // snapshot, composed and counted in memory.
+        let base = match Core::open(plan.base().clone()) {
+            Ok(core) => core.pinned(),
+            Err(CoreError::Loader(LoaderError::ProjectMissing(_))) if other.is_some() => {
+                return Ok(ChainsLeftOut::default());
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let CheckInputs { snapshot, tokens } = inputs;
         let flow = plan.visit_within(work, |selectors| {
-            let core = match Core::open(selectors.clone()) {
-                Ok(core) => core,
-                Err(error) => return ControlFlow::Break(error.into()),
-            };
+            let core = base.reselect(selectors.clone());
             let loaded = match change {
-                Change::File(target) => core.load_for(target),
-                Change::Gateway { .. } => core.load(),
+                Change::File(target) => core.load_for_in(target, snapshot),
+                Change::Gateway { .. } => core.load_from(snapshot),
             };
             let chain = match loaded {
                 Ok(chain) => chain,
@@ -1556,12 +1596,16 @@ impl Core {
             let mut visited = Visited::default();
             let mut counted = Vec::with_capacity(2 * trusts.len());
             for &trust in trusts {
-                let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
+                let after = budget_with(
+                    &core.compose(&after_chain, trust, TailContext::now()),
+                    tokens,
+                );
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.
                 if after.report.is_over() {
-                    let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
+                    let before =
+                        budget_with(&core.compose(&chain, trust, TailContext::now()), tokens);
                     if pushes_over(&before.report, &after.report) {
                         // Said with every other chain over, not alone.
                         // ", project trusted" only for an untrusted
@@ -1590,6 +1634,17 @@ impl Core {
             ControlFlow::Break(error) => Err(error),
         }
     }
+}
+
+/// What one check reads and counts once, however many chains it budgets
+/// (DECISIONS §18): the snapshot every chain is chosen from and composed
+/// in memory, and the token counts made so far, by text.
+#[derive(Debug, Default)]
+pub(crate) struct CheckInputs {
+    /// Every input the check's chains read, each read once.
+    pub(crate) snapshot: Snapshot,
+    /// Token counts by text digest.
+    pub(crate) tokens: TokenMemo,
 }
 
 /// What a check puts in place in every chain it loads.
@@ -1654,7 +1709,7 @@ impl Core {
             text,
             &[trust],
             None,
-            (&mut Work::for_cap(cap), over),
+            (&mut Work::for_cap(cap), over, &mut CheckInputs::default()),
         )?;
         let path = reach.path(self.selectors());
         let home = &self.selectors().home;
@@ -2091,6 +2146,11 @@ impl ChainPlan {
                 visited: 0,
             },
         }
+    }
+
+    /// The selectors the plan's chains vary.
+    pub fn base(&self) -> &Selectors {
+        &self.base
     }
 
     fn new(
