@@ -4,9 +4,9 @@ use std::collections::HashMap;
 
 use crate::Encoding;
 
-/// Texts shorter than this are counted each time: hashing and looking one
+/// Pieces shorter than this are counted each time: hashing and looking one
 /// up costs about what counting it does.
-const MEMO_MIN_BYTES: usize = 64;
+const MEMO_MIN_BYTES: usize = 16;
 
 /// Token counts already made, keyed by the encoding and the `blake3` digest
 /// of the text. One check that budgets every chain a change reaches counts
@@ -14,9 +14,53 @@ const MEMO_MIN_BYTES: usize = 64;
 /// thousands of chains; each is counted once per memo. A memo belongs to
 /// one check (it is dropped with it), never to the process: a text is its
 /// own key, so an edited file is a new key, never a stale count.
+///
+/// A text is counted line by line ([`pieces`]): every prefix differs from
+/// the next chain's by a few lines (a chat's own guardrail), and the count
+/// of a text is the sum of its pieces' counts, because each piece starts
+/// where the encodings' pre-tokenizer starts a new piece whatever came
+/// before (see [`pieces`]), and BPE never merges across those.
 #[derive(Debug, Default)]
 pub struct TokenMemo {
     counts: HashMap<(Encoding, [u8; 32]), usize>,
+}
+
+/// `text` cut before every line that starts with a character other than
+/// whitespace or `/`. No pre-tokenizer piece of `o200k_base` or
+/// `cl100k_base` runs across such a cut: the letter and digit patterns
+/// never take a line break, the punctuation pattern takes the line breaks
+/// (and, in `o200k_base`, slashes) after it and stops at anything else,
+/// the whitespace patterns stop before a non-space, and no pattern starts
+/// with a line break and goes on into a non-space. So the count of `text`
+/// is the sum of the counts of its pieces (held to that by a test against
+/// the whole-text count).
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            // After an ASCII line break `at` is a character boundary.
+            let cut = at > start
+                && bytes[at - 1] == b'\n'
+                && text[at..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| !c.is_whitespace() && c != '/');
+            if cut {
+                let piece = &text[start..at];
+                start = at;
+                at += 1;
+                return Some(piece);
+            }
+            at += 1;
+        }
+        (start < bytes.len()).then(|| {
+            let piece = &text[start..];
+            start = bytes.len();
+            piece
+        })
+    })
 }
 
 impl TokenMemo {
@@ -25,19 +69,25 @@ impl TokenMemo {
         TokenMemo::default()
     }
 
-    /// `encoding.count(text)`, remembered.
+    /// `encoding.count(text)`, each line remembered.
     pub fn count(&mut self, encoding: Encoding, text: &str) -> usize {
-        if text.len() < MEMO_MIN_BYTES {
-            return encoding.count(text);
+        pieces(text)
+            .map(|piece| self.count_piece(encoding, piece))
+            .sum()
+    }
+
+    fn count_piece(&mut self, encoding: Encoding, piece: &str) -> usize {
+        if piece.len() < MEMO_MIN_BYTES {
+            return encoding.count(piece);
         }
-        let key = (encoding, *blake3::hash(text.as_bytes()).as_bytes());
+        let key = (encoding, *blake3::hash(piece.as_bytes()).as_bytes());
         *self
             .counts
             .entry(key)
-            .or_insert_with(|| encoding.count(text))
+            .or_insert_with(|| encoding.count(piece))
     }
 
-    /// How many distinct texts it holds.
+    /// How many distinct pieces it holds.
     pub fn len(&self) -> usize {
         self.counts.len()
     }
@@ -73,5 +123,62 @@ mod tests {
             Encoding::Cl100kBase.count(&long)
         );
         assert_eq!(memo.len(), 3);
+    }
+
+    /// The sum of the pieces is the whole text's count, on texts built to
+    /// sit on every kind of cut: line starts of every class, punctuation
+    /// before a break, slashes, CRLF, Unicode spaces and letters, numbers,
+    /// contractions, Markdown.
+    #[test]
+    fn counting_by_pieces_is_counting_the_whole() {
+        let lines = [
+            "## Guardrails",
+            "- never do it.",
+            "",
+            "   indented",
+            "/path/at/start",
+            ".\r",
+            "'s contraction",
+            "\u{3000}ideographic space",
+            "\u{a0}nbsp",
+            "123456 numbers",
+            "Ünïcödé wörds",
+            "日本語のテキスト",
+            "```",
+            "  - nested",
+            "#hashtag",
+            "!!!",
+            "\t\ttabs",
+            "a",
+            "...",
+            "--",
+            "- x/",
+            "x\u{301}",
+            "Surface: chat",
+            "> quote",
+            "1. one",
+            "emoji 🎉 here",
+        ];
+        let mut texts: Vec<String> = Vec::new();
+        for a in &lines {
+            for b in &lines {
+                texts.push(format!("{a}\n{b}\n\n{a} {b}"));
+                texts.push(format!("{a}.\n{b}\r\n{b}\n \n{a}"));
+            }
+        }
+        texts.push(
+            std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/benches/system-prompt.md"
+            ))
+            .unwrap(),
+        );
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let mut memo = TokenMemo::new();
+            for text in &texts {
+                assert_eq!(pieces(text).collect::<String>(), *text);
+                assert_eq!(memo.count(encoding, text), encoding.count(text), "{text:?}");
+            }
+        }
     }
 }
