@@ -51,6 +51,7 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
     let CheckInputs {
         mut snapshot,
         mut tokens,
+        mut compose,
     } = CheckInputs::default();
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let core = opened.reselect(chain.clone());
@@ -64,10 +65,8 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
             }
             Err(error) => return ControlFlow::Break(error),
         };
-        let budget = budget_with(
-            &core.compose(&loaded, trust, TailContext::now()),
-            &mut tokens,
-        );
+        let resolved = core.compose_with(&loaded, trust, TailContext::now(), &mut compose);
+        let budget = budget_with(&resolved, &mut tokens);
         chains += 1;
         if budget.report.is_over() {
             // Named without ", project trusted": every chain here has the

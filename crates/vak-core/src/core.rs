@@ -3,7 +3,9 @@ use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Name, Origin, SurfaceKind};
-use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
+use vak_prompt_compose::{
+    ComposeMemo, ResolveInput, ResolvedPrompt, TailContext, resolve_prompt_with,
+};
 use vak_prompt_loader::{
     LoadRequest, LoadedChain, RootKind, Snapshot, discover_project, load_chain,
 };
@@ -377,13 +379,28 @@ impl Core {
     /// Compose an already-loaded chain, e.g. one with a candidate edit
     /// substituted, under this core's selectors.
     pub fn compose(&self, chain: &LoadedChain, trust: Trust, tail: TailContext) -> ResolvedPrompt {
-        resolve_prompt(&ResolveInput {
-            chain,
-            trust,
-            surface: self.selectors.surface,
-            agent: self.selectors.agent.as_ref(),
-            tail,
-        })
+        self.compose_with(chain, trust, tail, &mut ComposeMemo::new())
+    }
+
+    /// [`compose`](Self::compose), sharing `memo` with the other chains a
+    /// check composes.
+    pub(crate) fn compose_with(
+        &self,
+        chain: &LoadedChain,
+        trust: Trust,
+        tail: TailContext,
+        memo: &mut ComposeMemo,
+    ) -> ResolvedPrompt {
+        resolve_prompt_with(
+            &ResolveInput {
+                chain,
+                trust,
+                surface: self.selectors.surface,
+                agent: self.selectors.agent.as_ref(),
+                tail,
+            },
+            memo,
+        )
     }
 
     /// The assembled prefix. If the chain cannot be read at all, the

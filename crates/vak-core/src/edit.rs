@@ -22,7 +22,7 @@ use vak_prompt_budget::{
     BudgetReport, CapSetting, EffectiveCap, ModelInfo, TokenMemo, default_model, effective_cap,
     lookup,
 };
-use vak_prompt_compose::{ResolvedPrompt, TailContext};
+use vak_prompt_compose::{ComposeMemo, ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
     LayerDirs, LoadRequest, LoadedChain, LoaderError, ReadRefusal, SaveError, SaveOutcome,
     Snapshot, current_digest, load_chain, read_safely, remove_checked, save_atomic,
@@ -657,6 +657,7 @@ pub fn walk_trust_chains(
     let CheckInputs {
         mut snapshot,
         mut tokens,
+        mut compose,
     } = CheckInputs::default();
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
@@ -666,8 +667,9 @@ pub fn walk_trust_chains(
             Err(error) if first => return ControlFlow::Break(Err(error)),
             Err(_) => return ControlFlow::Continue(None),
         };
-        let untrusted = core.compose(&loaded, Trust::Untrusted, TailContext::now());
-        let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
+        let untrusted =
+            core.compose_with(&loaded, Trust::Untrusted, TailContext::now(), &mut compose);
+        let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
         let before = budget_with(&untrusted, &mut tokens);
         let after = budget_with(&trusted, &mut tokens);
         let visited = Visited {
@@ -1563,7 +1565,11 @@ impl Core {
             }
             Err(error) => return Err(error.into()),
         };
-        let CheckInputs { snapshot, tokens } = inputs;
+        let CheckInputs {
+            snapshot,
+            tokens,
+            compose,
+        } = inputs;
         let flow = plan.visit_within(work, |selectors| {
             let core = base.reselect(selectors.clone());
             let loaded = match change {
@@ -1597,15 +1603,17 @@ impl Core {
             let mut counted = Vec::with_capacity(2 * trusts.len());
             for &trust in trusts {
                 let after = budget_with(
-                    &core.compose(&after_chain, trust, TailContext::now()),
+                    &core.compose_with(&after_chain, trust, TailContext::now(), compose),
                     tokens,
                 );
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.
                 if after.report.is_over() {
-                    let before =
-                        budget_with(&core.compose(&chain, trust, TailContext::now()), tokens);
+                    let before = budget_with(
+                        &core.compose_with(&chain, trust, TailContext::now(), compose),
+                        tokens,
+                    );
                     if pushes_over(&before.report, &after.report) {
                         // Said with every other chain over, not alone.
                         // ", project trusted" only for an untrusted
@@ -1645,6 +1653,8 @@ pub(crate) struct CheckInputs {
     pub(crate) snapshot: Snapshot,
     /// Token counts by text digest.
     pub(crate) tokens: TokenMemo,
+    /// What composing is done once for every chain (a config's demotion).
+    pub(crate) compose: ComposeMemo,
 }
 
 /// What a check puts in place in every chain it loads.

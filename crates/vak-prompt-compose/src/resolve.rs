@@ -16,7 +16,7 @@ use vak_session::{
 };
 
 use crate::catalog::{CATALOG, render_contract};
-use crate::config::{EffectiveConfig, effective_config};
+use crate::config::{ComposeMemo, EffectiveConfig, effective_config};
 use crate::seed_model::seed;
 use crate::tail::{TailContext, render_tail};
 
@@ -436,6 +436,13 @@ fn skill_description(text: &str) -> Cow<'_, str> {
 /// Resolve the prompt: apply trust, compose every block, render the prefix
 /// and the tail, and describe every winning layer.
 pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
+    resolve_prompt_with(input, &mut ComposeMemo::new())
+}
+
+/// [`resolve_prompt`], sharing with the other chains composed through
+/// `memo` what is the same for all of them (an untrusted config's
+/// demotion): what a check that composes every chain of a snapshot calls.
+pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> ResolvedPrompt {
     let chain = input.chain;
     let mut demoted = Vec::new();
     let mut warnings: Vec<String> = chain
@@ -565,7 +572,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         }
     }
 
-    let config = effective_config(&chain.configs, input.trust, &mut demoted);
+    let config = effective_config(&chain.configs, input.trust, &mut demoted, memo);
     warnings.extend(config.warnings.iter().cloned());
 
     // Descriptors are made as each block is composed, in render order,
