@@ -4,9 +4,15 @@ use std::collections::HashMap;
 
 use crate::Encoding;
 
-/// Pieces shorter than this are counted each time: hashing and looking one
+/// Chunks shorter than this are counted each time: hashing and looking one
 /// up costs about what counting it does.
-const MEMO_MIN_BYTES: usize = 16;
+const MEMO_MIN_BYTES: usize = 32;
+
+/// A chunk ends after about one line in this many ([`chunks`]).
+const LINES_PER_CHUNK: u32 = 4;
+
+/// A chunk ends once it is this long, whatever its lines.
+const MAX_CHUNK_BYTES: usize = 2048;
 
 /// Token counts already made, keyed by the encoding and the `blake3` digest
 /// of the text. One check that budgets every chain a change reaches counts
@@ -15,11 +21,12 @@ const MEMO_MIN_BYTES: usize = 16;
 /// one check (it is dropped with it), never to the process: a text is its
 /// own key, so an edited file is a new key, never a stale count.
 ///
-/// A text is counted line by line ([`pieces`]): every prefix differs from
-/// the next chain's by a few lines (a chat's own guardrail), and the count
-/// of a text is the sum of its pieces' counts, because each piece starts
-/// where the encodings' pre-tokenizer starts a new piece whatever came
-/// before (see [`pieces`]), and BPE never merges across those.
+/// A text is counted a few lines at a time ([`chunks`]): every prefix
+/// differs from the next chain's by a few lines (a chat's own guardrail),
+/// and the count of a text is the sum of its chunks' counts, because each
+/// chunk starts where the encodings' pre-tokenizer starts a new piece
+/// whatever came before (see [`pieces`]), and BPE never merges across
+/// those.
 #[derive(Debug, Default)]
 pub struct TokenMemo {
     counts: HashMap<(Encoding, [u8; 32]), usize>,
@@ -63,16 +70,49 @@ fn pieces(text: &str) -> impl Iterator<Item = &str> {
     })
 }
 
+/// `text` in chunks of whole [`pieces`], cut by content: a chunk ends
+/// after a line whose first bytes hash to one value in
+/// [`LINES_PER_CHUNK`] (or once it is [`MAX_CHUNK_BYTES`] long), so the
+/// same lines make the same chunks in every chain, and a line one chain
+/// adds changes only the chunk it falls in. Fewer, longer keys than one per
+/// line: a digest costs about what counting 50 bytes does.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut pieces = pieces(text).peekable();
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let mut end = start;
+        while let Some(piece) = pieces.next() {
+            end += piece.len();
+            if anchors(piece) || end - start >= MAX_CHUNK_BYTES || pieces.peek().is_none() {
+                break;
+            }
+        }
+        (end > start).then(|| {
+            let chunk = &text[start..end];
+            start = end;
+            chunk
+        })
+    })
+}
+
+/// Whether a chunk ends after `line`: FNV-1a of its first 16 bytes.
+fn anchors(line: &str) -> bool {
+    let hash = line.bytes().take(16).fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    hash % LINES_PER_CHUNK == 0
+}
+
 impl TokenMemo {
     /// An empty memo.
     pub fn new() -> Self {
         TokenMemo::default()
     }
 
-    /// `encoding.count(text)`, each line remembered.
+    /// `encoding.count(text)`, a few lines at a time remembered.
     pub fn count(&mut self, encoding: Encoding, text: &str) -> usize {
-        pieces(text)
-            .map(|piece| self.count_piece(encoding, piece))
+        chunks(text)
+            .map(|chunk| self.count_piece(encoding, chunk))
             .sum()
     }
 
@@ -177,6 +217,7 @@ mod tests {
             let mut memo = TokenMemo::new();
             for text in &texts {
                 assert_eq!(pieces(text).collect::<String>(), *text);
+                assert_eq!(chunks(text).collect::<String>(), *text);
                 assert_eq!(memo.count(encoding, text), encoding.count(text), "{text:?}");
             }
         }
