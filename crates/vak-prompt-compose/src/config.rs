@@ -140,22 +140,54 @@ fn section<'t>(
 }
 
 /// What composing many chains of one snapshot does once rather than per
-/// chain: an untrusted config's demotion. A check crossing every role
-/// with every layer composes an untrusted clone's large config (12,000
-/// keys) thousands of times; the snapshot shares one parsed table among
-/// them, and this memo shares its demoted copy. It belongs to one check
-/// and is dropped with it, never kept for the process.
+/// chain: an untrusted config's demotion, and the structural containment
+/// of a text. A check crossing every role with every layer composes an
+/// untrusted clone's large config (12,000 keys) thousands of times; the
+/// snapshot shares one parsed table among them, and this memo shares its
+/// demoted copy. Every chain of a check contains the same layer texts
+/// (a list of rules is parsed as Markdown to be contained); this memo
+/// contains each once, keyed by the `blake3` digest of the text. It
+/// belongs to one check and is dropped with it, never kept for the
+/// process.
 #[derive(Debug, Default)]
 pub struct ComposeMemo {
     /// Each shared table demoted, found by pointer, with the original
     /// kept alive here so its address is never reused for another table.
     demoted: Vec<(Arc<toml::Table>, Arc<toml::Table>, Vec<DemotedKey>)>,
+    /// `contain_markdown` of each text by digest: `None` when it keeps the
+    /// text as it is.
+    contained: std::collections::HashMap<[u8; 32], Option<Arc<str>>>,
 }
+
+/// Texts shorter than this are contained each time: digesting one costs
+/// about what its containment's first look does.
+const CONTAIN_MEMO_MIN_BYTES: usize = 256;
 
 impl ComposeMemo {
     /// An empty memo.
     pub fn new() -> Self {
         ComposeMemo::default()
+    }
+
+    /// [`contain_markdown`](vak_prompt_blocks::contain_markdown) of
+    /// `text`, each text contained once per memo.
+    pub(crate) fn contain<'t>(&mut self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        use std::borrow::Cow;
+        if text.len() < CONTAIN_MEMO_MIN_BYTES {
+            return vak_prompt_blocks::contain_markdown(text);
+        }
+        let key = *blake3::hash(text.as_bytes()).as_bytes();
+        let contained =
+            self.contained
+                .entry(key)
+                .or_insert_with(|| match vak_prompt_blocks::contain_markdown(text) {
+                    Cow::Borrowed(_) => None,
+                    Cow::Owned(owned) => Some(Arc::from(owned)),
+                });
+        match contained {
+            None => Cow::Borrowed(text),
+            Some(owned) => Cow::Owned(owned.to_string()),
+        }
     }
 
     /// `table` with [`demote_config`] applied, and what it removed: a
