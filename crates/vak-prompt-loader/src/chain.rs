@@ -271,9 +271,15 @@ impl Reader<'_> {
     /// Read `path` as a hostile file that must stay inside `root`: once
     /// per snapshot.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
-        if let Some(read) = self.snap.files.get(path) {
+        // Kept for the root it was judged under: the same path asked under
+        // another root (the home read as a project) is read again.
+        let kept = self.snap.files.get(path);
+        if let Some((under, read)) = kept
+            && under == root
+        {
             return read.clone();
         }
+        let keep = kept.is_none();
         let read = match self.root(root) {
             Ok(Some(dirs)) => match dirs.read_one(path, MAX_FILE_BYTES) {
                 Ok(Some(bytes)) => utf8(bytes).map(Some),
@@ -283,16 +289,24 @@ impl Reader<'_> {
             Ok(None) => Ok(None),
             Err(refusal) => Err(refusal),
         };
-        self.snap.files.insert(path.to_owned(), read.clone());
+        if keep {
+            self.snap
+                .files
+                .insert(path.to_owned(), (root.to_owned(), read.clone()));
+        }
         read
     }
 
     /// Read the editable block files of the directory `dir` under `root`:
     /// once per snapshot.
     fn dir_files(&mut self, dir: &Utf8Path, root: &Utf8Path) -> DirRead {
-        if let Some(read) = self.snap.dirs.get(dir) {
+        let kept = self.snap.dirs.get(dir);
+        if let Some((under, read)) = kept
+            && under == root
+        {
             return read.clone();
         }
+        let keep = kept.is_none();
         // The directory is opened and checked once for its four files; each
         // file is opened relative to that handle.
         let read = match self.root(root) {
@@ -316,7 +330,11 @@ impl Reader<'_> {
             Ok(None) => DirRead::Missing,
             Err(refusal) => DirRead::Refused(refusal),
         };
-        self.snap.dirs.insert(dir.to_owned(), read.clone());
+        if keep {
+            self.snap
+                .dirs
+                .insert(dir.to_owned(), (root.to_owned(), read.clone()));
+        }
         read
     }
 

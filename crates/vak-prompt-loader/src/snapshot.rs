@@ -63,10 +63,11 @@ pub struct Snapshot {
     /// Each layer root, opened once, and whether it was opened as a
     /// project (whose nested repositories a link may not enter).
     pub(crate) roots: Vec<(Utf8PathBuf, bool, Option<OpenedDirs>)>,
-    /// Files read alone in their directory, by path.
-    pub(crate) files: HashMap<Utf8PathBuf, Result<Option<String>, ReadRefusal>>,
-    /// Directory layers, by directory.
-    pub(crate) dirs: HashMap<Utf8PathBuf, DirRead>,
+    /// Files read alone in their directory, by path, with the root they
+    /// were confined to (a read is kept for the root it was judged under).
+    pub(crate) files: HashMap<Utf8PathBuf, (Utf8PathBuf, Result<Option<String>, ReadRefusal>)>,
+    /// Directory layers, by directory, with the root they were confined to.
+    pub(crate) dirs: HashMap<Utf8PathBuf, (Utf8PathBuf, DirRead)>,
     /// Configs parsed, by path: each text is parsed once per snapshot.
     pub(crate) configs: HashMap<Utf8PathBuf, Result<Arc<toml::Table>, String>>,
     /// Skill directories listed, by `skills/` directory.
