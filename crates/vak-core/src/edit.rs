@@ -928,11 +928,23 @@ impl Core {
     /// deleted), without writing anything. A directory sub-layer named
     /// through a symlink is previewed where it leads ([`Core::real_target`]).
     pub fn preview(&self, target: &EditTarget, text: Option<&str>) -> Result<Preview, EditError> {
+        self.preview_in(target, text, &mut Snapshot::new())
+    }
+
+    /// [`preview`](Self::preview), its chain chosen from `snapshot`: a save
+    /// previews the named chain from the snapshot its check then budgets
+    /// every other chain from, so no file is read twice.
+    fn preview_in(
+        &self,
+        target: &EditTarget,
+        text: Option<&str>,
+        snapshot: &mut Snapshot,
+    ) -> Result<Preview, EditError> {
         let target = &self.real_target(target)?;
         let selectors = self.selectors();
         let trust = self.trust()?;
         let path = target.path(selectors);
-        let chain = self.load_for(target)?;
+        let chain = self.load_for_in(target, snapshot)?;
         let before = self.compose(&chain, trust, TailContext::now());
         let mut after_chain = chain;
         substitute_target(&mut after_chain, target, selectors, text);
@@ -1047,7 +1059,8 @@ impl Core {
                 &path, expected, current,
             )));
         }
-        let mut preview = self.preview(target, Some(text))?;
+        let inputs = &mut CheckInputs::default();
+        let mut preview = self.preview_in(target, Some(text), &mut inputs.snapshot)?;
         // The file already holds the text: nothing to write or record.
         if let Some(digest) = current.as_deref()
             && digest == vak_prompt_blocks::sha256_hex(text.as_bytes())
@@ -1064,7 +1077,7 @@ impl Core {
                 over_cap: false,
             });
         }
-        let (over, left_out) = self.over_cap_of(target, Some(text), &preview)?;
+        let (over, left_out) = self.over_cap_of(target, Some(text), &preview, inputs)?;
         let home = &self.selectors().home;
         refuse_over(&over, unchecked, "save", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "save", target.block, &path)?;
@@ -1214,8 +1227,9 @@ impl Core {
         let path = path.to_owned();
         let at = crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?
             .map(|synced| synced.generation);
-        let mut preview = self.preview(target, None)?;
-        let (over, left_out) = self.over_cap_of(target, None, &preview)?;
+        let inputs = &mut CheckInputs::default();
+        let mut preview = self.preview_in(target, None, &mut inputs.snapshot)?;
+        let (over, left_out) = self.over_cap_of(target, None, &preview, inputs)?;
         let home = &self.selectors().home;
         refuse_over(&over, unchecked, "reset", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "reset", target.block, &path)?;
@@ -1435,8 +1449,9 @@ impl Core {
         text: Option<&str>,
     ) -> Result<(Preview, OverCap, ChainsLeftOut), EditError> {
         let target = &self.real_target(target)?;
-        let preview = self.preview(target, text)?;
-        let (over, left_out) = self.over_cap_of(target, text, &preview)?;
+        let inputs = &mut CheckInputs::default();
+        let preview = self.preview_in(target, text, &mut inputs.snapshot)?;
+        let (over, left_out) = self.over_cap_of(target, text, &preview, inputs)?;
         Ok((preview, over, left_out))
     }
 
@@ -1448,6 +1463,7 @@ impl Core {
         target: &EditTarget,
         text: Option<&str>,
         preview: &Preview,
+        inputs: &mut CheckInputs,
     ) -> Result<(OverCap, ChainsLeftOut), EditError> {
         let mut over = OverCap::default();
         if preview.over_budget() {
@@ -1458,7 +1474,7 @@ impl Core {
             ));
         }
         let cap = preview.budget_before.report.cap;
-        let left_out = self.check_reach(target, text, cap, &mut over)?;
+        let left_out = self.check_reach(target, text, cap, (&mut over, inputs))?;
         Ok((over, left_out))
     }
 
@@ -1467,7 +1483,7 @@ impl Core {
         target: &EditTarget,
         text: Option<&str>,
         cap: usize,
-        over: &mut OverCap,
+        (over, inputs): (&mut OverCap, &mut CheckInputs),
     ) -> Result<ChainsLeftOut, EditError> {
         let mut work = Work::for_cap(cap);
         let trust = self.trust()?;
@@ -1477,9 +1493,8 @@ impl Core {
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
         let change = Change::File(target);
-        // One snapshot for every project: the home's files, the gateway
-        // files and the roles' are read once for all of them.
-        let inputs = &mut CheckInputs::default();
+        // One snapshot for every project (the preview's): the home's files,
+        // the gateway files and the roles' are read once for all of them.
         let mut left_out = self.check_plan(
             &plan,
             &change,
