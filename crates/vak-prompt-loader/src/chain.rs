@@ -279,7 +279,7 @@ impl Reader<'_> {
         {
             return read.clone();
         }
-        let keep = kept.is_none();
+        let keep = kept.is_none() && !self.snap.once;
         let read = match self.root(root) {
             Ok(Some(dirs)) => match dirs.read_one(path, MAX_FILE_BYTES) {
                 Ok(Some(bytes)) => utf8(bytes).map(Some),
@@ -306,7 +306,7 @@ impl Reader<'_> {
         {
             return read.clone();
         }
-        let keep = kept.is_none();
+        let keep = kept.is_none() && !self.snap.once;
         // The directory is opened and checked once for its four files; each
         // file is opened relative to that handle.
         let read = match self.root(root) {
@@ -516,7 +516,7 @@ fn stays_inside(
 /// Fails only when the request itself cannot be honoured (no such project,
 /// no such role); bad files are skipped and reported in the result.
 pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
-    Snapshot::new().load(request)
+    Snapshot::once().load(request)
 }
 
 /// The chain `request` selects, read through `snap` ([`Snapshot::load`]).

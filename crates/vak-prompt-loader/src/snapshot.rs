@@ -76,6 +76,9 @@ pub struct Snapshot {
     pub(crate) levels: HashMap<(Utf8PathBuf, Utf8PathBuf), Levels>,
     /// The gateway files, read once each.
     pub(crate) gateway: HashMap<GatewayFile, GatewayText>,
+    /// Whether it serves one chain only ([`Snapshot::once`]): a chain
+    /// reads each file once anyway, so no text is kept (a copy of each).
+    pub(crate) once: bool,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -93,6 +96,16 @@ impl Snapshot {
     /// A snapshot that has read nothing yet.
     pub fn new() -> Self {
         Snapshot::default()
+    }
+
+    /// A snapshot for one chain ([`load_chain`](crate::load_chain)): it
+    /// reads exactly as any other, but keeps no file's text, which one
+    /// chain never asks for twice.
+    pub(crate) fn once() -> Self {
+        Snapshot {
+            once: true,
+            ..Snapshot::default()
+        }
     }
 
     /// The chain `request` selects, its inputs read once per snapshot.
