@@ -5,7 +5,7 @@ use camino::Utf8PathBuf;
 use vak_prompt_compose::TailContext;
 use vak_prompt_loader::LoaderError;
 
-use crate::edit::{ChainPlan, ChainsLeftOut, Visited, Work, budget_of, chain_work};
+use crate::edit::{ChainPlan, ChainsLeftOut, CheckInputs, Visited, Work, budget_with, chain_work};
 use crate::over_cap::{OverCap, OverChain};
 use crate::{Core, CoreError, Selectors, describe_chain, layer_directories};
 
@@ -45,16 +45,17 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
     let plan = ChainPlan::for_trust(&base);
     let mut over = OverCap::default();
     let mut chains = 0;
+    let opened = Core::open(plan.base().clone())?.pinned();
+    // Every chain of the project has its trust: the trust store is read once.
+    let trust = opened.trust()?;
+    let CheckInputs {
+        mut snapshot,
+        mut tokens,
+        mut compose,
+    } = CheckInputs::default();
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
-        let core = match Core::open(chain.clone()) {
-            Ok(core) => core,
-            Err(error) => return ControlFlow::Break(error),
-        };
-        let trust = match core.trust() {
-            Ok(trust) => trust,
-            Err(error) => return ControlFlow::Break(error),
-        };
-        let loaded = match core.load() {
+        let core = opened.reselect(chain.clone());
+        let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
             // A role directory removed meanwhile reaches nothing.
             Err(CoreError::Loader(
@@ -64,7 +65,8 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
             }
             Err(error) => return ControlFlow::Break(error),
         };
-        let budget = budget_of(&core.compose(&loaded, trust, TailContext::now()));
+        let resolved = core.compose_with(&loaded, trust, TailContext::now(), &mut compose);
+        let budget = budget_with(&resolved, &mut tokens);
         chains += 1;
         if budget.report.is_over() {
             // Named without ", project trusted": every chain here has the

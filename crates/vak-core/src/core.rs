@@ -3,8 +3,12 @@ use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Name, Origin, SurfaceKind};
-use vak_prompt_compose::{ResolveInput, ResolvedPrompt, TailContext, resolve_prompt};
-use vak_prompt_loader::{LoadRequest, LoadedChain, RootKind, discover_project, load_chain};
+use vak_prompt_compose::{
+    ComposeMemo, ResolveInput, ResolvedPrompt, TailContext, resolve_prompt_with,
+};
+use vak_prompt_loader::{
+    LoadRequest, LoadedChain, RootKind, Snapshot, discover_project, load_chain,
+};
 use vak_prompt_trust::{Trust, TrustStore};
 use vak_session::{FileStore, Store};
 
@@ -164,6 +168,11 @@ pub struct Core {
     /// The store sessions, kept texts and versions go to (DECISIONS §13,
     /// §14): the home's file store unless the caller chose one.
     store: Arc<dyn Store>,
+    /// Whether the project is the home or inside it, once a check pinned
+    /// it ([`Core::pinned`]) for every chain it chooses from this core
+    /// ([`Core::reselect`]): answering it resolves both paths. `None`
+    /// (every other core, some held for long) asks each time.
+    in_home: Option<bool>,
 }
 
 impl Core {
@@ -200,6 +209,7 @@ impl Core {
             selectors,
             trust_source,
             store,
+            in_home: None,
         })
     }
 
@@ -221,6 +231,7 @@ impl Core {
             },
             trust_source: TrustSource::Forced(trust),
             store,
+            in_home: None,
         }
     }
 
@@ -261,9 +272,48 @@ impl Core {
         }
     }
 
+    /// This core's home, project, trust and store with other selectors of
+    /// the same project: a chain of a check's plan, chosen without opening
+    /// a core of its own. Only for selectors whose working directory the
+    /// plan found (the layer walk never enters a nested repository) or
+    /// this core's own.
+    pub(crate) fn reselect(&self, selectors: Selectors) -> Core {
+        debug_assert!(self.in_home.is_some(), "reselected from an unpinned core");
+        debug_assert!(selectors.home == self.selectors.home);
+        debug_assert!(selectors.project == self.selectors.project);
+        Core {
+            selectors,
+            ..self.clone()
+        }
+    }
+
+    /// This core, with whether its project lies in the home answered now
+    /// and kept: for the chains of one check ([`Core::reselect`]).
+    pub(crate) fn pinned(&self) -> Core {
+        Core {
+            in_home: Some(self.project_is_home()),
+            ..self.clone()
+        }
+    }
+
     /// Read every layer of the chain.
     pub fn load(&self) -> Result<LoadedChain, CoreError> {
         let mut chain = load_chain(&self.selectors.load_request())?;
+        self.as_project(&mut chain);
+        Ok(chain)
+    }
+
+    /// The chain, chosen from `snapshot`: what a check that budgets many
+    /// chains reads each of them with, every input read once.
+    pub fn load_from(&self, snapshot: &mut Snapshot) -> Result<LoadedChain, CoreError> {
+        let mut chain = snapshot.load(&self.selectors.load_request())?;
+        self.as_project(&mut chain);
+        Ok(chain)
+    }
+
+    /// A loaded chain as this project's: nothing of a project that is the
+    /// home or inside it.
+    fn as_project(&self, chain: &mut LoadedChain) {
         if self.project_is_home() {
             if let (Ok(home), Ok(project)) = (
                 std::fs::canonicalize(&self.selectors.home),
@@ -294,13 +344,17 @@ impl Core {
             chain.legacy_system = None;
             chain.role_dirs.dedup();
         }
-        Ok(chain)
     }
 
     /// Whether the project directory is the vak home itself or anywhere
     /// inside it: the home and everything inside it is never a project,
     /// whether named by `--project` or found by discovery.
     pub fn project_is_home(&self) -> bool {
+        self.in_home.unwrap_or_else(|| self.resolves_into_home())
+    }
+
+    /// [`project_is_home`](Self::project_is_home), asked of the file system.
+    fn resolves_into_home(&self) -> bool {
         let (Ok(home), Ok(project)) = (
             std::fs::canonicalize(&self.selectors.home),
             std::fs::canonicalize(&self.selectors.project),
@@ -325,13 +379,28 @@ impl Core {
     /// Compose an already-loaded chain, e.g. one with a candidate edit
     /// substituted, under this core's selectors.
     pub fn compose(&self, chain: &LoadedChain, trust: Trust, tail: TailContext) -> ResolvedPrompt {
-        resolve_prompt(&ResolveInput {
-            chain,
-            trust,
-            surface: self.selectors.surface,
-            agent: self.selectors.agent.as_ref(),
-            tail,
-        })
+        self.compose_with(chain, trust, tail, &mut ComposeMemo::new())
+    }
+
+    /// [`compose`](Self::compose), sharing `memo` with the other chains a
+    /// check composes.
+    pub(crate) fn compose_with(
+        &self,
+        chain: &LoadedChain,
+        trust: Trust,
+        tail: TailContext,
+        memo: &mut ComposeMemo,
+    ) -> ResolvedPrompt {
+        resolve_prompt_with(
+            &ResolveInput {
+                chain,
+                trust,
+                surface: self.selectors.surface,
+                agent: self.selectors.agent.as_ref(),
+                tail,
+            },
+            memo,
+        )
     }
 
     /// The assembled prefix. If the chain cannot be read at all, the

@@ -19,12 +19,13 @@ use vak_prompt_blocks::{
     Provenance, SurfaceKind, first_forbidden, parse_guardrails,
 };
 use vak_prompt_budget::{
-    BudgetReport, CapSetting, EffectiveCap, ModelInfo, default_model, effective_cap, lookup,
+    BudgetReport, CapSetting, EffectiveCap, ModelInfo, TokenMemo, default_model, effective_cap,
+    lookup,
 };
-use vak_prompt_compose::{ResolvedPrompt, TailContext};
+use vak_prompt_compose::{ComposeMemo, ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
     LayerDirs, LoadRequest, LoadedChain, LoaderError, ReadRefusal, SaveError, SaveOutcome,
-    current_digest, load_chain, read_safely, remove_checked, save_atomic,
+    Snapshot, current_digest, load_chain, read_safely, remove_checked, save_atomic,
 };
 use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
 
@@ -417,6 +418,12 @@ fn config_file(source: &str) -> &str {
 /// The budget of `resolved`: model and cap from its merged config, counts
 /// per block and layer from its contributors.
 pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
+    budget_with(resolved, &mut TokenMemo::new())
+}
+
+/// [`budget_of`], counting through `tokens`: a check that budgets many
+/// chains counts each text they share once.
+pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> Budget {
     let mut warnings = Vec::new();
     let model: &'static ModelInfo = match &resolved.config.model {
         None => default_model(),
@@ -458,7 +465,13 @@ pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
         ));
         cap.tokens = window;
     }
-    let report = BudgetReport::measure(model, cap.tokens, &resolved.prefix, &resolved.blocks);
+    let report = BudgetReport::measure_with(
+        model,
+        cap.tokens,
+        &resolved.prefix,
+        &resolved.blocks,
+        tokens,
+    );
     Budget {
         report,
         cap,
@@ -640,21 +653,25 @@ pub fn walk_trust_chains(
     // cannot buy its layers more work than the user's cap gives).
     let cap = Core::open(selectors.clone())?.budget()?.1.report.cap;
     let mut named = true;
+    let opened = Core::open(plan.base().clone())?.pinned();
+    let CheckInputs {
+        mut snapshot,
+        mut tokens,
+        mut compose,
+    } = CheckInputs::default();
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
-        let core = match Core::open(chain.clone()) {
-            Ok(core) => core,
-            Err(error) => return ControlFlow::Break(Err(error)),
-        };
-        let loaded = match core.load() {
+        let core = opened.reselect(chain.clone());
+        let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
             Err(error) if first => return ControlFlow::Break(Err(error)),
             Err(_) => return ControlFlow::Continue(None),
         };
-        let untrusted = core.compose(&loaded, Trust::Untrusted, TailContext::now());
-        let trusted = core.compose(&loaded, Trust::Trusted, TailContext::now());
-        let before = budget_of(&untrusted);
-        let after = budget_of(&trusted);
+        let untrusted =
+            core.compose_with(&loaded, Trust::Untrusted, TailContext::now(), &mut compose);
+        let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
+        let before = budget_with(&untrusted, &mut tokens);
+        let after = budget_with(&trusted, &mut tokens);
         let visited = Visited {
             tokens: after.report.prefix_tokens,
             work: chain_work(&loaded, [&before.report, &after.report]),
@@ -887,10 +904,19 @@ impl Core {
     /// Load the chain for an edit: a role that has no directory yet is
     /// loaded without its tier, since the save is what creates it.
     fn load_for(&self, target: &EditTarget) -> Result<LoadedChain, CoreError> {
-        match self.load() {
+        self.load_for_in(target, &mut Snapshot::new())
+    }
+
+    /// [`load_for`](Self::load_for), chosen from `snapshot`.
+    fn load_for_in(
+        &self,
+        target: &EditTarget,
+        snapshot: &mut Snapshot,
+    ) -> Result<LoadedChain, CoreError> {
+        match self.load_from(snapshot) {
             Err(CoreError::Loader(
                 LoaderError::UnknownRole { .. } | LoaderError::RoleRefused { .. },
-            )) if matches!(target.sub, SubLayer::Agent(_)) => Ok(load_chain(&LoadRequest {
+            )) if matches!(target.sub, SubLayer::Agent(_)) => Ok(snapshot.load(&LoadRequest {
                 agent: None,
                 ..self.selectors().load_request()
             })?),
@@ -902,11 +928,23 @@ impl Core {
     /// deleted), without writing anything. A directory sub-layer named
     /// through a symlink is previewed where it leads ([`Core::real_target`]).
     pub fn preview(&self, target: &EditTarget, text: Option<&str>) -> Result<Preview, EditError> {
+        self.preview_in(target, text, &mut Snapshot::new())
+    }
+
+    /// [`preview`](Self::preview), its chain chosen from `snapshot`: a save
+    /// previews the named chain from the snapshot its check then budgets
+    /// every other chain from, so no file is read twice.
+    fn preview_in(
+        &self,
+        target: &EditTarget,
+        text: Option<&str>,
+        snapshot: &mut Snapshot,
+    ) -> Result<Preview, EditError> {
         let target = &self.real_target(target)?;
         let selectors = self.selectors();
         let trust = self.trust()?;
         let path = target.path(selectors);
-        let chain = self.load_for(target)?;
+        let chain = self.load_for_in(target, snapshot)?;
         let before = self.compose(&chain, trust, TailContext::now());
         let mut after_chain = chain;
         substitute_target(&mut after_chain, target, selectors, text);
@@ -1021,7 +1059,8 @@ impl Core {
                 &path, expected, current,
             )));
         }
-        let mut preview = self.preview(target, Some(text))?;
+        let inputs = &mut CheckInputs::default();
+        let mut preview = self.preview_in(target, Some(text), &mut inputs.snapshot)?;
         // The file already holds the text: nothing to write or record.
         if let Some(digest) = current.as_deref()
             && digest == vak_prompt_blocks::sha256_hex(text.as_bytes())
@@ -1038,7 +1077,7 @@ impl Core {
                 over_cap: false,
             });
         }
-        let (over, left_out) = self.over_cap_of(target, Some(text), &preview)?;
+        let (over, left_out) = self.over_cap_of(target, Some(text), &preview, inputs)?;
         let home = &self.selectors().home;
         refuse_over(&over, unchecked, "save", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "save", target.block, &path)?;
@@ -1188,8 +1227,9 @@ impl Core {
         let path = path.to_owned();
         let at = crate::home::sync_if_shared(&self.selectors().home, &**self.store(), false)?
             .map(|synced| synced.generation);
-        let mut preview = self.preview(target, None)?;
-        let (over, left_out) = self.over_cap_of(target, None, &preview)?;
+        let inputs = &mut CheckInputs::default();
+        let mut preview = self.preview_in(target, None, &mut inputs.snapshot)?;
+        let (over, left_out) = self.over_cap_of(target, None, &preview, inputs)?;
         let home = &self.selectors().home;
         refuse_over(&over, unchecked, "reset", target.block, &path, home)?;
         refuse_unchecked(&left_out, unchecked, "reset", target.block, &path)?;
@@ -1393,14 +1433,37 @@ impl Core {
     /// stopping at the first), and says which chains were not budgeted
     /// (see [`ChainsLeftOut`]); the caller refuses either unless told
     /// otherwise ([`Unchecked`]).
+    /// The budget check a save of `text` as `target`'s file (`None`: a
+    /// reset) makes before it writes, without writing: the preview of the
+    /// named chain, then every chain over the cap after the change and the
+    /// chains left out of the check. What `vak prompts set` waits for, and
+    /// what the `budget` benchmark measures.
+    ///
+    /// # Errors
+    ///
+    /// As [`preview`](Self::preview), and [`EditError::Core`] when the
+    /// trust store or a chain cannot be read.
+    pub fn check_change(
+        &self,
+        target: &EditTarget,
+        text: Option<&str>,
+    ) -> Result<(Preview, OverCap, ChainsLeftOut), EditError> {
+        let target = &self.real_target(target)?;
+        let inputs = &mut CheckInputs::default();
+        let preview = self.preview_in(target, text, &mut inputs.snapshot)?;
+        let (over, left_out) = self.over_cap_of(target, text, &preview, inputs)?;
+        Ok((preview, over, left_out))
+    }
+
     /// Every chain a change to `target` (`None`: its file removed) puts
     /// over the cap: the chain `preview` composed, then every other chain
-    /// the change reaches; and the chains left out of that check.
+    /// the change reaches; and the chains left out of the check.
     fn over_cap_of(
         &self,
         target: &EditTarget,
         text: Option<&str>,
         preview: &Preview,
+        inputs: &mut CheckInputs,
     ) -> Result<(OverCap, ChainsLeftOut), EditError> {
         let mut over = OverCap::default();
         if preview.over_budget() {
@@ -1411,7 +1474,7 @@ impl Core {
             ));
         }
         let cap = preview.budget_before.report.cap;
-        let left_out = self.check_reach(target, text, cap, &mut over)?;
+        let left_out = self.check_reach(target, text, cap, (&mut over, inputs))?;
         Ok((over, left_out))
     }
 
@@ -1420,7 +1483,7 @@ impl Core {
         target: &EditTarget,
         text: Option<&str>,
         cap: usize,
-        over: &mut OverCap,
+        (over, inputs): (&mut OverCap, &mut CheckInputs),
     ) -> Result<ChainsLeftOut, EditError> {
         let mut work = Work::for_cap(cap);
         let trust = self.trust()?;
@@ -1430,8 +1493,16 @@ impl Core {
         }
         let plan = ChainPlan::for_change(self.selectors(), target);
         let change = Change::File(target);
-        let mut left_out =
-            self.check_plan(&plan, &change, text, &trusts, None, (&mut work, over))?;
+        // One snapshot for every project (the preview's): the home's files,
+        // the gateway files and the roles' are read once for all of them.
+        let mut left_out = self.check_plan(
+            &plan,
+            &change,
+            text,
+            &trusts,
+            None,
+            (&mut work, over, inputs),
+        )?;
         if target.scope != Scope::Shared {
             return Ok(left_out);
         }
@@ -1452,7 +1523,7 @@ impl Core {
                 text,
                 &[Trust::Trusted],
                 Some(&project),
-                (&mut work, over),
+                (&mut work, over, inputs),
             )?;
             left_out.merge(other);
         }
@@ -1497,17 +1568,28 @@ impl Core {
         text: Option<&str>,
         trusts: &[Trust],
         other: Option<&Utf8Path>,
-        (work, over): (&mut Work, &mut OverCap),
+        (work, over, inputs): (&mut Work, &mut OverCap, &mut CheckInputs),
     ) -> Result<ChainsLeftOut, EditError> {
         use std::ops::ControlFlow;
+        // Opened once per plan; each chain is chosen from it and from the
+        // snapshot, composed and counted in memory.
+        let base = match Core::open(plan.base().clone()) {
+            Ok(core) => core.pinned(),
+            Err(CoreError::Loader(LoaderError::ProjectMissing(_))) if other.is_some() => {
+                return Ok(ChainsLeftOut::default());
+            }
+            Err(error) => return Err(error.into()),
+        };
+        let CheckInputs {
+            snapshot,
+            tokens,
+            compose,
+        } = inputs;
         let flow = plan.visit_within(work, |selectors| {
-            let core = match Core::open(selectors.clone()) {
-                Ok(core) => core,
-                Err(error) => return ControlFlow::Break(error.into()),
-            };
+            let core = base.reselect(selectors.clone());
             let loaded = match change {
-                Change::File(target) => core.load_for(target),
-                Change::Gateway { .. } => core.load(),
+                Change::File(target) => core.load_for_in(target, snapshot),
+                Change::Gateway { .. } => core.load_from(snapshot),
             };
             let chain = match loaded {
                 Ok(chain) => chain,
@@ -1535,12 +1617,18 @@ impl Core {
             let mut visited = Visited::default();
             let mut counted = Vec::with_capacity(2 * trusts.len());
             for &trust in trusts {
-                let after = budget_of(&core.compose(&after_chain, trust, TailContext::now()));
+                let after = budget_with(
+                    &core.compose_with(&after_chain, trust, TailContext::now(), compose),
+                    tokens,
+                );
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.
                 if after.report.is_over() {
-                    let before = budget_of(&core.compose(&chain, trust, TailContext::now()));
+                    let before = budget_with(
+                        &core.compose_with(&chain, trust, TailContext::now(), compose),
+                        tokens,
+                    );
                     if pushes_over(&before.report, &after.report) {
                         // Said with every other chain over, not alone.
                         // ", project trusted" only for an untrusted
@@ -1569,6 +1657,19 @@ impl Core {
             ControlFlow::Break(error) => Err(error),
         }
     }
+}
+
+/// What one check reads and counts once, however many chains it budgets
+/// (DECISIONS §18): the snapshot every chain is chosen from and composed
+/// in memory, and the token counts made so far, by text.
+#[derive(Debug, Default)]
+pub(crate) struct CheckInputs {
+    /// Every input the check's chains read, each read once.
+    pub(crate) snapshot: Snapshot,
+    /// Token counts by text digest.
+    pub(crate) tokens: TokenMemo,
+    /// What composing is done once for every chain (a config's demotion).
+    pub(crate) compose: ComposeMemo,
 }
 
 /// What a check puts in place in every chain it loads.
@@ -1633,7 +1734,7 @@ impl Core {
             text,
             &[trust],
             None,
-            (&mut Work::for_cap(cap), over),
+            (&mut Work::for_cap(cap), over, &mut CheckInputs::default()),
         )?;
         let path = reach.path(self.selectors());
         let home = &self.selectors().home;
@@ -2070,6 +2171,11 @@ impl ChainPlan {
                 visited: 0,
             },
         }
+    }
+
+    /// The selectors the plan's chains vary.
+    pub fn base(&self) -> &Selectors {
+        &self.base
     }
 
     fn new(

@@ -17,6 +17,7 @@ mod bpe;
 mod cap;
 mod encoding;
 mod error;
+mod memo;
 mod model;
 mod pretokenize;
 mod rank_hash;
@@ -28,5 +29,6 @@ pub use cap::{
 };
 pub use encoding::{Encoding, count_tokens};
 pub use error::BudgetError;
+pub use memo::TokenMemo;
 pub use model::{DEFAULT_MODEL, MODELS, ModelInfo, default_model, lookup};
 pub use report::{BlockTokens, BudgetReport, LayerTokens, SourceTokens, TokenSummary};

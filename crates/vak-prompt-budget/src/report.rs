@@ -14,7 +14,7 @@ use serde::Serialize;
 use vak_prompt_blocks::{Block, Composition, Origin, PromptLayer, Provenance};
 use vak_prompt_compose::ResolvedBlock;
 
-use crate::{Encoding, ModelInfo};
+use crate::{Encoding, ModelInfo, TokenMemo};
 
 /// The tokens every contribution to one block adds up to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -154,6 +154,19 @@ impl BudgetReport {
     /// `model`'s encoding: the rows composition made, counted where they
     /// are, with the provenance the loader gave them.
     pub fn measure(model: &ModelInfo, cap: usize, prefix: &str, blocks: &[ResolvedBlock]) -> Self {
+        BudgetReport::measure_with(model, cap, prefix, blocks, &mut TokenMemo::new())
+    }
+
+    /// [`measure`](Self::measure), counting each text through `memo`: a
+    /// check that budgets many chains counts a layer text shared by all of
+    /// them once.
+    pub fn measure_with(
+        model: &ModelInfo,
+        cap: usize,
+        prefix: &str,
+        blocks: &[ResolvedBlock],
+        memo: &mut TokenMemo,
+    ) -> Self {
         let encoding = model.encoding;
         let contributions = blocks
             .iter()
@@ -161,7 +174,7 @@ impl BudgetReport {
         let mut per_block: BTreeMap<Block, usize> = BTreeMap::new();
         let mut layers: BTreeMap<(PromptLayer, Origin), LayerTokens> = BTreeMap::new();
         for (block, c) in contributions {
-            let tokens = encoding.count(&c.text);
+            let tokens = memo.count(encoding, &c.text);
             *per_block.entry(block).or_default() += tokens;
             let layer = layers
                 .entry((c.provenance.layer, c.provenance.origin))
@@ -186,7 +199,7 @@ impl BudgetReport {
             .filter(|b| b.block.composition() == Composition::Accumulate)
         {
             if let Some(tokens) = per_block.get_mut(&block.block) {
-                *tokens = encoding.count(&block.text);
+                *tokens = memo.count(encoding, &block.text);
             }
         }
         BudgetReport {
@@ -195,7 +208,7 @@ impl BudgetReport {
             context_window: model.context_window,
             approximate: model.approximate,
             cap,
-            prefix_tokens: encoding.count(prefix),
+            prefix_tokens: memo.count(encoding, prefix),
             blocks: per_block
                 .into_iter()
                 .map(|(block, tokens)| BlockTokens { block, tokens })

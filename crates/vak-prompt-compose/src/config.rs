@@ -1,6 +1,8 @@
 //! The effective config: home then project `config.toml`, after the
 //! project's privileged keys are demoted, with the source of every value.
 
+use std::sync::Arc;
+
 use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
 use vak_prompt_loader::ConfigFile;
 use vak_prompt_trust::{DemotedKey, Trust, demote_config, would_demote};
@@ -137,36 +139,82 @@ fn section<'t>(
     Some(at)
 }
 
-/// `table` with [`demote_config`] applied, and what it removed. A table
-/// the loader shares (parsed once per text, so held elsewhere too) is
-/// demoted once per process and the result shared: a check crossing every
-/// role with every layer composes an untrusted clone's large config
-/// thousands of times. Found by pointer, with the original kept alive in
-/// the cache so its address is never reused for another table.
-fn demoted_once(
-    table: &std::sync::Arc<toml::Table>,
-    trust: Trust,
-) -> (std::sync::Arc<toml::Table>, Vec<DemotedKey>) {
-    use std::sync::{Arc, Mutex};
-    type Demoted = Vec<(Arc<toml::Table>, Arc<toml::Table>, Vec<DemotedKey>)>;
-    static DEMOTED: Mutex<Demoted> = Mutex::new(Vec::new());
-    let shared = Arc::strong_count(table) > 1;
-    if shared
-        && let Ok(cache) = DEMOTED.lock()
-        && let Some((_, demoted, keys)) = cache.iter().find(|(of, ..)| Arc::ptr_eq(of, table))
-    {
-        return (Arc::clone(demoted), keys.clone());
+/// What composing many chains of one snapshot does once rather than per
+/// chain: an untrusted config's demotion, and the structural containment
+/// of a text. A check crossing every role with every layer composes an
+/// untrusted clone's large config (12,000 keys) thousands of times; the
+/// snapshot shares one parsed table among them, and this memo shares its
+/// demoted copy. Every chain of a check contains the same layer texts
+/// (a list of rules is parsed as Markdown to be contained); this memo
+/// contains each once, keyed by the `blake3` digest of the text. It
+/// belongs to one check and is dropped with it, never kept for the
+/// process.
+#[derive(Debug, Default)]
+pub struct ComposeMemo {
+    /// Each shared table demoted, found by pointer, with the original
+    /// kept alive here so its address is never reused for another table.
+    demoted: Vec<(Arc<toml::Table>, Arc<toml::Table>, Vec<DemotedKey>)>,
+    /// `contain_markdown` of each text by digest: `None` when it keeps the
+    /// text as it is.
+    contained: std::collections::HashMap<[u8; 32], Option<Arc<str>>>,
+}
+
+/// Texts shorter than this are contained each time: digesting one costs
+/// about what its containment's first look does.
+const CONTAIN_MEMO_MIN_BYTES: usize = 256;
+
+impl ComposeMemo {
+    /// An empty memo.
+    pub fn new() -> Self {
+        ComposeMemo::default()
     }
-    let mut copy = toml::Table::clone(table);
-    let keys = demote_config(&mut copy, trust);
-    let copy = Arc::new(copy);
-    if shared && let Ok(mut cache) = DEMOTED.lock() {
-        if cache.len() >= 4 {
-            cache.remove(0);
+
+    /// [`contain_markdown`](vak_prompt_blocks::contain_markdown) of
+    /// `text`, each text contained once per memo.
+    pub(crate) fn contain<'t>(&mut self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        use std::borrow::Cow;
+        if text.len() < CONTAIN_MEMO_MIN_BYTES {
+            return vak_prompt_blocks::contain_markdown(text);
         }
-        cache.push((Arc::clone(table), Arc::clone(&copy), keys.clone()));
+        let key = *blake3::hash(text.as_bytes()).as_bytes();
+        let contained =
+            self.contained
+                .entry(key)
+                .or_insert_with(|| match vak_prompt_blocks::contain_markdown(text) {
+                    Cow::Borrowed(_) => None,
+                    Cow::Owned(owned) => Some(Arc::from(owned)),
+                });
+        match contained {
+            None => Cow::Borrowed(text),
+            Some(owned) => Cow::Owned(owned.to_string()),
+        }
     }
-    (copy, keys)
+
+    /// `table` with [`demote_config`] applied, and what it removed: a
+    /// table held elsewhere too (a snapshot's, shared by its chains) is
+    /// demoted once per memo; one nobody else holds is demoted and not
+    /// kept.
+    fn demoted(
+        &mut self,
+        table: &Arc<toml::Table>,
+        trust: Trust,
+    ) -> (Arc<toml::Table>, Vec<DemotedKey>) {
+        let shared = Arc::strong_count(table) > 1;
+        if shared
+            && let Some((_, demoted, keys)) =
+                self.demoted.iter().find(|(of, ..)| Arc::ptr_eq(of, table))
+        {
+            return (Arc::clone(demoted), keys.clone());
+        }
+        let mut copy = toml::Table::clone(table);
+        let keys = demote_config(&mut copy, trust);
+        let copy = Arc::new(copy);
+        if shared {
+            self.demoted
+                .push((Arc::clone(table), Arc::clone(&copy), keys.clone()));
+        }
+        (copy, keys)
+    }
 }
 
 /// Merge the config files, demoting an untrusted project's privileged keys.
@@ -174,6 +222,7 @@ pub(crate) fn effective_config(
     configs: &[ConfigFile],
     trust: Trust,
     demoted: &mut Vec<Demotion>,
+    memo: &mut ComposeMemo,
 ) -> EffectiveConfig {
     let mut effective = EffectiveConfig::default();
     for file in configs {
@@ -182,18 +231,18 @@ pub(crate) fn effective_config(
         } else {
             Trust::Trusted
         };
-        // The table is shared (parsed once per text); it is copied only
+        // The table is shared (parsed once per snapshot); it is copied only
         // when an untrusted file holds keys demotion removes, and then once
-        // per shared table ([`demoted_once`]).
+        // per shared table and memo ([`ComposeMemo`]).
         let layer = if file.origin == Origin::Project {
             PromptLayer::Project
         } else {
             PromptLayer::Shared
         };
         let (table, demoted_keys) = if would_demote(&file.table, file_trust) {
-            demoted_once(&file.table, file_trust)
+            memo.demoted(&file.table, file_trust)
         } else {
-            (std::sync::Arc::clone(&file.table), Vec::new())
+            (Arc::clone(&file.table), Vec::new())
         };
         for key in demoted_keys {
             demoted.push(Demotion {
@@ -296,28 +345,31 @@ pub(crate) fn effective_config(
 mod tests {
     use super::*;
 
-    /// A shared table is demoted once and the result shared; a table
-    /// nobody else holds is demoted afresh and never kept.
+    /// A shared table is demoted once per memo and the result shared; a
+    /// table nobody else holds is demoted afresh and never kept; another
+    /// memo demotes again.
     #[test]
-    fn a_shared_table_is_demoted_once() {
-        use std::sync::Arc;
+    fn a_shared_table_is_demoted_once_per_memo() {
+        let mut memo = ComposeMemo::new();
         let table: Arc<toml::Table> = Arc::new(
             "hooks = { pre = \"x\" }\n[permissions]\nallow = [\"a\"]\ndeny = [\"b\"]\n"
                 .parse()
                 .unwrap(),
         );
         let held = Arc::clone(&table);
-        let (first, keys) = demoted_once(&table, Trust::Untrusted);
+        let (first, keys) = memo.demoted(&table, Trust::Untrusted);
         assert_eq!(keys.len(), 2);
         assert!(!first.contains_key("hooks"));
         assert!(first["permissions"].get("deny").is_some());
-        let (again, keys_again) = demoted_once(&table, Trust::Untrusted);
+        let (again, keys_again) = memo.demoted(&table, Trust::Untrusted);
         assert!(Arc::ptr_eq(&first, &again));
         assert_eq!(keys, keys_again);
+        let (other, _) = ComposeMemo::new().demoted(&table, Trust::Untrusted);
+        assert!(!Arc::ptr_eq(&first, &other));
         assert!(held.contains_key("hooks"), "the original is untouched");
         let alone: Arc<toml::Table> = Arc::new("hooks = 1\n".parse().unwrap());
-        let (a, _) = demoted_once(&alone, Trust::Untrusted);
-        let (b, _) = demoted_once(&alone, Trust::Untrusted);
+        let (a, _) = memo.demoted(&alone, Trust::Untrusted);
+        let (b, _) = memo.demoted(&alone, Trust::Untrusted);
         assert!(!Arc::ptr_eq(&a, &b));
     }
 }

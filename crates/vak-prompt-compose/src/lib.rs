@@ -20,10 +20,10 @@ mod seed_model;
 mod tail;
 
 pub use catalog::{CATALOG, Capability, render_contract};
-pub use config::{EffectiveConfig, McpServer, PermissionKind, Sourced};
+pub use config::{ComposeMemo, EffectiveConfig, McpServer, PermissionKind, Sourced};
 pub use resolve::{
     Contributor, Demotion, MAX_LINTS_PER_FILE, ResolveInput, ResolvedBlock, ResolvedPrompt,
-    resolve_prompt,
+    resolve_prompt, resolve_prompt_with,
 };
 pub use seed_model::{SeedBlock, seed};
 pub use tail::{TailContext, render_tail, rfc3339_utc};

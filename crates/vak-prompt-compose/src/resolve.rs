@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
     Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, clean, contain_markdown, sha256_hex,
+    Provenance, SurfaceKind, clean, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -16,7 +16,7 @@ use vak_session::{
 };
 
 use crate::catalog::{CATALOG, render_contract};
-use crate::config::{EffectiveConfig, effective_config};
+use crate::config::{ComposeMemo, EffectiveConfig, effective_config};
 use crate::seed_model::seed;
 use crate::tail::{TailContext, render_tail};
 
@@ -320,7 +320,11 @@ impl ResolvedPrompt {
 /// Each piece is contained on its own (a fence one file leaves open is
 /// closed at that file's end), so no file's Markdown reaches into the next
 /// file's introduction or the next section.
-fn with_interop(contributors: &[Contributor], root: Option<&camino::Utf8PathBuf>) -> String {
+fn with_interop(
+    contributors: &[Contributor],
+    root: Option<&camino::Utf8PathBuf>,
+    memo: &mut ComposeMemo,
+) -> String {
     let mut out = String::with_capacity(contributors.iter().map(|c| c.text.len() + 64).sum());
     for c in contributors.iter().filter(|c| !c.text.is_empty()) {
         if !out.is_empty() {
@@ -335,7 +339,7 @@ fn with_interop(contributors: &[Contributor], root: Option<&camino::Utf8PathBuf>
             out.push_str(relative);
             out.push_str(":\n\n");
         }
-        out.push_str(&contain_markdown(&c.text));
+        out.push_str(&memo.contain(&c.text));
     }
     out
 }
@@ -436,6 +440,13 @@ fn skill_description(text: &str) -> Cow<'_, str> {
 /// Resolve the prompt: apply trust, compose every block, render the prefix
 /// and the tail, and describe every winning layer.
 pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
+    resolve_prompt_with(input, &mut ComposeMemo::new())
+}
+
+/// [`resolve_prompt`], sharing with the other chains composed through
+/// `memo` what is the same for all of them (an untrusted config's
+/// demotion): what a check that composes every chain of a snapshot calls.
+pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> ResolvedPrompt {
     let chain = input.chain;
     let mut demoted = Vec::new();
     let mut warnings: Vec<String> = chain
@@ -565,7 +576,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         }
     }
 
-    let config = effective_config(&chain.configs, input.trust, &mut demoted);
+    let config = effective_config(&chain.configs, input.trust, &mut demoted, memo);
     warnings.extend(config.warnings.iter().cloned());
 
     // Descriptors are made as each block is composed, in render order,
@@ -618,7 +629,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 contributors.extend(appended.map(&mut contributor));
                 let text = if contributors.iter().any(|c| c.interop) {
                     contained = true;
-                    with_interop(&contributors, chain.project_levels.first())
+                    with_interop(&contributors, chain.project_levels.first(), memo)
                 } else {
                     contributors
                         .first()
@@ -648,10 +659,8 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
                 // Each layer's text is contained on its own, as each file
                 // of the operating rules is.
                 contained = true;
-                let pieces: Vec<Cow<'_, str>> = candidates
-                    .iter()
-                    .map(|c| contain_markdown(&c.text))
-                    .collect();
+                let pieces: Vec<Cow<'_, str>> =
+                    candidates.iter().map(|c| memo.contain(&c.text)).collect();
                 let text = join_nonempty(pieces.iter(), "\n\n");
                 ResolvedBlock {
                     block,
@@ -690,7 +699,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
         // are nested under the block's section.
         if !contained
             && (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
-            && let Cow::Owned(text) = contain_markdown(&resolved.text)
+            && let Cow::Owned(text) = memo.contain(&resolved.text)
         {
             resolved.text = text;
         }

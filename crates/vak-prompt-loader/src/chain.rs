@@ -9,6 +9,7 @@ use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
+use crate::snapshot::{DirRead, Levels, Snapshot};
 
 /// How many directories holding layer files that are left out of the
 /// chain (too deep, hidden, `node_modules`…) are named one by one; the rest
@@ -109,45 +110,19 @@ pub struct ConfigFile {
     pub origin: Origin,
     /// Its path.
     pub path: Utf8PathBuf,
-    /// Its contents, shared: a plan that loads hundreds of chains parses
-    /// each config text once ([`parse_config`]).
-    pub table: std::sync::Arc<toml::Table>,
+    /// Its contents, shared: every chain loaded from one [`Snapshot`]
+    /// shares the table parsed once.
+    pub table: Arc<toml::Table>,
 }
 
-/// Config texts at least this long are parsed once per process and
-/// shared; shorter ones parse in microseconds and are not worth a copy.
-const SHARED_CONFIG_BYTES: usize = 1024;
-
-/// How many distinct long config texts are kept parsed (a home's and a few
-/// projects').
-const SHARED_CONFIGS: usize = 4;
-
-/// Parse a config text, reusing the table parsed from the same text
-/// earlier in this process. A check that crosses every role with every
-/// layer loads the same two configs thousands of times, and a clone's
-/// 250 KB config took 3 ms to parse each time (33 s for `vak trust` on 2,000
-/// roles). Keyed by the whole text, compared byte for byte, so an edit is
-/// never served a stale table.
-fn parse_config(text: &str) -> Result<std::sync::Arc<toml::Table>, toml::de::Error> {
-    use std::sync::{Arc, Mutex};
-    type Parsed = Vec<(Box<str>, Arc<toml::Table>)>;
-    static PARSED: Mutex<Parsed> = Mutex::new(Vec::new());
-    if text.len() < SHARED_CONFIG_BYTES {
-        return text.parse::<toml::Table>().map(Arc::new);
-    }
-    if let Ok(parsed) = PARSED.lock()
-        && let Some((_, table)) = parsed.iter().find(|(seen, _)| **seen == *text)
-    {
-        return Ok(Arc::clone(table));
-    }
-    let table = Arc::new(text.parse::<toml::Table>()?);
-    if let Ok(mut parsed) = PARSED.lock() {
-        if parsed.len() >= SHARED_CONFIGS {
-            parsed.remove(0);
-        }
-        parsed.push((text.into(), Arc::clone(&table)));
-    }
-    Ok(table)
+/// Parse a config text: what a snapshot keeps per config path, so a check
+/// crossing every role with every layer parses each config once (a
+/// clone's 250 KB config took 3 ms to parse, 33 s for `vak trust` on
+/// 2,000 roles when it was parsed per chain).
+fn parse_config(text: &str) -> Result<Arc<toml::Table>, String> {
+    text.parse::<toml::Table>()
+        .map(Arc::new)
+        .map_err(|error| format!("is not valid TOML: {}", error.message()))
 }
 
 /// A skill found under `.vak/skills/<name>/SKILL.md`.
@@ -265,36 +240,14 @@ impl LoadedChain {
 
 struct Reader<'a> {
     chain: &'a mut LoadedChain,
-    /// Each layer root, resolved once per load rather than once per file,
-    /// with the directories opened under it so far (each opened and checked
-    /// once, shared by every file in it); `None` when the root does not
-    /// exist.
-    roots: Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
+    /// What is read: each layer root opened once (each directory under it
+    /// opened and checked once, shared by every file in it), and every
+    /// answer kept, so a later chain of the same snapshot reads nothing
+    /// again.
+    snap: &'a mut Snapshot,
     /// The project's root: the one root whose nested repositories are
     /// refused (see [`OpenedDirs::project`]).
     project: &'a Utf8Path,
-}
-
-/// The directories opened under `root` in `roots`, resolving the root the
-/// first time it is asked for.
-fn root_in<'r>(
-    roots: &'r mut Vec<(Utf8PathBuf, Option<OpenedDirs>)>,
-    root: &Utf8Path,
-    project: bool,
-) -> Result<Option<&'r mut OpenedDirs>, ReadRefusal> {
-    // Compared as strings: the loader spells each root one way.
-    let at = match roots.iter().position(|(r, _)| r.as_str() == root.as_str()) {
-        Some(at) => at,
-        None => {
-            let dirs = OpenedDirs::open(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
-            // A project's nested repositories are projects of their own: a
-            // link into one is refused like a link out of the project.
-            let dirs = dirs.map(|d| if project { d.project() } else { d });
-            roots.push((root.to_owned(), dirs));
-            roots.len() - 1
-        }
-    };
-    Ok(roots[at].1.as_mut())
 }
 
 impl Reader<'_> {
@@ -312,18 +265,77 @@ impl Reader<'_> {
     /// load. `Ok(None)` when the root does not exist.
     fn root(&mut self, root: &Utf8Path) -> Result<Option<&mut OpenedDirs>, ReadRefusal> {
         let project = root.as_str() == self.project.as_str();
-        root_in(&mut self.roots, root, project)
+        self.snap.root(root, project)
     }
 
-    /// Read `path` as a hostile file that must stay inside `root`.
+    /// Read `path` as a hostile file that must stay inside `root`: once
+    /// per snapshot.
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
-        match self.root(root)? {
-            Some(dirs) => match dirs.read_one(path, MAX_FILE_BYTES)? {
-                Some(bytes) => utf8(bytes).map(Some),
-                None => Ok(None),
-            },
-            None => Ok(None),
+        // Kept for the root it was judged under: the same path asked under
+        // another root (the home read as a project) is read again.
+        let kept = self.snap.files.get(path);
+        if let Some((under, read)) = kept
+            && under == root
+        {
+            return read.clone();
         }
+        let keep = kept.is_none() && !self.snap.once;
+        let read = match self.root(root) {
+            Ok(Some(dirs)) => match dirs.read_one(path, MAX_FILE_BYTES) {
+                Ok(Some(bytes)) => utf8(bytes).map(Some),
+                Ok(None) => Ok(None),
+                Err(refusal) => Err(refusal.into()),
+            },
+            Ok(None) => Ok(None),
+            Err(refusal) => Err(refusal),
+        };
+        if keep {
+            self.snap
+                .files
+                .insert(path.to_owned(), (root.to_owned(), read.clone()));
+        }
+        read
+    }
+
+    /// Read the editable block files of the directory `dir` under `root`:
+    /// once per snapshot.
+    fn dir_files(&mut self, dir: &Utf8Path, root: &Utf8Path) -> DirRead {
+        let kept = self.snap.dirs.get(dir);
+        if let Some((under, read)) = kept
+            && under == root
+        {
+            return read.clone();
+        }
+        let keep = kept.is_none() && !self.snap.once;
+        // The directory is opened and checked once for its four files; each
+        // file is opened relative to that handle.
+        let read = match self.root(root) {
+            Ok(Some(dirs)) => match dirs.dir(dir) {
+                Ok(Some(opened)) => DirRead::Files(
+                    Block::EDITABLE
+                        .iter()
+                        .filter_map(|&block| {
+                            let file = block.file_name()?;
+                            let text = dirs
+                                .read_in(&opened, file, MAX_FILE_BYTES)
+                                .map_err(ReadRefusal::from)
+                                .and_then(|bytes| bytes.map(utf8).transpose());
+                            Some((block, file, text))
+                        })
+                        .collect(),
+                ),
+                Ok(None) => DirRead::Missing,
+                Err(refusal) => DirRead::Refused(ReadRefusal::from(refusal)),
+            },
+            Ok(None) => DirRead::Missing,
+            Err(refusal) => DirRead::Refused(refusal),
+        };
+        if keep {
+            self.snap
+                .dirs
+                .insert(dir.to_owned(), (root.to_owned(), read.clone()));
+        }
+        read
     }
 
     /// Read the editable block files of one directory layer. Returns
@@ -335,34 +347,17 @@ impl Reader<'_> {
         layer: PromptLayer,
         origin: Origin,
     ) -> bool {
-        // The directory is opened and checked once for its four files; each
-        // file is opened relative to that handle. One that leads outside its
-        // root is reported once, naming the directory.
-        let read = match self.root(root) {
-            Ok(Some(dirs)) => match dirs.dir(dir) {
-                // An array, not a `Vec`: the block list is fixed.
-                Ok(Some(opened)) => Ok(Block::EDITABLE.map(|block| {
-                    let file = block.file_name()?;
-                    let text = dirs
-                        .read_in(&opened, file, MAX_FILE_BYTES)
-                        .map_err(ReadRefusal::from)
-                        .and_then(|bytes| bytes.map(utf8).transpose());
-                    Some((block, file, text))
-                })),
-                Ok(None) => return false,
-                Err(refusal) => Err(ReadRefusal::from(refusal)),
-            },
-            Ok(None) => return false,
-            Err(refusal) => Err(refusal),
-        };
-        let files = match read {
-            Ok(files) => files,
-            Err(refusal) => {
+        // One that leads outside its root is reported once, naming the
+        // directory.
+        let files = match self.dir_files(dir, root) {
+            DirRead::Files(files) => files,
+            DirRead::Missing => return false,
+            DirRead::Refused(refusal) => {
                 self.skip(None, Provenance::new(layer, origin, dir.as_str()), refusal);
                 return false;
             }
         };
-        for (block, file, text) in files.into_iter().flatten() {
+        for (block, file, text) in files {
             let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
             match text {
                 Ok(Some(text)) => self.chain.contributions.push(Contribution {
@@ -515,15 +510,24 @@ fn stays_inside(
     Ok(())
 }
 
-/// Load every layer of the chain `request` selects.
+/// Load every layer of the chain `request` selects: a chain of a
+/// [`Snapshot`] of its own.
 ///
 /// Fails only when the request itself cannot be honoured (no such project,
 /// no such role); bad files are skipped and reported in the result.
 pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
+    Snapshot::once().load(request)
+}
+
+/// The chain `request` selects, read through `snap` ([`Snapshot::load`]).
+pub(crate) fn load_in(
+    snap: &mut Snapshot,
+    request: &LoadRequest,
+) -> Result<LoadedChain, LoaderError> {
     let mut chain = LoadedChain::default();
     let mut reader = Reader {
         chain: &mut chain,
-        roots: Vec::new(),
+        snap,
         project: &request.project,
     };
     // The project's root is opened first: a handle opened as a directory
@@ -588,18 +592,28 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     for &(vak_dir, root, origin, layer) in config_roots {
         let path = join(vak_dir, &["config.toml"]);
         match reader.read(&path, root) {
-            Ok(Some(text)) => match parse_config(&text) {
-                Ok(table) => reader.chain.configs.push(ConfigFile {
-                    origin,
-                    path,
-                    table,
-                }),
-                Err(error) => reader.skip(
-                    None,
-                    Provenance::new(layer, origin, path.into_string()),
-                    format!("is not valid TOML: {}", error.message()),
-                ),
-            },
+            Ok(Some(text)) => {
+                let parsed = reader
+                    .snap
+                    .configs
+                    .entry(path.clone())
+                    .or_insert_with(|| parse_config(&text))
+                    .clone();
+                match parsed {
+                    Ok(table) => reader.chain.configs.push(ConfigFile {
+                        origin,
+                        path,
+                        table,
+                    }),
+                    Err(reason) => {
+                        reader.skip(
+                            None,
+                            Provenance::new(layer, origin, path.into_string()),
+                            reason,
+                        );
+                    }
+                }
+            }
             Ok(None) => {}
             Err(refusal) => reader.skip(
                 None,
@@ -640,10 +654,31 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
                 "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
             );
         }
-        let (levels, left_out) = levels_and_left_out(&request.project, workdir, &request.home);
+        let key = (request.project.clone(), workdir.clone());
+        let Levels {
+            levels,
+            unread,
+            home_dir,
+        } = match reader.snap.levels.get(&key) {
+            Some(levels) => levels.clone(),
+            None => {
+                let (levels, left_out) =
+                    levels_and_left_out(&request.project, workdir, &request.home);
+                let found = Levels {
+                    levels,
+                    unread: left_out
+                        .into_iter()
+                        .filter(|dir| has_layer(dir, &interop))
+                        .collect(),
+                    home_dir: levels_cut_at_home(&request.project, workdir, &request.home),
+                };
+                reader.snap.levels.insert(key, found.clone());
+                found
+            }
+        };
         // The home inside the project is the shared layer: its files are
         // read once, as shared, never again as a project directory layer.
-        if let Some(home_dir) = levels_cut_at_home(&request.project, workdir, &request.home) {
+        if let Some(home_dir) = home_dir {
             reader.skip(
                 None,
                 Provenance::new(PromptLayer::Project, Origin::Project, home_dir.as_str()),
@@ -653,7 +688,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
         // Said, not silent: guardrails written there do not apply. The
         // first few are named; a clone nested a thousand deep is one more
         // line, not a thousand lines of ever longer paths.
-        let mut unread = left_out.into_iter().filter(|dir| has_layer(dir, &interop));
+        let mut unread = unread.into_iter();
         for dir in unread.by_ref().take(MAX_UNREAD_LAYERS_NAMED) {
             reader.skip(
                 None,
@@ -705,9 +740,7 @@ pub fn load_chain(request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
     // cannot be resolved is reported by the gateway's own read.
     load_gateway(
         &request.home,
-        root_in(&mut reader.roots, &request.home, false)
-            .ok()
-            .flatten(),
+        reader.snap,
         request.bot.as_ref(),
         request.chat.as_ref(),
         &mut reader.chain.contributions,
@@ -802,6 +835,23 @@ fn skill_names(
     skills_dir: &Utf8Path,
     root: &Utf8Path,
 ) -> Option<Vec<String>> {
+    if let Some(names) = reader.snap.skill_names.get(skills_dir) {
+        return names.clone();
+    }
+    let names = list_skills(reader, skills_dir, root);
+    reader
+        .snap
+        .skill_names
+        .insert(skills_dir.to_owned(), names.clone());
+    names
+}
+
+/// [`skill_names`], read.
+fn list_skills(
+    reader: &mut Reader<'_>,
+    skills_dir: &Utf8Path,
+    root: &Utf8Path,
+) -> Option<Vec<String>> {
     if let Ok(Some(dirs)) = reader.root(root) {
         match dirs.dir(skills_dir) {
             Ok(Some(dir)) => {
@@ -877,34 +927,5 @@ fn load_skills(
                 refusal,
             ),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A long config text is parsed once and shared; one byte changed is
-    /// parsed afresh, never served the earlier table; short texts are
-    /// never kept.
-    #[test]
-    fn config_tables_are_shared_by_exact_text_only() {
-        let long: String = (0..200).map(|i| format!("k{i} = {i}\n")).collect();
-        assert!(long.len() >= SHARED_CONFIG_BYTES);
-        let first = parse_config(&long).unwrap();
-        assert!(std::sync::Arc::ptr_eq(
-            &first,
-            &parse_config(&long).unwrap()
-        ));
-        let edited = long.replacen("k0 = 0", "k0 = 9", 1);
-        let second = parse_config(&edited).unwrap();
-        assert_eq!(second["k0"].as_integer(), Some(9));
-        assert_eq!(parse_config(&long).unwrap()["k0"].as_integer(), Some(0));
-        let short = "a = 1\n";
-        assert!(!std::sync::Arc::ptr_eq(
-            &parse_config(short).unwrap(),
-            &parse_config(short).unwrap()
-        ));
-        assert!(parse_config(&format!("{long}[[")).is_err());
     }
 }

@@ -31,6 +31,7 @@ use crate::chain::{Contribution, Skipped};
 use crate::confine::OpenedDirs;
 use crate::paths::join;
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal};
+use crate::snapshot::Snapshot;
 use crate::write::{SaveError, SaveOutcome, save_atomic};
 
 /// The largest gateway JSON file read.
@@ -42,7 +43,7 @@ pub fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
 }
 
 /// One of the two gateway files that carry prompts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum GatewayFile {
     /// `bots.json`: `{ "<bot>": { "prompts": { … } } }`.
     Bots,
@@ -1443,9 +1444,18 @@ fn wrong_entry(skipped: &mut Vec<Skipped>, layer: PromptLayer, error: GatewayErr
 }
 
 /// Append the bot and chat tiers' contributions.
+/// One gateway file as a [`Snapshot`] read it: its bytes (or why they
+/// were refused, as a `Skipped` says it), and its index once
+/// [`indexed`] built one, so later chains of the snapshot neither read the
+/// file again nor compare it with the indexed text.
+pub(crate) struct GatewayText {
+    read: Result<Option<Arc<[u8]>>, String>,
+    index: Option<Arc<GatewayIndex>>,
+}
+
 pub(crate) fn load_gateway(
     home: &Utf8Path,
-    mut dirs: Option<&mut OpenedDirs>,
+    snap: &mut Snapshot,
     bot: Option<&Name>,
     chat: Option<&Name>,
     contributions: &mut Vec<Contribution>,
@@ -1468,22 +1478,38 @@ pub(crate) fn load_gateway(
         if selection.file == GatewayFile::Allowlist && selection.chat.is_none() {
             return;
         }
-        let bytes = match read_bytes_for_chain(home, dirs.as_deref_mut(), selection.file) {
-            Ok(Some(bytes)) => bytes,
+        if !snap.gateway.contains_key(&selection.file) {
+            // The gateway files share the home's opened directories; a home
+            // that cannot be resolved is reported by the read itself.
+            let dirs = snap.root(home, false).ok().flatten();
+            let read = read_bytes_for_chain(home, dirs, selection.file)
+                .map(|bytes| bytes.map(Arc::from))
+                .map_err(|error| file_reason(&error));
+            snap.gateway
+                .insert(selection.file, GatewayText { read, index: None });
+        }
+        let Some(text) = snap.gateway.get_mut(&selection.file) else {
+            continue;
+        };
+        let bytes = match &text.read {
+            Ok(Some(bytes)) => Arc::clone(bytes),
             Ok(None) => continue,
-            Err(error) => {
+            Err(reason) => {
                 let source = selection.file.path(home).to_string();
                 skip(
                     skipped,
                     None,
                     selection.file.layer(),
                     source,
-                    file_reason(&error),
+                    reason.clone(),
                 );
                 continue;
             }
         };
-        let index = indexed(selection.file, &bytes);
+        if text.index.is_none() {
+            text.index = indexed(selection.file, &bytes);
+        }
+        let index = text.index.clone();
         let found = match &index {
             Some(index) => Some(index.found(selection)),
             None => read_for_chain(home, &bytes, selection, skipped),
@@ -1511,7 +1537,7 @@ mod tests {
         let (mut c, mut s) = (Vec::new(), Vec::new());
         load_gateway(
             home,
-            None,
+            &mut Snapshot::new(),
             Some(&bot),
             chat.then_some(&chat_name),
             &mut c,
@@ -1751,7 +1777,8 @@ mod tests {
                             let (mut c, mut s) = (Vec::new(), Vec::new());
                             let chat = with_chat.then_some(&chat);
                             if walk {
-                                load_gateway(&home, dirs, Some(&bot), chat, &mut c, &mut s);
+                                let snap = &mut Snapshot::new();
+                                load_gateway(&home, snap, Some(&bot), chat, &mut c, &mut s);
                             } else {
                                 before::load_gateway(&home, dirs, Some(&bot), chat, &mut c, &mut s);
                             }
@@ -1826,19 +1853,19 @@ mod tests {
                     let run = |walk: bool| {
                         let mut dirs = OpenedDirs::open(&home).unwrap().unwrap();
                         let (mut c, mut s) = (Vec::new(), Vec::new());
-                        let load = if walk {
-                            load_gateway
+                        if walk {
+                            let snap = &mut Snapshot::new();
+                            load_gateway(&home, snap, Some(&bot), Some(&chat), &mut c, &mut s);
                         } else {
-                            before::load_gateway
-                        };
-                        load(
-                            &home,
-                            Some(&mut dirs),
-                            Some(&bot),
-                            Some(&chat),
-                            &mut c,
-                            &mut s,
-                        );
+                            before::load_gateway(
+                                &home,
+                                Some(&mut dirs),
+                                Some(&bot),
+                                Some(&chat),
+                                &mut c,
+                                &mut s,
+                            );
+                        }
                         (c, s)
                     };
                     assert_eq!(run(true), run(false), "{bots_text} {allow_text}");
@@ -2101,7 +2128,14 @@ mod tests {
         };
         let load = |i: usize| {
             let (mut c, mut s) = (Vec::new(), Vec::new());
-            load_gateway(&home, None, Some(&bot), Some(&chat_of(i)), &mut c, &mut s);
+            load_gateway(
+                &home,
+                &mut Snapshot::new(),
+                Some(&bot),
+                Some(&chat_of(i)),
+                &mut c,
+                &mut s,
+            );
             assert!(s.is_empty(), "{s:?}");
             c.into_iter().map(|c| c.text).collect::<Vec<_>>()
         };
@@ -2139,7 +2173,8 @@ mod tests {
         std::fs::write(&path, &broken).unwrap();
         for _ in 0..3 {
             let (mut c, mut s) = (Vec::new(), Vec::new());
-            load_gateway(&home, None, Some(&bot), Some(&chat_of(0)), &mut c, &mut s);
+            let snap = &mut Snapshot::new();
+            load_gateway(&home, snap, Some(&bot), Some(&chat_of(0)), &mut c, &mut s);
             assert!(c.is_empty() && s.len() == 1, "{c:?} {s:?}");
         }
     }

@@ -15,6 +15,7 @@ mod error;
 mod gateway;
 mod paths;
 mod safe_read;
+mod snapshot;
 mod watch;
 mod write;
 
@@ -35,6 +36,7 @@ pub use gateway::{
 };
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
+pub use snapshot::Snapshot;
 pub use watch::{InputWatch, MAX_WATCHES};
 pub use write::{
     ABSENT_DIGEST, DIR_MODE, SaveError, SaveOutcome, create_dirs, create_parent_confined,

@@ -1,0 +1,225 @@
+//! Token counts remembered by text, for a check that budgets many chains.
+
+use std::collections::HashMap;
+
+use crate::Encoding;
+
+/// Chunks shorter than this are counted each time: hashing and looking one
+/// up costs about what counting it does.
+const MEMO_MIN_BYTES: usize = 32;
+
+/// A chunk ends after about one line in this many ([`chunks`]).
+const LINES_PER_CHUNK: u32 = 4;
+
+/// A chunk ends once it is this long, whatever its lines.
+const MAX_CHUNK_BYTES: usize = 2048;
+
+/// Token counts already made, keyed by the encoding and the `blake3` digest
+/// of the text. One check that budgets every chain a change reaches counts
+/// the same layer texts (a project's `AGENTS.md`, a role's guardrails) on
+/// thousands of chains; each is counted once per memo. A memo belongs to
+/// one check (it is dropped with it), never to the process: a text is its
+/// own key, so an edited file is a new key, never a stale count.
+///
+/// A text is counted a few lines at a time ([`chunks`]): every prefix
+/// differs from the next chain's by a few lines (a chat's own guardrail),
+/// and the count of a text is the sum of its chunks' counts, because each
+/// chunk starts where the encodings' pre-tokenizer starts a new piece
+/// whatever came before (see [`pieces`]), and BPE never merges across
+/// those.
+#[derive(Debug, Default)]
+pub struct TokenMemo {
+    counts: HashMap<(Encoding, [u8; 32]), usize>,
+}
+
+/// `text` cut before every line that starts with a character other than
+/// whitespace or `/`. No pre-tokenizer piece of `o200k_base` or
+/// `cl100k_base` runs across such a cut: the letter and digit patterns
+/// never take a line break, the punctuation pattern takes the line breaks
+/// (and, in `o200k_base`, slashes) after it and stops at anything else,
+/// the whitespace patterns stop before a non-space, and no pattern starts
+/// with a line break and goes on into a non-space. So the count of `text`
+/// is the sum of the counts of its pieces (held to that by a test against
+/// the whole-text count).
+fn pieces(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut start = 0;
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        while at < bytes.len() {
+            // After an ASCII line break `at` is a character boundary.
+            let cut = at > start
+                && bytes[at - 1] == b'\n'
+                && text[at..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| !c.is_whitespace() && c != '/');
+            if cut {
+                let piece = &text[start..at];
+                start = at;
+                at += 1;
+                return Some(piece);
+            }
+            at += 1;
+        }
+        (start < bytes.len()).then(|| {
+            let piece = &text[start..];
+            start = bytes.len();
+            piece
+        })
+    })
+}
+
+/// `text` in chunks of whole [`pieces`], cut by content: a chunk ends
+/// after a line whose first bytes hash to one value in
+/// [`LINES_PER_CHUNK`] (or once it is [`MAX_CHUNK_BYTES`] long), so the
+/// same lines make the same chunks in every chain, and a line one chain
+/// adds changes only the chunk it falls in. Fewer, longer keys than one per
+/// line: a digest costs about what counting 50 bytes does.
+fn chunks(text: &str) -> impl Iterator<Item = &str> {
+    let mut pieces = pieces(text).peekable();
+    let mut start = 0;
+    std::iter::from_fn(move || {
+        let mut end = start;
+        while let Some(piece) = pieces.next() {
+            end += piece.len();
+            if anchors(piece) || end - start >= MAX_CHUNK_BYTES || pieces.peek().is_none() {
+                break;
+            }
+        }
+        (end > start).then(|| {
+            let chunk = &text[start..end];
+            start = end;
+            chunk
+        })
+    })
+}
+
+/// Whether a chunk ends after `line`: FNV-1a of its first 16 bytes.
+fn anchors(line: &str) -> bool {
+    let hash = line.bytes().take(16).fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    hash % LINES_PER_CHUNK == 0
+}
+
+impl TokenMemo {
+    /// An empty memo.
+    pub fn new() -> Self {
+        TokenMemo::default()
+    }
+
+    /// `encoding.count(text)`, a few lines at a time remembered.
+    pub fn count(&mut self, encoding: Encoding, text: &str) -> usize {
+        chunks(text)
+            .map(|chunk| self.count_piece(encoding, chunk))
+            .sum()
+    }
+
+    fn count_piece(&mut self, encoding: Encoding, piece: &str) -> usize {
+        if piece.len() < MEMO_MIN_BYTES {
+            return encoding.count(piece);
+        }
+        let key = (encoding, *blake3::hash(piece.as_bytes()).as_bytes());
+        *self
+            .counts
+            .entry(key)
+            .or_insert_with(|| encoding.count(piece))
+    }
+
+    /// How many distinct pieces it holds.
+    pub fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.counts.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_memo_answers_what_counting_answers_and_keeps_one_entry_per_text() {
+        let mut memo = TokenMemo::new();
+        let long = "Some words to count, more than sixty-four bytes of them in all. ".repeat(3);
+        for text in ["short", long.as_str(), long.as_str()] {
+            assert_eq!(
+                memo.count(Encoding::O200kBase, text),
+                Encoding::O200kBase.count(text)
+            );
+        }
+        assert_eq!(memo.len(), 1);
+        let edited = long.replacen("Some", "Many", 1);
+        assert_eq!(
+            memo.count(Encoding::O200kBase, &edited),
+            Encoding::O200kBase.count(&edited)
+        );
+        assert_eq!(
+            memo.count(Encoding::Cl100kBase, &long),
+            Encoding::Cl100kBase.count(&long)
+        );
+        assert_eq!(memo.len(), 3);
+    }
+
+    /// The sum of the pieces is the whole text's count, on texts built to
+    /// sit on every kind of cut: line starts of every class, punctuation
+    /// before a break, slashes, CRLF, Unicode spaces and letters, numbers,
+    /// contractions, Markdown.
+    #[test]
+    fn counting_by_pieces_is_counting_the_whole() {
+        let lines = [
+            "## Guardrails",
+            "- never do it.",
+            "",
+            "   indented",
+            "/path/at/start",
+            ".\r",
+            "'s contraction",
+            "\u{3000}ideographic space",
+            "\u{a0}nbsp",
+            "123456 numbers",
+            "Ünïcödé wörds",
+            "日本語のテキスト",
+            "```",
+            "  - nested",
+            "#hashtag",
+            "!!!",
+            "\t\ttabs",
+            "a",
+            "...",
+            "--",
+            "- x/",
+            "x\u{301}",
+            "Surface: chat",
+            "> quote",
+            "1. one",
+            "emoji 🎉 here",
+        ];
+        let mut texts: Vec<String> = Vec::new();
+        for a in &lines {
+            for b in &lines {
+                texts.push(format!("{a}\n{b}\n\n{a} {b}"));
+                texts.push(format!("{a}.\n{b}\r\n{b}\n \n{a}"));
+            }
+        }
+        texts.push(
+            std::fs::read_to_string(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/benches/system-prompt.md"
+            ))
+            .unwrap(),
+        );
+        for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+            let mut memo = TokenMemo::new();
+            for text in &texts {
+                assert_eq!(pieces(text).collect::<String>(), *text);
+                assert_eq!(chunks(text).collect::<String>(), *text);
+                assert_eq!(memo.count(encoding, text), encoding.count(text), "{text:?}");
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! One read of every input a question can reach, shared by every chain
+//! chosen from it.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::Block;
+
+use crate::LoaderError;
+use crate::chain::{LoadRequest, LoadedChain, load_in};
+use crate::confine::OpenedDirs;
+use crate::gateway::{GatewayFile, GatewayText};
+use crate::safe_read::ReadRefusal;
+
+/// One block file of a directory layer: the block, its file name, and what
+/// reading it answered (its text, absent, or refused).
+pub(crate) type BlockFile = (Block, &'static str, Result<Option<String>, ReadRefusal>);
+
+/// What one directory layer's read answered: each editable block's file,
+/// read, absent or refused.
+#[derive(Debug, Clone)]
+pub(crate) enum DirRead {
+    /// The directory (or its root) is not there.
+    Missing,
+    /// The directory leads outside its root, or could not be opened.
+    Refused(ReadRefusal),
+    /// Its block files, in [`Block::EDITABLE`] order.
+    Files(Vec<BlockFile>),
+}
+
+/// The levels of a working directory, as the chain reads them.
+#[derive(Debug, Clone)]
+pub(crate) struct Levels {
+    /// The directory levels below the root down to the working directory.
+    pub(crate) levels: Vec<Utf8PathBuf>,
+    /// Directories on the way the walk does not look in that hold a layer.
+    pub(crate) unread: Vec<Utf8PathBuf>,
+    /// The home, when it lies on the way.
+    pub(crate) home_dir: Option<Utf8PathBuf>,
+}
+
+/// Every input the chains of one question read, each read once: the
+/// home's and each project's layer files, interop files, configs, skills,
+/// `SYSTEM.md`, the gateway files and the directory levels on the way to
+/// each working directory. Every read goes through the loader's one
+/// confined reader (each root opened once, [`OpenedDirs`]), bounded and
+/// refused exactly as [`load_chain`](crate::load_chain) reads and refuses;
+/// what a read answered (text, absence or refusal) is kept with the path it
+/// was read from, so a chain loaded from the snapshot carries the same
+/// provenance and the same `Skipped` entries as a load of its own.
+///
+/// [`Snapshot::load`] chooses a chain: it reads what no earlier chain of
+/// this snapshot read, and answers the rest from memory, so a check that
+/// budgets every role × surface × directory × gateway chat of ten projects
+/// reads each file once, parses each config once and walks each gateway
+/// file at most a few times. A snapshot is the inputs as they were when
+/// read: it belongs to one question (a save's budget check, a `vak
+/// trust`), and a later question takes a new one. It holds directory
+/// handles, so it stays on the thread that made it.
+#[derive(Default)]
+pub struct Snapshot {
+    /// Each layer root, opened once, and whether it was opened as a
+    /// project (whose nested repositories a link may not enter).
+    pub(crate) roots: Vec<(Utf8PathBuf, bool, Option<OpenedDirs>)>,
+    /// Files read alone in their directory, by path, with the root they
+    /// were confined to (a read is kept for the root it was judged under).
+    pub(crate) files: HashMap<Utf8PathBuf, (Utf8PathBuf, Result<Option<String>, ReadRefusal>)>,
+    /// Directory layers, by directory, with the root they were confined to.
+    pub(crate) dirs: HashMap<Utf8PathBuf, (Utf8PathBuf, DirRead)>,
+    /// Configs parsed, by path: each text is parsed once per snapshot.
+    pub(crate) configs: HashMap<Utf8PathBuf, Result<Arc<toml::Table>, String>>,
+    /// Skill directories listed, by `skills/` directory.
+    pub(crate) skill_names: HashMap<Utf8PathBuf, Option<Vec<String>>>,
+    /// The levels of each (project, working directory).
+    pub(crate) levels: HashMap<(Utf8PathBuf, Utf8PathBuf), Levels>,
+    /// The gateway files, read once each.
+    pub(crate) gateway: HashMap<GatewayFile, GatewayText>,
+    /// Whether it serves one chain only ([`Snapshot::once`]): a chain
+    /// reads each file once anyway, so no text is kept (a copy of each).
+    pub(crate) once: bool,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("roots", &self.roots.len())
+            .field("files", &self.files.len())
+            .field("dirs", &self.dirs.len())
+            .field("configs", &self.configs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Snapshot {
+    /// A snapshot that has read nothing yet.
+    pub fn new() -> Self {
+        Snapshot::default()
+    }
+
+    /// A snapshot for one chain ([`load_chain`](crate::load_chain)): it
+    /// reads exactly as any other, but keeps no file's text, which one
+    /// chain never asks for twice.
+    pub(crate) fn once() -> Self {
+        Snapshot {
+            once: true,
+            ..Snapshot::default()
+        }
+    }
+
+    /// The chain `request` selects, its inputs read once per snapshot.
+    ///
+    /// # Errors
+    ///
+    /// As [`load_chain`](crate::load_chain): no such project, no such
+    /// role; bad files are skipped and reported in the result.
+    pub fn load(&mut self, request: &LoadRequest) -> Result<LoadedChain, LoaderError> {
+        load_in(self, request)
+    }
+
+    /// The directories opened under `root`, opening it the first time it
+    /// is asked for. `Ok(None)` when the root does not exist.
+    pub(crate) fn root(
+        &mut self,
+        root: &Utf8Path,
+        project: bool,
+    ) -> Result<Option<&mut OpenedDirs>, ReadRefusal> {
+        // Compared as strings: the loader spells each root one way.
+        let at = match self
+            .roots
+            .iter()
+            .position(|(r, p, _)| r.as_str() == root.as_str() && *p == project)
+        {
+            Some(at) => at,
+            None => {
+                let dirs = OpenedDirs::open(root).map_err(|e| ReadRefusal::Io(e.to_string()))?;
+                // A project's nested repositories are projects of their own:
+                // a link into one is refused like a link out of the project.
+                let dirs = dirs.map(|d| if project { d.project() } else { d });
+                self.roots.push((root.to_owned(), project, dirs));
+                self.roots.len() - 1
+            }
+        };
+        Ok(self.roots[at].2.as_mut())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vak_prompt_blocks::SurfaceKind;
+
+    fn write(path: &Utf8Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Two chains of one snapshot read each file once: an edit made after
+    /// the first is not seen by the second (a snapshot is the inputs as they
+    /// were), a config is parsed once and shared, and a new snapshot reads
+    /// the edit.
+    #[test]
+    fn a_snapshot_reads_each_input_once_and_a_new_one_reads_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        let (home, project) = (root.join("home"), root.join("project"));
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        write(&home.join(".vak/prompts/guardrails.md"), "- shared rule");
+        let config: String = (0..200).map(|i| format!("k{i} = {i}\n")).collect();
+        write(&home.join(".vak/config.toml"), &config);
+        let request = LoadRequest {
+            home: home.clone(),
+            project,
+            surface: SurfaceKind::Cli,
+            bot: None,
+            chat: None,
+            agent: None,
+            workdir: None,
+        };
+        let mut snapshot = Snapshot::new();
+        let first = snapshot.load(&request).unwrap();
+        write(&home.join(".vak/prompts/guardrails.md"), "- edited rule");
+        let second = snapshot
+            .load(&LoadRequest {
+                surface: SurfaceKind::Chat,
+                ..request.clone()
+            })
+            .unwrap();
+        let text = |chain: &LoadedChain| chain.contributions[0].text.clone();
+        assert_eq!(text(&first), "- shared rule");
+        assert_eq!(text(&second), "- shared rule");
+        assert!(Arc::ptr_eq(
+            &first.configs[0].table,
+            &second.configs[0].table
+        ));
+        let fresh = crate::load_chain(&request).unwrap();
+        assert_eq!(text(&fresh), "- edited rule");
+        assert!(!Arc::ptr_eq(
+            &first.configs[0].table,
+            &fresh.configs[0].table
+        ));
+    }
+}
