@@ -222,4 +222,35 @@ mod tests {
             }
         }
     }
+
+    proptest::proptest! {
+        /// The same, on texts drawn from every class a cut could fall
+        /// between: line breaks of each kind, spaces of each kind,
+        /// punctuation, slashes, digits, letters of several scripts,
+        /// combining marks, zero-width and control characters.
+        #[test]
+        fn counting_in_chunks_is_counting_the_whole(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "\n", "\r\n", "\r", "\n\n", " ", "  ", "\t", "\u{a0}", "\u{3000}",
+                    "\u{2028}", "\u{85}", "\u{1c}", "\u{200b}", "\u{301}", "/", "//", ".", "...",
+                    "-", "#", "'s", "'", "1", "123", "a", "The", "word", "Ü", "日本", "🎉",
+                    "```", "> ", "- ", "x/", "!?", "\u{feff}",
+                ]),
+                0..80,
+            ),
+        ) {
+            let text: String = parts.concat();
+            for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
+                let mut memo = TokenMemo::new();
+                proptest::prop_assert_eq!(chunks(&text).collect::<String>(), text.clone());
+                proptest::prop_assert_eq!(
+                    memo.count(encoding, &text),
+                    encoding.count(&text),
+                    "{:?}",
+                    text
+                );
+            }
+        }
+    }
 }
