@@ -9,6 +9,7 @@
 
 mod check_docs;
 mod gateway_load;
+mod tidy;
 
 use std::fs;
 use std::path::{Path, PathBuf};

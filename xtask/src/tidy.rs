@@ -1,0 +1,240 @@
+//! The house's rules that a test can hold, as tests (`cargo test -p
+//! xtask`, so the README's test command runs them): the crates depend on
+//! each other one way, in the order below; no process-wide cache holds
+//! loaded data; no provenance string is parsed back. Where the code does
+//! not meet a rule yet, the exception is listed here with why, and the test
+//! fails when an exception is no longer needed, so the lists only shrink.
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .expect("the workspace root")
+            .to_owned()
+    }
+
+    /// The workspace's crates, lowest first: each may depend only on crates
+    /// before it (dev-dependencies are free).
+    const LAYERS: [&str; 13] = [
+        "vak-prompt-blocks",
+        "vak-prompt-loader",
+        "vak-prompt-trust",
+        "vak-prompt-history",
+        "vak-session",
+        "vak-prompt-compose",
+        "vak-prompt-budget",
+        "vak-prompt-drift",
+        "vak-store-pg",
+        "vak-core",
+        "vak-admin",
+        "vak-gateway",
+        "vak-cli",
+    ];
+
+    /// Crates that compute and hold no store: they may not depend on the
+    /// session store, PostgreSQL, or the version history.
+    const PURE: [&str; 5] = [
+        "vak-prompt-blocks",
+        "vak-prompt-loader",
+        "vak-prompt-compose",
+        "vak-prompt-budget",
+        "vak-prompt-drift",
+    ];
+    const STORES: [&str; 3] = ["vak-session", "vak-store-pg", "vak-prompt-history"];
+
+    /// Known exceptions to `PURE`: composition and drift read the frozen
+    /// contract's types, which still live in `vak-session` beside the
+    /// ledger; they move to the blocks crate, and these lines go.
+    const PURE_DEBT: [(&str, &str); 2] = [
+        ("vak-prompt-compose", "vak-session"),
+        ("vak-prompt-drift", "vak-session"),
+    ];
+
+    /// The `vak-*` crates `crate` lists under `[dependencies]`.
+    fn dependencies(name: &str) -> Vec<String> {
+        let path = root().join("crates").join(name).join("Cargo.toml");
+        let text = std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+        let mut inside = false;
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let line = line.trim();
+            if line.starts_with('[') {
+                inside = line == "[dependencies]";
+                continue;
+            }
+            if inside
+                && let Some(dep) = line.split(['=', ' ', '.']).next()
+                && dep.starts_with("vak-")
+            {
+                out.push(dep.to_owned());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_crate_has_its_place_in_the_layers() {
+        let mut crates: Vec<String> = std::fs::read_dir(root().join("crates"))
+            .expect("crates/")
+            .flatten()
+            .filter(|e| e.path().join("Cargo.toml").is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        crates.sort();
+        let mut listed: Vec<String> = LAYERS.iter().map(|c| (*c).to_owned()).collect();
+        listed.sort();
+        assert_eq!(
+            crates, listed,
+            "a crate was added or removed: place it in LAYERS"
+        );
+    }
+
+    #[test]
+    fn dependencies_point_one_way() {
+        for (at, name) in LAYERS.iter().enumerate() {
+            for dep in dependencies(name) {
+                let Some(below) = LAYERS.iter().position(|c| *c == dep) else {
+                    panic!("{name} depends on {dep}, which LAYERS does not list");
+                };
+                assert!(
+                    below < at,
+                    "{name} depends on {dep}, which is not below it: dependencies point one way (LAYERS)"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn pure_crates_hold_no_store() {
+        let mut debt_seen = Vec::new();
+        for name in PURE {
+            for dep in dependencies(name) {
+                if !STORES.contains(&dep.as_str()) {
+                    continue;
+                }
+                let known = PURE_DEBT
+                    .iter()
+                    .any(|(from, to)| *from == name && *to == dep);
+                assert!(known, "{name} depends on the store crate {dep}");
+                debt_seen.push((name, dep));
+            }
+        }
+        for (from, to) in PURE_DEBT {
+            assert!(
+                debt_seen.iter().any(|(f, t)| *f == from && t == to),
+                "{from} no longer depends on {to}: take it off PURE_DEBT"
+            );
+        }
+    }
+
+    /// Every `.rs` file under `crates/*/src`.
+    fn sources() -> Vec<PathBuf> {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for krate in std::fs::read_dir(root().join("crates"))
+            .expect("crates/")
+            .flatten()
+        {
+            walk(&krate.path().join("src"), &mut out);
+        }
+        out.sort();
+        out
+    }
+
+    /// The lines of the sources matching `is_hit`, as `path:line`
+    /// relative to the root.
+    fn hits(is_hit: impl Fn(&str) -> bool) -> Vec<String> {
+        let root = root();
+        let mut out = Vec::new();
+        for path in sources() {
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for line in text.lines() {
+                if is_hit(line) {
+                    let rel = path.strip_prefix(&root).unwrap_or(&path);
+                    out.push(format!("{}: {}", rel.display(), line.trim()));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether `line` declares a static that can hold loaded data.
+    fn holds_loaded_data(line: &str) -> bool {
+        let line = line.trim_start();
+        let line = line.strip_prefix("pub(crate) ").unwrap_or(line);
+        line.starts_with("static ")
+            && ["Mutex<", "RwLock<", "OnceLock<HashMap", "OnceLock<Vec"]
+                .iter()
+                .any(|kind| line.contains(kind))
+    }
+
+    /// Process-wide caches still here, and why: the gateway files' index
+    /// makes a delivery's admission on a large allowlist 0.11 ms instead of
+    /// a 1.7-3.6 ms walk, and a delivery has no snapshot to keep it in
+    /// until the prompt cache holds snapshots.
+    const CACHE_DEBT: [&str; 1] = ["crates/vak-prompt-loader/src/gateway.rs"];
+
+    #[test]
+    fn no_process_wide_cache_holds_loaded_data() {
+        let found = hits(holds_loaded_data);
+        for hit in &found {
+            assert!(
+                CACHE_DEBT.iter().any(|file| hit.starts_with(file)),
+                "a process-wide cache of loaded data: {hit}; keep it in the snapshot or the handle that loaded it"
+            );
+        }
+        for file in CACHE_DEBT {
+            assert!(
+                found.iter().any(|hit| hit.starts_with(file)),
+                "{file} holds no process-wide cache any more: take it off CACHE_DEBT"
+            );
+        }
+    }
+
+    /// Provenance parsed back from a string, and why it is still here: a
+    /// config value's source is `file#key`, and the budget names the file.
+    const PARSING_DEBT: [&str; 1] = ["crates/vak-core/src/edit.rs"];
+
+    #[test]
+    fn no_provenance_string_is_parsed_back() {
+        let found = hits(|line| line.contains("rsplit_once('#')"));
+        for hit in &found {
+            assert!(
+                PARSING_DEBT.iter().any(|file| hit.starts_with(file)),
+                "a provenance string parsed back: {hit}; carry the typed source instead"
+            );
+        }
+        for file in PARSING_DEBT {
+            assert!(
+                found.iter().any(|hit| hit.starts_with(file)),
+                "{file} parses no provenance string any more: take it off PARSING_DEBT"
+            );
+        }
+    }
+
+    #[test]
+    fn the_rules_see_what_they_look_for() {
+        assert!(holds_loaded_data(
+            "    static REMEMBERED: Mutex<Remembered> = Mutex::new(Vec::new());"
+        ));
+        assert!(!holds_loaded_data(
+            "static CLAIMS: std::sync::atomic::AtomicU64 = AtomicU64::new(0);"
+        ));
+        assert!(!holds_loaded_data(
+            "    static TYPE_KEY: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b\"x\"));"
+        ));
+    }
+}
