@@ -45,13 +45,9 @@ mod tests {
     ];
     const STORES: [&str; 3] = ["vak-session", "vak-store-pg", "vak-prompt-history"];
 
-    /// Known exceptions to `PURE`: composition and drift read the frozen
-    /// contract's types, which still live in `vak-session` beside the
-    /// ledger; they move to the blocks crate, and these lines go.
-    const PURE_DEBT: [(&str, &str); 2] = [
-        ("vak-prompt-compose", "vak-session"),
-        ("vak-prompt-drift", "vak-session"),
-    ];
+    /// Known exceptions to `PURE`, each to go: none today (the frozen
+    /// contract's types moved from `vak-session` to the blocks crate).
+    const PURE_DEBT: [(&str, &str); 0] = [];
 
     /// The `vak-*` crates `crate` lists under `[dependencies]`.
     fn dependencies(name: &str) -> Vec<String> {

@@ -17,8 +17,10 @@
 //! | `agent-instructions` | user | additive at the agent tier |
 
 mod block;
+mod change;
 mod civil;
 mod contain;
+mod contract;
 mod digest;
 mod error;
 mod guardrail;
@@ -29,8 +31,13 @@ mod surface;
 mod text;
 
 pub use block::{Block, Composition, Owner};
+pub use change::{ChangeKind, LayerChange, short_digest};
 pub use civil::civil_from_days;
 pub use contain::contain_markdown;
+pub use contract::{
+    AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, ParentSession,
+    PromptLayerDescriptor, fingerprint, fingerprint_text,
+};
 pub use digest::{Sha256Hex, Sha256Writer, sha256_hex};
 pub use error::BlocksError;
 pub use guardrail::{

@@ -4,8 +4,8 @@
 //! interface, so it is generated from the same table the tool dispatcher
 //! would be, and no layer can edit it.
 
+use vak_prompt_blocks::CapabilityDescriptor;
 use vak_prompt_blocks::sha256_hex;
-use vak_session::CapabilityDescriptor;
 
 /// One tool the agent can call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

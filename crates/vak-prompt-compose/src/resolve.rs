@@ -5,15 +5,15 @@ use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
+    AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
+    fingerprint,
+};
+use vak_prompt_blocks::{
     Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
     Provenance, SurfaceKind, clean, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
-use vak_session::{
-    AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
-    fingerprint,
-};
 
 use crate::catalog::{CATALOG, render_contract};
 use crate::config::{ComposeMemo, EffectiveConfig, effective_config};

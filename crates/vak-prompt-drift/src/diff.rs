@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::Serialize;
 use vak_prompt_blocks::{Block, PromptLayer};
-use vak_session::{ChangeKind, LayerChange, PromptLayerDescriptor};
+use vak_prompt_blocks::{ChangeKind, LayerChange, PromptLayerDescriptor};
 
 /// What differs between a frozen contract's descriptors and the current
 /// ones, per block and layer.
@@ -53,7 +53,7 @@ impl fmt::Display for DriftReport {
 }
 
 /// (block, layer, inventory name, n-th occurrence of the rest). The source
-/// path is not part of the identity, as in [`vak_session::fingerprint`]:
+/// path is not part of the identity, as in [`vak_prompt_blocks::fingerprint`]:
 /// moving a home directory does not change the instructions. An inventory
 /// entry (a skill, an MCP server) is named, so adding one is one `added`,
 /// not a shift of every entry after it.

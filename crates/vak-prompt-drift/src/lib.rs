@@ -14,4 +14,4 @@ mod policy;
 
 pub use diff::{DriftReport, Pair, diff, pair};
 pub use policy::{ResumeDecision, ResumePath, decide};
-pub use vak_session::{ChangeKind, LayerChange};
+pub use vak_prompt_blocks::{ChangeKind, LayerChange};

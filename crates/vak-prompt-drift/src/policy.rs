@@ -50,7 +50,7 @@ pub fn decide(path: ResumePath, report: &DriftReport) -> ResumeDecision {
 mod tests {
     use super::*;
     use crate::diff;
-    use vak_session::PromptLayerDescriptor;
+    use vak_prompt_blocks::PromptLayerDescriptor;
 
     fn d(digest: &str) -> PromptLayerDescriptor {
         PromptLayerDescriptor {

@@ -1,7 +1,9 @@
 //! What a session freezes at creation, and the files it is written to.
 //!
-//! The contract types live here, beside the ledger, because a ledger is
-//! their only durable home; `vak_core::prompts` re-exports them.
+//! The contract types (`FrozenContract`, the descriptors) are
+//! `vak-prompt-blocks`'s, so composition and drift need no store; they are
+//! re-exported here, beside the ledger that is their durable home, and by
+//! `vak_core::prompts`.
 //!
 //! Three stores, all under `$VAK_HOME/.vak/`, all plain files:
 //!
@@ -24,8 +26,6 @@
 
 mod audit;
 mod bindings;
-mod change;
-mod contract;
 pub mod crash;
 mod error;
 mod file;
@@ -41,11 +41,6 @@ pub use audit::{
     TrustOverCap,
 };
 pub use bindings::{Binding, BindingGuard, BindingStore, ChatLock};
-pub use change::{ChangeKind, LayerChange, short_digest};
-pub use contract::{
-    AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, ParentSession,
-    PromptLayerDescriptor, fingerprint, fingerprint_text,
-};
 pub use error::SessionError;
 pub use home::{
     Expect, GATEWAY_FILES, HomeFile, HomeSnapshot, HomeStore, LAYER_FILES, SHARED_CONFIG,
@@ -58,4 +53,9 @@ pub use ledger::{
 };
 pub use store::{Bound, BoundSession, ChatPlan, Claim, Committed, FileStore, FreshSession, Store};
 pub use time::now_rfc3339;
+pub use vak_prompt_blocks::{
+    AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, ParentSession,
+    PromptLayerDescriptor, fingerprint, fingerprint_text,
+};
+pub use vak_prompt_blocks::{ChangeKind, LayerChange, short_digest};
 pub use vak_prompt_history::{FileHistory, History};

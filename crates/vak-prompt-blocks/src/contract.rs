@@ -1,7 +1,7 @@
 use std::borrow::Cow;
 
+use crate::{Block, Provenance, Sha256Writer, sha256_hex};
 use serde::{Deserialize, Serialize};
-use vak_prompt_blocks::{Block, Provenance, Sha256Writer, sha256_hex};
 
 /// Where one layer's text for one block came from, with its digest.
 ///
@@ -169,7 +169,7 @@ impl FrozenContract {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vak_prompt_blocks::{Origin, PromptLayer};
+    use crate::{Origin, PromptLayer};
 
     #[test]
     fn descriptor_digest_is_sha256_of_text() {
