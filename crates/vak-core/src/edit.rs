@@ -411,10 +411,6 @@ pub struct Budget {
     pub warnings: Vec<String>,
 }
 
-fn config_file(source: &str) -> &str {
-    source.rsplit_once('#').map_or(source, |(file, _)| file)
-}
-
 /// The budget of `resolved`: model and cap from its merged config, counts
 /// per block and layer from its contributors.
 pub fn budget_of(resolved: &ResolvedPrompt) -> Budget {
@@ -432,7 +428,7 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
             Err(error) => {
                 warnings.push(format!(
                     "{error} (in `{}`); budgeting for `{}`",
-                    config_file(&sourced.source),
+                    sourced.file(),
                     default_model().name
                 ));
                 default_model()
@@ -446,7 +442,7 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
             .iter()
             .rev()
             .find(|s| s.origin == origin)
-            .map(|s| CapSetting::new(s.value, config_file(&s.source)))
+            .map(|s| CapSetting::new(s.value, s.file()))
     };
     let cap = effective_cap(
         last(Origin::Home).as_ref(),

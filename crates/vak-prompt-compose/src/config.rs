@@ -16,8 +16,18 @@ pub struct Sourced<T> {
     pub value: T,
     /// Home or project.
     pub origin: Origin,
-    /// The file (and key) it came from.
+    /// The file and key it came from, as people read it: `<file>#<key>`.
     pub source: String,
+    /// How long the file's part of `source` is, so the file is read back
+    /// without parsing the string.
+    file_len: usize,
+}
+
+impl<T> Sourced<T> {
+    /// The file the value came from (`source` without its key).
+    pub fn file(&self) -> &str {
+        self.source.get(..self.file_len).unwrap_or(&self.source)
+    }
 }
 
 /// Which permission list a rule is on.
@@ -105,6 +115,7 @@ fn sourced<T>(file: &ConfigFile, value: T, key: &[&str]) -> Sourced<T> {
         value,
         origin: file.origin,
         source,
+        file_len: file.path.as_str().len(),
     }
 }
 
@@ -343,6 +354,24 @@ pub(crate) fn effective_config(
 
 #[cfg(test)]
 mod tests {
+
+    /// The file of a sourced value is the file's path as it was, found
+    /// without parsing `source`: a `#` in a directory name is kept.
+    #[test]
+    fn a_sourced_value_names_its_file_whatever_the_path_holds() {
+        let file = ConfigFile {
+            origin: Origin::Project,
+            path: camino::Utf8PathBuf::from("/work/issue#12/.vak/config.toml"),
+            table: std::sync::Arc::new(toml::Table::new()),
+        };
+        let sourced = sourced(&file, 1500, &["prompts", ".", "max_tokens"]);
+        assert_eq!(sourced.file(), "/work/issue#12/.vak/config.toml");
+        assert_eq!(
+            sourced.source,
+            "/work/issue#12/.vak/config.toml#prompts.max_tokens"
+        );
+    }
+
     use super::*;
 
     /// A shared table is demoted once per memo and the result shared; a
