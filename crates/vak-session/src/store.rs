@@ -1141,10 +1141,7 @@ impl FileStore {
                 Vec::new(),
             ),
         };
-        let dir = marker
-            .parent()
-            .map_or_else(|| claims.clone(), Utf8Path::to_owned);
-        drop(claims);
+        let dir = marker.parent().map_or(claims, Utf8Path::to_owned);
         crate::file::in_home(Some(&self.home), &dir)?;
         Ok(ReplayHold {
             _lock: lock,
@@ -1514,6 +1511,53 @@ mod tests {
         );
         assert_eq!(Marker::parse("a/b\nsession ../x\n"), None);
         assert_eq!(Marker::parse("a/b\nwhatever\n"), None);
+    }
+
+    /// The directories this store's delivery added — the claims' buckets,
+    /// the old layout's markers, the pending ledgers — linked out of the
+    /// home: the delivery is refused naming the directory, and nothing is
+    /// written where the link leads.
+    #[test]
+    fn claims_and_pending_ledgers_linked_out_of_the_home_are_refused() {
+        use vak_prompt_blocks::NameKind;
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        for dir in [
+            ".vak/gateway/claims",
+            ".vak/gateway/replay",
+            ".vak/sessions/pending",
+        ] {
+            let home_dir = tempfile::tempdir().expect("tempdir");
+            let home = Utf8Path::from_path(home_dir.path()).expect("utf8");
+            let outside = tempfile::tempdir().expect("outside");
+            let link = home.join(dir);
+            std::fs::create_dir_all(link.parent().expect("parent")).expect("dirs");
+            std::os::unix::fs::symlink(outside.path(), &link).expect("link");
+            let store = FileStore::new(home);
+            let claim = Claim {
+                key: "v2=linked",
+                at: unix(std::time::SystemTime::now()),
+                window_secs: 300,
+            };
+            let refused = store
+                .deliver_at(&bot, &chat, None, Some(&claim), &mut |_| {
+                    Some(ChatPlan::Fresh(Box::new(FreshSession {
+                        meta: SessionMeta::default(),
+                        contract: FrozenContract::default(),
+                        change: None,
+                        turn: Turn::now("hello", ""),
+                    })))
+                })
+                .expect_err(dir);
+            let last = dir.rsplit('/').next().expect("name");
+            assert!(refused.to_string().contains(last), "{dir}: {refused}");
+            assert_eq!(
+                std::fs::read_dir(outside.path()).expect("list").count(),
+                0,
+                "{dir}: nothing written outside"
+            );
+            assert_eq!(store.list_newest(10).expect("list").1, 0, "{dir}");
+        }
     }
 
     #[test]
