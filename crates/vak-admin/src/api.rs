@@ -390,6 +390,15 @@ pub(crate) struct PromptAnswers {
 const KEPT_BUDGETS: usize = 64;
 
 impl PromptAnswers {
+    /// Forget every answer (the home side's replica was just synced).
+    pub(crate) fn clear(&self) {
+        self.prompts.clear();
+        self.budgets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clear();
+    }
+
     /// The resolution of `core` and its budget, from memory when nothing
     /// it was read from changed.
     fn answer(

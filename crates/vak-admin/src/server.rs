@@ -1121,12 +1121,20 @@ async fn sync_home(state: &Arc<AppState>) -> Result<(), AdminError> {
         return Ok(());
     }
     let state = Arc::clone(state);
-    tokio::task::spawn_blocking(move || {
-        vak_core::home::sync_if_shared(&state.home, &*state.store, false)
+    let synced = tokio::task::spawn_blocking(move || {
+        let synced = vak_core::home::sync_if_shared(&state.home, &*state.store, false);
+        // The replica just moved: the prompts answered from memory go now,
+        // without waiting for the watch to be read (as the gateway does).
+        if let Ok(Some(synced)) = &synced
+            && synced.changed
+        {
+            state.answers.clear();
+        }
+        synced
     })
     .await
-    .map_err(|e| AdminError::Internal(format!("the home-side sync failed: {e}")))?
-    .map_err(crate::gateway::home_error)?;
+    .map_err(|e| AdminError::Internal(format!("the home-side sync failed: {e}")))?;
+    synced.map_err(crate::gateway::home_error)?;
     Ok(())
 }
 

@@ -882,3 +882,37 @@ fn a_wrong_signature_is_refused_while_every_connection_waits_on_a_delivery() {
     let second = waiting.join().unwrap();
     assert_eq!(second["outcome"], "continued", "{second}");
 }
+
+/// Two admin servers on one store: node A's `/api/prompt`, answered from
+/// memory while nothing changed, shows node B's save at A's very next
+/// request (A's replica syncs first, and what it answered from memory goes).
+#[test]
+fn one_nodes_prompt_view_shows_another_nodes_save_at_once() {
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    let url = scratch_database(&pg, "admin_view");
+    let (a, b) = (Env::empty(), Env::empty());
+    a.ok(&["store", "migrate", "--store", &url]);
+    let (admin_a, admin_b) = (admin(&a, &url), admin(&b, &url));
+    let (status, saved) = save_guardrails(&admin_a.addr, "- First, through A.\n", "");
+    assert_eq!(status, 200, "{saved}");
+    for _ in 0..2 {
+        let (status, view) = call(&admin_a.addr, "GET", "/api/prompt", None);
+        assert_eq!(status, 200, "{view}");
+        assert!(
+            view["prefix"]
+                .as_str()
+                .unwrap()
+                .contains("First, through A.")
+        );
+    }
+    let digest = saved["digest"].as_str().unwrap().to_owned();
+    let (status, saved) = save_guardrails(&admin_b.addr, "- Then, through B.\n", &digest);
+    assert_eq!(status, 200, "{saved}");
+    let (status, view) = call(&admin_a.addr, "GET", "/api/prompt", None);
+    assert_eq!(status, 200, "{view}");
+    let prefix = view["prefix"].as_str().unwrap();
+    assert!(prefix.contains("Then, through B."), "{prefix}");
+    assert!(!prefix.contains("First, through A."), "{prefix}");
+}
