@@ -265,25 +265,6 @@ fn killed_signed_delivery_recovers(store: &str, before: Before, step: &str) {
 }
 
 #[test]
-fn every_step_is_listed_for_the_tests() {
-    assert_eq!(
-        vak_session::crash::STEPS,
-        [
-            "fresh-created",
-            "fresh-event",
-            "fresh-bound",
-            "fresh-promoted",
-            "marker-written",
-            "marked",
-            "turn-appended",
-            "marker-committed",
-            "transaction-written",
-            "transaction-committed",
-        ]
-    );
-}
-
-#[test]
 fn a_first_delivery_killed_at_any_step_is_delivered_once() {
     for step in vak_session::crash::STEPS {
         killed_signed_delivery_recovers("file", Before::Unbound, step);
