@@ -916,3 +916,54 @@ fn one_nodes_prompt_view_shows_another_nodes_save_at_once() {
     assert!(prefix.contains("Then, through B."), "{prefix}");
     assert!(!prefix.contains("First, through A."), "{prefix}");
 }
+
+/// `vak store import` carries skills read as hostile: a `skills`
+/// directory linked out of the home is refused by name and nothing of what
+/// it leads to reaches the database; a `SKILL.md` that is a FIFO is refused
+/// without blocking.
+#[test]
+fn import_refuses_skills_linked_out_of_the_home_or_not_regular_files() {
+    let Some(pg) = pg_url() else {
+        return;
+    };
+    for case in ["linked out", "fifo"] {
+        let url = scratch_database(&pg, "skills_hostile");
+        let env = Env::fixture("myproj");
+        env.ok(&["store", "migrate", "--store", &url]);
+        let skills = env.home().join(".vak/skills");
+        let outside = tempfile::tempdir().unwrap();
+        match case {
+            "linked out" => {
+                std::fs::remove_dir_all(&skills).ok();
+                write(
+                    &outside.path().join("stolen/SKILL.md"),
+                    "---\nname: stolen\ndescription: text from outside the home\n---\n",
+                );
+                std::os::unix::fs::symlink(outside.path(), &skills).unwrap();
+            }
+            _ => {
+                std::fs::create_dir_all(skills.join("piped")).unwrap();
+                mkfifo(&skills.join("piped/SKILL.md"));
+            }
+        }
+        let out = output_within(
+            &mut env.command(&["store", "import", "--from", "file", "--store", &url]),
+            HANG,
+        );
+        let said = stderr(&out);
+        assert!(!out.status.success(), "{case}: refused: {said}");
+        assert!(said.contains("skills"), "{case}: names it: {said}");
+        // What a node on an empty home would serve from that database.
+        let node = Env::empty();
+        let shown = node
+            .command(&["prompts", "show", "--format", "json"])
+            .env("VAK_STORE", &url)
+            .output()
+            .unwrap();
+        assert!(
+            !stdout(&shown).contains("text from outside the home"),
+            "{case}: {}",
+            stdout(&shown)
+        );
+    }
+}
