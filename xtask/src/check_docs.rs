@@ -46,6 +46,19 @@ fn pages(root: &Path) -> Result<Vec<PathBuf>, String> {
     }
     out.sort();
     out.extend(PAGES.iter().map(|p| root.join(p)));
+    // Each crate's README says how it works inside; it stands on its own too.
+    let crates = root.join("crates");
+    let listing =
+        fs::read_dir(&crates).map_err(|e| format!("cannot list `{}`: {e}", crates.display()))?;
+    let mut readmes = Vec::new();
+    for entry in listing {
+        let readme = entry.map_err(|e| e.to_string())?.path().join("README.md");
+        if readme.is_file() {
+            readmes.push(readme);
+        }
+    }
+    readmes.sort();
+    out.extend(readmes);
     Ok(out)
 }
 

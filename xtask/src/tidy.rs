@@ -221,6 +221,78 @@ mod tests {
         }
     }
 
+    /// ARCHITECTURE.md's most lines: a map a newcomer reads in one sitting;
+    /// how a crate works inside goes in that crate's README.
+    const MAP_MAX_LINES: usize = 250;
+
+    fn map() -> String {
+        let path = root().join("ARCHITECTURE.md");
+        std::fs::read_to_string(&path)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    }
+
+    #[test]
+    fn the_architecture_is_a_map() {
+        let map = map();
+        let lines = map.lines().count();
+        assert!(
+            lines <= MAP_MAX_LINES,
+            "ARCHITECTURE.md has {lines} lines, over {MAP_MAX_LINES}: move how a crate works inside to its README"
+        );
+        for name in LAYERS {
+            let readme = format!("crates/{name}/README.md");
+            assert!(
+                root().join(&readme).is_file(),
+                "{readme} is missing: each crate says how it works inside"
+            );
+            assert!(
+                map.contains(&format!("({readme})")),
+                "ARCHITECTURE.md does not link {readme}"
+            );
+        }
+    }
+
+    /// The map's dependency block: one line per crate, `name : deps`, with
+    /// the `vak-prompt-`/`vak-` prefixes dropped from the dependencies.
+    fn graph_in_map(map: &str) -> Vec<(String, Vec<String>)> {
+        let start = map
+            .find("## The graph")
+            .expect("ARCHITECTURE.md has `## The graph`");
+        let block = &map[start..];
+        let open = block.find("```text\n").expect("the graph is a text block") + 8;
+        let close = block[open..].find("```").expect("the graph block closes") + open;
+        block[open..close]
+            .lines()
+            .filter_map(|line| line.split_once(':'))
+            .map(|(name, deps)| {
+                let mut deps: Vec<String> = deps.split_whitespace().map(str::to_owned).collect();
+                deps.sort();
+                (name.trim().to_owned(), deps)
+            })
+            .collect()
+    }
+
+    fn short(name: &str) -> String {
+        name.trim_start_matches("vak-prompt-")
+            .trim_start_matches("vak-")
+            .to_owned()
+    }
+
+    #[test]
+    fn the_map_lists_the_real_graph() {
+        let listed = graph_in_map(&map());
+        let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, LAYERS, "the map lists the crates in LAYERS order");
+        for (name, deps) in listed {
+            let mut real: Vec<String> = dependencies(&name).iter().map(|d| short(d)).collect();
+            real.sort();
+            assert_eq!(
+                deps, real,
+                "ARCHITECTURE.md's graph line for {name} is not its Cargo.toml"
+            );
+        }
+    }
+
     #[test]
     fn the_rules_see_what_they_look_for() {
         assert!(holds_loaded_data(
