@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use camino::Utf8PathBuf;
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::{InputWatch, LoadRequest};
+use vak_prompt_loader::{GatewayIndexes, InputWatch, LoadRequest, Snapshot};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, InboundPrompts, Selectors};
@@ -235,6 +235,10 @@ pub struct PromptCache {
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// The indexes of the long gateway files its deliveries read: an
+    /// admission and a chain read after a miss look a chat up in them
+    /// instead of walking the file.
+    gateway: GatewayIndexes,
 }
 
 impl Default for PromptCache {
@@ -265,6 +269,7 @@ impl PromptCache {
             capacity: capacity.max(1),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            gateway: GatewayIndexes::default(),
         }
     }
 
@@ -301,6 +306,12 @@ impl PromptCache {
     /// window ([`PromptCache::within_window`]).
     pub fn checks_window(&self) -> bool {
         self.within_window
+    }
+
+    /// The indexes of long gateway files this cache's owner shares with
+    /// [`InboundPrompts::admission`].
+    pub fn gateway_indexes(&self) -> &GatewayIndexes {
+        &self.gateway
     }
 
     /// How many resolutions were answered from memory, and how many
@@ -352,7 +363,7 @@ impl PromptCache {
                 self.misses.fetch_add(1, Ordering::Relaxed);
                 counted = true;
             }
-            let chain = core.load()?;
+            let chain = core.load_from(&mut Snapshot::once_sharing(&self.gateway))?;
             let trust = core.trust()?;
             let prompt = Arc::new(self.checked(core.compose(&chain, trust, TailContext::now()))?);
             let mut state = self.lock();

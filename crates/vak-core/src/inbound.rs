@@ -9,7 +9,7 @@
 
 use vak_prompt_blocks::{Name, SurfaceKind};
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::{GatewayFile, gateway_entry_listed};
+use vak_prompt_loader::{GatewayFile, GatewayIndexes, gateway_entry_listed};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, Selectors};
@@ -201,14 +201,24 @@ impl InboundPrompts {
 
     /// Whether the gateway allowlist admits this handle's bot and chat:
     /// the bot needs an entry in `bots.json` and the chat
-    /// an entry under that bot in `allowlist.json`. Read fresh every call.
-    pub fn admission(&self) -> Result<Admission, CoreError> {
+    /// an entry under that bot in `allowlist.json`. Read fresh every call;
+    /// a long file `cache` saw often is looked up in its index
+    /// ([`PromptCache::gateway_indexes`]) rather than walked.
+    pub fn admission(&self, cache: Option<&crate::PromptCache>) -> Result<Admission, CoreError> {
+        let own;
+        let indexes = match cache {
+            Some(cache) => cache.gateway_indexes(),
+            None => {
+                own = GatewayIndexes::default();
+                &own
+            }
+        };
         let selectors = self.core.selectors();
         let (Some(bot), Some(chat)) = (&selectors.bot, &selectors.chat) else {
             return Ok(Admission::NotAChat);
         };
         let home = &selectors.home;
-        if !gateway_entry_listed(home, GatewayFile::Bots, bot.as_str(), None)? {
+        if !gateway_entry_listed(home, GatewayFile::Bots, bot.as_str(), None, indexes)? {
             return Ok(Admission::UnknownBot);
         }
         let chat_known = gateway_entry_listed(
@@ -216,6 +226,7 @@ impl InboundPrompts {
             GatewayFile::Allowlist,
             bot.as_str(),
             Some(chat.as_str()),
+            indexes,
         )?;
         Ok(if chat_known {
             Admission::Admitted
@@ -261,5 +272,54 @@ mod tests {
         assert_eq!(inbound.system_prompt(), core.system_prompt());
         assert_eq!(inbound.surface(), SurfaceKind::Cli);
         assert!(inbound.bot().is_none());
+    }
+
+    /// A service's admissions of one long allowlist are answered from the
+    /// index its prompt cache keeps, not a walk of the file each time; a
+    /// handle without a cache walks it every time and keeps nothing; an
+    /// edit of the file is answered from the new text.
+    #[test]
+    fn admissions_share_the_prompt_caches_index() {
+        let home = tempfile::tempdir().expect("tempdir");
+        let project = tempfile::tempdir().expect("tempdir");
+        let gateway = home.path().join(".vak/gateway");
+        std::fs::create_dir_all(&gateway).expect("gateway dir");
+        std::fs::write(gateway.join("bots.json"), r#"{"helpdesk": {}}"#).expect("bots");
+        let allowlist = |last: &str| {
+            let chats: Vec<String> = (0..2_000).map(|i| format!(r#""c{i}": {{}}"#)).collect();
+            format!(
+                r#"{{"helpdesk": {{{}, "{last}": {{}}}}}}"#,
+                chats.join(", ")
+            )
+        };
+        std::fs::write(gateway.join("allowlist.json"), allowlist("ops")).expect("allowlist");
+        let mut selectors = Selectors::new(
+            home.path().to_str().expect("utf8"),
+            project.path().to_str().expect("utf8"),
+        );
+        selectors.surface = SurfaceKind::Chat;
+        selectors.bot = Some(Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").expect("bot"));
+        selectors.chat = Some(Name::new(vak_prompt_blocks::NameKind::Chat, "ops").expect("chat"));
+        let inbound = InboundPrompts::open(selectors).expect("inbound");
+        let cache = crate::PromptCache::new();
+        for _ in 0..4 {
+            assert_eq!(
+                inbound.admission(None).expect("admission"),
+                Admission::Admitted
+            );
+        }
+        assert_eq!(cache.gateway_indexes().indexed_texts(), 0);
+        for _ in 0..4 {
+            assert_eq!(
+                inbound.admission(Some(&cache)).expect("admission"),
+                Admission::Admitted
+            );
+        }
+        assert_eq!(cache.gateway_indexes().indexed_texts(), 1);
+        std::fs::write(gateway.join("allowlist.json"), allowlist("dev")).expect("edit");
+        assert_eq!(
+            inbound.admission(Some(&cache)).expect("admission"),
+            Admission::UnknownChat
+        );
     }
 }

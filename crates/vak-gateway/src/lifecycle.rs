@@ -516,7 +516,7 @@ fn deliver_once(
     claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
     let (bot, chat) = (bot.clone(), chat.clone());
-    match prompts.admission()? {
+    match prompts.admission(cache)? {
         Admission::Admitted => {}
         Admission::UnknownBot => {
             return Err(LifecycleError::UnknownBot {

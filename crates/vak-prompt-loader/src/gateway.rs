@@ -643,7 +643,7 @@ fn read_bytes_for_chain(
 /// [`GatewayDoc::entry`] answer it, but by the chain's walk rather than by
 /// building the document (for a 1 MB `allowlist.json`, 8 ms of a `show`,
 /// and of every delivery's admission). `Ok(false)` when the file is absent;
-/// a long text this process read often is answered from its index.
+/// a long text `indexes` saw often is answered from its index.
 ///
 /// # Errors
 ///
@@ -655,12 +655,13 @@ pub fn gateway_entry_listed(
     file: GatewayFile,
     bot: &str,
     chat: Option<&str>,
+    indexes: &GatewayIndexes,
 ) -> Result<bool, GatewayError> {
     let Some(bytes) = read_bytes_for_chain(home, None, file)? else {
         return Ok(false);
     };
     let selection = Selection { file, bot, chat };
-    let index = indexed(file, &bytes);
+    let index = indexes.indexed(file, &bytes);
     let found = match &index {
         Some(index) => index.found(selection),
         None => {
@@ -702,7 +703,7 @@ pub fn gateway_entry_listed(
 /// mistyped: a file that cannot be read or an entry of the wrong type
 /// counts as listed, since the resolution reports those itself.
 pub fn gateway_lists(home: &Utf8Path, file: GatewayFile, bot: &str, chat: Option<&str>) -> bool {
-    gateway_entry_listed(home, file, bot, chat).unwrap_or(true)
+    gateway_entry_listed(home, file, bot, chat, &GatewayIndexes::default()).unwrap_or(true)
 }
 
 /// Read one gateway file for the chain and walk it for the selected entry
@@ -904,52 +905,81 @@ enum Indexing {
     Refused,
 }
 
-/// How many long gateway texts are remembered (`bots.json` and
-/// `allowlist.json`, and an edit of each).
+/// How many long gateway texts one [`GatewayIndexes`] remembers
+/// (`bots.json` and `allowlist.json`, and an edit of each).
 const REMEMBERED_GATEWAY_TEXTS: usize = 4;
 
-/// The index of `text`, the contents of a gateway `file`, when this
-/// process read the same text more than [`WALKS_BEFORE_INDEX`] times
-/// before. A shared save budgets every chat of
-/// every bot, each chain reading `allowlist.json` again: 4,096 chats in a
-/// 1 MB file took 6 s, walked once per chat. Keyed by the whole text,
-/// compared byte for byte, so an edit is never answered from a stale index;
-/// a text read once or twice (a `show`, a delivery) is walked as before,
-/// never indexed.
-fn indexed(file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
-    type Remembered = Vec<(GatewayFile, Box<[u8]>, Indexing)>;
-    static REMEMBERED: Mutex<Remembered> = Mutex::new(Vec::new());
-    if text.len() < INDEXED_GATEWAY_BYTES {
-        return None;
+type Remembered = Vec<(GatewayFile, Box<[u8]>, Indexing)>;
+
+/// The indexes of the long gateway texts one owner read often: what a
+/// service answering many deliveries, or a check loading thousands of
+/// chains, looks a bot or chat up in instead of walking a 1 MB
+/// `allowlist.json` again (1.7–3.6 ms a walk, 0.11 ms from an index).
+///
+/// Held by whoever asks many questions (the gateway's prompt cache, a
+/// [`Snapshot`]) and dropped with it; never process-wide. Clones share one
+/// memory. Keyed by the whole text, compared byte for byte, so an edit is
+/// never answered from a stale index; a text read once or twice (a `show`,
+/// one delivery) is walked as before, never indexed.
+#[derive(Clone, Default)]
+pub struct GatewayIndexes {
+    remembered: Arc<Mutex<Remembered>>,
+}
+
+impl std::fmt::Debug for GatewayIndexes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayIndexes").finish_non_exhaustive()
     }
-    let mut remembered = REMEMBERED.lock().ok()?;
-    let Some(at) = remembered
-        .iter()
-        .position(|(seen_file, seen, _)| *seen_file == file && **seen == *text)
-    else {
-        if remembered.len() >= REMEMBERED_GATEWAY_TEXTS {
-            remembered.remove(0);
-        }
-        remembered.push((file, text.into(), Indexing::Walked(1)));
-        return None;
-    };
-    let indexing = &mut remembered[at].2;
-    if let Indexing::Walked(walks) = indexing {
-        if *walks < WALKS_BEFORE_INDEX {
-            *walks += 1;
+}
+
+impl GatewayIndexes {
+    /// How many texts are indexed (not merely remembered as walked): a
+    /// work counter for tests and benchmarks.
+    pub fn indexed_texts(&self) -> usize {
+        self.remembered.lock().map_or(0, |remembered| {
+            remembered
+                .iter()
+                .filter(|(_, _, indexing)| matches!(indexing, Indexing::Indexed(_)))
+                .count()
+        })
+    }
+
+    /// The index of `text`, the contents of a gateway `file`, when this
+    /// owner read the same text more than [`WALKS_BEFORE_INDEX`] times
+    /// before.
+    fn indexed(&self, file: GatewayFile, text: &[u8]) -> Option<Arc<GatewayIndex>> {
+        if text.len() < INDEXED_GATEWAY_BYTES {
             return None;
         }
-        *indexing = match std::str::from_utf8(text)
-            .ok()
-            .and_then(|text| index_gateway(text, file))
-        {
-            Some(index) => Indexing::Indexed(Arc::new(index)),
-            None => Indexing::Refused,
+        let mut remembered = self.remembered.lock().ok()?;
+        let Some(at) = remembered
+            .iter()
+            .position(|(seen_file, seen, _)| *seen_file == file && **seen == *text)
+        else {
+            if remembered.len() >= REMEMBERED_GATEWAY_TEXTS {
+                remembered.remove(0);
+            }
+            remembered.push((file, text.into(), Indexing::Walked(1)));
+            return None;
         };
-    }
-    match indexing {
-        Indexing::Indexed(index) => Some(Arc::clone(index)),
-        Indexing::Walked(_) | Indexing::Refused => None,
+        let indexing = &mut remembered[at].2;
+        if let Indexing::Walked(walks) = indexing {
+            if *walks < WALKS_BEFORE_INDEX {
+                *walks += 1;
+                return None;
+            }
+            *indexing = match std::str::from_utf8(text)
+                .ok()
+                .and_then(|text| index_gateway(text, file))
+            {
+                Some(index) => Indexing::Indexed(Arc::new(index)),
+                None => Indexing::Refused,
+            };
+        }
+        match indexing {
+            Indexing::Indexed(index) => Some(Arc::clone(index)),
+            Indexing::Walked(_) | Indexing::Refused => None,
+        }
     }
 }
 
@@ -1507,7 +1537,7 @@ pub(crate) fn load_gateway(
             }
         };
         if text.index.is_none() {
-            text.index = indexed(selection.file, &bytes);
+            text.index = snap.indexes.indexed(selection.file, &bytes);
         }
         let index = text.index.clone();
         let found = match &index {
@@ -1985,8 +2015,9 @@ mod tests {
                         .map_err(|e| e.to_string());
                         // Walked, then from the index a long text gets
                         // when read often.
+                        let indexes = GatewayIndexes::default();
                         for _ in 0..=WALKS_BEFORE_INDEX {
-                            let walked = gateway_entry_listed(&home, file, bot, *chat);
+                            let walked = gateway_entry_listed(&home, file, bot, *chat, &indexes);
                             assert_eq!(
                                 walked.map_err(|e| e.to_string()),
                                 parsed,
@@ -2018,8 +2049,15 @@ mod tests {
         let target = outside.path().join("allowlist.json");
         std::fs::write(&target, r#"{"helpdesk": {"ops": {}}}"#).unwrap();
         let path = GatewayFile::Allowlist.path(&home);
-        let listed =
-            || gateway_entry_listed(&home, GatewayFile::Allowlist, "helpdesk", Some("ops"));
+        let listed = || {
+            gateway_entry_listed(
+                &home,
+                GatewayFile::Allowlist,
+                "helpdesk",
+                Some("ops"),
+                &GatewayIndexes::default(),
+            )
+        };
         std::os::unix::fs::symlink(&target, &path).unwrap();
         assert!(matches!(listed(), Err(GatewayError::Unreadable { .. })));
         std::fs::remove_file(&path).unwrap();
@@ -2126,11 +2164,14 @@ mod tests {
                 .join(", ");
             format!(r#"{{"helpdesk": {{{chats}}}}}"#)
         };
+        // One owner's memory, shared by every snapshot it opens, as the
+        // gateway's prompt cache shares its own.
+        let indexes = GatewayIndexes::default();
         let load = |i: usize| {
             let (mut c, mut s) = (Vec::new(), Vec::new());
             load_gateway(
                 &home,
-                &mut Snapshot::new(),
+                &mut Snapshot::sharing(&indexes),
                 Some(&bot),
                 Some(&chat_of(i)),
                 &mut c,
@@ -2146,12 +2187,12 @@ mod tests {
         let bytes = first.as_bytes();
         for read in 1..=WALKS_BEFORE_INDEX {
             assert!(
-                indexed(GatewayFile::Allowlist, bytes).is_none(),
+                indexes.indexed(GatewayFile::Allowlist, bytes).is_none(),
                 "read {read} times: walked"
             );
         }
         assert!(
-            indexed(GatewayFile::Allowlist, bytes).is_some(),
+            indexes.indexed(GatewayFile::Allowlist, bytes).is_some(),
             "read more often: indexed"
         );
         for i in [0, 1, 599] {

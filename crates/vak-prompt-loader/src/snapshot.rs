@@ -10,7 +10,7 @@ use vak_prompt_blocks::Block;
 use crate::LoaderError;
 use crate::chain::{LoadRequest, LoadedChain, load_in};
 use crate::confine::OpenedDirs;
-use crate::gateway::{GatewayFile, GatewayText};
+use crate::gateway::{GatewayFile, GatewayIndexes, GatewayText};
 use crate::safe_read::ReadRefusal;
 
 /// One block file of a directory layer: the block, its file name, and what
@@ -79,6 +79,9 @@ pub struct Snapshot {
     /// Whether it serves one chain only ([`Snapshot::once`]): a chain
     /// reads each file once anyway, so no text is kept (a copy of each).
     pub(crate) once: bool,
+    /// The indexes of long gateway texts, this snapshot's own or shared
+    /// with the owner that opened it ([`Snapshot::sharing`]).
+    pub(crate) indexes: GatewayIndexes,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -104,6 +107,26 @@ impl Snapshot {
     pub(crate) fn once() -> Self {
         Snapshot {
             once: true,
+            ..Snapshot::default()
+        }
+    }
+
+    /// A snapshot that indexes long gateway texts into `indexes`, kept by
+    /// an owner that opens many snapshots of one home (the gateway's prompt
+    /// cache): a chat's chain read after the cache dropped it looks its
+    /// entry up in the index rather than walking a 1 MB `allowlist.json`.
+    pub fn sharing(indexes: &GatewayIndexes) -> Self {
+        Snapshot {
+            indexes: indexes.clone(),
+            ..Snapshot::default()
+        }
+    }
+
+    /// [`Snapshot::sharing`] for one chain: no file's text is kept.
+    pub fn once_sharing(indexes: &GatewayIndexes) -> Self {
+        Snapshot {
+            once: true,
+            indexes: indexes.clone(),
             ..Snapshot::default()
         }
     }
