@@ -291,6 +291,91 @@ mod tests {
         }
     }
 
+    /// The crates and directories that call the facade.
+    const FACADE_CALLERS: [&str; 6] = [
+        "crates/vak-cli",
+        "crates/vak-admin",
+        "crates/vak-gateway",
+        "crates/vak-core/tests",
+        "crates/vak-core/benches",
+        "xtask/src",
+    ];
+
+    /// Writers a caller may not reach through the facade: a prompt layer
+    /// changes only through vak-core's saves.
+    const WRITERS: [&str; 5] = [
+        "save_atomic",
+        "remove_checked",
+        "write_gateway_prompt",
+        "create_dirs",
+        "create_parent_confined",
+    ];
+
+    /// The names `vak_core::prompts` re-exports.
+    fn facade_names() -> Vec<String> {
+        let path = root().join("crates/vak-core/src/lib.rs");
+        let text = std::fs::read_to_string(&path).expect("vak-core's lib.rs");
+        let start = text.find("pub mod prompts {").expect("the facade module");
+        let end = text[start..].find("\n}\n").expect("the facade closes") + start;
+        let mut names = Vec::new();
+        for group in text[start..end].split("pub use ").skip(1) {
+            let Some(open) = group.find('{') else { continue };
+            let close = group.find('}').expect("a closed group");
+            names.extend(
+                group[open + 1..close]
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_owned),
+            );
+        }
+        names
+    }
+
+    fn rust_under(dir: &Path, out: &mut String) {
+        let Ok(listing) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in listing.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                rust_under(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+                out.push('\n');
+            }
+        }
+    }
+
+    fn is_word_in(word: &str, text: &str) -> bool {
+        text.match_indices(word).any(|(at, _)| {
+            let before = text[..at].chars().next_back();
+            let after = text[at + word.len()..].chars().next();
+            let part = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || c == '_');
+            !part(before) && !part(after)
+        })
+    }
+
+    #[test]
+    fn the_facade_exports_what_callers_use_and_no_writer() {
+        let mut callers = String::new();
+        for dir in FACADE_CALLERS {
+            rust_under(&root().join(dir), &mut callers);
+        }
+        let names = facade_names();
+        assert!(names.len() > 20, "the facade was read: {names:?}");
+        for name in &names {
+            assert!(
+                !WRITERS.contains(&name.as_str()),
+                "vak_core::prompts re-exports the writer {name}: callers change prompts through vak-core"
+            );
+            assert!(
+                is_word_in(name, &callers),
+                "vak_core::prompts re-exports {name}, which no caller uses: drop it"
+            );
+        }
+    }
+
     #[test]
     fn the_rules_see_what_they_look_for() {
         assert!(holds_loaded_data(

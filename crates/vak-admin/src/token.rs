@@ -213,7 +213,7 @@ impl AdminToken {
             ));
         }
         if let Some(dir) = path.parent() {
-            vak_core::prompts::create_dirs(dir).map_err(|e| io_error(&path, e))?;
+            vak_core::files::create_dirs(dir).map_err(|e| io_error(&path, e))?;
         }
         let token = generate()?;
         match create_private(&path) {

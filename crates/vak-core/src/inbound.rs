@@ -203,7 +203,7 @@ impl InboundPrompts {
     /// the bot needs an entry in `bots.json` and the chat
     /// an entry under that bot in `allowlist.json`. Read fresh every call;
     /// a long file `cache` saw often is looked up in its index
-    /// ([`PromptCache::gateway_indexes`]) rather than walked.
+    /// ([`crate::PromptCache::gateway_indexes`]) rather than walked.
     pub fn admission(&self, cache: Option<&crate::PromptCache>) -> Result<Admission, CoreError> {
         let own;
         let indexes = match cache {

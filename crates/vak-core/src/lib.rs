@@ -39,47 +39,46 @@ pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, share
 pub use report::{LayerNaming, PromptReport, provenance_summary};
 pub use trust::{TrustRefusal, Trusted, trust_project};
 
-/// The public prompt-layer API, re-exported from the crates that own it.
+/// The public prompt-layer API, re-exported from the crates that own it:
+/// what the CLI, the admin server and the gateway use, and no writer (a
+/// prompt layer changes only through [`Core`]'s saves and the functions of
+/// [`home`]). `xtask` tidy holds its size.
 pub mod prompts {
     pub use vak_prompt_blocks::{
-        Block, BlocksError, Composition, Guardrail, GuardrailLint, Name, NameKind, Origin, Owner,
-        ParsedGuardrails, PromptLayer, Provenance, SurfaceKind, fold_whitespace, parse_guardrails,
-        sha256_hex,
+        Block, BlocksError, Composition, Guardrail, Name, NameKind, Origin, PromptLayer,
+        Provenance, SurfaceKind, parse_guardrails, sha256_hex,
     };
     pub use vak_prompt_blocks::{
-        Escaped, ForbiddenChar, escape_line, escape_text, first_forbidden, is_forbidden,
-        is_unsafe_for_terminal,
+        Escaped, escape_line, escape_text, first_forbidden, is_unsafe_for_terminal,
     };
-    pub use vak_prompt_budget::{
-        BlockTokens, BudgetError, BudgetReport, CapSetting, CapSource, CapWarning,
-        DEFAULT_MAX_TOKENS, DEFAULT_MODEL, EffectiveCap, Encoding, LayerTokens, MODELS, ModelInfo,
-        SourceTokens, TokenSummary, count_tokens, default_model, effective_cap, lookup,
-    };
+    pub use vak_prompt_budget::{BudgetReport, DEFAULT_MAX_TOKENS, Encoding, count_tokens, lookup};
     pub use vak_prompt_compose::{
-        CATALOG, Capability, Contributor, Demotion, EffectiveConfig, McpServer, PermissionKind,
-        ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, Sourced, TailContext,
-        render_contract, render_tail, resolve_prompt, rfc3339_utc, seed,
+        CATALOG, Contributor, ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, TailContext,
+        render_contract, render_tail, resolve_prompt, seed,
     };
     pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
-    pub use vak_prompt_loader::confine::{OutsideHome, home_path};
+    pub use vak_prompt_loader::confine::home_path;
     pub use vak_prompt_loader::{
-        ABSENT_DIGEST, Contribution, DEFAULT_INTEROP, Discovered, LayerDirs, LoadRequest,
-        LoadedChain, LoaderError, MAX_FILE_BYTES, RootKind, SaveError, SaveOutcome, Skipped,
-        create_dirs, create_parent_confined, current_digest, directory_layers, discover_project,
-        load_chain, nested_repository, prompt_dir, read_safely, remove_checked, save_atomic,
+        ABSENT_DIGEST, LoadRequest, LoadedChain, LoaderError, MAX_FILE_BYTES, SaveError,
+        current_digest, directory_layers, load_chain, nested_repository, prompt_dir, read_safely,
     };
     pub use vak_prompt_loader::{
-        GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,
-        gateway_dir, gateway_lists, json_kind, prompt_of, read_gateway, write_gateway_prompt,
+        GatewayError, GatewayFile, entry_key, gateway_dir, gateway_lists, json_kind, prompt_of,
+        read_gateway,
     };
-    pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
+    pub use vak_prompt_trust::{Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
-        AgentIdentity, AuditEntries, AuditLog, Baseline, Binding, BindingGuard, BindingStore,
-        Bound, BoundSession, CapabilityDescriptor, ChangeKind, ChatPlan, Claim, Committed,
-        ConfigChange, DriftAccepted, Expect, FileStore, FreshSession, FrozenContract, Header,
-        HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession,
-        PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId, SessionMeta,
-        SessionStore, Store, Swapped, TornLine, Turn, fingerprint, home_side_path, now_rfc3339,
-        short_digest,
+        AuditEntries, AuditLog, Baseline, Binding, BindingStore, Bound, ChangeKind, ChatPlan,
+        Claim, Committed, ConfigChange, DriftAccepted, Expect, FileStore, FreshSession,
+        FrozenContract, Header, HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger,
+        ParentSession, Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Swapped,
+        TornLine, Turn, fingerprint, now_rfc3339, short_digest,
     };
+}
+
+/// Confined file-system helpers for the files a caller owns beside the
+/// prompt layers (the admin token, the gateway's secrets): directories made
+/// with the house's mode, and a parent made only inside the home.
+pub mod files {
+    pub use vak_prompt_loader::{create_dirs, create_parent_confined};
 }

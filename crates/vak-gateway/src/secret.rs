@@ -135,7 +135,7 @@ pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), Life
     // Checked before anything is created, and then opened as a handle the
     // file is created through: a `.vak`, `gateway` or `secrets` that is a
     // symlink leading out of the home gets nothing made where it leads.
-    let dir = vak_core::prompts::create_parent_confined(&path, home).map_err(|error| match error {
+    let dir = vak_core::files::create_parent_confined(&path, home).map_err(|error| match error {
         SaveError::OutsideRoot { leads_to, .. } => fail(format!(
             "was not created: its directory leads outside the home `{}`{} through a symlinked directory, and vak never creates a secret through one; nothing was created (replace the symlink with a real directory)",
             Escaped(home.as_str()),
