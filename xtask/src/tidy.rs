@@ -319,7 +319,9 @@ mod tests {
         let end = text[start..].find("\n}\n").expect("the facade closes") + start;
         let mut names = Vec::new();
         for group in text[start..end].split("pub use ").skip(1) {
-            let Some(open) = group.find('{') else { continue };
+            let Some(open) = group.find('{') else {
+                continue;
+            };
             let close = group.find('}').expect("a closed group");
             names.extend(
                 group[open + 1..close]

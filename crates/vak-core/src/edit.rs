@@ -2078,11 +2078,6 @@ pub struct ChainPlan {
     workdirs: Vec<Option<Utf8PathBuf>>,
     gateway: Vec<(Name, Option<Name>)>,
     gateway_left_out: usize,
-    /// Whether each gateway bot and chat is crossed with every role too,
-    /// not only taken with the first: a gateway key's own plan, whose
-    /// chats are the chains it changes (a chat's list and a role's can each
-    /// fit beside a bot's text and not both).
-    gateway_roles: bool,
     /// What listing the directory layers took.
     walk: Walked,
 }
@@ -2161,7 +2156,6 @@ impl ChainPlan {
             workdirs: vec![None],
             gateway,
             gateway_left_out,
-            gateway_roles: true,
             walk: Walked {
                 complete: true,
                 visited: 0,
@@ -2195,7 +2189,6 @@ impl ChainPlan {
             workdirs,
             gateway,
             gateway_left_out,
-            gateway_roles: false,
             walk,
         }
     }
@@ -2208,7 +2201,7 @@ impl ChainPlan {
     /// the plan's first role, each on every surface, weighed by its longest
     /// prompt, and every gateway bot and chat with that first role; then
     /// every surface × every directory layer × every role, the heaviest of
-    /// that first pass first; then, for a gateway key's plan, every
+    /// that first pass first; then every
     /// gateway bot and chat × every other role, the heaviest role first
     /// (after the chains a delivery uses, which have no role).
     /// Every one, not the heaviest few: a clone chooses its texts, and
@@ -2330,18 +2323,19 @@ impl ChainPlan {
                 }
             }
         }
-        if self.gateway_roles {
-            for &role in &roles {
-                for (bot, chat) in &self.gateway {
-                    go(
-                        Selectors {
-                            bot: Some(bot.clone()),
-                            chat: chat.clone(),
-                            ..chain(SurfaceKind::Chat, &workdir0, &self.roles[role])
-                        },
-                        &mut seen,
-                    )?;
-                }
+        // A delivery may run a chat under any role, so a change that
+        // reaches the chats reaches each with every role (a chat's list and
+        // a role's can each fit beside the changed text and not both).
+        for &role in &roles {
+            for (bot, chat) in &self.gateway {
+                go(
+                    Selectors {
+                        bot: Some(bot.clone()),
+                        chat: chat.clone(),
+                        ..chain(SurfaceKind::Chat, &workdir0, &self.roles[role])
+                    },
+                    &mut seen,
+                )?;
             }
         }
         // How close a check came to its bound, for whoever tunes it.

@@ -205,3 +205,50 @@ fn a_bot_key_is_budgeted_on_each_chat_with_each_role() {
     }
     assert_eq!(fs::read_to_string(&bots).unwrap(), before);
 }
+
+/// A file save reaches every gateway chat with every role too, not only
+/// with none: chat 42's list and the reviewer role's each fit beside the
+/// new shared text, both do not, so the save is over the cap on that one
+/// chain — which a delivery to chat 42 under the reviewer role would use.
+#[test]
+fn a_shared_save_is_budgeted_on_each_chat_with_each_role() {
+    let f = fixture();
+    let bullets = |who: &str| -> String {
+        (0..42)
+            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
+            .collect()
+    };
+    let role = f.home.join(".vak/prompts/agents/reviewer");
+    fs::create_dir_all(&role).unwrap();
+    fs::write(role.join("operating-rules.md"), bullets("role")).unwrap();
+    fs::write(
+        f.home.join(".vak/gateway/allowlist.json"),
+        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": bullets("chat")}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
+    let target = vak_core::EditTarget::new(
+        vak_core::Scope::Shared,
+        vak_core::SubLayer::Base,
+        Block::Guardrails,
+    )
+    .unwrap();
+    let (_, over, left_out) = core
+        .check_change(&target, Some(&bullets("shared")))
+        .unwrap();
+    assert!(left_out.note().is_none(), "every chain was checked");
+    let chains: Vec<String> = over.chains().iter().map(|c| c.chain.clone()).collect();
+    assert!(
+        chains
+            .iter()
+            .any(|c| c.contains("chat `42`") && c.contains("agent `reviewer`")),
+        "chat 42 with the reviewer role is over the cap: {chains:?}"
+    );
+    assert!(
+        !chains
+            .iter()
+            .any(|c| c.contains("chat `42`") && !c.contains("agent")),
+        "chat 42 alone fits: {chains:?}"
+    );
+}
