@@ -18,8 +18,9 @@ mod tests {
 
     /// The workspace's crates, lowest first: each may depend only on crates
     /// before it (dev-dependencies are free).
-    const LAYERS: [&str; 13] = [
+    const LAYERS: [&str; 14] = [
         "vak-prompt-blocks",
+        "vak-fs",
         "vak-prompt-loader",
         "vak-prompt-trust",
         "vak-prompt-history",
@@ -36,8 +37,9 @@ mod tests {
 
     /// Crates that compute and hold no store: they may not depend on the
     /// session store, PostgreSQL, or the version history.
-    const PURE: [&str; 5] = [
+    const PURE: [&str; 6] = [
         "vak-prompt-blocks",
+        "vak-fs",
         "vak-prompt-loader",
         "vak-prompt-compose",
         "vak-prompt-budget",

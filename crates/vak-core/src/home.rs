@@ -21,8 +21,6 @@
 //! node's.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt as _;
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
@@ -89,6 +87,9 @@ pub enum HomeError {
         /// How many times the change was checked and tried.
         attempts: usize,
     },
+    /// A lock file is not a regular file, or could not be opened or held.
+    #[error(transparent)]
+    File(#[from] vak_fs::FsError),
     /// The replica's lock or manifest, or the save lock, could not be used.
     #[error("cannot {action} `{}`: {reason}; fix or remove it", Escaped(.path.as_str()))]
     Replica {
@@ -210,15 +211,7 @@ fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
     if let Some(dir) = path.parent() {
         vak_prompt_loader::create_dirs(dir).map_err(|e| fail("create the directory of", e))?;
     }
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(&path)
-        .map_err(|e| fail("open", e))?;
-    file.lock().map_err(|e| fail("lock", e))?;
-    Ok(file)
+    Ok(vak_fs::lock_exclusive(&path)?)
 }
 
 /// [`local_files`] but the shared config, without reading it.

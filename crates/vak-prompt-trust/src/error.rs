@@ -43,6 +43,10 @@ pub enum TrustError {
         /// The size seen.
         bytes: u64,
     },
+    /// The trust store or its lock is not a regular file, or a step of
+    /// writing it failed.
+    #[error(transparent)]
+    File(#[from] vak_fs::FsError),
     /// The trust store could not be written.
     #[error("could not write the trust store `{}`: {source}", Escaped(.path.as_str()))]
     Write {

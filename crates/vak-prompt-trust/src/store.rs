@@ -220,80 +220,39 @@ impl TrustStore {
         }
         vak_prompt_loader::create_dirs(dir).map_err(write_err)?;
         let lock_path = dir.join("trust.toml.lock");
-        let lock = open_lock(&lock_path).map_err(|source| TrustError::Write {
-            path: lock_path.clone(),
-            source,
-        })?;
-        lock.lock().map_err(|source| TrustError::Write {
-            path: lock_path.clone(),
-            source,
-        })?;
+        let lock = vak_fs::lock_exclusive(&lock_path)?;
         let mut trusted = read_store(&self.path)?;
         let before = trusted.clone();
         change(&mut trusted);
         if trusted != before {
-            self.save(dir, &trusted)?;
+            self.save(&trusted)?;
         }
         self.trusted = trusted;
         drop(lock);
         Ok(())
     }
 
-    /// Write the store atomically: a temporary file beside it, fsynced,
-    /// renamed over the old one, then the directory fsynced.
-    fn save(&self, dir: &Utf8Path, trusted: &BTreeSet<String>) -> Result<(), TrustError> {
-        let write_err = |source| TrustError::Write {
-            path: self.path.clone(),
-            source,
-        };
+    /// Write the store whole ([`vak_fs::replace`]): a kill leaves the old
+    /// list or the new one.
+    fn save(&self, trusted: &BTreeSet<String>) -> Result<(), TrustError> {
         let body = toml::to_string(&StoreFile {
             trusted: trusted.clone(),
         })
-        .map_err(|error| write_err(std::io::Error::other(error.to_string())))?;
-        let (tmp, mut file) = vak_prompt_loader::create_temp("trust.toml.tmp", |name| {
-            let tmp = dir.join(name);
-            let file = fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&tmp)?;
-            Ok((tmp, file))
-        })
-        .map(|(_, made)| made)
-        .map_err(write_err)?;
-        let written = (|| {
-            file.write_all(b"# Project directories whose .vak/ prompt layers and config apply in full.\n# Edit with `vak trust DIR` and `vak untrust DIR`.\n")?;
-            file.write_all(body.as_bytes())?;
-            file.sync_all()?;
-            fs::rename(&tmp, &self.path)?;
-            fs::File::open(dir)?.sync_all()
-        })();
-        if let Err(error) = written {
-            let _ = fs::remove_file(&tmp);
-            return Err(write_err(error));
-        }
+        .map_err(|error| TrustError::Write {
+            path: self.path.clone(),
+            source: std::io::Error::other(error.to_string()),
+        })?;
+        vak_fs::replace(
+            &self.path,
+            |file| {
+                file.write_all(b"# Project directories whose .vak/ prompt layers and config apply in full.\n# Edit with `vak trust DIR` and `vak untrust DIR`.\n")?;
+                file.write_all(body.as_bytes())
+            },
+            || {},
+        )?;
         Ok(())
     }
 }
-
-/// The lock file, never followed through a symlink, never a FIFO.
-fn open_lock(path: &Utf8Path) -> std::io::Result<fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .custom_flags(NOFOLLOW_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other(
-            "it is not a regular file (FIFO, device or directory); delete it",
-        ));
-    }
-    Ok(file)
-}
-
-const NOFOLLOW_NONBLOCK: i32 = vak_prompt_loader::confine::NOFOLLOW_NONBLOCK;
 
 /// The trusted set on disk; empty when there is no file.
 fn read_store(path: &Utf8Path) -> Result<BTreeSet<String>, TrustError> {

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
+use std::io::{Read, Write};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
@@ -260,25 +260,8 @@ impl BindingGuard {
                 max: MAX_BINDINGS_BYTES,
             });
         }
-        let temp = self.path.with_extension("json.tmp");
-        // A stale temporary file (or anything else there) is removed, never
-        // written through: the name is then created afresh.
-        match std::fs::remove_file(&temp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(SessionError::io("remove", temp.clone(), e)),
-        }
-        let mut out = crate::file::open(&temp, OpenOptions::new().write(true).create_new(true))?;
-        out.write_all(&bytes)
-            .map_err(|e| SessionError::io("write", temp.clone(), e))?;
-        out.sync_all()
-            .map_err(|e| SessionError::io("fsync", temp.clone(), e))?;
-        drop(out);
-        std::fs::rename(&temp, &self.path)
-            .map_err(|e| SessionError::io("replace", self.path.clone(), e))?;
-        if let Some(dir) = self.path.parent() {
-            jsonl::sync_dir(dir)?;
-        }
+        // Replaced whole: a kill leaves the old bindings or the new.
+        vak_fs::replace(&self.path, |out| out.write_all(&bytes), || {})?;
         Ok(())
     }
 }

@@ -216,6 +216,24 @@ pub enum SessionError {
     },
 }
 
+impl From<vak_fs::FsError> for SessionError {
+    fn from(error: vak_fs::FsError) -> Self {
+        match error {
+            vak_fs::FsError::Symlink { path } => SessionError::Symlink { path },
+            vak_fs::FsError::NotRegular { path, kind } => SessionError::NotRegular { path, kind },
+            vak_fs::FsError::Io {
+                action,
+                path,
+                source,
+            } => SessionError::Io {
+                action,
+                path,
+                source,
+            },
+        }
+    }
+}
+
 impl SessionError {
     pub(crate) fn io(
         action: &'static str,

@@ -6,82 +6,20 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 
 use camino::Utf8Path;
 
 use crate::SessionError;
 
-/// What a path that is not a regular file is, for the refusal.
-fn kind_of(file_type: std::fs::FileType) -> &'static str {
-    if file_type.is_fifo() {
-        "a FIFO"
-    } else if file_type.is_dir() {
-        "a directory"
-    } else if file_type.is_char_device() || file_type.is_block_device() {
-        "a device"
-    } else if file_type.is_socket() {
-        "a socket"
-    } else if file_type.is_symlink() {
-        "a symbolic link"
-    } else {
-        "not a regular file"
-    }
-}
-
-/// The refusal for `path`, from what is at the path now (`lstat`), for an
-/// open that failed in a way only a non-regular file causes.
-fn refusal(path: &Utf8Path, fallback: &'static str) -> SessionError {
-    let kind = std::fs::symlink_metadata(path)
-        .map(|m| kind_of(m.file_type()))
-        .unwrap_or(fallback);
-    if kind == "a symbolic link" {
-        SessionError::Symlink {
-            path: path.to_owned(),
-        }
-    } else {
-        SessionError::NotRegular {
-            path: path.to_owned(),
-            kind,
-        }
-    }
-}
-
-/// Open `path` with `options`, adding `O_NOFOLLOW | O_NONBLOCK`, and check
-/// the handle is a regular file. `Ok(None)` when nothing is at the path
-/// (and `options` does not create it).
+/// Open `path` with `options` as [`vak_fs::open_regular`] does (never
+/// through a link, never blocking on a FIFO, a regular file or refused).
+/// `Ok(None)` when nothing is at the path (and `options` does not create
+/// it).
 pub(crate) fn open_optional(
     path: &Utf8Path,
     options: &mut OpenOptions,
 ) -> Result<Option<File>, SessionError> {
-    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
-    let file = match options.open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => {
-            return Err(match e.raw_os_error() {
-                // O_NOFOLLOW on a symlink.
-                Some(libc::ELOOP) => SessionError::Symlink {
-                    path: path.to_owned(),
-                },
-                // A FIFO opened for writing with no reader; a directory
-                // opened for writing.
-                Some(libc::ENXIO) => refusal(path, "a FIFO"),
-                Some(libc::EISDIR) => refusal(path, "a directory"),
-                _ => SessionError::io("open", path, e),
-            });
-        }
-    };
-    let meta = file
-        .metadata()
-        .map_err(|e| SessionError::io("inspect", path, e))?;
-    if !meta.file_type().is_file() {
-        return Err(SessionError::NotRegular {
-            path: path.to_owned(),
-            kind: kind_of(meta.file_type()),
-        });
-    }
-    Ok(Some(file))
+    Ok(vak_fs::open_regular(path, options)?)
 }
 
 /// [`open_optional`] for a file that must exist; a missing one is an I/O
@@ -102,15 +40,6 @@ pub(crate) fn in_home(home: Option<&Utf8Path>, path: &Utf8Path) -> Result<(), Se
 pub(crate) fn open(path: &Utf8Path, options: &mut OpenOptions) -> Result<File, SessionError> {
     open_optional(path, options)?
         .ok_or_else(|| SessionError::io("open", path, std::io::Error::from(ErrorKind::NotFound)))
-}
-
-/// Open a directory to fsync it, without following a symlink or blocking.
-pub(crate) fn open_dir(dir: &Utf8Path) -> Result<File, SessionError> {
-    OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
-        .open(dir)
-        .map_err(|e| SessionError::io("open directory", dir, e))
 }
 
 /// Whether something (of any type, a dangling symlink included) is at `path`.

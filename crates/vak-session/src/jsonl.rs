@@ -513,9 +513,7 @@ fn line_start(file: &mut File, end: u64) -> io::Result<u64> {
 
 /// fsync a directory so a rename or link in it survives a crash.
 pub(crate) fn sync_dir(dir: &Utf8Path) -> Result<(), SessionError> {
-    crate::file::open_dir(dir)?
-        .sync_all()
-        .map_err(|e| SessionError::io("fsync directory", dir, e))
+    Ok(vak_fs::sync_dir(dir)?)
 }
 
 /// Create `dir` and its parents, never writable by group or others.

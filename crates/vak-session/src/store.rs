@@ -1202,30 +1202,17 @@ impl ReplayHold {
     fn replace(&self, marker: &Marker) -> Result<(), SessionError> {
         use std::io::Write as _;
         crate::jsonl::ensure_dir(&self.dir)?;
-        let temp = self.marker.with_extension("tmp");
-        // A temporary file a kill left (or anything else there) is removed,
-        // never written through.
-        match std::fs::remove_file(&temp) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(SessionError::io("remove", temp, e)),
-        }
-        let mut file = crate::file::open(
-            &temp,
-            std::fs::OpenOptions::new().write(true).create_new(true),
+        let text = marker.render();
+        vak_fs::replace(
+            &self.marker,
+            |file| {
+                file.write_all(text.as_bytes())?;
+                // Pruning goes by mtime, and so does `vak store import`.
+                file.set_modified(self.stamp)
+            },
+            || crate::crash::point("marker-written"),
         )?;
-        file.write_all(marker.render().as_bytes())
-            .map_err(|e| SessionError::io("write", temp.clone(), e))?;
-        // Pruning goes by mtime, and so does `vak store import`.
-        file.set_modified(self.stamp)
-            .map_err(|e| SessionError::io("set the time of", temp.clone(), e))?;
-        file.sync_all()
-            .map_err(|e| SessionError::io("fsync", temp.clone(), e))?;
-        drop(file);
-        crate::crash::point("marker-written");
-        std::fs::rename(&temp, &self.marker)
-            .map_err(|e| SessionError::io("replace", self.marker.clone(), e))?;
-        crate::jsonl::sync_dir(&self.dir)
+        Ok(())
     }
 
     /// Say in the marker that its delivery committed: a committed marker

@@ -1,0 +1,366 @@
+//! The file-system floor: the one hostile open, the one atomic replace and
+//! the one lock that vak's stores share (the session ledgers, bindings and
+//! replay markers, the trust store, the home-side replica's lock).
+//!
+//! - [`open_regular`]: never through a symbolic link (`O_NOFOLLOW`), never
+//!   blocking on a FIFO (`O_NONBLOCK`), and checked on the open handle
+//!   (`fstat`) to be a regular file before a byte is read or written.
+//! - [`replace`]: a whole file replaced so a kill at any instant leaves the
+//!   old text or the new, never a torn or empty one: a temporary file beside
+//!   it written in full and fsynced, renamed over it, the directory fsynced.
+//! - [`lock_exclusive`]: a lock file opened as [`open_regular`] opens, held
+//!   with `flock` until the handle drops.
+//!
+//! Reading *inside a layer* — every directory on the way opened relative to
+//! the one before, so a link swapped in mid-read cannot lead out — is the
+//! loader's `confine` module, built on `openat`; this crate is for files a
+//! store names by path in a directory it owns.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Write as _};
+use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+
+use camino::{Utf8Path, Utf8PathBuf};
+use thiserror::Error;
+use vak_prompt_blocks::Escaped;
+
+/// Why a file of a store could not be opened, replaced or locked. Each
+/// caller keeps its own error type and converts from this one.
+#[derive(Debug, Error)]
+pub enum FsError {
+    /// The path is a symbolic link, which could lead out of the store.
+    #[error(
+        "`{}` is a symbolic link; vak never reads or writes a store through one, so replace it with the file itself",
+        Escaped(.path.as_str())
+    )]
+    Symlink {
+        /// The link.
+        path: Utf8PathBuf,
+    },
+    /// The path is a FIFO, device, socket or directory.
+    #[error(
+        "`{}` is not a regular file ({kind}); remove it",
+        Escaped(.path.as_str())
+    )]
+    NotRegular {
+        /// The path.
+        path: Utf8PathBuf,
+        /// What it is instead, e.g. `a FIFO`.
+        kind: &'static str,
+    },
+    /// The operating system refused a step.
+    #[error("could not {action} `{}`: {source}", Escaped(.path.as_str()))]
+    Io {
+        /// The step, as a verb: `open`, `write`, `fsync`, `replace`, ….
+        action: &'static str,
+        /// The file or directory.
+        path: Utf8PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+}
+
+impl FsError {
+    fn io(action: &'static str, path: &Utf8Path, source: std::io::Error) -> Self {
+        FsError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+/// What a file type is, for a refusal: `a FIFO`, `a directory`, ….
+pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_fifo() {
+        "a FIFO"
+    } else if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_char_device() || file_type.is_block_device() {
+        "a device"
+    } else if file_type.is_socket() {
+        "a socket"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The refusal for `path`, from what is at the path now (`lstat`), for an
+/// open that failed in a way only a non-regular file causes.
+fn refusal(path: &Utf8Path, fallback: &'static str) -> FsError {
+    let kind = std::fs::symlink_metadata(path)
+        .map(|m| kind_of(m.file_type()))
+        .unwrap_or(fallback);
+    if kind == "a symbolic link" {
+        FsError::Symlink {
+            path: path.to_owned(),
+        }
+    } else {
+        FsError::NotRegular {
+            path: path.to_owned(),
+            kind,
+        }
+    }
+}
+
+/// Open `path` with `options`, adding `O_NOFOLLOW | O_NONBLOCK`, and check
+/// the handle is a regular file. `Ok(None)` when nothing is at the path
+/// (and `options` does not create it).
+///
+/// # Errors
+///
+/// [`FsError::Symlink`] and [`FsError::NotRegular`] for what is not a
+/// regular file; [`FsError::Io`] for the rest.
+pub fn open_regular(path: &Utf8Path, options: &mut OpenOptions) -> Result<Option<File>, FsError> {
+    options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+    let file = match options.open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(match e.raw_os_error() {
+                // O_NOFOLLOW on a symlink.
+                Some(libc::ELOOP) => FsError::Symlink {
+                    path: path.to_owned(),
+                },
+                // A FIFO opened for writing with no reader; a directory
+                // opened for writing.
+                Some(libc::ENXIO) => refusal(path, "a FIFO"),
+                Some(libc::EISDIR) => refusal(path, "a directory"),
+                _ => FsError::io("open", path, e),
+            });
+        }
+    };
+    let meta = file
+        .metadata()
+        .map_err(|e| FsError::io("inspect", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(FsError::NotRegular {
+            path: path.to_owned(),
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    Ok(Some(file))
+}
+
+/// Open a directory to fsync it, without blocking.
+///
+/// # Errors
+///
+/// [`FsError::Io`] naming the directory.
+pub fn open_dir(dir: &Utf8Path) -> Result<File, FsError> {
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
+        .open(dir)
+        .map_err(|e| FsError::io("open directory", dir, e))
+}
+
+/// Make a rename or a new name in `dir` durable.
+///
+/// # Errors
+///
+/// [`FsError::Io`] naming the directory.
+pub fn sync_dir(dir: &Utf8Path) -> Result<(), FsError> {
+    open_dir(dir)?
+        .sync_all()
+        .map_err(|e| FsError::io("fsync directory", dir, e))
+}
+
+/// Replace the whole of `path` with what `write` writes, so a kill at any
+/// instant leaves the old file or the new one, never a torn or empty one:
+/// `<path>.tmp` (whatever a kill left there removed first, never written
+/// through) created afresh without following a link, written, fsynced,
+/// `before_rename` called (a crash point in tests), renamed over `path`,
+/// and the directory fsynced. The temporary file is removed when a step
+/// fails.
+///
+/// # Errors
+///
+/// [`FsError`] naming the step and the file.
+pub fn replace(
+    path: &Utf8Path,
+    write: impl FnOnce(&mut File) -> std::io::Result<()>,
+    before_rename: impl FnOnce(),
+) -> Result<(), FsError> {
+    let temp = Utf8PathBuf::from(format!("{path}.tmp"));
+    match std::fs::remove_file(&temp) {
+        Ok(()) => {}
+        Err(e) if e.kind() == ErrorKind::NotFound => {}
+        Err(e) => return Err(FsError::io("remove", &temp, e)),
+    }
+    let Some(mut file) = open_regular(&temp, OpenOptions::new().write(true).create_new(true))?
+    else {
+        return Err(FsError::io(
+            "create",
+            &temp,
+            std::io::Error::from(ErrorKind::NotFound),
+        ));
+    };
+    let written = write(&mut file)
+        .and_then(|()| file.flush())
+        .map_err(|e| FsError::io("write", &temp, e))
+        .and_then(|()| file.sync_all().map_err(|e| FsError::io("fsync", &temp, e)));
+    drop(file);
+    if let Err(error) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(error);
+    }
+    before_rename();
+    if let Err(e) = std::fs::rename(&temp, path) {
+        let _ = std::fs::remove_file(&temp);
+        return Err(FsError::io("replace", path, e));
+    }
+    match path.parent() {
+        Some(dir) if !dir.as_str().is_empty() => sync_dir(dir),
+        _ => sync_dir(Utf8Path::new(".")),
+    }
+}
+
+/// Open (creating it) the lock file `path` as [`open_regular`] does and
+/// hold an exclusive `flock` on it until the handle drops; waits for a
+/// holder in another process.
+///
+/// # Errors
+///
+/// As [`open_regular`]; [`FsError::Io`] when the lock cannot be taken.
+pub fn lock_exclusive(path: &Utf8Path) -> Result<File, FsError> {
+    let Some(file) = open_regular(
+        path,
+        OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false),
+    )?
+    else {
+        return Err(FsError::io(
+            "create",
+            path,
+            std::io::Error::from(ErrorKind::NotFound),
+        ));
+    };
+    file.lock().map_err(|e| FsError::io("lock", path, e))?;
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read as _;
+
+    fn dir() -> (tempfile::TempDir, Utf8PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Utf8PathBuf::from_path_buf(dir.path().to_path_buf()).unwrap();
+        (dir, path)
+    }
+
+    fn mkfifo(path: &Utf8Path) {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path.as_str())
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
+    #[test]
+    fn a_regular_file_opens_and_a_missing_one_is_none() {
+        let (_t, root) = dir();
+        let path = root.join("f");
+        std::fs::write(&path, "x").unwrap();
+        let mut text = String::new();
+        open_regular(&path, OpenOptions::new().read(true))
+            .unwrap()
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "x");
+        assert!(
+            open_regular(&root.join("missing"), OpenOptions::new().read(true))
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn fifo_symlink_and_directory_are_refused_without_blocking() {
+        let (_t, root) = dir();
+        let fifo = root.join("fifo");
+        mkfifo(&fifo);
+        for options in [
+            OpenOptions::new().read(true),
+            OpenOptions::new().append(true),
+            OpenOptions::new().read(true).append(true).create(true),
+        ] {
+            let err = open_regular(&fifo, options).unwrap_err();
+            assert!(
+                matches!(err, FsError::NotRegular { kind: "a FIFO", .. }),
+                "{err}"
+            );
+        }
+        let target = root.join("target");
+        std::fs::write(&target, "x").unwrap();
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let err = open_regular(&link, OpenOptions::new().append(true)).unwrap_err();
+        assert!(matches!(err, FsError::Symlink { .. }), "{err}");
+        let err = open_regular(&root, OpenOptions::new().read(true)).unwrap_err();
+        assert!(err.to_string().contains("a directory"), "{err}");
+    }
+
+    #[test]
+    fn a_replace_is_whole_and_never_writes_through_a_link_left_at_its_temporary_name() {
+        let (_t, root) = dir();
+        let path = root.join("state.json");
+        std::fs::write(&path, "old").unwrap();
+        // A link where the temporary file goes is removed, not followed.
+        let outside = root.join("outside");
+        std::fs::write(&outside, "untouched").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("state.json.tmp")).unwrap();
+        replace(&path, |f| f.write_all(b"new"), || {}).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(&outside).unwrap(), "untouched");
+        assert!(!root.join("state.json.tmp").exists());
+        // A write that fails leaves the old text and no temporary file.
+        let failed = replace(
+            &path,
+            |f| {
+                f.write_all(b"half")?;
+                Err(std::io::Error::other("disk full"))
+            },
+            || panic!("never renamed"),
+        )
+        .unwrap_err();
+        assert!(failed.to_string().contains("could not write"), "{failed}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        assert!(!root.join("state.json.tmp").exists());
+    }
+
+    #[test]
+    fn a_lock_file_that_is_a_fifo_or_a_link_is_refused_and_a_held_lock_excludes() {
+        let (_t, root) = dir();
+        let fifo = root.join("fifo.lock");
+        mkfifo(&fifo);
+        assert!(matches!(
+            lock_exclusive(&fifo).unwrap_err(),
+            FsError::NotRegular { .. }
+        ));
+        let link = root.join("link.lock");
+        std::os::unix::fs::symlink(root.join("elsewhere"), &link).unwrap();
+        assert!(matches!(
+            lock_exclusive(&link).unwrap_err(),
+            FsError::Symlink { .. }
+        ));
+        assert!(!root.join("elsewhere").exists());
+        let path = root.join("a.lock");
+        let held = lock_exclusive(&path).unwrap();
+        let other = File::open(&path).unwrap();
+        assert!(matches!(
+            other.try_lock(),
+            Err(std::fs::TryLockError::WouldBlock)
+        ));
+        drop(held);
+        other.try_lock().unwrap();
+    }
+}
