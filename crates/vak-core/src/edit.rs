@@ -20,7 +20,7 @@ use vak_prompt_blocks::{
 };
 use vak_prompt_budget::{
     BudgetReport, CapSetting, EffectiveCap, ModelInfo, TokenMemo, default_model, effective_cap,
-    lookup,
+    lookup, under_ceiling,
 };
 use vak_prompt_compose::{ComposeMemo, ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
@@ -449,6 +449,7 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
         last(Origin::Project).as_ref(),
         resolved.trust == Trust::Trusted,
     );
+    let cap = under_ceiling(cap, last(Origin::Managed).as_ref());
     warnings.extend(cap.warnings.iter().map(ToString::to_string));
     // No cap is above the model's window: a prefix that cannot be sent at
     // all is not "under the cap", whatever `prompts.max_tokens` says.

@@ -494,6 +494,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         .contributions
         .iter()
         .any(|c| c.block == Block::OperatingRules && !c.interop && at_root(c));
+    let locked = |block: Block| chain.managed.as_ref().is_some_and(|m| m.locks(block));
     for contribution in &chain.contributions {
         let text = contributed(
             &contribution.text,
@@ -506,7 +507,14 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         {
             block = Block::AgentInstructions;
         }
-        match prompt_verdict(&contribution.provenance, block, input.trust) {
+        // A block the managed layer locks has the managed text only: a
+        // narrower file for it (an AGENTS.md too) is reported, never applied.
+        let verdict = if locked(block) && contribution.provenance.layer > PromptLayer::Managed {
+            Verdict::Demote(DemoteReason::LockedByManaged)
+        } else {
+            prompt_verdict(&contribution.provenance, block, input.trust)
+        };
+        match verdict {
             Verdict::Keep => kept.push(Kept {
                 block,
                 provenance: &contribution.provenance,
@@ -533,6 +541,13 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 config_key: None,
                 provenance: provenance.clone(),
                 reason: DemoteReason::UntrustedLegacySystem,
+            });
+        } else if locked(Block::Identity) {
+            demoted.push(Demotion {
+                block: Some(Block::Identity),
+                config_key: None,
+                provenance: provenance.clone(),
+                reason: DemoteReason::LockedByManaged,
             });
         } else if project_base_sets_identity {
             warnings.push(format!(
@@ -562,8 +577,9 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 made: None,
                 interop: false,
             }];
-            // The root's AGENTS.md stays its operating rules.
-            if !root_has_rules {
+            // The root's AGENTS.md stays its operating rules; locked ones
+            // stay the managed text.
+            if !root_has_rules && !locked(Block::OperatingRules) {
                 legacy.push(Kept {
                     block: Block::OperatingRules,
                     provenance,
@@ -576,7 +592,19 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         }
     }
 
-    let config = effective_config(&chain.configs, input.trust, &mut demoted, memo);
+    let mut config = effective_config(&chain.configs, input.trust, &mut demoted, memo);
+    if let Some(managed) = &chain.managed {
+        config.add_managed(managed);
+        for block in &managed.locked {
+            if !managed.files.iter().any(|f| f.block == *block) {
+                warnings.push(format!(
+                    "`{block}` is locked by the managed layer `{}`, which has no `{}`: no narrower layer applies, so the built-in text stands",
+                    Escaped(managed.dir.as_str()),
+                    block.file_name().unwrap_or_default()
+                ));
+            }
+        }
+    }
     warnings.extend(config.warnings.iter().cloned());
 
     // Descriptors are made as each block is composed, in render order,
@@ -790,6 +818,7 @@ fn runtime_block(
                     layer: PromptLayer::Runtime,
                     origin: server.origin,
                     source: Some(server.source.clone()),
+                    signed_by: None,
                 }),
                 text: one_line(
                     &server.value.line,
