@@ -861,6 +861,7 @@ mod tests {
 
     fn resolved(block: Block, layers: &[PromptLayer]) -> ResolvedBlock {
         ResolvedBlock {
+            locked: false,
             block,
             contributors: layers
                 .iter()

@@ -72,6 +72,11 @@ pub mod prompts {
         GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,
         gateway_dir, gateway_lists, json_kind, prompt_of, read_gateway, write_gateway_prompt,
     };
+    pub use vak_prompt_loader::{
+        MANAGED_DIR_ENV, ManagedError, ManagedLayer, ManagedLocation, SYSTEM_MANAGED_DIR,
+        Verification, VerifiedFile, generate_managed_key, pin_path, sign_managed_file,
+        unpin_managed, verify_managed,
+    };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
         AgentIdentity, AuditEntries, AuditLog, Baseline, Binding, BindingGuard, BindingStore,

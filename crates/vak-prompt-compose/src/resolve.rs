@@ -226,6 +226,8 @@ pub struct ResolvedBlock {
     pub shadowed: Vec<Arc<Provenance>>,
     /// The composed text, without its heading. Empty renders nothing.
     pub text: String,
+    /// Whether the managed layer locks the block: only its text applies.
+    pub locked: bool,
 }
 
 impl ResolvedBlock {
@@ -665,6 +667,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                         .unwrap_or_default()
                 };
                 ResolvedBlock {
+                    locked: false,
                     block,
                     text,
                     shadowed,
@@ -675,6 +678,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 let mut candidates = Vec::with_capacity(of_block().count());
                 candidates.extend(of_block().map(&mut contributor));
                 ResolvedBlock {
+                    locked: false,
                     block,
                     text: accumulate(block, &candidates, &mut warnings),
                     contributors: candidates,
@@ -691,6 +695,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     candidates.iter().map(|c| memo.contain(&c.text)).collect();
                 let text = join_nonempty(pieces.iter(), "\n\n");
                 ResolvedBlock {
+                    locked: false,
                     block,
                     text,
                     contributors: candidates,
@@ -701,6 +706,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 let contract = &builtin.contract;
                 descriptors.extend(builtin.descriptors.last().map(|(.., made)| made.clone()));
                 ResolvedBlock {
+                    locked: false,
                     block,
                     contributors: vec![contract.clone()],
                     text: contract.text.clone(),
@@ -731,6 +737,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         {
             resolved.text = text;
         }
+        resolved.locked = locked(block);
         blocks.push(resolved);
     }
 
@@ -839,6 +846,7 @@ fn runtime_block(
         text.push_str(&c.text);
     }
     ResolvedBlock {
+        locked: false,
         block,
         contributors,
         shadowed: Vec::new(),

@@ -899,6 +899,65 @@ impl ManagedSigningKey {
     }
 }
 
+/// The detached signature of the file at `path` by the key in the key file
+/// `key` (`vak managed sign --key KEY PATH`): what `<path>.sig` must hold.
+/// The file is read as the managed layer reads it: a regular file, not
+/// followed through a symlink, at most 256 KiB.
+///
+/// # Errors
+///
+/// [`ManagedError::SigningKey`] for a key file that is not a key;
+/// [`ManagedError::Unreadable`] for a file that cannot be signed.
+pub fn sign_managed_file(key: &Utf8Path, path: &Utf8Path) -> Result<String, ManagedError> {
+    let key = ManagedSigningKey::read(key)?;
+    let unreadable = |reason: String| ManagedError::Unreadable {
+        path: path.to_owned(),
+        reason,
+    };
+    let bytes = read_plain(path, MAX_FILE_BYTES)
+        .map_err(|r| unreadable(ReadRefusal::from(r).to_string()))?
+        .ok_or_else(|| unreadable("does not exist".to_owned()))?;
+    Ok(key.sign(&bytes))
+}
+
+/// Make a new signing key and write it to `path` (`vak managed keygen`),
+/// readable by its owner alone; an existing file is never overwritten.
+/// Answers the public key, as `managed_keys` lists it.
+///
+/// # Errors
+///
+/// [`ManagedError::SigningKey`] when the file exists or cannot be written.
+pub fn generate_managed_key(path: &Utf8Path) -> Result<String, ManagedError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let error = |reason: String| ManagedError::SigningKey {
+        path: path.to_owned(),
+        reason,
+    };
+    let key = ManagedSigningKey::generate()
+        .map_err(|e| error(format!("no random seed could be read ({e})")))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .map_err(|e| {
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                error(
+                    "it already exists, and a key is never overwritten; choose another file"
+                        .to_owned(),
+                )
+            } else {
+                error(format!("it cannot be created ({e})"))
+            }
+        })?;
+    file.write_all(key.to_file_text().as_bytes())
+        .and_then(|()| file.sync_all())
+        .map_err(|e| error(format!("it cannot be written ({e})")))?;
+    Ok(key.public())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
