@@ -264,6 +264,8 @@ mod tests {
                 Default => None,
                 Shared => Some(SHARED),
                 Project => Some(PROJECT),
+                // `effective_cap` never answers it: only `under_ceiling`.
+                Managed => unreachable!("row {i}"),
             };
             assert_eq!(
                 got.file.as_deref().map(|f| f.as_str()),
