@@ -74,8 +74,8 @@ pub mod prompts {
     };
     pub use vak_prompt_loader::{
         MANAGED_DIR_ENV, ManagedError, ManagedLayer, ManagedLocation, SYSTEM_MANAGED_DIR,
-        Verification, VerifiedFile, generate_managed_key, pin_path, sign_managed_file,
-        unpin_managed, verify_managed,
+        Verification, VerifiedFile, generate_managed_key, load_managed, pin_path,
+        sign_managed_file, unpin_managed, verify_managed,
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{

@@ -38,7 +38,7 @@ pub use gateway::{
 pub use managed::{
     LOCKABLE, MANAGED_DIR_ENV, MAX_SIGNATURE_BYTES, ManagedError, ManagedFile, ManagedLayer,
     ManagedLocation, ManagedSigningKey, PIN_FILE, SYSTEM_MANAGED_DIR, Verification, VerifiedFile,
-    generate_managed_key, pin_path, sign_managed_file, unpin_managed, verify_managed,
+    generate_managed_key, load_managed, pin_path, sign_managed_file, unpin_managed, verify_managed,
 };
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};

@@ -276,7 +276,7 @@ impl Verification {
 /// # Errors
 ///
 /// Any refusal of the layer ([`ManagedError`]): the resolution stops.
-pub(crate) fn load_managed(home: &Utf8Path) -> Result<Option<Arc<ManagedLayer>>, ManagedError> {
+pub fn load_managed(home: &Utf8Path) -> Result<Option<Arc<ManagedLayer>>, ManagedError> {
     let Some(location) = ManagedLocation::find() else {
         return Ok(None);
     };

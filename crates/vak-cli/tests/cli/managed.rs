@@ -592,3 +592,75 @@ impl Managed {
         output_within(&mut command, HANG)
     }
 }
+
+/// The admin API shows the managed layer read-only and cannot get around
+/// a lock: a write at `scope=managed` is `403` and touches nothing; a
+/// shared identity saved through it is kept on disk but not applied;
+/// `/api/prompt` names the lock.
+#[test]
+fn the_admin_api_shows_the_managed_layer_read_only_and_keeps_the_lock() {
+    let m = Managed::new();
+    m.write("identity.md", "You are ACME's coding agent.\n");
+    m.write("config.toml", "[prompts]\nlocked = [\"identity\"]\n");
+    let admin =
+        crate::history_store::Admin::start_with(&m.env, "file", &[("VAK_MANAGED_DIR", m.dir())]);
+    let body = serde_json::json!({ "text": "I am whoever the admin page says.", "if_digest": "" });
+    let (status, answer) = admin.send("PUT", "/api/layers/identity?scope=managed", Some(&body));
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("read-only"),
+        "{answer}"
+    );
+    assert_eq!(
+        fs::read_to_string(m.path("identity.md")).unwrap(),
+        "You are ACME's coding agent.\n"
+    );
+    let (status, _) = admin.send(
+        "DELETE",
+        "/api/layers/identity?scope=managed&if_digest=",
+        None,
+    );
+    assert_eq!(status, 403);
+    assert!(m.path("identity.md").exists());
+
+    let (status, answer) = admin.send("PUT", "/api/layers/identity?scope=shared", Some(&body));
+    assert_eq!(status, 200, "{answer}");
+    let (status, prompt) = admin.send("GET", "/api/prompt", None);
+    assert_eq!(status, 200);
+    assert!(
+        prompt["prefix"]
+            .as_str()
+            .unwrap()
+            .starts_with("You are ACME's coding agent."),
+        "{prompt}"
+    );
+    assert!(
+        prompt["demoted"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|d| d["layer"] == "shared"
+                && d["reason"].as_str().unwrap().contains("locked by managed")),
+        "{prompt}"
+    );
+
+    let (status, managed) = admin.send("GET", "/api/managed", None);
+    assert_eq!(status, 200);
+    assert_eq!(managed["read_only"], true);
+    assert_eq!(managed["locked"], serde_json::json!(["identity"]));
+    assert_eq!(managed["files"][0]["block"], "identity");
+
+    // Refused on disk: the page says why, and the prompt does not resolve.
+    fs::set_permissions(m.dir(), fs::Permissions::from_mode(0o777)).unwrap();
+    let (status, prompt) = admin.send("GET", "/api/prompt", None);
+    assert_eq!(status, 409, "{prompt}");
+    assert!(
+        prompt["error"].as_str().unwrap().contains("0777"),
+        "{prompt}"
+    );
+    let (_, managed) = admin.send("GET", "/api/managed", None);
+    assert!(
+        managed["refused"].as_str().unwrap().contains("0777"),
+        "{managed}"
+    );
+}
