@@ -336,6 +336,9 @@ fn a_tampered_signed_file_is_refused_and_no_session_starts_on_it() {
     );
 }
 
+/// One way of spoiling a signature.
+type Sabotage<'a> = Box<dyn Fn() + 'a>;
+
 /// Unsigned, signed by a key that is not listed, a `.sig` that is not
 /// base64, huge, or a FIFO: each refused by name, nothing blocks.
 #[test]
@@ -345,7 +348,7 @@ fn hostile_signatures_are_refused_by_name() {
     let (other, _) = m.keygen("other");
     m.signed(&key, &public);
     let guard = m.path("guardrails.md.sig");
-    let cases: Vec<(&str, Box<dyn Fn()>, &str)> = vec![
+    let cases: Vec<(&str, Sabotage<'_>, &str)> = vec![
         (
             "unsigned",
             Box::new(|| fs::remove_file(&guard).unwrap()),
