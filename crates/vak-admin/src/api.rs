@@ -525,7 +525,13 @@ pub(crate) async fn layers(
         let effective_block = target.effective_block();
         let effective = resolved.block(effective_block);
         let verdict = prompt_verdict(&target.provenance(&selectors), effective_block, trust);
+        let locked = effective.is_some_and(|b| b.locked);
         let not_applied = match verdict {
+            // Every layer edited here is narrower than the managed one.
+            _ if locked => Some(format!(
+                "The managed layer locks `{block}`, so this layer's text is kept but not applied: {}",
+                vak_core::prompts::DemoteReason::LockedByManaged
+            )),
             Verdict::Keep => None,
             Verdict::Demote(reason) => Some(format!(
                 "This project is untrusted, so its `{block}` is not applied: {reason}"

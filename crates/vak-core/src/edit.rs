@@ -27,7 +27,7 @@ use vak_prompt_loader::{
     LayerDirs, LoadRequest, LoadedChain, LoaderError, ReadRefusal, SaveError, SaveOutcome,
     Snapshot, current_digest, load_chain, read_safely, remove_checked, save_atomic,
 };
-use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
+use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
 
 use crate::core::resolved;
 use crate::history::{Action, VersionRecord, Who, keep_before_change, record_change, target_key};
@@ -792,8 +792,21 @@ pub fn lints_of_text(block: Block, text: &str) -> Vec<String> {
 
 /// `text` would not apply from `target` under `trust`: the sentence that
 /// says so, naming the block, the file and the way to change it.
-fn not_applied_note(target: &EditTarget, selectors: &Selectors, trust: Trust) -> Option<String> {
+fn not_applied_note(
+    target: &EditTarget,
+    selectors: &Selectors,
+    trust: Trust,
+    locked: bool,
+) -> Option<String> {
     let provenance = target.provenance(selectors);
+    if locked {
+        return Some(format!(
+            "the managed layer locks `{}`: the saved text in `{}` is kept but will not apply ({})",
+            target.block,
+            provenance.source.as_deref().unwrap_or("?"),
+            DemoteReason::LockedByManaged
+        ));
+    }
     match prompt_verdict(&provenance, target.effective_block(), trust) {
         Verdict::Keep => None,
         Verdict::Demote(reason) => Some(format!(
@@ -953,13 +966,17 @@ impl Core {
             after_chain.role_dirs.push(dir.to_owned());
         }
         let after = self.compose(&after_chain, trust, TailContext::now());
+        let locked = after_chain
+            .managed
+            .as_ref()
+            .is_some_and(|m| m.locks(target.effective_block()));
         Ok(Preview {
             budget: budget_of(&after),
             budget_before: budget_of(&before),
             lints: text
                 .map(|t| lints_of_text(target.block, t))
                 .unwrap_or_default(),
-            not_applied: text.and_then(|_| not_applied_note(target, selectors, trust)),
+            not_applied: text.and_then(|_| not_applied_note(target, selectors, trust, locked)),
             path,
             before,
             after,

@@ -55,6 +55,27 @@ impl Managed {
         output_within(&mut command, HANG)
     }
 
+    /// Run `vak` with `input` on stdin.
+    fn vak_with_input(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        let mut child = self
+            .env
+            .command(args)
+            .env("VAK_MANAGED_DIR", self.dir())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+
     fn ok(&self, args: &[&str]) -> String {
         let out = self.vak(args);
         assert!(
@@ -185,6 +206,17 @@ fn a_locked_identity_survives_every_narrower_layer() {
     assert!(fixture_at < managed_at, "{show}");
     assert!(show.contains("## Agent instructions: reviewer"), "{show}");
 
+    // A save to a narrower layer is kept, and says it will not apply.
+    let out = m.vak_with_input(
+        &["prompts", "set", "--scope", "shared", "identity", "-"],
+        "I am the newly saved shared identity.\n",
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("the managed layer locks `identity`"),
+        "{}",
+        stdout(&out)
+    );
     let explain = m.ok(&["prompts", "explain", "--dir", "svc", "--no-pager"]);
     assert!(explain.contains("from managed (locked)"), "{explain}");
     let not_applied = explain.matches("not applied: locked by managed").count();
@@ -564,7 +596,10 @@ fn the_administrators_tools_say_what_they_expect() {
         0o600
     );
 
-    let out = m.vak_stdin_scope_managed();
+    let out = m.vak_with_input(
+        &["prompts", "set", "--scope", "managed", "identity", "-"],
+        "mine",
+    );
     assert_eq!(code(&out), 2, "{}", stderr(&out));
     assert!(stderr(&out).contains("never writes it"), "{}", stderr(&out));
     assert!(
@@ -583,87 +618,5 @@ fn the_administrators_tools_say_what_they_expect() {
         stdout(&out).lines().any(|l| l.starts_with("managed")),
         "{}",
         stdout(&out)
-    );
-}
-
-impl Managed {
-    fn vak_stdin_scope_managed(&self) -> Output {
-        let mut command = self
-            .env
-            .command(&["prompts", "set", "--scope", "managed", "identity", "-"]);
-        command.env("VAK_MANAGED_DIR", self.dir());
-        output_within(&mut command, HANG)
-    }
-}
-
-/// The admin API shows the managed layer read-only and cannot get around
-/// a lock: a write at `scope=managed` is `403` and touches nothing; a
-/// shared identity saved through it is kept on disk but not applied;
-/// `/api/prompt` names the lock.
-#[test]
-fn the_admin_api_shows_the_managed_layer_read_only_and_keeps_the_lock() {
-    let m = Managed::new();
-    m.write("identity.md", "You are ACME's coding agent.\n");
-    m.write("config.toml", "[prompts]\nlocked = [\"identity\"]\n");
-    let admin =
-        crate::history_store::Admin::start_with(&m.env, "file", &[("VAK_MANAGED_DIR", m.dir())]);
-    let body = serde_json::json!({ "text": "I am whoever the admin page says.", "if_digest": "" });
-    let (status, answer) = admin.send("PUT", "/api/layers/identity?scope=managed", Some(&body));
-    assert_eq!(status, 403, "{answer}");
-    assert!(
-        answer["error"].as_str().unwrap().contains("read-only"),
-        "{answer}"
-    );
-    assert_eq!(
-        fs::read_to_string(m.path("identity.md")).unwrap(),
-        "You are ACME's coding agent.\n"
-    );
-    let (status, _) = admin.send(
-        "DELETE",
-        "/api/layers/identity?scope=managed&if_digest=",
-        None,
-    );
-    assert_eq!(status, 403);
-    assert!(m.path("identity.md").exists());
-
-    let (status, answer) = admin.send("PUT", "/api/layers/identity?scope=shared", Some(&body));
-    assert_eq!(status, 200, "{answer}");
-    let (status, prompt) = admin.send("GET", "/api/prompt", None);
-    assert_eq!(status, 200);
-    assert!(
-        prompt["prefix"]
-            .as_str()
-            .unwrap()
-            .starts_with("You are ACME's coding agent."),
-        "{prompt}"
-    );
-    assert!(
-        prompt["demoted"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|d| d["layer"] == "shared"
-                && d["reason"].as_str().unwrap().contains("locked by managed")),
-        "{prompt}"
-    );
-
-    let (status, managed) = admin.send("GET", "/api/managed", None);
-    assert_eq!(status, 200);
-    assert_eq!(managed["read_only"], true);
-    assert_eq!(managed["locked"], serde_json::json!(["identity"]));
-    assert_eq!(managed["files"][0]["block"], "identity");
-
-    // Refused on disk: the page says why, and the prompt does not resolve.
-    fs::set_permissions(m.dir(), fs::Permissions::from_mode(0o777)).unwrap();
-    let (status, prompt) = admin.send("GET", "/api/prompt", None);
-    assert_eq!(status, 409, "{prompt}");
-    assert!(
-        prompt["error"].as_str().unwrap().contains("0777"),
-        "{prompt}"
-    );
-    let (_, managed) = admin.send("GET", "/api/managed", None);
-    assert!(
-        managed["refused"].as_str().unwrap().contains("0777"),
-        "{managed}"
     );
 }
