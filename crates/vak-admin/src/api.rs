@@ -172,6 +172,10 @@ impl LayerQuery {
         match self.scope.as_deref() {
             Some("shared") => Ok(Scope::Shared),
             Some("project") => Ok(Scope::Project),
+            Some("managed") => Err(AdminError::ReadOnly(format!(
+                "the managed layer is read-only here: it belongs to the machine's administrator (`{}`), and vak never writes it; `GET /api/managed` shows it",
+                vak_core::prompts::SYSTEM_MANAGED_DIR
+            ))),
             Some(other) => Err(AdminError::BadRequest(format!(
                 "`scope={other}` is not a scope; use `scope=shared` or `scope=project`"
             ))),
@@ -521,7 +525,13 @@ pub(crate) async fn layers(
         let effective_block = target.effective_block();
         let effective = resolved.block(effective_block);
         let verdict = prompt_verdict(&target.provenance(&selectors), effective_block, trust);
+        let locked = effective.is_some_and(|b| b.locked);
         let not_applied = match verdict {
+            // Every layer edited here is narrower than the managed one.
+            _ if locked => Some(format!(
+                "The managed layer locks `{block}`, so this layer's text is kept but not applied: {}",
+                vak_core::prompts::DemoteReason::LockedByManaged
+            )),
             Verdict::Keep => None,
             Verdict::Demote(reason) => Some(format!(
                 "This project is untrusted, so its `{block}` is not applied: {reason}"
@@ -766,6 +776,52 @@ pub(crate) async fn tokens(
 
 /// `GET /api/permissions`: the effective allow/ask/deny lists and where each
 /// rule came from, plus the rules trust did not apply.
+/// `GET /api/managed`: the managed layer, read-only — its directory,
+/// locks, ceiling, keys and files (each with the key that signed it), or
+/// why it is refused. Never written here: a `scope=managed` write is
+/// `403`.
+pub(crate) async fn managed(State(state): Shared) -> Result<Json<Value>, AdminError> {
+    let Some(location) = vak_core::prompts::ManagedLocation::find() else {
+        return Ok(Json(json!({ "present": false })));
+    };
+    let layer = match vak_core::prompts::load_managed(&state.home) {
+        Ok(Some(layer)) => layer,
+        Ok(None) => return Ok(Json(json!({ "present": false, "dir": location.dir }))),
+        Err(error) => {
+            return Ok(Json(json!({
+                "present": true,
+                "dir": location.dir,
+                "read_only": true,
+                "refused": error.to_string(),
+            })));
+        }
+    };
+    let files: Vec<Value> = layer
+        .files
+        .iter()
+        .map(|f| {
+            json!({
+                "block": f.block.wire_name(),
+                "surface": f.surface.map(|s| s.to_string()),
+                "path": f.provenance.source,
+                "text": f.text,
+                "signed_by": f.provenance.signed_by,
+                "locked": layer.locks(f.block),
+            })
+        })
+        .collect();
+    Ok(Json(json!({
+        "present": true,
+        "dir": layer.dir,
+        "read_only": true,
+        "config": layer.config,
+        "locked": layer.locked.iter().map(|b| b.wire_name()).collect::<Vec<_>>(),
+        "max_tokens": layer.max_tokens,
+        "keys": layer.keys,
+        "files": files,
+    })))
+}
+
 pub(crate) async fn permissions(
     State(state): Shared,
     q: Result<Query<ViewQuery>, QueryRejection>,
@@ -861,6 +917,7 @@ mod tests {
 
     fn resolved(block: Block, layers: &[PromptLayer]) -> ResolvedBlock {
         ResolvedBlock {
+            locked: false,
             block,
             contributors: layers
                 .iter()

@@ -104,6 +104,9 @@ pub enum AdminError {
     /// No such route or entry.
     #[error("{0}")]
     NotFound(String),
+    /// A write to something vak never writes (the managed layer).
+    #[error("{0}")]
+    ReadOnly(String),
     /// The text changed on disk since the editor loaded it.
     #[error("{message}")]
     Conflict {
@@ -158,6 +161,10 @@ impl AdminError {
             AdminError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
             AdminError::WrongHost(_) => StatusCode::MISDIRECTED_REQUEST,
             AdminError::NotFound(_) => StatusCode::NOT_FOUND,
+            AdminError::ReadOnly(_) => StatusCode::FORBIDDEN,
+            // The floor on disk is not what it must be (mode, signature,
+            // keys): like a malformed gateway file, a state to fix there.
+            AdminError::Core(CoreError::Loader(LoaderError::Managed(_))) => StatusCode::CONFLICT,
             AdminError::Conflict { .. } => StatusCode::CONFLICT,
             AdminError::OverBudget { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             AdminError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,

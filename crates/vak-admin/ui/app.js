@@ -170,6 +170,34 @@ async function loadPrompts() {
   }
   if (prompt.ok) renderEffective(prompt.data);
   else $('#effective').replaceChildren(el('li', { class: 'error', text: prompt.data.error }));
+  const managed = await api('GET', '/api/managed');
+  if (managed.ok) renderManaged(managed.data);
+}
+
+// The managed layer: the machine administrator's floor, shown read-only
+// (no editor, no reset: vak never writes it).
+function renderManaged(m) {
+  const box = $('#managed');
+  box.hidden = !m.present;
+  if (!m.present) return box.replaceChildren();
+  const head = el('h2', { id: 'managed-title' }, 'Managed layer ', el('span', { class: 'badge', text: 'managed' }), ' ', el('span', { class: 'small', text: 'read-only' }));
+  const where = el('p', { class: 'hint' }, 'Set by this machine\'s administrator in ', el('code', { text: (m.dir || '') + '/' }), '; vak never writes it.');
+  if (m.refused) {
+    return box.replaceChildren(head, where, el('p', { class: 'error', role: 'alert', text: 'Refused, so no prompt resolves until it is fixed: ' + m.refused }));
+  }
+  const facts = el('ul', { class: 'small' });
+  facts.append(el('li', { text: 'Locked: ' + (m.locked.length ? m.locked.join(', ') + ' (narrower layers\' text for these is not applied)' : 'nothing') }));
+  if (m.max_tokens) facts.append(el('li', { text: 'Token cap ceiling: ' + fmt(m.max_tokens) }));
+  facts.append(el('li', { text: m.keys.length ? 'Signed: every file needs a signature by ' + m.keys.join(', ') : 'Not signed' }));
+  const files = el('ul', { class: 'managed-files' });
+  for (const f of m.files) {
+    files.append(el('li', { 'data-name': f.block },
+      el('details', {},
+        el('summary', {}, el('strong', { text: f.block + (f.surface ? ' (surface ' + f.surface + ')' : '') }), f.locked ? ' locked ' : ' ', el('code', { text: f.path || '' })),
+        f.signed_by ? el('p', { class: 'small', text: 'signed by ' + f.signed_by }) : '',
+        el('pre', { class: 'content', text: f.text }))));
+  }
+  box.replaceChildren(head, where, facts, files);
 }
 
 function renderLayer(layer) {

@@ -32,6 +32,9 @@ pub(crate) enum Scope {
     Shared,
     /// `<project>/.vak/prompts/`
     Project,
+    /// The managed layer: never written by vak (refused with a note).
+    #[value(hide = true)]
+    Managed,
 }
 
 /// Where a write goes: scope plus optional sub-layer.
@@ -178,6 +181,7 @@ impl TargetArgs {
         let scope = match self.scope {
             Scope::Shared => CoreScope::Shared,
             Scope::Project => CoreScope::Project,
+            Scope::Managed => return Err(managed_scope()),
         };
         let target = EditTarget::new(scope, sub, block).map_err(edit_error)?;
         let home = self.home.dir()?;
@@ -406,6 +410,7 @@ fn replaced_note(target: &TargetArgs, old: &str, new: &str, preview: &Preview) -
         match target.scope {
             Scope::Shared => "shared",
             Scope::Project => "project",
+            Scope::Managed => "managed",
         }
     );
     for (flag, value) in [
@@ -819,4 +824,14 @@ fn check_all(args: &CheckArgs) -> Result<(), CliError> {
             checked.over.summary(&config, "--over-budget to a save"),
         ))
     }
+}
+
+/// `--scope managed`: the managed layer is its administrator's, and vak
+/// never writes it.
+fn managed_scope() -> CliError {
+    CliError::Usage(format!(
+        "--scope managed does not exist: the managed layer (`{}`, or `${}` where that is absent) belongs to the machine's administrator, and vak never writes it; edit the files there as its owner, and sign them with `vak managed sign` when it lists `managed_keys`; use --scope shared or --scope project for your own layers",
+        vak_core::prompts::SYSTEM_MANAGED_DIR,
+        vak_core::prompts::MANAGED_DIR_ENV
+    ))
 }

@@ -11,6 +11,9 @@ pub(crate) enum CliError {
     /// Resolution, trust or name errors from the library.
     #[error(transparent)]
     Core(#[from] CoreError),
+    /// The managed layer, a signing key or the home's key pin refused.
+    #[error(transparent)]
+    Managed(#[from] vak_core::prompts::ManagedError),
     /// A file or stream could not be read or written.
     #[error("{context}: {source}")]
     Io {

@@ -6,6 +6,7 @@ mod complete;
 mod edit;
 mod error;
 mod history;
+mod managed;
 mod out;
 mod progress;
 mod prompts;
@@ -61,6 +62,12 @@ enum Command {
     Store {
         #[command(subcommand)]
         command: store::StoreCommand,
+    },
+    /// The managed layer (/etc/vak/prompts): verify it, sign its files,
+    /// make a signing key, forget pinned keys.
+    Managed {
+        #[command(subcommand)]
+        command: managed::ManagedCommand,
     },
     /// The admin API and web UI.
     Admin {
@@ -160,6 +167,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
         Command::Gateway { command } => session::gateway(command),
         Command::Audit { command } => session::audit(command),
         Command::Store { command } => store::store(command),
+        Command::Managed { command } => managed::managed(command),
         Command::Admin { command } => admin::admin(command),
         Command::Completions { shell } => complete::script(*shell),
     }

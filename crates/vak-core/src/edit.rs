@@ -20,14 +20,14 @@ use vak_prompt_blocks::{
 };
 use vak_prompt_budget::{
     BudgetReport, CapSetting, EffectiveCap, ModelInfo, TokenMemo, default_model, effective_cap,
-    lookup,
+    lookup, under_ceiling,
 };
 use vak_prompt_compose::{ComposeMemo, ResolvedPrompt, TailContext};
 use vak_prompt_loader::{
     LayerDirs, LoadRequest, LoadedChain, LoaderError, ReadRefusal, SaveError, SaveOutcome,
     Snapshot, current_digest, load_chain, read_safely, remove_checked, save_atomic,
 };
-use vak_prompt_trust::{Trust, Verdict, prompt_verdict};
+use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
 
 use crate::core::resolved;
 use crate::history::{Action, VersionRecord, Who, keep_before_change, record_change, target_key};
@@ -449,6 +449,7 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
         last(Origin::Project).as_ref(),
         resolved.trust == Trust::Trusted,
     );
+    let cap = under_ceiling(cap, last(Origin::Managed).as_ref());
     warnings.extend(cap.warnings.iter().map(ToString::to_string));
     // No cap is above the model's window: a prefix that cannot be sent at
     // all is not "under the cap", whatever `prompts.max_tokens` says.
@@ -791,8 +792,21 @@ pub fn lints_of_text(block: Block, text: &str) -> Vec<String> {
 
 /// `text` would not apply from `target` under `trust`: the sentence that
 /// says so, naming the block, the file and the way to change it.
-fn not_applied_note(target: &EditTarget, selectors: &Selectors, trust: Trust) -> Option<String> {
+fn not_applied_note(
+    target: &EditTarget,
+    selectors: &Selectors,
+    trust: Trust,
+    locked: bool,
+) -> Option<String> {
     let provenance = target.provenance(selectors);
+    if locked {
+        return Some(format!(
+            "the managed layer locks `{}`: the saved text in `{}` is kept but will not apply ({})",
+            target.block,
+            provenance.source.as_deref().unwrap_or("?"),
+            DemoteReason::LockedByManaged
+        ));
+    }
     match prompt_verdict(&provenance, target.effective_block(), trust) {
         Verdict::Keep => None,
         Verdict::Demote(reason) => Some(format!(
@@ -952,13 +966,17 @@ impl Core {
             after_chain.role_dirs.push(dir.to_owned());
         }
         let after = self.compose(&after_chain, trust, TailContext::now());
+        let locked = after_chain
+            .managed
+            .as_ref()
+            .is_some_and(|m| m.locks(target.effective_block()));
         Ok(Preview {
             budget: budget_of(&after),
             budget_before: budget_of(&before),
             lints: text
                 .map(|t| lints_of_text(target.block, t))
                 .unwrap_or_default(),
-            not_applied: text.and_then(|_| not_applied_note(target, selectors, trust)),
+            not_applied: text.and_then(|_| not_applied_note(target, selectors, trust, locked)),
             path,
             before,
             after,

@@ -1329,6 +1329,7 @@ mod tests {
                 source: Some(source.to_owned()),
                 digest: sha256_hex(&text),
                 bytes: text.len(),
+                signed_by: None,
             })
     }
 

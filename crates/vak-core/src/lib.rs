@@ -66,7 +66,11 @@ pub mod prompts {
         GatewayError, GatewayFile, entry_key, gateway_dir, gateway_lists, json_kind, prompt_of,
         read_gateway,
     };
-    pub use vak_prompt_trust::{Trust, TrustStore, Verdict, prompt_verdict};
+    pub use vak_prompt_loader::{
+        MANAGED_DIR_ENV, ManagedError, ManagedLocation, SYSTEM_MANAGED_DIR, Verification,
+        generate_managed_key, load_managed, sign_managed_file, unpin_managed, verify_managed,
+    };
+    pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
         AuditEntries, AuditLog, Baseline, Binding, BindingStore, Bound, ChangeKind, ChatPlan,
         Claim, Committed, ConfigChange, DriftAccepted, Expect, FileStore, FreshSession,

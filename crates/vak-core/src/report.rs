@@ -26,6 +26,9 @@ pub struct BlockReport<'a> {
     pub sources: Vec<Option<&'a str>>,
     /// Layers that had text but lost to a narrower one.
     pub shadowed: Vec<ShadowedReport<'a>>,
+    /// Whether the managed layer locks the block (only its text applies).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub locked: bool,
 }
 
 /// A layer that lost.
@@ -123,6 +126,7 @@ impl<'a> PromptReport<'a> {
                             source: p.source.as_deref(),
                         })
                         .collect(),
+                    locked: b.locked,
                 })
                 .collect(),
             descriptors: &resolved.descriptors,
@@ -184,11 +188,16 @@ pub fn provenance_summary(block: &ResolvedBlock, naming: LayerNaming) -> String 
             // Interop files (`AGENTS.md`) are appended after the winner:
             // counted, since each is named on a line of its own.
             let appended = block.contributors.iter().filter(|c| c.interop).count();
-            match (layers.first(), appended) {
+            let summary = match (layers.first(), appended) {
                 (None, _) => "empty".to_owned(),
                 (Some(layer), 0) => format!("from {}", name(*layer)),
                 (Some(layer), 1) => format!("from {} + 1 AGENTS file", name(*layer)),
                 (Some(layer), n) => format!("from {} + {n} AGENTS files", name(*layer)),
+            };
+            if block.locked {
+                format!("{summary} (locked)")
+            } else {
+                summary
             }
         }
         Composition::Accumulate | Composition::Additive => {
@@ -229,6 +238,7 @@ mod tests {
 
     fn block(layers: &[PromptLayer]) -> ResolvedBlock {
         ResolvedBlock {
+            locked: false,
             block: Block::Guardrails,
             contributors: layers
                 .iter()

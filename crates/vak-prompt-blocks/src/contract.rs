@@ -23,6 +23,11 @@ pub struct PromptLayerDescriptor {
     pub digest: String,
     /// Length of that text in bytes.
     pub bytes: usize,
+    /// For a signed managed file, the key that signed it
+    /// (`ed25519:<base64>`). Absent everywhere else, and in ledgers
+    /// written before signed managed layers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_by: Option<String>,
 }
 
 impl PromptLayerDescriptor {
@@ -35,6 +40,7 @@ impl PromptLayerDescriptor {
             source: provenance.source.clone(),
             digest: sha256_hex(text),
             bytes: text.len(),
+            signed_by: provenance.signed_by.clone(),
         }
     }
 }

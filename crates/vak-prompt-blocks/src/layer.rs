@@ -12,6 +12,11 @@ use crate::BlocksError;
 pub enum PromptLayer {
     /// The shipped, code-owned prompt built into the binary.
     Seed,
+    /// `/etc/vak/prompts/`: the machine administrator's floor, read-only to
+    /// vak. Its guardrails and surface notes come first after the seed's;
+    /// for identity and operating rules it is the widest user tier unless
+    /// its config locks the block.
+    Managed,
     /// `$VAK_HOME/.vak/prompts/`: the user's own defaults for every project.
     Shared,
     /// `<project>/.vak/prompts/`: checked into (or cloned with) a project.
@@ -30,8 +35,9 @@ pub enum PromptLayer {
 
 impl PromptLayer {
     /// The tiers a user or operator can write, widest first.
-    pub const CHAIN: [PromptLayer; 7] = [
+    pub const CHAIN: [PromptLayer; 8] = [
         PromptLayer::Seed,
+        PromptLayer::Managed,
         PromptLayer::Shared,
         PromptLayer::Project,
         PromptLayer::Surface,
@@ -46,6 +52,7 @@ impl PromptLayer {
     pub fn wire_name(self) -> &'static str {
         match self {
             PromptLayer::Seed => "seed",
+            PromptLayer::Managed => "managed",
             PromptLayer::Shared => "shared",
             PromptLayer::Project => "project",
             PromptLayer::Surface => "surface",
@@ -60,6 +67,7 @@ impl PromptLayer {
     pub fn label(self) -> &'static str {
         match self {
             PromptLayer::Seed => "Built-in seed",
+            PromptLayer::Managed => "Managed",
             PromptLayer::Shared => "Shared",
             PromptLayer::Project => "This project",
             PromptLayer::Surface => "Surface",
@@ -96,6 +104,9 @@ impl FromStr for PromptLayer {
 pub enum Origin {
     /// Compiled into the binary.
     BuiltIn,
+    /// The managed layer's directory (`/etc/vak/prompts/`): the machine
+    /// administrator's, always applied, never written by vak.
+    Managed,
     /// A file under `$VAK_HOME`: user-owned, always trusted.
     Home,
     /// A file under the project directory: trusted only when the user says so.
@@ -111,6 +122,7 @@ impl Origin {
     pub fn wire_name(self) -> &'static str {
         match self {
             Origin::BuiltIn => "built-in",
+            Origin::Managed => "managed",
             Origin::Home => "home",
             Origin::Project => "project",
             Origin::Gateway => "gateway",
@@ -133,6 +145,9 @@ pub struct Provenance {
     /// A path, a gateway key such as `bots.json#/helpdesk/prompts/identity`,
     /// or a `builtin:` name.
     pub source: Option<String>,
+    /// For a signed managed file, the key that signed it
+    /// (`ed25519:<base64>`), carried into its descriptor.
+    pub signed_by: Option<String>,
 }
 
 impl Provenance {
@@ -142,6 +157,16 @@ impl Provenance {
             layer,
             origin,
             source: Some(source.into()),
+            signed_by: None,
+        }
+    }
+
+    /// Provenance for a managed-layer file at `source`, signed by
+    /// `signed_by` when the managed layer requires signatures.
+    pub fn managed(source: impl Into<String>, signed_by: Option<String>) -> Self {
+        Provenance {
+            signed_by,
+            ..Provenance::new(PromptLayer::Managed, Origin::Managed, source)
         }
     }
 
@@ -190,7 +215,7 @@ mod tests {
         assert_eq!(
             names,
             [
-                "seed", "shared", "project", "surface", "bot", "chat", "agent"
+                "seed", "managed", "shared", "project", "surface", "bot", "chat", "agent"
             ]
         );
         for layer in PromptLayer::CHAIN.into_iter().chain([PromptLayer::Runtime]) {

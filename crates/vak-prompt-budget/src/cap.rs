@@ -58,6 +58,8 @@ pub enum CapSource {
     Shared,
     /// The project's config (a trusted project, or an untrusted one lowering).
     Project,
+    /// The managed layer's config: a ceiling the others stayed above.
+    Managed,
 }
 
 /// A config value that was not applied, and why.
@@ -165,10 +167,51 @@ pub fn effective_cap(
     }
 }
 
+/// `cap` held under the managed layer's `prompts.max_tokens`: a ceiling
+/// that no narrower config raises, whatever its trust. A cap already at or
+/// below it is kept as it is (with its own source).
+pub fn under_ceiling(cap: EffectiveCap, ceiling: Option<&CapSetting>) -> EffectiveCap {
+    let Some(ceiling) = ceiling else { return cap };
+    match usize::try_from(ceiling.value) {
+        Ok(tokens) if tokens > 0 && tokens < cap.tokens => EffectiveCap {
+            tokens,
+            source: CapSource::Managed,
+            file: Some(ceiling.file.clone()),
+            warnings: cap.warnings,
+        },
+        _ => cap,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    proptest! {
+        /// No config, trusted or not, lifts the cap above the managed
+        /// ceiling; a cap below it is left alone.
+        #[test]
+        fn the_managed_ceiling_is_never_exceeded(
+            shared in proptest::option::of(1i64..20_000),
+            project in proptest::option::of(1i64..20_000),
+            trusted: bool,
+            ceiling in 1i64..20_000,
+        ) {
+            let shared = shared.map(|v| CapSetting::new(v, SHARED));
+            let project = project.map(|v| CapSetting::new(v, PROJECT));
+            let plain = effective_cap(shared.as_ref(), project.as_ref(), trusted);
+            let managed = CapSetting::new(ceiling, "/etc/vak/prompts/config.toml");
+            let held = under_ceiling(plain.clone(), Some(&managed));
+            prop_assert!(held.tokens <= usize::try_from(ceiling).unwrap_or(usize::MAX));
+            prop_assert_eq!(held.tokens, plain.tokens.min(usize::try_from(ceiling).unwrap_or(usize::MAX)));
+            if held.tokens < plain.tokens {
+                prop_assert_eq!(held.source, CapSource::Managed);
+            } else {
+                prop_assert_eq!(held, plain);
+            }
+        }
+    }
 
     const SHARED: &str = "/home/u/vak-home/.vak/config.toml";
     const PROJECT: &str = "/code/p/.vak/config.toml";
@@ -221,6 +264,8 @@ mod tests {
                 Default => None,
                 Shared => Some(SHARED),
                 Project => Some(PROJECT),
+                // `effective_cap` never answers it: only `under_ceiling`.
+                Managed => unreachable!("row {i}"),
             };
             assert_eq!(
                 got.file.as_deref().map(|f| f.as_str()),

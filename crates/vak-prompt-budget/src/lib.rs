@@ -25,7 +25,7 @@ mod report;
 
 pub use cap::{
     CapSetting, CapSource, CapWarning, DEFAULT_MAX_TOKENS, EffectiveCap, MAX_TOKENS_KEY,
-    SEED_MAX_TOKENS, effective_cap,
+    SEED_MAX_TOKENS, effective_cap, under_ceiling,
 };
 pub use encoding::{Encoding, count_tokens};
 pub use error::BudgetError;

@@ -418,6 +418,7 @@ mod tests {
                     last.contributors.push(contributor);
                 }
                 _ => blocks.push(ResolvedBlock {
+                    locked: false,
                     block: *block,
                     contributors: vec![contributor],
                     shadowed: Vec::new(),

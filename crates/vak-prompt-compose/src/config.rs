@@ -77,6 +77,25 @@ pub struct EffectiveConfig {
     pub warnings: Vec<String>,
 }
 
+impl EffectiveConfig {
+    /// Put the managed layer's `prompts.max_tokens` first, widest: the
+    /// budget holds every other value under it.
+    pub(crate) fn add_managed(&mut self, managed: &vak_prompt_loader::ManagedLayer) {
+        if let (Some(value), Some(file)) = (managed.max_tokens, &managed.config) {
+            let file_len = file.as_str().len();
+            self.max_tokens.insert(
+                0,
+                Sourced {
+                    value,
+                    origin: Origin::Managed,
+                    source: format!("{file}#prompts.max_tokens"),
+                    file_len,
+                },
+            );
+        }
+    }
+}
+
 fn mcp_line(name: &str, server: &toml::Table) -> String {
     let what = if let Some(command) = server.get("command").and_then(toml::Value::as_str) {
         let args: Vec<&str> = server

@@ -226,6 +226,8 @@ pub struct ResolvedBlock {
     pub shadowed: Vec<Arc<Provenance>>,
     /// The composed text, without its heading. Empty renders nothing.
     pub text: String,
+    /// Whether the managed layer locks the block: only its text applies.
+    pub locked: bool,
 }
 
 impl ResolvedBlock {
@@ -494,6 +496,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         .contributions
         .iter()
         .any(|c| c.block == Block::OperatingRules && !c.interop && at_root(c));
+    let locked = |block: Block| chain.managed.as_ref().is_some_and(|m| m.locks(block));
     for contribution in &chain.contributions {
         let text = contributed(
             &contribution.text,
@@ -506,7 +509,14 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         {
             block = Block::AgentInstructions;
         }
-        match prompt_verdict(&contribution.provenance, block, input.trust) {
+        // A block the managed layer locks has the managed text only: a
+        // narrower file for it (an AGENTS.md too) is reported, never applied.
+        let verdict = if locked(block) && contribution.provenance.layer > PromptLayer::Managed {
+            Verdict::Demote(DemoteReason::LockedByManaged)
+        } else {
+            prompt_verdict(&contribution.provenance, block, input.trust)
+        };
+        match verdict {
             Verdict::Keep => kept.push(Kept {
                 block,
                 provenance: &contribution.provenance,
@@ -533,6 +543,13 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 config_key: None,
                 provenance: provenance.clone(),
                 reason: DemoteReason::UntrustedLegacySystem,
+            });
+        } else if locked(Block::Identity) {
+            demoted.push(Demotion {
+                block: Some(Block::Identity),
+                config_key: None,
+                provenance: provenance.clone(),
+                reason: DemoteReason::LockedByManaged,
             });
         } else if project_base_sets_identity {
             warnings.push(format!(
@@ -562,8 +579,9 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 made: None,
                 interop: false,
             }];
-            // The root's AGENTS.md stays its operating rules.
-            if !root_has_rules {
+            // The root's AGENTS.md stays its operating rules; locked ones
+            // stay the managed text.
+            if !root_has_rules && !locked(Block::OperatingRules) {
                 legacy.push(Kept {
                     block: Block::OperatingRules,
                     provenance,
@@ -576,7 +594,19 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         }
     }
 
-    let config = effective_config(&chain.configs, input.trust, &mut demoted, memo);
+    let mut config = effective_config(&chain.configs, input.trust, &mut demoted, memo);
+    if let Some(managed) = &chain.managed {
+        config.add_managed(managed);
+        for block in &managed.locked {
+            if !managed.files.iter().any(|f| f.block == *block) {
+                warnings.push(format!(
+                    "`{block}` is locked by the managed layer `{}`, which has no `{}`: no narrower layer applies, so the built-in text stands",
+                    Escaped(managed.dir.as_str()),
+                    block.file_name().unwrap_or_default()
+                ));
+            }
+        }
+    }
     warnings.extend(config.warnings.iter().cloned());
 
     // Descriptors are made as each block is composed, in render order,
@@ -637,6 +667,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                         .unwrap_or_default()
                 };
                 ResolvedBlock {
+                    locked: false,
                     block,
                     text,
                     shadowed,
@@ -647,6 +678,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 let mut candidates = Vec::with_capacity(of_block().count());
                 candidates.extend(of_block().map(&mut contributor));
                 ResolvedBlock {
+                    locked: false,
                     block,
                     text: accumulate(block, &candidates, &mut warnings),
                     contributors: candidates,
@@ -663,6 +695,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     candidates.iter().map(|c| memo.contain(&c.text)).collect();
                 let text = join_nonempty(pieces.iter(), "\n\n");
                 ResolvedBlock {
+                    locked: false,
                     block,
                     text,
                     contributors: candidates,
@@ -673,6 +706,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 let contract = &builtin.contract;
                 descriptors.extend(builtin.descriptors.last().map(|(.., made)| made.clone()));
                 ResolvedBlock {
+                    locked: false,
                     block,
                     contributors: vec![contract.clone()],
                     text: contract.text.clone(),
@@ -703,6 +737,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         {
             resolved.text = text;
         }
+        resolved.locked = locked(block);
         blocks.push(resolved);
     }
 
@@ -790,6 +825,7 @@ fn runtime_block(
                     layer: PromptLayer::Runtime,
                     origin: server.origin,
                     source: Some(server.source.clone()),
+                    signed_by: None,
                 }),
                 text: one_line(
                     &server.value.line,
@@ -810,6 +846,7 @@ fn runtime_block(
         text.push_str(&c.text);
     }
     ResolvedBlock {
+        locked: false,
         block,
         contributors,
         shadowed: Vec::new(),

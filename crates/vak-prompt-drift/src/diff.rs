@@ -282,6 +282,7 @@ mod tests {
             source: Some(source.into()),
             digest: sha256_hex(text),
             bytes: text.len(),
+            signed_by: None,
         }
     }
 

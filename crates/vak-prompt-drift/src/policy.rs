@@ -59,6 +59,7 @@ mod tests {
             source: None,
             digest: digest.into(),
             bytes: 1,
+            signed_by: None,
         }
     }
 

@@ -172,6 +172,9 @@ pub struct LoadedChain {
     pub project_levels: Vec<Utf8PathBuf>,
     /// The interop file names in force (`[prompts] interop`), in order.
     pub interop_names: Vec<String>,
+    /// The managed layer, when the machine has one: its locks, its
+    /// ceiling and keys. Its block files are in `contributions`, first.
+    pub managed: Option<Arc<crate::ManagedLayer>>,
 }
 
 impl LoadedChain {
@@ -537,6 +540,31 @@ pub(crate) fn load_in(
     if !opened && !request.project.is_dir() {
         return Err(LoaderError::ProjectMissing(request.project.clone()));
     }
+    // The managed layer first: the floor every chain stands on, read once
+    // per snapshot. A refusal stops the resolution (fail closed).
+    let managed = match &reader.snap.managed {
+        Some(read) => read.clone(),
+        None => {
+            let read = crate::managed::load_managed(&request.home);
+            reader.snap.managed = Some(read.clone());
+            read
+        }
+    }?;
+    if let Some(managed) = &managed {
+        reader.chain.contributions.extend(
+            managed
+                .files
+                .iter()
+                .filter(|f| f.surface.is_none() || f.surface == Some(request.surface))
+                .map(|f| Contribution {
+                    block: f.block,
+                    provenance: Arc::clone(&f.provenance),
+                    text: f.text.clone(),
+                    interop: false,
+                }),
+        );
+    }
+    reader.chain.managed = managed;
     let home_dirs = LayerDirs::new(&request.home, request.surface, request.agent.as_ref());
     let project_dirs = LayerDirs::new(&request.project, request.surface, request.agent.as_ref());
     // Room for the most this request can contribute, so the list is

@@ -34,4 +34,8 @@ pub enum LoaderError {
         /// Why, as the skip says it (a sentence fragment).
         reason: String,
     },
+    /// The managed layer is refused (its mode, a signature, its keys): no
+    /// prompt resolves without the floor its administrator set.
+    #[error(transparent)]
+    Managed(#[from] crate::ManagedError),
 }

@@ -13,6 +13,7 @@ pub mod confine;
 mod discover;
 mod error;
 mod gateway;
+mod managed;
 mod paths;
 mod safe_read;
 mod snapshot;
@@ -33,6 +34,11 @@ pub use gateway::{
     GatewayDoc, GatewayError, GatewayFile, GatewayIndexes, MAX_GATEWAY_BYTES, check_gateway_text,
     entry_key, gateway_dir, gateway_entry_listed, gateway_lists, gateway_prompt_text, json_kind,
     parse_gateway_json, prompt_of, read_gateway, write_gateway_prompt,
+};
+pub use managed::{
+    LOCKABLE, MANAGED_DIR_ENV, MAX_SIGNATURE_BYTES, ManagedError, ManagedFile, ManagedLayer,
+    ManagedLocation, ManagedSigningKey, PIN_FILE, SYSTEM_MANAGED_DIR, Verification, VerifiedFile,
+    generate_managed_key, load_managed, pin_path, sign_managed_file, unpin_managed, verify_managed,
 };
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};

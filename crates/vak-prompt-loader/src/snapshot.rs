@@ -76,6 +76,8 @@ pub struct Snapshot {
     pub(crate) levels: HashMap<(Utf8PathBuf, Utf8PathBuf), Levels>,
     /// The gateway files, read once each.
     pub(crate) gateway: HashMap<GatewayFile, GatewayText>,
+    /// The managed layer, read once: `None` until the first chain asks.
+    pub(crate) managed: Option<Result<Option<Arc<crate::ManagedLayer>>, crate::ManagedError>>,
     /// Whether it serves one chain only ([`Snapshot::once`]): a chain
     /// reads each file once anyway, so no text is kept (a copy of each).
     pub(crate) once: bool,

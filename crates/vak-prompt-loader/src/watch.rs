@@ -235,6 +235,17 @@ impl Live {
             let mut seen = HashSet::new();
             ok &= live.walk(&root.join(".vak"), 0, &mut seen);
         }
+        // The managed layer: its directory and its `surface/` tree, where a
+        // file may appear, change or be re-signed at any time.
+        if let Some(managed) = crate::ManagedLocation::find()
+            && managed.dir.is_dir()
+        {
+            let dir = managed.dir.as_std_path();
+            ok &= live.ancestors(dir);
+            ok &= live.add(dir, Filter::All);
+            let mut seen = HashSet::new();
+            ok &= live.walk(&dir.join("surface"), 1, &mut seen);
+        }
         // Directory sub-layers: each level between the root
         // and the working directory, where a `.vak/prompts/` or an interop
         // file such as `AGENTS.md` may appear at any time.

@@ -25,6 +25,9 @@ pub enum DemoteReason {
     UntrustedSkill,
     /// A privileged config key from an untrusted project.
     UntrustedConfigKey,
+    /// `identity` or `operating-rules` from a layer narrower than the
+    /// managed one, whose config locks the block.
+    LockedByManaged,
 }
 
 impl DemoteReason {
@@ -42,6 +45,9 @@ impl DemoteReason {
             }
             DemoteReason::UntrustedSkill => {
                 "skills from an untrusted project are instructions and are not loaded; run `vak trust` in the project to load them"
+            }
+            DemoteReason::LockedByManaged => {
+                "not applied: locked by managed (the managed layer's config.toml lists this block in `[prompts] locked`, so only its text applies); ask the machine's administrator to change it"
             }
             DemoteReason::UntrustedConfigKey => {
                 "this key is privileged and an untrusted project may not set it; run `vak trust` in the project to apply it"

@@ -78,6 +78,9 @@ impl Env {
             .args(args)
             .env("VAK_HOME", self.home())
             .env_remove("VAK_LOG")
+            // A managed layer is the machine's: a test that wants one
+            // names it.
+            .env_remove("VAK_MANAGED_DIR")
             .current_dir(self.project())
             .stdin(Stdio::null());
         command

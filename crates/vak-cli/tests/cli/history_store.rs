@@ -327,7 +327,7 @@ fn session_diff_shows_a_winner_that_moved_layer_as_one_change() {
 }
 
 /// `vak admin serve` on a free port; its address and token.
-struct Admin {
+pub(crate) struct Admin {
     child: std::process::Child,
     /// Kept open: the server prints more lines, and a closed pipe would
     /// end it.
@@ -344,7 +344,12 @@ impl Drop for Admin {
 }
 
 impl Admin {
-    fn start(env: &Env, store: &str) -> Admin {
+    pub(crate) fn start(env: &Env, store: &str) -> Admin {
+        Admin::start_with(env, store, &[])
+    }
+
+    /// [`Admin::start`] with more environment variables set.
+    pub(crate) fn start_with(env: &Env, store: &str, vars: &[(&str, &std::path::Path)]) -> Admin {
         let token = "a-test-token-that-is-long-enough".to_owned();
         let mut child = env
             .command(&[
@@ -355,6 +360,7 @@ impl Admin {
                 "--store",
                 store,
             ])
+            .envs(vars.iter().copied())
             .env("VAK_ADMIN_TOKEN", &token)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -378,7 +384,7 @@ impl Admin {
         }
     }
 
-    fn send(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
+    pub(crate) fn send(&self, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
         let body = body.map(Value::to_string).unwrap_or_default();
         let mut stream = TcpStream::connect(&self.addr).unwrap();
         let head = format!(
