@@ -14,6 +14,7 @@ mod discover;
 mod error;
 mod gateway;
 mod paths;
+mod rules;
 mod safe_read;
 mod snapshot;
 mod watch;
@@ -35,6 +36,11 @@ pub use gateway::{
     parse_gateway_json, prompt_of, read_gateway, write_gateway_prompt,
 };
 pub use paths::{LayerDirs, prompt_dir};
+pub use rules::{
+    MAX_GLOB_BYTES, MAX_GLOBS, MAX_LINT_FILES, MAX_RULES, ParsedRule, PathMatch, RULES_DIR,
+    RuleError, RuleSet, ScopedRule, load_rules, parse_rule, project_files, project_path,
+    relative_project_path,
+};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
 pub use snapshot::Snapshot;
 pub use watch::{InputWatch, MAX_WATCHES};

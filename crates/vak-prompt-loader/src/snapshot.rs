@@ -76,6 +76,8 @@ pub struct Snapshot {
     pub(crate) levels: HashMap<(Utf8PathBuf, Utf8PathBuf), Levels>,
     /// The gateway files, read once each.
     pub(crate) gateway: HashMap<GatewayFile, GatewayText>,
+    /// The scoped rules of each (home, project), read once.
+    pub(crate) rules: HashMap<(Utf8PathBuf, Option<Utf8PathBuf>), Arc<crate::rules::RuleSet>>,
     /// Whether it serves one chain only ([`Snapshot::once`]): a chain
     /// reads each file once anyway, so no text is kept (a copy of each).
     pub(crate) once: bool,
