@@ -104,6 +104,11 @@ pub(crate) struct ExecArgs {
     /// The user's message.
     #[arg(long, value_name = "TEXT")]
     pub(crate) message: Option<String>,
+    /// A path this turn touches, relative to the current directory
+    /// (repeat for several): the scoped rules whose globs match it join the
+    /// tail, and the turn's ledger record names them.
+    #[arg(long = "path", value_name = "PATH", add = clap_complete::ArgValueCompleter::new(clap_complete::PathCompleter::any()))]
+    pub(crate) paths: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) home: HomeArg,
     #[command(flatten)]
@@ -542,16 +547,32 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let id = session_id(&args.session)?;
     let home = args.home.dir()?;
     let store = args.store.open(&home)?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?;
+    let paths = if args.paths.is_empty() {
+        vak_gateway::TurnPaths::None
+    } else {
+        vak_gateway::TurnPaths::FromCwd {
+            cwd: &cwd,
+            paths: &args.paths,
+        }
+    };
     let (outcome, warnings) = vak_gateway::exec(
         &*store,
         &home,
         &id,
         args.accept_drift,
         args.message.as_deref(),
+        paths,
         &project_dir(None)?,
     )?;
     for warning in &warnings {
         out::notice("warning", &warning.to_string());
+    }
+    if let Exec::Continued(resumed) | Exec::ProceedOnFrozen(resumed) = &outcome {
+        for note in &resumed.rule_notes {
+            out::notice("warning", note);
+        }
     }
     let resumed = match &outcome {
         Exec::Refused { drift, .. } => {

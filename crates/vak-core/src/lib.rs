@@ -17,6 +17,7 @@ mod inbound;
 mod names;
 mod over_cap;
 mod report;
+mod rules;
 mod trust;
 
 pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
@@ -37,6 +38,7 @@ pub use inbound::{Admission, InboundPrompts};
 pub use names::{KnownNames, known_names};
 pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
+pub use rules::{MAX_TURN_PATH_BYTES, MAX_TURN_PATHS, paths_from_cwd, paths_from_root, turn_rules};
 pub use trust::{TrustRefusal, Trusted, trust_project};
 
 /// The public prompt-layer API, re-exported from the crates that own it.
@@ -55,6 +57,7 @@ pub mod prompts {
         DEFAULT_MAX_TOKENS, DEFAULT_MODEL, EffectiveCap, Encoding, LayerTokens, MODELS, ModelInfo,
         SourceTokens, TokenSummary, count_tokens, default_model, effective_cap, lookup,
     };
+    pub use vak_prompt_compose::{ActiveRule, DemotedRule, ScopedTail, compose_rules, render_all};
     pub use vak_prompt_compose::{
         CATALOG, Capability, Contributor, Demotion, EffectiveConfig, McpServer, PermissionKind,
         ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, Sourced, TailContext,
@@ -72,6 +75,9 @@ pub mod prompts {
         GatewayDoc, GatewayError, GatewayFile, MAX_GATEWAY_BYTES, check_gateway_text, entry_key,
         gateway_dir, gateway_lists, json_kind, prompt_of, read_gateway, write_gateway_prompt,
     };
+    pub use vak_prompt_loader::{
+        PathMatch, RuleError, RuleSet, ScopedRule, load_rules, parse_rule, project_files,
+    };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
         AgentIdentity, AuditEntries, AuditLog, Baseline, Binding, BindingGuard, BindingStore,
@@ -79,7 +85,7 @@ pub mod prompts {
         ConfigChange, DriftAccepted, Expect, FileStore, FreshSession, FrozenContract, Header,
         HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession,
         PromptLayerDescriptor, Record, SecurityEvent, SessionError, SessionId, SessionMeta,
-        SessionStore, Store, Swapped, TornLine, Turn, fingerprint, home_side_path, now_rfc3339,
-        short_digest,
+        SessionStore, Store, Swapped, TornLine, Turn, TurnRule, fingerprint, home_side_path,
+        now_rfc3339, short_digest,
     };
 }

@@ -7,7 +7,8 @@ use serde_json::json;
 use vak_core::prompts::{
     Bound, ChatPlan, Claim, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
-    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, now_rfc3339,
+    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, TurnRule, decide,
+    now_rfc3339,
 };
 use vak_core::{Admission, Core, InboundPrompts, PromptCache, Selectors};
 
@@ -157,6 +158,73 @@ pub struct Resumed {
     pub request: Request,
     /// Whether a turn was appended (a message was given).
     pub turn_recorded: bool,
+    /// The scoped rules in force for this turn (in its tail, and in its
+    /// ledger record when one was appended).
+    pub rules: Vec<TurnRule>,
+    /// What a person should know about the scoped rules: a rule file left
+    /// out (bad front matter, a link out of the project), a rule that
+    /// matched but does not apply (an untrusted project's operating rules).
+    pub rule_notes: Vec<String>,
+}
+
+/// The paths a turn names, as they were given: they choose the scoped
+/// rules in its tail.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum TurnPaths<'a> {
+    /// No path: no scoped rule applies.
+    #[default]
+    None,
+    /// From a command line: relative to `cwd`, or absolute.
+    FromCwd {
+        /// The directory the command ran in.
+        cwd: &'a std::path::Path,
+        /// The paths.
+        paths: &'a [std::path::PathBuf],
+    },
+    /// From a delivery's body: relative to the project root.
+    FromRoot(&'a [String]),
+}
+
+/// The scoped part of a turn's tail for `core`'s project: the rules `paths`
+/// select, and what a person should be told about the rest.
+///
+/// # Errors
+///
+/// A path outside the project, malformed, or too many
+/// ([`vak_core::CoreError::TurnPath`]).
+pub fn scoped_for_turn(
+    core: &Core,
+    paths: TurnPaths<'_>,
+) -> Result<(String, Vec<TurnRule>, Vec<String>), LifecycleError> {
+    let paths = match paths {
+        TurnPaths::None => return Ok((String::new(), Vec::new(), Vec::new())),
+        TurnPaths::FromCwd { cwd, paths } => {
+            vak_core::paths_from_cwd(&core.selectors().project, cwd, paths)?
+        }
+        TurnPaths::FromRoot(paths) => vak_core::paths_from_root(paths)?,
+    };
+    let trust = core.trust()?;
+    let (scoped, set) = core.scoped_tail(&paths, trust);
+    let mut notes: Vec<String> = set.skipped.iter().map(ToString::to_string).collect();
+    notes.extend(scoped.warnings.iter().cloned());
+    for demoted in &scoped.demoted {
+        notes.push(format!(
+            "scoped rule `{}` matched but does not apply: {}",
+            vak_core::prompts::Escaped(demoted.provenance.source.as_deref().unwrap_or_default()),
+            demoted.reason.explain()
+        ));
+    }
+    let rules = vak_core::turn_rules(&scoped);
+    Ok((scoped.text, rules, notes))
+}
+
+/// The tail with the scoped rules' lines after its own.
+fn with_scoped(tail: String, scoped: &str) -> String {
+    if scoped.is_empty() {
+        tail
+    } else {
+        format!("{}\n{}", tail.trim_end(), scoped.trim_end())
+    }
 }
 
 /// What resuming a named session did (the resume table's named path).
@@ -201,6 +269,7 @@ impl Exec {
                 "drift": r.drift,
                 "request": r.request,
                 "turn_recorded": r.turn_recorded,
+                "rules": r.rules,
             }),
             Exec::Refused {
                 id,
@@ -261,6 +330,7 @@ pub fn exec(
     id: &SessionId,
     accept_drift: bool,
     message: Option<&str>,
+    paths: TurnPaths<'_>,
     fallback_project: &Utf8Path,
 ) -> Result<(Exec, Vec<TornLine>), LifecycleError> {
     let ledger = store.read(id)?;
@@ -272,6 +342,8 @@ pub fn exec(
         &ledger.header.meta,
         fallback_project,
     )?)?;
+    // A bad path is refused before anything is written, drift or not.
+    let (scoped, rules, rule_notes) = scoped_for_turn(&core, paths)?;
     let current = resolve_session(&core)?;
     let drift = vak_core::history::session_drift(ledger.contract(), &current);
     let decision = decide(ResumePath::NamedSession { accept_drift }, &drift);
@@ -313,10 +385,13 @@ pub fn exec(
         }
     }
     let turns: Vec<&Turn> = ledger.turns().collect();
-    let tail = render_tail_for(&turns, message);
+    let tail = with_scoped(render_tail_for(&turns, message), &scoped);
     let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
     if let Some(message) = message {
-        store.append(id, &Record::Turn(Turn::now(message, tail.clone())))?;
+        store.append(
+            id,
+            &Record::Turn(Turn::now(message, tail.clone()).with_rules(rules.clone())),
+        )?;
     }
     let resumed = Resumed {
         id: id.clone(),
@@ -330,6 +405,8 @@ pub fn exec(
             message: message.map(ToOwned::to_owned),
         },
         turn_recorded: message.is_some(),
+        rules,
+        rule_notes,
     };
     Ok((
         if decision == ResumeDecision::ProceedOnFrozen {

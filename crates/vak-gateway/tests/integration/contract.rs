@@ -190,6 +190,7 @@ fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
         &created.id,
         false,
         Some("hello"),
+        vak_gateway::TurnPaths::None,
         &env.project,
     )
     .unwrap();
@@ -201,6 +202,7 @@ fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
         &created.id,
         false,
         Some("again"),
+        vak_gateway::TurnPaths::None,
         &env.project,
     )
     .unwrap();
@@ -219,6 +221,7 @@ fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
         &created.id,
         true,
         Some("anyway"),
+        vak_gateway::TurnPaths::None,
         &env.project,
     )
     .unwrap();
