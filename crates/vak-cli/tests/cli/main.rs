@@ -29,4 +29,5 @@ mod hostile_stores;
 mod hostile_terminal;
 mod hostile_text;
 mod prompts;
+mod rules;
 mod session;
