@@ -38,7 +38,10 @@ pub use inbound::{Admission, InboundPrompts};
 pub use names::{KnownNames, known_names};
 pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
-pub use rules::{MAX_TURN_PATH_BYTES, MAX_TURN_PATHS, paths_from_cwd, paths_from_root, turn_rules};
+pub use rules::{
+    MAX_TURN_PATH_BYTES, MAX_TURN_PATHS, PathRules, RuleNote, RuleSummary, RulesReport,
+    paths_from_cwd, paths_from_root, turn_rules,
+};
 pub use trust::{TrustRefusal, Trusted, trust_project};
 
 /// The public prompt-layer API, re-exported from the crates that own it.

@@ -118,3 +118,113 @@ pub fn turn_rules(tail: &ScopedTail) -> Vec<TurnRule> {
         })
         .collect()
 }
+
+/// Every scoped rule of a project, and for a set of paths which rule
+/// matched which path: what `explain --path`, `show --path` and the admin
+/// API render. Every string is as read (escaping is the renderer's).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RulesReport {
+    /// Every rule, active or not.
+    pub rules: Vec<RuleSummary>,
+    /// For each path asked about, the rules that matched it.
+    pub paths: Vec<PathRules>,
+    /// The rules in force for those paths, as a turn's ledger would record them.
+    pub active: Vec<TurnRule>,
+    /// The rules that matched but do not apply, and why.
+    pub demoted: Vec<RuleNote>,
+    /// Rule files left out, and why.
+    pub skipped: Vec<RuleNote>,
+    /// The scoped lines a tail would carry for those paths.
+    pub tail: String,
+}
+
+/// One rule, for listings.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuleSummary {
+    /// `payments`.
+    pub name: String,
+    /// Its file.
+    pub source: String,
+    /// Its layer's wire name.
+    pub layer: String,
+    /// `guardrails` or `operating-rules`.
+    pub block: String,
+    /// The directory its globs are relative to, from the project root
+    /// (empty: the root).
+    pub base: String,
+    /// Its globs, as written.
+    pub globs: Vec<String>,
+}
+
+/// One path asked about and the rules (with the glob) that matched it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PathRules {
+    /// The path, relative to the project root.
+    pub path: String,
+    /// `(rule file, glob)` for each rule that matched.
+    pub matched: Vec<(String, String)>,
+}
+
+/// A rule file and a sentence about it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuleNote {
+    /// The file.
+    pub source: String,
+    /// What is wrong, or why it does not apply.
+    pub reason: String,
+}
+
+impl Core {
+    /// The [`RulesReport`] for `paths` (relative to the project root) under
+    /// `trust`.
+    pub fn rules_report(&self, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
+        let (scoped, set) = self.scoped_tail(paths, trust);
+        let source = |p: &vak_prompt_blocks::Provenance| p.source.clone().unwrap_or_default();
+        RulesReport {
+            rules: set
+                .rules
+                .iter()
+                .map(|r| RuleSummary {
+                    name: r.name.clone(),
+                    source: source(&r.provenance),
+                    layer: r.provenance.layer.wire_name().to_owned(),
+                    block: r.parsed.block.to_string(),
+                    base: r.base.to_string(),
+                    globs: r.parsed.globs.clone(),
+                })
+                .collect(),
+            paths: paths
+                .iter()
+                .map(|path| PathRules {
+                    path: path.to_string(),
+                    matched: set
+                        .rules
+                        .iter()
+                        .filter_map(|r| {
+                            r.matches(path)
+                                .map(|glob| (source(&r.provenance), glob.to_owned()))
+                        })
+                        .collect(),
+                })
+                .collect(),
+            active: turn_rules(&scoped),
+            demoted: scoped
+                .demoted
+                .iter()
+                .map(|d| RuleNote {
+                    source: source(&d.provenance),
+                    reason: d.reason.explain().to_owned(),
+                })
+                .collect(),
+            skipped: set
+                .skipped
+                .iter()
+                .map(|s| RuleNote {
+                    source: source(&s.provenance),
+                    reason: s.reason.clone(),
+                })
+                .collect(),
+            tail: scoped.text,
+        }
+    }
+}
