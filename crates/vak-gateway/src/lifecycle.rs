@@ -205,6 +205,16 @@ pub fn scoped_for_turn(
     };
     let trust = core.trust()?;
     let (scoped, set) = core.scoped_tail(&paths, trust);
+    Ok(scoped_parts(scoped, &set))
+}
+
+/// A turn's scoped tail as its three parts: the lines, the ledger's record
+/// of each rule in force, and the sentences a person should read about the
+/// rest (rule files left out, rules demoted, text cleaned).
+fn scoped_parts(
+    scoped: vak_core::prompts::ScopedTail,
+    set: &vak_core::prompts::RuleSet,
+) -> (String, Vec<TurnRule>, Vec<String>) {
     let mut notes: Vec<String> = set.skipped.iter().map(ToString::to_string).collect();
     notes.extend(scoped.warnings.iter().cloned());
     for demoted in &scoped.demoted {
@@ -215,7 +225,7 @@ pub fn scoped_for_turn(
         ));
     }
     let rules = vak_core::turn_rules(&scoped);
-    Ok((scoped.text, rules, notes))
+    (scoped.text, rules, notes)
 }
 
 /// The tail with the scoped rules' lines after its own.
@@ -547,6 +557,22 @@ pub fn deliver_cached(
     cache: Option<&PromptCache>,
     claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
+    deliver_paths(store, prompts, meta, text, &[], cache, claim)
+}
+
+/// [`deliver_cached`] for a message that names the paths its turn touches
+/// (relative to the project root, already validated:
+/// [`vak_core::paths_from_root`]): the scoped rules they select join the
+/// turn's tail, and its ledger record names them.
+pub fn deliver_paths(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    paths: &[camino::Utf8PathBuf],
+    cache: Option<&PromptCache>,
+    claim: Option<&Claim<'_>>,
+) -> Result<Delivered, LifecycleError> {
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
     };
@@ -568,7 +594,15 @@ pub fn deliver_cached(
             None => None,
         };
         match deliver_once(
-            store, prompts, meta, text, cache, &bot, &chat, generation, claim,
+            store,
+            prompts,
+            meta,
+            (text, paths),
+            cache,
+            &bot,
+            &chat,
+            generation,
+            claim,
         ) {
             Err(LifecycleError::Store(SessionError::HomeMoved { .. }))
                 if attempt < HOME_RETRIES => {}
@@ -585,7 +619,7 @@ fn deliver_once(
     store: &dyn Store,
     prompts: &InboundPrompts,
     meta: &SessionMeta,
-    text: &str,
+    (text, paths): (&str, &[camino::Utf8PathBuf]),
     cache: Option<&PromptCache>,
     bot: &Name,
     chat: &Name,
@@ -608,12 +642,21 @@ fn deliver_once(
         }
         Admission::NotAChat => return Err(LifecycleError::NotAChat),
     }
+    // Read before the chat's lock is taken: the rules are per turn, never
+    // part of what a binding decision compares.
+    let scoped = if paths.is_empty() {
+        (String::new(), Vec::new(), Vec::new())
+    } else {
+        let (tail, set) = prompts.scoped_tail(paths)?;
+        scoped_parts(tail, &set)
+    };
     let mut failure: Option<LifecycleError> = None;
     let mut planned: Option<(DeliveryOutcome, Request, Vec<String>)> = None;
     let mut to_keep: Option<std::sync::Arc<ResolvedPrompt>> = None;
     let mut plan = |bound: &Bound| -> Option<ChatPlan> {
-        match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text) {
-            Ok((plan, outcome, request, warnings, keep)) => {
+        match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text, &scoped) {
+            Ok((plan, outcome, request, mut warnings, keep)) => {
+                warnings.extend(scoped.2.iter().cloned());
                 planned = Some((outcome, request, warnings));
                 to_keep = keep;
                 Some(plan)
@@ -669,6 +712,7 @@ type Planned = (
 );
 
 /// The pure half of a delivery, run under the chat's lock.
+#[allow(clippy::too_many_arguments)]
 fn plan_delivery(
     prompts: &InboundPrompts,
     cache: Option<&PromptCache>,
@@ -677,6 +721,7 @@ fn plan_delivery(
     chat: &Name,
     bound: &Bound,
     text: &str,
+    (scoped, rules, _): &(String, Vec<TurnRule>, Vec<String>),
 ) -> Result<Planned, LifecycleError> {
     let current = match cache {
         Some(cache) => {
@@ -693,7 +738,7 @@ fn plan_delivery(
         }
     };
     let fresh = |outcome: DeliveryOutcome, change: Option<ConfigChange>| {
-        let tail = render_tail_for(&[], Some(text));
+        let tail = with_scoped(render_tail_for(&[], Some(text)), scoped);
         let request = Request {
             prefix: current.prefix.clone(),
             prefix_source: "frozen",
@@ -707,7 +752,7 @@ fn plan_delivery(
             },
             contract: freeze(&current, None),
             change,
-            turn: Turn::now(text, tail),
+            turn: Turn::now(text, tail).with_rules(rules.clone()),
         }));
         (plan, outcome, request)
     };
@@ -720,16 +765,19 @@ fn plan_delivery(
             let report = vak_core::history::session_drift(ledger.contract(), &current);
             match decide(ResumePath::ChatBinding, &report) {
                 ResumeDecision::Continue => {
-                    let tail = render_tail_from(
-                        ledger.first_turn.as_ref(),
-                        ledger.last_turn.as_ref(),
-                        ledger.turns,
-                        Some(text),
+                    let tail = with_scoped(
+                        render_tail_from(
+                            ledger.first_turn.as_ref(),
+                            ledger.last_turn.as_ref(),
+                            ledger.turns,
+                            Some(text),
+                        ),
+                        scoped,
                     );
                     let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
                     Ok((
                         ChatPlan::Continue {
-                            turn: Turn::now(text, tail.clone()),
+                            turn: Turn::now(text, tail.clone()).with_rules(rules.clone()),
                         },
                         DeliveryOutcome::Continued,
                         Request {

@@ -319,3 +319,75 @@ fn a_non_utf8_path_is_refused() {
     assert!(stderr(&out).contains("not valid UTF-8"), "{}", stderr(&out));
     assert!(ledger_turns(&env, &id).is_empty());
 }
+
+/// The gateway: a signed body's `"paths"` chooses the rules for that turn
+/// (tail and ledger); a bad path is refused (400) with nothing written.
+#[test]
+fn a_signed_deliverys_paths_choose_the_rules_and_bad_paths_are_refused() {
+    use crate::gateway_service::{post, secret, serve, signed};
+    let env = Env::fixture("myproj");
+    env.write_project(".vak/prompts/rules/payments.md", PAYMENTS);
+    env.trust();
+    let key = secret(&env, "helpdesk");
+    let served = serve(&env, &[]);
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+
+    let body = r#"{"text":"refund please","paths":["src/payments/x.rs"]}"#;
+    let (status, answer) = post(
+        &served.addr,
+        path,
+        &signed(&key, path, body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let tail = answer["request"]["tail"].as_str().unwrap();
+    assert!(tail.contains("Never log card numbers."), "{tail}");
+    let id = answer["session_id"].as_str().unwrap().to_owned();
+    let turns = ledger_turns(&env, &id);
+    assert_eq!(turns.last().unwrap()["rules"][0]["name"], "payments");
+
+    let body = r#"{"text":"docs","paths":["README.md"]}"#;
+    let (status, answer) = post(
+        &served.addr,
+        path,
+        &signed(&key, path, body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        !answer["request"]["tail"]
+            .as_str()
+            .unwrap()
+            .contains("card numbers")
+    );
+
+    for bad in [
+        r#"{"text":"x","paths":["../etc/passwd"]}"#,
+        r#"{"text":"x","paths":["/etc/passwd"]}"#,
+        r#"{"text":"x","paths":"src"}"#,
+        r#"{"text":"x","paths":[1]}"#,
+    ] {
+        let (status, answer) = post(&served.addr, path, &signed(&key, path, bad), bad.as_bytes());
+        assert_eq!(status, 400, "{bad}: {answer}");
+    }
+    let many = format!(
+        r#"{{"text":"x","paths":[{}]}}"#,
+        vec!["\"a\""; 257].join(",")
+    );
+    let (status, answer) = post(
+        &served.addr,
+        path,
+        &signed(&key, path, &many),
+        many.as_bytes(),
+    );
+    assert_eq!(status, 400, "{answer}");
+    assert!(
+        answer["error"].as_str().unwrap().contains("at most 256"),
+        "{answer}"
+    );
+    assert_eq!(
+        ledger_turns(&env, &id).len(),
+        2,
+        "refused bodies wrote nothing"
+    );
+}
