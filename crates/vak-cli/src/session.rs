@@ -406,6 +406,18 @@ fn show_text(ledger: &Ledger) -> String {
                     esc(&turn.at),
                     esc(&clip(&turn.message, 100))
                 );
+                for rule in &turn.rules {
+                    let _ = writeln!(
+                        out,
+                        "    rule {:<16} {:<15} {:<8} {}  {}  for {}",
+                        esc(&rule.name),
+                        esc(&rule.block),
+                        esc(&rule.layer),
+                        esc(&short(&rule.digest)),
+                        esc(&rule.source),
+                        esc(&rule.paths.join(", "))
+                    );
+                }
             }
             Record::DriftAccepted(accepted) => {
                 let _ = writeln!(out, "  {} drift accepted:", esc(&accepted.at));

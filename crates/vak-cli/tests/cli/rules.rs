@@ -84,6 +84,11 @@ fn a_payments_rule_is_in_the_tail_for_payments_paths_only_and_the_ledger_names_i
             .ends_with(".vak/prompts/rules/payments.md")
     );
     assert!(turns[1].get("rules").is_none(), "{}", turns[1]);
+    let shown = env.ok(&["session", "show", &id]);
+    assert!(
+        shown.contains("rule payments") && shown.contains("for src/payments/x.rs"),
+        "{shown}"
+    );
     // Adding or editing a rule never moves the prefix.
     env.write_project(
         ".vak/prompts/rules/payments.md",
