@@ -196,7 +196,10 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     let rules = rules_report(&core, args, resolved.trust)?;
     match args.format {
         Format::Json => print_json(&with_rules(
-            &PromptReport::new(&resolved, &vak_core::budget_of(&resolved)),
+            &PromptReport::new(
+                &resolved,
+                &vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules()),
+            ),
             &rules,
         )),
         Format::Text => {
@@ -215,7 +218,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
                     &format!("scoped rule `{}` {}", note.source, note.reason),
                 );
             }
-            let budget = vak_core::budget_of(&resolved);
+            let budget = vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules());
             let _ = write!(text, "\n--- {} ---\n", crate::edit::tokens_line(&budget));
             for warning in &budget.warnings {
                 out::notice("warning", warning);
@@ -240,7 +243,10 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let rules = rules_report(&core, args, resolved.trust)?;
     if args.format == Format::Json {
         return print_json(&with_rules(
-            &PromptReport::new(&resolved, &vak_core::budget_of(&resolved)),
+            &PromptReport::new(
+                &resolved,
+                &vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules()),
+            ),
             &rules,
         ));
     }
@@ -322,7 +328,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     }
     out.push_str(&rules_text(&rules, !args.paths.is_empty()));
     let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
-    let budget = vak_core::budget_of(&resolved);
+    let budget = vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules());
     let _ = writeln!(out, "{}", crate::edit::tokens_line(&budget));
     over_cap_notice(&core, &budget);
     let note = untrusted_note(&core, &resolved, true);

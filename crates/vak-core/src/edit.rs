@@ -409,6 +409,11 @@ pub struct Budget {
     pub cap: EffectiveCap,
     /// Config values not applied (an untrusted raise, an unknown model).
     pub warnings: Vec<String>,
+    /// The tokens of every scoped rule of the project, counted as if all
+    /// were active at once and included in `report.prefix_tokens` (0 when
+    /// none, or when this budget was made without them:
+    /// [`Budget::with_scoped_rules`]).
+    pub scoped_rules_tokens: usize,
 }
 
 /// The budget of `resolved`: model and cap from its merged config, counts
@@ -472,6 +477,7 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
         report,
         cap,
         warnings,
+        scoped_rules_tokens: 0,
     }
 }
 
@@ -890,10 +896,11 @@ impl Core {
         Core::open(target.selectors(selectors))
     }
 
-    /// The budget of the prompt as it resolves now.
+    /// The budget of the prompt as it resolves now, every scoped rule of
+    /// the project counted as if active.
     pub fn budget(&self) -> Result<(ResolvedPrompt, Budget), CoreError> {
         let resolved = self.resolve()?;
-        let budget = budget_of(&resolved);
+        let budget = budget_of(&resolved).with_scoped_rules(&self.scoped_rules());
         Ok((resolved, budget))
     }
 
@@ -952,9 +959,13 @@ impl Core {
             after_chain.role_dirs.push(dir.to_owned());
         }
         let after = self.compose(&after_chain, trust, TailContext::now());
+        // The worst case a turn can send: the prefix and every scoped rule
+        // active at once, before and after alike.
+        let project = (!self.project_is_home()).then_some(selectors.project.as_path());
+        let rules = snapshot.rules(&selectors.home, project);
         Ok(Preview {
-            budget: budget_of(&after),
-            budget_before: budget_of(&before),
+            budget: budget_of(&after).with_scoped_rules(&rules),
+            budget_before: budget_of(&before).with_scoped_rules(&rules),
             lints: text
                 .map(|t| lints_of_text(target.block, t))
                 .unwrap_or_default(),

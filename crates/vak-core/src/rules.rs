@@ -228,3 +228,78 @@ impl Core {
         }
     }
 }
+
+impl crate::Budget {
+    /// This budget with every scoped rule of `set` counted as if all were
+    /// active at once (the most a turn's tail can carry): their rendered
+    /// text's tokens are added to the prefix's count the cap is checked
+    /// against, and each rule file is listed under its layer, so a refusal
+    /// names the rule files a user could shorten.
+    #[must_use]
+    pub fn with_scoped_rules(mut self, set: &RuleSet) -> Self {
+        let rendered = vak_prompt_compose::render_all(set);
+        if rendered.is_empty() {
+            return self;
+        }
+        let encoding = self.report.encoding;
+        let tokens = vak_prompt_budget::count_tokens(encoding, &rendered);
+        self.scoped_rules_tokens = tokens;
+        self.report.prefix_tokens = self.report.prefix_tokens.saturating_add(tokens);
+        for (rule, text) in vak_prompt_compose::all_rule_texts(set) {
+            let count = vak_prompt_budget::count_tokens(encoding, &text);
+            let (layer, origin) = (rule.provenance.layer, rule.provenance.origin);
+            let row = vak_prompt_budget::SourceTokens {
+                block: rule.parsed.block,
+                provenance: std::sync::Arc::clone(&rule.provenance),
+                tokens: count,
+            };
+            match self
+                .report
+                .layers
+                .iter_mut()
+                .find(|l| l.layer == layer && l.origin == origin)
+            {
+                Some(existing) => {
+                    existing.tokens += count;
+                    existing.sources.push(row);
+                }
+                None => self.report.layers.push(vak_prompt_budget::LayerTokens {
+                    layer,
+                    origin,
+                    tokens: count,
+                    sources: vec![row],
+                }),
+            }
+        }
+        self
+    }
+}
+
+/// The lints of the scoped rules: each glob that matches no file in the
+/// project tree (misspelt, or left behind by a rename), and each rule file
+/// left out. Sentences naming the file.
+pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
+    let mut lints: Vec<String> = set
+        .skipped
+        .iter()
+        .map(|s| format!("scoped rule {s}"))
+        .collect();
+    if set.rules.is_empty() || core.project_is_home() {
+        return lints;
+    }
+    let selectors = core.selectors();
+    let (files, complete) = vak_prompt_loader::project_files(&selectors.project, &selectors.home);
+    for (rule, glob) in set.unmatched_globs(&files) {
+        lints.push(format!(
+            "scoped rule `{}`: the glob `{}` matches no file in the project{}",
+            vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default()),
+            vak_prompt_blocks::Escaped(glob),
+            if complete {
+                ""
+            } else {
+                " (as far as the bounded walk looked)"
+            }
+        ));
+    }
+    lints
+}

@@ -396,3 +396,55 @@ fn a_signed_deliverys_paths_choose_the_rules_and_bad_paths_are_refused() {
         "refused bodies wrote nothing"
     );
 }
+
+/// `prompts check` lints a glob that matches nothing in the tree (and a
+/// rule file left out), and budgets the prefix plus every scoped rule as if
+/// all were active at once: rules can put a prompt over the cap, and the
+/// refusal names the rule file. Adding a rule never changes the prefix's
+/// fingerprint.
+#[test]
+fn check_lints_dead_globs_and_budgets_every_rule() {
+    let env = payments_project();
+    let before = env.json(&["prompts", "show"])["fingerprint"].clone();
+    env.write_project(
+        ".vak/prompts/rules/typo.md",
+        "+++\npaths = [\"src/paymnts/**\"]\n+++\n- typo rule\n",
+    );
+    let check = env.json(&["prompts", "check"]);
+    let lints: Vec<&str> = check["lints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l.as_str().unwrap())
+        .collect();
+    assert!(
+        lints.iter().any(|l| l.contains("typo.md")
+            && l.contains("src/paymnts/**")
+            && l.contains("matches no file")),
+        "{lints:?}"
+    );
+    assert!(
+        !lints.iter().any(|l| l.contains("payments.md")),
+        "{lints:?}"
+    );
+    assert_eq!(env.json(&["prompts", "show"])["fingerprint"], before);
+
+    let base = check["tokens"]["prefix"].as_u64().unwrap();
+    env.set_cap(usize::try_from(base).unwrap() + 50);
+    env.write_project(
+        ".vak/prompts/rules/big.md",
+        &format!(
+            "+++\npaths = [\"docs/**\"]\n+++\n{}",
+            (0..60)
+                .map(|i| format!("- Scoped rule number {i} about documentation.\n"))
+                .collect::<String>()
+        ),
+    );
+    let out = env.vak(&["prompts", "check"]);
+    assert!(!out.status.success(), "over the cap with every rule active");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("scoped rules"), "{text}");
+    assert!(text.contains("big.md"), "{text}");
+    // The prefix alone did not move.
+    assert_eq!(env.json(&["prompts", "show"])["fingerprint"], before);
+}
