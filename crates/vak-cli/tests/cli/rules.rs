@@ -448,3 +448,53 @@ fn check_lints_dead_globs_and_budgets_every_rule() {
     // The prefix alone did not move.
     assert_eq!(env.json(&["prompts", "show"])["fingerprint"], before);
 }
+
+/// `--path` completes file names (relative to the current directory), for
+/// `exec` and for `prompts show`/`explain`.
+#[test]
+fn path_completes_files() {
+    use crate::common::{HANG, output_within, stdout};
+    let env = payments_project();
+    for line in [
+        &["exec", "--session", "x", "--path", "src/pay"][..],
+        &["prompts", "explain", "--path", "src/pay"][..],
+    ] {
+        let mut args = vec!["--", "vak"];
+        args.extend(line);
+        let mut command = env.command(&args);
+        command
+            .env("VAK_COMPLETE", "fish")
+            .env("_CLAP_COMPLETE_INDEX", line.len().to_string())
+            .env("_CLAP_IFS", "\n");
+        let out = output_within(&mut command, HANG);
+        assert!(out.status.success(), "{line:?}: {}", stderr(&out));
+        let offered = stdout(&out);
+        assert!(offered.contains("src/payments/"), "{line:?}: {offered}");
+    }
+}
+
+/// A nested repository's rules are its own project's, never this one's,
+/// and a rule linked from elsewhere inside the project is read.
+#[test]
+fn a_nested_repositorys_rules_do_not_apply_and_an_inner_link_does() {
+    let env = payments_project();
+    fs::create_dir_all(env.project().join("vendor/lib/.git")).unwrap();
+    env.write_project(
+        "vendor/lib/.vak/prompts/rules/theirs.md",
+        "+++\npaths = [\"**\"]\n+++\n- NESTED RULE\n",
+    );
+    env.write_project(
+        "shared-rules/sql.md",
+        "+++\npaths = [\"*.sql\"]\n+++\n- Linked SQL rule.\n",
+    );
+    std::os::unix::fs::symlink(
+        env.project().join("shared-rules/sql.md"),
+        env.project().join(".vak/prompts/rules/sql.md"),
+    )
+    .unwrap();
+    let id = session(&env);
+    let out = exec(&env, &id, "m", &["vendor/lib/src/a.rs", "db/1.sql"]);
+    let tail = out["request"]["tail"].as_str().unwrap();
+    assert!(!tail.contains("NESTED RULE"), "{tail}");
+    assert!(tail.contains("Linked SQL rule."), "{tail}");
+}
