@@ -33,16 +33,19 @@ pub(crate) struct ViewArgs {
 
 pub(crate) use crate::out::print_json;
 
-/// The scoped rules of `core`'s project, and which the `--path`s select.
+/// The scoped rules of `core`'s project (read once), and the report of
+/// which the `--path`s select.
 fn rules_report(
     core: &Core,
     args: &ViewArgs,
     trust: Trust,
-) -> Result<vak_core::RulesReport, CliError> {
+) -> Result<(vak_core::prompts::RuleSet, vak_core::RulesReport), CliError> {
     let cwd = std::env::current_dir()
         .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?;
     let paths = vak_core::paths_from_cwd(&core.selectors().project, &cwd, &args.paths)?;
-    Ok(core.rules_report(&paths, trust))
+    let set = core.scoped_rules();
+    let report = vak_core::rules_report_of(&set, &paths, trust);
+    Ok((set, report))
 }
 
 /// A report as JSON with the scoped rules beside it (`scoped_rules`).
@@ -193,20 +196,24 @@ fn over_cap_notice(core: &Core, budget: &vak_core::Budget) {
 /// `vak prompts show`.
 pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
-    let rules = rules_report(&core, args, resolved.trust)?;
+    let (set, rules) = rules_report(&core, args, resolved.trust)?;
     match args.format {
         Format::Json => print_json(&with_rules(
             &PromptReport::new(
                 &resolved,
-                &vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules()),
+                &vak_core::budget_of(&resolved).with_scoped_rules(&set),
             ),
             &rules,
         )),
         Format::Text => {
             let mut text = escape_text(&resolved.prefix).into_owned();
-            text.push_str(
-                "\n--- tail (rendered per turn; outside the budget and the fingerprint) ---\n",
-            );
+            // Scoped rules are the one part of a tail the budget counts
+            // (every rule, as if all were active); the rest is not.
+            text.push_str(if rules.rules.is_empty() {
+                "\n--- tail (rendered per turn; outside the budget and the fingerprint) ---\n"
+            } else {
+                "\n--- tail (rendered per turn; outside the fingerprint; its scoped rules are budgeted, all as if active) ---\n"
+            });
             text.push_str(&escape_text(&resolved.tail));
             text.push('\n');
             if !rules.tail.is_empty() {
@@ -218,7 +225,7 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
                     &format!("scoped rule `{}` {}", note.source, note.reason),
                 );
             }
-            let budget = vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules());
+            let budget = vak_core::budget_of(&resolved).with_scoped_rules(&set);
             let _ = write!(text, "\n--- {} ---\n", crate::edit::tokens_line(&budget));
             for warning in &budget.warnings {
                 out::notice("warning", warning);
@@ -240,12 +247,12 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
 /// `vak prompts explain`: one line per block, then demotions and warnings.
 pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
-    let rules = rules_report(&core, args, resolved.trust)?;
+    let (set, rules) = rules_report(&core, args, resolved.trust)?;
     if args.format == Format::Json {
         return print_json(&with_rules(
             &PromptReport::new(
                 &resolved,
-                &vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules()),
+                &vak_core::budget_of(&resolved).with_scoped_rules(&set),
             ),
             &rules,
         ));
@@ -328,7 +335,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     }
     out.push_str(&rules_text(&rules, !args.paths.is_empty()));
     let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
-    let budget = vak_core::budget_of(&resolved).with_scoped_rules(&core.scoped_rules());
+    let budget = vak_core::budget_of(&resolved).with_scoped_rules(&set);
     let _ = writeln!(out, "{}", crate::edit::tokens_line(&budget));
     over_cap_notice(&core, &budget);
     let note = untrusted_note(&core, &resolved, true);

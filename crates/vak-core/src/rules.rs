@@ -178,54 +178,59 @@ impl Core {
     /// The [`RulesReport`] for `paths` (relative to the project root) under
     /// `trust`.
     pub fn rules_report(&self, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
-        let (scoped, set) = self.scoped_tail(paths, trust);
-        let source = |p: &vak_prompt_blocks::Provenance| p.source.clone().unwrap_or_default();
-        RulesReport {
-            rules: set
-                .rules
-                .iter()
-                .map(|r| RuleSummary {
-                    name: r.name.clone(),
-                    source: source(&r.provenance),
-                    layer: r.provenance.layer.wire_name().to_owned(),
-                    block: r.parsed.block.to_string(),
-                    base: r.base.to_string(),
-                    globs: r.parsed.globs.clone(),
-                })
-                .collect(),
-            paths: paths
-                .iter()
-                .map(|path| PathRules {
-                    path: path.to_string(),
-                    matched: set
-                        .rules
-                        .iter()
-                        .filter_map(|r| {
-                            r.matches(path)
-                                .map(|glob| (source(&r.provenance), glob.to_owned()))
-                        })
-                        .collect(),
-                })
-                .collect(),
-            active: turn_rules(&scoped),
-            demoted: scoped
-                .demoted
-                .iter()
-                .map(|d| RuleNote {
-                    source: source(&d.provenance),
-                    reason: d.reason.explain().to_owned(),
-                })
-                .collect(),
-            skipped: set
-                .skipped
-                .iter()
-                .map(|s| RuleNote {
-                    source: source(&s.provenance),
-                    reason: s.reason.clone(),
-                })
-                .collect(),
-            tail: scoped.text,
-        }
+        rules_report_of(&self.scoped_rules(), paths, trust)
+    }
+}
+
+/// [`Core::rules_report`] of rules already read.
+pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
+    let scoped = compose_rules(set, paths, trust);
+    let source = |p: &vak_prompt_blocks::Provenance| p.source.clone().unwrap_or_default();
+    RulesReport {
+        rules: set
+            .rules
+            .iter()
+            .map(|r| RuleSummary {
+                name: r.name.clone(),
+                source: source(&r.provenance),
+                layer: r.provenance.layer.wire_name().to_owned(),
+                block: r.parsed.block.to_string(),
+                base: r.base.to_string(),
+                globs: r.parsed.globs.clone(),
+            })
+            .collect(),
+        paths: paths
+            .iter()
+            .map(|path| PathRules {
+                path: path.to_string(),
+                matched: set
+                    .rules
+                    .iter()
+                    .filter_map(|r| {
+                        r.matches(path)
+                            .map(|glob| (source(&r.provenance), glob.to_owned()))
+                    })
+                    .collect(),
+            })
+            .collect(),
+        active: turn_rules(&scoped),
+        demoted: scoped
+            .demoted
+            .iter()
+            .map(|d| RuleNote {
+                source: source(&d.provenance),
+                reason: d.reason.explain().to_owned(),
+            })
+            .collect(),
+        skipped: set
+            .skipped
+            .iter()
+            .map(|s| RuleNote {
+                source: source(&s.provenance),
+                reason: s.reason.clone(),
+            })
+            .collect(),
+        tail: scoped.text,
     }
 }
 
