@@ -185,6 +185,21 @@ pub enum TurnPaths<'a> {
     FromRoot(&'a [String]),
 }
 
+/// The scoped part of one turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnScoped {
+    /// The lines that follow the tail's own (empty when no rule applies).
+    pub text: String,
+    /// What the turn's ledger record says about each rule in force.
+    pub rules: Vec<TurnRule>,
+    /// Each rule's text as it entered the tail, kept in the history store
+    /// under the digest the record names, so the digest resolves.
+    pub texts: Vec<String>,
+    /// What a person should read about the rest: rule files left out,
+    /// rules demoted, text cleaned.
+    pub notes: Vec<String>,
+}
+
 /// The scoped part of a turn's tail for `core`'s project: the rules `paths`
 /// select, and what a person should be told about the rest.
 ///
@@ -192,12 +207,9 @@ pub enum TurnPaths<'a> {
 ///
 /// A path outside the project, malformed, or too many
 /// ([`vak_core::CoreError::TurnPath`]).
-pub fn scoped_for_turn(
-    core: &Core,
-    paths: TurnPaths<'_>,
-) -> Result<(String, Vec<TurnRule>, Vec<String>), LifecycleError> {
+pub fn scoped_for_turn(core: &Core, paths: TurnPaths<'_>) -> Result<TurnScoped, LifecycleError> {
     let paths = match paths {
-        TurnPaths::None => return Ok((String::new(), Vec::new(), Vec::new())),
+        TurnPaths::None => return Ok(TurnScoped::default()),
         TurnPaths::FromCwd { cwd, paths } => {
             vak_core::paths_from_cwd(&core.selectors().project, cwd, paths)?
         }
@@ -208,13 +220,11 @@ pub fn scoped_for_turn(
     Ok(scoped_parts(scoped, &set))
 }
 
-/// A turn's scoped tail as its three parts: the lines, the ledger's record
-/// of each rule in force, and the sentences a person should read about the
-/// rest (rule files left out, rules demoted, text cleaned).
+/// A turn's scoped tail as a [`TurnScoped`].
 fn scoped_parts(
     scoped: vak_core::prompts::ScopedTail,
     set: &vak_core::prompts::RuleSet,
-) -> (String, Vec<TurnRule>, Vec<String>) {
+) -> TurnScoped {
     let mut notes: Vec<String> = set.skipped.iter().map(ToString::to_string).collect();
     notes.extend(scoped.warnings.iter().cloned());
     for demoted in &scoped.demoted {
@@ -224,8 +234,24 @@ fn scoped_parts(
             demoted.reason.explain()
         ));
     }
-    let rules = vak_core::turn_rules(&scoped);
-    (scoped.text, rules, notes)
+    TurnScoped {
+        rules: vak_core::turn_rules(&scoped),
+        texts: scoped.active.iter().map(|r| r.text.clone()).collect(),
+        text: scoped.text,
+        notes,
+    }
+}
+
+/// Keep each rule text of a turn in the history store, so the digests its
+/// record names resolve.
+fn keep_rule_texts(store: &dyn Store, scoped: &TurnScoped) -> Result<(), LifecycleError> {
+    for text in &scoped.texts {
+        store
+            .history()
+            .put_object(text)
+            .map_err(vak_core::history::HistoryError::from)?;
+    }
+    Ok(())
 }
 
 /// The tail with the scoped rules' lines after its own.
@@ -353,7 +379,7 @@ pub fn exec(
         fallback_project,
     )?)?;
     // A bad path is refused before anything is written, drift or not.
-    let (scoped, rules, rule_notes) = scoped_for_turn(&core, paths)?;
+    let scoped = scoped_for_turn(&core, paths)?;
     let current = resolve_session(&core)?;
     let drift = vak_core::history::session_drift(ledger.contract(), &current);
     let decision = decide(ResumePath::NamedSession { accept_drift }, &drift);
@@ -395,12 +421,14 @@ pub fn exec(
         }
     }
     let turns: Vec<&Turn> = ledger.turns().collect();
-    let tail = with_scoped(render_tail_for(&turns, message), &scoped);
+    let tail = with_scoped(render_tail_for(&turns, message), &scoped.text);
     let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
     if let Some(message) = message {
+        // Kept first, so every digest the record names resolves.
+        keep_rule_texts(store, &scoped)?;
         store.append(
             id,
-            &Record::Turn(Turn::now(message, tail.clone()).with_rules(rules.clone())),
+            &Record::Turn(Turn::now(message, tail.clone()).with_rules(scoped.rules.clone())),
         )?;
     }
     let resumed = Resumed {
@@ -415,8 +443,8 @@ pub fn exec(
             message: message.map(ToOwned::to_owned),
         },
         turn_recorded: message.is_some(),
-        rules,
-        rule_notes,
+        rules: scoped.rules,
+        rule_notes: scoped.notes,
     };
     Ok((
         if decision == ResumeDecision::ProceedOnFrozen {
@@ -645,18 +673,21 @@ fn deliver_once(
     // Read before the chat's lock is taken: the rules are per turn, never
     // part of what a binding decision compares.
     let scoped = if paths.is_empty() {
-        (String::new(), Vec::new(), Vec::new())
+        TurnScoped::default()
     } else {
         let (tail, set) = prompts.scoped_tail(paths)?;
         scoped_parts(tail, &set)
     };
+    // Kept before the turn that names them is written (idempotent, and
+    // outside the chat's lock: see below on a pooled connection).
+    keep_rule_texts(store, &scoped)?;
     let mut failure: Option<LifecycleError> = None;
     let mut planned: Option<(DeliveryOutcome, Request, Vec<String>)> = None;
     let mut to_keep: Option<std::sync::Arc<ResolvedPrompt>> = None;
     let mut plan = |bound: &Bound| -> Option<ChatPlan> {
         match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text, &scoped) {
             Ok((plan, outcome, request, mut warnings, keep)) => {
-                warnings.extend(scoped.2.iter().cloned());
+                warnings.extend(scoped.notes.iter().cloned());
                 planned = Some((outcome, request, warnings));
                 to_keep = keep;
                 Some(plan)
@@ -721,7 +752,11 @@ fn plan_delivery(
     chat: &Name,
     bound: &Bound,
     text: &str,
-    (scoped, rules, _): &(String, Vec<TurnRule>, Vec<String>),
+    TurnScoped {
+        text: scoped,
+        rules,
+        ..
+    }: &TurnScoped,
 ) -> Result<Planned, LifecycleError> {
     let current = match cache {
         Some(cache) => {

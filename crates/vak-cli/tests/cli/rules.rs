@@ -76,7 +76,13 @@ fn a_payments_rule_is_in_the_tail_for_payments_paths_only_and_the_ledger_names_i
     assert_eq!(rules[0]["layer"], "project");
     assert_eq!(rules[0]["block"], "guardrails");
     assert_eq!(rules[0]["paths"][0], "src/payments/x.rs");
-    assert_eq!(rules[0]["digest"].as_str().unwrap().len(), 64);
+    let digest = rules[0]["digest"].as_str().unwrap();
+    assert_eq!(digest.len(), 64);
+    // The text the digest names is kept, so it resolves later.
+    assert_eq!(
+        fs::read_to_string(env.home().join(".vak/objects").join(digest)).unwrap(),
+        "- Never log card numbers."
+    );
     assert!(
         rules[0]["source"]
             .as_str()
