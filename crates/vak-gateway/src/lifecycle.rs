@@ -246,10 +246,7 @@ fn scoped_parts(
 /// record names resolve.
 fn keep_rule_texts(store: &dyn Store, scoped: &TurnScoped) -> Result<(), LifecycleError> {
     for text in &scoped.texts {
-        store
-            .history()
-            .put_object(text)
-            .map_err(vak_core::history::HistoryError::from)?;
+        store.history().put_object(text)?;
     }
     Ok(())
 }

@@ -941,7 +941,7 @@ mod tests {
             project in proptest::option::of(".{0,12}"),
             extra in proptest::option::of("[a-z\"\\\\]{1,6}"),
         ) {
-            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None, seq: None });
+            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None, seq: None, rules: Vec::new() });
             let header = Record::Created(Box::new(Header {
                 meta: SessionMeta { project, ..SessionMeta::default() },
                 contract: contract(),
