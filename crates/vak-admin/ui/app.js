@@ -624,7 +624,7 @@ async function loadRules() {
     el('td', {}, x.layer + ' ', el('code', { text: x.source }))));
   box.append(el('h3', { text: 'Scoped rules (in a turn\u2019s tail when it touches a matching path)' }),
     el('table', { class: 'rules' },
-      el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Rule' }), el('th', { scope: 'col', text: 'Block' }), el('th', { scope: 'col', text: 'Paths' }), el('th', { scope: 'col', text: 'From' }))),
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Rule' }), el('th', { scope: 'col', text: 'Section' }), el('th', { scope: 'col', text: 'Paths' }), el('th', { scope: 'col', text: 'From' }))),
       el('tbody', {}, ...rows)));
   if (r.data.skipped.length) {
     const ul = el('ul', { class: 'warnings' });
