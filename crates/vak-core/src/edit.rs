@@ -661,6 +661,8 @@ pub fn walk_trust_chains(
         mut tokens,
         mut compose,
     } = CheckInputs::default();
+    // Every chain's budget covers every scoped rule of the project.
+    let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
         let core = opened.reselect(chain.clone());
@@ -672,8 +674,8 @@ pub fn walk_trust_chains(
         let untrusted =
             core.compose_with(&loaded, Trust::Untrusted, TailContext::now(), &mut compose);
         let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
-        let before = budget_with(&untrusted, &mut tokens);
-        let after = budget_with(&trusted, &mut tokens);
+        let before = budget_with(&untrusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
+        let after = budget_with(&trusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
         let visited = Visited {
             tokens: after.report.prefix_tokens,
             work: chain_work(&loaded, [&before.report, &after.report]),
@@ -961,8 +963,7 @@ impl Core {
         let after = self.compose(&after_chain, trust, TailContext::now());
         // The worst case a turn can send: the prefix and every scoped rule
         // active at once, before and after alike.
-        let project = (!self.project_is_home()).then_some(selectors.project.as_path());
-        let rules = snapshot.rules(&selectors.home, project);
+        let rules = self.scoped_rules_in(snapshot);
         Ok(Preview {
             budget: budget_of(&after).with_scoped_rules(&rules),
             budget_before: budget_of(&before).with_scoped_rules(&rules),

@@ -96,6 +96,16 @@ impl Core {
         load_rules(&selectors.home, project)
     }
 
+    /// [`scoped_rules`](Self::scoped_rules), read through `snapshot`.
+    pub fn scoped_rules_in(
+        &self,
+        snapshot: &mut vak_prompt_loader::Snapshot,
+    ) -> std::sync::Arc<RuleSet> {
+        let selectors = self.selectors();
+        let project = (!self.project_is_home()).then_some(selectors.project.as_path());
+        snapshot.rules(&selectors.home, project)
+    }
+
     /// The scoped rules `paths` (relative to the project root) select,
     /// under `trust`, composed for the tail.
     pub fn scoped_tail(&self, paths: &[Utf8PathBuf], trust: Trust) -> (ScopedTail, RuleSet) {
@@ -234,6 +244,39 @@ pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> Ru
     }
 }
 
+/// Every scoped rule's text as the budget counts it, rendered once for a
+/// check that budgets many chains of one project.
+#[derive(Debug, Clone, Default)]
+pub struct RuleTexts {
+    /// The scoped section with every rule active.
+    rendered: String,
+    /// Each rule's provenance, block and text.
+    each: Vec<(
+        std::sync::Arc<vak_prompt_blocks::Provenance>,
+        vak_prompt_blocks::Block,
+        String,
+    )>,
+}
+
+impl RuleTexts {
+    /// The texts of every rule of `set`.
+    pub fn of(set: &RuleSet) -> Self {
+        RuleTexts {
+            rendered: vak_prompt_compose::render_all(set),
+            each: vak_prompt_compose::all_rule_texts(set)
+                .into_iter()
+                .map(|(rule, text)| {
+                    (
+                        std::sync::Arc::clone(&rule.provenance),
+                        rule.parsed.block,
+                        text,
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
 impl crate::Budget {
     /// This budget with every scoped rule of `set` counted as if all were
     /// active at once (the most a turn's tail can carry): their rendered
@@ -241,21 +284,34 @@ impl crate::Budget {
     /// against, and each rule file is listed under its layer, so a refusal
     /// names the rule files a user could shorten.
     #[must_use]
-    pub fn with_scoped_rules(mut self, set: &RuleSet) -> Self {
-        let rendered = vak_prompt_compose::render_all(set);
-        if rendered.is_empty() {
+    pub fn with_scoped_rules(self, set: &RuleSet) -> Self {
+        self.with_rule_texts(
+            &RuleTexts::of(set),
+            &mut vak_prompt_budget::TokenMemo::new(),
+        )
+    }
+
+    /// [`with_scoped_rules`](Self::with_scoped_rules) of texts rendered
+    /// once, counted through `memo`.
+    #[must_use]
+    pub fn with_rule_texts(
+        mut self,
+        texts: &RuleTexts,
+        memo: &mut vak_prompt_budget::TokenMemo,
+    ) -> Self {
+        if texts.rendered.is_empty() {
             return self;
         }
         let encoding = self.report.encoding;
-        let tokens = vak_prompt_budget::count_tokens(encoding, &rendered);
+        let tokens = memo.count(encoding, &texts.rendered);
         self.scoped_rules_tokens = tokens;
         self.report.prefix_tokens = self.report.prefix_tokens.saturating_add(tokens);
-        for (rule, text) in vak_prompt_compose::all_rule_texts(set) {
-            let count = vak_prompt_budget::count_tokens(encoding, &text);
-            let (layer, origin) = (rule.provenance.layer, rule.provenance.origin);
+        for (provenance, block, text) in &texts.each {
+            let count = memo.count(encoding, text);
+            let (layer, origin) = (provenance.layer, provenance.origin);
             let row = vak_prompt_budget::SourceTokens {
-                block: rule.parsed.block,
-                provenance: std::sync::Arc::clone(&rule.provenance),
+                block: *block,
+                provenance: std::sync::Arc::clone(provenance),
                 tokens: count,
             };
             match self

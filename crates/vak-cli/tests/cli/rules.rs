@@ -451,6 +451,13 @@ fn check_lints_dead_globs_and_budgets_every_rule() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("scoped rules"), "{text}");
     assert!(text.contains("big.md"), "{text}");
+    // Every chain of the project is budgeted with the rules too.
+    let all = env.vak(&["prompts", "check", "--all"]);
+    assert!(
+        !all.status.success(),
+        "{}",
+        String::from_utf8_lossy(&all.stdout)
+    );
     // The prefix alone did not move.
     assert_eq!(env.json(&["prompts", "show"])["fingerprint"], before);
 }
