@@ -37,8 +37,8 @@ pub use gateway::{
 };
 pub use paths::{LayerDirs, prompt_dir};
 pub use rules::{
-    MAX_GLOB_BYTES, MAX_GLOBS, MAX_LINT_FILES, MAX_RULES, ParsedRule, PathMatch, RULES_DIR,
-    RuleError, RuleSet, ScopedRule, load_rules, parse_rule, project_files, project_path,
+    MAX_GLOB_BYTES, MAX_GLOBS, MAX_LINT_FILES, MAX_RULES, MAX_RULES_BYTES, ParsedRule, PathMatch,
+    RULES_DIR, RuleError, RuleSet, ScopedRule, load_rules, parse_rule, project_files, project_path,
     relative_project_path,
 };
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};

@@ -30,6 +30,11 @@ pub const RULES_DIR: &str = "rules";
 /// rest are reported once and left out, so a clone cannot make every turn
 /// slow by shipping thousands.
 pub const MAX_RULES: usize = 256;
+/// At most this many bytes of rule files are read per project (home
+/// included): each file is bounded as a block file is, and this bounds what
+/// a clone's rules can make every turn read; a file past it is reported and
+/// left out.
+pub const MAX_RULES_BYTES: usize = 1024 * 1024;
 /// At most this many globs in one rule's `paths`.
 pub const MAX_GLOBS: usize = 64;
 /// The longest glob accepted, in bytes.
@@ -539,6 +544,20 @@ fn read_dir_rules(
             .read_in(&handle, &file, MAX_FILE_BYTES)
             .map_err(ReadRefusal::from)
             .and_then(|bytes| bytes.map(utf8).transpose());
+        let read_so_far: usize = set.rules.iter().map(|r| r.parsed.text.len()).sum();
+        if let Ok(Some(text)) = &text
+            && read_so_far + text.len() > MAX_RULES_BYTES
+        {
+            skip(
+                set,
+                &path,
+                format!(
+                    "would take this project's rules past {} KiB in all; it is left out (shorten or merge rules)",
+                    MAX_RULES_BYTES / 1024
+                ),
+            );
+            continue;
+        }
         match text {
             Ok(Some(text)) => match parse_rule(&text) {
                 Ok(parsed) => set.rules.push(ScopedRule {

@@ -511,3 +511,34 @@ fn a_nested_repositorys_rules_do_not_apply_and_an_inner_link_does() {
     assert!(!tail.contains("NESTED RULE"), "{tail}");
     assert!(tail.contains("Linked SQL rule."), "{tail}");
 }
+
+/// Rule files are bounded in all, not only one by one: past 1 MiB of
+/// rules a file is reported and left out, and the turn still runs.
+#[test]
+fn rules_past_the_total_bound_are_named_and_left_out() {
+    let env = payments_project();
+    let body: String = (0..10_000)
+        .map(|i| format!("- bulk rule line {i:05}\n"))
+        .collect::<String>();
+    assert!(body.len() > 200 * 1024 && body.len() < 250 * 1024);
+    for name in ["z1", "z2", "z3", "z4", "z5"] {
+        env.write_project(
+            &format!(".vak/prompts/rules/{name}.md"),
+            &format!("+++\npaths = [\"docs/**\"]\n+++\n{body}"),
+        );
+    }
+    let id = session(&env);
+    let out = env.vak(&[
+        "exec",
+        "--session",
+        &id,
+        "--message",
+        "m",
+        "--path",
+        "src/payments/x.rs",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("z5.md") && err.contains("1024 KiB"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Never log card numbers."));
+}
