@@ -174,6 +174,11 @@ pub(crate) struct DeliverArgs {
     /// The inbound message.
     #[arg(long, value_name = "TEXT")]
     pub(crate) text: String,
+    /// A path this turn touches, relative to the current directory (repeat
+    /// for several): as a signed request's `"paths"`, it chooses the scoped
+    /// rules in the turn's tail.
+    #[arg(long = "path", value_name = "PATH", add = clap_complete::ArgValueCompleter::new(clap_complete::PathCompleter::any()))]
+    pub(crate) paths: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) home: HomeArg,
     #[command(flatten)]
@@ -656,10 +661,14 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
     let core = Core::open(selectors)?;
     let store = args.store.open(&core.selectors().home)?;
     let meta = vak_gateway::meta_for(core.selectors());
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?;
+    let paths = vak_core::paths_from_cwd(&core.selectors().project, &cwd, &args.paths)?;
     // From here on the inbound path holds only a read-only handle: nothing
     // reachable from it writes a prompt layer (see vak_core::InboundPrompts).
     let prompts = InboundPrompts::from_core(core);
-    let delivered = vak_gateway::deliver(&*store, &prompts, &meta, &args.text)?;
+    let delivered =
+        vak_gateway::deliver_paths(&*store, &prompts, &meta, &args.text, &paths, None, None)?;
     let session = &delivered.session;
     match args.format {
         Format::Json => print_json(&delivered.to_json()),

@@ -192,6 +192,57 @@ fn sub_directory_and_home_rules_are_collected_from_anywhere() {
     assert_eq!(names, ["sql", "api"], "{out}");
     assert_eq!(out["rules"][0]["layer"], "shared");
     assert_eq!(out["rules"][1]["paths"][0], "services/api/src/a.rs");
+
+    // explain's JSON says which rule matched which path, by which glob.
+    let explained = env.json(&[
+        "prompts",
+        "explain",
+        "--path",
+        "services/api/src/a.rs",
+        "--path",
+        "README.md",
+    ]);
+    let paths = &explained["scoped_rules"]["paths"];
+    assert_eq!(paths[0]["path"], "services/api/src/a.rs");
+    assert!(
+        paths[0]["matched"][0][0]
+            .as_str()
+            .unwrap()
+            .ends_with("services/api/.vak/prompts/rules/api.md"),
+        "{explained}"
+    );
+    assert_eq!(paths[0]["matched"][0][1], "src/**");
+    assert!(paths[1]["matched"].as_array().unwrap().is_empty());
+}
+
+/// `vak gateway deliver --path` chooses the rules as a signed body's
+/// `"paths"` does.
+#[test]
+fn gateway_deliver_takes_paths_too() {
+    let env = Env::fixture("myproj");
+    env.write_project(".vak/prompts/rules/payments.md", PAYMENTS);
+    env.trust();
+    let out = env.json(&[
+        "gateway",
+        "deliver",
+        "--bot",
+        "helpdesk",
+        "--chat",
+        "42",
+        "--text",
+        "refund",
+        "--path",
+        "src/payments/x.rs",
+    ]);
+    assert!(
+        out["request"]["tail"]
+            .as_str()
+            .unwrap()
+            .contains("Never log card numbers."),
+        "{out}"
+    );
+    let turns = ledger_turns(&env, out["session_id"].as_str().unwrap());
+    assert_eq!(turns[0]["rules"][0]["name"], "payments");
 }
 
 /// Untrusted: scoped guardrails apply, scoped operating rules do not (and
