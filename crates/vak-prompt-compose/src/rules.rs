@@ -35,6 +35,10 @@ pub struct ActiveRule {
     pub digest: String,
     /// Which of the turn's paths it matched, and by which glob.
     pub matched: Vec<PathMatch>,
+    /// How the tail names it: `rules/payments`, `services/api/rules/style`
+    /// for a directory's, `rules/style (shared)` for the home's. Never an
+    /// absolute path: the prompt does not carry the machine's layout.
+    pub label: String,
 }
 
 /// A rule that matched but does not apply: an untrusted project's scoped
@@ -80,6 +84,7 @@ pub fn compose_rules(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> Scop
                     digest: sha256_hex(text.as_bytes()),
                     text,
                     matched,
+                    label: label(rule),
                 });
             }
             Verdict::Demote(reason) => out.demoted.push(DemotedRule {
@@ -121,10 +126,25 @@ pub fn render_all(set: &RuleSet) -> String {
                 digest: String::new(),
                 text,
                 matched: Vec::new(),
+                label: label(rule),
             }
         })
         .collect();
     render(&active)
+}
+
+/// How the tail names `rule` ([`ActiveRule::label`]).
+fn label(rule: &ScopedRule) -> String {
+    let mut label = String::new();
+    if !rule.base.as_str().is_empty() {
+        label.push_str(rule.base.as_str());
+        label.push('/');
+    }
+    label.push_str(&rule.label());
+    if rule.provenance.origin == vak_prompt_blocks::Origin::Home {
+        label.push_str(" (shared)");
+    }
+    label
 }
 
 fn rule_text(rule: &ScopedRule, warnings: &mut Vec<String>) -> String {
@@ -165,7 +185,7 @@ fn render(active: &[ActiveRule]) -> String {
         text.push_str(SCOPED_RULES_HEADING);
         text.push('\n');
         for rule in prose {
-            text.push_str(&format!("From rules/{}:\n", rule.name));
+            text.push_str(&format!("From {}:\n", rule.label));
             text.push_str(contain_markdown(&rule.text).trim_end());
             text.push('\n');
         }
@@ -250,7 +270,8 @@ mod tests {
             ),
         ]);
         let tail = compose_rules(&set, &[Utf8PathBuf::from("x")], Trust::Trusted).text;
-        let second = tail.find("From rules/b:").unwrap_or(0);
+        let second = tail.find("From rules/b (shared):").unwrap_or(0);
+        assert!(second > 0, "{tail}");
         let fences = tail[..second].matches("```").count();
         assert_eq!(fences % 2, 0, "{tail}");
     }

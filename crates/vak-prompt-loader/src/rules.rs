@@ -111,6 +111,8 @@ pub struct ParsedRule {
 /// [`RuleError`]: no or unclosed front matter, bad TOML, unknown key,
 /// empty `paths`, a bad glob, an unknown block.
 pub fn parse_rule(text: &str) -> Result<ParsedRule, RuleError> {
+    // An editor's byte order mark is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
     let is_fence = |line: &str| line.trim_end_matches(['\n', '\r']).trim_end() == "+++";
     if !lines.next().is_some_and(is_fence) {
