@@ -860,6 +860,48 @@ pub(crate) async fn permissions(
     })))
 }
 
+/// `?path=P&untrusted=`: which path a turn would touch, relative to the
+/// project root (optional), for `GET /api/rules`.
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct RulesQuery {
+    path: Option<String>,
+    untrusted: Option<bool>,
+}
+
+/// `GET /api/rules[?path=P]`: every scoped rule of the project and the
+/// home with its globs, block, layer and file; with `path`, which rules
+/// match it and the tail lines a turn touching it would carry; rule files
+/// left out and rules demoted, each with why. Read-only: rules are edited
+/// as files.
+pub(crate) async fn rules(
+    State(state): Shared,
+    q: Result<Query<RulesQuery>, QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let q = query(q)?;
+    let selectors = ViewQuery {
+        untrusted: q.untrusted,
+        ..ViewQuery::default()
+    }
+    .selectors(&state)?;
+    let core = state.core(selectors)?;
+    let paths = match q.path.as_deref().filter(|p| !p.is_empty()) {
+        Some(path) => vak_core::paths_from_root(&[path.to_owned()])
+            .map_err(|e| AdminError::BadRequest(e.to_string()))?,
+        None => Vec::new(),
+    };
+    let trust = core.trust()?;
+    let report = core.rules_report(&paths, trust);
+    Ok(Json(json!({
+        "trust": trust_name(trust),
+        "rules": report.rules,
+        "paths": report.paths,
+        "active": report.active,
+        "demoted": report.demoted,
+        "skipped": report.skipped,
+        "tail": report.tail,
+    })))
+}
+
 /// `GET /api/audit?limit=N` answers this many events by default.
 const AUDIT_DEFAULT_LIMIT: usize = 100;
 /// … and never more than this many in one response.

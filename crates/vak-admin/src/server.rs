@@ -906,6 +906,7 @@ fn router(state: Arc<AppState>, body_read_timeout: Duration) -> Router {
         .route("/api/trust-preview", get(api::trust_preview))
         .route("/api/permissions", get(api::permissions))
         .route("/api/managed", get(api::managed))
+        .route("/api/rules", get(api::rules))
         .route("/api/audit", get(api::audit))
         .route("/api/audit/diff", get(api::rotation_diff))
         .route("/api/gateway", get(gateway::list))

@@ -343,6 +343,7 @@ const API_ROUTES: &[(&str, &str)] = &[
     ("DELETE", "/api/layers/identity?scope=project&if_digest="),
     ("POST", "/api/tokens"),
     ("GET", "/api/permissions"),
+    ("GET", "/api/rules"),
     ("GET", "/api/audit"),
     ("GET", "/api/gateway"),
     ("PUT", "/api/gateway/bots/helpdesk/identity"),
@@ -1428,6 +1429,47 @@ fn a_malformed_gateway_file_is_reported_not_overwritten() {
         std::fs::read_to_string(&bots_path).expect("read"),
         "{ not json"
     );
+}
+
+// ---- scoped rules -----------------------------------------------------------
+
+/// `GET /api/rules` lists every rule with its globs; `?path=` says which
+/// match and what the tail would carry; a bad path is a 400 naming it; a
+/// bad rule file is listed as left out, not fatal.
+#[test]
+fn rules_are_listed_with_their_globs_and_matched_per_path() {
+    let env = Env::new();
+    let rules_dir = env.project.join(".vak/prompts/rules");
+    std::fs::create_dir_all(&rules_dir).expect("mkdir");
+    std::fs::write(
+        rules_dir.join("payments.md"),
+        "+++\npaths = [\"src/payments/**\"]\n+++\n- Never log card numbers.\n",
+    )
+    .expect("write");
+    std::fs::write(rules_dir.join("bad.md"), "- no front matter\n").expect("write");
+    let listed = env.get("/api/rules").expect_ok();
+    let rules = listed["rules"].as_array().expect("rules");
+    assert_eq!(rules.len(), 1, "{listed}");
+    assert_eq!(rules[0]["name"], "payments");
+    assert_eq!(rules[0]["globs"][0], "src/payments/**");
+    assert_eq!(rules[0]["block"], "guardrails");
+    assert!(
+        listed["skipped"][0]["source"]
+            .as_str()
+            .expect("source")
+            .ends_with("bad.md")
+    );
+    let matched = env.get("/api/rules?path=src/payments/x.rs").expect_ok();
+    assert_eq!(matched["active"][0]["name"], "payments", "{matched}");
+    assert!(
+        matched["tail"]
+            .as_str()
+            .expect("tail")
+            .contains("Never log card numbers.")
+    );
+    let other = env.get("/api/rules?path=README.md").expect_ok();
+    assert!(other["active"].as_array().expect("active").is_empty());
+    env.get("/api/rules?path=../etc/passwd").expect_error(400);
 }
 
 // ---- permissions and audit ------------------------------------------------

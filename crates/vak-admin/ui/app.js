@@ -126,6 +126,7 @@ async function route() {
     return loadAudit();
   }
   show('prompts');
+  loadRules();
   return loadPrompts();
 }
 
@@ -631,6 +632,33 @@ function renderEffective(p) {
     extra.append(el('h3', { text: 'Warnings' }), ul);
   }
   extra.append(el('p', { class: 'hint' }, 'Fingerprint ', el('code', { text: p.fingerprint })));
+}
+
+// ---- scoped rules (read-only) -------------------------------------------
+
+// Rules scoped to paths join a turn's tail, never the prefix: listed with
+// their globs beside the effective prompt, edited as files.
+async function loadRules() {
+  const r = await api('GET', '/api/rules');
+  const box = $('#rules');
+  if (!box) return;
+  if (!r.ok) return box.replaceChildren(el('p', { class: 'error', text: r.data.error }));
+  box.replaceChildren();
+  if (!r.data.rules.length && !r.data.skipped.length) return;
+  const rows = r.data.rules.map((x) => el('tr', {},
+    el('td', {}, el('code', { text: x.name })),
+    el('td', { text: x.block }),
+    el('td', {}, ...x.globs.map((g) => el('code', { text: g + ' ' }))),
+    el('td', {}, x.layer + ' ', el('code', { text: x.source }))));
+  box.append(el('h3', { text: 'Scoped rules (in a turn\u2019s tail when it touches a matching path)' }),
+    el('table', { class: 'rules' },
+      el('thead', {}, el('tr', {}, el('th', { scope: 'col', text: 'Rule' }), el('th', { scope: 'col', text: 'Section' }), el('th', { scope: 'col', text: 'Paths' }), el('th', { scope: 'col', text: 'From' }))),
+      el('tbody', {}, ...rows)));
+  if (r.data.skipped.length) {
+    const ul = el('ul', { class: 'warnings' });
+    for (const s of r.data.skipped) ul.append(el('li', {}, el('code', { text: s.source }), ' \u2014 ' + s.reason));
+    box.append(el('h4', { text: 'Rule files left out' }), ul);
+  }
 }
 
 // ---- #/permissions ------------------------------------------------------

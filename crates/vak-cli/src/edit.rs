@@ -231,8 +231,16 @@ fn with_note(error: CliError, note: &str) -> CliError {
 pub(crate) fn tokens_line(budget: &Budget) -> String {
     let r = &budget.report;
     let approx = if r.approximate { ", approximate" } else { "" };
+    let rules = if budget.scoped_rules_tokens > 0 {
+        format!(
+            " (with {} tokens of scoped rules, all counted as if active)",
+            budget.scoped_rules_tokens
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "prompt prefix: {} / {} tokens (cap) · model {} window {} tokens ({}{approx})",
+        "prompt prefix: {} / {} tokens (cap){rules} · model {} window {} tokens ({}{approx})",
         r.prefix_tokens, r.cap, r.model, r.context_window, r.encoding
     )
 }
@@ -717,8 +725,10 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
     }
     let core = crate::prompts::synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
     let resolved = core.resolve()?;
-    let budget = budget_of(&resolved);
-    let lints = lints_of(&resolved);
+    let rules = core.scoped_rules();
+    let budget = budget_of(&resolved).with_scoped_rules(&rules);
+    let mut lints = lints_of(&resolved);
+    lints.extend(vak_core::rule_lints(&core, &rules));
     // A set, so a file of thousands of lints cannot make this quadratic.
     let linted: std::collections::HashSet<&String> = lints.iter().collect();
     // What the resolution skipped or did not read (a refused file, a layer

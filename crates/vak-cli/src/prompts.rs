@@ -24,9 +24,111 @@ pub(crate) struct ViewArgs {
     pub(crate) format: Format,
     #[command(flatten)]
     pub(crate) pager: out::PagerArg,
+    /// A path a turn would touch, relative to the current directory (repeat
+    /// for several): the scoped rules whose globs match it are shown in the
+    /// tail, and `explain` says which rule matched which path.
+    #[arg(long = "path", value_name = "PATH", add = clap_complete::ArgValueCompleter::new(clap_complete::PathCompleter::any()))]
+    pub(crate) paths: Vec<std::path::PathBuf>,
 }
 
 pub(crate) use crate::out::print_json;
+
+/// The scoped rules of `core`'s project (read once), and the report of
+/// which the `--path`s select.
+fn rules_report(
+    core: &Core,
+    args: &ViewArgs,
+    trust: Trust,
+) -> Result<(vak_core::prompts::RuleSet, vak_core::RulesReport), CliError> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?;
+    let paths = vak_core::paths_from_cwd(&core.selectors().project, &cwd, &args.paths)?;
+    let set = core.scoped_rules();
+    let report = vak_core::rules_report_of(&set, &paths, trust);
+    Ok((set, report))
+}
+
+/// A report as JSON with the scoped rules beside it (`scoped_rules`).
+fn with_rules(report: &PromptReport<'_>, rules: &vak_core::RulesReport) -> serde_json::Value {
+    let mut value =
+        serde_json::to_value(report).unwrap_or_else(|e| json!({"error": e.to_string()}));
+    if let Some(object) = value.as_object_mut() {
+        object.insert(
+            "scoped_rules".to_owned(),
+            serde_json::to_value(rules).unwrap_or_default(),
+        );
+    }
+    value
+}
+
+/// What `explain` says about the scoped rules: each rule with its globs,
+/// which rule matched which `--path`, what was demoted or left out.
+fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
+    let mut out = String::new();
+    if report.rules.is_empty() && report.skipped.is_empty() {
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "\nScoped rules ({}; in a turn's tail when it touches a matching path, never in the prefix):",
+        report.rules.len()
+    );
+    for rule in &report.rules {
+        let base = if rule.base.is_empty() {
+            String::new()
+        } else {
+            format!(" (under {})", Escaped(&rule.base))
+        };
+        let _ = writeln!(
+            out,
+            "  {:<16} {:<15} {:<8} {}{base}\n{:<20}`{}`",
+            Escaped(&rule.name).to_string(),
+            rule.block,
+            rule.layer,
+            rule.globs
+                .iter()
+                .map(|g| Escaped(g).to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            "",
+            Escaped(&rule.source)
+        );
+    }
+    if asked {
+        let _ = writeln!(out, "\nPaths:");
+        for path in &report.paths {
+            if path.matched.is_empty() {
+                let _ = writeln!(out, "  {}: no rule", Escaped(&path.path));
+            }
+            for (source, glob) in &path.matched {
+                let _ = writeln!(
+                    out,
+                    "  {}: `{}` matched by `{}`",
+                    Escaped(&path.path),
+                    Escaped(source),
+                    Escaped(glob)
+                );
+            }
+        }
+    }
+    for note in &report.demoted {
+        let _ = writeln!(
+            out,
+            "  demoted: `{}`: {}",
+            Escaped(&note.source),
+            escape_line(&note.reason)
+        );
+    }
+    for note in &report.skipped {
+        let _ = writeln!(
+            out,
+            "  left out: `{}` {}",
+            Escaped(&note.source),
+            escape_line(&note.reason)
+        );
+    }
+    out
+}
 
 fn resolve(args: &ViewArgs) -> Result<(Core, ResolvedPrompt), CliError> {
     let core = synced_for_reading(Core::open(args.selectors.to_selectors()?)?);
@@ -94,19 +196,36 @@ fn over_cap_notice(core: &Core, budget: &vak_core::Budget) {
 /// `vak prompts show`.
 pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
+    let (set, rules) = rules_report(&core, args, resolved.trust)?;
     match args.format {
-        Format::Json => print_json(&PromptReport::new(
-            &resolved,
-            &vak_core::budget_of(&resolved),
+        Format::Json => print_json(&with_rules(
+            &PromptReport::new(
+                &resolved,
+                &vak_core::budget_of(&resolved).with_scoped_rules(&set),
+            ),
+            &rules,
         )),
         Format::Text => {
             let mut text = escape_text(&resolved.prefix).into_owned();
-            text.push_str(
-                "\n--- tail (rendered per turn; outside the budget and the fingerprint) ---\n",
-            );
+            // Scoped rules are the one part of a tail the budget counts
+            // (every rule, as if all were active); the rest is not.
+            text.push_str(if rules.rules.is_empty() {
+                "\n--- tail (rendered per turn; outside the budget and the fingerprint) ---\n"
+            } else {
+                "\n--- tail (rendered per turn; outside the fingerprint; its scoped rules are budgeted, all as if active) ---\n"
+            });
             text.push_str(&escape_text(&resolved.tail));
             text.push('\n');
-            let budget = vak_core::budget_of(&resolved);
+            if !rules.tail.is_empty() {
+                text.push_str(&escape_text(&rules.tail));
+            }
+            for note in rules.skipped.iter().chain(&rules.demoted) {
+                out::notice(
+                    "warning",
+                    &format!("scoped rule `{}` {}", note.source, note.reason),
+                );
+            }
+            let budget = vak_core::budget_of(&resolved).with_scoped_rules(&set);
             let _ = write!(text, "\n--- {} ---\n", crate::edit::tokens_line(&budget));
             for warning in &budget.warnings {
                 out::notice("warning", warning);
@@ -128,10 +247,14 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
 /// `vak prompts explain`: one line per block, then demotions and warnings.
 pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
+    let (set, rules) = rules_report(&core, args, resolved.trust)?;
     if args.format == Format::Json {
-        return print_json(&PromptReport::new(
-            &resolved,
-            &vak_core::budget_of(&resolved),
+        return print_json(&with_rules(
+            &PromptReport::new(
+                &resolved,
+                &vak_core::budget_of(&resolved).with_scoped_rules(&set),
+            ),
+            &rules,
         ));
     }
     let s = core.selectors();
@@ -210,8 +333,9 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
             let _ = writeln!(out, "  {}", Escaped(w));
         }
     }
+    out.push_str(&rules_text(&rules, !args.paths.is_empty()));
     let _ = writeln!(out, "\nfingerprint {}", resolved.fingerprint);
-    let budget = vak_core::budget_of(&resolved);
+    let budget = vak_core::budget_of(&resolved).with_scoped_rules(&set);
     let _ = writeln!(out, "{}", crate::edit::tokens_line(&budget));
     over_cap_notice(&core, &budget);
     let note = untrusted_note(&core, &resolved, true);

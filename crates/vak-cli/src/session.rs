@@ -104,6 +104,11 @@ pub(crate) struct ExecArgs {
     /// The user's message.
     #[arg(long, value_name = "TEXT")]
     pub(crate) message: Option<String>,
+    /// A path this turn touches, relative to the current directory
+    /// (repeat for several): the scoped rules whose globs match it join the
+    /// tail, and the turn's ledger record names them.
+    #[arg(long = "path", value_name = "PATH", add = clap_complete::ArgValueCompleter::new(clap_complete::PathCompleter::any()))]
+    pub(crate) paths: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) home: HomeArg,
     #[command(flatten)]
@@ -169,6 +174,11 @@ pub(crate) struct DeliverArgs {
     /// The inbound message.
     #[arg(long, value_name = "TEXT")]
     pub(crate) text: String,
+    /// A path this turn touches, relative to the current directory (repeat
+    /// for several): as a signed request's `"paths"`, it chooses the scoped
+    /// rules in the turn's tail.
+    #[arg(long = "path", value_name = "PATH", add = clap_complete::ArgValueCompleter::new(clap_complete::PathCompleter::any()))]
+    pub(crate) paths: Vec<std::path::PathBuf>,
     #[command(flatten)]
     pub(crate) home: HomeArg,
     #[command(flatten)]
@@ -401,6 +411,18 @@ fn show_text(ledger: &Ledger) -> String {
                     esc(&turn.at),
                     esc(&clip(&turn.message, 100))
                 );
+                for rule in &turn.rules {
+                    let _ = writeln!(
+                        out,
+                        "    rule {:<16} {:<15} {:<8} {}  {}  for {}",
+                        esc(&rule.name),
+                        esc(&rule.block),
+                        esc(&rule.layer),
+                        esc(&short(&rule.digest)),
+                        esc(&rule.source),
+                        esc(&rule.paths.join(", "))
+                    );
+                }
             }
             Record::DriftAccepted(accepted) => {
                 let _ = writeln!(out, "  {} drift accepted:", esc(&accepted.at));
@@ -542,16 +564,32 @@ pub(crate) fn exec(args: &ExecArgs) -> Result<(), CliError> {
     let id = session_id(&args.session)?;
     let home = args.home.dir()?;
     let store = args.store.open(&home)?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?;
+    let paths = if args.paths.is_empty() {
+        vak_gateway::TurnPaths::None
+    } else {
+        vak_gateway::TurnPaths::FromCwd {
+            cwd: &cwd,
+            paths: &args.paths,
+        }
+    };
     let (outcome, warnings) = vak_gateway::exec(
         &*store,
         &home,
         &id,
         args.accept_drift,
         args.message.as_deref(),
+        paths,
         &project_dir(None)?,
     )?;
     for warning in &warnings {
         out::notice("warning", &warning.to_string());
+    }
+    if let Exec::Continued(resumed) | Exec::ProceedOnFrozen(resumed) = &outcome {
+        for note in &resumed.rule_notes {
+            out::notice("warning", note);
+        }
     }
     let resumed = match &outcome {
         Exec::Refused { drift, .. } => {
@@ -623,10 +661,14 @@ fn deliver(args: &DeliverArgs) -> Result<(), CliError> {
     let core = Core::open(selectors)?;
     let store = args.store.open(&core.selectors().home)?;
     let meta = vak_gateway::meta_for(core.selectors());
+    let cwd = std::env::current_dir()
+        .map_err(|e| CliError::Failed(format!("cannot read the current directory: {e}")))?;
+    let paths = vak_core::paths_from_cwd(&core.selectors().project, &cwd, &args.paths)?;
     // From here on the inbound path holds only a read-only handle: nothing
     // reachable from it writes a prompt layer (see vak_core::InboundPrompts).
     let prompts = InboundPrompts::from_core(core);
-    let delivered = vak_gateway::deliver(&*store, &prompts, &meta, &args.text)?;
+    let delivered =
+        vak_gateway::deliver_paths(&*store, &prompts, &meta, &args.text, &paths, None, None)?;
     let session = &delivered.session;
     match args.format {
         Format::Json => print_json(&delivered.to_json()),

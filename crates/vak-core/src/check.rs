@@ -53,6 +53,8 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         mut tokens,
         mut compose,
     } = CheckInputs::default();
+    // Every chain's budget covers every scoped rule of the project.
+    let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let core = opened.reselect(chain.clone());
         let loaded = match core.load_from(&mut snapshot) {
@@ -66,7 +68,7 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
             Err(error) => return ControlFlow::Break(error),
         };
         let resolved = core.compose_with(&loaded, trust, TailContext::now(), &mut compose);
-        let budget = budget_with(&resolved, &mut tokens);
+        let budget = budget_with(&resolved, &mut tokens).with_rule_texts(&rules, &mut tokens);
         chains += 1;
         if budget.report.is_over() {
             // Named without ", project trusted": every chain here has the

@@ -409,6 +409,11 @@ pub struct Budget {
     pub cap: EffectiveCap,
     /// Config values not applied (an untrusted raise, an unknown model).
     pub warnings: Vec<String>,
+    /// The tokens of every scoped rule of the project, counted as if all
+    /// were active at once and included in `report.prefix_tokens` (0 when
+    /// none, or when this budget was made without them:
+    /// [`Budget::with_scoped_rules`]).
+    pub scoped_rules_tokens: usize,
 }
 
 /// The budget of `resolved`: model and cap from its merged config, counts
@@ -473,6 +478,7 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
         report,
         cap,
         warnings,
+        scoped_rules_tokens: 0,
     }
 }
 
@@ -656,6 +662,8 @@ pub fn walk_trust_chains(
         mut tokens,
         mut compose,
     } = CheckInputs::default();
+    // Every chain's budget covers every scoped rule of the project.
+    let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
         let core = opened.reselect(chain.clone());
@@ -667,8 +675,8 @@ pub fn walk_trust_chains(
         let untrusted =
             core.compose_with(&loaded, Trust::Untrusted, TailContext::now(), &mut compose);
         let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
-        let before = budget_with(&untrusted, &mut tokens);
-        let after = budget_with(&trusted, &mut tokens);
+        let before = budget_with(&untrusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
+        let after = budget_with(&trusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
         let visited = Visited {
             tokens: after.report.prefix_tokens,
             work: chain_work(&loaded, [&before.report, &after.report]),
@@ -904,10 +912,11 @@ impl Core {
         Core::open(target.selectors(selectors))
     }
 
-    /// The budget of the prompt as it resolves now.
+    /// The budget of the prompt as it resolves now, every scoped rule of
+    /// the project counted as if active.
     pub fn budget(&self) -> Result<(ResolvedPrompt, Budget), CoreError> {
         let resolved = self.resolve()?;
-        let budget = budget_of(&resolved);
+        let budget = budget_of(&resolved).with_scoped_rules(&self.scoped_rules());
         Ok((resolved, budget))
     }
 
@@ -970,9 +979,12 @@ impl Core {
             .managed
             .as_ref()
             .is_some_and(|m| m.locks(target.effective_block()));
+        // The worst case a turn can send: the prefix and every scoped rule
+        // active at once, before and after alike.
+        let rules = self.scoped_rules_in(snapshot);
         Ok(Preview {
-            budget: budget_of(&after),
-            budget_before: budget_of(&before),
+            budget: budget_of(&after).with_scoped_rules(&rules),
+            budget_before: budget_of(&before).with_scoped_rules(&rules),
             lints: text
                 .map(|t| lints_of_text(target.block, t))
                 .unwrap_or_default(),

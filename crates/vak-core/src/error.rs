@@ -51,6 +51,11 @@ pub enum CoreError {
         /// What went wrong.
         error: std::io::Error,
     },
+    /// A path a turn names (`--path`, a delivery's `"paths"`) cannot be
+    /// used to choose scoped rules: outside the project, malformed, or too
+    /// many of them. The sentence names the path.
+    #[error("{0}")]
+    TurnPath(String),
     /// A chat was selected without a bot.
     #[error("--chat needs --bot: a chat is always one bot's chat")]
     ChatWithoutBot,

@@ -150,6 +150,16 @@ impl InboundPrompts {
         self.core.trust()
     }
 
+    /// The scoped rules `paths` (relative to the project root) select for
+    /// a turn, under the project's trust now, and every rule read.
+    pub fn scoped_tail(
+        &self,
+        paths: &[camino::Utf8PathBuf],
+    ) -> Result<(vak_prompt_compose::ScopedTail, vak_prompt_loader::RuleSet), CoreError> {
+        let trust = self.core.trust()?;
+        Ok(self.core.scoped_tail(paths, trust))
+    }
+
     /// The surface this handle resolves for.
     pub fn surface(&self) -> SurfaceKind {
         self.core.selectors().surface

@@ -17,6 +17,7 @@ mod inbound;
 mod names;
 mod over_cap;
 mod report;
+mod rules;
 mod trust;
 
 pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
@@ -37,6 +38,10 @@ pub use inbound::{Admission, InboundPrompts};
 pub use names::{KnownNames, known_names};
 pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
+pub use rules::{
+    MAX_TURN_PATH_BYTES, MAX_TURN_PATHS, PathRules, RuleNote, RuleSummary, RuleTexts, RulesReport,
+    paths_from_cwd, paths_from_root, rule_lints, rules_report_of, turn_rules,
+};
 pub use trust::{TrustRefusal, Trusted, trust_project};
 
 /// The public prompt-layer API, re-exported from the crates that own it:
@@ -52,11 +57,13 @@ pub mod prompts {
         Escaped, escape_line, escape_text, first_forbidden, is_unsafe_for_terminal,
     };
     pub use vak_prompt_budget::{BudgetReport, DEFAULT_MAX_TOKENS, Encoding, count_tokens, lookup};
+    pub use vak_prompt_compose::ScopedTail;
     pub use vak_prompt_compose::{
         CATALOG, Contributor, ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, TailContext,
         render_contract, render_tail, resolve_prompt, seed,
     };
     pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
+    pub use vak_prompt_loader::RuleSet;
     pub use vak_prompt_loader::confine::home_path;
     pub use vak_prompt_loader::{
         ABSENT_DIGEST, LoadRequest, LoadedChain, LoaderError, MAX_FILE_BYTES, SaveError,
@@ -76,7 +83,7 @@ pub mod prompts {
         Claim, Committed, ConfigChange, DriftAccepted, Expect, FileStore, FreshSession,
         FrozenContract, Header, HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger,
         ParentSession, Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Swapped,
-        TornLine, Turn, fingerprint, now_rfc3339, short_digest,
+        TornLine, Turn, TurnRule, fingerprint, now_rfc3339, short_digest,
     };
 }
 

@@ -7,7 +7,8 @@ use serde_json::json;
 use vak_core::prompts::{
     Bound, ChatPlan, Claim, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
-    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, decide, now_rfc3339,
+    SessionError, SessionId, SessionMeta, Store, SurfaceKind, TornLine, Turn, TurnRule, decide,
+    now_rfc3339,
 };
 use vak_core::{Admission, Core, InboundPrompts, PromptCache, Selectors};
 
@@ -157,6 +158,106 @@ pub struct Resumed {
     pub request: Request,
     /// Whether a turn was appended (a message was given).
     pub turn_recorded: bool,
+    /// The scoped rules in force for this turn (in its tail, and in its
+    /// ledger record when one was appended).
+    pub rules: Vec<TurnRule>,
+    /// What a person should know about the scoped rules: a rule file left
+    /// out (bad front matter, a link out of the project), a rule that
+    /// matched but does not apply (an untrusted project's operating rules).
+    pub rule_notes: Vec<String>,
+}
+
+/// The paths a turn names, as they were given: they choose the scoped
+/// rules in its tail.
+#[derive(Debug, Clone, Copy, Default)]
+pub enum TurnPaths<'a> {
+    /// No path: no scoped rule applies.
+    #[default]
+    None,
+    /// From a command line: relative to `cwd`, or absolute.
+    FromCwd {
+        /// The directory the command ran in.
+        cwd: &'a std::path::Path,
+        /// The paths.
+        paths: &'a [std::path::PathBuf],
+    },
+    /// From a delivery's body: relative to the project root.
+    FromRoot(&'a [String]),
+}
+
+/// The scoped part of one turn.
+#[derive(Debug, Clone, Default)]
+pub struct TurnScoped {
+    /// The lines that follow the tail's own (empty when no rule applies).
+    pub text: String,
+    /// What the turn's ledger record says about each rule in force.
+    pub rules: Vec<TurnRule>,
+    /// Each rule's text as it entered the tail, kept in the history store
+    /// under the digest the record names, so the digest resolves.
+    pub texts: Vec<String>,
+    /// What a person should read about the rest: rule files left out,
+    /// rules demoted, text cleaned.
+    pub notes: Vec<String>,
+}
+
+/// The scoped part of a turn's tail for `core`'s project: the rules `paths`
+/// select, and what a person should be told about the rest.
+///
+/// # Errors
+///
+/// A path outside the project, malformed, or too many
+/// ([`vak_core::CoreError::TurnPath`]).
+pub fn scoped_for_turn(core: &Core, paths: TurnPaths<'_>) -> Result<TurnScoped, LifecycleError> {
+    let paths = match paths {
+        TurnPaths::None => return Ok(TurnScoped::default()),
+        TurnPaths::FromCwd { cwd, paths } => {
+            vak_core::paths_from_cwd(&core.selectors().project, cwd, paths)?
+        }
+        TurnPaths::FromRoot(paths) => vak_core::paths_from_root(paths)?,
+    };
+    let trust = core.trust()?;
+    let (scoped, set) = core.scoped_tail(&paths, trust);
+    Ok(scoped_parts(scoped, &set))
+}
+
+/// A turn's scoped tail as a [`TurnScoped`].
+fn scoped_parts(
+    scoped: vak_core::prompts::ScopedTail,
+    set: &vak_core::prompts::RuleSet,
+) -> TurnScoped {
+    let mut notes: Vec<String> = set.skipped.iter().map(ToString::to_string).collect();
+    notes.extend(scoped.warnings.iter().cloned());
+    for demoted in &scoped.demoted {
+        notes.push(format!(
+            "scoped rule `{}` matched but does not apply: {}",
+            vak_core::prompts::Escaped(demoted.provenance.source.as_deref().unwrap_or_default()),
+            demoted.reason.explain()
+        ));
+    }
+    TurnScoped {
+        rules: vak_core::turn_rules(&scoped),
+        texts: scoped.active.iter().map(|r| r.text.clone()).collect(),
+        text: scoped.text,
+        notes,
+    }
+}
+
+/// Keep each rule text of a turn in the history store, so the digests its
+/// record names resolve.
+fn keep_rule_texts(store: &dyn Store, scoped: &TurnScoped) -> Result<(), LifecycleError> {
+    for text in &scoped.texts {
+        store.history().put_object(text)?;
+    }
+    Ok(())
+}
+
+/// The tail with the scoped rules' lines after its own.
+fn with_scoped(tail: String, scoped: &str) -> String {
+    if scoped.is_empty() {
+        tail
+    } else {
+        format!("{}\n{}", tail.trim_end(), scoped.trim_end())
+    }
 }
 
 /// What resuming a named session did (the resume table's named path).
@@ -201,6 +302,7 @@ impl Exec {
                 "drift": r.drift,
                 "request": r.request,
                 "turn_recorded": r.turn_recorded,
+                "rules": r.rules,
             }),
             Exec::Refused {
                 id,
@@ -261,6 +363,7 @@ pub fn exec(
     id: &SessionId,
     accept_drift: bool,
     message: Option<&str>,
+    paths: TurnPaths<'_>,
     fallback_project: &Utf8Path,
 ) -> Result<(Exec, Vec<TornLine>), LifecycleError> {
     let ledger = store.read(id)?;
@@ -272,6 +375,8 @@ pub fn exec(
         &ledger.header.meta,
         fallback_project,
     )?)?;
+    // A bad path is refused before anything is written, drift or not.
+    let scoped = scoped_for_turn(&core, paths)?;
     let current = resolve_session(&core)?;
     let drift = vak_core::history::session_drift(ledger.contract(), &current);
     let decision = decide(ResumePath::NamedSession { accept_drift }, &drift);
@@ -313,10 +418,15 @@ pub fn exec(
         }
     }
     let turns: Vec<&Turn> = ledger.turns().collect();
-    let tail = render_tail_for(&turns, message);
+    let tail = with_scoped(render_tail_for(&turns, message), &scoped.text);
     let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
     if let Some(message) = message {
-        store.append(id, &Record::Turn(Turn::now(message, tail.clone())))?;
+        // Kept first, so every digest the record names resolves.
+        keep_rule_texts(store, &scoped)?;
+        store.append(
+            id,
+            &Record::Turn(Turn::now(message, tail.clone()).with_rules(scoped.rules.clone())),
+        )?;
     }
     let resumed = Resumed {
         id: id.clone(),
@@ -330,6 +440,8 @@ pub fn exec(
             message: message.map(ToOwned::to_owned),
         },
         turn_recorded: message.is_some(),
+        rules: scoped.rules,
+        rule_notes: scoped.notes,
     };
     Ok((
         if decision == ResumeDecision::ProceedOnFrozen {
@@ -470,6 +582,22 @@ pub fn deliver_cached(
     cache: Option<&PromptCache>,
     claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
+    deliver_paths(store, prompts, meta, text, &[], cache, claim)
+}
+
+/// [`deliver_cached`] for a message that names the paths its turn touches
+/// (relative to the project root, already validated:
+/// [`vak_core::paths_from_root`]): the scoped rules they select join the
+/// turn's tail, and its ledger record names them.
+pub fn deliver_paths(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    paths: &[camino::Utf8PathBuf],
+    cache: Option<&PromptCache>,
+    claim: Option<&Claim<'_>>,
+) -> Result<Delivered, LifecycleError> {
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
     };
@@ -491,7 +619,15 @@ pub fn deliver_cached(
             None => None,
         };
         match deliver_once(
-            store, prompts, meta, text, cache, &bot, &chat, generation, claim,
+            store,
+            prompts,
+            meta,
+            (text, paths),
+            cache,
+            &bot,
+            &chat,
+            generation,
+            claim,
         ) {
             Err(LifecycleError::Store(SessionError::HomeMoved { .. }))
                 if attempt < HOME_RETRIES => {}
@@ -508,7 +644,7 @@ fn deliver_once(
     store: &dyn Store,
     prompts: &InboundPrompts,
     meta: &SessionMeta,
-    text: &str,
+    (text, paths): (&str, &[camino::Utf8PathBuf]),
     cache: Option<&PromptCache>,
     bot: &Name,
     chat: &Name,
@@ -531,12 +667,24 @@ fn deliver_once(
         }
         Admission::NotAChat => return Err(LifecycleError::NotAChat),
     }
+    // Read before the chat's lock is taken: the rules are per turn, never
+    // part of what a binding decision compares.
+    let scoped = if paths.is_empty() {
+        TurnScoped::default()
+    } else {
+        let (tail, set) = prompts.scoped_tail(paths)?;
+        scoped_parts(tail, &set)
+    };
+    // Kept before the turn that names them is written (idempotent, and
+    // outside the chat's lock: see below on a pooled connection).
+    keep_rule_texts(store, &scoped)?;
     let mut failure: Option<LifecycleError> = None;
     let mut planned: Option<(DeliveryOutcome, Request, Vec<String>)> = None;
     let mut to_keep: Option<std::sync::Arc<ResolvedPrompt>> = None;
     let mut plan = |bound: &Bound| -> Option<ChatPlan> {
-        match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text) {
-            Ok((plan, outcome, request, warnings, keep)) => {
+        match plan_delivery(prompts, cache, meta, &bot, &chat, bound, text, &scoped) {
+            Ok((plan, outcome, request, mut warnings, keep)) => {
+                warnings.extend(scoped.notes.iter().cloned());
                 planned = Some((outcome, request, warnings));
                 to_keep = keep;
                 Some(plan)
@@ -592,6 +740,7 @@ type Planned = (
 );
 
 /// The pure half of a delivery, run under the chat's lock.
+#[allow(clippy::too_many_arguments)]
 fn plan_delivery(
     prompts: &InboundPrompts,
     cache: Option<&PromptCache>,
@@ -600,6 +749,11 @@ fn plan_delivery(
     chat: &Name,
     bound: &Bound,
     text: &str,
+    TurnScoped {
+        text: scoped,
+        rules,
+        ..
+    }: &TurnScoped,
 ) -> Result<Planned, LifecycleError> {
     let current = match cache {
         Some(cache) => {
@@ -616,7 +770,7 @@ fn plan_delivery(
         }
     };
     let fresh = |outcome: DeliveryOutcome, change: Option<ConfigChange>| {
-        let tail = render_tail_for(&[], Some(text));
+        let tail = with_scoped(render_tail_for(&[], Some(text)), scoped);
         let request = Request {
             prefix: current.prefix.clone(),
             prefix_source: "frozen",
@@ -630,7 +784,7 @@ fn plan_delivery(
             },
             contract: freeze(&current, None),
             change,
-            turn: Turn::now(text, tail),
+            turn: Turn::now(text, tail).with_rules(rules.clone()),
         }));
         (plan, outcome, request)
     };
@@ -643,16 +797,19 @@ fn plan_delivery(
             let report = vak_core::history::session_drift(ledger.contract(), &current);
             match decide(ResumePath::ChatBinding, &report) {
                 ResumeDecision::Continue => {
-                    let tail = render_tail_from(
-                        ledger.first_turn.as_ref(),
-                        ledger.last_turn.as_ref(),
-                        ledger.turns,
-                        Some(text),
+                    let tail = with_scoped(
+                        render_tail_from(
+                            ledger.first_turn.as_ref(),
+                            ledger.last_turn.as_ref(),
+                            ledger.turns,
+                            Some(text),
+                        ),
+                        scoped,
                     );
                     let (prefix, prefix_source) = session_prefix(ledger.contract(), &current);
                     Ok((
                         ChatPlan::Continue {
-                            turn: Turn::now(text, tail.clone()),
+                            turn: Turn::now(text, tail.clone()).with_rules(rules.clone()),
                         },
                         DeliveryOutcome::Continued,
                         Request {

@@ -29,14 +29,18 @@ use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
 use crate::secret_cache::SecretCache;
 use crate::{
-    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_cached,
+    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_paths,
     meta_for, open_store,
 };
 
-/// The body of a delivered message: its text (other keys are ignored).
+/// The body of a delivered message: its text and, optionally, the paths
+/// its turn touches (relative to the project root; they choose the scoped
+/// rules in the turn's tail). Other keys are ignored.
 #[derive(serde::Deserialize)]
 struct MessageBody {
     text: String,
+    #[serde(default)]
+    paths: Option<Vec<String>>,
 }
 
 /// The largest request body accepted (413 above it).
@@ -391,11 +395,17 @@ fn handle(
         }
         Err(why) => return unverified(why),
     };
-    let text = match serde_json::from_slice::<MessageBody>(body) {
-        Ok(MessageBody { text }) if !text.trim().is_empty() => text,
+    let (text, paths) = match serde_json::from_slice::<MessageBody>(body) {
+        Ok(MessageBody { text, paths }) if !text.trim().is_empty() => (text, paths),
         // Two `text` keys are refused, not read as the last: a proxy or a
         // log that reads the first would see another message than the one
         // recorded.
+        Err(error) if error.to_string().starts_with("duplicate field `paths`") => {
+            return refusal(
+                StatusCode::BAD_REQUEST,
+                "the body names `paths` twice; send it once",
+            );
+        }
         Err(error) if error.to_string().starts_with("duplicate field") => {
             return refusal(
                 StatusCode::BAD_REQUEST,
@@ -405,7 +415,7 @@ fn handle(
         Ok(_) | Err(_) if serde_json::from_slice::<Value>(body).is_ok_and(|v| v.is_object()) => {
             return refusal(
                 StatusCode::BAD_REQUEST,
-                "the body must be {\"text\": \"…\"} with a non-empty string",
+                "the body must be {\"text\": \"…\"} with a non-empty string, and `paths`, when given, an array of strings",
             );
         }
         _ => {
@@ -414,6 +424,12 @@ fn handle(
                 "the body must be the JSON object {\"text\": \"…\"}",
             );
         }
+    };
+    // Validated before anything is resolved or written: a bad path is the
+    // sender's to fix (400), naming the path.
+    let paths = match vak_core::paths_from_root(paths.as_deref().unwrap_or_default()) {
+        Ok(paths) => paths,
+        Err(error) => return refusal(StatusCode::BAD_REQUEST, &error.to_string()),
     };
     let selectors = Selectors {
         surface: SurfaceKind::Chat,
@@ -435,11 +451,12 @@ fn handle(
         at: verified.at,
         window_secs: REPLAY_WINDOW_SECS,
     };
-    match deliver_cached(
+    match deliver_paths(
         &*state.store,
         &prompts,
         &meta,
         &text,
+        &paths,
         Some(&state.cache),
         Some(&claim),
     ) {

@@ -14,6 +14,7 @@
 mod catalog;
 mod config;
 mod resolve;
+mod rules;
 #[rustfmt::skip]
 mod seed;
 mod seed_model;
@@ -24,6 +25,10 @@ pub use config::{ComposeMemo, EffectiveConfig, McpServer, PermissionKind, Source
 pub use resolve::{
     Contributor, Demotion, MAX_LINTS_PER_FILE, ResolveInput, ResolvedBlock, ResolvedPrompt,
     resolve_prompt, resolve_prompt_with,
+};
+pub use rules::{
+    ActiveRule, DemotedRule, SCOPED_GUARDRAILS_HEADING, SCOPED_RULES_HEADING, ScopedTail,
+    all_rule_texts, compose_rules, render_all,
 };
 pub use seed_model::{SeedBlock, seed};
 pub use tail::{TailContext, render_tail, rfc3339_utc};

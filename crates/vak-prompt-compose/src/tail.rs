@@ -2,7 +2,8 @@
 //! session's intent, work contract and conversation thread.
 //!
 //! It is rendered fresh for every turn, is never user-editable, and sits
-//! outside the budget cap and the drift fingerprint.
+//! outside the drift fingerprint and, but for the scoped rules a turn adds
+//! after it (budgeted all at once by the facade), outside the budget cap.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 

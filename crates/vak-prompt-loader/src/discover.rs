@@ -128,7 +128,7 @@ pub fn levels_between(root: &Utf8Path, workdir: &Utf8Path, home: &Utf8Path) -> V
 /// `home` with every symlink resolved, as a project's paths are; as given
 /// when it cannot be resolved (it does not exist yet); `None` when that is
 /// not absolute, and so contains no project directory.
-fn real_home(home: &Utf8Path) -> Option<Utf8PathBuf> {
+pub(crate) fn real_home(home: &Utf8Path) -> Option<Utf8PathBuf> {
     Some(canonical(home).unwrap_or_else(|_| home.to_owned())).filter(|h| h.is_absolute())
 }
 
@@ -277,6 +277,13 @@ fn is_skipped_dir(name: &str) -> bool {
         || name == "target"
         || vak_prompt_blocks::has_forbidden(name)
         || name.contains(['\n', '\t'])
+}
+
+/// Whether the tree walks enter the directory `entry`: not hidden, not
+/// `node_modules` or `target`, not a nested repository, not the home.
+pub(crate) fn is_walked_dir(entry: &walkdir::DirEntry, home: Option<&Utf8PathBuf>) -> bool {
+    !entry.file_name().to_str().is_none_or(is_skipped_dir)
+        && !Utf8Path::from_path(entry.path()).is_some_and(|p| is_repository(p) || in_home(p, home))
 }
 
 /// How deep below the root [`directory_layers`] looks.

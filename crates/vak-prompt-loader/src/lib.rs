@@ -15,6 +15,7 @@ mod error;
 mod gateway;
 mod managed;
 mod paths;
+mod rules;
 mod safe_read;
 mod snapshot;
 mod watch;
@@ -41,6 +42,11 @@ pub use managed::{
     generate_managed_key, load_managed, pin_path, sign_managed_file, unpin_managed, verify_managed,
 };
 pub use paths::{LayerDirs, prompt_dir};
+pub use rules::{
+    MAX_GLOB_BYTES, MAX_GLOBS, MAX_LINT_FILES, MAX_RULES, MAX_RULES_BYTES, ParsedRule, PathMatch,
+    RULES_DIR, RuleError, RuleSet, ScopedRule, load_rules, parse_rule, project_files, project_path,
+    relative_project_path,
+};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
 pub use snapshot::Snapshot;
 pub use watch::{InputWatch, MAX_WATCHES};

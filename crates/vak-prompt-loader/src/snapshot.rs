@@ -78,6 +78,8 @@ pub struct Snapshot {
     pub(crate) gateway: HashMap<GatewayFile, GatewayText>,
     /// The managed layer, read once: `None` until the first chain asks.
     pub(crate) managed: Option<Result<Option<Arc<crate::ManagedLayer>>, crate::ManagedError>>,
+    /// The scoped rules of each (home, project), read once.
+    pub(crate) rules: HashMap<(Utf8PathBuf, Option<Utf8PathBuf>), Arc<crate::rules::RuleSet>>,
     /// Whether it serves one chain only ([`Snapshot::once`]): a chain
     /// reads each file once anyway, so no text is kept (a copy of each).
     pub(crate) once: bool,

@@ -94,6 +94,30 @@ pub struct Turn {
     /// chat has, so a delivery never reads the turns in between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+    /// The scoped rules in force for this turn (those whose globs matched
+    /// the paths it named), each with its digest: which rules applied to an
+    /// edit is answered from the ledger. Absent when none applied; a reader
+    /// from before scoped rules ignores it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rules: Vec<TurnRule>,
+}
+
+/// One scoped rule in force for a turn, as the ledger records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TurnRule {
+    /// The rule's name: `payments` for `rules/payments.md`.
+    pub name: String,
+    /// The rule file's path.
+    pub source: String,
+    /// The layer it lives in (wire name: `shared`, `project`).
+    pub layer: String,
+    /// `guardrails` or `operating-rules`.
+    pub block: String,
+    /// The sha256 (hex) of the text it contributed.
+    pub digest: String,
+    /// The turn's paths it matched, relative to the project root.
+    #[serde(default)]
+    pub paths: Vec<String>,
 }
 
 impl Turn {
@@ -105,7 +129,15 @@ impl Turn {
             tail: tail.into(),
             delivery: None,
             seq: None,
+            rules: Vec::new(),
         }
+    }
+
+    /// This turn, recording `rules` as in force.
+    #[must_use]
+    pub fn with_rules(mut self, rules: Vec<TurnRule>) -> Self {
+        self.rules = rules;
+        self
     }
 }
 
@@ -909,7 +941,7 @@ mod tests {
             project in proptest::option::of(".{0,12}"),
             extra in proptest::option::of("[a-z\"\\\\]{1,6}"),
         ) {
-            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None, seq: None });
+            let turn = Record::Turn(Turn { at: "t".into(), message, tail, delivery: None, seq: None, rules: Vec::new() });
             let header = Record::Created(Box::new(Header {
                 meta: SessionMeta { project, ..SessionMeta::default() },
                 contract: contract(),

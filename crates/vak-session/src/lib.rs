@@ -50,6 +50,7 @@ pub use id::SessionId;
 pub use jsonl::{MAX_LINE_BYTES, SkipReason, TornLine};
 pub use ledger::{
     DriftAccepted, Header, Ledger, PENDING_MAX_AGE, Record, SessionMeta, SessionStore, Turn,
+    TurnRule,
 };
 pub use store::{Bound, BoundSession, ChatPlan, Claim, Committed, FileStore, FreshSession, Store};
 pub use time::now_rfc3339;

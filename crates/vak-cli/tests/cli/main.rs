@@ -30,4 +30,5 @@ mod hostile_terminal;
 mod hostile_text;
 mod managed;
 mod prompts;
+mod rules;
 mod session;

@@ -46,7 +46,42 @@ on_both!(
     a_cached_delivery_stays_cached_until_an_edit,
     a_claim_is_kept_while_its_request_is_in_the_window_whatever_its_time,
     a_chat_whose_ledger_is_gone_is_rebound_with_a_warning_and_an_event,
+    a_turns_scoped_rules_are_recorded_and_read_back,
 );
+
+/// A delivery naming paths records the scoped rules in force in its turn,
+/// and the store reads them back, on every backend; adding a rule never
+/// rotates the chat (the prefix does not hold it).
+fn a_turns_scoped_rules_are_recorded_and_read_back(env: &Env) {
+    let store = env.store();
+    let first = deliver_to(env, &*store, "42", "hello");
+    let rules = env.project.join(".vak/prompts/rules");
+    std::fs::create_dir_all(&rules).unwrap();
+    std::fs::write(
+        rules.join("payments.md"),
+        "+++\npaths = [\"src/payments/**\"]\n+++\n- Never log card numbers.\n",
+    )
+    .unwrap();
+    let selectors = env.selectors("helpdesk", "42");
+    let meta = meta_for(&selectors);
+    let prompts = vak_core::InboundPrompts::open(selectors).unwrap();
+    let paths = vak_core::paths_from_root(&["src/payments/x.rs".to_owned()]).unwrap();
+    let second =
+        vak_gateway::deliver_paths(&*store, &prompts, &meta, "refund", &paths, None, None).unwrap();
+    assert_eq!(
+        second.outcome,
+        DeliveryOutcome::Continued,
+        "a rule is per turn"
+    );
+    assert_eq!(second.session, first.session);
+    assert!(second.request.tail.contains("Never log card numbers."));
+    let ledger = store.read(&first.session).unwrap();
+    let last = ledger.turns().last().unwrap();
+    assert_eq!(last.rules.len(), 1);
+    assert_eq!(last.rules[0].name, "payments");
+    assert_eq!(last.rules[0].paths, ["src/payments/x.rs"]);
+    assert!(ledger.turns().next().unwrap().rules.is_empty());
+}
 
 fn deliver_to(env: &Env, store: &dyn Store, chat: &str, text: &str) -> vak_gateway::Delivered {
     let selectors = env.selectors("helpdesk", chat);
@@ -190,6 +225,7 @@ fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
         &created.id,
         false,
         Some("hello"),
+        vak_gateway::TurnPaths::None,
         &env.project,
     )
     .unwrap();
@@ -201,6 +237,7 @@ fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
         &created.id,
         false,
         Some("again"),
+        vak_gateway::TurnPaths::None,
         &env.project,
     )
     .unwrap();
@@ -219,6 +256,7 @@ fn named_sessions_refuse_or_proceed_on_frozen(env: &Env) {
         &created.id,
         true,
         Some("anyway"),
+        vak_gateway::TurnPaths::None,
         &env.project,
     )
     .unwrap();

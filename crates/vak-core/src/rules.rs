@@ -1,0 +1,366 @@
+//! Scoped rules for a turn: the paths it names, made relative to the
+//! project root, and the rules they select, composed for the tail.
+
+use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_compose::{ScopedTail, compose_rules};
+use vak_prompt_loader::{RuleSet, load_rules, project_path, relative_project_path};
+use vak_prompt_trust::Trust;
+use vak_session::TurnRule;
+
+use crate::{Core, CoreError};
+
+/// At most this many paths name what one turn touches.
+pub const MAX_TURN_PATHS: usize = 256;
+/// The longest path a turn may name, in bytes.
+pub const MAX_TURN_PATH_BYTES: usize = 4096;
+
+fn bounded(count: usize) -> Result<(), CoreError> {
+    if count > MAX_TURN_PATHS {
+        return Err(CoreError::TurnPath(format!(
+            "{count} paths were named for one turn; at most {MAX_TURN_PATHS} are accepted"
+        )));
+    }
+    Ok(())
+}
+
+/// Paths given on the command line (relative to `cwd`, or absolute), made
+/// relative to `project`'s root. `..` is resolved by name.
+///
+/// # Errors
+///
+/// [`CoreError::NonUtf8Path`] for a path that is not UTF-8;
+/// [`CoreError::TurnPath`] for one outside the project, too long, or too
+/// many paths.
+pub fn paths_from_cwd(
+    project: &Utf8Path,
+    cwd: &std::path::Path,
+    given: &[std::path::PathBuf],
+) -> Result<Vec<Utf8PathBuf>, CoreError> {
+    bounded(given.len())?;
+    let cwd = Utf8Path::from_path(cwd)
+        .ok_or_else(|| CoreError::NonUtf8Path(cwd.to_string_lossy().into_owned()))?;
+    // The project as the file system names it, so a cwd reached through a
+    // symlink (or `/tmp` → `/private/tmp`) still lies inside it.
+    let root = std::fs::canonicalize(project)
+        .ok()
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .unwrap_or_else(|| project.to_owned());
+    let cwd = std::fs::canonicalize(cwd)
+        .ok()
+        .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
+        .unwrap_or_else(|| cwd.to_owned());
+    given
+        .iter()
+        .map(|path| {
+            let path = Utf8Path::from_path(path)
+                .ok_or_else(|| CoreError::NonUtf8Path(path.to_string_lossy().into_owned()))?;
+            if path.as_str().len() > MAX_TURN_PATH_BYTES {
+                return Err(CoreError::TurnPath(format!(
+                    "a path of {} bytes was named; at most {MAX_TURN_PATH_BYTES} are accepted",
+                    path.as_str().len()
+                )));
+            }
+            project_path(&root, &cwd, path).map_err(CoreError::TurnPath)
+        })
+        .collect()
+}
+
+/// Paths a delivery's body names, already relative to the project root.
+///
+/// # Errors
+///
+/// [`CoreError::TurnPath`]: too many, too long, absolute, with `..`, empty
+/// or holding a control character; the sentence names the path.
+pub fn paths_from_root(given: &[String]) -> Result<Vec<Utf8PathBuf>, CoreError> {
+    bounded(given.len())?;
+    given
+        .iter()
+        .map(|path| {
+            if path.len() > MAX_TURN_PATH_BYTES {
+                return Err(CoreError::TurnPath(format!(
+                    "a path of {} bytes was named; at most {MAX_TURN_PATH_BYTES} are accepted",
+                    path.len()
+                )));
+            }
+            relative_project_path(path).map_err(CoreError::TurnPath)
+        })
+        .collect()
+}
+
+impl Core {
+    /// Every scoped rule of this project and of the home (only the home's
+    /// when the project is the home or inside it).
+    pub fn scoped_rules(&self) -> RuleSet {
+        let selectors = self.selectors();
+        let project = (!self.project_is_home()).then_some(selectors.project.as_path());
+        load_rules(&selectors.home, project)
+    }
+
+    /// [`scoped_rules`](Self::scoped_rules), read through `snapshot`.
+    pub fn scoped_rules_in(
+        &self,
+        snapshot: &mut vak_prompt_loader::Snapshot,
+    ) -> std::sync::Arc<RuleSet> {
+        let selectors = self.selectors();
+        let project = (!self.project_is_home()).then_some(selectors.project.as_path());
+        snapshot.rules(&selectors.home, project)
+    }
+
+    /// The scoped rules `paths` (relative to the project root) select,
+    /// under `trust`, composed for the tail.
+    pub fn scoped_tail(&self, paths: &[Utf8PathBuf], trust: Trust) -> (ScopedTail, RuleSet) {
+        let set = self.scoped_rules();
+        (compose_rules(&set, paths, trust), set)
+    }
+}
+
+/// What a turn's ledger record says about the rules in force.
+pub fn turn_rules(tail: &ScopedTail) -> Vec<TurnRule> {
+    tail.active
+        .iter()
+        .map(|rule| TurnRule {
+            name: rule.name.clone(),
+            source: rule.provenance.source.clone().unwrap_or_default(),
+            layer: rule.provenance.layer.wire_name().to_owned(),
+            block: rule.block.to_string(),
+            digest: rule.digest.clone(),
+            paths: rule.matched.iter().map(|m| m.path.to_string()).collect(),
+        })
+        .collect()
+}
+
+/// Every scoped rule of a project, and for a set of paths which rule
+/// matched which path: what `explain --path`, `show --path` and the admin
+/// API render. Every string is as read (escaping is the renderer's).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RulesReport {
+    /// Every rule, active or not.
+    pub rules: Vec<RuleSummary>,
+    /// For each path asked about, the rules that matched it.
+    pub paths: Vec<PathRules>,
+    /// The rules in force for those paths, as a turn's ledger would record them.
+    pub active: Vec<TurnRule>,
+    /// The rules that matched but do not apply, and why.
+    pub demoted: Vec<RuleNote>,
+    /// Rule files left out, and why.
+    pub skipped: Vec<RuleNote>,
+    /// The scoped lines a tail would carry for those paths.
+    pub tail: String,
+}
+
+/// One rule, for listings.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuleSummary {
+    /// `payments`.
+    pub name: String,
+    /// Its file.
+    pub source: String,
+    /// Its layer's wire name.
+    pub layer: String,
+    /// `guardrails` or `operating-rules`.
+    pub block: String,
+    /// The directory its globs are relative to, from the project root
+    /// (empty: the root).
+    pub base: String,
+    /// Its globs, as written.
+    pub globs: Vec<String>,
+}
+
+/// One path asked about and the rules (with the glob) that matched it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PathRules {
+    /// The path, relative to the project root.
+    pub path: String,
+    /// `(rule file, glob)` for each rule that matched.
+    pub matched: Vec<(String, String)>,
+}
+
+/// A rule file and a sentence about it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RuleNote {
+    /// The file.
+    pub source: String,
+    /// What is wrong, or why it does not apply.
+    pub reason: String,
+}
+
+impl Core {
+    /// The [`RulesReport`] for `paths` (relative to the project root) under
+    /// `trust`.
+    pub fn rules_report(&self, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
+        rules_report_of(&self.scoped_rules(), paths, trust)
+    }
+}
+
+/// [`Core::rules_report`] of rules already read.
+pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
+    let scoped = compose_rules(set, paths, trust);
+    let source = |p: &vak_prompt_blocks::Provenance| p.source.clone().unwrap_or_default();
+    RulesReport {
+        rules: set
+            .rules
+            .iter()
+            .map(|r| RuleSummary {
+                name: r.name.clone(),
+                source: source(&r.provenance),
+                layer: r.provenance.layer.wire_name().to_owned(),
+                block: r.parsed.block.to_string(),
+                base: r.base.to_string(),
+                globs: r.parsed.globs.clone(),
+            })
+            .collect(),
+        paths: paths
+            .iter()
+            .map(|path| PathRules {
+                path: path.to_string(),
+                matched: set
+                    .rules
+                    .iter()
+                    .filter_map(|r| {
+                        r.matches(path)
+                            .map(|glob| (source(&r.provenance), glob.to_owned()))
+                    })
+                    .collect(),
+            })
+            .collect(),
+        active: turn_rules(&scoped),
+        demoted: scoped
+            .demoted
+            .iter()
+            .map(|d| RuleNote {
+                source: source(&d.provenance),
+                reason: d.reason.explain().to_owned(),
+            })
+            .collect(),
+        skipped: set
+            .skipped
+            .iter()
+            .map(|s| RuleNote {
+                source: source(&s.provenance),
+                reason: s.reason.clone(),
+            })
+            .collect(),
+        tail: scoped.text,
+    }
+}
+
+/// Every scoped rule's text as the budget counts it, rendered once for a
+/// check that budgets many chains of one project.
+#[derive(Debug, Clone, Default)]
+pub struct RuleTexts {
+    /// The scoped section with every rule active.
+    rendered: String,
+    /// Each rule's provenance, block and text.
+    each: Vec<(
+        std::sync::Arc<vak_prompt_blocks::Provenance>,
+        vak_prompt_blocks::Block,
+        String,
+    )>,
+}
+
+impl RuleTexts {
+    /// The texts of every rule of `set`.
+    pub fn of(set: &RuleSet) -> Self {
+        RuleTexts {
+            rendered: vak_prompt_compose::render_all(set),
+            each: vak_prompt_compose::all_rule_texts(set)
+                .into_iter()
+                .map(|(rule, text)| {
+                    (
+                        std::sync::Arc::clone(&rule.provenance),
+                        rule.parsed.block,
+                        text,
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+impl crate::Budget {
+    /// This budget with every scoped rule of `set` counted as if all were
+    /// active at once (the most a turn's tail can carry): their rendered
+    /// text's tokens are added to the prefix's count the cap is checked
+    /// against, and each rule file is listed under its layer, so a refusal
+    /// names the rule files a user could shorten.
+    #[must_use]
+    pub fn with_scoped_rules(self, set: &RuleSet) -> Self {
+        self.with_rule_texts(
+            &RuleTexts::of(set),
+            &mut vak_prompt_budget::TokenMemo::new(),
+        )
+    }
+
+    /// [`with_scoped_rules`](Self::with_scoped_rules) of texts rendered
+    /// once, counted through `memo`.
+    #[must_use]
+    pub fn with_rule_texts(
+        mut self,
+        texts: &RuleTexts,
+        memo: &mut vak_prompt_budget::TokenMemo,
+    ) -> Self {
+        if texts.rendered.is_empty() {
+            return self;
+        }
+        let encoding = self.report.encoding;
+        let tokens = memo.count(encoding, &texts.rendered);
+        self.scoped_rules_tokens = tokens;
+        self.report.prefix_tokens = self.report.prefix_tokens.saturating_add(tokens);
+        for (provenance, block, text) in &texts.each {
+            let count = memo.count(encoding, text);
+            let (layer, origin) = (provenance.layer, provenance.origin);
+            let row = vak_prompt_budget::SourceTokens {
+                block: *block,
+                provenance: std::sync::Arc::clone(provenance),
+                tokens: count,
+            };
+            match self
+                .report
+                .layers
+                .iter_mut()
+                .find(|l| l.layer == layer && l.origin == origin)
+            {
+                Some(existing) => {
+                    existing.tokens += count;
+                    existing.sources.push(row);
+                }
+                None => self.report.layers.push(vak_prompt_budget::LayerTokens {
+                    layer,
+                    origin,
+                    tokens: count,
+                    sources: vec![row],
+                }),
+            }
+        }
+        self
+    }
+}
+
+/// The lints of the scoped rules: each glob that matches no file in the
+/// project tree (misspelt, or left behind by a rename), and each rule file
+/// left out. Sentences naming the file.
+pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
+    let mut lints: Vec<String> = set
+        .skipped
+        .iter()
+        .map(|s| format!("scoped rule {s}"))
+        .collect();
+    if set.rules.is_empty() || core.project_is_home() {
+        return lints;
+    }
+    let selectors = core.selectors();
+    let (files, complete) = vak_prompt_loader::project_files(&selectors.project, &selectors.home);
+    for (rule, glob) in set.unmatched_globs(&files) {
+        lints.push(format!(
+            "scoped rule `{}`: the glob `{}` matches no file in the project{}",
+            vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default()),
+            vak_prompt_blocks::Escaped(glob),
+            if complete {
+                ""
+            } else {
+                " (as far as the bounded walk looked)"
+            }
+        ));
+    }
+    lints
+}
