@@ -868,6 +868,7 @@ mod tests {
                     provenance: Provenance::new(layer, Origin::Home, "x").into(),
                     text: "t".to_owned(),
                     interop: false,
+                    imports: Vec::new(),
                 })
                 .collect(),
             shadowed: Vec::new(),

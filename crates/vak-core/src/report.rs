@@ -236,6 +236,7 @@ mod tests {
                     provenance: Provenance::new(*l, Origin::Project, "x").into(),
                     text: String::new(),
                     interop: false,
+                    imports: Vec::new(),
                 })
                 .collect(),
             shadowed: Vec::new(),

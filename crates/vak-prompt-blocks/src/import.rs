@@ -136,9 +136,7 @@ pub fn check_target(target: &str) -> Result<(), TargetRefusal> {
     if target.split('/').any(|part| part == "..") {
         return Err(TargetRefusal::Parent);
     }
-    if target
-        .split('/')
-        .any(|part| part.is_empty() || part == ".")
+    if target.split('/').any(|part| part.is_empty() || part == ".")
         || target.chars().any(|c| c == '\\' || c.is_control())
     {
         return Err(TargetRefusal::Unclean);
@@ -193,7 +191,10 @@ mod tests {
     fn code_and_html_blocks_are_text() {
         assert!(targets("```\n@tone.md\n```\n").is_empty());
         assert!(targets("~~~md\n@tone.md\n").is_empty(), "an unclosed fence");
-        assert!(targets("text\n\n    @tone.md\n").is_empty(), "indented code");
+        assert!(
+            targets("text\n\n    @tone.md\n").is_empty(),
+            "indented code"
+        );
         assert!(targets("<!--\n@tone.md\n-->\n").is_empty());
         assert_eq!(targets("```\n@a.md\n```\n@b.md\n"), ["b.md"]);
     }
@@ -205,10 +206,7 @@ mod tests {
         assert_eq!(check_target("/etc/x.md"), Err(TargetRefusal::Absolute));
         assert_eq!(check_target("~/x.md"), Err(TargetRefusal::Absolute));
         assert_eq!(check_target("C:x.md"), Err(TargetRefusal::Absolute));
-        assert_eq!(
-            check_target("../../.vak/token"),
-            Err(TargetRefusal::Parent)
-        );
+        assert_eq!(check_target("../../.vak/token"), Err(TargetRefusal::Parent));
         assert_eq!(check_target("a/../b.md"), Err(TargetRefusal::Parent));
         assert_eq!(check_target("./b.md"), Err(TargetRefusal::Unclean));
         assert_eq!(check_target("a//b.md"), Err(TargetRefusal::Unclean));

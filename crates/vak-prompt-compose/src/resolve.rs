@@ -51,6 +51,12 @@ pub struct Contributor {
     /// the operating rules after the winning text rather than competing
     /// with it.
     pub interop: bool,
+    /// The files this block file imports, every level, depth first: each
+    /// with its own text (cleaned and trimmed as a file's is; `text` above
+    /// already holds it in place of its `@` line) and its own descriptor,
+    /// which follows this contributor's. Trusted as this contributor is:
+    /// only a kept file's imports are here.
+    pub imports: Vec<Contributor>,
 }
 
 /// The text a layer contributes: forbidden characters
@@ -89,6 +95,11 @@ struct Kept<'a> {
     made: Option<&'a PromptLayerDescriptor>,
     /// A directory's interop file: appended, never a winner.
     interop: bool,
+    /// The files it imports, each with its cleaned text.
+    imports: Vec<(&'a Arc<Provenance>, Cow<'a, str>)>,
+    /// The import that was refused, if one was: named when this text is
+    /// in force (a shadowed file's is not).
+    refused: Option<&'a vak_prompt_loader::ImportError>,
 }
 
 /// What composition derives from the binary alone, built once per process:
@@ -121,6 +132,7 @@ fn builtin() -> &'static Builtin {
             provenance: Arc::new(Provenance::seed("capability-catalog")),
             text: render_contract(CATALOG),
             interop: false,
+            imports: Vec::new(),
         };
         let mut descriptors: Vec<_> = seed
             .iter()
@@ -164,6 +176,7 @@ fn surface_line(surface: SurfaceKind) -> Contributor {
         provenance: Arc::new(Provenance::runtime(&format!("surface/{surface}"))),
         text: format!("Surface: {}", surface.observation()),
         interop: false,
+        imports: Vec::new(),
     }
 }
 
@@ -288,6 +301,11 @@ pub struct ResolvedPrompt {
     pub demoted: Vec<Demotion>,
     /// Skipped inputs, lints and deprecations, as sentences.
     pub warnings: Vec<String>,
+    /// Each kept block file whose import was refused, as a sentence naming
+    /// the file, the line, the import and why. The text of such a file is
+    /// its own, unexpanded: a resolution with any is not one to run on, and
+    /// `vak-core` refuses it.
+    pub refused_imports: Vec<String>,
     /// The merged config, after demotion.
     pub config: EffectiveConfig,
     /// How far the project was trusted.
@@ -312,6 +330,15 @@ impl ResolvedPrompt {
             parent,
         }
     }
+}
+
+/// The sentence naming a refused import of the block file `provenance`.
+fn import_refused(
+    block: Block,
+    provenance: &Provenance,
+    error: &vak_prompt_loader::ImportError,
+) -> String {
+    format!("`{block}` in {provenance} imports what cannot be read: {error}")
 }
 
 /// The operating rules with the directories' interop files appended: the
@@ -449,6 +476,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
 pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> ResolvedPrompt {
     let chain = input.chain;
     let mut demoted = Vec::new();
+    let mut refused_imports = Vec::new();
     let mut warnings: Vec<String> = chain
         .skipped
         .iter()
@@ -468,6 +496,8 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             text: Cow::Borrowed(text.as_str()),
             made: Some(made),
             interop: false,
+            imports: Vec::new(),
+            refused: None,
         },
     ));
     // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
@@ -507,19 +537,46 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             block = Block::AgentInstructions;
         }
         match prompt_verdict(&contribution.provenance, block, input.trust) {
-            Verdict::Keep => kept.push(Kept {
-                block,
-                provenance: &contribution.provenance,
-                text,
-                made: None,
-                interop: contribution.interop,
-            }),
-            Verdict::Demote(reason) => demoted.push(Demotion {
-                block: Some(block),
-                config_key: None,
-                provenance: contribution.provenance.clone(),
-                reason,
-            }),
+            Verdict::Keep => {
+                // An import is trusted as the file that imports it: kept
+                // with it, or demoted with it below.
+                let imports = contribution
+                    .imports
+                    .files
+                    .iter()
+                    .map(|file| {
+                        let text = contributed(
+                            &file.text,
+                            || format!("`{block}` imported in {}", file.provenance),
+                            &mut warnings,
+                        );
+                        (&file.provenance, text)
+                    })
+                    .collect();
+                kept.push(Kept {
+                    block,
+                    provenance: &contribution.provenance,
+                    text,
+                    made: None,
+                    interop: contribution.interop,
+                    imports,
+                    refused: contribution.imports.refused.as_ref(),
+                });
+            }
+            Verdict::Demote(reason) => {
+                if let Some(error) = &contribution.imports.refused {
+                    warnings.push(format!(
+                        "{} (not applied: the file is demoted)",
+                        import_refused(block, &contribution.provenance, error)
+                    ));
+                }
+                demoted.push(Demotion {
+                    block: Some(block),
+                    config_key: None,
+                    provenance: contribution.provenance.clone(),
+                    reason,
+                });
+            }
         }
     }
 
@@ -561,6 +618,8 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 text: legacy_text,
                 made: None,
                 interop: false,
+                imports: Vec::new(),
+                refused: None,
             }];
             // The root's AGENTS.md stays its operating rules.
             if !root_has_rules {
@@ -570,6 +629,8 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     text: Cow::Borrowed(""),
                     made: None,
                     interop: false,
+                    imports: Vec::new(),
+                    refused: None,
                 });
             }
             kept.splice(at..at, legacy);
@@ -604,10 +665,29 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             if same {
                 kept_digest[index] = Some(descriptors.len() - 1);
             }
+            if let Some(error) = c.refused {
+                refused_imports.push(import_refused(block, c.provenance, error));
+            }
+            // Each imported file's descriptor follows its includer's, so a
+            // change in one is named by its own path.
+            let imports = c
+                .imports
+                .iter()
+                .map(|(provenance, text)| {
+                    descriptors.push(descriptor(block, provenance, text));
+                    Contributor {
+                        provenance: Arc::clone(provenance),
+                        text: text.clone().into_owned(),
+                        interop: false,
+                        imports: Vec::new(),
+                    }
+                })
+                .collect();
             Contributor {
                 provenance: Arc::clone(c.provenance),
                 text: text.to_owned(),
                 interop: c.interop,
+                imports,
             }
         };
         let of_block = || (0..kept.len()).filter(|i| kept[*i].block == block && !kept[*i].interop);
@@ -723,6 +803,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         blocks,
         demoted,
         warnings,
+        refused_imports,
         config,
         trust: input.trust,
     }
@@ -778,6 +859,7 @@ fn runtime_block(
                     provenance: Arc::clone(provenance),
                     text: line,
                     interop: false,
+                    imports: Vec::new(),
                 });
             }
             lines
@@ -797,6 +879,7 @@ fn runtime_block(
                     warnings,
                 ),
                 interop: false,
+                imports: Vec::new(),
             })
             .collect(),
         _ => Vec::new(),

@@ -7,6 +7,7 @@ use crate::LoaderError;
 use crate::confine::OpenedDirs;
 use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
+use crate::imports::{Expansion, Imports, prompts_root};
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 use crate::snapshot::{DirRead, Levels, Snapshot};
@@ -55,6 +56,11 @@ pub struct Contribution {
     /// appends after the winning `operating-rules` text instead of letting
     /// them compete with it.
     pub interop: bool,
+    /// The files a block file imports (`@parts/tone.md` alone on a line),
+    /// whose texts `text` holds in place of those lines; or the import that
+    /// was refused, and then `text` is the file's own. Always empty for an
+    /// interop file and a gateway text, which do not import.
+    pub imports: Imports,
 }
 
 /// An input the loader refused, and why. Reported, never fatal.
@@ -212,6 +218,7 @@ impl LoadedChain {
             provenance: Arc::new(provenance.clone()),
             text: text.to_owned(),
             interop: false,
+            imports: Imports::default(),
         };
         let at = self
             .contributions
@@ -338,6 +345,51 @@ impl Reader<'_> {
         read
     }
 
+    /// `text`, the block file `provenance` names in the layer directory
+    /// `dir`, with its imports expanded, each read once per snapshot and
+    /// confined to the prompts directory `dir` lies in; or, when one is
+    /// refused, the text as it is and the refusal.
+    fn expand_imports(
+        &mut self,
+        dir: &Utf8Path,
+        provenance: &Provenance,
+        text: String,
+    ) -> (String, Imports) {
+        let Some(file) = provenance.source.as_deref().map(Utf8Path::new) else {
+            return (text, Imports::default());
+        };
+        let prompts = prompts_root(dir).to_owned();
+        let mut read = |path: &Utf8Path| self.read(path, &prompts);
+        let mut expansion = Expansion {
+            read: &mut read,
+            prompts: &prompts,
+            provenance,
+            files: Vec::new(),
+        };
+        match expansion.expand(file, &text) {
+            Ok(expanded) => {
+                let files = expansion.files;
+                (
+                    expanded,
+                    Imports {
+                        files,
+                        refused: None,
+                    },
+                )
+            }
+            Err(error) => {
+                tracing::warn!(%error, "prompt import refused");
+                (
+                    text,
+                    Imports {
+                        files: Vec::new(),
+                        refused: Some(error),
+                    },
+                )
+            }
+        }
+    }
+
     /// Read the editable block files of one directory layer. Returns
     /// whether the directory exists inside its root.
     fn directory_layer(
@@ -360,12 +412,16 @@ impl Reader<'_> {
         for (block, file, text) in files {
             let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
             match text {
-                Ok(Some(text)) => self.chain.contributions.push(Contribution {
-                    block,
-                    provenance: Arc::new(provenance),
-                    text,
-                    interop: false,
-                }),
+                Ok(Some(text)) => {
+                    let (text, imports) = self.expand_imports(dir, &provenance, text);
+                    self.chain.contributions.push(Contribution {
+                        block,
+                        provenance: Arc::new(provenance),
+                        text,
+                        interop: false,
+                        imports,
+                    });
+                }
                 Ok(None) => {}
                 Err(refusal) => self.skip(Some(block), provenance, refusal),
             }
@@ -396,6 +452,7 @@ impl Reader<'_> {
                         provenance: Arc::new(provenance()),
                         text,
                         interop: true,
+                        imports: Imports::default(),
                     });
                     return;
                 }

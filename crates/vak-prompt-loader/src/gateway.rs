@@ -1390,6 +1390,7 @@ fn found_prompts(
                 provenance: std::sync::Arc::new(Provenance::new(layer, Origin::Gateway, source)),
                 text: text.into_owned(),
                 interop: false,
+                imports: crate::Imports::default(),
             }),
             None => skip(
                 skipped,
@@ -1620,6 +1621,7 @@ mod tests {
                         )),
                         text: text.to_owned(),
                         interop: false,
+                        imports: crate::Imports::default(),
                     }),
                     None => skip(
                         skipped,
