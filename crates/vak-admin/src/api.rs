@@ -237,6 +237,7 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
     match error {
         EditError::NotEditable(..)
         | EditError::ForbiddenCharacter { .. }
+        | EditError::ImportRefused { .. }
         | EditError::BadDirectory(_) => AdminError::BadRequest(error.to_string()),
         EditError::Core(core) => AdminError::Core(core),
         EditError::OverBudget {

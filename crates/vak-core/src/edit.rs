@@ -217,6 +217,16 @@ pub enum EditError {
         /// Why it cannot be kept.
         why: ReadRefusal,
     },
+    /// The text imports a file that cannot be read.
+    #[error("refusing to save `{block}` to `{}`: {error}; nothing was changed", Escaped(.path.as_str()))]
+    ImportRefused {
+        /// The block.
+        block: Block,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The import refused, naming its line and why.
+        error: vak_prompt_loader::ImportError,
+    },
     /// The text holds a character no prompt may contain.
     #[error(
         "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
@@ -1044,6 +1054,23 @@ impl Core {
                 block: target.block,
                 path,
                 found,
+            });
+        }
+        // A text whose import cannot be read would stop every resolution
+        // it is in force in: refused before anything is written.
+        let provenance = target.provenance(self.selectors());
+        if let (
+            _,
+            vak_prompt_loader::Imports {
+                refused: Some(error),
+                ..
+            },
+        ) = vak_prompt_loader::expand_imports(&provenance, text)
+        {
+            return Err(EditError::ImportRefused {
+                block: target.block,
+                path,
+                error,
             });
         }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.

@@ -194,7 +194,8 @@ impl LoadedChain {
     /// Put `text` in place of whatever the chain holds for `block` from
     /// `provenance` (or remove it when `text` is `None`), keeping the
     /// loader's order, so a candidate edit can be composed before anything
-    /// is written.
+    /// is written. A home or project file's imports are read, as a load
+    /// reads them ([`expand_imports`](crate::expand_imports)).
     pub fn substitute(&mut self, block: Block, provenance: &Provenance, text: Option<&str>) {
         let same = |b: Block, p: &Provenance| b == block && p == provenance;
         self.contributions
@@ -213,12 +214,15 @@ impl LoadedChain {
                 rank(c.block),
             )
         };
+        // A candidate imports as the file it would be: its imports are read
+        // now, so the edit is composed and budgeted with them.
+        let (text, imports) = crate::imports::expand_imports(provenance, text);
         let new = Contribution {
             block,
             provenance: Arc::new(provenance.clone()),
-            text: text.to_owned(),
+            text,
             interop: false,
-            imports: Imports::default(),
+            imports,
         };
         let at = self
             .contributions

@@ -16,11 +16,12 @@ use std::sync::Arc;
 use camino::{Utf8Path, Utf8PathBuf};
 use thiserror::Error;
 use vak_prompt_blocks::{
-    Escaped, MAX_IMPORT_DEPTH, Provenance, TargetRefusal, check_target, import_lines,
+    Escaped, MAX_IMPORT_DEPTH, Origin, Provenance, TargetRefusal, check_target, import_lines,
 };
 
+use crate::confine::OpenedDirs;
 use crate::paths::join;
-use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal};
+use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 
 /// The most files one block file imports, counting every level: a file
 /// that imports more is a mistake or an attack, and each is a descriptor
@@ -138,6 +139,52 @@ pub(crate) fn prompts_root(dir: &Utf8Path) -> &Utf8Path {
         .unwrap_or(dir)
 }
 
+/// `text`, to be the block file `provenance` names (a candidate edit, not
+/// yet written), with its imports expanded as a load would expand them,
+/// each read afresh and confined to the file's prompts directory; or the
+/// text as it is and the refusal. A gateway text, or a text without a
+/// path, does not import.
+pub fn expand_imports(provenance: &Provenance, text: &str) -> (String, Imports) {
+    let file = match (&provenance.origin, provenance.source.as_deref()) {
+        (Origin::Home | Origin::Project, Some(source)) => Utf8Path::new(source),
+        _ => return (text.to_owned(), Imports::default()),
+    };
+    let dir = file.parent().unwrap_or(Utf8Path::new(""));
+    let prompts = prompts_root(dir).to_owned();
+    let mut opened = OpenedDirs::open(&prompts);
+    let mut read = |path: &Utf8Path| match &mut opened {
+        Ok(Some(dirs)) => match dirs.read_one(path, MAX_FILE_BYTES) {
+            Ok(Some(bytes)) => utf8(bytes).map(Some),
+            Ok(None) => Ok(None),
+            Err(refusal) => Err(refusal.into()),
+        },
+        Ok(None) => Ok(None),
+        Err(error) => Err(ReadRefusal::Io(error.to_string())),
+    };
+    let mut expansion = Expansion {
+        read: &mut read,
+        prompts: &prompts,
+        provenance,
+        files: Vec::new(),
+    };
+    match expansion.expand(file, text) {
+        Ok(expanded) => (
+            expanded,
+            Imports {
+                files: expansion.files,
+                refused: None,
+            },
+        ),
+        Err(error) => (
+            text.to_owned(),
+            Imports {
+                files: Vec::new(),
+                refused: Some(error),
+            },
+        ),
+    }
+}
+
 /// Expands the imports of one block file, reading each imported file with
 /// `read` (confined to the prompts directory by the caller).
 pub(crate) struct Expansion<'r> {
@@ -249,7 +296,7 @@ impl Expansion<'_> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
-    use vak_prompt_blocks::{Origin, PromptLayer};
+    use vak_prompt_blocks::PromptLayer;
 
     /// Expand `text` as `/p/identity.md` over the files in `tree`.
     fn expand(tree: &[(&str, &str)], text: &str) -> (Result<String, ImportError>, Vec<Imported>) {

@@ -35,7 +35,7 @@ pub use gateway::{
     gateway_dir, gateway_entry_listed, gateway_lists, gateway_prompt_text, json_kind,
     parse_gateway_json, prompt_of, read_gateway, write_gateway_prompt,
 };
-pub use imports::{ImportError, ImportRefusal, Imported, Imports, MAX_IMPORTS};
+pub use imports::{ImportError, ImportRefusal, Imported, Imports, MAX_IMPORTS, expand_imports};
 pub use paths::{LayerDirs, prompt_dir};
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
 pub use snapshot::Snapshot;
