@@ -466,6 +466,12 @@ pub(crate) fn effective_json(b: &ResolvedBlock) -> Value {
             "label": c.provenance.layer.label(),
             "source": c.provenance.source,
             "text": c.text,
+            // Files this one imports: part of its text, each its own
+            // descriptor; read-only here (edited as files).
+            "imports": c.imports.iter().map(|i| json!({
+                "source": i.provenance.source,
+                "text": i.text,
+            })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "text": b.text,
     })

@@ -26,6 +26,20 @@ pub struct BlockReport<'a> {
     pub sources: Vec<Option<&'a str>>,
     /// Layers that had text but lost to a narrower one.
     pub shadowed: Vec<ShadowedReport<'a>>,
+    /// The files the winning block files import, each under the block file
+    /// whose text it is part of; left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<ImportReport<'a>>,
+}
+
+/// A file imported by a block file in force.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReport<'a> {
+    /// The imported file.
+    pub source: Option<&'a str>,
+    /// The block file that imports it (directly, or through another
+    /// imported file).
+    pub by: Option<&'a str>,
 }
 
 /// A layer that lost.
@@ -121,6 +135,16 @@ impl<'a> PromptReport<'a> {
                         .map(|p| ShadowedReport {
                             layer: p.layer.wire_name(),
                             source: p.source.as_deref(),
+                        })
+                        .collect(),
+                    imports: b
+                        .contributors
+                        .iter()
+                        .flat_map(|c| {
+                            c.imports.iter().map(|i| ImportReport {
+                                source: i.provenance.source.as_deref(),
+                                by: c.provenance.source.as_deref(),
+                            })
                         })
                         .collect(),
                 })

@@ -28,5 +28,6 @@ mod hostile_paths;
 mod hostile_stores;
 mod hostile_terminal;
 mod hostile_text;
+mod imports;
 mod prompts;
 mod session;
