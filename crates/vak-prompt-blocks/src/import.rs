@@ -41,8 +41,9 @@ pub enum TargetRefusal {
     Absolute,
     /// A `..` component.
     Parent,
-    /// A `.` or empty component, a backslash or a control character: one
-    /// file has one spelling.
+    /// An empty or hidden component (`.`, `.drafts`), a backslash or a
+    /// control character: one file has one spelling, and hidden files are
+    /// no layer's.
     Unclean,
     /// Not a `.md` file.
     NotMarkdown,
@@ -59,7 +60,7 @@ impl TargetRefusal {
                 "goes up with `..`; an import names a `.md` file in the importing file's directory or below it"
             }
             TargetRefusal::Unclean => {
-                "is not a plain relative path (an empty or `.` component, a backslash or a control character); write it as `@dir/file.md`"
+                "is not a plain relative path (an empty or hidden name such as `.` or `.drafts`, a backslash or a control character); write it as `@dir/file.md`"
             }
             TargetRefusal::NotMarkdown => {
                 "does not name a `.md` file; only `.md` files are imported (write `\\@` to keep the line as text)"
@@ -136,7 +137,9 @@ pub fn check_target(target: &str) -> Result<(), TargetRefusal> {
     if target.split('/').any(|part| part == "..") {
         return Err(TargetRefusal::Parent);
     }
-    if target.split('/').any(|part| part.is_empty() || part == ".")
+    if target
+        .split('/')
+        .any(|part| part.is_empty() || part.starts_with('.'))
         || target.chars().any(|c| c == '\\' || c.is_control())
     {
         return Err(TargetRefusal::Unclean);
@@ -214,7 +217,8 @@ mod tests {
         assert_eq!(check_target("acme/team"), Err(TargetRefusal::NotMarkdown));
         assert_eq!(check_target("dir/.md"), Err(TargetRefusal::NotMarkdown));
         assert_eq!(check_target("parts/tone.md"), Ok(()));
-        assert_eq!(check_target(".hidden.md"), Ok(()));
+        assert_eq!(check_target(".hidden.md"), Err(TargetRefusal::Unclean));
+        assert_eq!(check_target(".drafts/a.md"), Err(TargetRefusal::Unclean));
     }
 
     proptest! {

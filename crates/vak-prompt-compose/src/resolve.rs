@@ -1024,4 +1024,117 @@ mod tests {
         );
         assert_eq!(builtin().contract.text, render_contract(CATALOG));
     }
+
+    /// A project block file that imports `file` (already expanded by the
+    /// loader), and whether its import was refused.
+    fn importing(block: Block, file: &str, refused: bool) -> Contribution {
+        let provenance = Provenance::new(PromptLayer::Project, Origin::Project, "/p/x.md");
+        let imported = vak_prompt_loader::Imported {
+            provenance: Arc::new(Provenance::new(PromptLayer::Project, Origin::Project, file)),
+            text: "- imported rule\n".to_owned(),
+            depth: 1,
+            imported_by: "/p/x.md".into(),
+        };
+        let imports = if refused {
+            vak_prompt_loader::Imports {
+                files: Vec::new(),
+                refused: Some(vak_prompt_loader::ImportError {
+                    file: "/p/x.md".into(),
+                    line: 1,
+                    target: "gone.md".to_owned(),
+                    why: vak_prompt_loader::ImportRefusal::Missing("/p/gone.md".into()),
+                }),
+            }
+        } else {
+            vak_prompt_loader::Imports {
+                files: vec![imported],
+                refused: None,
+            }
+        };
+        Contribution {
+            block,
+            provenance: Arc::new(provenance),
+            text: "- own rule\n- imported rule\n".to_owned(),
+            interop: false,
+            imports,
+        }
+    }
+
+    fn resolve(chain: &LoadedChain, trust: Trust) -> ResolvedPrompt {
+        resolve_prompt(&ResolveInput {
+            chain,
+            trust,
+            surface: SurfaceKind::Cli,
+            agent: None,
+            tail: TailContext::default(),
+        })
+    }
+
+    #[test]
+    fn an_imported_file_is_a_descriptor_after_its_includer_kept_or_demoted_with_it() {
+        let chain = LoadedChain {
+            contributions: vec![
+                importing(Block::Identity, "/p/who.md", false),
+                importing(Block::Guardrails, "/p/more.md", false),
+            ],
+            ..LoadedChain::default()
+        };
+        let sources = |r: &ResolvedPrompt| -> Vec<(String, Option<String>)> {
+            r.descriptors
+                .iter()
+                .filter(|d| d.layer == "project")
+                .map(|d| (d.block.to_string(), d.source.clone()))
+                .collect()
+        };
+        let trusted = resolve(&chain, Trust::Trusted);
+        let pair = |b: &str, s: &str| (b.to_owned(), Some(s.to_owned()));
+        assert_eq!(
+            sources(&trusted),
+            [
+                pair("identity", "/p/x.md"),
+                pair("identity", "/p/who.md"),
+                pair("guardrails", "/p/x.md"),
+                pair("guardrails", "/p/more.md"),
+            ]
+        );
+        let imported = &trusted.descriptors[trusted
+            .descriptors
+            .iter()
+            .position(|d| d.source.as_deref() == Some("/p/who.md"))
+            .unwrap()];
+        assert_eq!(imported.digest, sha256_hex("- imported rule"));
+        let identity = trusted.block(Block::Identity).unwrap();
+        assert_eq!(identity.contributors[0].imports.len(), 1);
+
+        // Untrusted: the identity goes with its import; the guardrails
+        // stay with theirs.
+        let untrusted = resolve(&chain, Trust::Untrusted);
+        assert_eq!(
+            sources(&untrusted),
+            [
+                pair("guardrails", "/p/x.md"),
+                pair("guardrails", "/p/more.md")
+            ]
+        );
+        assert!(untrusted.refused_imports.is_empty());
+    }
+
+    #[test]
+    fn a_refused_import_is_named_only_when_its_file_is_in_force() {
+        let chain = LoadedChain {
+            contributions: vec![importing(Block::Identity, "", true)],
+            ..LoadedChain::default()
+        };
+        let trusted = resolve(&chain, Trust::Trusted);
+        assert_eq!(trusted.refused_imports.len(), 1);
+        assert!(trusted.refused_imports[0].contains("gone.md"));
+        let untrusted = resolve(&chain, Trust::Untrusted);
+        assert!(untrusted.refused_imports.is_empty());
+        assert!(
+            untrusted
+                .warnings
+                .iter()
+                .any(|w| w.contains("not applied: the file is demoted"))
+        );
+    }
 }
