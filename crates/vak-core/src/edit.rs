@@ -225,7 +225,7 @@ pub enum EditError {
         /// The file that was left unchanged.
         path: Utf8PathBuf,
         /// The import refused, naming its line and why.
-        error: vak_prompt_loader::ImportError,
+        error: Box<vak_prompt_loader::ImportError>,
     },
     /// The text holds a character no prompt may contain.
     #[error(
@@ -1070,7 +1070,7 @@ impl Core {
             return Err(EditError::ImportRefused {
                 block: target.block,
                 path,
-                error,
+                error: Box::new(error),
             });
         }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.

@@ -387,7 +387,7 @@ impl Reader<'_> {
                     text,
                     Imports {
                         files: Vec::new(),
-                        refused: Some(error),
+                        refused: Some(*error),
                     },
                 )
             }

@@ -179,7 +179,7 @@ pub fn expand_imports(provenance: &Provenance, text: &str) -> (String, Imports) 
             text.to_owned(),
             Imports {
                 files: Vec::new(),
-                refused: Some(error),
+                refused: Some(*error),
             },
         ),
     }
@@ -202,7 +202,12 @@ pub(crate) struct Expansion<'r> {
 impl Expansion<'_> {
     /// `text`, the block file `file`'s, with every import line replaced by
     /// the text it imports, recursively.
-    pub(crate) fn expand(&mut self, file: &Utf8Path, text: &str) -> Result<String, ImportError> {
+    /// The error is boxed: it is the rare path, and it is large.
+    pub(crate) fn expand(
+        &mut self,
+        file: &Utf8Path,
+        text: &str,
+    ) -> Result<String, Box<ImportError>> {
         let mut stack = vec![file.to_owned()];
         self.expand_in(text, &mut stack)
     }
@@ -211,7 +216,7 @@ impl Expansion<'_> {
         &mut self,
         text: &str,
         stack: &mut Vec<Utf8PathBuf>,
-    ) -> Result<String, ImportError> {
+    ) -> Result<String, Box<ImportError>> {
         let lines = import_lines(text);
         if lines.is_empty() {
             return Ok(text.to_owned());
@@ -223,11 +228,13 @@ impl Expansion<'_> {
         let mut out = String::with_capacity(text.len());
         let mut at = 0;
         for line in lines {
-            let refuse = |why| ImportError {
-                file: file.clone(),
-                line: line.line,
-                target: line.target.to_owned(),
-                why,
+            let refuse = |why| {
+                Box::new(ImportError {
+                    file: file.clone(),
+                    line: line.line,
+                    target: line.target.to_owned(),
+                    why,
+                })
             };
             out.push_str(&text[at..line.span.start]);
             at = line.span.end;
@@ -281,12 +288,12 @@ impl Expansion<'_> {
         }
         out.push_str(&text[at..]);
         if out.len() as u64 > MAX_FILE_BYTES {
-            return Err(ImportError {
+            return Err(Box::new(ImportError {
                 file: file.clone(),
                 line: 1,
                 target: String::new(),
                 why: ImportRefusal::TooLarge,
-            });
+            }));
         }
         Ok(out)
     }
@@ -299,7 +306,10 @@ mod tests {
     use vak_prompt_blocks::PromptLayer;
 
     /// Expand `text` as `/p/identity.md` over the files in `tree`.
-    fn expand(tree: &[(&str, &str)], text: &str) -> (Result<String, ImportError>, Vec<Imported>) {
+    fn expand(
+        tree: &[(&str, &str)],
+        text: &str,
+    ) -> (Result<String, Box<ImportError>>, Vec<Imported>) {
         let files: HashMap<Utf8PathBuf, String> = tree
             .iter()
             .map(|(p, t)| (Utf8PathBuf::from(format!("/p/{p}")), (*t).to_owned()))
