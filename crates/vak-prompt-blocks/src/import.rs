@@ -215,13 +215,27 @@ mod tests {
         assert_eq!(check_target("a//b.md"), Err(TargetRefusal::Unclean));
         assert_eq!(check_target("a\\b.md"), Err(TargetRefusal::Unclean));
         assert_eq!(check_target("acme/team"), Err(TargetRefusal::NotMarkdown));
-        assert_eq!(check_target("dir/.md"), Err(TargetRefusal::NotMarkdown));
+        assert_eq!(check_target("dir/.md"), Err(TargetRefusal::Unclean));
         assert_eq!(check_target("parts/tone.md"), Ok(()));
         assert_eq!(check_target(".hidden.md"), Err(TargetRefusal::Unclean));
         assert_eq!(check_target(".drafts/a.md"), Err(TargetRefusal::Unclean));
     }
 
     proptest! {
+        /// Whatever a line names, an accepted target is a relative path of
+        /// plain, visible names that goes nowhere up and ends in `.md`.
+        #[test]
+        fn an_accepted_target_stays_below_its_directory(target in "[a-z./~:\\\\@-]{0,16}") {
+            if check_target(&target).is_ok() {
+                prop_assert!(!target.starts_with('/') && !target.starts_with('~'));
+                prop_assert!(target.ends_with(".md"));
+                for part in target.split('/') {
+                    prop_assert!(!part.is_empty() && !part.starts_with('.'), "{target}");
+                    prop_assert!(!part.contains('\\'));
+                }
+            }
+        }
+
         /// Every import found is a whole line, outside any code block, and
         /// replacing each by nothing leaves every other byte in place.
         #[test]

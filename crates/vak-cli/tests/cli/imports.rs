@@ -389,3 +389,73 @@ fn a_save_whose_import_cannot_be_read_is_refused_and_one_that_can_is_budgeted() 
             .contains("You are Vak.\nYou answer in French.")
     );
 }
+
+/// Every directory layer imports from its own prompts directory: a
+/// surface sub-layer, an agent role (whose text becomes agent
+/// instructions) and a monorepo directory below the root.
+#[test]
+fn sub_layers_and_directory_layers_import_from_their_own_prompts_directory() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_home(".vak/prompts/surface/cli/surface-note.md", "@note.md\n");
+    env.write_home(
+        ".vak/prompts/surface/cli/note.md",
+        "The terminal is narrow.\n",
+    );
+    env.write_home(".vak/prompts/agents/reviewer/identity.md", "@focus.md\n");
+    env.write_home(
+        ".vak/prompts/agents/reviewer/focus.md",
+        "Review for correctness first.\n",
+    );
+    env.write_project("services/pay/.vak/prompts/guardrails.md", "@money.md\n");
+    env.write_project(
+        "services/pay/.vak/prompts/money.md",
+        "- Store money as integer cents.\n",
+    );
+    env.trust();
+
+    let shown = env.ok(&[
+        "prompts",
+        "show",
+        "--agent",
+        "reviewer",
+        "--dir",
+        "services/pay",
+    ]);
+    for text in [
+        "The terminal is narrow.",
+        "Review for correctness first.",
+        "- Store money as integer cents.",
+    ] {
+        assert!(shown.contains(text), "{text}: {shown}");
+    }
+    let explain = env.ok(&[
+        "prompts",
+        "explain",
+        "--agent",
+        "reviewer",
+        "--dir",
+        "services/pay",
+    ]);
+    for file in [
+        "cli/note.md",
+        "reviewer/focus.md",
+        "pay/.vak/prompts/money.md",
+    ] {
+        assert!(explain.contains(file), "{file}: {explain}");
+    }
+
+    // A directory layer's import may not reach the root's prompts
+    // directory: each layer is its own.
+    env.write_project(
+        "services/pay/.vak/prompts/guardrails.md",
+        "@../../../../.vak/prompts/x.md\n",
+    );
+    let out = env.vak(&["prompts", "show", "--dir", "services/pay"]);
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("goes up with `..`"),
+        "{}",
+        stderr(&out)
+    );
+}
