@@ -459,3 +459,56 @@ fn sub_layers_and_directory_layers_import_from_their_own_prompts_directory() {
         stderr(&out)
     );
 }
+
+/// A store that holds the home side carries imported files too: imported
+/// from one home, written to a node with an empty one, and in force in
+/// that node's chats. Needs PostgreSQL (`VAK_TEST_PG_URL`); skipped
+/// without it.
+#[test]
+fn an_imported_file_travels_through_a_shared_store() {
+    let Some(base) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let url = crate::gateway_scale::scratch_database(&base, "imports");
+    let operator = Env::fixture("myproj");
+    let guardrails = operator.home().join(".vak/prompts/guardrails.md");
+    let rules = fs::read_to_string(&guardrails).unwrap();
+    write(&guardrails, &format!("{rules}\n@parts/extra.md\n"));
+    operator.write_home(
+        ".vak/prompts/parts/extra.md",
+        "- Never deploy on Fridays.\n",
+    );
+    operator.ok(&["store", "migrate", "--store", &url]);
+    let secret = operator
+        .ok(&["gateway", "secret", "helpdesk"])
+        .trim()
+        .to_owned();
+    let imported = operator.json(&["store", "import", "--from", "file", "--store", &url]);
+    assert_eq!(
+        imported["home_files"], 10,
+        "the fixture's 9 and one imported file: {imported}"
+    );
+
+    let node = Env::empty();
+    let served = crate::gateway_service::serve(&node, &["--store", &url]);
+    assert_eq!(
+        fs::read_to_string(node.home().join(".vak/prompts/parts/extra.md")).unwrap(),
+        "- Never deploy on Fridays.\n"
+    );
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+    let body = serde_json::json!({ "text": "hi" }).to_string();
+    let (status, answer) = crate::gateway_service::post(
+        &served.addr,
+        path,
+        &crate::gateway_service::signed(&secret, path, &body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["request"]["prefix"]
+            .as_str()
+            .unwrap()
+            .contains("- Never deploy on Fridays."),
+        "{answer}"
+    );
+}
