@@ -646,6 +646,9 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
     // text's digest is the one its descriptor already holds.
     let mut descriptors: Vec<PromptLayerDescriptor> = Vec::with_capacity(kept.len() + 16);
     let mut kept_digest: Vec<Option<usize>> = vec![None; kept.len()];
+    // Which kept texts ended up in force: a refused import in one that did
+    // not (shadowed) is a warning, not a refusal.
+    let mut in_force = vec![false; kept.len()];
     let mut blocks = Vec::with_capacity(Block::ALL.len());
     for block in Block::ALL {
         // A list parses its lines; any other block is its text, trimmed.
@@ -665,6 +668,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             if same {
                 kept_digest[index] = Some(descriptors.len() - 1);
             }
+            in_force[index] = true;
             if let Some(error) = c.refused {
                 refused_imports.push(import_refused(block, c.provenance, error));
             }
@@ -786,6 +790,14 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         blocks.push(resolved);
     }
 
+    for (c, _) in kept.iter().zip(&in_force).filter(|(_, used)| !**used) {
+        if let Some(error) = c.refused {
+            warnings.push(format!(
+                "{} (not in force: a narrower layer's file wins)",
+                import_refused(c.block, c.provenance, error)
+            ));
+        }
+    }
     let prefix = render_prefix(&blocks, input.agent);
     let (agent, agent_text) = input
         .agent
@@ -1135,6 +1147,28 @@ mod tests {
                 .warnings
                 .iter()
                 .any(|w| w.contains("not applied: the file is demoted"))
+        );
+
+        // A shared file shadowed by the project's: named, stops nothing.
+        let mut shared = importing(Block::Identity, "", true);
+        shared.provenance = Arc::new(Provenance::new(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/identity.md",
+        ));
+        let chain = LoadedChain {
+            contributions: vec![shared, importing(Block::Identity, "/p/who.md", false)],
+            ..LoadedChain::default()
+        };
+        let shadowed = resolve(&chain, Trust::Trusted);
+        assert!(shadowed.refused_imports.is_empty());
+        assert!(
+            shadowed
+                .warnings
+                .iter()
+                .any(|w| w.contains("/h/identity.md") && w.contains("not in force")),
+            "{:?}",
+            shadowed.warnings
         );
     }
 }

@@ -172,6 +172,15 @@ fn at_signs_in_prose_in_code_and_in_agents_md_stay_text() {
         shown.contains("Build with make.\n@parts/tone.md"),
         "{shown}"
     );
+
+    // Nor does a gateway text: a bot's identity line stays as written.
+    env.write_home(
+        ".vak/gateway/bots.json",
+        r#"{"helpdesk": {"prompts": {"identity": "You are Help.\n@parts/tone.md"}}}"#,
+    );
+    let shown = env.ok(&["prompts", "show", "--bot", "helpdesk"]);
+    assert!(shown.contains("You are Help.\n@parts/tone.md"), "{shown}");
+    assert!(!shown.contains("Be brief."), "{shown}");
 }
 
 #[test]
