@@ -5,13 +5,15 @@
 //! what an import names. A line is an import only when, outside a code
 //! block and an HTML block (read by pulldown-cmark, the parser the prefix's
 //! invariants are tested with), it holds nothing but `@` and one word that
-//! ends in `.md` or contains a `/`, with spaces or tabs around it. Anything
-//! else that contains an `@` stays text: `me@example.com`, `@handle`, a
-//! sentence that mentions `@notes.md`, a bullet `- @notes.md`, and
-//! `\@notes.md` (the backslash is CommonMark's escape, rendered `@notes.md`).
-//! A word with a `/` that is not a `.md` path (`@/etc/passwd`, `@acme/team`)
-//! is an import line that [`check_target`] refuses, so a path that was
-//! meant as an import is never passed over silently.
+//! reads as a path (it ends in `.md`; or begins with `/`, `~` or `.`; or has
+//! a `/` and a file extension), with spaces or tabs around it. Anything
+//! else that contains an `@` stays text: `me@example.com`, `@handle`,
+//! `@acme/platform`, a sentence that mentions `@notes.md`, a bullet
+//! `- @notes.md`, and `\@notes.md` (the backslash is CommonMark's escape,
+//! rendered `@notes.md`). A path that may not be imported (`@/etc/passwd`,
+//! `@../../.vak/token`, `@parts/notes.txt`) is an import line that
+//! [`check_target`] refuses, so a path meant as an import is never passed
+//! over silently.
 
 use std::ops::Range;
 
@@ -117,7 +119,14 @@ pub fn import_lines(text: &str) -> Vec<ImportLine<'_>> {
 fn target_of(line: &str) -> Option<&str> {
     let word = line.trim_matches([' ', '\t', '\r', '\n']);
     let target = word.strip_prefix('@')?;
-    let looks_like_a_path = target.ends_with(".md") || target.contains('/');
+    // A path meant as an import, even one that may not be imported
+    // (`/etc/passwd`, `../../.vak/token`, `parts/notes.txt`), is an import
+    // line, so it is refused by name rather than passed over as text; a
+    // team mention such as `@acme/platform` stays text.
+    let last = target.rsplit('/').next().unwrap_or(target);
+    let looks_like_a_path = target.ends_with(".md")
+        || target.starts_with(['/', '~', '.'])
+        || (target.contains('/') && last.contains('.'));
     (!target.is_empty()
         && looks_like_a_path
         && !target.chars().any(|c| c == ' ' || c == '\t' || c == '@'))
@@ -185,6 +194,7 @@ mod tests {
             "@two words.md",
             "@a@b.md",
             "@",
+            "@acme/platform",
         ] {
             assert_eq!(targets(text), Vec::<&str>::new(), "{text:?}");
         }
@@ -205,6 +215,9 @@ mod tests {
     #[test]
     fn a_path_meant_as_an_import_is_an_import_line_and_refused() {
         assert_eq!(targets("@/etc/passwd"), ["/etc/passwd"]);
+        assert_eq!(targets("@../../.vak/token"), ["../../.vak/token"]);
+        assert_eq!(targets("@parts/notes.txt"), ["parts/notes.txt"]);
+        assert_eq!(targets("@~/x"), ["~/x"]);
         assert_eq!(check_target("/etc/passwd"), Err(TargetRefusal::Absolute));
         assert_eq!(check_target("/etc/x.md"), Err(TargetRefusal::Absolute));
         assert_eq!(check_target("~/x.md"), Err(TargetRefusal::Absolute));

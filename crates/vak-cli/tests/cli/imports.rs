@@ -68,6 +68,7 @@ fn an_import_escaping_the_layer_is_refused_by_name_and_nothing_of_it_is_read() {
         ("@/etc/hostname.md", "is an absolute path"),
         ("@~/notes.md", "is an absolute path"),
         ("@parts/notes.txt", "does not name a `.md` file"),
+        ("@./x.md", "is not a plain relative path"),
     ] {
         let env = importing(line);
         refused(&env, &[line, why]);
