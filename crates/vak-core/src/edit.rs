@@ -1608,6 +1608,8 @@ impl Core {
             tokens,
             compose,
         } = inputs;
+        // The candidate's imports, read once for every chain it goes into.
+        let mut expanded: Option<(Provenance, Option<(String, vak_prompt_loader::Imports)>)> = None;
         let flow = plan.visit_within(work, |selectors| {
             let core = base.reselect(selectors.clone());
             let loaded = match change {
@@ -1631,7 +1633,17 @@ impl Core {
             let mut after_chain = chain.clone();
             match change {
                 Change::File(target) => {
-                    substitute_target(&mut after_chain, target, core.selectors(), text);
+                    let provenance = target.provenance(core.selectors());
+                    let candidate = match &expanded {
+                        Some((read_for, candidate)) if *read_for == provenance => candidate.clone(),
+                        _ => {
+                            let candidate =
+                                text.map(|t| vak_prompt_loader::expand_imports(&provenance, t));
+                            expanded = Some((provenance.clone(), candidate.clone()));
+                            candidate
+                        }
+                    };
+                    after_chain.substitute_expanded(target.block, &provenance, candidate);
                 }
                 Change::Gateway { block, provenance } => {
                     after_chain.substitute(*block, provenance, text);

@@ -197,12 +197,27 @@ impl LoadedChain {
     /// is written. A home or project file's imports are read, as a load
     /// reads them ([`expand_imports`](crate::expand_imports)).
     pub fn substitute(&mut self, block: Block, provenance: &Provenance, text: Option<&str>) {
+        let expanded = text.map(|text| crate::imports::expand_imports(provenance, text));
+        self.substitute_expanded(block, provenance, expanded);
+    }
+
+    /// [`substitute`](Self::substitute) with the candidate's imports
+    /// already read ([`expand_imports`](crate::expand_imports)): a check
+    /// that puts one candidate into many chains reads its imports once.
+    pub fn substitute_expanded(
+        &mut self,
+        block: Block,
+        provenance: &Provenance,
+        expanded: Option<(String, Imports)>,
+    ) {
         let same = |b: Block, p: &Provenance| b == block && p == provenance;
         self.contributions
             .retain(|c| !same(c.block, c.provenance.as_ref()));
         self.skipped
             .retain(|s| !(s.block.is_some_and(|b| same(b, &s.provenance))));
-        let Some(text) = text else { return };
+        let Some((text, imports)) = expanded else {
+            return;
+        };
         // The loader reads layers widest first, home before project within
         // a tier, and a directory's files in `Block::EDITABLE` order.
         let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
@@ -214,9 +229,6 @@ impl LoadedChain {
                 rank(c.block),
             )
         };
-        // A candidate imports as the file it would be: its imports are read
-        // now, so the edit is composed and budgeted with them.
-        let (text, imports) = crate::imports::expand_imports(provenance, text);
         let new = Contribution {
             block,
             provenance: Arc::new(provenance.clone()),
