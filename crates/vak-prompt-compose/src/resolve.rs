@@ -525,11 +525,15 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         .iter()
         .any(|c| c.block == Block::OperatingRules && !c.interop && at_root(c));
     for contribution in &chain.contributions {
-        let text = contributed(
-            &contribution.text,
-            || format!("`{}` in {}", contribution.block, contribution.provenance),
-            &mut warnings,
-        );
+        let what = || format!("`{}` in {}", contribution.block, contribution.provenance);
+        let text = if contribution.imports.files.is_empty() {
+            contributed(&contribution.text, what, &mut warnings)
+        } else {
+            // The text holds its imports' too, each warned about by its own
+            // path below: this file's warning is about its own characters.
+            let _ = contributed(&contribution.imports.own, what, &mut warnings);
+            contributed(&contribution.text, what, &mut Vec::new())
+        };
         let mut block = contribution.block;
         if contribution.provenance.layer == PromptLayer::Agent
             && matches!(block, Block::Identity | Block::OperatingRules)
@@ -1049,6 +1053,7 @@ mod tests {
         };
         let imports = if refused {
             vak_prompt_loader::Imports {
+                own: String::new(),
                 files: Vec::new(),
                 refused: Some(vak_prompt_loader::ImportError {
                     file: "/p/x.md".into(),
@@ -1061,6 +1066,7 @@ mod tests {
             vak_prompt_loader::Imports {
                 files: vec![imported],
                 refused: None,
+                own: "- own rule\n@more.md\n".to_owned(),
             }
         };
         Contribution {

@@ -382,28 +382,12 @@ impl Reader<'_> {
             provenance,
             files: Vec::new(),
         };
-        match expansion.expand(file, &text) {
-            Ok(expanded) => {
-                let files = expansion.files;
-                (
-                    expanded,
-                    Imports {
-                        files,
-                        refused: None,
-                    },
-                )
-            }
-            Err(error) => {
-                tracing::warn!(%error, "prompt import refused");
-                (
-                    text,
-                    Imports {
-                        files: Vec::new(),
-                        refused: Some(*error),
-                    },
-                )
-            }
+        let result = expansion.expand(file, &text);
+        if let Err(error) = &result {
+            tracing::warn!(%error, "prompt import refused");
         }
+        let files = expansion.files;
+        crate::imports::outcome(result, files, text)
     }
 
     /// Read the editable block files of one directory layer. Returns

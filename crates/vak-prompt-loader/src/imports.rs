@@ -52,6 +52,10 @@ pub struct Imports {
     /// The first import that was refused; then `files` is empty and the
     /// contribution's text is the block file's own, unexpanded.
     pub refused: Option<ImportError>,
+    /// When `files` is not empty, the block file's own text, as read: what
+    /// a warning about its own characters is about (the contribution's
+    /// text holds its imports' too). Empty otherwise.
+    pub own: String,
 }
 
 /// Why an import line could not be expanded. Each names the file the line
@@ -167,19 +171,35 @@ pub fn expand_imports(provenance: &Provenance, text: &str) -> (String, Imports) 
         provenance,
         files: Vec::new(),
     };
-    match expansion.expand(file, text) {
+    let result = expansion.expand(file, text);
+    let files = expansion.files;
+    outcome(result, files, text.to_owned())
+}
+
+/// What a contribution holds after the expansion of `text`: the expanded
+/// text and its files (and `text` itself, as [`Imports::own`], when it
+/// imported any), or `text` and the refusal.
+pub(crate) fn outcome(
+    result: Result<String, Box<ImportError>>,
+    files: Vec<Imported>,
+    text: String,
+) -> (String, Imports) {
+    match result {
+        Ok(expanded) if files.is_empty() => (expanded, Imports::default()),
         Ok(expanded) => (
             expanded,
             Imports {
-                files: expansion.files,
+                files,
                 refused: None,
+                own: text,
             },
         ),
         Err(error) => (
-            text.to_owned(),
+            text,
             Imports {
                 files: Vec::new(),
                 refused: Some(*error),
+                own: String::new(),
             },
         ),
     }
@@ -399,7 +419,7 @@ mod tests {
         for (line, refusal) in [
             ("@../../.vak/token", TargetRefusal::Parent),
             ("@/etc/passwd", TargetRefusal::Absolute),
-            ("@notes.txt/", TargetRefusal::Unclean),
+            ("@parts//x.md", TargetRefusal::Unclean),
         ] {
             let error = expand(&[], line).0.unwrap_err();
             assert_eq!(error.why, ImportRefusal::Target(refusal), "{line}");

@@ -522,3 +522,17 @@ fn an_imported_file_travels_through_a_shared_store() {
         "{answer}"
     );
 }
+
+/// A hidden character in an imported file is removed and warned about
+/// naming that file, not the file that imports it.
+#[test]
+fn a_hidden_character_in_an_imported_file_is_named_by_that_file() {
+    let env = importing("@parts/tone.md");
+    env.write_home(".vak/prompts/parts/tone.md", "Be\u{202e} brief.\n");
+    let out = env.vak(&["prompts", "show"]);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(stdout(&out).contains("Be brief."), "{}", stdout(&out));
+    assert_eq!(err.matches("U+202E").count(), 1, "{err}");
+    assert!(err.contains("parts/tone.md"), "{err}");
+}
