@@ -241,6 +241,7 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
     match error {
         EditError::NotEditable(..)
         | EditError::ForbiddenCharacter { .. }
+        | EditError::ImportRefused { .. }
         | EditError::BadDirectory(_) => AdminError::BadRequest(error.to_string()),
         EditError::Core(core) => AdminError::Core(core),
         EditError::OverBudget {
@@ -469,6 +470,12 @@ pub(crate) fn effective_json(b: &ResolvedBlock) -> Value {
             "label": c.provenance.layer.label(),
             "source": c.provenance.source,
             "text": c.text,
+            // Files this one imports: part of its text, each its own
+            // descriptor; read-only here (edited as files).
+            "imports": c.imports.iter().map(|i| json!({
+                "source": i.provenance.source,
+                "text": i.text,
+            })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
         "text": b.text,
     })
@@ -967,6 +974,7 @@ mod tests {
                     provenance: Provenance::new(layer, Origin::Home, "x").into(),
                     text: "t".to_owned(),
                     interop: false,
+                    imports: Vec::new(),
                 })
                 .collect(),
             shadowed: Vec::new(),

@@ -175,7 +175,11 @@ impl AdminError {
             AdminError::Core(CoreError::Loader(LoaderError::UnknownRole { .. })) => {
                 StatusCode::NOT_FOUND
             }
-            AdminError::Gateway(_) => StatusCode::CONFLICT,
+            // The files on disk, not the request, are at fault: a block
+            // file in force imports what cannot be read.
+            AdminError::Gateway(_) | AdminError::Core(CoreError::ImportRefused(_)) => {
+                StatusCode::CONFLICT
+            }
             AdminError::Busy(_) => StatusCode::SERVICE_UNAVAILABLE,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }

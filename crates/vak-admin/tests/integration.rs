@@ -20,6 +20,8 @@ use vak_admin::{Limits, ServeConfig, Server, TokenSource};
 mod bodies;
 #[path = "integration/connections.rs"]
 mod connections;
+#[path = "integration/imports.rs"]
+mod imports;
 #[path = "integration/request_line.rs"]
 mod request_line;
 

@@ -380,6 +380,11 @@ function card(target, b) {
       for (const s of eff.sources) {
         source.append(el('p', { class: 'small' }, el('strong', { text: s.label }), ' ', el('code', { text: s.source || '' })),
           el('pre', { class: 'content', text: s.text || '(empty)' }));
+        // Imported files are part of the text above; shown under it, read-only.
+        for (const i of s.imports || []) {
+          source.append(el('p', { class: 'small imported' }, 'imports ', el('code', { text: i.source || '' }), ' (edit the file itself; it is read-only here)'),
+            el('pre', { class: 'content', text: i.text || '(empty)' }));
+        }
       }
     } else if (b.state === 'inherited') {
       source.append(el('p', { class: 'small', text: 'No layer in this chain has text here.' }));
@@ -610,7 +615,12 @@ function renderEffective(p) {
   list.replaceChildren();
   for (const b of p.blocks) {
     const sources = el('ul', { class: 'sources' });
-    b.layers.forEach((layer, i) => sources.append(el('li', {}, el('strong', { text: layer }), ' ', el('code', { text: b.sources[i] || '' }))));
+    b.layers.forEach((layer, i) => {
+      sources.append(el('li', {}, el('strong', { text: layer }), ' ', el('code', { text: b.sources[i] || '' })));
+      for (const imp of (b.imports || []).filter((m) => m.by === b.sources[i])) {
+        sources.append(el('li', { class: 'imported' }, 'imports ', el('code', { text: imp.source || '' })));
+      }
+    });
     for (const s of b.shadowed || []) sources.append(el('li', { class: 'shadowed' }, 'shadows ', el('strong', { text: s.layer }), ' ', el('code', { text: s.source || '' })));
     list.append(el('li', { 'data-name': b.block },
       el('details', {},

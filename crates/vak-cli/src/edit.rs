@@ -213,6 +213,7 @@ pub(crate) fn edit_error(error: EditError) -> CliError {
         | EditError::Home(_)
         | EditError::History(_)
         | EditError::ForbiddenCharacter { .. }
+        | EditError::ImportRefused { .. }
         | EditError::ProjectInHome { .. }
         | EditError::IntoHome { .. }
         | EditError::Unkeepable { .. } => CliError::Failed(error.to_string()),

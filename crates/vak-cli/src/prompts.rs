@@ -301,6 +301,16 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                     c.provenance.layer,
                     Escaped(c.provenance.source.as_deref().unwrap_or(""))
                 );
+                // Imported files are listed under the file that imports
+                // them: they are its text.
+                for imported in &c.imports {
+                    let _ = writeln!(
+                        out,
+                        "{:<20}     imports {}",
+                        "",
+                        Escaped(imported.provenance.source.as_deref().unwrap_or(""))
+                    );
+                }
             }
         }
         for shadowed in &block.shadowed {

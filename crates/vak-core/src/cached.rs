@@ -393,6 +393,7 @@ impl PromptCache {
     }
 
     fn checked(&self, prompt: ResolvedPrompt) -> Result<ResolvedPrompt, CoreError> {
+        let prompt = crate::core::refuse_imports(prompt)?;
         if self.within_window {
             crate::check_window(&prompt)?;
         }

@@ -368,7 +368,7 @@ impl Core {
     pub fn resolve_at(&self, tail: TailContext) -> Result<ResolvedPrompt, CoreError> {
         let chain = self.load()?;
         let trust = self.trust()?;
-        Ok(self.compose(&chain, trust, tail))
+        refuse_imports(self.compose(&chain, trust, tail))
     }
 
     /// Resolve the prompt, with the tail rendered for now.
@@ -403,7 +403,8 @@ impl Core {
         )
     }
 
-    /// The assembled prefix. If the chain cannot be read at all, the
+    /// The assembled prefix. If the chain cannot be read at all (or a
+    /// file in force imports one that cannot be read), the
     /// built-in prompt alone: the floor never depends on the project.
     pub fn system_prompt(&self) -> String {
         match self.resolve() {
@@ -418,5 +419,16 @@ impl Core {
                 .prefix
             }
         }
+    }
+}
+
+/// `prompt`, unless a block file in force in it imports a file that could
+/// not be read: then no session may run on it (the prompt would lack text
+/// its author wrote), and the error names each such import.
+pub(crate) fn refuse_imports(prompt: ResolvedPrompt) -> Result<ResolvedPrompt, CoreError> {
+    if prompt.refused_imports.is_empty() {
+        Ok(prompt)
+    } else {
+        Err(CoreError::ImportRefused(prompt.refused_imports))
     }
 }

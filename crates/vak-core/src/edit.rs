@@ -217,6 +217,16 @@ pub enum EditError {
         /// Why it cannot be kept.
         why: ReadRefusal,
     },
+    /// The text imports a file that cannot be read.
+    #[error("refusing to save `{block}` to `{}`: {error}; nothing was changed", Escaped(.path.as_str()))]
+    ImportRefused {
+        /// The block.
+        block: Block,
+        /// The file that was left unchanged.
+        path: Utf8PathBuf,
+        /// The import refused, naming its line and why.
+        error: Box<vak_prompt_loader::ImportError>,
+    },
     /// The text holds a character no prompt may contain.
     #[error(
         "refusing to save `{block}` to `{}`: it contains {found}, a control or invisible formatting character no prompt may hold; remove it (line ends must be LF) and save again",
@@ -1076,6 +1086,23 @@ impl Core {
                 found,
             });
         }
+        // A text whose import cannot be read would stop every resolution
+        // it is in force in: refused before anything is written.
+        let provenance = target.provenance(self.selectors());
+        if let (
+            _,
+            vak_prompt_loader::Imports {
+                refused: Some(error),
+                ..
+            },
+        ) = vak_prompt_loader::expand_imports(&provenance, text)
+        {
+            return Err(EditError::ImportRefused {
+                block: target.block,
+                path,
+                error: Box::new(error),
+            });
+        }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.
         let current = current_digest(&path, target.root(self.selectors()))?;
         if let Some(expected) = if_digest
@@ -1611,6 +1638,8 @@ impl Core {
             tokens,
             compose,
         } = inputs;
+        // The candidate's imports, read once for every chain it goes into.
+        let mut expanded: Option<(Provenance, Option<(String, vak_prompt_loader::Imports)>)> = None;
         let flow = plan.visit_within(work, |selectors| {
             let core = base.reselect(selectors.clone());
             let loaded = match change {
@@ -1634,7 +1663,17 @@ impl Core {
             let mut after_chain = chain.clone();
             match change {
                 Change::File(target) => {
-                    substitute_target(&mut after_chain, target, core.selectors(), text);
+                    let provenance = target.provenance(core.selectors());
+                    let candidate = match &expanded {
+                        Some((read_for, candidate)) if *read_for == provenance => candidate.clone(),
+                        _ => {
+                            let candidate =
+                                text.map(|t| vak_prompt_loader::expand_imports(&provenance, t));
+                            expanded = Some((provenance.clone(), candidate.clone()));
+                            candidate
+                        }
+                    };
+                    after_chain.substitute_expanded(target.block, &provenance, candidate);
                 }
                 Change::Gateway { block, provenance } => {
                     after_chain.substitute(*block, provenance, text);

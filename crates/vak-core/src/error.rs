@@ -56,6 +56,14 @@ pub enum CoreError {
     /// many of them. The sentence names the path.
     #[error("{0}")]
     TurnPath(String),
+    /// A block file in force imports a file that cannot be read (missing,
+    /// outside its prompts directory, a cycle, too deep): the prompt would
+    /// run without text its author put there, so it does not run at all.
+    #[error(
+        "the prompt is not resolved: {}; fix the import line or the file it names, or remove the line",
+        .0.join("; and ")
+    )]
+    ImportRefused(Vec<String>),
     /// A chat was selected without a bot.
     #[error("--chat needs --bot: a chat is always one bot's chat")]
     ChatWithoutBot,

@@ -190,6 +190,11 @@ pub fn keep_contributions(
         for contributor in &block.contributors {
             history.put_object(&contributor.text)?;
             kept += 1;
+            // An imported file's descriptor names its own text.
+            for imported in &contributor.imports {
+                history.put_object(&imported.text)?;
+                kept += 1;
+            }
         }
     }
     history.put_object(&vak_session::fingerprint_text(&resolved.descriptors))?;
@@ -478,11 +483,13 @@ pub fn text_changes(
     frozen: &[PromptLayerDescriptor],
     current: &ResolvedPrompt,
 ) -> Vec<TextChange> {
-    // Descriptors are made one per contributor, in this same order.
+    // Descriptors are made one per contributor, each followed by one per
+    // file it imports, in this same order.
     let texts: Vec<Result<String, String>> = current
         .blocks
         .iter()
         .flat_map(|b| b.contributors.iter())
+        .flat_map(|c| std::iter::once(c).chain(&c.imports))
         .map(|c| Ok(c.text.clone()))
         .collect();
     pair_and_diff(history, frozen, &current.descriptors, &texts, "now")
@@ -1305,8 +1312,12 @@ mod tests {
         assert_eq!(keys.key_of(&project_key), project_key);
         let gateway = "bots.json#/helpdesk/prompts/identity";
         assert_eq!(keys.key_of(gateway), gateway);
-        let other = real.join("home/.vak/prompts/notes.md");
+        // (A plain `.md` under `prompts/` is home-side now: a block file may
+        // import it.)
+        let other = real.join("home/.vak/notes.md");
         assert_eq!(keys.key_of(other.as_str()), other.as_str());
+        let imported = real.join("home/.vak/prompts/notes.md");
+        assert_eq!(keys.key_of(imported.as_str()), "$VAK_HOME/.vak/prompts/notes.md");
     }
 
     fn descriptor() -> impl proptest::strategy::Strategy<Value = PromptLayerDescriptor> {

@@ -251,6 +251,7 @@ fn local_files_unread(home: &Utf8Path) -> Vec<String> {
             }
         }
     }
+    imported_files(home, &mut out);
     out.push(SHARED_CONFIG.to_owned());
     // As many skill directories as the loader reads at most, and then some:
     // one past its cut is still carried, never silently left behind.
@@ -261,6 +262,43 @@ fn local_files_unread(home: &Utf8Path) -> Vec<String> {
     }
     out.retain(|p| home_side_path(p) && home.join(p).symlink_metadata().is_ok());
     out
+}
+
+/// At most this many entries below `.vak/prompts/` are looked at for files
+/// a block file may import: a home holding more carries the first ones.
+const MAX_PROMPT_ENTRIES: usize = 4096;
+
+/// Every other `.md` file below the home's `.vak/prompts/` (files block
+/// files may import), relative to the home: regular files only, never
+/// through a symlink and never in a hidden directory, so what is carried
+/// is what lies in the prompts directory itself. The layer files listed
+/// already are left out.
+fn imported_files(home: &Utf8Path, out: &mut Vec<String>) {
+    let mut pending = vec![(home.join(".vak/prompts"), ".vak/prompts".to_owned())];
+    let mut seen = 0usize;
+    while let Some((dir, rel)) = pending.pop() {
+        let Ok(entries) = dir.read_dir_utf8() else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_PROMPT_ENTRIES {
+                return;
+            }
+            let name = entry.file_name();
+            if name.starts_with('.') {
+                continue;
+            }
+            let rel = format!("{rel}/{name}");
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => pending.push((entry.path().to_owned(), rel)),
+                Ok(kind) if kind.is_file() && name.ends_with(".md") && !out.contains(&rel) => {
+                    out.push(rel);
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// At most this many skill directories of the home are carried.
@@ -1067,6 +1105,34 @@ mod tests {
 
     fn read(home: &Utf8Path, rel: &str) -> Option<String> {
         std::fs::read_to_string(home.join(rel)).ok()
+    }
+
+    /// Files a block file imports travel like block files: a store's
+    /// `.vak/prompts/parts/tone.md` is written to the replica (its
+    /// directory made), and a home lists its own for the store, but never a
+    /// hidden file, a symlink or a file that is not `.md`.
+    #[test]
+    fn imported_files_travel_and_only_plain_md_files_are_listed() {
+        const TONE: &str = ".vak/prompts/parts/tone.md";
+        let (_dir, home) = home();
+        let store = Memory::default();
+        store.set(TONE, Some("Be brief.\n"));
+        sync_home(&home, &store, "memory", false).expect("sync");
+        assert_eq!(read(&home, TONE).as_deref(), Some("Be brief.\n"));
+
+        let prompts = home.join(".vak/prompts");
+        std::fs::create_dir_all(prompts.join(".drafts")).expect("dir");
+        std::fs::write(prompts.join(".drafts/x.md"), "draft").expect("write");
+        std::fs::write(prompts.join("parts/.swap.md"), "swap").expect("write");
+        std::fs::write(prompts.join("notes.txt"), "notes").expect("write");
+        std::fs::write(home.join(".vak/token"), "secret").expect("write");
+        std::os::unix::fs::symlink(home.join(".vak/token"), prompts.join("token.md"))
+            .expect("symlink");
+        let listed: Vec<String> = local_files(&home)
+            .into_iter()
+            .filter(|p| p.starts_with(".vak/prompts/"))
+            .collect();
+        assert_eq!(listed, [TONE]);
     }
 
     #[test]

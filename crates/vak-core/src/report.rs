@@ -29,6 +29,20 @@ pub struct BlockReport<'a> {
     /// Whether the managed layer locks the block (only its text applies).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub locked: bool,
+    /// The files the winning block files import, each under the block file
+    /// whose text it is part of; left out when there are none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub imports: Vec<ImportReport<'a>>,
+}
+
+/// A file imported by a block file in force.
+#[derive(Debug, Clone, Serialize)]
+pub struct ImportReport<'a> {
+    /// The imported file.
+    pub source: Option<&'a str>,
+    /// The block file that imports it (directly, or through another
+    /// imported file).
+    pub by: Option<&'a str>,
 }
 
 /// A layer that lost.
@@ -127,6 +141,16 @@ impl<'a> PromptReport<'a> {
                         })
                         .collect(),
                     locked: b.locked,
+                    imports: b
+                        .contributors
+                        .iter()
+                        .flat_map(|c| {
+                            c.imports.iter().map(|i| ImportReport {
+                                source: i.provenance.source.as_deref(),
+                                by: c.provenance.source.as_deref(),
+                            })
+                        })
+                        .collect(),
                 })
                 .collect(),
             descriptors: &resolved.descriptors,
@@ -246,6 +270,7 @@ mod tests {
                     provenance: Provenance::new(*l, Origin::Project, "x").into(),
                     text: String::new(),
                     interop: false,
+                    imports: Vec::new(),
                 })
                 .collect(),
             shadowed: Vec::new(),

@@ -24,6 +24,7 @@ mod contract;
 mod digest;
 mod error;
 mod guardrail;
+mod import;
 mod layer;
 mod name;
 mod structure;
@@ -43,6 +44,7 @@ pub use error::BlocksError;
 pub use guardrail::{
     Guardrail, GuardrailLint, GuardrailList, ParsedGuardrails, fold_whitespace, parse_guardrails,
 };
+pub use import::{ImportLine, MAX_IMPORT_DEPTH, TargetRefusal, check_target, import_lines};
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
 pub use structure::{SURFACE_PREFIX, neutralise};

@@ -404,6 +404,7 @@ mod tests {
                 provenance: Arc::new((*provenance).clone()),
                 text: (*text).to_owned(),
                 interop: false,
+                imports: Vec::new(),
             };
             match blocks.last_mut() {
                 Some(last) if last.block == *block => {

@@ -51,6 +51,12 @@ pub struct Contributor {
     /// the operating rules after the winning text rather than competing
     /// with it.
     pub interop: bool,
+    /// The files this block file imports, every level, depth first: each
+    /// with its own text (cleaned and trimmed as a file's is; `text` above
+    /// already holds it in place of its `@` line) and its own descriptor,
+    /// which follows this contributor's. Trusted as this contributor is:
+    /// only a kept file's imports are here.
+    pub imports: Vec<Contributor>,
 }
 
 /// The text a layer contributes: forbidden characters
@@ -89,6 +95,11 @@ struct Kept<'a> {
     made: Option<&'a PromptLayerDescriptor>,
     /// A directory's interop file: appended, never a winner.
     interop: bool,
+    /// The files it imports, each with its cleaned text.
+    imports: Vec<(&'a Arc<Provenance>, Cow<'a, str>)>,
+    /// The import that was refused, if one was: named when this text is
+    /// in force (a shadowed file's is not).
+    refused: Option<&'a vak_prompt_loader::ImportError>,
 }
 
 /// What composition derives from the binary alone, built once per process:
@@ -121,6 +132,7 @@ fn builtin() -> &'static Builtin {
             provenance: Arc::new(Provenance::seed("capability-catalog")),
             text: render_contract(CATALOG),
             interop: false,
+            imports: Vec::new(),
         };
         let mut descriptors: Vec<_> = seed
             .iter()
@@ -164,6 +176,7 @@ fn surface_line(surface: SurfaceKind) -> Contributor {
         provenance: Arc::new(Provenance::runtime(&format!("surface/{surface}"))),
         text: format!("Surface: {}", surface.observation()),
         interop: false,
+        imports: Vec::new(),
     }
 }
 
@@ -290,6 +303,11 @@ pub struct ResolvedPrompt {
     pub demoted: Vec<Demotion>,
     /// Skipped inputs, lints and deprecations, as sentences.
     pub warnings: Vec<String>,
+    /// Each kept block file whose import was refused, as a sentence naming
+    /// the file, the line, the import and why. The text of such a file is
+    /// its own, unexpanded: a resolution with any is not one to run on, and
+    /// `vak-core` refuses it.
+    pub refused_imports: Vec<String>,
     /// The merged config, after demotion.
     pub config: EffectiveConfig,
     /// How far the project was trusted.
@@ -314,6 +332,15 @@ impl ResolvedPrompt {
             parent,
         }
     }
+}
+
+/// The sentence naming a refused import of the block file `provenance`.
+fn import_refused(
+    block: Block,
+    provenance: &Provenance,
+    error: &vak_prompt_loader::ImportError,
+) -> String {
+    format!("`{block}` in {provenance} imports what cannot be read: {error}")
 }
 
 /// The operating rules with the directories' interop files appended: the
@@ -451,6 +478,7 @@ pub fn resolve_prompt(input: &ResolveInput<'_>) -> ResolvedPrompt {
 pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> ResolvedPrompt {
     let chain = input.chain;
     let mut demoted = Vec::new();
+    let mut refused_imports = Vec::new();
     let mut warnings: Vec<String> = chain
         .skipped
         .iter()
@@ -470,6 +498,8 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             text: Cow::Borrowed(text.as_str()),
             made: Some(made),
             interop: false,
+            imports: Vec::new(),
+            refused: None,
         },
     ));
     // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
@@ -498,11 +528,15 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         .any(|c| c.block == Block::OperatingRules && !c.interop && at_root(c));
     let locked = |block: Block| chain.managed.as_ref().is_some_and(|m| m.locks(block));
     for contribution in &chain.contributions {
-        let text = contributed(
-            &contribution.text,
-            || format!("`{}` in {}", contribution.block, contribution.provenance),
-            &mut warnings,
-        );
+        let what = || format!("`{}` in {}", contribution.block, contribution.provenance);
+        let text = if contribution.imports.files.is_empty() {
+            contributed(&contribution.text, what, &mut warnings)
+        } else {
+            // The text holds its imports' too, each warned about by its own
+            // path below: this file's warning is about its own characters.
+            let _ = contributed(&contribution.imports.own, what, &mut warnings);
+            contributed(&contribution.text, what, &mut Vec::new())
+        };
         let mut block = contribution.block;
         if contribution.provenance.layer == PromptLayer::Agent
             && matches!(block, Block::Identity | Block::OperatingRules)
@@ -517,19 +551,46 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             prompt_verdict(&contribution.provenance, block, input.trust)
         };
         match verdict {
-            Verdict::Keep => kept.push(Kept {
-                block,
-                provenance: &contribution.provenance,
-                text,
-                made: None,
-                interop: contribution.interop,
-            }),
-            Verdict::Demote(reason) => demoted.push(Demotion {
-                block: Some(block),
-                config_key: None,
-                provenance: contribution.provenance.clone(),
-                reason,
-            }),
+            Verdict::Keep => {
+                // An import is trusted as the file that imports it: kept
+                // with it, or demoted with it below.
+                let imports = contribution
+                    .imports
+                    .files
+                    .iter()
+                    .map(|file| {
+                        let text = contributed(
+                            &file.text,
+                            || format!("`{block}` imported in {}", file.provenance),
+                            &mut warnings,
+                        );
+                        (&file.provenance, text)
+                    })
+                    .collect();
+                kept.push(Kept {
+                    block,
+                    provenance: &contribution.provenance,
+                    text,
+                    made: None,
+                    interop: contribution.interop,
+                    imports,
+                    refused: contribution.imports.refused.as_ref(),
+                });
+            }
+            Verdict::Demote(reason) => {
+                if let Some(error) = &contribution.imports.refused {
+                    warnings.push(format!(
+                        "{} (not applied: the file is demoted)",
+                        import_refused(block, &contribution.provenance, error)
+                    ));
+                }
+                demoted.push(Demotion {
+                    block: Some(block),
+                    config_key: None,
+                    provenance: contribution.provenance.clone(),
+                    reason,
+                });
+            }
         }
     }
 
@@ -578,6 +639,8 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 text: legacy_text,
                 made: None,
                 interop: false,
+                imports: Vec::new(),
+                refused: None,
             }];
             // The root's AGENTS.md stays its operating rules; locked ones
             // stay the managed text.
@@ -588,6 +651,8 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     text: Cow::Borrowed(""),
                     made: None,
                     interop: false,
+                    imports: Vec::new(),
+                    refused: None,
                 });
             }
             kept.splice(at..at, legacy);
@@ -615,6 +680,9 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
     // text's digest is the one its descriptor already holds.
     let mut descriptors: Vec<PromptLayerDescriptor> = Vec::with_capacity(kept.len() + 16);
     let mut kept_digest: Vec<Option<usize>> = vec![None; kept.len()];
+    // Which kept texts ended up in force: a refused import in one that did
+    // not (shadowed) is a warning, not a refusal.
+    let mut in_force = vec![false; kept.len()];
     let mut blocks = Vec::with_capacity(Block::ALL.len());
     for block in Block::ALL {
         // A list parses its lines; any other block is its text, trimmed.
@@ -634,10 +702,30 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             if same {
                 kept_digest[index] = Some(descriptors.len() - 1);
             }
+            in_force[index] = true;
+            if let Some(error) = c.refused {
+                refused_imports.push(import_refused(block, c.provenance, error));
+            }
+            // Each imported file's descriptor follows its includer's, so a
+            // change in one is named by its own path.
+            let imports = c
+                .imports
+                .iter()
+                .map(|(provenance, text)| {
+                    descriptors.push(descriptor(block, provenance, text));
+                    Contributor {
+                        provenance: Arc::clone(provenance),
+                        text: text.clone().into_owned(),
+                        interop: false,
+                        imports: Vec::new(),
+                    }
+                })
+                .collect();
             Contributor {
                 provenance: Arc::clone(c.provenance),
                 text: text.to_owned(),
                 interop: c.interop,
+                imports,
             }
         };
         let of_block = || (0..kept.len()).filter(|i| kept[*i].block == block && !kept[*i].interop);
@@ -741,6 +829,14 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         blocks.push(resolved);
     }
 
+    for (c, _) in kept.iter().zip(&in_force).filter(|(_, used)| !**used) {
+        if let Some(error) = c.refused {
+            warnings.push(format!(
+                "{} (not in force: a narrower layer's file wins)",
+                import_refused(c.block, c.provenance, error)
+            ));
+        }
+    }
     let prefix = render_prefix(&blocks, input.agent);
     let (agent, agent_text) = input
         .agent
@@ -758,6 +854,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
         blocks,
         demoted,
         warnings,
+        refused_imports,
         config,
         trust: input.trust,
     }
@@ -813,6 +910,7 @@ fn runtime_block(
                     provenance: Arc::clone(provenance),
                     text: line,
                     interop: false,
+                    imports: Vec::new(),
                 });
             }
             lines
@@ -833,6 +931,7 @@ fn runtime_block(
                     warnings,
                 ),
                 interop: false,
+                imports: Vec::new(),
             })
             .collect(),
         _ => Vec::new(),
@@ -977,5 +1076,142 @@ mod tests {
             PromptLayerDescriptor::of(*block, provenance, "something else")
         );
         assert_eq!(builtin().contract.text, render_contract(CATALOG));
+    }
+
+    /// A project block file that imports `file` (already expanded by the
+    /// loader), and whether its import was refused.
+    fn importing(block: Block, file: &str, refused: bool) -> Contribution {
+        let provenance = Provenance::new(PromptLayer::Project, Origin::Project, "/p/x.md");
+        let imported = vak_prompt_loader::Imported {
+            provenance: Arc::new(Provenance::new(PromptLayer::Project, Origin::Project, file)),
+            text: "- imported rule\n".to_owned(),
+            depth: 1,
+            imported_by: "/p/x.md".into(),
+        };
+        let imports = if refused {
+            vak_prompt_loader::Imports {
+                own: String::new(),
+                files: Vec::new(),
+                refused: Some(vak_prompt_loader::ImportError {
+                    file: "/p/x.md".into(),
+                    line: 1,
+                    target: "gone.md".to_owned(),
+                    why: vak_prompt_loader::ImportRefusal::Missing("/p/gone.md".into()),
+                }),
+            }
+        } else {
+            vak_prompt_loader::Imports {
+                files: vec![imported],
+                refused: None,
+                own: "- own rule\n@more.md\n".to_owned(),
+            }
+        };
+        Contribution {
+            block,
+            provenance: Arc::new(provenance),
+            text: "- own rule\n- imported rule\n".to_owned(),
+            interop: false,
+            imports,
+        }
+    }
+
+    fn resolve(chain: &LoadedChain, trust: Trust) -> ResolvedPrompt {
+        resolve_prompt(&ResolveInput {
+            chain,
+            trust,
+            surface: SurfaceKind::Cli,
+            agent: None,
+            tail: TailContext::default(),
+        })
+    }
+
+    #[test]
+    fn an_imported_file_is_a_descriptor_after_its_includer_kept_or_demoted_with_it() {
+        let chain = LoadedChain {
+            contributions: vec![
+                importing(Block::Identity, "/p/who.md", false),
+                importing(Block::Guardrails, "/p/more.md", false),
+            ],
+            ..LoadedChain::default()
+        };
+        let sources = |r: &ResolvedPrompt| -> Vec<(String, Option<String>)> {
+            r.descriptors
+                .iter()
+                .filter(|d| d.layer == "project")
+                .map(|d| (d.block.to_string(), d.source.clone()))
+                .collect()
+        };
+        let trusted = resolve(&chain, Trust::Trusted);
+        let pair = |b: &str, s: &str| (b.to_owned(), Some(s.to_owned()));
+        assert_eq!(
+            sources(&trusted),
+            [
+                pair("identity", "/p/x.md"),
+                pair("identity", "/p/who.md"),
+                pair("guardrails", "/p/x.md"),
+                pair("guardrails", "/p/more.md"),
+            ]
+        );
+        let imported = &trusted.descriptors[trusted
+            .descriptors
+            .iter()
+            .position(|d| d.source.as_deref() == Some("/p/who.md"))
+            .unwrap()];
+        assert_eq!(imported.digest, sha256_hex("- imported rule"));
+        let identity = trusted.block(Block::Identity).unwrap();
+        assert_eq!(identity.contributors[0].imports.len(), 1);
+
+        // Untrusted: the identity goes with its import; the guardrails
+        // stay with theirs.
+        let untrusted = resolve(&chain, Trust::Untrusted);
+        assert_eq!(
+            sources(&untrusted),
+            [
+                pair("guardrails", "/p/x.md"),
+                pair("guardrails", "/p/more.md")
+            ]
+        );
+        assert!(untrusted.refused_imports.is_empty());
+    }
+
+    #[test]
+    fn a_refused_import_is_named_only_when_its_file_is_in_force() {
+        let chain = LoadedChain {
+            contributions: vec![importing(Block::Identity, "", true)],
+            ..LoadedChain::default()
+        };
+        let trusted = resolve(&chain, Trust::Trusted);
+        assert_eq!(trusted.refused_imports.len(), 1);
+        assert!(trusted.refused_imports[0].contains("gone.md"));
+        let untrusted = resolve(&chain, Trust::Untrusted);
+        assert!(untrusted.refused_imports.is_empty());
+        assert!(
+            untrusted
+                .warnings
+                .iter()
+                .any(|w| w.contains("not applied: the file is demoted"))
+        );
+
+        // A shared file shadowed by the project's: named, stops nothing.
+        let mut shared = importing(Block::Identity, "", true);
+        shared.provenance = Arc::new(Provenance::new(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/identity.md",
+        ));
+        let chain = LoadedChain {
+            contributions: vec![shared, importing(Block::Identity, "/p/who.md", false)],
+            ..LoadedChain::default()
+        };
+        let shadowed = resolve(&chain, Trust::Trusted);
+        assert!(shadowed.refused_imports.is_empty());
+        assert!(
+            shadowed
+                .warnings
+                .iter()
+                .any(|w| w.contains("/h/identity.md") && w.contains("not in force")),
+            "{:?}",
+            shadowed.warnings
+        );
     }
 }

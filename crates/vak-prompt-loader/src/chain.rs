@@ -7,6 +7,7 @@ use crate::LoaderError;
 use crate::confine::OpenedDirs;
 use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
+use crate::imports::{Expansion, Imports, prompts_root};
 use crate::paths::{LayerDirs, join, prompt_dir};
 use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
 use crate::snapshot::{DirRead, Levels, Snapshot};
@@ -55,6 +56,11 @@ pub struct Contribution {
     /// appends after the winning `operating-rules` text instead of letting
     /// them compete with it.
     pub interop: bool,
+    /// The files a block file imports (`@parts/tone.md` alone on a line),
+    /// whose texts `text` holds in place of those lines; or the import that
+    /// was refused, and then `text` is the file's own. Always empty for an
+    /// interop file and a gateway text, which do not import.
+    pub imports: Imports,
 }
 
 /// An input the loader refused, and why. Reported, never fatal.
@@ -191,14 +197,30 @@ impl LoadedChain {
     /// Put `text` in place of whatever the chain holds for `block` from
     /// `provenance` (or remove it when `text` is `None`), keeping the
     /// loader's order, so a candidate edit can be composed before anything
-    /// is written.
+    /// is written. A home or project file's imports are read, as a load
+    /// reads them ([`expand_imports`](crate::expand_imports)).
     pub fn substitute(&mut self, block: Block, provenance: &Provenance, text: Option<&str>) {
+        let expanded = text.map(|text| crate::imports::expand_imports(provenance, text));
+        self.substitute_expanded(block, provenance, expanded);
+    }
+
+    /// [`substitute`](Self::substitute) with the candidate's imports
+    /// already read ([`expand_imports`](crate::expand_imports)): a check
+    /// that puts one candidate into many chains reads its imports once.
+    pub fn substitute_expanded(
+        &mut self,
+        block: Block,
+        provenance: &Provenance,
+        expanded: Option<(String, Imports)>,
+    ) {
         let same = |b: Block, p: &Provenance| b == block && p == provenance;
         self.contributions
             .retain(|c| !same(c.block, c.provenance.as_ref()));
         self.skipped
             .retain(|s| !(s.block.is_some_and(|b| same(b, &s.provenance))));
-        let Some(text) = text else { return };
+        let Some((text, imports)) = expanded else {
+            return;
+        };
         // The loader reads layers widest first, home before project within
         // a tier, and a directory's files in `Block::EDITABLE` order.
         let rank = |b: Block| Block::EDITABLE.iter().position(|e| *e == b);
@@ -213,8 +235,9 @@ impl LoadedChain {
         let new = Contribution {
             block,
             provenance: Arc::new(provenance.clone()),
-            text: text.to_owned(),
+            text,
             interop: false,
+            imports,
         };
         let at = self
             .contributions
@@ -341,6 +364,35 @@ impl Reader<'_> {
         read
     }
 
+    /// `text`, the block file `provenance` names in the layer directory
+    /// `dir`, with its imports expanded, each read once per snapshot and
+    /// confined to the prompts directory `dir` lies in; or, when one is
+    /// refused, the text as it is and the refusal.
+    fn expand_imports(
+        &mut self,
+        dir: &Utf8Path,
+        provenance: &Provenance,
+        text: String,
+    ) -> (String, Imports) {
+        let Some(file) = provenance.source.as_deref().map(Utf8Path::new) else {
+            return (text, Imports::default());
+        };
+        let prompts = prompts_root(dir).to_owned();
+        let mut read = |path: &Utf8Path| self.read(path, &prompts);
+        let mut expansion = Expansion {
+            read: &mut read,
+            prompts: &prompts,
+            provenance,
+            files: Vec::new(),
+        };
+        let result = expansion.expand(file, &text);
+        if let Err(error) = &result {
+            tracing::warn!(%error, "prompt import refused");
+        }
+        let files = expansion.files;
+        crate::imports::outcome(result, files, text)
+    }
+
     /// Read the editable block files of one directory layer. Returns
     /// whether the directory exists inside its root.
     fn directory_layer(
@@ -363,12 +415,16 @@ impl Reader<'_> {
         for (block, file, text) in files {
             let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
             match text {
-                Ok(Some(text)) => self.chain.contributions.push(Contribution {
-                    block,
-                    provenance: Arc::new(provenance),
-                    text,
-                    interop: false,
-                }),
+                Ok(Some(text)) => {
+                    let (text, imports) = self.expand_imports(dir, &provenance, text);
+                    self.chain.contributions.push(Contribution {
+                        block,
+                        provenance: Arc::new(provenance),
+                        text,
+                        interop: false,
+                        imports,
+                    });
+                }
                 Ok(None) => {}
                 Err(refusal) => self.skip(Some(block), provenance, refusal),
             }
@@ -399,6 +455,7 @@ impl Reader<'_> {
                         provenance: Arc::new(provenance()),
                         text,
                         interop: true,
+                        imports: Imports::default(),
                     });
                     return;
                 }
@@ -556,11 +613,14 @@ pub(crate) fn load_in(
                 .files
                 .iter()
                 .filter(|f| f.surface.is_none() || f.surface == Some(request.surface))
+                // A managed file is taken as signed, whole: it imports
+                // nothing (an imported file would carry no signature).
                 .map(|f| Contribution {
                     block: f.block,
                     provenance: Arc::clone(&f.provenance),
                     text: f.text.clone(),
                     interop: false,
+                    imports: Imports::default(),
                 }),
         );
     }

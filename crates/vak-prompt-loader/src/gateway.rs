@@ -1420,6 +1420,7 @@ fn found_prompts(
                 provenance: std::sync::Arc::new(Provenance::new(layer, Origin::Gateway, source)),
                 text: text.into_owned(),
                 interop: false,
+                imports: crate::Imports::default(),
             }),
             None => skip(
                 skipped,
@@ -1650,6 +1651,7 @@ mod tests {
                         )),
                         text: text.to_owned(),
                         interop: false,
+                        imports: crate::Imports::default(),
                     }),
                     None => skip(
                         skipped,

@@ -13,6 +13,7 @@ pub mod confine;
 mod discover;
 mod error;
 mod gateway;
+mod imports;
 mod managed;
 mod paths;
 mod rules;
@@ -36,6 +37,7 @@ pub use gateway::{
     entry_key, gateway_dir, gateway_entry_listed, gateway_lists, gateway_prompt_text, json_kind,
     parse_gateway_json, prompt_of, read_gateway, write_gateway_prompt,
 };
+pub use imports::{ImportError, ImportRefusal, Imported, Imports, MAX_IMPORTS, expand_imports};
 pub use managed::{
     LOCKABLE, MANAGED_DIR_ENV, MAX_SIGNATURE_BYTES, ManagedError, ManagedFile, ManagedLayer,
     ManagedLocation, ManagedSigningKey, PIN_FILE, SYSTEM_MANAGED_DIR, Verification, VerifiedFile,

@@ -282,6 +282,15 @@ impl InputWatch {
                 .iter()
                 .filter_map(|s| s.provenance.source.as_deref()),
         );
+        // Imported files: inside a watched `.vak`, but a symlink among them
+        // leads to a file whose own directory must be watched too.
+        paths.extend(
+            chain
+                .contributions
+                .iter()
+                .flat_map(|c| &c.imports.files)
+                .filter_map(|f| f.provenance.source.as_deref()),
+        );
         paths.extend(chain.configs.iter().map(|c| c.path.as_str()));
         paths.extend(chain.skills.iter().map(|s| s.path().as_str()));
         paths.extend(chain.legacy_system.iter().map(|l| l.path().as_str()));

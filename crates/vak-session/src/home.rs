@@ -135,11 +135,18 @@ pub const SHARED_CONFIG: &str = ".vak/config.toml";
 /// The one file of a skill the prompt reads (`.vak/skills/<name>/SKILL.md`).
 pub const SKILL_FILE: &str = "SKILL.md";
 
+/// How many names below `.vak/prompts/` a carried imported file may have
+/// (directories and the file): deeper trees stay on their node.
+const MAX_IMPORTED_DEPTH: usize = 8;
+
 /// Whether `path` (relative to the home) is a home-side file: a layer file
 /// of `.vak/prompts/`, `.vak/prompts/surface/<kind>/` or
-/// `.vak/prompts/agents/<role>/`, a gateway tier file, the shared
-/// `.vak/config.toml`, or a skill's `.vak/skills/<name>/SKILL.md`. The
-/// directory names must be valid names (`Name` rules: no `..`, no `/`).
+/// `.vak/prompts/agents/<role>/`, any other `.md` file below
+/// `.vak/prompts/` (a file a block file may import), a gateway tier file,
+/// the shared `.vak/config.toml`, or a skill's
+/// `.vak/skills/<name>/SKILL.md`. The directory names must be valid names
+/// (`Name` rules: no `..`, no `/`; for an imported file, plain names, none
+/// hidden).
 pub fn home_side_path(path: &str) -> bool {
     let parts: Vec<&str> = path.split('/').collect();
     let name_ok = |s: &str| {
@@ -150,12 +157,26 @@ pub fn home_side_path(path: &str) -> bool {
         [".vak", "gateway", file] => GATEWAY_FILES.contains(file),
         [".vak", "config.toml"] => true,
         [".vak", "skills", dir, file] => name_ok(dir) && *file == SKILL_FILE,
-        [".vak", "prompts", file] => LAYER_FILES.contains(file),
+        [".vak", "prompts", file] => LAYER_FILES.contains(file) || imported_file(&parts[2..]),
         [".vak", "prompts", "surface" | "agents", dir, file] => {
-            name_ok(dir) && LAYER_FILES.contains(file)
+            (name_ok(dir) && LAYER_FILES.contains(file)) || imported_file(&parts[2..])
         }
+        [".vak", "prompts", rest @ ..] => imported_file(rest),
         _ => false,
     }
+}
+
+/// Whether `rest` (the names below `.vak/prompts/`) is a file a block file
+/// may import: a `.md` file, every name plain and none hidden (an import
+/// may not name a hidden one either), at most [`MAX_IMPORTED_DEPTH`] deep.
+fn imported_file(rest: &[&str]) -> bool {
+    rest.len() <= MAX_IMPORTED_DEPTH
+        && rest.iter().all(|part| {
+            !part.is_empty()
+                && !part.starts_with('.')
+                && !part.chars().any(|c| c == '\\' || c.is_control())
+        })
+        && rest.last().is_some_and(|file| file.ends_with(".md"))
 }
 
 #[cfg(test)]
@@ -172,6 +193,10 @@ mod tests {
             ".vak/gateway/allowlist.json",
             ".vak/config.toml",
             ".vak/skills/changelog/SKILL.md",
+            // Files a block file may import.
+            ".vak/prompts/notes.md",
+            ".vak/prompts/parts/tone.md",
+            ".vak/prompts/surface/a/b/guardrails.md",
         ] {
             assert!(home_side_path(good), "{good}");
         }
@@ -180,7 +205,9 @@ mod tests {
             ".vak/prompts/../../x.md",
             ".vak/prompts/agents/../guardrails.md",
             ".vak/prompts/agents/./guardrails.md",
-            ".vak/prompts/notes.md",
+            ".vak/prompts/notes.txt",
+            ".vak/prompts/.hidden.md",
+            ".vak/prompts/a/b/c/d/e/f/g/h/deep.md",
             ".vak/gateway/secrets/helpdesk",
             ".vak/skills/../SKILL.md",
             ".vak/skills/.hidden/SKILL.md",
@@ -188,7 +215,6 @@ mod tests {
             ".vak/skills/SKILL.md",
             ".vak/prompts/config.toml",
             "/.vak/prompts/guardrails.md",
-            ".vak/prompts/surface/a/b/guardrails.md",
             ".vak/prompts/agents//guardrails.md",
             ".vak/prompts/agents/.hidden/guardrails.md",
         ] {

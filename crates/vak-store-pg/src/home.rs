@@ -29,7 +29,7 @@ impl PgStore {
             Ok(())
         } else {
             Err(self.fail(format!(
-                "`{}` is not a home-side file (a layer file under `.vak/prompts/`, its `surface/<kind>/` or `agents/<role>/`, `.vak/gateway/bots.json` or `allowlist.json`, `.vak/config.toml`, or a skill's `.vak/skills/<name>/SKILL.md`); nothing was written",
+                "`{}` is not a home-side file (a layer file under `.vak/prompts/`, its `surface/<kind>/` or `agents/<role>/`, another plain `.md` file below `.vak/prompts/` that a block file may import, `.vak/gateway/bots.json` or `allowlist.json`, `.vak/config.toml`, or a skill's `.vak/skills/<name>/SKILL.md`); nothing was written",
                 vak_prompt_blocks::Escaped(path)
             )))
         }

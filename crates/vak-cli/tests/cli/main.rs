@@ -28,6 +28,7 @@ mod hostile_paths;
 mod hostile_stores;
 mod hostile_terminal;
 mod hostile_text;
+mod imports;
 mod managed;
 mod prompts;
 mod rules;

@@ -79,6 +79,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
             provenance: Provenance::new(layer, origin, source).into(),
             text: text.clone(),
             interop,
+            imports: Default::default(),
         });
     };
     if let Some(text) = shared {

@@ -92,6 +92,7 @@ impl Chain {
                         .into(),
                         text: text.clone(),
                         interop: false,
+                        imports: Default::default(),
                     });
                 }
             }
@@ -630,6 +631,7 @@ proptest! {
                 .into(),
                 text: text.clone(),
                 interop: true,
+                imports: Default::default(),
             });
         }
         let resolved = resolve(&loaded, trust);
@@ -750,6 +752,7 @@ fn guardrails_only(text: &str) -> LoadedChain {
             .into(),
             text: text.to_owned(),
             interop: false,
+            imports: Default::default(),
         }],
         ..LoadedChain::default()
     }
@@ -769,6 +772,7 @@ fn a_real_agents_file_keeps_its_markdown() {
             .into(),
             text: text.to_owned(),
             interop: false,
+            imports: Default::default(),
         }],
         ..LoadedChain::default()
     };
