@@ -1305,19 +1305,22 @@ mod tests {
                 .unwrap();
             assert_eq!(keys.key_of(&file_key), format!("$VAK_HOME/{rel}"));
         }
-        // A project file, a gateway key and a path that is not a layer file
+        // A project file, a gateway key and a path that is not a home-side file
         // are named alike in both stores.
         let project = EditTarget::new(Scope::Project, SubLayer::Base, Block::Guardrails).unwrap();
         let project_key = target_key(&core, &project);
         assert_eq!(keys.key_of(&project_key), project_key);
         let gateway = "bots.json#/helpdesk/prompts/identity";
         assert_eq!(keys.key_of(gateway), gateway);
-        // (A plain `.md` under `prompts/` is home-side now: a block file may
-        // import it.)
-        let other = real.join("home/.vak/notes.md");
+        let other = real.join("home/.vak/prompts/notes.txt");
         assert_eq!(keys.key_of(other.as_str()), other.as_str());
-        let imported = real.join("home/.vak/prompts/notes.md");
-        assert_eq!(keys.key_of(imported.as_str()), "$VAK_HOME/.vak/prompts/notes.md");
+        // A file a block file may import travels with the home side, so it
+        // is named as the shared store names it.
+        let imported = real.join("home/.vak/prompts/parts/notes.md");
+        assert_eq!(
+            keys.key_of(imported.as_str()),
+            "$VAK_HOME/.vak/prompts/parts/notes.md"
+        );
     }
 
     fn descriptor() -> impl proptest::strategy::Strategy<Value = PromptLayerDescriptor> {
