@@ -213,7 +213,7 @@ fn a_locked_identity_survives_every_narrower_layer() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("the managed layer locks `identity`"),
+        stdout(&out).contains("is kept but not applied: locked by managed"),
         "{}",
         stdout(&out)
     );
