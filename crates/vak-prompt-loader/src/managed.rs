@@ -268,8 +268,9 @@ pub struct VerifiedFile {
 pub struct Verification {
     /// The managed directory.
     pub dir: Utf8PathBuf,
-    /// The keys listed (empty: signatures are not required).
-    pub keys: Vec<String>,
+    /// The keys listed (empty: signatures are not required); `None` when
+    /// the config that lists them is refused.
+    pub keys: Option<Vec<String>>,
     /// Every file, config first.
     pub files: Vec<VerifiedFile>,
     /// A refusal of the layer as a whole (its directory's mode, the pin).
@@ -334,7 +335,7 @@ pub fn verify_managed(home: &Utf8Path) -> Result<Verification, ManagedError> {
     let location = ManagedLocation::find().ok_or(ManagedError::Absent)?;
     let mut verification = Verification {
         dir: location.dir.clone(),
-        keys: Vec::new(),
+        keys: None,
         files: Vec::new(),
         layer: None,
     };
@@ -357,7 +358,7 @@ pub fn verify_managed(home: &Utf8Path) -> Result<Verification, ManagedError> {
             return Ok(verification);
         }
     };
-    verification.keys = settings.keys.iter().map(|(id, _)| id.clone()).collect();
+    verification.keys = Some(settings.keys.iter().map(|(id, _)| id.clone()).collect());
     if let Some(config) = &settings.config {
         verification.files.push(VerifiedFile {
             path: config.clone(),

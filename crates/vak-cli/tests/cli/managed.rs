@@ -358,6 +358,25 @@ fn a_tampered_signed_file_is_refused_and_no_session_starts_on_it() {
         "{text}"
     );
 
+    let out = m.vak(&["managed", "verify", "--format", "json"]);
+    assert_eq!(code(&out), 1);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["keys"], serde_json::json!([public]));
+    let refused: Vec<&Value> = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["ok"] == false)
+        .collect();
+    assert_eq!(refused.len(), 1, "{json}");
+    assert!(
+        refused[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("identity.md")
+    );
+
     // Signed again by the administrator: it resolves again.
     m.sign(&key, "identity.md");
     let out = m.ok(&["managed", "verify"]);
