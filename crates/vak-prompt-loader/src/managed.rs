@@ -725,7 +725,7 @@ impl ManagedReader {
         };
         let signature = std::str::from_utf8(&sig)
             .ok()
-            .and_then(|s| BASE64.decode(s.trim()).ok())
+            .and_then(|s| decode_base64(s).ok())
             .and_then(|raw| <[u8; 64]>::try_from(raw.as_slice()).ok())
             .map(|raw| Signature::from_bytes(&raw))
             .ok_or_else(|| {
@@ -832,14 +832,19 @@ fn parse_public_key(text: &str) -> Result<VerifyingKey, String> {
             "does not begin with `{KEY_PREFIX}` (a key is `ed25519:` and the base64 of its 32 bytes)"
         ));
     };
-    let raw = BASE64
-        .decode(body.trim())
-        .map_err(|_| "is not base64 after `ed25519:`".to_owned())?;
+    let raw = decode_base64(body).map_err(|_| "is not base64 after `ed25519:`".to_owned())?;
     let raw: [u8; 32] = raw
         .as_slice()
         .try_into()
         .map_err(|_| format!("is {} bytes, not 32", raw.len()))?;
     VerifyingKey::from_bytes(&raw).map_err(|_| "is not a valid ed25519 public key".to_owned())
+}
+
+/// Decode base64 written by any tool: whitespace anywhere (`base64` wraps
+/// its output at 76 columns, editors add a final newline) is not part of it.
+fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    BASE64.decode(compact)
 }
 
 /// The text form of `key`: `ed25519:<base64>`.
@@ -870,9 +875,7 @@ impl ManagedSigningKey {
             .map_err(|r| error(format!("it {}", ReadRefusal::from(r))))?
             .ok_or_else(|| error("it does not exist".to_owned()))?;
         let text = std::str::from_utf8(&bytes).map_err(|_| error("it is not text".to_owned()))?;
-        let raw = BASE64
-            .decode(text.trim())
-            .map_err(|_| error("it is not base64".to_owned()))?;
+        let raw = decode_base64(text).map_err(|_| error("it is not base64".to_owned()))?;
         let seed: [u8; 32] = raw
             .as_slice()
             .try_into()
@@ -1143,6 +1146,19 @@ mod tests {
         assert!(public.verify_strict(b"floor!", &sig).is_err());
         let other_public = parse_public_key(&other.public()).unwrap();
         assert!(other_public.verify_strict(b"floor", &sig).is_err());
+    }
+
+    #[test]
+    fn base64_wrapped_by_a_tool_still_decodes() {
+        let key = ManagedSigningKey::generate().unwrap();
+        let sig = key.sign(b"floor");
+        let wrapped = format!("{}\n{}\n", &sig[..76], &sig[76..]);
+        assert_eq!(
+            decode_base64(&wrapped).unwrap(),
+            BASE64.decode(&sig).unwrap()
+        );
+        let seed = key.to_file_text();
+        assert_eq!(decode_base64(&format!("  {seed}\r\n")).unwrap().len(), 32);
     }
 
     #[test]
