@@ -46,10 +46,16 @@ cp -a "$root/fixtures/projects/myproj" "$work/myproj"
 mkdir -p "$work/myproj/services/payments/.vak/prompts"
 printf -- '- Never log card numbers.\n' >"$work/myproj/services/payments/.vak/prompts/guardrails.md"
 "$vak" trust --home "$work/home" "$work/myproj" >/dev/null
+# A managed layer the page shows read-only; its one file is a note for a
+# surface the scenario never resolves, so every other figure stays the same.
+mkdir -p "$work/managed/surface/desktop"
+printf 'This machine is managed by ACME IT.\n' >"$work/managed/surface/desktop/surface-note.md"
+chmod 0755 "$work/managed" "$work/managed/surface" "$work/managed/surface/desktop"
+chmod 0644 "$work/managed/surface/desktop/surface-note.md"
 
 rm -rf "$shots"
 mkdir -p "$shots"
-env -u VAK_ADMIN_TOKEN "$vak" admin serve --home "$work/home" --project "$work/myproj" \
+env -u VAK_ADMIN_TOKEN VAK_MANAGED_DIR="$work/managed" "$vak" admin serve --home "$work/home" --project "$work/myproj" \
   --listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
 server_pid=$!
 

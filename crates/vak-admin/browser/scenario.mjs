@@ -114,6 +114,13 @@ try {
   check((await effective('operating-rules').innerText()).includes('from Shared'), 'effective operating-rules says "from Shared"');
   check((await effective('capability-contract').innerText()).includes('locked'), 'effective capability-contract says "locked"');
   check((await effective('guardrails').innerText()).includes('seed + Shared + 2'), 'effective guardrails says "seed + Shared + 2"');
+  // The managed layer: shown read-only, marked "managed", nothing to edit.
+  const managed = page.locator('#managed');
+  await managed.waitFor({ state: 'visible' });
+  check((await managed.locator('.badge').textContent()).trim() === 'managed', 'the managed card is marked "managed"');
+  check((await managed.textContent()).includes('read-only'), 'the managed card says it is read-only');
+  check((await managed.locator('button, textarea').count()) === 0, 'the managed card offers no editor, save or reset');
+  check((await managed.textContent()).includes('surface-note (surface desktop)'), 'the managed card lists its file');
   await copyIsClean('#/prompts (This project)');
   await snap('prompts-this-project');
 

@@ -536,7 +536,7 @@ pub(crate) async fn layers(
         let not_applied = match verdict {
             // Every layer edited here is narrower than the managed one.
             _ if locked => Some(format!(
-                "The managed layer locks `{block}`, so this layer's text is kept but not applied: {}",
+                "This layer's `{block}` is kept on disk but {}",
                 vak_core::prompts::DemoteReason::LockedByManaged
             )),
             Verdict::Keep => None,

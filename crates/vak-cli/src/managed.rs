@@ -109,7 +109,7 @@ struct FileJson<'a> {
 #[derive(Serialize)]
 struct VerifyJson<'a> {
     dir: &'a str,
-    keys: &'a [String],
+    keys: Option<&'a [String]>,
     ok: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     layer: Option<String>,
@@ -135,7 +135,7 @@ fn verify(args: &VerifyArgs) -> Result<(), CliError> {
 fn verify_json(v: &Verification) -> VerifyJson<'_> {
     VerifyJson {
         dir: v.dir.as_str(),
-        keys: &v.keys,
+        keys: v.keys.as_deref(),
         ok: !v.refused(),
         layer: v.layer.as_ref().map(ToString::to_string),
         files: v
@@ -154,11 +154,13 @@ fn verify_json(v: &Verification) -> VerifyJson<'_> {
 /// One line per file, `OK` or `refused`, every path escaped.
 fn verify_text(v: &Verification) -> String {
     let mut text = format!("managed layer {}\n", Escaped(v.dir.as_str()));
-    if v.keys.is_empty() {
-        text.push_str("keys: none (signatures are not required)\n");
-    } else {
-        for key in &v.keys {
-            text.push_str(&format!("key: {}\n", Escaped(key)));
+    match v.keys.as_deref() {
+        None => text.push_str("keys: unknown (the config that lists them is refused)\n"),
+        Some([]) => text.push_str("keys: none (signatures are not required)\n"),
+        Some(keys) => {
+            for key in keys {
+                text.push_str(&format!("key: {}\n", Escaped(key)));
+            }
         }
     }
     if let Some(error) = &v.layer {

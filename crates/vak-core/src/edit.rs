@@ -819,7 +819,7 @@ fn not_applied_note(
     let provenance = target.provenance(selectors);
     if locked {
         return Some(format!(
-            "the managed layer locks `{}`: the saved text in `{}` is kept but will not apply ({})",
+            "the saved `{}` in `{}` is kept but {}",
             target.block,
             provenance.source.as_deref().unwrap_or("?"),
             DemoteReason::LockedByManaged

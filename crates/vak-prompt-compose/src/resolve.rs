@@ -1214,4 +1214,98 @@ mod tests {
             shadowed.warnings
         );
     }
+
+    fn managed_layer(locked: &[Block]) -> Arc<vak_prompt_loader::ManagedLayer> {
+        let provenance = Arc::new(Provenance::managed("/etc/vak/prompts/identity.md", None));
+        Arc::new(vak_prompt_loader::ManagedLayer {
+            dir: "/etc/vak/prompts".into(),
+            config: Some("/etc/vak/prompts/config.toml".into()),
+            locked: locked.to_vec(),
+            keys: Vec::new(),
+            max_tokens: None,
+            files: vec![vak_prompt_loader::ManagedFile {
+                block: Block::Identity,
+                surface: None,
+                provenance,
+                text: "You are ACME's agent.".to_owned(),
+            }],
+            config_signed_by: None,
+        })
+    }
+
+    const NARROWER: [(PromptLayer, Origin); 6] = [
+        (PromptLayer::Shared, Origin::Home),
+        (PromptLayer::Project, Origin::Project),
+        (PromptLayer::Surface, Origin::Project),
+        (PromptLayer::Bot, Origin::Gateway),
+        (PromptLayer::Chat, Origin::Gateway),
+        (PromptLayer::Agent, Origin::Home),
+    ];
+
+    proptest::proptest! {
+        /// Whatever narrower layers say about a block the managed layer
+        /// locks, and however far the project is trusted, the block is the
+        /// managed text and every narrower text is reported not applied;
+        /// unlocked, the narrowest says it as before. A role's text still
+        /// becomes its instructions.
+        #[test]
+        fn a_locked_block_is_the_managed_text_whatever_narrower_layers_say(
+            present in proptest::collection::vec(proptest::bool::ANY, NARROWER.len()),
+            texts in proptest::collection::vec("[a-z ]{0,12}", NARROWER.len()),
+            trusted: bool,
+            lock: bool,
+        ) {
+            let managed = managed_layer(if lock { &[Block::Identity] } else { &[] });
+            let mut chain = LoadedChain {
+                managed: Some(Arc::clone(&managed)),
+                ..LoadedChain::default()
+            };
+            chain.contributions.push(Contribution {
+                block: Block::Identity,
+                provenance: Arc::clone(&managed.files[0].provenance),
+                text: managed.files[0].text.clone(),
+                interop: false,
+                imports: Default::default(),
+            });
+            for (i, (layer, origin)) in NARROWER.iter().enumerate() {
+                if present[i] {
+                    chain.contributions.push(Contribution {
+                        block: Block::Identity,
+                        provenance: Arc::new(Provenance::new(*layer, *origin, format!("/x/{i}"))),
+                        text: format!("narrower {i} {}", texts[i]),
+                        interop: false,
+                        imports: Default::default(),
+                    });
+                }
+            }
+            let role = Name::new(vak_prompt_blocks::NameKind::Role, "reviewer").unwrap();
+            let resolved = resolve_prompt(&ResolveInput {
+                chain: &chain,
+                trust: if trusted { Trust::Trusted } else { Trust::Untrusted },
+                surface: SurfaceKind::Cli,
+                agent: Some(&role),
+                tail: TailContext::now(),
+            });
+            let identity = resolved.block(Block::Identity).unwrap();
+            let locked_out = resolved
+                .demoted
+                .iter()
+                .filter(|d| d.reason == DemoteReason::LockedByManaged)
+                .count();
+            if lock {
+                proptest::prop_assert_eq!(&identity.text, "You are ACME's agent.");
+                proptest::prop_assert!(identity.locked);
+                // The agent tier's text is instructions, never locked out.
+                let narrower = present[..5].iter().filter(|p| **p).count();
+                proptest::prop_assert_eq!(locked_out, narrower);
+                if present[5] {
+                    let agent = resolved.block(Block::AgentInstructions).unwrap();
+                    proptest::prop_assert!(agent.text.contains("narrower 5"));
+                }
+            } else {
+                proptest::prop_assert_eq!(locked_out, 0);
+                proptest::prop_assert!(!identity.locked);
+            }
+        }
+    }
 }

@@ -168,6 +168,19 @@ fn list(keys: &[String]) -> String {
     }
 }
 
+/// Why a confined read refused, as a fragment after "it": the loader's
+/// words, except that a link leads out of the managed directory (not a
+/// home or project).
+fn refusal_reason(refusal: crate::confine::Refusal) -> String {
+    match ReadRefusal::from(refusal) {
+        ReadRefusal::SymlinkOutside { target } => format!(
+            "is, or is under, a symlink leading outside the managed directory (to `{}`)",
+            Escaped(target.as_str())
+        ),
+        other => other.to_string(),
+    }
+}
+
 /// Where the managed layer is looked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedLocation {
@@ -255,8 +268,9 @@ pub struct VerifiedFile {
 pub struct Verification {
     /// The managed directory.
     pub dir: Utf8PathBuf,
-    /// The keys listed (empty: signatures are not required).
-    pub keys: Vec<String>,
+    /// The keys listed (empty: signatures are not required); `None` when
+    /// the config that lists them is refused.
+    pub keys: Option<Vec<String>>,
     /// Every file, config first.
     pub files: Vec<VerifiedFile>,
     /// A refusal of the layer as a whole (its directory's mode, the pin).
@@ -277,9 +291,17 @@ impl Verification {
 ///
 /// Any refusal of the layer ([`ManagedError`]): the resolution stops.
 pub fn load_managed(home: &Utf8Path) -> Result<Option<Arc<ManagedLayer>>, ManagedError> {
-    let Some(location) = ManagedLocation::find() else {
-        return Ok(None);
-    };
+    match ManagedLocation::find() {
+        Some(location) => load_at(location, home),
+        None => Ok(None),
+    }
+}
+
+/// [`load_managed`] of the layer at `location`.
+fn load_at(
+    location: ManagedLocation,
+    home: &Utf8Path,
+) -> Result<Option<Arc<ManagedLayer>>, ManagedError> {
     let mut reader = match ManagedReader::open(&location)? {
         Some(reader) => reader,
         None => return Ok(None),
@@ -313,7 +335,7 @@ pub fn verify_managed(home: &Utf8Path) -> Result<Verification, ManagedError> {
     let location = ManagedLocation::find().ok_or(ManagedError::Absent)?;
     let mut verification = Verification {
         dir: location.dir.clone(),
-        keys: Vec::new(),
+        keys: None,
         files: Vec::new(),
         layer: None,
     };
@@ -336,7 +358,7 @@ pub fn verify_managed(home: &Utf8Path) -> Result<Verification, ManagedError> {
             return Ok(verification);
         }
     };
-    verification.keys = settings.keys.iter().map(|(id, _)| id.clone()).collect();
+    verification.keys = Some(settings.keys.iter().map(|(id, _)| id.clone()).collect());
     if let Some(config) = &settings.config {
         verification.files.push(VerifiedFile {
             path: config.clone(),
@@ -538,7 +560,7 @@ impl ManagedReader {
     fn dir(&mut self, dir: &Utf8Path) -> Result<Option<std::rc::Rc<ConfinedDir>>, ManagedError> {
         let opened = self.dirs.dir(dir).map_err(|r| ManagedError::Unreadable {
             path: dir.to_owned(),
-            reason: ReadRefusal::from(r).to_string(),
+            reason: refusal_reason(r),
         })?;
         let Some(opened) = opened else {
             return Ok(None);
@@ -571,7 +593,7 @@ impl ManagedReader {
         };
         let file = dir
             .open_file(name, self.dirs.root())
-            .map_err(|r| unreadable(ReadRefusal::from(r).to_string()))?;
+            .map_err(|r| unreadable(refusal_reason(r)))?;
         let Some(file) = file else { return Ok(None) };
         let metadata = file
             .metadata()
@@ -579,7 +601,7 @@ impl ManagedReader {
         self.judge(&path, &metadata)?;
         read_bounded(file, limit)
             .map(Some)
-            .map_err(|r| unreadable(ReadRefusal::from(r).to_string()))
+            .map_err(|r| unreadable(refusal_reason(r)))
     }
 
     /// Read and check the config, verifying its own signature against the
@@ -703,7 +725,7 @@ impl ManagedReader {
         };
         let signature = std::str::from_utf8(&sig)
             .ok()
-            .and_then(|s| BASE64.decode(s.trim()).ok())
+            .and_then(|s| decode_base64(s).ok())
             .and_then(|raw| <[u8; 64]>::try_from(raw.as_slice()).ok())
             .map(|raw| Signature::from_bytes(&raw))
             .ok_or_else(|| {
@@ -786,15 +808,6 @@ impl ManagedReader {
     ) -> Result<Option<ManagedFile>, ManagedError> {
         let path = dir.path().join(name);
         let Some(bytes) = self.read(dir, name, MAX_FILE_BYTES)? else {
-            // A signature with no file beside it signs nothing: said, so a
-            // deleted floor file is not mistaken for a signed one.
-            if !keys.is_empty()
-                && self
-                    .read(dir, &format!("{name}.sig"), MAX_SIGNATURE_BYTES)?
-                    .is_some()
-            {
-                tracing::warn!(%path, "managed signature without its file");
-            }
             return Ok(None);
         };
         let signed_by = self.signature(dir, name, &bytes, keys)?;
@@ -819,14 +832,19 @@ fn parse_public_key(text: &str) -> Result<VerifyingKey, String> {
             "does not begin with `{KEY_PREFIX}` (a key is `ed25519:` and the base64 of its 32 bytes)"
         ));
     };
-    let raw = BASE64
-        .decode(body.trim())
-        .map_err(|_| "is not base64 after `ed25519:`".to_owned())?;
+    let raw = decode_base64(body).map_err(|_| "is not base64 after `ed25519:`".to_owned())?;
     let raw: [u8; 32] = raw
         .as_slice()
         .try_into()
         .map_err(|_| format!("is {} bytes, not 32", raw.len()))?;
     VerifyingKey::from_bytes(&raw).map_err(|_| "is not a valid ed25519 public key".to_owned())
+}
+
+/// Decode base64 written by any tool: whitespace anywhere (`base64` wraps
+/// its output at 76 columns, editors add a final newline) is not part of it.
+fn decode_base64(text: &str) -> Result<Vec<u8>, base64::DecodeError> {
+    let compact: String = text.chars().filter(|c| !c.is_ascii_whitespace()).collect();
+    BASE64.decode(compact)
 }
 
 /// The text form of `key`: `ed25519:<base64>`.
@@ -857,9 +875,7 @@ impl ManagedSigningKey {
             .map_err(|r| error(format!("it {}", ReadRefusal::from(r))))?
             .ok_or_else(|| error("it does not exist".to_owned()))?;
         let text = std::str::from_utf8(&bytes).map_err(|_| error("it is not text".to_owned()))?;
-        let raw = BASE64
-            .decode(text.trim())
-            .map_err(|_| error("it is not base64".to_owned()))?;
+        let raw = decode_base64(text).map_err(|_| error("it is not base64".to_owned()))?;
         let seed: [u8; 32] = raw
             .as_slice()
             .try_into()
@@ -961,6 +977,163 @@ pub fn generate_managed_key(path: &Utf8Path) -> Result<String, ManagedError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    /// A managed directory (mode 0755) and a home, in one temporary root.
+    struct Layer {
+        _root: tempfile::TempDir,
+        dir: Utf8PathBuf,
+        home: Utf8PathBuf,
+    }
+
+    impl Layer {
+        fn new() -> Layer {
+            let root = tempfile::tempdir().unwrap();
+            let base = Utf8PathBuf::from_path_buf(root.path().canonicalize().unwrap()).unwrap();
+            let (dir, home) = (base.join("managed"), base.join("home"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::create_dir_all(&home).unwrap();
+            std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+            Layer {
+                _root: root,
+                dir,
+                home,
+            }
+        }
+
+        fn write(&self, name: &str, bytes: &[u8], mode: u32) {
+            let path = self.dir.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, bytes).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
+
+        fn load(&self) -> Result<Option<Arc<ManagedLayer>>, ManagedError> {
+            let location = ManagedLocation {
+                dir: self.dir.clone(),
+                from_env: true,
+            };
+            load_at(location, &self.home)
+        }
+    }
+
+    #[test]
+    fn the_mode_is_judged_on_the_directory_each_subdirectory_and_each_file() {
+        let layer = Layer::new();
+        layer.write("guardrails.md", b"- floor\n", 0o644);
+        layer.write("surface/chat/surface-note.md", b"chat note\n", 0o644);
+        let read = layer.load().unwrap().unwrap();
+        assert_eq!(read.files.len(), 2);
+        assert_eq!(read.files[1].surface, Some(SurfaceKind::Chat));
+
+        for (path, mode, who) in [
+            ("", 0o775, "group"),
+            ("surface", 0o757, "others"),
+            ("surface/chat", 0o777, "group and others"),
+            ("guardrails.md", 0o666, "group and others"),
+        ] {
+            let target = layer.dir.join(path);
+            let before = std::fs::metadata(&target).unwrap().permissions();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).unwrap();
+            match layer.load() {
+                Err(ManagedError::WritableByOthers {
+                    path: at,
+                    mode: shown,
+                    who: said,
+                }) => {
+                    assert_eq!(at, target, "{path}");
+                    assert_eq!(shown, format!("{mode:04o}"));
+                    assert_eq!(said, who);
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+            std::fs::set_permissions(&target, before).unwrap();
+        }
+        assert!(layer.load().is_ok());
+    }
+
+    #[test]
+    fn a_lock_on_a_block_that_cannot_be_locked_names_the_key() {
+        let layer = Layer::new();
+        layer.write(
+            "config.toml",
+            b"[prompts]\nlocked = [\"surface-note\"]\n",
+            0o644,
+        );
+        let error = layer.load().unwrap_err();
+        assert!(error.to_string().contains("prompts.locked"), "{error}");
+        layer.write(
+            "config.toml",
+            b"[prompts]\nlocked = [\"identity\", \"identity\"]\nmax_tokens = 900\n",
+            0o644,
+        );
+        let read = layer.load().unwrap().unwrap();
+        assert_eq!(read.locked, [Block::Identity]);
+        assert_eq!(read.max_tokens, Some(900));
+    }
+
+    #[test]
+    fn signatures_are_checked_and_the_signer_recorded_and_pinned() {
+        let layer = Layer::new();
+        let key = ManagedSigningKey::generate().unwrap();
+        let config = format!("[prompts]\nmanaged_keys = [\"{}\"]\n", key.public());
+        layer.write("config.toml", config.as_bytes(), 0o644);
+        layer.write(
+            "config.toml.sig",
+            key.sign(config.as_bytes()).as_bytes(),
+            0o644,
+        );
+        layer.write("identity.md", b"ACME\n", 0o644);
+        assert!(matches!(layer.load(), Err(ManagedError::Unsigned { .. })));
+        layer.write("identity.md.sig", key.sign(b"ACME\n").as_bytes(), 0o644);
+        let read = layer.load().unwrap().unwrap();
+        assert_eq!(
+            read.files[0].provenance.signed_by.as_deref(),
+            Some(key.public().as_str())
+        );
+        assert_eq!(
+            read.config_signed_by.as_deref(),
+            Some(key.public().as_str())
+        );
+        let pin = std::fs::read_to_string(pin_path(&layer.home)).unwrap();
+        assert!(pin.contains(&key.public()), "{pin}");
+        layer.write("identity.md", b"ACME!\n", 0o644);
+        assert!(matches!(
+            layer.load(),
+            Err(ManagedError::BadSignature { .. })
+        ));
+    }
+
+    proptest! {
+        // Each case makes a key and signs: a few dozen say what thousands
+        // would, in a debug build's time.
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// A signature verifies the exact bytes it was made over: any one
+        /// byte changed, added or removed is refused.
+        #[test]
+        fn a_signature_covers_every_byte(
+            text in proptest::collection::vec(any::<u8>(), 0..256),
+            at in any::<prop::sample::Index>(),
+            flip in 1u8..=255,
+        ) {
+            let key = ManagedSigningKey::generate().unwrap();
+            let public = parse_public_key(&key.public()).unwrap();
+            let raw = BASE64.decode(key.sign(&text)).unwrap();
+            let sig = Signature::from_bytes(&raw.as_slice().try_into().unwrap());
+            prop_assert!(public.verify_strict(&text, &sig).is_ok());
+            let mut longer = text.clone();
+            longer.push(0);
+            prop_assert!(public.verify_strict(&longer, &sig).is_err());
+            if !text.is_empty() {
+                let mut changed = text.clone();
+                changed[at.index(text.len())] ^= flip;
+                prop_assert!(public.verify_strict(&changed, &sig).is_err());
+                prop_assert!(public.verify_strict(&text[1..], &sig).is_err());
+            }
+        }
+    }
 
     #[test]
     fn a_signature_made_by_a_key_verifies_with_its_public_text_only() {
@@ -973,6 +1146,19 @@ mod tests {
         assert!(public.verify_strict(b"floor!", &sig).is_err());
         let other_public = parse_public_key(&other.public()).unwrap();
         assert!(other_public.verify_strict(b"floor", &sig).is_err());
+    }
+
+    #[test]
+    fn base64_wrapped_by_a_tool_still_decodes() {
+        let key = ManagedSigningKey::generate().unwrap();
+        let sig = key.sign(b"floor");
+        let wrapped = format!("{}\n{}\n", &sig[..76], &sig[76..]);
+        assert_eq!(
+            decode_base64(&wrapped).unwrap(),
+            BASE64.decode(&sig).unwrap()
+        );
+        let seed = key.to_file_text();
+        assert_eq!(decode_base64(&format!("  {seed}\r\n")).unwrap().len(), 32);
     }
 
     #[test]

@@ -217,6 +217,9 @@ mod tests {
             "/.vak/prompts/guardrails.md",
             ".vak/prompts/agents//guardrails.md",
             ".vak/prompts/agents/.hidden/guardrails.md",
+            // The managed layer is the machine's, and so is this home's pin
+            // of its keys: neither travels with a store.
+            ".vak/managed-keys.toml",
         ] {
             assert!(!home_side_path(bad), "{bad}");
         }

@@ -213,7 +213,7 @@ fn a_locked_identity_survives_every_narrower_layer() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(
-        stdout(&out).contains("the managed layer locks `identity`"),
+        stdout(&out).contains("is kept but not applied: locked by managed"),
         "{}",
         stdout(&out)
     );
@@ -356,6 +356,25 @@ fn a_tampered_signed_file_is_refused_and_no_session_starts_on_it() {
         text.lines()
             .any(|l| l.starts_with("refused") && l.contains("identity.md")),
         "{text}"
+    );
+
+    let out = m.vak(&["managed", "verify", "--format", "json"]);
+    assert_eq!(code(&out), 1);
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(json["ok"], false);
+    assert_eq!(json["keys"], serde_json::json!([public]));
+    let refused: Vec<&Value> = json["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["ok"] == false)
+        .collect();
+    assert_eq!(refused.len(), 1, "{json}");
+    assert!(
+        refused[0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("identity.md")
     );
 
     // Signed again by the administrator: it resolves again.
@@ -619,4 +638,37 @@ fn the_administrators_tools_say_what_they_expect() {
         "{}",
         stdout(&out)
     );
+}
+
+/// A managed `surface/<kind>/` file applies on that surface only, first
+/// among the notes; an unlocked managed rule is the widest text, which
+/// the project's own rules and AGENTS.md follow as usual.
+#[test]
+fn managed_surface_files_apply_on_their_surface_and_unlocked_rules_are_widest() {
+    let m = Managed::new();
+    m.write("surface/chat/surface-note.md", "Managed chat note.\n");
+    m.write("operating-rules.md", "Follow ACME's change process.\n");
+    m.env
+        .write_project("AGENTS.md", "Run the linters before a commit.\n");
+    fs::create_dir_all(m.env.project().join(".git")).unwrap();
+    let chat = m.ok(&["prompts", "show", "--surface", "chat", "--no-pager"]);
+    assert!(chat.contains("Managed chat note."), "{chat}");
+    // First among the notes: before the project's and the home surface's.
+    let managed_note = chat.find("- Managed chat note.").unwrap();
+    let project_note = chat.find("- The developer works on a laptop").unwrap();
+    let home_surface_note = chat
+        .find("- Messages arrive from a shared team channel")
+        .unwrap();
+    assert!(
+        managed_note < project_note && project_note < home_surface_note,
+        "{chat}"
+    );
+    let cli = m.ok(&["prompts", "show", "--surface", "cli", "--no-pager"]);
+    assert!(!cli.contains("Managed chat note."), "{cli}");
+    // The fixture home's own operating-rules.md is narrower: it wins, and
+    // the project's AGENTS.md is appended after it.
+    assert!(!cli.contains("Follow ACME's change process."), "{cli}");
+    assert!(cli.contains("Run the linters before a commit."), "{cli}");
+    let explain = m.ok(&["prompts", "explain", "--no-pager"]);
+    assert!(explain.contains("shadows managed"), "{explain}");
 }
