@@ -364,3 +364,69 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
     }
     lints
 }
+
+/// A scoped rule a session's turns carried whose text is not what the rule
+/// file holds now (or whose file is gone): not drift (a rule is per turn),
+/// but what `vak session diff` shows beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleChange {
+    /// The rule's name.
+    pub name: String,
+    /// Its file.
+    pub source: String,
+    /// The digest the last turn that carried it recorded.
+    pub recorded: String,
+    /// When that turn was.
+    pub recorded_at: String,
+    /// The digest of its text now; `None` when the file is gone or left out.
+    pub current: Option<String>,
+    /// The unified diff from the recorded text to the current one, or why
+    /// it cannot be shown (the recorded text was not kept).
+    pub diff: Result<String, String>,
+}
+
+/// The scoped rules `turns` carried whose text changed since the last turn
+/// that carried each, against `set` as read now; texts from `history`.
+pub fn rule_changes<'t>(
+    history: &dyn vak_prompt_history::History,
+    turns: impl IntoIterator<Item = &'t vak_session::Turn>,
+    set: &RuleSet,
+) -> Vec<RuleChange> {
+    let mut last: Vec<(&TurnRule, &str)> = Vec::new();
+    for turn in turns {
+        for rule in &turn.rules {
+            match last.iter_mut().find(|(r, _)| r.source == rule.source) {
+                Some(slot) => *slot = (rule, turn.at.as_str()),
+                None => last.push((rule, turn.at.as_str())),
+            }
+        }
+    }
+    let now = vak_prompt_compose::all_rule_texts(set);
+    last.into_iter()
+        .filter_map(|(rule, at)| {
+            let current = now
+                .iter()
+                .find(|(r, _)| r.provenance.source.as_deref() == Some(rule.source.as_str()));
+            let current_digest = current.map(|(_, text)| vak_prompt_blocks::sha256_hex(text));
+            if current_digest.as_deref() == Some(rule.digest.as_str()) {
+                return None;
+            }
+            let old = history.get_object(&rule.digest).map_err(|e| {
+                format!("the text this rule had at {at} was not kept ({e}), so it cannot be shown")
+            });
+            let name = format!("{} (turn {at})", rule.source);
+            let diff = old.map(|old| match current {
+                Some((_, new)) => vak_prompt_history::unified_diff(&name, &rule.source, &old, new),
+                None => vak_prompt_history::unified_diff(&name, "(removed)", &old, ""),
+            });
+            Some(RuleChange {
+                name: rule.name.clone(),
+                source: rule.source.clone(),
+                recorded: rule.digest.clone(),
+                recorded_at: at.to_owned(),
+                current: current_digest,
+                diff,
+            })
+        })
+        .collect()
+}

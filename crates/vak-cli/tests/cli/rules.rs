@@ -593,3 +593,25 @@ fn rules_past_the_total_bound_are_named_and_left_out() {
     assert!(err.contains("z5.md") && err.contains("1024 KiB"), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Never log card numbers."));
 }
+
+/// `session diff`: a rule a turn carried that reads otherwise now is shown
+/// with its diff beside the (unchanged) prompt, and is not drift.
+#[test]
+fn session_diff_shows_a_rule_changed_since_a_turn_carried_it() {
+    let env = payments_project();
+    let id = session(&env);
+    exec(&env, &id, "fix", &["src/payments/x.rs"]);
+    env.write_project(
+        ".vak/prompts/rules/payments.md",
+        &format!("{PAYMENTS}- And never store the CVV.\n"),
+    );
+    let text = env.ok(&["session", "diff", &id]);
+    assert!(text.contains("nothing changed"), "{text}");
+    assert!(text.contains("Scoped rules"), "{text}");
+    assert!(text.contains("+- And never store the CVV."), "{text}");
+    let json = env.json(&["session", "diff", &id]);
+    assert!(json["changes"].as_array().unwrap().is_empty(), "{json}");
+    assert_eq!(json["scoped_rules"][0]["name"], "payments");
+    // Not drift: the session resumes.
+    assert_eq!(exec(&env, &id, "more", &[])["decision"], "continue");
+}
