@@ -154,6 +154,8 @@ pub fn home_side_path(path: &str) -> bool {
         [".vak", "prompts", "surface" | "agents", dir, file] => {
             name_ok(dir) && LAYER_FILES.contains(file)
         }
+        // A scoped rule of the shared home: `rules/<name>.md`.
+        [".vak", "prompts", "rules", file] => file.strip_suffix(".md").is_some_and(name_ok),
         _ => false,
     }
 }
@@ -172,6 +174,7 @@ mod tests {
             ".vak/gateway/allowlist.json",
             ".vak/config.toml",
             ".vak/skills/changelog/SKILL.md",
+            ".vak/prompts/rules/payments.md",
         ] {
             assert!(home_side_path(good), "{good}");
         }
@@ -191,6 +194,11 @@ mod tests {
             ".vak/prompts/surface/a/b/guardrails.md",
             ".vak/prompts/agents//guardrails.md",
             ".vak/prompts/agents/.hidden/guardrails.md",
+            ".vak/prompts/rules/.hidden.md",
+            ".vak/prompts/rules/notes.txt",
+            ".vak/prompts/rules/../guardrails.md",
+            ".vak/prompts/rules/a/b.md",
+            ".vak/prompts/rules/.md",
         ] {
             assert!(!home_side_path(bad), "{bad}");
         }
