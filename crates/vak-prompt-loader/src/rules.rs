@@ -726,13 +726,47 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Whatever a rule file holds, parsing answers (never panics), and
-        /// a rule that parses matches no path outside its own globs' reach:
-        /// an empty path never matches.
+        /// Whatever mix of names, `.` and `..` a turn names, a path it
+        /// accepts is inside the root: relative, never `..`, never empty.
         #[test]
-        fn parsing_never_panics(text in "(\\+\\+\\+\n)?[ -~\n]{0,200}") {
+        fn an_accepted_path_never_leaves_the_root(
+            parts in proptest::collection::vec(proptest::prop_oneof!["\\.\\.", "\\.", "[a-c]{1,2}"], 0..8),
+            absolute in proptest::bool::ANY,
+        ) {
+            let root = Utf8Path::new("/r/p");
+            let cwd = Utf8Path::new("/r/p/a");
+            let given = if absolute {
+                format!("/r/p/{}", parts.join("/"))
+            } else {
+                parts.join("/")
+            };
+            if let Ok(rel) = project_path(root, cwd, Utf8Path::new(&given)) {
+                proptest::prop_assert!(!rel.as_str().is_empty());
+                proptest::prop_assert!(rel.is_relative());
+                proptest::prop_assert!(rel.components().all(|c| matches!(c, Utf8Component::Normal(_))), "{rel}");
+            }
+            if let Ok(rel) = relative_project_path(&given) {
+                proptest::prop_assert!(rel.components().all(|c| matches!(c, Utf8Component::Normal(_))), "{rel}");
+            }
+        }
+
+        /// Whatever glob and body a rule file holds, parsing answers
+        /// (never panics), and a rule it accepts has at least one glob and
+        /// one of the two blocks; every glob it accepts is relative.
+        #[test]
+        fn parsing_never_panics(
+            glob in "[a-z*?/.!\\[\\]{},\\\\-]{0,24}",
+            body in "[ -~\n]{0,80}",
+            prose in proptest::bool::ANY,
+        ) {
+            let block = if prose { "\nblock = \"operating-rules\"" } else { "" };
+            let text = format!("+++\npaths = [{}]{block}\n+++\n{body}", toml::Value::from(glob.as_str()));
             if let Ok(parsed) = parse_rule(&text) {
-                proptest::prop_assert!(parsed.matching_glob(Utf8Path::new("")).is_none() || !parsed.globs.is_empty());
+                proptest::prop_assert!(!parsed.globs.is_empty());
+                proptest::prop_assert_eq!(parsed.block, if prose { Block::OperatingRules } else { Block::Guardrails });
+                proptest::prop_assert!(!parsed.globs[0].starts_with('!'));
+                proptest::prop_assert!(!parsed.globs[0].split('/').any(|p| p == ".."));
+                proptest::prop_assert_eq!(parsed.text, body);
             }
         }
     }
