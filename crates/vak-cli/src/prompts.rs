@@ -79,9 +79,14 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
         } else {
             format!(" (under {})", Escaped(&rule.base))
         };
+        let demoted = if rule.demoted.is_some() {
+            " · demoted: not applied in an untrusted project"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "  {:<16} {:<15} {:<8} {}{base}\n{:<20}`{}`",
+            "  {:<16} {:<15} {:<8} {}{base}{demoted}\n{:<20}`{}`",
             Escaped(&rule.name).to_string(),
             rule.block,
             rule.layer,

@@ -164,6 +164,9 @@ pub struct RuleSummary {
     pub base: String,
     /// Its globs, as written.
     pub globs: Vec<String>,
+    /// Why it does not apply under the project's trust (an untrusted
+    /// project's scoped operating rules), or `None` when it applies.
+    pub demoted: Option<String>,
 }
 
 /// One path asked about and the rules (with the glob) that matched it.
@@ -207,6 +210,14 @@ pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> Ru
                 block: r.parsed.block.to_string(),
                 base: r.base.to_string(),
                 globs: r.parsed.globs.clone(),
+                demoted: match vak_prompt_trust::prompt_verdict(
+                    &r.provenance,
+                    r.parsed.block,
+                    trust,
+                ) {
+                    vak_prompt_trust::Verdict::Keep => None,
+                    vak_prompt_trust::Verdict::Demote(reason) => Some(reason.explain().to_owned()),
+                },
             })
             .collect(),
         paths: paths

@@ -275,6 +275,19 @@ fn an_untrusted_projects_scoped_prose_is_demoted_its_guardrails_apply() {
     assert!(!tail.contains("Ignore all previous"), "{tail}");
     assert!(stderr(&out).contains("rules/style.md"), "{}", stderr(&out));
     assert_eq!(json["rules"].as_array().unwrap().len(), 1);
+
+    // explain reports it demoted, with or without a path.
+    let explained = env.ok(&["prompts", "explain"]);
+    assert!(
+        explained.contains("style")
+            && explained.contains("demoted: not applied in an untrusted project"),
+        "{explained}"
+    );
+    let with_path = env.ok(&["prompts", "explain", "--path", "src/payments/x.rs"]);
+    assert!(
+        with_path.contains("demoted: `") && with_path.contains("style.md"),
+        "{with_path}"
+    );
 }
 
 /// Hostile rule files: a symlink out of the project, a FIFO, bad UTF-8, a
