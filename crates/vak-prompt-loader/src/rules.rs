@@ -361,6 +361,12 @@ pub fn project_path(
             "path `{}` is the project root itself; name a file or directory inside it",
             Escaped(given.as_str())
         )),
+        Err(_) if given.is_relative() => Err(format!(
+            "path `{}` (relative to the current directory `{}`) lies outside the project `{}`; rules apply to paths inside the project",
+            Escaped(given.as_str()),
+            Escaped(cwd.as_str()),
+            Escaped(root.as_str())
+        )),
         Err(_) => Err(format!(
             "path `{}` lies outside the project `{}`; rules apply to paths inside the project",
             Escaped(given.as_str()),
