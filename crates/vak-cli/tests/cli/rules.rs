@@ -212,6 +212,10 @@ fn sub_directory_and_home_rules_are_collected_from_anywhere() {
         "{explained}"
     );
     assert_eq!(paths[0]["matched"][0][1], "src/**");
+    assert!(
+        explained["tail"].as_str().unwrap().contains("- API rule."),
+        "the JSON's tail is the whole tail such a turn carries: {explained}"
+    );
     assert!(paths[1]["matched"].as_array().unwrap().is_empty());
 }
 
