@@ -632,3 +632,46 @@ fn session_diff_shows_a_rule_changed_since_a_turn_carried_it() {
     // Not drift: the session resumes.
     assert_eq!(exec(&env, &id, "more", &[])["decision"], "continue");
 }
+
+/// A save is checked against the prefix plus every scoped rule: a change
+/// the prefix alone would fit is refused when the rules leave no room, and
+/// nothing is written; shrinking stays possible.
+#[test]
+fn a_save_counts_the_rules_against_the_cap() {
+    let env = payments_project();
+    env.write_project(
+        ".vak/prompts/rules/big.md",
+        &format!(
+            "+++\npaths = [\"docs/**\"]\n+++\n{}",
+            (0..60)
+                .map(|i| format!("- Scoped rule number {i} about documentation.\n"))
+                .collect::<String>()
+        ),
+    );
+    let check = env.json(&["prompts", "check"]);
+    let with_rules = check["tokens"]["prefix"].as_u64().unwrap();
+    env.set_cap(usize::try_from(with_rules).unwrap() + 20);
+    let guardrails: String = (0..40)
+        .map(|i| format!("- Project guardrail number {i}, written at length.\n"))
+        .collect();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        &guardrails,
+    );
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !env.project().join(".vak/prompts/guardrails.md").exists(),
+        "nothing written"
+    );
+    // Without the rules the same save fits.
+    fs::remove_file(env.project().join(".vak/prompts/rules/big.md")).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        &guardrails,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
