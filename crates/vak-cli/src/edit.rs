@@ -739,6 +739,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
     match args.format {
         Format::Json => print_json(&json!({
             "tokens": r.summary(),
+            "scoped_rules_tokens": budget.scoped_rules_tokens,
             "encoding": r.encoding,
             "approximate": r.approximate,
             "cap_source": budget.cap.source,

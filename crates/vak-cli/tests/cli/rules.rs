@@ -504,6 +504,10 @@ fn check_lints_dead_globs_and_budgets_every_rule() {
     assert_eq!(env.json(&["prompts", "show"])["fingerprint"], before);
 
     let base = check["tokens"]["prefix"].as_u64().unwrap();
+    assert!(
+        check["scoped_rules_tokens"].as_u64().unwrap() > 0,
+        "{check}"
+    );
     env.set_cap(usize::try_from(base).unwrap() + 50);
     env.write_project(
         ".vak/prompts/rules/big.md",
