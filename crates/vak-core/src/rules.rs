@@ -363,7 +363,7 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
     let (files, complete) = vak_prompt_loader::project_files(&selectors.project, &selectors.home);
     for (rule, glob) in set.unmatched_globs(&files) {
         lints.push(format!(
-            "scoped rule `{}`: the glob `{}` matches no file in the project{}",
+            "scoped rule `{}`: the glob `{}` matches nothing in the project tree (no file){}",
             vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default()),
             vak_prompt_blocks::Escaped(glob),
             if complete {

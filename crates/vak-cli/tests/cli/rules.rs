@@ -494,7 +494,7 @@ fn check_lints_dead_globs_and_budgets_every_rule() {
     assert!(
         lints.iter().any(|l| l.contains("typo.md")
             && l.contains("src/paymnts/**")
-            && l.contains("matches no file")),
+            && l.contains("matches nothing in the project tree")),
         "{lints:?}"
     );
     assert!(
