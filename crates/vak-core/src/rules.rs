@@ -360,7 +360,8 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
         return lints;
     }
     let selectors = core.selectors();
-    let (files, complete) = vak_prompt_loader::project_files(&selectors.project, &selectors.home);
+    let (files, complete) =
+        vak_prompt_loader::project_files(&selectors.project, &selectors.home, set);
     for (rule, glob) in set.unmatched_globs(&files) {
         lints.push(format!(
             "scoped rule `{}`: the glob `{}` matches nothing in the project tree (no file){}",

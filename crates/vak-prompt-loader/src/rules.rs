@@ -585,16 +585,26 @@ fn read_dir_rules(
 /// The files of the project tree, relative to its root, for the lint: the
 /// same walk the directory layers use (bounded, symlinks not followed, no
 /// hidden directories, `node_modules`, `target`, nested repositories or
-/// the home). The second value says whether the walk looked everywhere.
-pub fn project_files(root: &Utf8Path, home: &Utf8Path) -> (Vec<Utf8PathBuf>, bool) {
+/// the home), except that a directory `set`'s globs name literally
+/// (`.github` in `.github/workflows/*.yml`) is entered, so such a glob is
+/// not reported as matching nothing. The second value says whether the
+/// walk looked everywhere.
+pub fn project_files(root: &Utf8Path, home: &Utf8Path, set: &RuleSet) -> (Vec<Utf8PathBuf>, bool) {
     let home = crate::discover::real_home(home);
+    let named: Vec<&str> = set
+        .rules
+        .iter()
+        .flat_map(|r| r.parsed.globs.iter())
+        .flat_map(|g| g.split('/'))
+        .filter(|part| !part.is_empty() && !part.contains(['*', '?', '[', '{', '\\']))
+        .collect();
     let mut files = Vec::new();
     let walk = walkdir::WalkDir::new(root)
         .min_depth(1)
         .max_depth(16)
         .follow_links(false)
         .into_iter()
-        .filter_entry(|e| !e.file_type().is_dir() || is_walked_dir(e, home.as_ref()));
+        .filter_entry(|e| !e.file_type().is_dir() || is_walked_dir(e, home.as_ref(), &named));
     for entry in walk.flatten() {
         if files.len() >= MAX_LINT_FILES {
             return (files, false);
