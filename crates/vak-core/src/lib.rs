@@ -39,9 +39,9 @@ pub use names::{KnownNames, known_names};
 pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};
 pub use report::{LayerNaming, PromptReport, provenance_summary};
 pub use rules::{
-    MAX_TURN_PATH_BYTES, MAX_TURN_PATHS, PathRules, RuleChange, RuleNote, RuleSummary, RuleTexts,
-    RulesReport, paths_from_cwd, paths_from_root, rule_changes, rule_lints, rules_report_of,
-    turn_rules,
+    MAX_TURN_PATH_BYTES, MAX_TURN_PATHS, PathRules, RuleChange, RuleNote, RuleSaveError, RuleSaved,
+    RuleSummary, RuleTarget, RuleTexts, RulesReport, paths_from_cwd, paths_from_root, rule_changes,
+    rule_lints, rules_report_of, turn_rules,
 };
 pub use trust::{TrustRefusal, Trusted, trust_project};
 

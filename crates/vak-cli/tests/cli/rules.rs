@@ -679,3 +679,99 @@ fn a_save_counts_the_rules_against_the_cap() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `vak prompts rule set` saves a rule file through the checks of a block
+/// file's save and records a version `rule log` lists; a text that is not
+/// a rule is refused (exit 2) with nothing written; a rules directory
+/// linked out of the project is refused; rules over the cap are refused
+/// (exit 4) unless `--over-budget`.
+#[test]
+fn rule_set_saves_checks_and_versions_a_rule_file() {
+    let env = payments_project();
+    let path = env.project().join(".vak/prompts/rules/payments.md");
+    let v2 = format!("{PAYMENTS}- And never store the CVV.\n");
+    let saved = env.vak_stdin(&["prompts", "rule", "set", "payments", "-"], &v2);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    assert_eq!(fs::read_to_string(&path).unwrap(), v2);
+    let log = env.json(&["prompts", "rule", "log", "payments"]);
+    let versions = log["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1, "{log}");
+    assert_eq!(versions[0]["block"], "guardrails");
+    // The text before and after are both kept under their digests.
+    for digest in [&versions[0]["before"], &versions[0]["after"]] {
+        let digest = digest.as_str().unwrap();
+        assert!(env.home().join(".vak/objects").join(digest).exists());
+    }
+
+    let bad = env.vak_stdin(
+        &["prompts", "rule", "set", "payments", "-"],
+        "- no front matter\n",
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("no front matter"), "{}", stderr(&bad));
+    assert_eq!(fs::read_to_string(&path).unwrap(), v2, "nothing written");
+
+    let sub = env.vak_stdin(
+        &[
+            "prompts",
+            "rule",
+            "set",
+            "api",
+            "--dir",
+            "services/api",
+            "-",
+        ],
+        "+++\npaths = [\"src/**\"]\n+++\n- API rule.\n",
+    );
+    assert!(sub.status.success(), "{}", stderr(&sub));
+    assert!(
+        env.project()
+            .join("services/api/.vak/prompts/rules/api.md")
+            .exists()
+    );
+    let escape = env.vak_stdin(
+        &["prompts", "rule", "set", "x", "--dir", "../outside", "-"],
+        "+++\npaths = [\"a\"]\n+++\n- x\n",
+    );
+    assert_eq!(escape.status.code(), Some(2), "{}", stderr(&escape));
+
+    // Over the cap with every rule: refused, then accepted when asked.
+    let tokens = env.json(&["prompts", "check"])["tokens"]["prefix"]
+        .as_u64()
+        .unwrap();
+    env.set_cap(usize::try_from(tokens).unwrap() + 10);
+    let big = format!(
+        "+++\npaths = [\"docs/**\"]\n+++\n{}",
+        (0..40)
+            .map(|i| format!("- Documentation rule {i} at some length.\n"))
+            .collect::<String>()
+    );
+    let over = env.vak_stdin(&["prompts", "rule", "set", "docs", "-"], &big);
+    assert_eq!(over.status.code(), Some(4), "{}", stderr(&over));
+    assert!(!env.project().join(".vak/prompts/rules/docs.md").exists());
+    let forced = env.vak_stdin(
+        &["prompts", "rule", "set", "docs", "--over-budget", "-"],
+        &big,
+    );
+    assert!(forced.status.success(), "{}", stderr(&forced));
+}
+
+/// A rules directory linked out of the project: a save through it is
+/// refused and writes nothing outside.
+#[test]
+fn rule_set_through_a_link_out_of_the_project_is_refused() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    fs::create_dir_all(env.project().join(".vak/prompts")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), env.project().join(".vak/prompts/rules")).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "rule", "set", "x", "-"],
+        "+++\npaths = [\"a\"]\n+++\n- x\n",
+    );
+    assert!(!out.status.success());
+    assert!(
+        fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "nothing written outside"
+    );
+}
