@@ -335,7 +335,13 @@ fn open_input_file(file: &Utf8Path) -> Result<std::fs::File, CliError> {
 }
 
 fn read_input(args: &SetArgs) -> Result<String, CliError> {
-    match (&args.file, args.stdin.as_deref()) {
+    read_text(args.file.as_deref(), args.stdin.as_deref())
+}
+
+/// The new text of a `set`: from `--file F` or from standard input (`-`),
+/// bounded.
+pub(crate) fn read_text(file: Option<&Utf8Path>, stdin: Option<&str>) -> Result<String, CliError> {
+    match (file, stdin) {
         (Some(_), Some(_)) => Err(usage(
             "give the new text either with --file F or as `-` (standard input), not both",
         )),
@@ -745,6 +751,7 @@ pub(crate) fn check(args: &CheckArgs) -> Result<(), CliError> {
     match args.format {
         Format::Json => print_json(&json!({
             "tokens": r.summary(),
+            "scoped_rules_tokens": budget.scoped_rules_tokens,
             "encoding": r.encoding,
             "approximate": r.approximate,
             "cap_source": budget.cap.source,

@@ -475,19 +475,29 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
         )));
     }
     let changes = history::session_changes(store.history(), ledger.contract(), &current);
+    // Scoped rules are per turn, never drift: shown beside the changes.
+    let rules = vak_core::rule_changes(store.history(), ledger.turns(), &core.scoped_rules());
     if args.format == Format::Json {
         let list: Vec<_> = changes.iter().map(change_json).collect();
+        let rules: Vec<_> = rules.iter().map(rule_change_json).collect();
         return print_json(&json!({
             "session": id.to_string(),
             "fingerprint_frozen": ledger.contract().fingerprint,
             "fingerprint_now": current.fingerprint,
             "changes": list,
+            "scoped_rules": rules,
         }));
     }
+    let rules_text = rule_changes_text(&rules);
     if changes.is_empty() {
-        return out::println(&format!(
+        out::println(&format!(
             "session {id}: nothing changed; the prompt resolves as it was frozen"
-        ));
+        ))?;
+        return if rules_text.is_empty() {
+            Ok(())
+        } else {
+            out::print(&rules_text)
+        };
     }
     let mut text = format!(
         "session {id}: {} change(s) since it was frozen\n",
@@ -554,7 +564,55 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
             }
         }
     }
+    text.push_str(&rule_changes_text(&rules));
     out::print(&text)
+}
+
+/// What `session diff` says about the scoped rules the session's turns
+/// carried and that read otherwise now.
+fn rule_changes_text(rules: &[vak_core::RuleChange]) -> String {
+    let mut text = String::new();
+    if rules.is_empty() {
+        return text;
+    }
+    let _ = writeln!(
+        text,
+        "\nScoped rules the session's turns carried that read otherwise now (per turn, not drift; the next turn carries them as they are):"
+    );
+    for rule in rules {
+        let _ = writeln!(
+            text,
+            "\n`{}` ({}): {} at {} -> {}",
+            escape_line(&rule.name),
+            escape_line(&rule.source),
+            escape_line(&show(Some(&rule.recorded))),
+            escape_line(&rule.recorded_at),
+            escape_line(&show(rule.current.as_deref()))
+        );
+        match &rule.diff {
+            Ok(diff) => text.push_str(&escape_text(diff)),
+            Err(why) => {
+                let _ = writeln!(text, "{}", escape_line(why));
+            }
+        }
+    }
+    text
+}
+
+fn rule_change_json(c: &vak_core::RuleChange) -> serde_json::Value {
+    let (diff, error) = match &c.diff {
+        Ok(diff) => (Some(diff.as_str()), None),
+        Err(why) => (None, Some(why.as_str())),
+    };
+    json!({
+        "name": c.name,
+        "source": c.source,
+        "recorded": c.recorded,
+        "recorded_at": c.recorded_at,
+        "current": c.current,
+        "diff": diff,
+        "error": error,
+    })
 }
 
 fn change_json(c: &TextChange) -> serde_json::Value {

@@ -12,6 +12,7 @@ mod progress;
 mod prompts;
 #[cfg(test)]
 mod readme;
+mod rules;
 mod selectors;
 mod session;
 mod store;
@@ -118,6 +119,9 @@ enum PromptsCommand {
     /// Save an earlier version of one block of one layer back, through the
     /// same checks as `set`.
     Revert(history::RevertArgs),
+    /// Save a scoped rule file, or list its versions (`.vak/prompts/rules/NAME.md`).
+    #[command(subcommand)]
+    Rule(rules::RuleCommand),
 }
 
 fn init_logging(default: tracing::Level) {
@@ -156,6 +160,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
             PromptsCommand::Log(args) => history::log(args),
             PromptsCommand::Diff(args) => history::diff(args),
             PromptsCommand::Revert(args) => history::revert(args),
+            PromptsCommand::Rule(command) => rules::rule(command),
         },
         Command::Trust(args) => prompts::trust(args),
         Command::Untrust(args) => prompts::untrust(args),

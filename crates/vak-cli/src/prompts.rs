@@ -53,6 +53,13 @@ fn with_rules(report: &PromptReport<'_>, rules: &vak_core::RulesReport) -> serde
     let mut value =
         serde_json::to_value(report).unwrap_or_else(|e| json!({"error": e.to_string()}));
     if let Some(object) = value.as_object_mut() {
+        // The tail a turn touching the `--path`s would carry, whole.
+        if !rules.tail.is_empty()
+            && let Some(tail) = object.get("tail").and_then(|t| t.as_str())
+        {
+            let whole = format!("{}\n{}", tail.trim_end(), rules.tail.trim_end());
+            object.insert("tail".to_owned(), serde_json::Value::String(whole));
+        }
         object.insert(
             "scoped_rules".to_owned(),
             serde_json::to_value(rules).unwrap_or_default(),
@@ -79,9 +86,14 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
         } else {
             format!(" (under {})", Escaped(&rule.base))
         };
+        let demoted = if rule.demoted.is_some() {
+            " · demoted: not applied in an untrusted project"
+        } else {
+            ""
+        };
         let _ = writeln!(
             out,
-            "  {:<16} {:<15} {:<8} {}{base}\n{:<20}`{}`",
+            "  {:<16} {:<15} {:<8} {}{base}{demoted}\n{:<20}`{}`",
             Escaped(&rule.name).to_string(),
             rule.block,
             rule.layer,

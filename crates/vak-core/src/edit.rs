@@ -1640,6 +1640,8 @@ impl Core {
         } = inputs;
         // The candidate's imports, read once for every chain it goes into.
         let mut expanded: Option<(Provenance, Option<(String, vak_prompt_loader::Imports)>)> = None;
+        // Every chain's budget covers every scoped rule of its project.
+        let rules = crate::rules::RuleTexts::of(&base.scoped_rules_in(snapshot));
         let flow = plan.visit_within(work, |selectors| {
             let core = base.reselect(selectors.clone());
             let loaded = match change {
@@ -1685,7 +1687,8 @@ impl Core {
                 let after = budget_with(
                     &core.compose_with(&after_chain, trust, TailContext::now(), compose),
                     tokens,
-                );
+                )
+                .with_rule_texts(&rules, tokens);
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.
@@ -1693,7 +1696,8 @@ impl Core {
                     let before = budget_with(
                         &core.compose_with(&chain, trust, TailContext::now(), compose),
                         tokens,
-                    );
+                    )
+                    .with_rule_texts(&rules, tokens);
                     if pushes_over(&before.report, &after.report) {
                         // Said with every other chain over, not alone.
                         // ", project trusted" only for an untrusted

@@ -251,6 +251,13 @@ fn local_files_unread(home: &Utf8Path) -> Vec<String> {
             }
         }
     }
+    // The home's scoped rules, as many as the loader reads at most and then
+    // some, so one past its cut is still carried.
+    if let Ok(entries) = home.join(".vak/prompts/rules").read_dir_utf8() {
+        for entry in entries.flatten().take(MAX_SKILL_DIRS) {
+            out.push(format!(".vak/prompts/rules/{}", entry.file_name()));
+        }
+    }
     imported_files(home, &mut out);
     out.push(SHARED_CONFIG.to_owned());
     // As many skill directories as the loader reads at most, and then some:

@@ -164,6 +164,9 @@ pub struct RuleSummary {
     pub base: String,
     /// Its globs, as written.
     pub globs: Vec<String>,
+    /// Why it does not apply under the project's trust (an untrusted
+    /// project's scoped operating rules), or `None` when it applies.
+    pub demoted: Option<String>,
 }
 
 /// One path asked about and the rules (with the glob) that matched it.
@@ -207,6 +210,14 @@ pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> Ru
                 block: r.parsed.block.to_string(),
                 base: r.base.to_string(),
                 globs: r.parsed.globs.clone(),
+                demoted: match vak_prompt_trust::prompt_verdict(
+                    &r.provenance,
+                    r.parsed.block,
+                    trust,
+                ) {
+                    vak_prompt_trust::Verdict::Keep => None,
+                    vak_prompt_trust::Verdict::Demote(reason) => Some(reason.explain().to_owned()),
+                },
             })
             .collect(),
         paths: paths
@@ -349,10 +360,11 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
         return lints;
     }
     let selectors = core.selectors();
-    let (files, complete) = vak_prompt_loader::project_files(&selectors.project, &selectors.home);
+    let (files, complete) =
+        vak_prompt_loader::project_files(&selectors.project, &selectors.home, set);
     for (rule, glob) in set.unmatched_globs(&files) {
         lints.push(format!(
-            "scoped rule `{}`: the glob `{}` matches no file in the project{}",
+            "scoped rule `{}`: the glob `{}` matches nothing in the project tree (no file){}",
             vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default()),
             vak_prompt_blocks::Escaped(glob),
             if complete {
@@ -363,4 +375,316 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
         ));
     }
     lints
+}
+
+/// A scoped rule a session's turns carried whose text is not what the rule
+/// file holds now (or whose file is gone): not drift (a rule is per turn),
+/// but what `vak session diff` shows beside it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleChange {
+    /// The rule's name.
+    pub name: String,
+    /// Its file.
+    pub source: String,
+    /// The digest the last turn that carried it recorded.
+    pub recorded: String,
+    /// When that turn was.
+    pub recorded_at: String,
+    /// The digest of its text now; `None` when the file is gone or left out.
+    pub current: Option<String>,
+    /// The unified diff from the recorded text to the current one, or why
+    /// it cannot be shown (the recorded text was not kept).
+    pub diff: Result<String, String>,
+}
+
+/// The scoped rules `turns` carried whose text changed since the last turn
+/// that carried each, against `set` as read now; texts from `history`.
+pub fn rule_changes<'t>(
+    history: &dyn vak_prompt_history::History,
+    turns: impl IntoIterator<Item = &'t vak_session::Turn>,
+    set: &RuleSet,
+) -> Vec<RuleChange> {
+    let mut last: Vec<(&TurnRule, &str)> = Vec::new();
+    for turn in turns {
+        for rule in &turn.rules {
+            match last.iter_mut().find(|(r, _)| r.source == rule.source) {
+                Some(slot) => *slot = (rule, turn.at.as_str()),
+                None => last.push((rule, turn.at.as_str())),
+            }
+        }
+    }
+    let now = vak_prompt_compose::all_rule_texts(set);
+    last.into_iter()
+        .filter_map(|(rule, at)| {
+            let current = now
+                .iter()
+                .find(|(r, _)| r.provenance.source.as_deref() == Some(rule.source.as_str()));
+            let current_digest = current.map(|(_, text)| vak_prompt_blocks::sha256_hex(text));
+            if current_digest.as_deref() == Some(rule.digest.as_str()) {
+                return None;
+            }
+            let old = history.get_object(&rule.digest).map_err(|e| {
+                format!("the text this rule had at {at} was not kept ({e}), so it cannot be shown")
+            });
+            let name = format!("{} (turn {at})", rule.source);
+            let diff = old.map(|old| match current {
+                Some((_, new)) => vak_prompt_history::unified_diff(&name, &rule.source, &old, new),
+                None => vak_prompt_history::unified_diff(&name, "(removed)", &old, ""),
+            });
+            Some(RuleChange {
+                name: rule.name.clone(),
+                source: rule.source.clone(),
+                recorded: rule.digest.clone(),
+                recorded_at: at.to_owned(),
+                current: current_digest,
+                diff,
+            })
+        })
+        .collect()
+}
+
+/// A scoped rule file of the project: `<dir>/.vak/prompts/rules/<name>.md`,
+/// what `vak prompts rule set` and `rule log` address. Project scope only:
+/// the home's rules are edited as files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleTarget {
+    /// The directory whose `.vak` holds it, relative to the project root
+    /// (`None`: the root).
+    pub dir: Option<Utf8PathBuf>,
+    /// The rule's name.
+    pub name: vak_prompt_blocks::Name,
+}
+
+impl RuleTarget {
+    /// The rule file's path for `selectors`' project.
+    pub fn path(&self, selectors: &crate::Selectors) -> Utf8PathBuf {
+        let base = match &self.dir {
+            Some(dir) => selectors.project.join(dir),
+            None => selectors.project.clone(),
+        };
+        vak_prompt_loader::prompt_dir(&base)
+            .join(vak_prompt_loader::RULES_DIR)
+            .join(format!("{}.md", self.name))
+    }
+
+    /// The name the version log keeps its versions under: the file's path
+    /// with the project root spelled canonically, as a block file's is.
+    pub fn key(&self, selectors: &crate::Selectors) -> String {
+        let path = self.path(selectors);
+        match (
+            std::fs::canonicalize(&selectors.project),
+            path.strip_prefix(&selectors.project),
+        ) {
+            (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
+            _ => path.into_string(),
+        }
+    }
+}
+
+/// Why a rule save was refused. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum RuleSaveError {
+    /// The text is not a rule: front matter missing or wrong.
+    #[error("refusing to save `{}`: the text {error}", vak_prompt_blocks::Escaped(.path.as_str()))]
+    BadRule {
+        /// The file left unchanged.
+        path: Utf8PathBuf,
+        /// What is wrong with the text.
+        error: vak_prompt_loader::RuleError,
+    },
+    /// The directory is not one a rule is read from.
+    #[error(
+        "`{}` is not a directory a rule is read from: name a directory inside the project, relative to its root (not hidden, not `node_modules` or `target`, at most 8 deep)",
+        vak_prompt_blocks::Escaped(.0.as_str())
+    )]
+    BadDirectory(Utf8PathBuf),
+    /// The project is the vak home: its rules are the home's, edited as files.
+    #[error(
+        "refusing to save `{}`: the project is the vak home or inside it; edit the home's rules as files",
+        vak_prompt_blocks::Escaped(.0.as_str())
+    )]
+    ProjectInHome(Utf8PathBuf),
+    /// The text holds a character no prompt may hold.
+    #[error(
+        "refusing to save `{}`: it holds {found}, which no prompt text may hold; nothing was written",
+        vak_prompt_blocks::Escaped(.path.as_str())
+    )]
+    ForbiddenCharacter {
+        /// The file left unchanged.
+        path: Utf8PathBuf,
+        /// The first such character.
+        found: vak_prompt_blocks::ForbiddenChar,
+    },
+    /// Over the cap, or the chain could not be resolved, or the write or
+    /// its history failed: as a block file's save says it.
+    #[error(transparent)]
+    Edit(#[from] crate::EditError),
+}
+
+impl From<CoreError> for RuleSaveError {
+    fn from(error: CoreError) -> Self {
+        RuleSaveError::Edit(crate::EditError::Core(error))
+    }
+}
+
+impl From<vak_prompt_loader::SaveError> for RuleSaveError {
+    fn from(error: vak_prompt_loader::SaveError) -> Self {
+        RuleSaveError::Edit(crate::EditError::Save(error))
+    }
+}
+
+impl From<crate::history::HistoryError> for RuleSaveError {
+    fn from(error: crate::history::HistoryError) -> Self {
+        RuleSaveError::Edit(crate::EditError::History(error))
+    }
+}
+
+/// What a rule save did.
+#[derive(Debug, Clone)]
+pub struct RuleSaved {
+    /// The write (`previous` is the digest before).
+    pub outcome: vak_prompt_loader::SaveOutcome,
+    /// The budget with the new text: the prefix and every rule.
+    pub budget: crate::Budget,
+    /// Whether a version was recorded (`false`: the file already held the
+    /// text, or recording failed: then `unrecorded` says why).
+    pub recorded: bool,
+    /// Set when the file was written but its history was not.
+    pub unrecorded: Option<String>,
+}
+
+impl Core {
+    /// Save `text` as the rule file `target`, recorded in the version log
+    /// like a block file: the text must parse as a rule, hold no forbidden
+    /// character, and keep the prefix plus every rule within the cap
+    /// (unless `unchecked` accepts it); the file is written atomically,
+    /// confined to the project, unless it changed since `if_digest`.
+    ///
+    /// # Errors
+    ///
+    /// [`RuleSaveError`], naming the file; nothing is written.
+    pub fn save_rule(
+        &self,
+        target: &RuleTarget,
+        text: &str,
+        if_digest: Option<&str>,
+        who: &crate::history::Who,
+        unchecked: crate::Unchecked,
+    ) -> Result<RuleSaved, RuleSaveError> {
+        let selectors = self.selectors();
+        let path = target.path(selectors);
+        if let Some(dir) = &target.dir
+            && !vak_prompt_loader::is_layer_dir(dir)
+        {
+            return Err(RuleSaveError::BadDirectory(dir.clone()));
+        }
+        if self.project_is_home() {
+            return Err(RuleSaveError::ProjectInHome(path));
+        }
+        let parsed =
+            vak_prompt_loader::parse_rule(text).map_err(|error| RuleSaveError::BadRule {
+                path: path.clone(),
+                error,
+            })?;
+        if let Some(found) = vak_prompt_blocks::first_forbidden(text) {
+            return Err(RuleSaveError::ForbiddenCharacter { path, found });
+        }
+        vak_prompt_loader::refuse_nested_link(&path, &selectors.project, "write")?;
+        let _saving = crate::home::lock_saves(&selectors.home)
+            .map_err(|e| RuleSaveError::Edit(crate::EditError::Home(e)))?;
+        let root = &selectors.project;
+        let current = vak_prompt_loader::current_digest(&path, root)?;
+        let resolved = self.resolve()?;
+        let set = self.scoped_rules();
+        let before = crate::budget_of(&resolved).with_scoped_rules(&set);
+        if current.as_deref() == Some(vak_prompt_blocks::sha256_hex(text).as_str()) {
+            let digest = current.unwrap_or_default();
+            return Ok(RuleSaved {
+                outcome: vak_prompt_loader::SaveOutcome {
+                    path,
+                    previous: Some(digest.clone()),
+                    digest,
+                },
+                budget: before,
+                recorded: false,
+                unrecorded: None,
+            });
+        }
+        let mut candidate = set.clone();
+        let rule = vak_prompt_loader::ScopedRule {
+            name: target.name.to_string(),
+            provenance: std::sync::Arc::new(vak_prompt_blocks::Provenance::new(
+                vak_prompt_blocks::PromptLayer::Project,
+                vak_prompt_blocks::Origin::Project,
+                path.as_str(),
+            )),
+            base: target.dir.clone().unwrap_or_default(),
+            parsed: parsed.clone(),
+        };
+        match candidate
+            .rules
+            .iter_mut()
+            .find(|r| r.provenance.source.as_deref() == Some(path.as_str()))
+        {
+            Some(existing) => *existing = rule,
+            None => candidate.rules.push(rule),
+        }
+        let after = crate::budget_of(&resolved).with_scoped_rules(&candidate);
+        let over_cap = crate::pushes_over(&before.report, &after.report);
+        if over_cap {
+            let mut over = crate::OverCap::default();
+            over.push(crate::over_cap::OverChain::here(
+                crate::describe_chain(selectors, resolved.trust),
+                after.report.clone(),
+            ));
+            crate::edit::refuse_over(
+                &over,
+                unchecked,
+                "save",
+                parsed.block,
+                &path,
+                &selectors.home,
+            )?;
+        }
+        // Both texts kept before the write, so the record's digests resolve.
+        let history = self.store().history();
+        if current.is_some()
+            && let Ok(Some(old)) = vak_prompt_loader::read_safely(&path, root)
+        {
+            history.put_object(&old)?;
+        }
+        history.put_object(text)?;
+        let outcome = vak_prompt_loader::save_atomic(&path, root, text, if_digest)?;
+        let mut record = crate::history::VersionRecord::new(
+            &target.key(selectors),
+            parsed.block.wire_name(),
+            crate::history::Action::Save,
+        );
+        record.before.clone_from(&outcome.previous);
+        record.after = Some(outcome.digest.clone());
+        record.tokens = Some(after.report.encoding.count(text));
+        record.over_cap = over_cap;
+        let unrecorded = crate::history::record_change(history, record, who, &resolved);
+        Ok(RuleSaved {
+            outcome,
+            budget: after,
+            recorded: unrecorded.is_none(),
+            unrecorded,
+        })
+    }
+
+    /// The versions of the rule file `target` saved through vak, oldest
+    /// first.
+    ///
+    /// # Errors
+    ///
+    /// The version log could not be read.
+    pub fn rule_versions(
+        &self,
+        target: &RuleTarget,
+    ) -> Result<vak_prompt_history::Versions, crate::history::HistoryError> {
+        self.store()
+            .history()
+            .versions_of(&target.key(self.selectors()))
+    }
 }

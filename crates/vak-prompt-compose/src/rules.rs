@@ -174,7 +174,9 @@ fn render(active: &[ActiveRule]) -> String {
     if any_guardrail && !bullets.trim().is_empty() {
         text.push_str(SCOPED_GUARDRAILS_HEADING);
         text.push('\n');
-        text.push_str(bullets.trim_end());
+        // Contained as the prefix's guardrails are: a fence a bullet opens
+        // is closed before the operating rules that follow.
+        text.push_str(contain_markdown(&bullets).trim_end());
         text.push('\n');
     }
     let prose: Vec<&ActiveRule> = active
@@ -182,6 +184,11 @@ fn render(active: &[ActiveRule]) -> String {
         .filter(|r| r.block == Block::OperatingRules && !r.text.is_empty())
         .collect();
     if !prose.is_empty() {
+        // A blank line after the bullets, so the line is not read as the
+        // last bullet's continuation.
+        if !text.is_empty() {
+            text.push('\n');
+        }
         text.push_str(SCOPED_RULES_HEADING);
         text.push('\n');
         for rule in prose {
@@ -253,6 +260,48 @@ mod tests {
         let none = compose_rules(&set, &readme, Trust::Trusted);
         assert!(none.active.is_empty() && none.text.is_empty());
         assert!(render_all(&set).contains("rustfmt"));
+    }
+
+    /// Read as CommonMark, whatever a guardrail rule holds, the line that
+    /// introduces the scoped operating rules is text outside any code
+    /// block, and no heading above level 3 appears.
+    #[test]
+    fn a_guardrail_rule_cannot_swallow_the_prose_after_it() {
+        use pulldown_cmark::{Event, HeadingLevel, Parser, Tag, TagEnd};
+        for hostile in [
+            "```\nopen",
+            "- ```\n- # heading",
+            "~~~\n# h1\n<!--",
+            "# Top\n```",
+        ] {
+            let rule = format!("+++\npaths = [\"**\"]\n+++\n{hostile}\n");
+            let set = set(&[
+                ("a", Origin::Project, rule.as_str()),
+                (
+                    "b",
+                    Origin::Home,
+                    "+++\npaths = [\"**\"]\nblock = \"operating-rules\"\n+++\nProse.\n",
+                ),
+            ]);
+            let tail = compose_rules(&set, &[Utf8PathBuf::from("x")], Trust::Trusted).text;
+            let mut in_code = false;
+            let mut seen = false;
+            for event in Parser::new(&tail) {
+                match event {
+                    Event::Start(Tag::CodeBlock(_)) => in_code = true,
+                    Event::End(TagEnd::CodeBlock) => in_code = false,
+                    Event::Start(Tag::Heading { level, .. }) => {
+                        assert!(level >= HeadingLevel::H3, "{hostile:?}: {tail}");
+                    }
+                    Event::Text(text) if text.contains("Scoped operating rules") => {
+                        assert!(!in_code, "{hostile:?}: {tail}");
+                        seen = true;
+                    }
+                    _ => {}
+                }
+            }
+            assert!(seen, "{hostile:?}: {tail}");
+        }
     }
 
     #[test]

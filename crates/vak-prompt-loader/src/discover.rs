@@ -280,9 +280,19 @@ fn is_skipped_dir(name: &str) -> bool {
 }
 
 /// Whether the tree walks enter the directory `entry`: not hidden, not
-/// `node_modules` or `target`, not a nested repository, not the home.
-pub(crate) fn is_walked_dir(entry: &walkdir::DirEntry, home: Option<&Utf8PathBuf>) -> bool {
-    !entry.file_name().to_str().is_none_or(is_skipped_dir)
+/// `node_modules` or `target` (unless `also` names it, and it is not
+/// `.git`), not a nested repository, not the home.
+pub(crate) fn is_walked_dir(
+    entry: &walkdir::DirEntry,
+    home: Option<&Utf8PathBuf>,
+    also: &[&str],
+) -> bool {
+    let named = |name: &str| name != ".git" && also.contains(&name);
+    let enters = entry
+        .file_name()
+        .to_str()
+        .is_some_and(|name| !is_skipped_dir(name) || named(name));
+    enters
         && !Utf8Path::from_path(entry.path()).is_some_and(|p| is_repository(p) || in_home(p, home))
 }
 

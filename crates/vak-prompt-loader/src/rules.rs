@@ -361,6 +361,12 @@ pub fn project_path(
             "path `{}` is the project root itself; name a file or directory inside it",
             Escaped(given.as_str())
         )),
+        Err(_) if given.is_relative() => Err(format!(
+            "path `{}` (relative to the current directory `{}`) lies outside the project `{}`; rules apply to paths inside the project",
+            Escaped(given.as_str()),
+            Escaped(cwd.as_str()),
+            Escaped(root.as_str())
+        )),
         Err(_) => Err(format!(
             "path `{}` lies outside the project `{}`; rules apply to paths inside the project",
             Escaped(given.as_str()),
@@ -579,16 +585,26 @@ fn read_dir_rules(
 /// The files of the project tree, relative to its root, for the lint: the
 /// same walk the directory layers use (bounded, symlinks not followed, no
 /// hidden directories, `node_modules`, `target`, nested repositories or
-/// the home). The second value says whether the walk looked everywhere.
-pub fn project_files(root: &Utf8Path, home: &Utf8Path) -> (Vec<Utf8PathBuf>, bool) {
+/// the home), except that a directory `set`'s globs name literally
+/// (`.github` in `.github/workflows/*.yml`) is entered, so such a glob is
+/// not reported as matching nothing. The second value says whether the
+/// walk looked everywhere.
+pub fn project_files(root: &Utf8Path, home: &Utf8Path, set: &RuleSet) -> (Vec<Utf8PathBuf>, bool) {
     let home = crate::discover::real_home(home);
+    let named: Vec<&str> = set
+        .rules
+        .iter()
+        .flat_map(|r| r.parsed.globs.iter())
+        .flat_map(|g| g.split('/'))
+        .filter(|part| !part.is_empty() && !part.contains(['*', '?', '[', '{', '\\']))
+        .collect();
     let mut files = Vec::new();
     let walk = walkdir::WalkDir::new(root)
         .min_depth(1)
         .max_depth(16)
         .follow_links(false)
         .into_iter()
-        .filter_entry(|e| !e.file_type().is_dir() || is_walked_dir(e, home.as_ref()));
+        .filter_entry(|e| !e.file_type().is_dir() || is_walked_dir(e, home.as_ref(), &named));
     for entry in walk.flatten() {
         if files.len() >= MAX_LINT_FILES {
             return (files, false);
@@ -726,13 +742,47 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Whatever a rule file holds, parsing answers (never panics), and
-        /// a rule that parses matches no path outside its own globs' reach:
-        /// an empty path never matches.
+        /// Whatever mix of names, `.` and `..` a turn names, a path it
+        /// accepts is inside the root: relative, never `..`, never empty.
         #[test]
-        fn parsing_never_panics(text in "(\\+\\+\\+\n)?[ -~\n]{0,200}") {
+        fn an_accepted_path_never_leaves_the_root(
+            parts in proptest::collection::vec(proptest::prop_oneof!["\\.\\.", "\\.", "[a-c]{1,2}"], 0..8),
+            absolute in proptest::bool::ANY,
+        ) {
+            let root = Utf8Path::new("/r/p");
+            let cwd = Utf8Path::new("/r/p/a");
+            let given = if absolute {
+                format!("/r/p/{}", parts.join("/"))
+            } else {
+                parts.join("/")
+            };
+            if let Ok(rel) = project_path(root, cwd, Utf8Path::new(&given)) {
+                proptest::prop_assert!(!rel.as_str().is_empty());
+                proptest::prop_assert!(rel.is_relative());
+                proptest::prop_assert!(rel.components().all(|c| matches!(c, Utf8Component::Normal(_))), "{rel}");
+            }
+            if let Ok(rel) = relative_project_path(&given) {
+                proptest::prop_assert!(rel.components().all(|c| matches!(c, Utf8Component::Normal(_))), "{rel}");
+            }
+        }
+
+        /// Whatever glob and body a rule file holds, parsing answers
+        /// (never panics), and a rule it accepts has at least one glob and
+        /// one of the two blocks; every glob it accepts is relative.
+        #[test]
+        fn parsing_never_panics(
+            glob in "[a-z*?/.!\\[\\]{},\\\\-]{0,24}",
+            body in "[ -~\n]{0,80}",
+            prose in proptest::bool::ANY,
+        ) {
+            let block = if prose { "\nblock = \"operating-rules\"" } else { "" };
+            let text = format!("+++\npaths = [{}]{block}\n+++\n{body}", toml::Value::from(glob.as_str()));
             if let Ok(parsed) = parse_rule(&text) {
-                proptest::prop_assert!(parsed.matching_glob(Utf8Path::new("")).is_none() || !parsed.globs.is_empty());
+                proptest::prop_assert!(!parsed.globs.is_empty());
+                proptest::prop_assert_eq!(parsed.block, if prose { Block::OperatingRules } else { Block::Guardrails });
+                proptest::prop_assert!(!parsed.globs[0].starts_with('!'));
+                proptest::prop_assert!(!parsed.globs[0].split('/').any(|p| p == ".."));
+                proptest::prop_assert_eq!(parsed.text, body);
             }
         }
     }

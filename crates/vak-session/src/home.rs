@@ -161,6 +161,8 @@ pub fn home_side_path(path: &str) -> bool {
         [".vak", "prompts", "surface" | "agents", dir, file] => {
             (name_ok(dir) && LAYER_FILES.contains(file)) || imported_file(&parts[2..])
         }
+        // A scoped rule of the shared home: `rules/<name>.md`.
+        [".vak", "prompts", "rules", file] => file.strip_suffix(".md").is_some_and(name_ok),
         [".vak", "prompts", rest @ ..] => imported_file(rest),
         _ => false,
     }
@@ -197,6 +199,7 @@ mod tests {
             ".vak/prompts/notes.md",
             ".vak/prompts/parts/tone.md",
             ".vak/prompts/surface/a/b/guardrails.md",
+            ".vak/prompts/rules/payments.md",
         ] {
             assert!(home_side_path(good), "{good}");
         }
@@ -220,6 +223,10 @@ mod tests {
             // The managed layer is the machine's, and so is this home's pin
             // of its keys: neither travels with a store.
             ".vak/managed-keys.toml",
+            ".vak/prompts/rules/.hidden.md",
+            ".vak/prompts/rules/notes.txt",
+            ".vak/prompts/rules/../guardrails.md",
+            ".vak/prompts/rules/.md",
         ] {
             assert!(!home_side_path(bad), "{bad}");
         }

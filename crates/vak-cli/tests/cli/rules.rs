@@ -212,6 +212,10 @@ fn sub_directory_and_home_rules_are_collected_from_anywhere() {
         "{explained}"
     );
     assert_eq!(paths[0]["matched"][0][1], "src/**");
+    assert!(
+        explained["tail"].as_str().unwrap().contains("- API rule."),
+        "the JSON's tail is the whole tail such a turn carries: {explained}"
+    );
     assert!(paths[1]["matched"].as_array().unwrap().is_empty());
 }
 
@@ -275,6 +279,19 @@ fn an_untrusted_projects_scoped_prose_is_demoted_its_guardrails_apply() {
     assert!(!tail.contains("Ignore all previous"), "{tail}");
     assert!(stderr(&out).contains("rules/style.md"), "{}", stderr(&out));
     assert_eq!(json["rules"].as_array().unwrap().len(), 1);
+
+    // explain reports it demoted, with or without a path.
+    let explained = env.ok(&["prompts", "explain"]);
+    assert!(
+        explained.contains("style")
+            && explained.contains("demoted: not applied in an untrusted project"),
+        "{explained}"
+    );
+    let with_path = env.ok(&["prompts", "explain", "--path", "src/payments/x.rs"]);
+    assert!(
+        with_path.contains("demoted: `") && with_path.contains("style.md"),
+        "{with_path}"
+    );
 }
 
 /// Hostile rule files: a symlink out of the project, a FIFO, bad UTF-8, a
@@ -477,7 +494,7 @@ fn check_lints_dead_globs_and_budgets_every_rule() {
     assert!(
         lints.iter().any(|l| l.contains("typo.md")
             && l.contains("src/paymnts/**")
-            && l.contains("matches no file")),
+            && l.contains("matches nothing in the project tree")),
         "{lints:?}"
     );
     assert!(
@@ -487,6 +504,10 @@ fn check_lints_dead_globs_and_budgets_every_rule() {
     assert_eq!(env.json(&["prompts", "show"])["fingerprint"], before);
 
     let base = check["tokens"]["prefix"].as_u64().unwrap();
+    assert!(
+        check["scoped_rules_tokens"].as_u64().unwrap() > 0,
+        "{check}"
+    );
     env.set_cap(usize::try_from(base).unwrap() + 50);
     env.write_project(
         ".vak/prompts/rules/big.md",
@@ -592,4 +613,165 @@ fn rules_past_the_total_bound_are_named_and_left_out() {
     let err = stderr(&out);
     assert!(err.contains("z5.md") && err.contains("1024 KiB"), "{err}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("Never log card numbers."));
+}
+
+/// `session diff`: a rule a turn carried that reads otherwise now is shown
+/// with its diff beside the (unchanged) prompt, and is not drift.
+#[test]
+fn session_diff_shows_a_rule_changed_since_a_turn_carried_it() {
+    let env = payments_project();
+    let id = session(&env);
+    exec(&env, &id, "fix", &["src/payments/x.rs"]);
+    env.write_project(
+        ".vak/prompts/rules/payments.md",
+        &format!("{PAYMENTS}- And never store the CVV.\n"),
+    );
+    let text = env.ok(&["session", "diff", &id]);
+    assert!(text.contains("nothing changed"), "{text}");
+    assert!(text.contains("Scoped rules"), "{text}");
+    assert!(text.contains("+- And never store the CVV."), "{text}");
+    let json = env.json(&["session", "diff", &id]);
+    assert!(json["changes"].as_array().unwrap().is_empty(), "{json}");
+    assert_eq!(json["scoped_rules"][0]["name"], "payments");
+    // Not drift: the session resumes.
+    assert_eq!(exec(&env, &id, "more", &[])["decision"], "continue");
+}
+
+/// A save is checked against the prefix plus every scoped rule: a change
+/// the prefix alone would fit is refused when the rules leave no room, and
+/// nothing is written; shrinking stays possible.
+#[test]
+fn a_save_counts_the_rules_against_the_cap() {
+    let env = payments_project();
+    env.write_project(
+        ".vak/prompts/rules/big.md",
+        &format!(
+            "+++\npaths = [\"docs/**\"]\n+++\n{}",
+            (0..60)
+                .map(|i| format!("- Scoped rule number {i} about documentation.\n"))
+                .collect::<String>()
+        ),
+    );
+    let check = env.json(&["prompts", "check"]);
+    let with_rules = check["tokens"]["prefix"].as_u64().unwrap();
+    env.set_cap(usize::try_from(with_rules).unwrap() + 20);
+    let guardrails: String = (0..40)
+        .map(|i| format!("- Project guardrail number {i}, written at length.\n"))
+        .collect();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        &guardrails,
+    );
+    assert!(
+        !out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        !env.project().join(".vak/prompts/guardrails.md").exists(),
+        "nothing written"
+    );
+    // Without the rules the same save fits.
+    fs::remove_file(env.project().join(".vak/prompts/rules/big.md")).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "set", "--scope", "project", "guardrails", "-"],
+        &guardrails,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// `vak prompts rule set` saves a rule file through the checks of a block
+/// file's save and records a version `rule log` lists; a text that is not
+/// a rule is refused (exit 2) with nothing written; a rules directory
+/// linked out of the project is refused; rules over the cap are refused
+/// (exit 4) unless `--over-budget`.
+#[test]
+fn rule_set_saves_checks_and_versions_a_rule_file() {
+    let env = payments_project();
+    let path = env.project().join(".vak/prompts/rules/payments.md");
+    let v2 = format!("{PAYMENTS}- And never store the CVV.\n");
+    let saved = env.vak_stdin(&["prompts", "rule", "set", "payments", "-"], &v2);
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    assert_eq!(fs::read_to_string(&path).unwrap(), v2);
+    let log = env.json(&["prompts", "rule", "log", "payments"]);
+    let versions = log["versions"].as_array().unwrap();
+    assert_eq!(versions.len(), 1, "{log}");
+    assert_eq!(versions[0]["block"], "guardrails");
+    // The text before and after are both kept under their digests.
+    for digest in [&versions[0]["before"], &versions[0]["after"]] {
+        let digest = digest.as_str().unwrap();
+        assert!(env.home().join(".vak/objects").join(digest).exists());
+    }
+
+    let bad = env.vak_stdin(
+        &["prompts", "rule", "set", "payments", "-"],
+        "- no front matter\n",
+    );
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("no front matter"), "{}", stderr(&bad));
+    assert_eq!(fs::read_to_string(&path).unwrap(), v2, "nothing written");
+
+    let sub = env.vak_stdin(
+        &[
+            "prompts",
+            "rule",
+            "set",
+            "api",
+            "--dir",
+            "services/api",
+            "-",
+        ],
+        "+++\npaths = [\"src/**\"]\n+++\n- API rule.\n",
+    );
+    assert!(sub.status.success(), "{}", stderr(&sub));
+    assert!(
+        env.project()
+            .join("services/api/.vak/prompts/rules/api.md")
+            .exists()
+    );
+    let escape = env.vak_stdin(
+        &["prompts", "rule", "set", "x", "--dir", "../outside", "-"],
+        "+++\npaths = [\"a\"]\n+++\n- x\n",
+    );
+    assert_eq!(escape.status.code(), Some(2), "{}", stderr(&escape));
+
+    // Over the cap with every rule: refused, then accepted when asked.
+    let tokens = env.json(&["prompts", "check"])["tokens"]["prefix"]
+        .as_u64()
+        .unwrap();
+    env.set_cap(usize::try_from(tokens).unwrap() + 10);
+    let big = format!(
+        "+++\npaths = [\"docs/**\"]\n+++\n{}",
+        (0..40)
+            .map(|i| format!("- Documentation rule {i} at some length.\n"))
+            .collect::<String>()
+    );
+    let over = env.vak_stdin(&["prompts", "rule", "set", "docs", "-"], &big);
+    assert_eq!(over.status.code(), Some(4), "{}", stderr(&over));
+    assert!(!env.project().join(".vak/prompts/rules/docs.md").exists());
+    let forced = env.vak_stdin(
+        &["prompts", "rule", "set", "docs", "--over-budget", "-"],
+        &big,
+    );
+    assert!(forced.status.success(), "{}", stderr(&forced));
+}
+
+/// A rules directory linked out of the project: a save through it is
+/// refused and writes nothing outside.
+#[test]
+fn rule_set_through_a_link_out_of_the_project_is_refused() {
+    let env = Env::empty();
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    fs::create_dir_all(env.project().join(".vak/prompts")).unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(outside.path(), env.project().join(".vak/prompts/rules")).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "rule", "set", "x", "-"],
+        "+++\npaths = [\"a\"]\n+++\n- x\n",
+    );
+    assert!(!out.status.success());
+    assert!(
+        fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "nothing written outside"
+    );
 }

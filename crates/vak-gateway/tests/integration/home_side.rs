@@ -378,3 +378,36 @@ fn a_database_missing_a_middle_migration_is_refused_until_migrated() {
     assert_eq!(PgStore::connect(&url).unwrap().migrate().unwrap(), [2]);
     PgStore::open(&url).unwrap();
 }
+
+/// The shared home's scoped rules travel with the home side: imported
+/// into the store, synced onto a node with an empty home, and chosen by a
+/// delivery's paths there.
+#[test]
+fn the_homes_scoped_rules_travel_to_every_node() {
+    const RULE: &str = ".vak/prompts/rules/payments.md";
+    let Some(env) = Env::new(Backend::Postgres) else {
+        return;
+    };
+    let url = env.url.clone().unwrap();
+    std::fs::create_dir_all(env.home.join(".vak/prompts/rules")).unwrap();
+    std::fs::write(
+        env.home.join(RULE),
+        "+++\npaths = [\"src/payments/**\"]\n+++\n- Never log card numbers.\n",
+    )
+    .unwrap();
+    vak_gateway::import_file(&env.home, &url).unwrap();
+    let store = PgStore::open(&url).unwrap();
+    assert!(current(&store, RULE).contains("card numbers"));
+    let (_dir, node) = empty_home();
+    vak_core::home::sync_home(&node, &store, "test", true).unwrap();
+    assert!(node.join(RULE).exists());
+    let (prompts, meta) = chat_prompts(&node, &env.project);
+    let paths = vak_core::paths_from_root(&["src/payments/x.rs".to_owned()]).unwrap();
+    let delivered =
+        vak_gateway::deliver_paths(&store, &prompts, &meta, "refund", &paths, None, None).unwrap();
+    assert!(
+        delivered.request.tail.contains("Never log card numbers."),
+        "{}",
+        delivered.request.tail
+    );
+}
