@@ -19,8 +19,8 @@ mod store;
 
 pub use error::LifecycleError;
 pub use lifecycle::{
-    Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, exec, freeze,
-    meta_for, new_session, resolve_session, selectors_of,
+    Delivered, DeliveryOutcome, Exec, NewSession, Resumed, deliver, deliver_cached, deliver_served,
+    exec, freeze, meta_for, new_session, resolve_session, selectors_of,
 };
 pub use request::{Request, clip, render_tail_for, render_tail_from};
 pub use secret::{

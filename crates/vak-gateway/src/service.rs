@@ -24,12 +24,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use camino::Utf8PathBuf;
 use serde_json::{Value, json};
+use vak_core::home::ReplicaCheck;
 use vak_core::prompts::{Claim, Name, NameKind, SessionError, Store, SurfaceKind};
 use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
 use crate::secret_cache::SecretCache;
 use crate::{
-    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_cached,
+    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_served,
     meta_for, open_store,
 };
 
@@ -76,6 +77,9 @@ struct Shared {
     /// The signature formats accepted: `v1` only with `[gateway] accept_v1
     /// = true` in the shared config, read when the service starts.
     formats: Formats,
+    /// What this node last found of its home-side replica: a delivery
+    /// hashes nothing while the cache's notifications say nothing changed.
+    replica: ReplicaCheck,
     /// Each bot's signing secret as last read: a request is verified (or
     /// refused) without waiting for the store.
     secrets: SecretCache,
@@ -108,6 +112,7 @@ impl Service {
                 cache: PromptCache::within_window(),
                 formats,
                 secrets: SecretCache::default(),
+                replica: ReplicaCheck::new(),
                 home: config.home,
                 project: config.project,
                 store,
@@ -435,12 +440,13 @@ fn handle(
         at: verified.at,
         window_secs: REPLAY_WINDOW_SECS,
     };
-    match deliver_cached(
+    match deliver_served(
         &*state.store,
         &prompts,
         &meta,
         &text,
-        Some(&state.cache),
+        &state.cache,
+        &state.replica,
         Some(&claim),
     ) {
         Ok(delivered) => {

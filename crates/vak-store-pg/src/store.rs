@@ -517,7 +517,10 @@ const ADVISORY_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 ||
 /// Everything a delivery reads under the chat's lock, in one statement:
 /// whether the claim (`$4`, none when NULL) was taken, the home side's
 /// generation, the bound session's id and header, its first and last turn
-/// and its turn count (indexed reads, never its whole history).
+/// (indexed reads, never its whole history). The turn count is the last
+/// turn's `seq`, which every delivery writes; only a last turn without one
+/// (written by an older build, or appended outside a delivery) costs a
+/// [`COUNT_TURNS`], which grows with the session.
 const LOOKUP: &str = "
 WITH claim AS (
     INSERT INTO vak_replay (key, at)
@@ -536,13 +539,21 @@ SELECT (SELECT count(*) FROM claim),
        (SELECT record FROM vak_records
          WHERE session_id = b.session_id AND record LIKE $3 ORDER BY seq ASC LIMIT 1),
        (SELECT record FROM vak_records
-         WHERE session_id = b.session_id AND record LIKE $3 ORDER BY seq DESC LIMIT 1),
-       (SELECT count(*) FROM vak_records WHERE session_id = b.session_id AND record LIKE $3)
+         WHERE session_id = b.session_id AND record LIKE $3 ORDER BY seq DESC LIMIT 1)
 FROM (SELECT 1) AS one LEFT JOIN bound AS b ON true";
+
+/// A session's turns counted, when its last turn does not carry its number.
+const COUNT_TURNS: &str =
+    "SELECT count(*) FROM vak_records WHERE session_id = $1 AND record LIKE $2";
 
 /// The bound session for a delivery from the [`LOOKUP`] row: unbound, live
 /// (header, first and last turn, count) or gone (its ledger is not there).
-fn bound_of(store: &PgStore, row: &postgres::Row) -> Result<Bound, SessionError> {
+/// `count` counts the turns when the last one does not say its number.
+fn bound_of(
+    store: &PgStore,
+    row: &postgres::Row,
+    count: impl FnOnce(&SessionId) -> Result<i64, SessionError>,
+) -> Result<Bound, SessionError> {
     let Some(raw) = row.get::<_, Option<String>>(2) else {
         return Ok(Bound::Unbound);
     };
@@ -562,13 +573,17 @@ fn bound_of(store: &PgStore, row: &postgres::Row) -> Result<Bound, SessionError>
     };
     let first_turn = turn(row.get(4))?;
     let last_turn = turn(row.get(5))?;
-    let count: i64 = row.get(6);
+    let turns = match (&first_turn, last_turn.as_ref().and_then(|t| t.seq)) {
+        (None, _) => 0,
+        (Some(_), Some(seq)) if seq >= 1 => usize::try_from(seq).unwrap_or(0),
+        (Some(_), _) => usize::try_from(count(&id)?).unwrap_or(0),
+    };
     Ok(Bound::Live(Box::new(BoundSession {
-        id: id.clone(),
+        id,
         header,
         first_turn,
         last_turn,
-        turns: usize::try_from(count).unwrap_or(0),
+        turns,
     })))
 }
 
@@ -1003,7 +1018,21 @@ impl Store for PgStore {
                         return Ok(());
                     }
                 }
-                let bound = match bound_of(self, &row) {
+                let mut counted: Option<postgres::Error> = None;
+                let bound = bound_of(self, &row, |id| {
+                    let count = prepared.get(&mut tx, COUNT_TURNS).and_then(|statement| {
+                        tx.query_one(&statement, &[&id.as_str(), &TURN_PREFIX])
+                    });
+                    count.map(|row| row.get(0)).map_err(|e| {
+                        let failed = self.fail(reason(&e));
+                        counted = Some(e);
+                        failed
+                    })
+                });
+                if let Some(e) = counted {
+                    return Err(e.into());
+                }
+                let bound = match bound {
                     Ok(bound) => bound,
                     Err(e) => {
                         outcome = Err(e);
@@ -1026,6 +1055,9 @@ impl Store for PgStore {
                             });
                             return Ok(());
                         };
+                        // Its number, so the next delivery reads the count
+                        // off this line (as the file store does).
+                        turn.seq = Some(ledger.turns as u64 + 1);
                         match self.encode(&Record::Turn(turn), &ledger.id) {
                             Ok(text) => {
                                 let insert = prepared.get(&mut tx, INSERT_RECORD)?;
@@ -1046,6 +1078,7 @@ impl Store for PgStore {
                             mut turn,
                         } = *fresh;
                         turn.delivery = delivery;
+                        turn.seq = Some(1);
                         let id = SessionId::generate();
                         let encoded = self.header_text(&id, meta, contract).and_then(|h| {
                             let turn = self.encode(&Record::Turn(turn), &id)?;
