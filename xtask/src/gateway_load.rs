@@ -306,6 +306,18 @@ fn healthz_cache(addr: &str) -> String {
     format!("{}/{}", field("hits"), field("misses"))
 }
 
+/// The CPU time `pid` has used (user and system), in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may
+    // hold spaces: utime and stime are the 12th and 13th of them.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(user + system)
+}
+
 /// Run the load and print one result line.
 pub(crate) fn run(args: &[String], root: &Path) -> Result<(), String> {
     let options = parse(args, root)?;
@@ -368,6 +380,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
     // Files changed in the last 2 s are "racy" for the services'
     // resolution cache; let the scratch home settle as a real one would.
     std::thread::sleep(Duration::from_millis(2100));
+    let cpu_before: Vec<Option<u64>> = nodes.iter().map(|n| cpu_ticks(n.child.id())).collect();
     let next = AtomicUsize::new(0);
     let latencies = Mutex::new(Vec::with_capacity(options.deliveries));
     let failures = AtomicUsize::new(0);
@@ -400,6 +413,14 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         }
     });
     let elapsed = started.elapsed();
+    // The nodes' own CPU per delivery (user and system, from
+    // /proc/PID/stat): a rate on a shared machine moves with its load, the
+    // CPU a delivery costs much less.
+    let cpu: Option<u64> = nodes
+        .iter()
+        .zip(&cpu_before)
+        .map(|(n, before)| Some(cpu_ticks(n.child.id())?.saturating_sub((*before)?)))
+        .sum();
     let cache: Vec<String> = addrs.iter().map(|addr| healthz_cache(addr)).collect();
     drop(nodes);
     let mut latencies = latencies.into_inner().map_err(|e| e.to_string())?;
@@ -421,7 +442,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         "file".to_owned()
     };
     println!(
-        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={}",
+        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={} node_cpu={}",
         options.nodes,
         options.deliveries,
         options.chats,
@@ -433,6 +454,13 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         pick(0.50),
         pick(0.99),
         cache.join(","),
+        cpu.map_or("?".to_owned(), |ticks| {
+            // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
+            format!(
+                "{:.0}us/delivery",
+                ticks as f64 * 10_000.0 / latencies.len().max(1) as f64
+            )
+        }),
     );
     Ok(())
 }
