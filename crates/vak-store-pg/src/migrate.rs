@@ -44,8 +44,8 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 6,
-        name: "turns",
-        sql: include_str!("migrations/0006_turns.sql"),
+        name: "deliveries",
+        sql: include_str!("migrations/0006_deliveries.sql"),
     },
 ];
 
