@@ -21,37 +21,41 @@ CREATE FUNCTION vak_continue(
     OUT outcome text, OUT generation bigint
 ) LANGUAGE plpgsql AS $$
 DECLARE
-    clock bigint;
+    holds boolean;
 BEGIN
     IF p_advisory THEN
         PERFORM pg_advisory_xact_lock(hashtextextended(p_bot || '/' || p_chat, 7));
     ELSE
         PERFORM 1 FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat FOR UPDATE;
     END IF;
-    SELECT g.generation INTO generation FROM vak_home_generation g;
-    IF (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
-           IS DISTINCT FROM p_session
-       OR (SELECT r.seq FROM vak_records r
-            WHERE r.session_id = p_session AND r.record LIKE '{"type":"turn",%'
-            ORDER BY r.seq DESC LIMIT 1) IS DISTINCT FROM p_last THEN
+    -- Three statements in all, each one executor run: the lock, this check, the write.
+    SELECT g.generation,
+           (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
+               IS NOT DISTINCT FROM p_session
+           AND (SELECT r.seq FROM vak_records r
+                 WHERE r.session_id = p_session AND r.record LIKE '{"type":"turn",%'
+                 ORDER BY r.seq DESC LIMIT 1) IS NOT DISTINCT FROM p_last
+      INTO generation, holds
+      FROM vak_home_generation g;
+    IF NOT holds THEN
         outcome := 'moved';
-        RETURN;
-    END IF;
-    IF p_generation IS NOT NULL AND generation <> p_generation THEN
+    ELSIF p_generation IS NOT NULL AND generation <> p_generation THEN
         outcome := 'home';
-        RETURN;
+    ELSIF p_key IS NULL THEN
+        INSERT INTO vak_records (session_id, record) VALUES (p_session, p_record);
+        outcome := 'ok';
+    ELSE
+        -- The claim and the turn in one statement: the turn only when the claim was taken.
+        WITH claim AS (
+            INSERT INTO vak_replay (key, at)
+            SELECT p_key, LEAST(GREATEST(p_at, n - p_window), n)
+            FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
+            ON CONFLICT (key) DO NOTHING
+            RETURNING 1
+        )
+        INSERT INTO vak_records (session_id, record)
+        SELECT p_session, p_record FROM claim;
+        outcome := CASE WHEN FOUND THEN 'ok' ELSE 'replayed' END;
     END IF;
-    IF p_key IS NOT NULL THEN
-        clock := extract(epoch FROM now())::bigint;
-        INSERT INTO vak_replay (key, at)
-        VALUES (p_key, LEAST(GREATEST(p_at, clock - p_window), clock))
-        ON CONFLICT (key) DO NOTHING;
-        IF NOT FOUND THEN
-            outcome := 'replayed';
-            RETURN;
-        END IF;
-    END IF;
-    INSERT INTO vak_records (session_id, record) VALUES (p_session, p_record);
-    outcome := 'ok';
 END
 $$;
