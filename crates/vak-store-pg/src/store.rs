@@ -1,5 +1,6 @@
 //! [`PgStore`]: the [`Store`] interface on PostgreSQL.
 
+use std::collections::HashMap;
 use std::str::FromStr;
 
 use camino::Utf8PathBuf;
@@ -124,6 +125,56 @@ pub struct PgStore {
     lock_named: bool,
     /// Set once this process has seen the database agree to its lock mode.
     lock_agreed: std::sync::OnceLock<()>,
+    /// What never changes of the session each chat was last seen bound to.
+    known: Known,
+}
+
+/// For each chat, the session it was last seen bound to, with that
+/// session's header and first turn, which never change once written: a
+/// delivery that finds the chat still bound to it (and the session still
+/// there) is not sent them again, and parses neither. At most
+/// [`MAX_KNOWN`] chats; past it the map starts over.
+#[derive(Default)]
+struct Known(std::sync::Mutex<HashMap<(String, String), KnownSession>>);
+
+/// How many chats' sessions [`Known`] holds (a header is a few KiB).
+const MAX_KNOWN: usize = 4096;
+
+#[derive(Clone)]
+struct KnownSession {
+    id: SessionId,
+    header: Header,
+    first_turn: Turn,
+}
+
+impl Known {
+    fn map(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String), KnownSession>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn get(&self, bot: &str, chat: &str) -> Option<KnownSession> {
+        self.map().get(&(bot.to_owned(), chat.to_owned())).cloned()
+    }
+
+    fn keep(&self, bot: &str, chat: &str, session: &BoundSession) {
+        let Some(first_turn) = &session.first_turn else {
+            return;
+        };
+        let mut map = self.map();
+        if map.len() >= MAX_KNOWN {
+            map.clear();
+        }
+        map.insert(
+            (bot.to_owned(), chat.to_owned()),
+            KnownSession {
+                id: session.id.clone(),
+                header: session.header.clone(),
+                first_turn: first_turn.clone(),
+            },
+        );
+    }
 }
 
 impl std::fmt::Debug for PgStore {
@@ -195,6 +246,7 @@ impl PgStore {
             lock,
             lock_named,
             lock_agreed: std::sync::OnceLock::new(),
+            known: Known::default(),
         })
     }
 
@@ -551,18 +603,23 @@ LEFT JOIN LATERAL (SELECT record, seq FROM vak_records
 
 /// [`LOOKUP`] without the chat's lock or the claim (its first column is
 /// always 1): the read a continuing delivery plans from, committed by
-/// [`CONTINUE`] only if it still holds.
+/// [`CONTINUE`] only if it still holds. `$3` is the session the chat was
+/// last seen bound to ([`Known`]): when it still is, and is still there,
+/// its header and first turn are not sent (the last column says so).
 const LOOKUP_UNLOCKED: &str = r#"
 SELECT 1::bigint,
        (SELECT generation FROM vak_home_generation),
        b.session_id,
-       (SELECT header FROM vak_sessions WHERE id = b.session_id),
-       (SELECT record FROM vak_records
-         WHERE session_id = b.session_id AND record LIKE '{"type":"turn",%' ORDER BY seq ASC LIMIT 1),
+       CASE WHEN k.known THEN NULL ELSE (SELECT header FROM vak_sessions WHERE id = b.session_id) END,
+       CASE WHEN k.known THEN NULL ELSE (SELECT record FROM vak_records
+         WHERE session_id = b.session_id AND record LIKE '{"type":"turn",%' ORDER BY seq ASC LIMIT 1) END,
        last.record,
-       last.seq
+       last.seq,
+       k.known
 FROM (SELECT 1) AS one
 LEFT JOIN vak_bindings AS b ON b.bot = $1 AND b.chat = $2
+LEFT JOIN LATERAL (SELECT b.session_id = $3::text
+         AND EXISTS (SELECT 1 FROM vak_sessions WHERE id = $3::text) AS known) AS k ON true
 LEFT JOIN LATERAL (SELECT record, seq FROM vak_records
          WHERE session_id = b.session_id AND record LIKE '{"type":"turn",%' ORDER BY seq DESC LIMIT 1
 ) AS last ON true"#;
@@ -1248,7 +1305,9 @@ impl PgStore {
     ) -> Result<Option<Result<Option<Committed>, SessionError>>, postgres::Error> {
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         let lookup = prepared.get(client, LOOKUP_UNLOCKED)?;
-        let row = client.query_one(&lookup, &[&bot_s, &chat_s])?;
+        let known = self.known.get(bot_s, chat_s);
+        let known_id = known.as_ref().map(|k| k.id.as_str());
+        let row = client.query_one(&lookup, &[&bot_s, &chat_s, &known_id])?;
         let moved = |now: i64| {
             home_generation
                 .filter(|resolved| *resolved != now)
@@ -1262,9 +1321,41 @@ impl PgStore {
             return Ok(Some(Err(moved)));
         }
         let last: Option<i64> = row.get(6);
-        let bound = match self.read_bound(client, prepared, &row)? {
-            Ok(bound) => bound,
-            Err(e) => return Ok(Some(Err(e))),
+        let bound = match (known, row.get::<_, Option<bool>>(7)) {
+            (Some(known), Some(true)) => {
+                let last_turn = match row.get::<_, Option<String>>(5) {
+                    Some(text) => match Record::from_json(text.as_bytes()) {
+                        Ok(Record::Turn(turn)) => Some(turn),
+                        Ok(_) => None,
+                        Err(e) => return Ok(Some(Err(self.bad(&known.id, "a record", &e)))),
+                    },
+                    None => None,
+                };
+                let turns = match last_turn.as_ref().and_then(|t| t.seq) {
+                    Some(seq) if seq >= 1 => usize::try_from(seq).unwrap_or(0),
+                    _ => {
+                        let count = prepared.get(client, COUNT_TURNS)?;
+                        let n: i64 = client.query_one(&count, &[&known.id.as_str()])?.get(0);
+                        usize::try_from(n).unwrap_or(0)
+                    }
+                };
+                Bound::Live(Box::new(BoundSession {
+                    id: known.id,
+                    header: known.header,
+                    first_turn: Some(known.first_turn),
+                    last_turn,
+                    turns,
+                }))
+            }
+            _ => match self.read_bound(client, prepared, &row)? {
+                Ok(bound) => {
+                    if let Bound::Live(session) = &bound {
+                        self.known.keep(bot_s, chat_s, session);
+                    }
+                    bound
+                }
+                Err(e) => return Ok(Some(Err(e))),
+            },
         };
         let Bound::Live(ledger) = &bound else {
             return Ok(None);
@@ -1599,6 +1690,74 @@ mod tests {
     /// planned from, and one statement that takes the chat's lock, checks
     /// the read still holds, takes the claim and writes the turn.
     const ROUND_TRIPS: usize = 2;
+
+    /// A continuing delivery is not sent the header and first turn of a
+    /// session this store already read for the chat, and plans from the
+    /// same bound session either way; a session deleted behind vak's back
+    /// is seen gone, not served from memory.
+    #[test]
+    fn a_chat_whose_known_session_was_deleted_is_seen_gone() {
+        use vak_prompt_blocks::NameKind;
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "known_gone");
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        let store = PgStore::open(&url).expect("open");
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let seen: std::cell::RefCell<Vec<(String, usize, Option<String>)>> = Default::default();
+        let deliver = |text: &str| {
+            store
+                .deliver_at(&bot, &chat, None, None, &mut |bound| {
+                    let turn = Turn::now(text, "");
+                    Some(match bound {
+                        Bound::Live(ledger) => {
+                            seen.borrow_mut().push((
+                                ledger.id.to_string(),
+                                ledger.turns,
+                                ledger.first_turn.as_ref().map(|t| t.message.clone()),
+                            ));
+                            ChatPlan::Continue { turn }
+                        }
+                        Bound::Unbound | Bound::Gone(_) => {
+                            seen.borrow_mut().push((format!("{bound:?}"), 0, None));
+                            ChatPlan::Fresh(Box::new(FreshSession {
+                                meta: SessionMeta::default(),
+                                contract: vak_session::FrozenContract::default(),
+                                change: None,
+                                turn,
+                            }))
+                        }
+                    })
+                })
+                .expect("delivered")
+                .expect("committed")
+        };
+        let first = deliver("one").session;
+        deliver("two");
+        deliver("three");
+        assert!(store.known.get("helpdesk", "42").is_some(), "kept");
+        let id = first.to_string();
+        let live = |turns| (id.clone(), turns, Some("one".to_owned()));
+        assert_eq!(seen.borrow()[1..], [live(1), live(2)]);
+        let mut db =
+            postgres::Client::connect(url.split('?').next().unwrap_or(&url), postgres::NoTls)
+                .expect("connect");
+        db.execute("DELETE FROM vak_records WHERE session_id = $1", &[&id])
+            .expect("records");
+        db.execute("DELETE FROM vak_sessions WHERE id = $1", &[&id])
+            .expect("session");
+        let fresh = deliver("four").session;
+        assert_ne!(fresh, first);
+        assert_eq!(
+            seen.borrow().last().map(|s| s.0.clone()),
+            Some(format!("Gone({first:?})"))
+        );
+    }
 
     /// A delivery planned from a read that another delivery to the same
     /// chat made stale before it wrote (here: from inside its plan, which
