@@ -190,6 +190,7 @@ fn refusal(status: StatusCode, message: &str) -> Response {
 async fn healthz(State(state): State<Arc<Shared>>) -> Response {
     let probe = tokio::task::spawn_blocking(move || {
         let (hits, misses) = state.cache.counts();
+        let checks = state.replica.checks();
         state.store.list_newest(1)?;
         // The generation of the store's home side, when it holds one, so an
         // operator can see every node at the same one.
@@ -200,14 +201,24 @@ async fn healthz(State(state): State<Arc<Shared>>) -> Response {
             .transpose()?;
         // The kind only: this route is unauthenticated, and the store's
         // description names the home's path or the database's host.
-        Ok::<_, vak_core::prompts::SessionError>((state.store.kind(), hits, misses, generation))
+        Ok::<_, vak_core::prompts::SessionError>((
+            state.store.kind(),
+            hits,
+            misses,
+            generation,
+            checks,
+        ))
     })
     .await;
     match probe {
-        Ok(Ok((store, hits, misses, generation))) => axum::Json(json!({
+        Ok(Ok((store, hits, misses, generation, checks))) => axum::Json(json!({
             "status": "ok",
             "store": store,
             "home_generation": generation,
+            // How many deliveries checked the replica against the store
+            // (read its manifest, hashed its files): few while nothing
+            // under the home changes.
+            "replica_checks": checks,
             "resolution_cache": {"hits": hits, "misses": misses},
         }))
         .into_response(),

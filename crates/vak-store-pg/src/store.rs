@@ -27,7 +27,7 @@ pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::fr
 pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// How many connections one process opens at most.
-pub const DEFAULT_POOL: usize = 8;
+pub const DEFAULT_POOL: usize = 16;
 
 /// How a delivery serialises with others to the same chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
