@@ -1308,17 +1308,21 @@ impl PgStore {
         let known = self.known.get(bot_s, chat_s);
         let known_id = known.as_ref().map(|k| k.id.as_str());
         let row = client.query_one(&lookup, &[&bot_s, &chat_s, &known_id])?;
-        let moved = |now: i64| {
-            home_generation
-                .filter(|resolved| *resolved != now)
-                .map(|resolved| SessionError::HomeMoved {
+        // A generation row gone from the database (NULL) is left to the
+        // path under the lock, as it always was.
+        let moved = |now: Option<i64>| match (home_generation, now) {
+            (Some(resolved), Some(now)) if resolved != now => {
+                Some(Some(Err(SessionError::HomeMoved {
                     store: self.described.clone(),
                     resolved,
                     now,
-                })
+                })))
+            }
+            (Some(_), None) => Some(None),
+            _ => None,
         };
-        if let Some(moved) = moved(row.get(1)) {
-            return Ok(Some(Err(moved)));
+        if let Some(done) = moved(row.get(1)) {
+            return Ok(done);
         }
         let last: Option<i64> = row.get(6);
         let bound = match (known, row.get::<_, Option<bool>>(7)) {
@@ -1409,7 +1413,7 @@ impl PgStore {
                 })))
             }
             "replayed" => Some(Err(SessionError::Replayed)),
-            "home" => moved(row.get(1)).map(Err),
+            "home" => moved(row.get(1)).flatten(),
             _ => None,
         })
     }

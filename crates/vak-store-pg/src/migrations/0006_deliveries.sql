@@ -39,7 +39,7 @@ BEGIN
       FROM vak_home_generation g;
     IF NOT holds THEN
         outcome := 'moved';
-    ELSIF p_generation IS NOT NULL AND generation <> p_generation THEN
+    ELSIF p_generation IS NOT NULL AND generation IS DISTINCT FROM p_generation THEN
         outcome := 'home';
     ELSIF p_key IS NULL THEN
         INSERT INTO vak_records (session_id, record) VALUES (p_session, p_record);
