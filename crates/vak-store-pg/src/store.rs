@@ -137,8 +137,12 @@ pub struct PgStore {
 #[derive(Default)]
 struct Known(std::sync::Mutex<HashMap<(String, String), KnownSession>>);
 
-/// How many chats' sessions [`Known`] holds (a header is a few KiB).
-const MAX_KNOWN: usize = 4096;
+/// How many chats' sessions [`Known`] holds: as many as the service's
+/// prompt cache holds resolutions (`vak_core::MAX_CACHED`), a parsed header
+/// and first turn being a few KiB, so the map stays within a few MiB. A
+/// service with more chats than that in use is sent some headers again,
+/// as before this map.
+const MAX_KNOWN: usize = 1024;
 
 #[derive(Clone)]
 struct KnownSession {
