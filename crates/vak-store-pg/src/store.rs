@@ -1767,6 +1767,85 @@ mod tests {
         );
     }
 
+    /// A continuing delivery planned at a home generation that another node
+    /// moved past between its read and its write (here: a save from inside
+    /// its plan) writes nothing and says so, naming both generations; the
+    /// signature stays free for the delivery tried again.
+    #[test]
+    fn a_continuing_delivery_whose_home_side_moved_before_its_write_writes_nothing() {
+        use vak_prompt_blocks::NameKind;
+        use vak_session::HomeStore;
+        let Some(url) = crate::testing::pg_url() else {
+            return;
+        };
+        let url = crate::testing::scratch_database(&url, "home_moved");
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        let store = PgStore::open(&url).expect("open");
+        let other = PgStore::open(&url).expect("open");
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let at = store.home_generation().expect("generation");
+        let first = store
+            .deliver_at(&bot, &chat, Some(at), None, &mut |_| {
+                Some(ChatPlan::Fresh(Box::new(FreshSession {
+                    meta: SessionMeta::default(),
+                    contract: vak_session::FrozenContract::default(),
+                    change: None,
+                    turn: Turn::now("first", ""),
+                })))
+            })
+            .expect("delivered")
+            .expect("committed");
+        let key = "v2=moved-under-it".to_owned();
+        let claim = vak_session::Claim {
+            key: &key,
+            at: 0,
+            window_secs: 300,
+        };
+        let refused = store.deliver_at(&bot, &chat, Some(at), Some(&claim), &mut |_| {
+            let saved = other
+                .home_put(
+                    ".vak/prompts/guardrails.md",
+                    "- Saved on another node.\n",
+                    &vak_session::Expect::Absent,
+                    None,
+                    "other node",
+                )
+                .expect("saved");
+            assert!(matches!(saved, vak_session::Swapped::Done(_)));
+            Some(ChatPlan::Continue {
+                turn: Turn::now("second", ""),
+            })
+        });
+        match refused {
+            Err(SessionError::HomeMoved { resolved, now, .. }) => {
+                assert_eq!(resolved, at);
+                assert!(now > at, "{now}");
+            }
+            other => panic!("{other:?}"),
+        }
+        let ledger = store.read(&first.session).expect("ledger");
+        assert_eq!(ledger.turns().count(), 1, "nothing written");
+        // The signature was not taken: the same request, at the new
+        // generation, is delivered.
+        let now = store.home_generation().expect("generation");
+        let again = store
+            .deliver_at(&bot, &chat, Some(now), Some(&claim), &mut |_| {
+                Some(ChatPlan::Continue {
+                    turn: Turn::now("second", ""),
+                })
+            })
+            .expect("delivered");
+        assert!(again.is_some());
+        assert_eq!(
+            store.read(&first.session).expect("ledger").turns().count(),
+            2
+        );
+    }
+
     /// A delivery planned from a read that another delivery to the same
     /// chat made stale before it wrote (here: from inside its plan, which
     /// runs between the read and the write) writes nothing from that plan:
