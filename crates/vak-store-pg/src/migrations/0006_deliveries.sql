@@ -28,35 +28,7 @@ BEGIN
     ELSE
         PERFORM 1 FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat FOR UPDATE;
     END IF;
-    -- One statement after the lock checks the read and writes the claim and the turn: the
-    -- claim only when the read holds, the turn only when the claim was taken (a data-modifying
-    -- WITH runs once, whether or not the INSERT below reads it).
-    WITH state AS (
-        SELECT
-               (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
-                   IS NOT DISTINCT FROM p_session
-               AND (SELECT r.seq FROM vak_records r
-                     WHERE r.session_id = p_session AND r.record LIKE '{"type":"turn",%'
-                     ORDER BY r.seq DESC LIMIT 1) IS NOT DISTINCT FROM p_last
-               AND (p_generation IS NULL OR g.generation IS NOT DISTINCT FROM p_generation) AS holds
-        FROM (SELECT 1) AS one LEFT JOIN vak_home_generation g ON true
-    ), claim AS (
-        INSERT INTO vak_replay (key, at)
-        SELECT p_key, LEAST(GREATEST(p_at, n - p_window), n)
-        FROM state, (SELECT extract(epoch FROM now())::bigint AS n) AS clock
-        WHERE p_key IS NOT NULL AND state.holds
-        ON CONFLICT (key) DO NOTHING
-        RETURNING 1
-    )
-    INSERT INTO vak_records (session_id, record)
-    SELECT p_session, p_record FROM state
-    WHERE state.holds AND (p_key IS NULL OR EXISTS (SELECT 1 FROM claim));
-    IF FOUND THEN
-        outcome := 'ok';
-        RETURN;
-    END IF;
-    -- Nothing written: say why (the chat is still locked, so the binding and its turns are as
-    -- the statement above saw them; the generation only moves forward).
+    -- Three statements in all, each one executor run: the lock, this check, the write.
     SELECT g.generation,
            (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
                IS NOT DISTINCT FROM p_session
@@ -64,13 +36,26 @@ BEGIN
                  WHERE r.session_id = p_session AND r.record LIKE '{"type":"turn",%'
                  ORDER BY r.seq DESC LIMIT 1) IS NOT DISTINCT FROM p_last
       INTO generation, holds
-      FROM (SELECT 1) AS one LEFT JOIN vak_home_generation g ON true;
+      FROM vak_home_generation g;
     IF NOT holds THEN
         outcome := 'moved';
     ELSIF p_generation IS NOT NULL AND generation IS DISTINCT FROM p_generation THEN
         outcome := 'home';
+    ELSIF p_key IS NULL THEN
+        INSERT INTO vak_records (session_id, record) VALUES (p_session, p_record);
+        outcome := 'ok';
     ELSE
-        outcome := 'replayed';
+        -- The claim and the turn in one statement: the turn only when the claim was taken.
+        WITH claim AS (
+            INSERT INTO vak_replay (key, at)
+            SELECT p_key, LEAST(GREATEST(p_at, n - p_window), n)
+            FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
+            ON CONFLICT (key) DO NOTHING
+            RETURNING 1
+        )
+        INSERT INTO vak_records (session_id, record)
+        SELECT p_session, p_record FROM claim;
+        outcome := CASE WHEN FOUND THEN 'ok' ELSE 'replayed' END;
     END IF;
 END
 $$;
