@@ -146,38 +146,140 @@ fn sign(secret: &str, ts: &str, path: &str, body: &[u8]) -> String {
     format!("v2={hex}")
 }
 
-fn post(addr: &str, path: &str, secret: &str, body: &str) -> Result<u16, String> {
-    post_at(addr, path, secret, body, &unix_now().to_string())
-}
-
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-/// POST `body` signed at `ts`: the same signed request each time it is
-/// sent, as a sender's retry is.
-fn post_at(addr: &str, path: &str, secret: &str, body: &str, ts: &str) -> Result<u16, String> {
-    let mut stream = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+/// One client's connection to a node, kept open between requests
+/// (HTTP/1.1 keep-alive), as a sender's HTTP client does: a request costs
+/// the service its handling, not a TCP handshake and a teardown, and the
+/// load client stays cheap beside the service on a shared machine.
+struct KeepAlive {
+    addr: String,
+    stream: Option<BufReader<TcpStream>>,
+}
+
+impl KeepAlive {
+    fn new(addr: &str) -> Self {
+        KeepAlive {
+            addr: addr.to_owned(),
+            stream: None,
+        }
+    }
+
+    /// POST `body` signed now.
+    fn post(&mut self, path: &str, secret: &str, body: &str) -> Result<u16, String> {
+        self.post_at(path, secret, body, &unix_now().to_string())
+    }
+
+    /// POST `body` signed at `ts`. A kept connection the service closed
+    /// while it was idle fails before any answer arrives; the request is
+    /// then sent once more on a fresh connection (the service never read
+    /// it, and a signature it did take would be refused as a replay).
+    fn post_at(&mut self, path: &str, secret: &str, body: &str, ts: &str) -> Result<u16, String> {
+        let request = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Vak-Timestamp: {ts}\r\nX-Vak-Signature: {}\r\n\r\n{body}",
+            self.addr,
+            body.len(),
+            sign(secret, ts, path, body.as_bytes())
+        );
+        let reused = self.stream.is_some();
+        match self.exchange(request.as_bytes()) {
+            Err(Unanswered(_)) if reused => {
+                self.stream = None;
+                self.exchange(request.as_bytes()).map_err(|e| e.0)
+            }
+            other => other.map_err(|e| e.0),
+        }
+    }
+
+    fn exchange(&mut self, request: &[u8]) -> Result<u16, Unanswered> {
+        let stream = match &mut self.stream {
+            Some(stream) => stream,
+            None => {
+                let stream =
+                    TcpStream::connect(&self.addr).map_err(|e| Unanswered(e.to_string()))?;
+                stream
+                    .set_read_timeout(Some(Duration::from_secs(120)))
+                    .map_err(|e| Unanswered(e.to_string()))?;
+                let _ = stream.set_nodelay(true);
+                self.stream.insert(BufReader::new(stream))
+            }
+        };
+        let answer = read_answer(stream, request);
+        if !matches!(answer, Ok((_, true))) {
+            self.stream = None;
+        }
+        answer.map(|(status, _)| status)
+    }
+}
+
+/// A request that got no answer at all (the connection was gone).
+struct Unanswered(String);
+
+/// Send `request` on `stream` and read the answer: its status and whether
+/// the connection stays open. The body is read (by its `Content-Length`)
+/// and dropped.
+fn read_answer(
+    stream: &mut BufReader<TcpStream>,
+    request: &[u8],
+) -> Result<(u16, bool), Unanswered> {
     stream
-        .set_read_timeout(Some(Duration::from_secs(120)))
-        .map_err(|e| e.to_string())?;
-    let request = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nX-Vak-Timestamp: {ts}\r\nX-Vak-Signature: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len(),
-        sign(secret, ts, path, body.as_bytes())
-    );
-    stream
-        .write_all(request.as_bytes())
-        .map_err(|e| e.to_string())?;
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).map_err(|e| e.to_string())?;
-    let raw = String::from_utf8_lossy(&raw);
-    raw.split_whitespace()
+        .get_mut()
+        .write_all(request)
+        .map_err(|e| Unanswered(e.to_string()))?;
+    let mut line = String::new();
+    let n = stream
+        .read_line(&mut line)
+        .map_err(|e| Unanswered(e.to_string()))?;
+    if n == 0 {
+        return Err(Unanswered(
+            "the connection closed before answering".to_owned(),
+        ));
+    }
+    let status = line
+        .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
-        .ok_or_else(|| "no HTTP status in the answer".to_owned())
+        .ok_or_else(|| Unanswered("no HTTP status in the answer".to_owned()))?;
+    let (mut length, mut open) = (None, true);
+    loop {
+        line.clear();
+        if stream
+            .read_line(&mut line)
+            .map_err(|e| Unanswered(e.to_string()))?
+            == 0
+        {
+            return Ok((status, false));
+        }
+        let header = line.trim_end();
+        if header.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = header.split_once(':') {
+            let value = value.trim();
+            if name.eq_ignore_ascii_case("content-length") {
+                length = value.parse::<u64>().ok();
+            } else if name.eq_ignore_ascii_case("connection") && value.eq_ignore_ascii_case("close")
+            {
+                open = false;
+            }
+        }
+    }
+    match length {
+        Some(length) => {
+            let copied = std::io::copy(&mut stream.by_ref().take(length), &mut std::io::sink())
+                .map_err(|e| Unanswered(e.to_string()))?;
+            Ok((status, open && copied == length))
+        }
+        // No length: the body runs to the end of the connection.
+        None => {
+            let _ = std::io::copy(stream, &mut std::io::sink());
+            Ok((status, false))
+        }
+    }
 }
 
 /// `hits/misses` of a node's resolution cache, from `/healthz`.
@@ -202,6 +304,18 @@ fn healthz_cache(addr: &str) -> String {
             .to_owned()
     };
     format!("{}/{}", field("hits"), field("misses"))
+}
+
+/// The CPU time `pid` has used (user and system), in clock ticks.
+fn cpu_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The fields after the command name, which is in parentheses and may
+    // hold spaces: utime and stime are the 12th and 13th of them.
+    let rest = stat.rsplit_once(')')?.1;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user: u64 = fields.next()?.parse().ok()?;
+    let system: u64 = fields.next()?.parse().ok()?;
+    Some(user + system)
 }
 
 /// Run the load and print one result line.
@@ -266,6 +380,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
     // Files changed in the last 2 s are "racy" for the services'
     // resolution cache; let the scratch home settle as a real one would.
     std::thread::sleep(Duration::from_millis(2100));
+    let cpu_before: Vec<Option<u64>> = nodes.iter().map(|n| cpu_ticks(n.child.id())).collect();
     let next = AtomicUsize::new(0);
     let latencies = Mutex::new(Vec::with_capacity(options.deliveries));
     let failures = AtomicUsize::new(0);
@@ -273,6 +388,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
     std::thread::scope(|scope| {
         for _ in 0..options.clients {
             scope.spawn(|| {
+                let mut conns: Vec<KeepAlive> = addrs.iter().map(|a| KeepAlive::new(a)).collect();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= options.deliveries {
@@ -282,7 +398,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
                     let body = format!("{{\"text\":\"load message {i}\"}}");
                     let path = format!("/v1/bots/helpdesk/chats/{chat}/messages");
                     let sent = Instant::now();
-                    match post(&addrs[i % addrs.len()], &path, &secret, &body) {
+                    match conns[i % addrs.len()].post(&path, &secret, &body) {
                         Ok(200) => {
                             if let Ok(mut l) = latencies.lock() {
                                 l.push(sent.elapsed());
@@ -297,6 +413,14 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         }
     });
     let elapsed = started.elapsed();
+    // The nodes' own CPU per delivery (user and system, from
+    // /proc/PID/stat): a rate on a shared machine moves with its load, the
+    // CPU a delivery costs much less.
+    let cpu: Option<u64> = nodes
+        .iter()
+        .zip(&cpu_before)
+        .map(|(n, before)| Some(cpu_ticks(n.child.id())?.saturating_sub((*before)?)))
+        .sum();
     let cache: Vec<String> = addrs.iter().map(|addr| healthz_cache(addr)).collect();
     drop(nodes);
     let mut latencies = latencies.into_inner().map_err(|e| e.to_string())?;
@@ -318,7 +442,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         "file".to_owned()
     };
     println!(
-        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={}",
+        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={} node_cpu={}",
         options.nodes,
         options.deliveries,
         options.chats,
@@ -330,6 +454,13 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         pick(0.50),
         pick(0.99),
         cache.join(","),
+        cpu.map_or("?".to_owned(), |ticks| {
+            // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
+            format!(
+                "{:.0}us/delivery",
+                ticks as f64 * 10_000.0 / latencies.len().max(1) as f64
+            )
+        }),
     );
     Ok(())
 }
@@ -467,7 +598,7 @@ fn soak_in(
                             .lock()
                             .map(|a| a[(i + attempt) % a.len()].clone())
                             .unwrap_or_default();
-                        match post_at(&addr, &path, &secret, &body, &ts) {
+                        match KeepAlive::new(&addr).post_at(&path, &secret, &body, &ts) {
                             Ok(200) => {
                                 fate = Fate::Delivered;
                                 break;

@@ -302,6 +302,21 @@ impl PromptCache {
         state.generation += 1;
     }
 
+    /// A number that stays the same while nothing this cache watches for
+    /// `prompts` may have changed — the home and the project, and every
+    /// file under their `.vak` but the stores, the home-side replica
+    /// included — and moves when anything may have (or the watch grew).
+    /// `None` when change notifications are unavailable: then nothing can
+    /// be known unchanged. The watch is armed for `prompts` first, so a
+    /// change made after this call moves the next answer.
+    pub fn change_epoch(&self, prompts: &InboundPrompts) -> Option<u64> {
+        let core = prompts.core();
+        let mut state = self.lock();
+        state.refresh(core);
+        state.extend(&core.selectors().load_request());
+        state.watch.is_live().then_some(state.generation)
+    }
+
     /// Whether this cache checks what it composes against the model's
     /// window ([`PromptCache::within_window`]).
     pub fn checks_window(&self) -> bool {

@@ -717,6 +717,90 @@ pub fn sync_if_shared(
     }
 }
 
+/// A node's memory of its last check of the replica, so that a delivery
+/// does not read the manifest and hash the replica's files while nothing
+/// under the home can have changed.
+///
+/// [`ReplicaCheck::sync`] runs [`sync_home`] (the store's generation, the
+/// manifest, a hash of every home-side file) only when the change epoch it
+/// is handed ([`crate::PromptCache::change_epoch`], moved by inotify on any
+/// change under the home's `.vak`) differs from the one of its last check,
+/// and otherwise answers the generation that check saw, touching neither
+/// the files nor the store. That generation may be stale when another
+/// node saved since: the caller must hand it to a store that compares it
+/// under the chat's lock ([`Store::deliver_at`] refuses with
+/// [`SessionError::HomeMoved`], nothing written), then call
+/// [`ReplicaCheck::forget`] and sync again. A hand edit of the replica
+/// moves the epoch, so it is still found and refused by the next check.
+#[derive(Debug, Default)]
+pub struct ReplicaCheck {
+    /// (epoch, generation) of the last check that found the replica intact.
+    last: std::sync::Mutex<Option<(u64, i64)>>,
+    checks: std::sync::atomic::AtomicU64,
+}
+
+impl ReplicaCheck {
+    /// Nothing checked yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The generation to resolve and deliver at: from memory when `epoch`
+    /// is the last check's, else from [`sync_if_shared`] (not `full`).
+    /// `None` for a store without the home side.
+    ///
+    /// # Errors
+    ///
+    /// See [`HomeError`].
+    pub fn sync(
+        &self,
+        home: &Utf8Path,
+        store: &dyn Store,
+        epoch: Option<u64>,
+    ) -> Result<Option<Synced>, HomeError> {
+        if store.home().is_none() {
+            return Ok(None);
+        }
+        if let Some(epoch) = epoch
+            && let Some((seen, generation)) = *self.remembered()
+            && seen == epoch
+        {
+            return Ok(Some(Synced {
+                generation,
+                changed: false,
+            }));
+        }
+        self.checks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let synced = sync_if_shared(home, store, false)?;
+        // The epoch was taken before the files were read: a change made
+        // while they were hashed moves the next epoch, never hides.
+        if let (Some(epoch), Some(synced)) = (epoch, synced) {
+            *self.remembered() = Some((epoch, synced.generation));
+        }
+        Ok(synced)
+    }
+
+    /// Drop what was remembered: the store said the home side moved, so
+    /// the next [`ReplicaCheck::sync`] asks it.
+    pub fn forget(&self) {
+        *self.remembered() = None;
+    }
+
+    /// How many times the replica was checked against the store (its
+    /// manifest read and its files hashed) rather than answered from
+    /// memory.
+    pub fn checks(&self) -> u64 {
+        self.checks.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn remembered(&self) -> std::sync::MutexGuard<'_, Option<(u64, i64)>> {
+        self.last
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
 /// How many times a change of the home side is checked and tried when
 /// other nodes keep changing the home side in between: enough to ride out
 /// a few saves made at once, few enough that a refusal comes quickly.

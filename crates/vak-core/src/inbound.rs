@@ -204,6 +204,23 @@ impl InboundPrompts {
         crate::home::sync_if_shared(&self.core.selectors().home, store, full)
     }
 
+    /// [`InboundPrompts::sync_home`] for a long-running service: through
+    /// `replica`, which answers from memory while `cache`'s change
+    /// notifications say nothing under the home changed (see
+    /// [`crate::home::ReplicaCheck`] for what the caller must then do).
+    ///
+    /// # Errors
+    ///
+    /// See [`crate::home::HomeError`].
+    pub fn sync_home_watched(
+        &self,
+        store: &dyn vak_session::Store,
+        cache: &crate::PromptCache,
+        replica: &crate::home::ReplicaCheck,
+    ) -> Result<Option<crate::home::Synced>, crate::home::HomeError> {
+        replica.sync(&self.core.selectors().home, store, cache.change_epoch(self))
+    }
+
     /// The gateway chat this handle resolves for, if any.
     pub fn chat(&self) -> Option<&Name> {
         self.core.selectors().chat.as_ref()

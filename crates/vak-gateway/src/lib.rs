@@ -20,8 +20,8 @@ mod store;
 pub use error::LifecycleError;
 pub use lifecycle::{
     Delivered, DeliveryOutcome, Exec, NewSession, Resumed, TurnPaths, TurnScoped, deliver,
-    deliver_cached, deliver_paths, exec, freeze, meta_for, new_session, resolve_session,
-    scoped_for_turn, selectors_of,
+    deliver_cached, deliver_paths, deliver_served, exec, freeze, meta_for, new_session,
+    resolve_session, scoped_for_turn, selectors_of,
 };
 pub use request::{Request, clip, render_tail_for, render_tail_from};
 pub use secret::{

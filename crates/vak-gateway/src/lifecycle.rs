@@ -4,6 +4,7 @@
 use camino::Utf8Path;
 use serde::Serialize;
 use serde_json::json;
+use vak_core::home::ReplicaCheck;
 use vak_core::prompts::{
     Bound, ChatPlan, Claim, ConfigChange, DriftAccepted, DriftReport, FreshSession, FrozenContract,
     LayerChange, Name, NameKind, ParentSession, Record, ResolvedPrompt, ResumeDecision, ResumePath,
@@ -582,7 +583,15 @@ pub fn deliver_cached(
     cache: Option<&PromptCache>,
     claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
-    deliver_paths(store, prompts, meta, text, &[], cache, claim)
+    deliver_with(
+        store,
+        prompts,
+        meta,
+        text,
+        &[],
+        cache.map(|c| (c, None)),
+        claim,
+    )
 }
 
 /// [`deliver_cached`] for a message that names the paths its turn touches
@@ -598,16 +607,71 @@ pub fn deliver_paths(
     cache: Option<&PromptCache>,
     claim: Option<&Claim<'_>>,
 ) -> Result<Delivered, LifecycleError> {
+    deliver_with(
+        store,
+        prompts,
+        meta,
+        text,
+        paths,
+        cache.map(|c| (c, None)),
+        claim,
+    )
+}
+
+/// [`deliver_paths`] as a long-running service delivers: resolving
+/// through `cache`, and checking the home-side replica through `replica`,
+/// which reads and hashes nothing while `cache`'s change notifications say
+/// nothing under the home changed. The generation it remembers is checked
+/// by the store under the chat's lock, so a save on another node is still
+/// taken at this node's next delivery: the store refuses the stale
+/// generation (nothing written), the replica is synced and the delivery
+/// resolved again.
+#[allow(clippy::too_many_arguments)]
+pub fn deliver_served(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    paths: &[camino::Utf8PathBuf],
+    cache: &PromptCache,
+    replica: &ReplicaCheck,
+    claim: Option<&Claim<'_>>,
+) -> Result<Delivered, LifecycleError> {
+    deliver_with(
+        store,
+        prompts,
+        meta,
+        text,
+        paths,
+        Some((cache, Some(replica))),
+        claim,
+    )
+}
+
+fn deliver_with(
+    store: &dyn Store,
+    prompts: &InboundPrompts,
+    meta: &SessionMeta,
+    text: &str,
+    paths: &[camino::Utf8PathBuf],
+    served: Option<(&PromptCache, Option<&ReplicaCheck>)>,
+    claim: Option<&Claim<'_>>,
+) -> Result<Delivered, LifecycleError> {
     let (Some(bot), Some(chat)) = (prompts.bot().cloned(), prompts.chat().cloned()) else {
         return Err(LifecycleError::NotAChat);
     };
+    let cache = served.map(|(cache, _)| cache);
     // A store holding the home side: resolve from a replica synced to its
     // generation, and let the store refuse (nothing written) when it moved
     // on before the chat's lock was taken; then sync and resolve again.
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let generation = match prompts.sync_home(store, false)? {
+        let synced = match served {
+            Some((cache, Some(replica))) => prompts.sync_home_watched(store, cache, replica)?,
+            _ => prompts.sync_home(store, false)?,
+        };
+        let generation = match synced {
             Some(synced) => {
                 if synced.changed
                     && let Some(cache) = cache
@@ -630,7 +694,12 @@ pub fn deliver_paths(
             claim,
         ) {
             Err(LifecycleError::Store(SessionError::HomeMoved { .. }))
-                if attempt < HOME_RETRIES => {}
+                if attempt < HOME_RETRIES =>
+            {
+                if let Some((_, Some(replica))) = served {
+                    replica.forget();
+                }
+            }
             other => return other,
         }
     }

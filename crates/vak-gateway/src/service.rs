@@ -24,12 +24,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use camino::Utf8PathBuf;
 use serde_json::{Value, json};
+use vak_core::home::ReplicaCheck;
 use vak_core::prompts::{Claim, Name, NameKind, SessionError, Store, SurfaceKind};
 use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 
 use crate::secret_cache::SecretCache;
 use crate::{
-    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_paths,
+    Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_served,
     meta_for, open_store,
 };
 
@@ -80,6 +81,9 @@ struct Shared {
     /// The signature formats accepted: `v1` only with `[gateway] accept_v1
     /// = true` in the shared config, read when the service starts.
     formats: Formats,
+    /// What this node last found of its home-side replica: a delivery
+    /// hashes nothing while the cache's notifications say nothing changed.
+    replica: ReplicaCheck,
     /// Each bot's signing secret as last read: a request is verified (or
     /// refused) without waiting for the store.
     secrets: SecretCache,
@@ -112,6 +116,7 @@ impl Service {
                 cache: PromptCache::within_window(),
                 formats,
                 secrets: SecretCache::default(),
+                replica: ReplicaCheck::new(),
                 home: config.home,
                 project: config.project,
                 store,
@@ -189,6 +194,7 @@ fn refusal(status: StatusCode, message: &str) -> Response {
 async fn healthz(State(state): State<Arc<Shared>>) -> Response {
     let probe = tokio::task::spawn_blocking(move || {
         let (hits, misses) = state.cache.counts();
+        let checks = state.replica.checks();
         state.store.list_newest(1)?;
         // The generation of the store's home side, when it holds one, so an
         // operator can see every node at the same one.
@@ -199,14 +205,24 @@ async fn healthz(State(state): State<Arc<Shared>>) -> Response {
             .transpose()?;
         // The kind only: this route is unauthenticated, and the store's
         // description names the home's path or the database's host.
-        Ok::<_, vak_core::prompts::SessionError>((state.store.kind(), hits, misses, generation))
+        Ok::<_, vak_core::prompts::SessionError>((
+            state.store.kind(),
+            hits,
+            misses,
+            generation,
+            checks,
+        ))
     })
     .await;
     match probe {
-        Ok(Ok((store, hits, misses, generation))) => axum::Json(json!({
+        Ok(Ok((store, hits, misses, generation, checks))) => axum::Json(json!({
             "status": "ok",
             "store": store,
             "home_generation": generation,
+            // How many deliveries checked the replica against the store
+            // (read its manifest, hashed its files): few while nothing
+            // under the home changes.
+            "replica_checks": checks,
             "resolution_cache": {"hits": hits, "misses": misses},
         }))
         .into_response(),
@@ -451,13 +467,14 @@ fn handle(
         at: verified.at,
         window_secs: REPLAY_WINDOW_SECS,
     };
-    match deliver_paths(
+    match deliver_served(
         &*state.store,
         &prompts,
         &meta,
         &text,
         &paths,
-        Some(&state.cache),
+        &state.cache,
+        &state.replica,
         Some(&claim),
     ) {
         Ok(delivered) => {

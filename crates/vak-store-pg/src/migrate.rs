@@ -42,6 +42,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "settings",
         sql: include_str!("migrations/0005_settings.sql"),
     },
+    Migration {
+        version: 6,
+        name: "deliveries",
+        sql: include_str!("migrations/0006_deliveries.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.

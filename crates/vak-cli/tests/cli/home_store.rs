@@ -215,6 +215,16 @@ fn two_nodes_with_empty_homes_share_the_home_side_and_rotate_once() {
         "{health_a}"
     );
     assert_eq!(health_a["home_generation"], health_b["home_generation"]);
+    // Nothing changes under node B's home now: its deliveries check the
+    // replica against the store no more (no manifest read, no file hashed).
+    let checks = health_b["replica_checks"].as_u64();
+    assert!(checks.is_some(), "{health_b}");
+    for i in 0..5 {
+        let next = deliver(&node_b.addr, &secret, &format!("quiet {i}"));
+        assert_eq!(next["outcome"], "continued", "{next}");
+    }
+    let (_, health_b) = call(&node_b.addr, "GET", "/healthz", None);
+    assert_eq!(health_b["replica_checks"].as_u64(), checks, "{health_b}");
 
     // A save that started from the old text is refused on the other node.
     let admin_b = admin(&b, &url);

@@ -411,3 +411,74 @@ fn the_homes_scoped_rules_travel_to_every_node() {
         delivered.request.tail
     );
 }
+
+/// The service's sync check (`deliver_served`): while the prompt cache's
+/// change notifications say nothing under the home changed, a delivery
+/// reads no manifest and hashes no replica file (the check's work counter
+/// stays put, however many deliveries); a save on another node is still
+/// taken at this node's very next delivery (the store refuses the
+/// generation remembered, the replica syncs and the chat rotates once);
+/// and a replica file edited by hand is still refused, not served.
+#[test]
+fn a_served_node_checks_its_replica_only_when_something_under_the_home_changed() {
+    let Some((env, store)) = seeded() else {
+        return;
+    };
+    let (_a, home) = empty_home();
+    let (prompts, meta) = chat_prompts(&home, &env.project);
+    let cache = vak_core::PromptCache::within_window();
+    let replica = vak_core::home::ReplicaCheck::new();
+    let send = |text: &str| {
+        vak_gateway::deliver_served(&store, &prompts, &meta, text, &[], &cache, &replica, None)
+    };
+    assert_eq!(send("one").unwrap().outcome, DeliveryOutcome::Created);
+    // The first deliveries arm the watch (each arming moves the epoch).
+    for _ in 0..3 {
+        assert_eq!(send("warm").unwrap().outcome, DeliveryOutcome::Continued);
+    }
+    let settled = replica.checks();
+    for _ in 0..20 {
+        assert_eq!(send("again").unwrap().outcome, DeliveryOutcome::Continued);
+    }
+    assert!(cache.is_watching());
+    assert_eq!(replica.checks(), settled, "no check while nothing changed");
+
+    // Another node saves: the next delivery here takes it.
+    let old = current(&store, GUARDRAILS);
+    let other = PgStore::open(env.url.as_deref().unwrap()).unwrap();
+    let saved = other
+        .home_put(
+            GUARDRAILS,
+            "- Never deploy on Fridays.\n",
+            &Expect::Digest(sha256_hex(&old)),
+            None,
+            "other node",
+        )
+        .unwrap();
+    assert!(matches!(saved, Swapped::Done(_)));
+    let next = send("after the save").unwrap();
+    assert!(
+        matches!(next.outcome, DeliveryOutcome::Rotated { .. }),
+        "{:?}",
+        next.outcome
+    );
+    assert!(next.request.prefix.contains("Never deploy on Fridays"));
+    assert!(replica.checks() > settled);
+    assert_eq!(send("settled").unwrap().outcome, DeliveryOutcome::Continued);
+
+    // A hand edit of the replica moves the epoch: checked, and refused.
+    let before = replica.checks();
+    std::fs::write(home.join(GUARDRAILS), "- Edited by hand.\n").unwrap();
+    let refused = send("after the hand edit");
+    assert!(
+        matches!(
+            refused,
+            Err(vak_gateway::LifecycleError::Home(
+                vak_core::home::HomeError::EditedByHand { .. }
+            ))
+        ),
+        "{:?}",
+        refused.map(|d| d.outcome)
+    );
+    assert_eq!(replica.checks(), before + 1);
+}
