@@ -179,6 +179,12 @@ impl OverCap {
                 for layer in offenders {
                     let _ = write!(out, "\n      {layer}");
                 }
+                for layer in r.administrators_layers() {
+                    let _ = write!(
+                        out,
+                        "\n      not yours to shorten: {layer} (set by the machine's administrator)"
+                    );
+                }
             }
         }
         out

@@ -117,7 +117,10 @@ pub fn import_lines(text: &str) -> Vec<ImportLine<'_>> {
 
 /// What a line imports, if it is an import line.
 fn target_of(line: &str) -> Option<&str> {
-    let word = line.trim_matches([' ', '\t', '\r', '\n']);
+    // A byte-order mark (what some editors put before the first line) is a
+    // hidden character the loader removes with a warning; left here, it
+    // would turn the import under it into text without a word.
+    let word = line.trim_matches([' ', '\t', '\r', '\n', '\u{feff}']);
     let target = word.strip_prefix('@')?;
     // A path meant as an import, even one that may not be imported
     // (`/etc/passwd`, `../../.vak/token`, `parts/notes.txt`), is an import
@@ -176,6 +179,9 @@ mod tests {
         // Surrounding spaces, tabs and a CRLF line end are allowed.
         assert_eq!(targets("  @tone.md \t\r\nnext"), ["tone.md"]);
         assert_eq!(targets("- rule\n  @more.md\n"), ["more.md"]);
+        // A byte-order mark before the first line hides nothing.
+        assert_eq!(targets("\u{feff}@tone.md\nnext"), ["tone.md"]);
+        assert_eq!(targets("\u{feff}me@example.com"), Vec::<&str>::new());
         let lines = import_lines("a\r\n@b.md\r\nc");
         assert_eq!(lines[0].line, 2);
         assert_eq!(&"a\r\n@b.md\r\nc"[lines[0].span.clone()], "@b.md\r\n");

@@ -49,6 +49,10 @@ const KEY_PREFIX: &str = "ed25519:";
 /// managed text of those is already kept by every chain.
 pub const LOCKABLE: [Block; 2] = [Block::Identity, Block::OperatingRules];
 
+/// The keys the managed config's `[prompts]` table may hold; any other key
+/// (a typo of one of these, most likely) refuses the config.
+const MANAGED_KEYS: [&str; 3] = ["locked", "managed_keys", "max_tokens"];
+
 /// Why the managed layer cannot be used. Each is a sentence naming the file
 /// or key at fault and what to do; any of them stops the resolution.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -635,6 +639,24 @@ impl ManagedReader {
             Some(toml::Value::Table(prompts)) => Some(prompts),
             Some(_) => return Err(config_error("`prompts` is not a table".to_owned())),
         };
+        // A misspelt key (`lock`, `[prompt]`) would leave the block the
+        // administrator meant to lock open to every narrower layer, with
+        // nothing said: the floor fails closed on a key it does not know.
+        let unknown = table
+            .keys()
+            .find(|key| key.as_str() != "prompts")
+            .map(|key| Escaped(key).to_string())
+            .or_else(|| {
+                prompts?
+                    .keys()
+                    .find(|key| !MANAGED_KEYS.contains(&key.as_str()))
+                    .map(|key| format!("prompts.{}", Escaped(key)))
+            });
+        if let Some(key) = unknown {
+            return Err(config_error(format!(
+                "`{key}` is not a setting of the managed config, which holds only `[prompts]` with `locked`, `managed_keys` and `max_tokens` (a misspelt key would leave the floor other than its administrator meant)"
+            )));
+        }
         let strings = |key: &str| -> Result<Vec<String>, ManagedError> {
             match prompts.and_then(|p| p.get(key)) {
                 None => Ok(Vec::new()),
@@ -1071,6 +1093,22 @@ mod tests {
         let read = layer.load().unwrap().unwrap();
         assert_eq!(read.locked, [Block::Identity]);
         assert_eq!(read.max_tokens, Some(900));
+    }
+
+    #[test]
+    fn a_key_the_managed_config_does_not_know_is_refused_by_name() {
+        let layer = Layer::new();
+        for (config, key) in [
+            ("[prompts]\nlock = [\"identity\"]\n", "`prompts.lock`"),
+            ("[prompt]\nlocked = [\"identity\"]\n", "`prompt`"),
+            ("max_tokens = 9\n[prompts]\n", "`max_tokens`"),
+            ("[prompts]\n\"lo\\u001bck\" = 1\n", "`prompts.lo\\u{1b}ck`"),
+        ] {
+            layer.write("config.toml", config.as_bytes(), 0o644);
+            let error = layer.load().unwrap_err().to_string();
+            assert!(error.contains(key), "{config}: {error}");
+            assert!(!error.contains('\u{1b}'), "{error}");
+        }
     }
 
     #[test]

@@ -1,0 +1,301 @@
+//! Hostile inputs against the managed layer and imports, each found by
+//! trying to break them on the real binary: a careless administrator's
+//! config typo, a byte-order mark before an import line, a budget refusal
+//! that sent a user to the administrator's file, and a gateway delivery
+//! that answered a refused prompt with a generic 500.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::common::{Env, HANG, output_within, stderr, stdout, write};
+use crate::gateway_service::{post, secret, signed, spawn_served};
+
+/// A managed directory (mode 0755) beside a fixture home and the trusted
+/// `myproj`.
+struct Floor {
+    env: Env,
+    dir: tempfile::TempDir,
+}
+
+impl Floor {
+    fn new() -> Floor {
+        let floor = Floor {
+            env: Env::fixture("myproj"),
+            dir: tempfile::tempdir().unwrap(),
+        };
+        fs::set_permissions(floor.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        fs::create_dir_all(floor.env.project().join(".git")).unwrap();
+        floor.env.trust();
+        floor
+    }
+
+    /// Write a managed file, mode 0644 whatever the umask.
+    fn write(&self, name: &str, text: &str) {
+        let path = self.dir.path().join(name);
+        write(&path, text);
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut command = self.env.command(args);
+        command.env("VAK_MANAGED_DIR", self.dir.path());
+        command
+    }
+
+    fn vak(&self, args: &[&str]) -> Output {
+        output_within(&mut self.command(args), HANG)
+    }
+
+    fn vak_with_input(&self, args: &[&str], input: &str) -> Output {
+        use std::io::Write;
+        use std::process::Stdio;
+        let mut child = self
+            .command(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+        child.wait_with_output().unwrap()
+    }
+}
+
+fn code(out: &Output) -> i32 {
+    out.status.code().unwrap_or(-1)
+}
+
+/// A typo in the managed config (`lock` for `locked`, `[prompt]` for
+/// `[prompts]`) used to be ignored: the identity the administrator meant to
+/// lock was quietly overridable. The config is now refused naming the key,
+/// like every other managed problem (fail closed).
+#[test]
+fn a_typo_in_the_managed_config_is_refused_naming_the_key() {
+    let floor = Floor::new();
+    floor.write("identity.md", "You are ACME's coding agent.\n");
+    for (config, key) in [
+        ("[prompts]\nlock = [\"identity\"]\n", "prompts.lock"),
+        ("[prompt]\nlocked = [\"identity\"]\n", "prompt"),
+        ("locked = [\"identity\"]\n", "locked"),
+        ("[prompts]\nmax_token = 500\n", "prompts.max_token"),
+    ] {
+        floor.write("config.toml", config);
+        let out = floor.vak(&["prompts", "show", "--no-pager"]);
+        assert_eq!(code(&out), 1, "{config}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("`{key}`")), "{config}: {err}");
+        assert!(err.contains("config.toml"), "{err}");
+        assert!(!stdout(&out).contains("ACME"), "{config}");
+        // `vak managed verify` says the same and fails.
+        let out = floor.vak(&["managed", "verify"]);
+        assert_eq!(code(&out), 1, "{config}");
+        assert!(stdout(&out).contains(&format!("`{key}`")), "{config}");
+    }
+    // The keys it knows still resolve, and the lock holds.
+    floor.write(
+        "config.toml",
+        "[prompts]\nlocked = [\"identity\"]\nmax_tokens = 5000\n",
+    );
+    floor
+        .env
+        .write_project(".vak/prompts/identity.md", "I am the project.\n");
+    let out = floor.vak(&["prompts", "show", "--no-pager"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("You are ACME's coding agent."));
+    assert!(!stdout(&out).contains("I am the project."));
+}
+
+/// A byte-order mark (Windows editors write one) before an import on the
+/// first line used to keep the line as text: the import silently did not
+/// happen. The mark is a hidden character, removed with a warning; the
+/// line under it imports.
+#[test]
+fn a_byte_order_mark_before_an_import_line_does_not_hide_it() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    env.write_project(".vak/prompts/parts/persona.md", "I speak like a pirate.\n");
+    env.write_project(
+        ".vak/prompts/identity.md",
+        "\u{feff}@parts/persona.md\r\nI review payments code.\r\n",
+    );
+    let out = env.vak(&["prompts", "show", "--no-pager"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let show = stdout(&out);
+    assert!(
+        show.starts_with("I speak like a pirate.\nI review payments code."),
+        "{show}"
+    );
+    assert!(!show.contains("@parts"), "{show}");
+    assert!(!show.contains('\u{feff}'), "{show}");
+    // A mark before a line that is not an import leaves it text.
+    env.write_project(".vak/prompts/identity.md", "\u{feff}me@example.com\n");
+    let show = env.ok(&["prompts", "show", "--no-pager"]);
+    assert!(show.starts_with("me@example.com"), "{show}");
+}
+
+/// A refused save names the layers a user can shorten; the managed text is
+/// counted but named as the administrator's, never as one of them.
+#[test]
+fn a_budget_refusal_does_not_send_the_user_to_the_managed_layer() {
+    let floor = Floor::new();
+    let long: String = (0..120)
+        .map(|i| format!("- ACME rule number {i}: never do thing {i} without review.\n"))
+        .collect();
+    floor.write("guardrails.md", &long);
+    let json: Value = serde_json::from_str(&stdout(
+        &floor.vak(&["prompts", "show", "--format", "json"]),
+    ))
+    .unwrap();
+    let prefix = json["tokens"]["prefix"].as_u64().unwrap();
+    floor.env.set_cap(usize::try_from(prefix).unwrap() + 20);
+    let out = floor.vak_with_input(
+        &["prompts", "set", "--scope", "shared", "identity", "-"],
+        &"You are a very talkative assistant. ".repeat(40),
+    );
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let err = stderr(&out);
+    let shared_at = err.find("shared layer").expect(&err);
+    let managed_at = err
+        .find("not yours to shorten: managed layer")
+        .expect(&err);
+    assert!(shared_at < managed_at, "{err}");
+    assert!(err.contains("set by the machine's administrator"), "{err}");
+
+    let out = floor.vak_with_input(
+        &[
+            "prompts", "set", "--scope", "shared", "identity", "-", "--format", "json",
+        ],
+        &"You are a very talkative assistant. ".repeat(40),
+    );
+    assert_eq!(code(&out), 4);
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    let start = text.find('{').expect(&text);
+    let json: Value = serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .next()
+        .unwrap()
+        .unwrap();
+    let offenders = json.to_string();
+    assert!(offenders.contains("\"shared\""), "{offenders}");
+    let layers: Vec<&Value> = find_all(&json, "offenders");
+    assert!(!layers.is_empty(), "{json}");
+    for list in layers {
+        for entry in list.as_array().unwrap() {
+            assert_ne!(entry["layer"], "managed", "{json}");
+        }
+    }
+}
+
+/// Every value named `key` anywhere in `value`.
+fn find_all<'a>(value: &'a Value, key: &str) -> Vec<&'a Value> {
+    let mut out = Vec::new();
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == key {
+                    out.push(v);
+                }
+                out.extend(find_all(v, key));
+            }
+        }
+        Value::Array(items) => {
+            for v in items {
+                out.extend(find_all(v, key));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+/// A served delivery on a prompt that is refused — a tampered signed
+/// managed file, an import that leads out of the prompts directory —
+/// answers a 409 naming the class of problem, writes nothing, and does
+/// not tell the sender the server's paths (the log names the file).
+#[test]
+fn a_served_delivery_on_a_refused_prompt_answers_409_without_paths() {
+    let floor = Floor::new();
+    let secret = secret(&floor.env, "helpdesk");
+    let served = spawn_served(floor.command(&["gateway", "serve", "--listen", "127.0.0.1:0"]));
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+    let deliver = |text: &str| {
+        let body = format!("{{\"text\":\"{text}\"}}");
+        post(&served.addr, path, &signed(&secret, path, &body), body.as_bytes())
+    };
+    let (status, answer) = deliver("first");
+    assert_eq!(status, 200, "{answer}");
+
+    // Keys listed, the identity unsigned: the managed layer is refused.
+    let key = floor.dir.path().join("../admin.key");
+    let _ = fs::remove_file(&key);
+    let out = floor.vak(&["managed", "keygen", "--out", key.to_str().unwrap()]);
+    let public = stdout(&out).trim().lines().last().unwrap().to_owned();
+    floor.write("identity.md", "You are ACME's coding agent.\n");
+    floor.write(
+        "config.toml",
+        &format!("[prompts]\nmanaged_keys = [\"{public}\"]\n"),
+    );
+    let sig = floor.vak(&[
+        "managed",
+        "sign",
+        "--key",
+        key.to_str().unwrap(),
+        floor.dir.path().join("config.toml").to_str().unwrap(),
+    ]);
+    floor.write("config.toml.sig", &stdout(&sig));
+    let (status, answer) = deliver("on a refused floor");
+    assert_eq!(status, 409, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(error.contains("managed prompt layer is refused"), "{error}");
+    assert!(!error.contains('/'), "a path reached the sender: {error}");
+    fs::remove_file(&key).unwrap();
+
+    // No managed layer; an import escaping the prompts directory.
+    for name in ["identity.md", "config.toml", "config.toml.sig"] {
+        fs::remove_file(floor.dir.path().join(name)).unwrap();
+    }
+    let prompts = floor.env.home().join(".vak/prompts");
+    std::os::unix::fs::symlink("../config.toml", prompts.join("leak.md")).unwrap();
+    write(&prompts.join("identity.md"), "You help.\n@leak.md\n");
+    let (status, answer) = deliver("through an escaping import");
+    assert_eq!(status, 409, "{answer}");
+    let error = answer["error"].as_str().unwrap();
+    assert!(error.contains("imports a file that cannot be read"), "{error}");
+    assert!(!error.contains('/'), "a path reached the sender: {error}");
+    assert!(!error.contains("leak.md"), "{error}");
+
+    // Fixed, it delivers again: the refusals wrote nothing.
+    write(&prompts.join("identity.md"), "You help.\n");
+    let (status, answer) = deliver("after the fix");
+    assert_eq!(status, 200, "{answer}");
+}
+
+/// `vak managed verify` escapes what it prints: a managed directory whose
+/// name holds a terminal escape does not reach the terminal raw.
+#[test]
+fn managed_verify_escapes_a_hostile_directory_name() {
+    let env = Env::fixture("myproj");
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("floor\u{1b}]0;pwned\u{7}\u{1b}[2J");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    write(&dir.join("identity.md"), "ACME\n");
+    fs::set_permissions(dir.join("identity.md"), fs::Permissions::from_mode(0o644)).unwrap();
+    let mut command = env.command(&["managed", "verify"]);
+    command.env("VAK_MANAGED_DIR", &dir);
+    let out = output_within(&mut command, HANG);
+    assert_eq!(code(&out), 1);
+    for stream in [&out.stdout, &out.stderr] {
+        assert!(!stream.contains(&0x1b), "{}", String::from_utf8_lossy(stream));
+        assert!(!stream.contains(&0x07), "{}", String::from_utf8_lossy(stream));
+    }
+    assert!(stdout(&out).contains("its mode 0777"), "{}", stdout(&out));
+}
