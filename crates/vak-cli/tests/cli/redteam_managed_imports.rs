@@ -156,9 +156,13 @@ fn a_budget_refusal_does_not_send_the_user_to_the_managed_layer() {
     .unwrap();
     let prefix = json["tokens"]["prefix"].as_u64().unwrap();
     floor.env.set_cap(usize::try_from(prefix).unwrap() + 20);
+    // Shared guardrails accumulate: every token of them counts.
+    let talkative: String = (0..40)
+        .map(|i| format!("- Always explain point {i} at great length.\n"))
+        .collect();
     let out = floor.vak_with_input(
-        &["prompts", "set", "--scope", "shared", "identity", "-"],
-        &"You are a very talkative assistant. ".repeat(40),
+        &["prompts", "set", "--scope", "shared", "guardrails", "-"],
+        &talkative,
     );
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     let err = stderr(&out);
@@ -169,26 +173,16 @@ fn a_budget_refusal_does_not_send_the_user_to_the_managed_layer() {
     assert!(shared_at < managed_at, "{err}");
     assert!(err.contains("set by the machine's administrator"), "{err}");
 
-    let out = floor.vak_with_input(
-        &[
-            "prompts", "set", "--scope", "shared", "identity", "-", "--format", "json",
-        ],
-        &"You are a very talkative assistant. ".repeat(40),
-    );
-    assert_eq!(code(&out), 4);
-    let text = format!("{}{}", stdout(&out), stderr(&out));
-    let start = text.find('{').expect(&text);
-    let json: Value = serde_json::Deserializer::from_str(&text[start..])
-        .into_iter::<Value>()
-        .next()
-        .unwrap()
-        .unwrap();
-    let offenders = json.to_string();
-    assert!(offenders.contains("\"shared\""), "{offenders}");
-    let layers: Vec<&Value> = find_all(&json, "offenders");
-    assert!(!layers.is_empty(), "{json}");
-    for list in layers {
-        for entry in list.as_array().unwrap() {
+    // Over the cap as it is: `prompts check` names the same layers, and
+    // its JSON offenders leave the managed one out.
+    floor.env.set_cap(usize::try_from(prefix).unwrap() - 50);
+    let out = floor.vak(&["prompts", "check", "--format", "json"]);
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    let json: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let lists = find_all(&json, "offenders");
+    assert!(!lists.is_empty(), "{json}");
+    for list in lists {
+        for entry in list.as_array().into_iter().flatten() {
             assert_ne!(entry["layer"], "managed", "{json}");
         }
     }
@@ -258,13 +252,19 @@ fn a_served_delivery_on_a_refused_prompt_answers_409_without_paths() {
     assert!(!error.contains('/'), "a path reached the sender: {error}");
     fs::remove_file(&key).unwrap();
 
-    // No managed layer; an import escaping the prompts directory.
+    // No managed layer; an import escaping the prompts directory. The keys
+    // were pinned on first sight, so dropping them needs the unpin.
     for name in ["identity.md", "config.toml", "config.toml.sig"] {
         fs::remove_file(floor.dir.path().join(name)).unwrap();
     }
+    let (status, answer) = deliver("keys dropped");
+    assert_eq!(status, 409, "{answer}");
+    let out = floor.vak(&["managed", "unpin"]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let prompts = floor.env.home().join(".vak/prompts");
     std::os::unix::fs::symlink("../config.toml", prompts.join("leak.md")).unwrap();
-    write(&prompts.join("identity.md"), "You help.\n@leak.md\n");
+    // In the shared guardrails: in force on every chain (they accumulate).
+    write(&prompts.join("guardrails.md"), "- Be careful.\n@leak.md\n");
     let (status, answer) = deliver("through an escaping import");
     assert_eq!(status, 409, "{answer}");
     let error = answer["error"].as_str().unwrap();
@@ -273,7 +273,7 @@ fn a_served_delivery_on_a_refused_prompt_answers_409_without_paths() {
     assert!(!error.contains("leak.md"), "{error}");
 
     // Fixed, it delivers again: the refusals wrote nothing.
-    write(&prompts.join("identity.md"), "You help.\n");
+    write(&prompts.join("guardrails.md"), "- Be careful.\n");
     let (status, answer) = deliver("after the fix");
     assert_eq!(status, 200, "{answer}");
 }
