@@ -167,9 +167,7 @@ fn a_budget_refusal_does_not_send_the_user_to_the_managed_layer() {
     assert_eq!(code(&out), 4, "{}", stderr(&out));
     let err = stderr(&out);
     let shared_at = err.find("shared layer").expect(&err);
-    let managed_at = err
-        .find("not yours to shorten: managed layer")
-        .expect(&err);
+    let managed_at = err.find("not yours to shorten: managed layer").expect(&err);
     assert!(shared_at < managed_at, "{err}");
     assert!(err.contains("set by the machine's administrator"), "{err}");
 
@@ -222,14 +220,19 @@ fn a_served_delivery_on_a_refused_prompt_answers_409_without_paths() {
     let path = "/v1/bots/helpdesk/chats/42/messages";
     let deliver = |text: &str| {
         let body = format!("{{\"text\":\"{text}\"}}");
-        post(&served.addr, path, &signed(&secret, path, &body), body.as_bytes())
+        post(
+            &served.addr,
+            path,
+            &signed(&secret, path, &body),
+            body.as_bytes(),
+        )
     };
     let (status, answer) = deliver("first");
     assert_eq!(status, 200, "{answer}");
 
     // Keys listed, the identity unsigned: the managed layer is refused.
-    let key = floor.dir.path().join("../admin.key");
-    let _ = fs::remove_file(&key);
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("admin.key");
     let out = floor.vak(&["managed", "keygen", "--out", key.to_str().unwrap()]);
     let public = stdout(&out).trim().lines().last().unwrap().to_owned();
     floor.write("identity.md", "You are ACME's coding agent.\n");
@@ -250,7 +253,6 @@ fn a_served_delivery_on_a_refused_prompt_answers_409_without_paths() {
     let error = answer["error"].as_str().unwrap();
     assert!(error.contains("managed prompt layer is refused"), "{error}");
     assert!(!error.contains('/'), "a path reached the sender: {error}");
-    fs::remove_file(&key).unwrap();
 
     // No managed layer; an import escaping the prompts directory. The keys
     // were pinned on first sight, so dropping them needs the unpin.
@@ -265,17 +267,30 @@ fn a_served_delivery_on_a_refused_prompt_answers_409_without_paths() {
     std::os::unix::fs::symlink("../config.toml", prompts.join("leak.md")).unwrap();
     // In the shared guardrails: in force on every chain (they accumulate).
     write(&prompts.join("guardrails.md"), "- Be careful.\n@leak.md\n");
-    let (status, answer) = deliver("through an escaping import");
+    let body = r#"{"text":"through an escaping import"}"#;
+    let headers = signed(&secret, path, body);
+    let (status, answer) = post(&served.addr, path, &headers, body.as_bytes());
     assert_eq!(status, 409, "{answer}");
     let error = answer["error"].as_str().unwrap();
-    assert!(error.contains("imports a file that cannot be read"), "{error}");
+    assert!(
+        error.contains("imports a file that cannot be read"),
+        "{error}"
+    );
     assert!(!error.contains('/'), "a path reached the sender: {error}");
     assert!(!error.contains("leak.md"), "{error}");
 
-    // Fixed, it delivers again: the refusals wrote nothing.
+    // Fixed, the same signed request delivers: no refusal took its
+    // signature. The shared guardrails changed since "first", so the chat
+    // rotates to a session that begins with this message.
     write(&prompts.join("guardrails.md"), "- Be careful.\n");
-    let (status, answer) = deliver("after the fix");
+    let (status, answer) = post(&served.addr, path, &headers, body.as_bytes());
     assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["outcome"], "rotated", "{answer}");
+    let tail = answer["request"]["tail"].as_str().unwrap();
+    assert!(
+        tail.contains("Session intent: through an escaping import"),
+        "{tail}"
+    );
 }
 
 /// `vak managed verify` escapes what it prints: a managed directory whose
@@ -294,8 +309,16 @@ fn managed_verify_escapes_a_hostile_directory_name() {
     let out = output_within(&mut command, HANG);
     assert_eq!(code(&out), 1);
     for stream in [&out.stdout, &out.stderr] {
-        assert!(!stream.contains(&0x1b), "{}", String::from_utf8_lossy(stream));
-        assert!(!stream.contains(&0x07), "{}", String::from_utf8_lossy(stream));
+        assert!(
+            !stream.contains(&0x1b),
+            "{}",
+            String::from_utf8_lossy(stream)
+        );
+        assert!(
+            !stream.contains(&0x07),
+            "{}",
+            String::from_utf8_lossy(stream)
+        );
     }
     assert!(stdout(&out).contains("its mode 0777"), "{}", stdout(&out));
 }
