@@ -514,6 +514,17 @@ struct ManagedReader {
 impl ManagedReader {
     fn open(location: &ManagedLocation) -> Result<Option<ManagedReader>, ManagedError> {
         let dir = &location.dir;
+        // A relative `VAK_MANAGED_DIR` would be found from the working
+        // directory: inside a cloned project, whose files are the user's
+        // own and so pass the owner check, the project would set the floor.
+        if dir.is_relative() {
+            return Err(ManagedError::Unreadable {
+                path: dir.clone(),
+                reason: format!(
+                    "is a relative path, which would name another directory from each working directory; set `{MANAGED_DIR_ENV}` to an absolute path"
+                ),
+            });
+        }
         let dirs = OpenedDirs::open(dir).map_err(|e| ManagedError::Unreadable {
             path: dir.clone(),
             reason: format!("cannot be opened ({e})"),
@@ -1093,6 +1104,18 @@ mod tests {
         let read = layer.load().unwrap().unwrap();
         assert_eq!(read.locked, [Block::Identity]);
         assert_eq!(read.max_tokens, Some(900));
+    }
+
+    #[test]
+    fn a_relative_managed_directory_is_refused() {
+        let location = ManagedLocation {
+            dir: Utf8PathBuf::from("managed"),
+            from_env: true,
+        };
+        let home = Utf8PathBuf::from("/nonexistent-home");
+        let error = load_at(location, &home).unwrap_err().to_string();
+        assert!(error.contains("`managed`"), "{error}");
+        assert!(error.contains("absolute path"), "{error}");
     }
 
     #[test]

@@ -322,3 +322,36 @@ fn managed_verify_escapes_a_hostile_directory_name() {
     }
     assert!(stdout(&out).contains("its mode 0777"), "{}", stdout(&out));
 }
+
+/// A relative `VAK_MANAGED_DIR` used to be found from the working
+/// directory, so a cloned project shipping that directory (its files the
+/// user's own, so passing the owner check) set the floor. It is refused.
+#[test]
+fn a_relative_managed_directory_is_refused_not_found_in_the_project() {
+    let env = Env::fixture("myproj");
+    fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.trust();
+    let floor = env.project().join("floor");
+    fs::create_dir(&floor).unwrap();
+    fs::set_permissions(&floor, fs::Permissions::from_mode(0o755)).unwrap();
+    write(&floor.join("identity.md"), "I am the repository's floor.\n");
+    write(
+        &floor.join("config.toml"),
+        "[prompts]\nlocked = [\"identity\"]\n",
+    );
+    for name in ["identity.md", "config.toml"] {
+        fs::set_permissions(floor.join(name), fs::Permissions::from_mode(0o644)).unwrap();
+    }
+    for args in [
+        &["prompts", "show", "--no-pager"][..],
+        &["managed", "verify"],
+    ] {
+        let mut command = env.command(args);
+        command.env("VAK_MANAGED_DIR", "floor");
+        let out = output_within(&mut command, HANG);
+        assert_eq!(code(&out), 1, "{args:?}: {}", stdout(&out));
+        assert!(!stdout(&out).contains("repository's floor"), "{args:?}");
+        let said = format!("{}{}", stdout(&out), stderr(&out));
+        assert!(said.contains("is a relative path"), "{args:?}: {said}");
+    }
+}
