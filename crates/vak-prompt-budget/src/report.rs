@@ -146,6 +146,11 @@ pub struct BudgetReport {
     pub blocks: Vec<BlockTokens>,
     /// Per contributing layer, widest first.
     pub layers: Vec<LayerTokens>,
+    /// The managed config whose `max_tokens` set `cap`, when that ceiling
+    /// is what binds: then only the machine's administrator can raise it,
+    /// and a refusal must not send the user to the shared config.
+    #[serde(skip)]
+    pub cap_ceiling: Option<camino::Utf8PathBuf>,
 }
 
 /// The `tokens` object of `vak prompts show --format json`.
@@ -215,6 +220,7 @@ impl BudgetReport {
             }
         }
         BudgetReport {
+            cap_ceiling: None,
             encoding,
             model: model.name,
             context_window: model.context_window,
@@ -335,7 +341,13 @@ impl BudgetReport {
 
     fn over_cap_lines(&self, mut out: String) -> String {
         // A cap at the model's window cannot be raised any further.
-        if u64::try_from(self.cap).unwrap_or(u64::MAX) >= u64::from(self.context_window) {
+        if let Some(config) = &self.cap_ceiling {
+            let _ = write!(
+                out,
+                " Shorten one of these layers (largest first); the cap is the managed layer's ceiling (`prompts.max_tokens` in `{}`), which only the machine's administrator can raise:",
+                vak_prompt_blocks::Escaped(config.as_str())
+            );
+        } else if u64::try_from(self.cap).unwrap_or(u64::MAX) >= u64::from(self.context_window) {
             out.push_str(" Shorten one of these layers (largest first), or choose a model with a larger window:");
         } else {
             out.push_str(" Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:");

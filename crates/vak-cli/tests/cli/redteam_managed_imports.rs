@@ -186,6 +186,48 @@ fn a_budget_refusal_does_not_send_the_user_to_the_managed_layer() {
     }
 }
 
+/// When the managed `max_tokens` is the cap that binds, a refusal does not
+/// tell the user to raise the shared cap (a larger one changes nothing): it
+/// names the managed config as the administrator's to raise.
+#[test]
+fn a_refusal_under_the_managed_ceiling_does_not_say_to_raise_the_shared_cap() {
+    let floor = Floor::new();
+    let json: Value = serde_json::from_str(&stdout(
+        &floor.vak(&["prompts", "show", "--format", "json"]),
+    ))
+    .unwrap();
+    let prefix = json["tokens"]["prefix"].as_u64().unwrap();
+    floor.env.set_cap(100_000);
+    floor.write(
+        "config.toml",
+        &format!("[prompts]\nmax_tokens = {}\n", prefix + 20),
+    );
+    let talkative: String = (0..40)
+        .map(|i| format!("- Always explain point {i} at great length.\n"))
+        .collect();
+    let out = floor.vak_with_input(
+        &["prompts", "set", "--scope", "shared", "guardrails", "-"],
+        &talkative,
+    );
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the managed layer's ceiling"), "{err}");
+    let managed_config = floor.dir.path().join("config.toml");
+    assert!(err.contains(managed_config.to_str().unwrap()), "{err}");
+    assert!(!err.contains("in the shared config"), "{err}");
+
+    // Over it as it is: `prompts show` warns the same way.
+    floor.write(
+        "config.toml",
+        &format!("[prompts]\nmax_tokens = {}\n", prefix - 50),
+    );
+    let out = floor.vak(&["prompts", "show", "--no-pager"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("the managed layer's ceiling"), "{err}");
+    assert!(!err.contains("in the shared config"), "{err}");
+}
+
 /// Every value named `key` anywhere in `value`.
 fn find_all<'a>(value: &'a Value, key: &str) -> Vec<&'a Value> {
     let mut out = Vec::new();
