@@ -139,6 +139,15 @@ fn a_byte_order_mark_before_an_import_line_does_not_hide_it() {
     env.write_project(".vak/prompts/identity.md", "\u{feff}me@example.com\n");
     let show = env.ok(&["prompts", "show", "--no-pager"]);
     assert!(show.starts_with("me@example.com"), "{show}");
+    // Nor does it unfence a code block: the line inside stays text, as it
+    // renders.
+    env.write_project(
+        ".vak/prompts/identity.md",
+        "\u{feff}```\n@parts/persona.md\n```\n",
+    );
+    let show = env.ok(&["prompts", "show", "--no-pager"]);
+    assert!(show.starts_with("```\n@parts/persona.md\n```"), "{show}");
+    assert!(!show.contains("pirate"), "{show}");
 }
 
 /// A refused save names the layers a user can shorten; the managed text is
