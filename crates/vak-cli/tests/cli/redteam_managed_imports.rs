@@ -406,3 +406,71 @@ fn a_relative_managed_directory_is_refused_not_found_in_the_project() {
         assert!(said.contains("is a relative path"), "{args:?}: {said}");
     }
 }
+
+/// `vak store import` never carries the managed layer, nor the keys this
+/// home pinned for it: a node on the store has neither, and its prompts
+/// hold none of the managed text. Needs PostgreSQL (`VAK_TEST_PG_URL`);
+/// skipped without it.
+#[test]
+fn a_store_import_never_carries_the_managed_layer() {
+    let Some(base) = crate::gateway_scale::pg_url() else {
+        return;
+    };
+    let url = crate::gateway_scale::scratch_database(&base, "redteam_managed");
+    let floor = Floor::new();
+    let keys = tempfile::tempdir().unwrap();
+    let key = keys.path().join("admin.key");
+    let out = floor.vak(&["managed", "keygen", "--out", key.to_str().unwrap()]);
+    let public = stdout(&out).trim().lines().last().unwrap().to_owned();
+    floor.write("guardrails.md", "- ACME: never push to main.\n");
+    floor.write(
+        "config.toml",
+        &format!("[prompts]\nmanaged_keys = [\"{public}\"]\n"),
+    );
+    for name in ["guardrails.md", "config.toml"] {
+        let sig = floor.vak(&[
+            "managed",
+            "sign",
+            "--key",
+            key.to_str().unwrap(),
+            floor.dir.path().join(name).to_str().unwrap(),
+        ]);
+        floor.write(&format!("{name}.sig"), &stdout(&sig));
+    }
+    // The operator's own prompt has the floor, and pinned its key.
+    let out = floor.vak(&["prompts", "show", "--no-pager"]);
+    assert!(
+        stdout(&out).contains("ACME: never push"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(floor.env.home().join(".vak/managed-keys.toml").exists());
+
+    let out = floor.vak(&["store", "migrate", "--store", &url]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let secret = secret(&floor.env, "helpdesk");
+    let out = floor.vak(&[
+        "store", "import", "--from", "file", "--store", &url, "--format", "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let imported: Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(
+        imported["home_files"], 9,
+        "the fixture's 9 only: {imported}"
+    );
+
+    let node = Env::empty();
+    let served = crate::gateway_service::serve(&node, &["--store", &url]);
+    assert!(!node.home().join(".vak/managed-keys.toml").exists());
+    let path = "/v1/bots/helpdesk/chats/42/messages";
+    let body = r#"{"text":"hi"}"#;
+    let (status, answer) = post(
+        &served.addr,
+        path,
+        &signed(&secret, path, body),
+        body.as_bytes(),
+    );
+    assert_eq!(status, 200, "{answer}");
+    let prefix = answer["request"]["prefix"].as_str().unwrap();
+    assert!(!prefix.contains("ACME"), "{prefix}");
+}
