@@ -633,10 +633,17 @@ mod tests {
 
         // Only the managed text over the cap: no user layer to blame.
         let alone = [(Block::Guardrails, &managed, big.as_str())];
-        let report = BudgetReport::measure(model, 20, &big, &resolved(&alone));
+        let mut report = BudgetReport::measure(model, 20, &big, &resolved(&alone));
         assert!(report.offenders().is_empty());
         let msg = report.over_cap_message();
         assert!(msg.contains("the managed layer alone"), "{msg}");
+        assert!(msg.contains("in the shared config"), "{msg}");
+        // Under the managed ceiling, raising the shared cap is no way out.
+        report.cap_ceiling = Some("/etc/vak/prompts/config.toml".into());
+        let msg = report.over_cap_check_message();
+        assert!(msg.contains("the managed layer's ceiling"), "{msg}");
+        assert!(msg.contains("/etc/vak/prompts/config.toml"), "{msg}");
+        assert!(!msg.contains("in the shared config"), "{msg}");
     }
 
     #[test]
