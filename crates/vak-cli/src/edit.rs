@@ -679,6 +679,8 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
     for l in &r.layers {
         let owner = if l.is_user_owned() {
             ""
+        } else if l.is_administrators() {
+            "  (set by the machine's administrator)"
         } else {
             "  (not user-editable)"
         };

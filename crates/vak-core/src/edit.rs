@@ -477,13 +477,16 @@ pub(crate) fn budget_with(resolved: &ResolvedPrompt, tokens: &mut TokenMemo) -> 
         ));
         cap.tokens = window;
     }
-    let report = BudgetReport::measure_with(
+    let mut report = BudgetReport::measure_with(
         model,
         cap.tokens,
         &resolved.prefix,
         &resolved.blocks,
         tokens,
     );
+    if cap.source == vak_prompt_budget::CapSource::Managed {
+        report.cap_ceiling = cap.file.clone();
+    }
     Budget {
         report,
         cap,

@@ -179,6 +179,12 @@ impl OverCap {
                 for layer in offenders {
                     let _ = write!(out, "\n      {layer}");
                 }
+                for layer in r.administrators_layers() {
+                    let _ = write!(
+                        out,
+                        "\n      not yours to shorten: {layer} (set by the machine's administrator)"
+                    );
+                }
             }
         }
         out
@@ -212,6 +218,19 @@ impl OverCap {
     /// caller says `--over-budget`.
     pub fn summary(&self, config: &Utf8Path, override_hint: &str) -> String {
         let mut out = self.chains_text();
+        // Under the managed ceiling, a larger shared cap changes nothing.
+        if let Some(ceiling) = self
+            .chains
+            .iter()
+            .find_map(|c| c.report.cap_ceiling.as_ref())
+        {
+            let _ = write!(
+                out,
+                "\nWays out: shorten the layers named (the cap is the managed layer's ceiling, `[prompts] max_tokens` in `{}`, which only the machine's administrator can raise); or pass {override_hint} to go ahead over the cap (recorded as such)",
+                Escaped(ceiling.as_str())
+            );
+            return out;
+        }
         let _ = write!(
             out,
             "\nWays out: shorten the layers named; raise `[prompts] max_tokens` in the shared config `{}`; or pass {override_hint} to go ahead over the cap (recorded as such)",
@@ -230,8 +249,18 @@ pub fn over_cap_warning(report: &BudgetReport, config: &Utf8Path) -> Option<Stri
         return None;
     }
     let layers: Vec<String> = report.offenders().iter().map(ToString::to_string).collect();
+    let raise = match &report.cap_ceiling {
+        Some(ceiling) => format!(
+            "; the cap is the managed layer's ceiling (`[prompts] max_tokens` in `{}`), which only the machine's administrator can raise",
+            Escaped(ceiling.as_str())
+        ),
+        None => format!(
+            ", or raise `[prompts] max_tokens` in the shared config `{}`",
+            Escaped(config.as_str())
+        ),
+    };
     Some(format!(
-        "this prompt is over its cap: the prefix is {} tokens, over the cap of {} by {}. Saves that make it longer are refused until it is back under: shorten {}, or raise `[prompts] max_tokens` in the shared config `{}`",
+        "this prompt is over its cap: the prefix is {} tokens, over the cap of {} by {}. Saves that make it longer are refused until it is back under: shorten {}{raise}",
         report.prefix_tokens,
         report.cap,
         report.over_by(),
@@ -239,8 +268,7 @@ pub fn over_cap_warning(report: &BudgetReport, config: &Utf8Path) -> Option<Stri
             "nothing user-owned contributes".to_owned()
         } else {
             format!("one of its layers ({})", layers.join("; "))
-        },
-        Escaped(config.as_str())
+        }
     ))
 }
 

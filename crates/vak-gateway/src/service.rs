@@ -533,6 +533,23 @@ fn failure(error: &LifecycleError) -> Response {
         LifecycleError::Core(CoreError::OverContextWindow(_)) => {
             refusal(StatusCode::UNPROCESSABLE_ENTITY, &error.to_string())
         }
+        // The prompt itself is refused: no retry helps until someone on the
+        // server fixes a file. The sender learns the class, the log the
+        // file (its path is the server's, not the sender's business).
+        LifecycleError::Core(CoreError::Loader(vak_core::prompts::LoaderError::Managed(_))) => {
+            tracing::error!(%error, "a delivery was refused: the managed layer is refused");
+            refusal(
+                StatusCode::CONFLICT,
+                "the server's managed prompt layer is refused (a file's mode, owner or signature, or its keys), so no session starts on it; nothing was acknowledged, and the server log names the file",
+            )
+        }
+        LifecycleError::Core(CoreError::ImportRefused(_)) => {
+            tracing::error!(%error, "a delivery was refused: an import cannot be read");
+            refusal(
+                StatusCode::CONFLICT,
+                "a prompt file in force on the server imports a file that cannot be read (missing, outside its prompts directory, a cycle or too deep), so no session starts on it; nothing was acknowledged, and the server log names the file",
+            )
+        }
         other => {
             tracing::error!(error = %other, "a delivery failed");
             refusal(

@@ -100,10 +100,20 @@ pub fn import_lines(text: &str) -> Vec<ImportLine<'_>> {
     // Only now is the text parsed: a line inside a code block or an HTML
     // block is text, whatever it looks like. An indented code block's range
     // starts after the indentation, so a line is inside when they overlap.
-    let verbatim: Vec<Range<usize>> = Parser::new(text)
+    // A leading byte-order mark is not text (the loader removes it): parsed
+    // with it, a fence on the first line would not open, and the line under
+    // it would import here yet render as code.
+    let skip = if text.starts_with('\u{feff}') {
+        '\u{feff}'.len_utf8()
+    } else {
+        0
+    };
+    let verbatim: Vec<Range<usize>> = Parser::new(&text[skip..])
         .into_offset_iter()
         .filter_map(|(event, range)| match event {
-            Event::Start(Tag::CodeBlock(_) | Tag::HtmlBlock) => Some(range),
+            Event::Start(Tag::CodeBlock(_) | Tag::HtmlBlock) => {
+                Some(range.start + skip..range.end + skip)
+            }
             _ => None,
         })
         .collect();
@@ -117,7 +127,10 @@ pub fn import_lines(text: &str) -> Vec<ImportLine<'_>> {
 
 /// What a line imports, if it is an import line.
 fn target_of(line: &str) -> Option<&str> {
-    let word = line.trim_matches([' ', '\t', '\r', '\n']);
+    // A byte-order mark (what some editors put before the first line) is a
+    // hidden character the loader removes with a warning; left here, it
+    // would turn the import under it into text without a word.
+    let word = line.trim_matches([' ', '\t', '\r', '\n', '\u{feff}']);
     let target = word.strip_prefix('@')?;
     // A path meant as an import, even one that may not be imported
     // (`/etc/passwd`, `../../.vak/token`, `parts/notes.txt`), is an import
@@ -176,6 +189,9 @@ mod tests {
         // Surrounding spaces, tabs and a CRLF line end are allowed.
         assert_eq!(targets("  @tone.md \t\r\nnext"), ["tone.md"]);
         assert_eq!(targets("- rule\n  @more.md\n"), ["more.md"]);
+        // A byte-order mark before the first line hides nothing.
+        assert_eq!(targets("\u{feff}@tone.md\nnext"), ["tone.md"]);
+        assert_eq!(targets("\u{feff}me@example.com"), Vec::<&str>::new());
         let lines = import_lines("a\r\n@b.md\r\nc");
         assert_eq!(lines[0].line, 2);
         assert_eq!(&"a\r\n@b.md\r\nc"[lines[0].span.clone()], "@b.md\r\n");
@@ -235,6 +251,25 @@ mod tests {
     }
 
     proptest! {
+        /// A byte-order mark before the first line changes nothing about
+        /// which lines import: the mark is a hidden character, not text.
+        #[test]
+        fn a_byte_order_mark_changes_no_import(
+            lines in proptest::collection::vec(
+                prop_oneof![
+                    "@[a-z]{1,6}(/[a-z]{1,6}){0,2}\\.md",
+                    "[ \t]{0,2}@[a-z]{1,6}\\.md[ \t]{0,2}",
+                    "[a-z @.]{0,12}",
+                    Just("```".to_owned()),
+                ],
+                1..6,
+            ),
+        ) {
+            let text = lines.join("\n");
+            let marked = format!("\u{feff}{text}");
+            prop_assert_eq!(targets(&marked), targets(&text), "{:?}", text);
+        }
+
         /// Whatever a line names, an accepted target is a relative path of
         /// plain, visible names that goes nowhere up and ends in `.md`.
         #[test]

@@ -74,8 +74,20 @@ impl LayerTokens {
     /// the home or the project (each `SKILL.md`, the `[mcp]` config): a
     /// clone's thousand skills are its own to shorten, and a refusal that
     /// left them out would send the user to the wrong file.
+    ///
+    /// The managed layer is not user-owned: the machine's administrator
+    /// sets it, vak never writes it, and a refusal that told a user to
+    /// shorten it would send them to a file they cannot change.
     pub fn is_user_owned(&self) -> bool {
-        self.layer != PromptLayer::Seed && !matches!(self.origin, Origin::BuiltIn | Origin::Runtime)
+        !matches!(self.layer, PromptLayer::Seed | PromptLayer::Managed)
+            && !matches!(self.origin, Origin::BuiltIn | Origin::Runtime)
+    }
+
+    /// Whether this is text the machine's administrator set (the managed
+    /// layer): counted, named in a refusal as such, never offered as a
+    /// layer to shorten.
+    pub fn is_administrators(&self) -> bool {
+        self.layer == PromptLayer::Managed
     }
 }
 
@@ -134,6 +146,11 @@ pub struct BudgetReport {
     pub blocks: Vec<BlockTokens>,
     /// Per contributing layer, widest first.
     pub layers: Vec<LayerTokens>,
+    /// The managed config whose `max_tokens` set `cap`, when that ceiling
+    /// is what binds: then only the machine's administrator can raise it,
+    /// and a refusal must not send the user to the shared config.
+    #[serde(skip)]
+    pub cap_ceiling: Option<camino::Utf8PathBuf>,
 }
 
 /// The `tokens` object of `vak prompts show --format json`.
@@ -203,6 +220,7 @@ impl BudgetReport {
             }
         }
         BudgetReport {
+            cap_ceiling: None,
             encoding,
             model: model.name,
             context_window: model.context_window,
@@ -323,7 +341,13 @@ impl BudgetReport {
 
     fn over_cap_lines(&self, mut out: String) -> String {
         // A cap at the model's window cannot be raised any further.
-        if u64::try_from(self.cap).unwrap_or(u64::MAX) >= u64::from(self.context_window) {
+        if let Some(config) = &self.cap_ceiling {
+            let _ = write!(
+                out,
+                " Shorten one of these layers (largest first); the cap is the managed layer's ceiling (`prompts.max_tokens` in `{}`), which only the machine's administrator can raise:",
+                vak_prompt_blocks::Escaped(config.as_str())
+            );
+        } else if u64::try_from(self.cap).unwrap_or(u64::MAX) >= u64::from(self.context_window) {
             out.push_str(" Shorten one of these layers (largest first), or choose a model with a larger window:");
         } else {
             out.push_str(" Shorten one of these layers (largest first) or raise `prompts.max_tokens` in the shared config:");
@@ -332,16 +356,35 @@ impl BudgetReport {
         out
     }
 
-    /// One line per user-owned layer, largest first.
+    /// The managed layer's contributions, when it has any: counted in the
+    /// prefix, but the machine's administrator's to shorten, not the user's.
+    pub fn administrators_layers(&self) -> Vec<&LayerTokens> {
+        self.layers
+            .iter()
+            .filter(|l| l.is_administrators() && l.tokens > 0)
+            .collect()
+    }
+
+    /// One line per user-owned layer, largest first; then the managed
+    /// text, named as what the reader cannot edit.
     fn offender_lines(&self, out: &mut String) {
         let offenders = self.offenders();
+        let fixed = self.administrators_layers();
         if offenders.is_empty() {
-            out.push_str(
-                "\n  (no user-owned layer contributes: the built-in prompt alone is over the cap)",
-            );
+            out.push_str(if fixed.is_empty() {
+                "\n  (no user-owned layer contributes: the built-in prompt alone is over the cap)"
+            } else {
+                "\n  (no user-owned layer contributes: the built-in prompt and the managed layer alone are over the cap)"
+            });
         }
         for layer in offenders {
             let _ = write!(out, "\n  {layer}");
+        }
+        for layer in fixed {
+            let _ = write!(
+                out,
+                "\n  not yours to shorten: {layer} (set by the machine's administrator; vak never writes it)"
+            );
         }
     }
 }
@@ -559,6 +602,48 @@ mod tests {
         assert!(!msg.contains("builtin:"), "{msg}");
         let first_project = msg.find("project layer").unwrap();
         assert!(first_project < msg.find("shared layer").unwrap(), "{msg}");
+    }
+
+    #[test]
+    fn the_managed_layer_is_counted_but_never_offered_to_shorten() {
+        let managed = Provenance::managed("/etc/vak/prompts/guardrails.md", None);
+        let shared = prov(
+            PromptLayer::Shared,
+            Origin::Home,
+            "/h/.vak/prompts/guardrails.md",
+        );
+        let big = "- never do this thing\n".repeat(40);
+        let rows = [
+            (Block::Guardrails, &managed, big.as_str()),
+            (Block::Guardrails, &shared, "- hello world"),
+        ];
+        let model = lookup("gpt-4o").unwrap();
+        let prefix = rows.iter().map(|r| r.2).collect::<Vec<_>>().join("\n");
+        let report = BudgetReport::measure(model, 20, &prefix, &resolved(&rows));
+        assert!(report.is_over());
+        let offenders: Vec<_> = report.offenders().iter().map(|l| l.layer).collect();
+        assert_eq!(offenders, [PromptLayer::Shared]);
+        let msg = report.over_cap_message();
+        // The managed file is named, but as the administrator's, after the
+        // layers the reader can shorten.
+        let shared_at = msg.find("shared layer").unwrap();
+        let managed_at = msg.find("not yours to shorten: managed layer").unwrap();
+        assert!(shared_at < managed_at, "{msg}");
+        assert!(msg.contains("set by the machine's administrator"), "{msg}");
+
+        // Only the managed text over the cap: no user layer to blame.
+        let alone = [(Block::Guardrails, &managed, big.as_str())];
+        let mut report = BudgetReport::measure(model, 20, &big, &resolved(&alone));
+        assert!(report.offenders().is_empty());
+        let msg = report.over_cap_message();
+        assert!(msg.contains("the managed layer alone"), "{msg}");
+        assert!(msg.contains("in the shared config"), "{msg}");
+        // Under the managed ceiling, raising the shared cap is no way out.
+        report.cap_ceiling = Some("/etc/vak/prompts/config.toml".into());
+        let msg = report.over_cap_check_message();
+        assert!(msg.contains("the managed layer's ceiling"), "{msg}");
+        assert!(msg.contains("/etc/vak/prompts/config.toml"), "{msg}");
+        assert!(!msg.contains("in the shared config"), "{msg}");
     }
 
     #[test]

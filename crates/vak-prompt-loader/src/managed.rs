@@ -49,6 +49,10 @@ const KEY_PREFIX: &str = "ed25519:";
 /// managed text of those is already kept by every chain.
 pub const LOCKABLE: [Block; 2] = [Block::Identity, Block::OperatingRules];
 
+/// The keys the managed config's `[prompts]` table may hold; any other key
+/// (a typo of one of these, most likely) refuses the config.
+const MANAGED_KEYS: [&str; 3] = ["locked", "managed_keys", "max_tokens"];
+
 /// Why the managed layer cannot be used. Each is a sentence naming the file
 /// or key at fault and what to do; any of them stops the resolution.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -510,6 +514,17 @@ struct ManagedReader {
 impl ManagedReader {
     fn open(location: &ManagedLocation) -> Result<Option<ManagedReader>, ManagedError> {
         let dir = &location.dir;
+        // A relative `VAK_MANAGED_DIR` would be found from the working
+        // directory: inside a cloned project, whose files are the user's
+        // own and so pass the owner check, the project would set the floor.
+        if dir.is_relative() {
+            return Err(ManagedError::Unreadable {
+                path: dir.clone(),
+                reason: format!(
+                    "is a relative path, which would name another directory from each working directory; set `{MANAGED_DIR_ENV}` to an absolute path"
+                ),
+            });
+        }
         let dirs = OpenedDirs::open(dir).map_err(|e| ManagedError::Unreadable {
             path: dir.clone(),
             reason: format!("cannot be opened ({e})"),
@@ -635,6 +650,24 @@ impl ManagedReader {
             Some(toml::Value::Table(prompts)) => Some(prompts),
             Some(_) => return Err(config_error("`prompts` is not a table".to_owned())),
         };
+        // A misspelt key (`lock`, `[prompt]`) would leave the block the
+        // administrator meant to lock open to every narrower layer, with
+        // nothing said: the floor fails closed on a key it does not know.
+        let unknown = table
+            .keys()
+            .find(|key| key.as_str() != "prompts")
+            .map(|key| Escaped(key).to_string())
+            .or_else(|| {
+                prompts?
+                    .keys()
+                    .find(|key| !MANAGED_KEYS.contains(&key.as_str()))
+                    .map(|key| format!("prompts.{}", Escaped(key)))
+            });
+        if let Some(key) = unknown {
+            return Err(config_error(format!(
+                "`{key}` is not a setting of the managed config, which holds only `[prompts]` with `locked`, `managed_keys` and `max_tokens` (a misspelt key would leave the floor other than its administrator meant)"
+            )));
+        }
         let strings = |key: &str| -> Result<Vec<String>, ManagedError> {
             match prompts.and_then(|p| p.get(key)) {
                 None => Ok(Vec::new()),
@@ -1071,6 +1104,34 @@ mod tests {
         let read = layer.load().unwrap().unwrap();
         assert_eq!(read.locked, [Block::Identity]);
         assert_eq!(read.max_tokens, Some(900));
+    }
+
+    #[test]
+    fn a_relative_managed_directory_is_refused() {
+        let location = ManagedLocation {
+            dir: Utf8PathBuf::from("managed"),
+            from_env: true,
+        };
+        let home = Utf8PathBuf::from("/nonexistent-home");
+        let error = load_at(location, &home).unwrap_err().to_string();
+        assert!(error.contains("`managed`"), "{error}");
+        assert!(error.contains("absolute path"), "{error}");
+    }
+
+    #[test]
+    fn a_key_the_managed_config_does_not_know_is_refused_by_name() {
+        let layer = Layer::new();
+        for (config, key) in [
+            ("[prompts]\nlock = [\"identity\"]\n", "`prompts.lock`"),
+            ("[prompt]\nlocked = [\"identity\"]\n", "`prompt`"),
+            ("max_tokens = 9\n[prompts]\n", "`max_tokens`"),
+            ("[prompts]\n\"lo\\u001bck\" = 1\n", "`prompts.lo\\u{1b}ck`"),
+        ] {
+            layer.write("config.toml", config.as_bytes(), 0o644);
+            let error = layer.load().unwrap_err().to_string();
+            assert!(error.contains(key), "{config}: {error}");
+            assert!(!error.contains('\u{1b}'), "{error}");
+        }
     }
 
     #[test]

@@ -31,5 +31,6 @@ mod hostile_text;
 mod imports;
 mod managed;
 mod prompts;
+mod redteam_managed_imports;
 mod rules;
 mod session;
