@@ -671,6 +671,7 @@ pub fn walk_trust_chains(
         mut snapshot,
         mut tokens,
         mut compose,
+        ..
     } = CheckInputs::default();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
@@ -1637,10 +1638,19 @@ impl Core {
             snapshot,
             tokens,
             compose,
+            reach,
         } = inputs;
         // The candidate's imports, read once for every chain it goes into.
         let mut expanded: Option<(Provenance, Option<(String, vak_prompt_loader::Imports)>)> = None;
         let flow = plan.visit_within(work, |selectors| {
+            // A file's change leaves a chat's own texts as they are: its
+            // chain is bounded from its bot's, and composed only when the
+            // bound does not prove it within the cap (`reach`).
+            if matches!(change, Change::File(_))
+                && let Some(visited) = reach.fits(selectors, trusts.len(), snapshot)
+            {
+                return ControlFlow::Continue(Some(visited));
+            }
             let core = base.reselect(selectors.clone());
             let loaded = match change {
                 Change::File(target) => core.load_for_in(target, snapshot),
@@ -1681,11 +1691,10 @@ impl Core {
             }
             let mut visited = Visited::default();
             let mut counted = Vec::with_capacity(2 * trusts.len());
-            for &trust in trusts {
-                let after = budget_with(
-                    &core.compose_with(&after_chain, trust, TailContext::now(), compose),
-                    tokens,
-                );
+            for (index, &trust) in trusts.iter().enumerate() {
+                let resolved = core.compose_with(&after_chain, trust, TailContext::now(), compose);
+                let after = budget_with(&resolved, tokens);
+                reach.note(selectors, index, &resolved, &after.report, tokens);
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.
@@ -1735,6 +1744,8 @@ pub(crate) struct CheckInputs {
     pub(crate) tokens: TokenMemo,
     /// What composing is done once for every chain (a config's demotion).
     pub(crate) compose: ComposeMemo,
+    /// The bots' chains and the chats' texts a chat's chain is bounded by.
+    pub(crate) reach: crate::reach::Reach,
 }
 
 /// What a check puts in place in every chain it loads.

@@ -16,6 +16,7 @@ pub mod home;
 mod inbound;
 mod names;
 mod over_cap;
+mod reach;
 mod report;
 mod rules;
 mod trust;
@@ -49,19 +50,42 @@ pub use trust::{TrustRefusal, Trusted, trust_project};
 /// prompt layer changes only through [`Core`]'s saves and the functions of
 /// [`home`]). `xtask` tidy holds its size.
 pub mod prompts {
-    pub use vak_prompt_blocks::{Block, BlocksError, Composition, Guardrail, Name, NameKind, Origin, PromptLayer, Provenance, SurfaceKind, parse_guardrails, sha256_hex};
-    pub use vak_prompt_blocks::{Escaped, escape_line, escape_text, first_forbidden, is_unsafe_for_terminal};
+    pub use vak_prompt_blocks::{
+        Block, BlocksError, Composition, Guardrail, Name, NameKind, Origin, PromptLayer,
+        Provenance, SurfaceKind, parse_guardrails, sha256_hex,
+    };
+    pub use vak_prompt_blocks::{
+        Escaped, escape_line, escape_text, first_forbidden, is_unsafe_for_terminal,
+    };
     pub use vak_prompt_budget::{BudgetReport, DEFAULT_MAX_TOKENS, Encoding, count_tokens, lookup};
     pub use vak_prompt_compose::ScopedTail;
-    pub use vak_prompt_compose::{CATALOG, Contributor, ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, TailContext, render_contract, render_tail, resolve_prompt, seed};
+    pub use vak_prompt_compose::{
+        CATALOG, Contributor, ResolveInput, ResolvedBlock, ResolvedPrompt, SeedBlock, TailContext,
+        render_contract, render_tail, resolve_prompt, seed,
+    };
     pub use vak_prompt_drift::{DriftReport, ResumeDecision, ResumePath, decide, diff};
     pub use vak_prompt_loader::RuleSet;
     pub use vak_prompt_loader::confine::home_path;
-    pub use vak_prompt_loader::{ABSENT_DIGEST, LoadRequest, LoadedChain, LoaderError, MAX_FILE_BYTES, SaveError, current_digest, directory_layers, load_chain, nested_repository, prompt_dir, read_safely};
-    pub use vak_prompt_loader::{GatewayError, GatewayFile, entry_key, gateway_dir, gateway_lists, json_kind, prompt_of, read_gateway};
-    pub use vak_prompt_loader::{MANAGED_DIR_ENV, ManagedError, ManagedLocation, SYSTEM_MANAGED_DIR, Verification, generate_managed_key, load_managed, sign_managed_file, unpin_managed, verify_managed};
+    pub use vak_prompt_loader::{
+        ABSENT_DIGEST, LoadRequest, LoadedChain, LoaderError, MAX_FILE_BYTES, SaveError,
+        current_digest, directory_layers, load_chain, nested_repository, prompt_dir, read_safely,
+    };
+    pub use vak_prompt_loader::{
+        GatewayError, GatewayFile, entry_key, gateway_dir, gateway_lists, json_kind, prompt_of,
+        read_gateway,
+    };
+    pub use vak_prompt_loader::{
+        MANAGED_DIR_ENV, ManagedError, ManagedLocation, SYSTEM_MANAGED_DIR, Verification,
+        generate_managed_key, load_managed, sign_managed_file, unpin_managed, verify_managed,
+    };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
-    pub use vak_session::{AuditEntries, AuditLog, Baseline, Binding, BindingStore, Bound, ChangeKind, ChatPlan, Claim, Committed, ConfigChange, DriftAccepted, Expect, FileStore, FreshSession, FrozenContract, Header, HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession, Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Swapped, TornLine, Turn, TurnRule, fingerprint, now_rfc3339, short_digest};
+    pub use vak_session::{
+        AuditEntries, AuditLog, Baseline, Binding, BindingStore, Bound, ChangeKind, ChatPlan,
+        Claim, Committed, ConfigChange, DriftAccepted, Expect, FileStore, FreshSession,
+        FrozenContract, Header, HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger,
+        ParentSession, Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Swapped,
+        TornLine, Turn, TurnRule, fingerprint, now_rfc3339, short_digest,
+    };
 }
 
 /// Confined file-system helpers for the files a caller owns beside the
