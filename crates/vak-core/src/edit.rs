@@ -1855,8 +1855,11 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// At most this many gateway bots and chats are budgeted.
-pub const MAX_GATEWAY_CHAINS: usize = 4096;
+/// At most this many gateway bots and chats are budgeted: a bound on the
+/// memory a check's list of entries takes, far past any real gateway (a
+/// chat's chains cost a few additions each, bounded from its bot's), not a
+/// limit a home meets.
+pub const MAX_GATEWAY_CHAINS: usize = 1 << 20;
 
 /// The work bound per token of the default cap: the work a plan may do
 /// grows with the room its chains may take, since a chain at the cap costs
@@ -2314,29 +2317,69 @@ impl ChainPlan {
         } else {
             self.surfaces[0]
         };
-        let role0 = self.roles.first().cloned().flatten();
-        let workdir0 = self.workdirs.first().cloned().flatten();
-        let chain =
-            |surface: SurfaceKind, workdir: &Option<Utf8PathBuf>, role: &Option<Name>| Selectors {
-                surface,
-                agent: role.clone(),
-                workdir: workdir.clone(),
-                ..base.clone()
-            };
-        let mut seen: HashSet<Selectors> = HashSet::new();
+        // A chain is named by indices (surface, working directory, role,
+        // gateway entry) until it is visited: a check reaches hundreds of
+        // thousands of chains, and cloning and hashing each one's
+        // selectors cost more than bounding it (`reach`).
+        const NO_ENTRY: usize = usize::MAX;
+        // A gateway entry that is the base's own bot and chat is the
+        // base's chain: visited once.
+        let entry_key = |index: usize| {
+            let (bot, chat) = &self.gateway[index];
+            if base.bot.as_ref() == Some(bot) && base.chat == *chat {
+                NO_ENTRY
+            } else {
+                index
+            }
+        };
+        let surface_at = |surface: SurfaceKind| {
+            SurfaceKind::ALL
+                .iter()
+                .position(|s| *s == surface)
+                .unwrap_or(usize::MAX)
+        };
+        let mut seen: HashSet<(usize, usize, usize, usize)> = HashSet::new();
         // Work counted so far, and chains skipped once past the bound.
         // Written back to `work` at the end: a `Break` ends the check.
         let spent = std::cell::Cell::new(*work);
         let over_work = std::cell::Cell::new(0usize);
-        let mut go = |selectors: Selectors, seen: &mut HashSet<Selectors>| {
-            if !seen.insert(selectors.clone()) {
+        // One set of selectors, each field set only when it changes.
+        let mut current = base.clone();
+        let mut go = |surface: SurfaceKind,
+                      workdir: usize,
+                      role: usize,
+                      entry: usize,
+                      seen: &mut HashSet<(usize, usize, usize, usize)>| {
+            let entry = if entry == NO_ENTRY {
+                NO_ENTRY
+            } else {
+                entry_key(entry)
+            };
+            if !seen.insert((surface_at(surface), workdir, role, entry)) {
                 return ControlFlow::Continue(None);
             }
             if spent.get().is_spent() {
                 over_work.set(over_work.get() + 1);
                 return ControlFlow::Continue(None);
             }
-            let flow = visit(&selectors);
+            current.surface = surface;
+            if current.workdir != self.workdirs[workdir] {
+                current.workdir.clone_from(&self.workdirs[workdir]);
+            }
+            if current.agent != self.roles[role] {
+                current.agent.clone_from(&self.roles[role]);
+            }
+            let (bot, chat) = match entry {
+                NO_ENTRY => (base.bot.as_ref(), &base.chat),
+                index => (Some(&self.gateway[index].0), &self.gateway[index].1),
+            };
+            if current.bot.as_ref() != bot {
+                current.bot = bot.cloned();
+            }
+            if current.chat != *chat {
+                current.chat.clone_from(chat);
+            }
+            let flow = visit(&current);
             if let ControlFlow::Continue(Some(visited)) = &flow {
                 let mut now = spent.get();
                 now.add(visited.work);
@@ -2351,32 +2394,25 @@ impl ChainPlan {
             .chain(self.surfaces.iter().copied().filter(|s| *s != surface0))
             .collect();
         let mut role_weight: Vec<(usize, usize)> = Vec::new();
-        for (index, role) in self.roles.iter().enumerate() {
+        for index in 0..self.roles.len() {
             let mut weight = 0;
             for surface in &surfaces {
-                let measured = go(chain(*surface, &workdir0, role), &mut seen)?;
+                let measured = go(*surface, 0, index, NO_ENTRY, &mut seen)?;
                 weight = weight.max(measured.unwrap_or(0));
             }
             role_weight.push((weight, index));
         }
         let mut dir_weight: Vec<(usize, usize)> = vec![(usize::MAX, 0)];
-        for (index, workdir) in self.workdirs.iter().enumerate().skip(1) {
+        for index in 1..self.workdirs.len() {
             let mut weight = 0;
             for surface in &surfaces {
-                let measured = go(chain(*surface, workdir, &role0), &mut seen)?;
+                let measured = go(*surface, index, 0, NO_ENTRY, &mut seen)?;
                 weight = weight.max(measured.unwrap_or(0));
             }
             dir_weight.push((weight, index));
         }
-        for (bot, chat) in &self.gateway {
-            go(
-                Selectors {
-                    bot: Some(bot.clone()),
-                    chat: chat.clone(),
-                    ..chain(SurfaceKind::Chat, &workdir0, &role0)
-                },
-                &mut seen,
-            )?;
+        for entry in 0..self.gateway.len() {
+            go(SurfaceKind::Chat, 0, 0, entry, &mut seen)?;
         }
         // The heaviest first ("no role" last, the named directory first),
         // so a bound that stops the visit leaves out the lightest.
@@ -2396,10 +2432,7 @@ impl ChainPlan {
         for surface in &self.surfaces {
             for &dir in &dirs {
                 for &role in &roles {
-                    go(
-                        chain(*surface, &self.workdirs[dir], &self.roles[role]),
-                        &mut seen,
-                    )?;
+                    go(*surface, dir, role, NO_ENTRY, &mut seen)?;
                 }
             }
         }
@@ -2407,15 +2440,8 @@ impl ChainPlan {
         // reaches the chats reaches each with every role (a chat's list and
         // a role's can each fit beside the changed text and not both).
         for &role in &roles {
-            for (bot, chat) in &self.gateway {
-                go(
-                    Selectors {
-                        bot: Some(bot.clone()),
-                        chat: chat.clone(),
-                        ..chain(SurfaceKind::Chat, &workdir0, &self.roles[role])
-                    },
-                    &mut seen,
-                )?;
+            for entry in 0..self.gateway.len() {
+                go(SurfaceKind::Chat, 0, role, entry, &mut seen)?;
             }
         }
         // How close a check came to its bound, for whoever tunes it.

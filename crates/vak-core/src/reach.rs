@@ -253,13 +253,28 @@ pub(crate) struct ChatShapes {
 }
 
 /// The bases and chat texts of one check: bots' chains by their selectors
-/// and trust, chats' shapes by bot and chat (the same in every project).
+/// (each under every trust the check applies), chats' shapes by bot and
+/// chat (the same in every project).
 #[derive(Debug, Default)]
 pub(crate) struct Reach {
-    bases: HashMap<(Selectors, usize), Option<Base>>,
-    chats: HashMap<(Name, Name), Option<ChatShapes>>,
-    /// How many chains were bounded and how many composed, for the log.
+    bases: HashMap<Selectors, Vec<Option<Base>>>,
+    chats: HashMap<Name, HashMap<Name, Option<ChatShapes>>>,
+    /// The bases last looked up, and for which chain: a check visits a
+    /// bot's chats one after another.
+    last: Option<(Selectors, Vec<Option<Base>>)>,
+    /// How many chains were bounded rather than composed, for the log.
     pub(crate) bounded: usize,
+}
+
+/// Whether `a` and `b` select the same chain but for the chat.
+fn same_but_chat(a: &Selectors, b: &Selectors) -> bool {
+    a.bot == b.bot
+        && a.agent == b.agent
+        && a.surface == b.surface
+        && a.workdir == b.workdir
+        && a.force_untrusted == b.force_untrusted
+        && a.project == b.project
+        && a.home == b.home
 }
 
 impl Reach {
@@ -277,7 +292,12 @@ impl Reach {
             return;
         }
         let base = Base::of(resolved, report, memo);
-        self.bases.insert((selectors.clone(), trust), base);
+        let bases = self.bases.entry(selectors.clone()).or_default();
+        if bases.len() <= trust {
+            bases.resize(trust + 1, None);
+        }
+        bases[trust] = base;
+        self.last = None;
     }
 
     /// `Some` when the chat chain `selectors` is proved within the cap
@@ -290,21 +310,33 @@ impl Reach {
         snapshot: &mut Snapshot,
     ) -> Option<Visited> {
         let (bot, chat) = (selectors.bot.as_ref()?, selectors.chat.as_ref()?);
-        let shapes = match self.chats.get(&(bot.clone(), chat.clone())) {
+        let shapes = match self.chats.get(bot).and_then(|chats| chats.get(chat)) {
             Some(shapes) => (*shapes)?,
             None => {
                 let shapes = chat_shapes(snapshot, selectors, bot, chat);
-                self.chats.insert((bot.clone(), chat.clone()), shapes);
+                self.chats
+                    .entry(bot.clone())
+                    .or_default()
+                    .insert(chat.clone(), shapes);
                 shapes?
             }
         };
-        let key = Selectors {
-            chat: None,
-            ..selectors.clone()
-        };
+        if !self
+            .last
+            .as_ref()
+            .is_some_and(|(last, _)| same_but_chat(last, selectors))
+        {
+            let key = Selectors {
+                chat: None,
+                ..selectors.clone()
+            };
+            let bases = self.bases.get(&key).cloned().unwrap_or_default();
+            self.last = Some((key, bases));
+        }
+        let bases = &self.last.as_ref()?.1;
         let mut tokens = 0;
         for trust in 0..trusts {
-            let base = self.bases.get(&(key.clone(), trust))?.as_ref()?;
+            let base = bases.get(trust)?.as_ref()?;
             let bound = base.bound(&shapes);
             if bound > base.cap {
                 return None;
