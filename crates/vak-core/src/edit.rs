@@ -1545,7 +1545,8 @@ impl Core {
         if target.scope == Scope::Project && trust == Trust::Untrusted {
             trusts.push(Trust::Trusted);
         }
-        let plan = ChainPlan::for_change(self.selectors(), target);
+        let entries = &mut None;
+        let plan = ChainPlan::for_change_in(self.selectors(), target, entries);
         let change = Change::File(target);
         // One snapshot for every project (the preview's): the home's files,
         // the gateway files and the roles' are read once for all of them.
@@ -1570,7 +1571,7 @@ impl Core {
                 surface: self.selectors().surface,
                 ..Selectors::new(self.selectors().home.clone(), project.clone())
             };
-            let plan = ChainPlan::for_change(&base, target);
+            let plan = ChainPlan::for_change_in(&base, target, entries);
             let other = self.check_plan(
                 &plan,
                 &change,
@@ -2181,6 +2182,18 @@ impl ChainPlan {
     /// layer (those at or below the one changed, for a directory file),
     /// bounded only by [`MAX_PLAN_WORK`], as for trusting.
     pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
+        ChainPlan::for_change_in(base, target, &mut None)
+    }
+
+    /// [`for_change`](Self::for_change), with the home's gateway entries
+    /// listed once for every plan of a check (`entries`, filled by the
+    /// first plan that lists them): a shared save makes one plan per
+    /// trusted project, all with the same home.
+    pub(crate) fn for_change_in(
+        base: &Selectors,
+        target: &EditTarget,
+        entries: &mut Option<Vec<(Name, Option<Name>)>>,
+    ) -> ChainPlan {
         let surfaces = match &target.sub {
             SubLayer::Surface(kind) => vec![*kind],
             _ => SurfaceKind::ALL.to_vec(),
@@ -2194,7 +2207,7 @@ impl ChainPlan {
             _ => None,
         };
         let (workdirs, walk) = layer_workdirs(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, walk)
+        ChainPlan::new(base, surfaces, roles, workdirs, walk, entries)
     }
 
     /// The chains trusting `base.project` reaches, `base` first: every role
@@ -2208,6 +2221,7 @@ impl ChainPlan {
             no_role_then_each(base),
             workdirs,
             walk,
+            &mut None,
         )
     }
 
@@ -2257,9 +2271,12 @@ impl ChainPlan {
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
         walk: Walked,
+        entries: &mut Option<Vec<(Name, Option<Name>)>>,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
-            gateway_entries(&base.home)
+            entries
+                .get_or_insert_with(|| gateway_entries(&base.home))
+                .clone()
         } else {
             Vec::new()
         };
@@ -2338,7 +2355,9 @@ impl ChainPlan {
                 .position(|s| *s == surface)
                 .unwrap_or(usize::MAX)
         };
-        let mut seen: HashSet<(usize, usize, usize, usize)> = HashSet::new();
+        let mut seen: HashSet<(usize, usize, usize)> = HashSet::new();
+        let entries = self.gateway.len();
+        let mut seen_entry = vec![false; self.roles.len() * entries];
         // Work counted so far, and chains skipped once past the bound.
         // Written back to `work` at the end: a `Break` ends the check.
         let spent = std::cell::Cell::new(*work);
@@ -2349,13 +2368,19 @@ impl ChainPlan {
                       workdir: usize,
                       role: usize,
                       entry: usize,
-                      seen: &mut HashSet<(usize, usize, usize, usize)>| {
+                      seen: &mut HashSet<(usize, usize, usize)>| {
             let entry = if entry == NO_ENTRY {
                 NO_ENTRY
             } else {
                 entry_key(entry)
             };
-            if !seen.insert((surface_at(surface), workdir, role, entry)) {
+            let first = match entry {
+                // Every gateway chain is on the chat surface at the plan's
+                // first directory: one flag per role and entry.
+                NO_ENTRY => seen.insert((surface_at(surface), workdir, role)),
+                entry => !std::mem::replace(&mut seen_entry[role * entries + entry], true),
+            };
+            if !first {
                 return ControlFlow::Continue(None);
             }
             if spent.get().is_spent() {
@@ -2448,7 +2473,7 @@ impl ChainPlan {
         *work = spent.get();
         tracing::debug!(
             project = %Escaped(base.project.as_str()),
-            chains = seen.len() - over_work.get(),
+            chains = seen.len() + seen_entry.iter().filter(|s| **s).count() - over_work.get(),
             walked = self.walk.visited,
             work = work.spent(),
             left_out = over_work.get(),
