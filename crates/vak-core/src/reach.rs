@@ -258,12 +258,40 @@ pub(crate) struct ChatShapes {
 #[derive(Debug, Default)]
 pub(crate) struct Reach {
     bases: HashMap<Selectors, Vec<Option<Base>>>,
-    chats: HashMap<Name, HashMap<Name, Option<ChatShapes>>>,
+    chats: HashMap<Name, HashMap<Name, Option<ChatShapes>, Fnv>, Fnv>,
     /// The bases last looked up, and for which chain: a check visits a
     /// bot's chats one after another.
     last: Option<(Selectors, Vec<Option<Base>>)>,
     /// How many chains were bounded rather than composed, for the log.
     pub(crate) bounded: usize,
+}
+
+/// FNV-1a, for the chats' map: looked up once per chain, by short names
+/// the check itself read, so no key is chosen against it.
+#[derive(Debug, Clone, Copy, Default)]
+struct Fnv;
+
+/// The state of one [`Fnv`] hash.
+struct FnvHasher(u64);
+
+impl std::hash::BuildHasher for Fnv {
+    type Hasher = FnvHasher;
+
+    fn build_hasher(&self) -> FnvHasher {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// Whether `a` and `b` select the same chain but for the chat.
