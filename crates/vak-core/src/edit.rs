@@ -1727,6 +1727,10 @@ impl Core {
             visited.work = chain_work(&after_chain, &counted);
             ControlFlow::Continue(Some(visited))
         });
+        tracing::debug!(
+            bounded = reach.bounded,
+            "chats' chains bounded from their bots', not composed, so far"
+        );
         match flow {
             ControlFlow::Continue(left_out) => Ok(left_out),
             ControlFlow::Break(error) => Err(error),

@@ -1162,6 +1162,50 @@ mod tests {
         })
     }
 
+    /// The sections tile the prefix: each block's text where it says, under
+    /// its heading, and only separators between them; a prefix edited by
+    /// hand has none.
+    #[test]
+    fn sections_say_where_each_block_is_in_the_prefix() {
+        let text = |block, t: &str| Contribution {
+            block,
+            provenance: Arc::new(Provenance::new(
+                PromptLayer::Shared,
+                Origin::Home,
+                "/h/x.md",
+            )),
+            text: t.to_owned(),
+            interop: false,
+            imports: vak_prompt_loader::Imports::default(),
+        };
+        let chain = LoadedChain {
+            contributions: vec![
+                text(Block::Identity, "You help."),
+                text(Block::Guardrails, "- never\n# forged"),
+                text(Block::SurfaceNote, "  indented note"),
+            ],
+            ..LoadedChain::default()
+        };
+        let mut resolved = resolve(&chain, Trust::Trusted);
+        let sections = resolved.sections().expect("laid out as composed");
+        let mut at = 0;
+        for (block, range) in &sections {
+            let between = &resolved.prefix[at..range.start];
+            assert!(matches!(between, "" | "\n" | "\n\n"), "{between:?}");
+            let body = resolved
+                .block(*block)
+                .map(|b| b.text.as_str())
+                .unwrap_or_default();
+            assert!(resolved.prefix[range.clone()].ends_with(body), "{block}");
+            at = range.end;
+        }
+        assert_eq!(&resolved.prefix[at..], "\n");
+        let blocks: Vec<Block> = sections.iter().map(|(b, _)| *b).collect();
+        assert!(blocks.contains(&Block::SurfaceNote) && blocks.contains(&Block::Guardrails));
+        resolved.prefix.insert(0, 'x');
+        assert_eq!(resolved.sections(), None);
+    }
+
     #[test]
     fn an_imported_file_is_a_descriptor_after_its_includer_kept_or_demoted_with_it() {
         let chain = LoadedChain {
