@@ -2360,8 +2360,10 @@ impl ChainPlan {
                 .unwrap_or(usize::MAX)
         };
         let mut seen: HashSet<(usize, usize, usize)> = HashSet::new();
-        let entries = self.gateway.len();
-        let mut seen_entry = vec![false; self.roles.len() * entries];
+        // Gateway chains are each met once (the first role's in the first
+        // pass, every other role's in the last), so they are counted, not
+        // remembered: a home may list a million chats and thousands of roles.
+        let entry_chains = std::cell::Cell::new(0usize);
         // Work counted so far, and chains skipped once past the bound.
         // Written back to `work` at the end: a `Break` ends the check.
         let spent = std::cell::Cell::new(*work);
@@ -2378,14 +2380,12 @@ impl ChainPlan {
             } else {
                 entry_key(entry)
             };
-            let first = match entry {
-                // Every gateway chain is on the chat surface at the plan's
-                // first directory: one flag per role and entry.
-                NO_ENTRY => seen.insert((surface_at(surface), workdir, role)),
-                entry => !std::mem::replace(&mut seen_entry[role * entries + entry], true),
-            };
-            if !first {
-                return ControlFlow::Continue(None);
+            if entry == NO_ENTRY {
+                if !seen.insert((surface_at(surface), workdir, role)) {
+                    return ControlFlow::Continue(None);
+                }
+            } else {
+                entry_chains.set(entry_chains.get() + 1);
             }
             if spent.get().is_spent() {
                 over_work.set(over_work.get() + 1);
@@ -2468,7 +2468,7 @@ impl ChainPlan {
         // A delivery may run a chat under any role, so a change that
         // reaches the chats reaches each with every role (a chat's list and
         // a role's can each fit beside the changed text and not both).
-        for &role in &roles {
+        for &role in roles.iter().filter(|role| **role != 0) {
             for entry in 0..self.gateway.len() {
                 go(SurfaceKind::Chat, 0, role, entry, &mut seen)?;
             }
@@ -2477,7 +2477,7 @@ impl ChainPlan {
         *work = spent.get();
         tracing::debug!(
             project = %Escaped(base.project.as_str()),
-            chains = seen.len() + seen_entry.iter().filter(|s| **s).count() - over_work.get(),
+            chains = seen.len() + entry_chains.get() - over_work.get(),
             walked = self.walk.visited,
             work = work.spent(),
             left_out = over_work.get(),
