@@ -52,6 +52,7 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         mut snapshot,
         mut tokens,
         mut compose,
+        ..
     } = CheckInputs::default();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));

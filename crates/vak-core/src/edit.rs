@@ -674,6 +674,7 @@ pub fn walk_trust_chains(
         mut snapshot,
         mut tokens,
         mut compose,
+        ..
     } = CheckInputs::default();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
@@ -1547,7 +1548,8 @@ impl Core {
         if target.scope == Scope::Project && trust == Trust::Untrusted {
             trusts.push(Trust::Trusted);
         }
-        let plan = ChainPlan::for_change(self.selectors(), target);
+        let entries = &mut None;
+        let plan = ChainPlan::for_change_in(self.selectors(), target, entries);
         let change = Change::File(target);
         // One snapshot for every project (the preview's): the home's files,
         // the gateway files and the roles' are read once for all of them.
@@ -1572,7 +1574,7 @@ impl Core {
                 surface: self.selectors().surface,
                 ..Selectors::new(self.selectors().home.clone(), project.clone())
             };
-            let plan = ChainPlan::for_change(&base, target);
+            let plan = ChainPlan::for_change_in(&base, target, entries);
             let other = self.check_plan(
                 &plan,
                 &change,
@@ -1640,12 +1642,21 @@ impl Core {
             snapshot,
             tokens,
             compose,
+            reach,
         } = inputs;
         // The candidate's imports, read once for every chain it goes into.
         let mut expanded: Option<(Provenance, Option<(String, vak_prompt_loader::Imports)>)> = None;
         // Every chain's budget covers every scoped rule of its project.
         let rules = crate::rules::RuleTexts::of(&base.scoped_rules_in(snapshot));
         let flow = plan.visit_within(work, |selectors| {
+            // A file's change leaves a chat's own texts as they are: its
+            // chain is bounded from its bot's, and composed only when the
+            // bound does not prove it within the cap (`reach`).
+            if matches!(change, Change::File(_))
+                && let Some(visited) = reach.fits(selectors, trusts.len(), snapshot)
+            {
+                return ControlFlow::Continue(Some(visited));
+            }
             let core = base.reselect(selectors.clone());
             let loaded = match change {
                 Change::File(target) => core.load_for_in(target, snapshot),
@@ -1686,12 +1697,12 @@ impl Core {
             }
             let mut visited = Visited::default();
             let mut counted = Vec::with_capacity(2 * trusts.len());
-            for &trust in trusts {
-                let after = budget_with(
-                    &core.compose_with(&after_chain, trust, TailContext::now(), compose),
-                    tokens,
-                )
-                .with_rule_texts(&rules, tokens);
+            for (index, &trust) in trusts.iter().enumerate() {
+                let resolved = core.compose_with(&after_chain, trust, TailContext::now(), compose);
+                // The scoped rules count in every chain of the project, a
+                // chat's as its bot's: the bound noted carries them.
+                let after = budget_with(&resolved, tokens).with_rule_texts(&rules, tokens);
+                reach.note(selectors, index, &resolved, &after.report, tokens);
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.
@@ -1724,6 +1735,10 @@ impl Core {
             visited.work = chain_work(&after_chain, &counted);
             ControlFlow::Continue(Some(visited))
         });
+        tracing::debug!(
+            bounded = reach.bounded,
+            "chats' chains bounded from their bots', not composed, so far"
+        );
         match flow {
             ControlFlow::Continue(left_out) => Ok(left_out),
             ControlFlow::Break(error) => Err(error),
@@ -1742,6 +1757,8 @@ pub(crate) struct CheckInputs {
     pub(crate) tokens: TokenMemo,
     /// What composing is done once for every chain (a config's demotion).
     pub(crate) compose: ComposeMemo,
+    /// The bots' chains and the chats' texts a chat's chain is bounded by.
+    pub(crate) reach: crate::reach::Reach,
 }
 
 /// What a check puts in place in every chain it loads.
@@ -1851,8 +1868,11 @@ pub fn describe_chain(selectors: &Selectors, trust: Trust) -> String {
     out
 }
 
-/// At most this many gateway bots and chats are budgeted.
-pub const MAX_GATEWAY_CHAINS: usize = 4096;
+/// At most this many gateway bots and chats are budgeted: a bound on the
+/// memory a check's list of entries takes, far past any real gateway (a
+/// chat's chains cost a few additions each, bounded from its bot's), not a
+/// limit a home meets.
+pub const MAX_GATEWAY_CHAINS: usize = 1 << 20;
 
 /// The work bound per token of the default cap: the work a plan may do
 /// grows with the room its chains may take, since a chain at the cap costs
@@ -2174,6 +2194,18 @@ impl ChainPlan {
     /// layer (those at or below the one changed, for a directory file),
     /// bounded only by [`MAX_PLAN_WORK`], as for trusting.
     pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
+        ChainPlan::for_change_in(base, target, &mut None)
+    }
+
+    /// [`for_change`](Self::for_change), with the home's gateway entries
+    /// listed once for every plan of a check (`entries`, filled by the
+    /// first plan that lists them): a shared save makes one plan per
+    /// trusted project, all with the same home.
+    pub(crate) fn for_change_in(
+        base: &Selectors,
+        target: &EditTarget,
+        entries: &mut Option<Vec<(Name, Option<Name>)>>,
+    ) -> ChainPlan {
         let surfaces = match &target.sub {
             SubLayer::Surface(kind) => vec![*kind],
             _ => SurfaceKind::ALL.to_vec(),
@@ -2187,7 +2219,7 @@ impl ChainPlan {
             _ => None,
         };
         let (workdirs, walk) = layer_workdirs(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, walk)
+        ChainPlan::new(base, surfaces, roles, workdirs, walk, entries)
     }
 
     /// The chains trusting `base.project` reaches, `base` first: every role
@@ -2201,6 +2233,7 @@ impl ChainPlan {
             no_role_then_each(base),
             workdirs,
             walk,
+            &mut None,
         )
     }
 
@@ -2250,9 +2283,12 @@ impl ChainPlan {
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
         walk: Walked,
+        entries: &mut Option<Vec<(Name, Option<Name>)>>,
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
-            gateway_entries(&base.home)
+            entries
+                .get_or_insert_with(|| gateway_entries(&base.home))
+                .clone()
         } else {
             Vec::new()
         };
@@ -2310,29 +2346,77 @@ impl ChainPlan {
         } else {
             self.surfaces[0]
         };
-        let role0 = self.roles.first().cloned().flatten();
-        let workdir0 = self.workdirs.first().cloned().flatten();
-        let chain =
-            |surface: SurfaceKind, workdir: &Option<Utf8PathBuf>, role: &Option<Name>| Selectors {
-                surface,
-                agent: role.clone(),
-                workdir: workdir.clone(),
-                ..base.clone()
-            };
-        let mut seen: HashSet<Selectors> = HashSet::new();
+        // A chain is named by indices (surface, working directory, role,
+        // gateway entry) until it is visited: a check reaches hundreds of
+        // thousands of chains, and cloning and hashing each one's
+        // selectors cost more than bounding it (`reach`).
+        const NO_ENTRY: usize = usize::MAX;
+        // A gateway entry that is the base's own bot and chat is the
+        // base's chain: visited once.
+        let entry_key = |index: usize| {
+            let (bot, chat) = &self.gateway[index];
+            if base.bot.as_ref() == Some(bot) && base.chat == *chat {
+                NO_ENTRY
+            } else {
+                index
+            }
+        };
+        let surface_at = |surface: SurfaceKind| {
+            SurfaceKind::ALL
+                .iter()
+                .position(|s| *s == surface)
+                .unwrap_or(usize::MAX)
+        };
+        let mut seen: HashSet<(usize, usize, usize)> = HashSet::new();
+        // Gateway chains are each met once (the first role's in the first
+        // pass, every other role's in the last), so they are counted, not
+        // remembered: a home may list a million chats and thousands of roles.
+        let entry_chains = std::cell::Cell::new(0usize);
         // Work counted so far, and chains skipped once past the bound.
         // Written back to `work` at the end: a `Break` ends the check.
         let spent = std::cell::Cell::new(*work);
         let over_work = std::cell::Cell::new(0usize);
-        let mut go = |selectors: Selectors, seen: &mut HashSet<Selectors>| {
-            if !seen.insert(selectors.clone()) {
-                return ControlFlow::Continue(None);
+        // One set of selectors, each field set only when it changes.
+        let mut current = base.clone();
+        let mut go = |surface: SurfaceKind,
+                      workdir: usize,
+                      role: usize,
+                      entry: usize,
+                      seen: &mut HashSet<(usize, usize, usize)>| {
+            let entry = if entry == NO_ENTRY {
+                NO_ENTRY
+            } else {
+                entry_key(entry)
+            };
+            if entry == NO_ENTRY {
+                if !seen.insert((surface_at(surface), workdir, role)) {
+                    return ControlFlow::Continue(None);
+                }
+            } else {
+                entry_chains.set(entry_chains.get() + 1);
             }
             if spent.get().is_spent() {
                 over_work.set(over_work.get() + 1);
                 return ControlFlow::Continue(None);
             }
-            let flow = visit(&selectors);
+            current.surface = surface;
+            if current.workdir != self.workdirs[workdir] {
+                current.workdir.clone_from(&self.workdirs[workdir]);
+            }
+            if current.agent != self.roles[role] {
+                current.agent.clone_from(&self.roles[role]);
+            }
+            let (bot, chat) = match entry {
+                NO_ENTRY => (base.bot.as_ref(), &base.chat),
+                index => (Some(&self.gateway[index].0), &self.gateway[index].1),
+            };
+            if current.bot.as_ref() != bot {
+                current.bot = bot.cloned();
+            }
+            if current.chat != *chat {
+                current.chat.clone_from(chat);
+            }
+            let flow = visit(&current);
             if let ControlFlow::Continue(Some(visited)) = &flow {
                 let mut now = spent.get();
                 now.add(visited.work);
@@ -2347,32 +2431,25 @@ impl ChainPlan {
             .chain(self.surfaces.iter().copied().filter(|s| *s != surface0))
             .collect();
         let mut role_weight: Vec<(usize, usize)> = Vec::new();
-        for (index, role) in self.roles.iter().enumerate() {
+        for index in 0..self.roles.len() {
             let mut weight = 0;
             for surface in &surfaces {
-                let measured = go(chain(*surface, &workdir0, role), &mut seen)?;
+                let measured = go(*surface, 0, index, NO_ENTRY, &mut seen)?;
                 weight = weight.max(measured.unwrap_or(0));
             }
             role_weight.push((weight, index));
         }
         let mut dir_weight: Vec<(usize, usize)> = vec![(usize::MAX, 0)];
-        for (index, workdir) in self.workdirs.iter().enumerate().skip(1) {
+        for index in 1..self.workdirs.len() {
             let mut weight = 0;
             for surface in &surfaces {
-                let measured = go(chain(*surface, workdir, &role0), &mut seen)?;
+                let measured = go(*surface, index, 0, NO_ENTRY, &mut seen)?;
                 weight = weight.max(measured.unwrap_or(0));
             }
             dir_weight.push((weight, index));
         }
-        for (bot, chat) in &self.gateway {
-            go(
-                Selectors {
-                    bot: Some(bot.clone()),
-                    chat: chat.clone(),
-                    ..chain(SurfaceKind::Chat, &workdir0, &role0)
-                },
-                &mut seen,
-            )?;
+        for entry in 0..self.gateway.len() {
+            go(SurfaceKind::Chat, 0, 0, entry, &mut seen)?;
         }
         // The heaviest first ("no role" last, the named directory first),
         // so a bound that stops the visit leaves out the lightest.
@@ -2392,33 +2469,23 @@ impl ChainPlan {
         for surface in &self.surfaces {
             for &dir in &dirs {
                 for &role in &roles {
-                    go(
-                        chain(*surface, &self.workdirs[dir], &self.roles[role]),
-                        &mut seen,
-                    )?;
+                    go(*surface, dir, role, NO_ENTRY, &mut seen)?;
                 }
             }
         }
         // A delivery may run a chat under any role, so a change that
         // reaches the chats reaches each with every role (a chat's list and
         // a role's can each fit beside the changed text and not both).
-        for &role in &roles {
-            for (bot, chat) in &self.gateway {
-                go(
-                    Selectors {
-                        bot: Some(bot.clone()),
-                        chat: chat.clone(),
-                        ..chain(SurfaceKind::Chat, &workdir0, &self.roles[role])
-                    },
-                    &mut seen,
-                )?;
+        for &role in roles.iter().filter(|role| **role != 0) {
+            for entry in 0..self.gateway.len() {
+                go(SurfaceKind::Chat, 0, role, entry, &mut seen)?;
             }
         }
         // How close a check came to its bound, for whoever tunes it.
         *work = spent.get();
         tracing::debug!(
             project = %Escaped(base.project.as_str()),
-            chains = seen.len() - over_work.get(),
+            chains = seen.len() + entry_chains.get() - over_work.get(),
             walked = self.walk.visited,
             work = work.spent(),
             left_out = over_work.get(),

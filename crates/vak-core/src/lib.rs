@@ -16,6 +16,7 @@ pub mod home;
 mod inbound;
 mod names;
 mod over_cap;
+mod reach;
 mod report;
 mod rules;
 mod trust;

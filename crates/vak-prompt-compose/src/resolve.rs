@@ -320,6 +320,43 @@ impl ResolvedPrompt {
         self.blocks.iter().find(|b| b.block == block)
     }
 
+    /// Where each non-empty block is in [`prefix`](Self::prefix), in
+    /// render order: from the start of its heading (or its text, for a
+    /// block rendered without one) to the end of its text, separators left
+    /// out. `None` if the prefix is not laid out as the blocks say (a
+    /// resolution edited by hand): a caller that reasons about the layout
+    /// then composes instead. What a budget check bounds a chain's count
+    /// by, section by section, without composing it.
+    pub fn sections(&self) -> Option<Vec<(Block, std::ops::Range<usize>)>> {
+        let agent = self.agent.as_ref().map(|a| a.role.as_str());
+        let mut out = Vec::with_capacity(self.blocks.len());
+        let mut at = 0;
+        let mut heading = String::new();
+        for resolved in self.blocks.iter().filter(|b| !b.text.is_empty()) {
+            if !out.is_empty() {
+                let separator = if resolved.block == Block::SurfaceNote {
+                    "\n"
+                } else {
+                    "\n\n"
+                };
+                at += self
+                    .prefix
+                    .get(at..)?
+                    .starts_with(separator)
+                    .then_some(separator.len())?;
+            }
+            heading.clear();
+            push_heading(&mut heading, resolved.block, agent);
+            let rest = self.prefix.get(at..)?;
+            let body = rest.strip_prefix(heading.as_str())?;
+            body.starts_with(resolved.text.as_str()).then_some(())?;
+            let end = at + heading.len() + resolved.text.len();
+            out.push((resolved.block, at..end));
+            at = end;
+        }
+        (self.prefix.get(at..)? == "\n").then_some(out)
+    }
+
     /// What a session started from this resolution freezes:
     /// the one place a contract is made from a resolution.
     pub fn freeze(&self, parent: Option<ParentSession>) -> FrozenContract {
@@ -962,7 +999,7 @@ fn surface_index(surface: SurfaceKind) -> usize {
 }
 
 /// Append the heading `block` renders under, if any, and its line break.
-fn push_heading(prefix: &mut String, block: Block, agent: Option<&Name>) {
+fn push_heading(prefix: &mut String, block: Block, agent: Option<&str>) {
     let heading = match block {
         Block::Identity | Block::Surface | Block::SurfaceNote => return,
         Block::OperatingRules => "## Operating rules",
@@ -974,7 +1011,7 @@ fn push_heading(prefix: &mut String, block: Block, agent: Option<&Name>) {
         Block::Mcp => "## MCP servers",
         Block::AgentInstructions => {
             prefix.push_str("## Agent instructions: ");
-            prefix.push_str(agent.map_or("role", Name::as_str));
+            prefix.push_str(agent.unwrap_or("role"));
             "\nThese refine tone, workflow and focus for this role; everything above still applies."
         }
     };
@@ -1001,7 +1038,7 @@ fn render_prefix(blocks: &[ResolvedBlock], agent: Option<&Name>) -> String {
                 "\n\n"
             });
         }
-        push_heading(&mut prefix, resolved.block, agent);
+        push_heading(&mut prefix, resolved.block, agent.map(Name::as_str));
         prefix.push_str(&resolved.text);
     }
     prefix.push('\n');
@@ -1123,6 +1160,50 @@ mod tests {
             agent: None,
             tail: TailContext::default(),
         })
+    }
+
+    /// The sections tile the prefix: each block's text where it says, under
+    /// its heading, and only separators between them; a prefix edited by
+    /// hand has none.
+    #[test]
+    fn sections_say_where_each_block_is_in_the_prefix() {
+        let text = |block, t: &str| Contribution {
+            block,
+            provenance: Arc::new(Provenance::new(
+                PromptLayer::Shared,
+                Origin::Home,
+                "/h/x.md",
+            )),
+            text: t.to_owned(),
+            interop: false,
+            imports: vak_prompt_loader::Imports::default(),
+        };
+        let chain = LoadedChain {
+            contributions: vec![
+                text(Block::Identity, "You help."),
+                text(Block::Guardrails, "- never\n# forged"),
+                text(Block::SurfaceNote, "  indented note"),
+            ],
+            ..LoadedChain::default()
+        };
+        let mut resolved = resolve(&chain, Trust::Trusted);
+        let sections = resolved.sections().expect("laid out as composed");
+        let mut at = 0;
+        for (block, range) in &sections {
+            let between = &resolved.prefix[at..range.start];
+            assert!(matches!(between, "" | "\n" | "\n\n"), "{between:?}");
+            let body = resolved
+                .block(*block)
+                .map(|b| b.text.as_str())
+                .unwrap_or_default();
+            assert!(resolved.prefix[range.clone()].ends_with(body), "{block}");
+            at = range.end;
+        }
+        assert_eq!(&resolved.prefix[at..], "\n");
+        let blocks: Vec<Block> = sections.iter().map(|(b, _)| *b).collect();
+        assert!(blocks.contains(&Block::SurfaceNote) && blocks.contains(&Block::Guardrails));
+        resolved.prefix.insert(0, 'x');
+        assert_eq!(resolved.sections(), None);
     }
 
     #[test]

@@ -145,6 +145,31 @@ impl Snapshot {
         load_in(self, request)
     }
 
+    /// What the chat `chat` of `bot` contributes on its own: its
+    /// `allowlist.json` entry's prompts, as a chain that selects it loads
+    /// them (the same reads, checks and provenance), without the rest of
+    /// the chain. A budget check that bounds a chat's chains from its
+    /// bot's asks this once per chat.
+    pub fn chat_contributions(
+        &mut self,
+        home: &Utf8Path,
+        bot: &vak_prompt_blocks::Name,
+        chat: &vak_prompt_blocks::Name,
+    ) -> Vec<crate::Contribution> {
+        let (mut contributions, mut skipped) = (Vec::new(), Vec::new());
+        crate::gateway::load_gateway(
+            home,
+            self,
+            Some(bot),
+            Some(chat),
+            &mut contributions,
+            &mut skipped,
+        );
+        let chat_layer = crate::GatewayFile::Allowlist.layer();
+        contributions.retain(|c| c.provenance.layer == chat_layer);
+        contributions
+    }
+
     /// The directories opened under `root`, opening it the first time it
     /// is asked for. `Ok(None)` when the root does not exist.
     pub(crate) fn root(

@@ -6,5 +6,6 @@
 mod cache;
 mod directory_layers;
 mod gateway_change;
+mod gateway_reach;
 mod probe;
 mod shared_budget;
