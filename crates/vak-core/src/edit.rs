@@ -278,7 +278,7 @@ fn went_over_note(over: &OverCap) -> Option<String> {
 
 /// [`EditError::Unchecked`] when `left_out` cannot vouch for every chain
 /// and the caller did not accept that.
-fn refuse_unchecked(
+pub(crate) fn refuse_unchecked(
     left_out: &ChainsLeftOut,
     unchecked: Unchecked,
     change: &'static str,

@@ -630,13 +630,13 @@ impl Core {
             None => candidate.rules.push(rule),
         }
         let after = crate::budget_of(&resolved).with_scoped_rules(&candidate);
-        let over_cap = crate::pushes_over(&before.report, &after.report);
+        // The project's rules count in every chain of the project, so the
+        // candidate is checked on each of them, not only this one.
+        let (over, left_out) = self
+            .rules_over_cap(&set, &candidate)
+            .map_err(|e| RuleSaveError::Edit(e.into()))?;
+        let over_cap = !over.is_empty();
         if over_cap {
-            let mut over = crate::OverCap::default();
-            over.push(crate::over_cap::OverChain::here(
-                crate::describe_chain(selectors, resolved.trust),
-                after.report.clone(),
-            ));
             crate::edit::refuse_over(
                 &over,
                 unchecked,
@@ -646,6 +646,7 @@ impl Core {
                 &selectors.home,
             )?;
         }
+        crate::edit::refuse_unchecked(&left_out, unchecked, "save", parsed.block, &path)?;
         // Both texts kept before the write, so the record's digests resolve.
         let history = self.store().history();
         if current.is_some()
@@ -671,6 +672,64 @@ impl Core {
             recorded: unrecorded.is_none(),
             unrecorded,
         })
+    }
+
+    /// Every chain of this project (each surface, role, directory layer
+    /// and gateway chat with each role) that `candidate` in place of
+    /// `current` as the project's scoped rules pushes over the cap, and
+    /// what the walk left out. Rules add the same text to every chain, so
+    /// a candidate that renders as the rules it replaces pushes none.
+    fn rules_over_cap(
+        &self,
+        current: &RuleSet,
+        candidate: &RuleSet,
+    ) -> Result<(crate::OverCap, crate::ChainsLeftOut), CoreError> {
+        use std::ops::ControlFlow;
+        let mut over = crate::OverCap::default();
+        let (before_rules, after_rules) = (RuleTexts::of(current), RuleTexts::of(candidate));
+        if after_rules.rendered == before_rules.rendered {
+            return Ok((over, crate::ChainsLeftOut::default()));
+        }
+        let trust = self.trust()?;
+        let base = crate::Selectors {
+            agent: None,
+            ..self.selectors().clone()
+        };
+        let plan = crate::ChainPlan::for_trust(&base);
+        let opened = Core::open(plan.base().clone())?.pinned();
+        let mut inputs = crate::edit::CheckInputs::default();
+        let flow = plan.visit(|chain| {
+            let core = opened.reselect(chain.clone());
+            let Ok(loaded) = core.load_from(&mut inputs.snapshot) else {
+                // A role or directory gone meanwhile reaches nothing.
+                return ControlFlow::<CoreError, _>::Continue(None);
+            };
+            let resolved = core.compose_with(
+                &loaded,
+                trust,
+                vak_prompt_compose::TailContext::now(),
+                &mut inputs.compose,
+            );
+            let plain = crate::edit::budget_with(&resolved, &mut inputs.tokens);
+            let before = plain
+                .clone()
+                .with_rule_texts(&before_rules, &mut inputs.tokens);
+            let after = plain.with_rule_texts(&after_rules, &mut inputs.tokens);
+            if crate::pushes_over(&before.report, &after.report) {
+                over.push(crate::over_cap::OverChain::here(
+                    crate::describe_chain(core.selectors(), trust),
+                    after.report.clone(),
+                ));
+            }
+            ControlFlow::Continue(Some(crate::edit::Visited {
+                tokens: after.report.prefix_tokens,
+                work: crate::edit::chain_work(&loaded, [&before.report, &after.report]),
+            }))
+        });
+        match flow {
+            ControlFlow::Continue(left_out) => Ok((over, left_out)),
+            ControlFlow::Break(error) => Err(error),
+        }
     }
 
     /// The versions of the rule file `target` saved through vak, oldest

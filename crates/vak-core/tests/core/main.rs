@@ -8,4 +8,5 @@ mod directory_layers;
 mod gateway_change;
 mod gateway_reach;
 mod probe;
+mod rule_save;
 mod shared_budget;
