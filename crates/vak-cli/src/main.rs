@@ -6,6 +6,7 @@ mod complete;
 mod edit;
 mod error;
 mod history;
+mod imported;
 mod managed;
 mod out;
 mod progress;
@@ -122,6 +123,9 @@ enum PromptsCommand {
     /// Save a scoped rule file, or list its versions (`.vak/prompts/rules/NAME.md`).
     #[command(subcommand)]
     Rule(rules::RuleCommand),
+    /// Save a file block files import (`@parts/tone.md`), or list its versions.
+    #[command(subcommand)]
+    Imported(imported::ImportedCommand),
 }
 
 fn init_logging(default: tracing::Level) {
@@ -161,6 +165,7 @@ fn run(cli: &Cli) -> Result<(), CliError> {
             PromptsCommand::Diff(args) => history::diff(args),
             PromptsCommand::Revert(args) => history::revert(args),
             PromptsCommand::Rule(command) => rules::rule(command),
+            PromptsCommand::Imported(command) => imported::imported(command),
         },
         Command::Trust(args) => prompts::trust(args),
         Command::Untrust(args) => prompts::untrust(args),

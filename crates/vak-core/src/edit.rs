@@ -1535,6 +1535,62 @@ impl Core {
         Ok((over, left_out))
     }
 
+    /// Every chain a new text of the imported file `path` (in the prompts
+    /// directory of `reach`'s layer) puts over the cap, and what the check
+    /// left out: the chains a block file of that layer reaches, each loaded
+    /// as it is and again from `after`, a snapshot that reads the new text
+    /// there; for a file of the home, in every trusted project too.
+    pub(crate) fn check_imported(
+        &self,
+        reach: &EditTarget,
+        path: &Utf8Path,
+        after: &std::cell::RefCell<Snapshot>,
+    ) -> Result<(OverCap, ChainsLeftOut), EditError> {
+        let cap = self.budget()?.1.report.cap;
+        let mut work = Work::for_cap(cap);
+        let mut over = OverCap::default();
+        let inputs = &mut CheckInputs::default();
+        let trust = self.trust()?;
+        let mut trusts = vec![trust];
+        if reach.scope == Scope::Project && trust == Trust::Untrusted {
+            trusts.push(Trust::Trusted);
+        }
+        let entries = &mut None;
+        let change = Change::Imported { path, after };
+        let plan = ChainPlan::for_change_in(self.selectors(), reach, entries);
+        let mut left_out = self.check_plan(
+            &plan,
+            &change,
+            None,
+            &trusts,
+            None,
+            (&mut work, &mut over, inputs),
+        )?;
+        if reach.scope == Scope::Shared {
+            for project in self.other_trusted_projects()? {
+                if work.is_spent() {
+                    left_out.projects.push(project);
+                    continue;
+                }
+                let base = Selectors {
+                    surface: self.selectors().surface,
+                    ..Selectors::new(self.selectors().home.clone(), project.clone())
+                };
+                let plan = ChainPlan::for_change_in(&base, reach, entries);
+                let other = self.check_plan(
+                    &plan,
+                    &change,
+                    None,
+                    &[Trust::Trusted],
+                    Some(&project),
+                    (&mut work, &mut over, inputs),
+                )?;
+                left_out.merge(other);
+            }
+        }
+        Ok((over, left_out))
+    }
+
     fn check_reach(
         &self,
         target: &EditTarget,
@@ -1660,7 +1716,7 @@ impl Core {
             let core = base.reselect(selectors.clone());
             let loaded = match change {
                 Change::File(target) => core.load_for_in(target, snapshot),
-                Change::Gateway { .. } => core.load_from(snapshot),
+                Change::Gateway { .. } | Change::Imported { .. } => core.load_from(snapshot),
             };
             let chain = match loaded {
                 Ok(chain) => chain,
@@ -1693,6 +1749,12 @@ impl Core {
                 }
                 Change::Gateway { block, provenance } => {
                     after_chain.substitute(*block, provenance, text);
+                }
+                Change::Imported { after, .. } => {
+                    after_chain = match core.load_from(&mut after.borrow_mut()) {
+                        Ok(chain) => chain,
+                        Err(error) => return ControlFlow::Break(error.into()),
+                    };
                 }
             }
             let mut visited = Visited::default();
@@ -1771,6 +1833,13 @@ enum Change<'a> {
         block: Block,
         provenance: &'a Provenance,
     },
+    /// A file block files import (`@parts/tone.md`): every chain is loaded
+    /// as it is and again from `after`, a snapshot that reads the file's new
+    /// text.
+    Imported {
+        path: &'a Utf8Path,
+        after: &'a std::cell::RefCell<Snapshot>,
+    },
 }
 
 impl Change<'_> {
@@ -1781,6 +1850,7 @@ impl Change<'_> {
             Change::Gateway { provenance, .. } => {
                 Utf8PathBuf::from(provenance.source.as_deref().unwrap_or_default())
             }
+            Change::Imported { path, .. } => (*path).to_owned(),
         }
     }
 }

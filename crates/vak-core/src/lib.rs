@@ -13,6 +13,7 @@ mod error;
 mod gateway_edit;
 pub mod history;
 pub mod home;
+mod imported;
 mod inbound;
 mod names;
 mod over_cap;
@@ -35,6 +36,7 @@ pub use edit::{
     pushes_over, roles_with_dirs, trust_budget, untrust, walk_trust_chains,
 };
 pub use error::CoreError;
+pub use imported::{ImportedSaveError, ImportedSaved, ImportedTarget};
 pub use inbound::{Admission, InboundPrompts};
 pub use names::{KnownNames, known_names};
 pub use over_cap::{OVER_BUDGET_HINT, OverCap, OverChain, over_cap_warning, shared_config};

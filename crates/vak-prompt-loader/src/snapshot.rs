@@ -115,6 +115,20 @@ impl Snapshot {
         }
     }
 
+    /// A snapshot that reads `text` as the file `path` (judged under
+    /// `root`, the prompts directory it lies in) instead of what is on disk:
+    /// what a save's check of a file block files import composes every
+    /// chain with. Only an imported file is read through it; a block file
+    /// is read with its directory.
+    pub fn with_text(path: &Utf8Path, root: &Utf8Path, text: &str) -> Self {
+        let mut snapshot = Snapshot::new();
+        snapshot.files.insert(
+            path.to_owned(),
+            (root.to_owned(), Ok(Some(text.to_owned()))),
+        );
+        snapshot
+    }
+
     /// A snapshot that indexes long gateway texts into `indexes`, kept by
     /// an owner that opens many snapshots of one home (the gateway's prompt
     /// cache): a chat's chain read after the cache dropped it looks its

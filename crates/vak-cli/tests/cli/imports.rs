@@ -536,3 +536,95 @@ fn a_hidden_character_in_an_imported_file_is_named_by_that_file() {
     assert_eq!(err.matches("U+202E").count(), 1, "{err}");
     assert!(err.contains("parts/tone.md"), "{err}");
 }
+
+/// A file block files import is saved through vak like a block file:
+/// checked (its path, its text's own imports, every chain its layer
+/// reaches against the cap) and versioned; a block file or a rule is
+/// pointed at its own save.
+#[test]
+fn an_imported_file_is_saved_checked_and_versioned_like_a_block_file() {
+    let env = importing("@parts/tone.md");
+    env.write_home(".vak/prompts/parts/tone.md", "Answer briefly.\n");
+    let set = |args: &[&str], text: &str| {
+        let mut all = vec!["prompts", "imported", "set"];
+        all.extend_from_slice(args);
+        all.push("-");
+        env.vak_stdin(&all, text)
+    };
+    let saved = set(
+        &["--scope", "shared", "parts/tone.md"],
+        "Answer in short sentences.\n",
+    );
+    assert_eq!(code(&saved), 0, "{}", stderr(&saved));
+    assert_eq!(
+        fs::read_to_string(env.home().join(".vak/prompts/parts/tone.md")).unwrap(),
+        "Answer in short sentences.\n"
+    );
+    let shown = env.vak(&["prompts", "show"]);
+    assert!(stdout(&shown).contains("Answer in short sentences."));
+    let log = env.vak(&[
+        "prompts",
+        "imported",
+        "log",
+        "--scope",
+        "shared",
+        "parts/tone.md",
+        "--format",
+        "json",
+    ]);
+    let log: Value = serde_json::from_str(&stdout(&log)).unwrap();
+    assert_eq!(log["versions"].as_array().unwrap().len(), 1, "{log}");
+    // The same text again changes nothing and records nothing.
+    let again = set(
+        &["--scope", "shared", "parts/tone.md"],
+        "Answer in short sentences.\n",
+    );
+    assert!(stdout(&again).contains("unchanged"), "{}", stdout(&again));
+
+    // Not an imported file: pointed at the right save, nothing written.
+    for (file, says) in [
+        ("identity.md", "vak prompts set"),
+        ("agents/reviewer/guardrails.md", "vak prompts set"),
+        ("rules/payments.md", "vak prompts rule set"),
+        ("../token.md", "goes up with `..`"),
+        ("parts/notes.txt", "does not name a `.md` file"),
+    ] {
+        let out = set(&["--scope", "shared", file], "x\n");
+        assert_eq!(code(&out), 2, "{file}: {}", stderr(&out));
+        assert!(stderr(&out).contains(says), "{file}: {}", stderr(&out));
+    }
+    // A text whose own import cannot be read: exit 1, nothing written.
+    let out = set(&["--scope", "shared", "parts/tone.md"], "@missing.md\n");
+    assert_eq!(code(&out), 1, "{}", stderr(&out));
+    assert!(stderr(&out).contains("missing.md"), "{}", stderr(&out));
+
+    // Over the cap on a chain the home's layer reaches (a role's): exit 4,
+    // the file as it was.
+    env.write_home(
+        ".vak/prompts/agents/reviewer/guardrails.md",
+        &(0..150)
+            .map(|i| format!("- review rule {i}: never merge without a second look\n"))
+            .collect::<String>(),
+    );
+    let role = env.vak(&[
+        "prompts", "check", "--agent", "reviewer", "--format", "json",
+    ]);
+    let role: Value = serde_json::from_str(&stdout(&role)).unwrap();
+    let tokens = role["tokens"]["prefix"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{role}"));
+    env.write_home(
+        ".vak/config.toml",
+        &format!("[prompts]\nmax_tokens = {}\n", tokens + 100),
+    );
+    let long: String = (0..120)
+        .map(|i| format!("Say point {i} of the house style plainly.\n"))
+        .collect();
+    let out = set(&["--scope", "shared", "parts/tone.md"], &long);
+    assert_eq!(code(&out), 4, "{}", stderr(&out));
+    assert!(stderr(&out).contains("reviewer"), "{}", stderr(&out));
+    assert_eq!(
+        fs::read_to_string(env.home().join(".vak/prompts/parts/tone.md")).unwrap(),
+        "Answer in short sentences.\n"
+    );
+}
