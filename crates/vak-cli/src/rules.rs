@@ -31,8 +31,12 @@ pub(crate) enum RuleCommand {
 pub(crate) struct RuleTargetArgs {
     /// The rule's name: `payments` for `.vak/prompts/rules/payments.md`.
     pub(crate) name: String,
+    /// The home's rules (`$VAK_HOME/.vak/prompts/rules/`, in every
+    /// project's chains) or the project's.
+    #[arg(long, value_enum, default_value_t = crate::edit::Scope::Project)]
+    pub(crate) scope: crate::edit::Scope,
     /// The rule of the directory SUBDIR/.vak/prompts/rules/ (relative to the
-    /// project root) instead of the root's.
+    /// project root; --scope project only) instead of the root's.
     #[arg(long, value_name = "SUBDIR")]
     pub(crate) dir: Option<Utf8PathBuf>,
     #[command(flatten)]
@@ -48,6 +52,15 @@ impl RuleTargetArgs {
     fn open(&self) -> Result<(Core, RuleTarget), CliError> {
         let name = Name::new(NameKind::Role, &self.name)
             .map_err(|e| CliError::Usage(format!("a rule name is {e}")))?;
+        let scope = match self.scope {
+            crate::edit::Scope::Shared => vak_core::Scope::Shared,
+            crate::edit::Scope::Project => vak_core::Scope::Project,
+            crate::edit::Scope::Managed => {
+                return Err(CliError::Usage(
+                    "the managed layer is never written by vak; its administrator edits and signs its files".to_owned(),
+                ));
+            }
+        };
         let home = self.home.dir()?;
         let selectors = match &self.project {
             Some(project) => Selectors::new(home, project.clone()),
@@ -62,6 +75,7 @@ impl RuleTargetArgs {
         Ok((
             core,
             RuleTarget {
+                scope,
                 dir: self.dir.clone(),
                 name,
             },

@@ -1648,7 +1648,7 @@ impl Core {
     /// each still a directory; one that is gone (deleted, moved, a mount
     /// not there now) is passed over with a warning, since no chain can be
     /// resolved there until it is back.
-    fn other_trusted_projects(&self) -> Result<Vec<Utf8PathBuf>, CoreError> {
+    pub(crate) fn other_trusted_projects(&self) -> Result<Vec<Utf8PathBuf>, CoreError> {
         let home = &self.selectors().home;
         let this = std::fs::canonicalize(&self.selectors().project).ok();
         let store = vak_prompt_trust::TrustStore::load(home)?;
@@ -2100,7 +2100,7 @@ impl ChainsLeftOut {
     }
 
     /// Add what another plan of the same check left out.
-    fn merge(&mut self, other: ChainsLeftOut) {
+    pub(crate) fn merge(&mut self, other: ChainsLeftOut) {
         // Every plan lists the same home's gateway entries.
         self.gateway = self.gateway.max(other.gateway);
         self.unlisted_in.extend(other.unlisted_in);

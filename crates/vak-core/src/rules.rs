@@ -443,24 +443,27 @@ pub fn rule_changes<'t>(
         .collect()
 }
 
-/// A scoped rule file of the project: `<dir>/.vak/prompts/rules/<name>.md`,
-/// what `vak prompts rule set` and `rule log` address. Project scope only:
-/// the home's rules are edited as files.
+/// A scoped rule file: the project's `<dir>/.vak/prompts/rules/<name>.md`,
+/// or the home's `$VAK_HOME/.vak/prompts/rules/<name>.md` (which counts in
+/// every project), what `vak prompts rule set` and `rule log` address.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuleTarget {
+    /// The home's rules, or the project's.
+    pub scope: crate::Scope,
     /// The directory whose `.vak` holds it, relative to the project root
-    /// (`None`: the root).
+    /// (`None`: the root; project scope only).
     pub dir: Option<Utf8PathBuf>,
     /// The rule's name.
     pub name: vak_prompt_blocks::Name,
 }
 
 impl RuleTarget {
-    /// The rule file's path for `selectors`' project.
+    /// The rule file's path for `selectors`' home or project.
     pub fn path(&self, selectors: &crate::Selectors) -> Utf8PathBuf {
-        let base = match &self.dir {
-            Some(dir) => selectors.project.join(dir),
-            None => selectors.project.clone(),
+        let base = match (self.scope, &self.dir) {
+            (crate::Scope::Shared, _) => selectors.home.clone(),
+            (crate::Scope::Project, Some(dir)) => selectors.project.join(dir),
+            (crate::Scope::Project, None) => selectors.project.clone(),
         };
         vak_prompt_loader::prompt_dir(&base)
             .join(vak_prompt_loader::RULES_DIR)
@@ -471,12 +474,18 @@ impl RuleTarget {
     /// with the project root spelled canonically, as a block file's is.
     pub fn key(&self, selectors: &crate::Selectors) -> String {
         let path = self.path(selectors);
-        match (
-            std::fs::canonicalize(&selectors.project),
-            path.strip_prefix(&selectors.project),
-        ) {
+        let root = self.root(selectors);
+        match (std::fs::canonicalize(root), path.strip_prefix(root)) {
             (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
             _ => path.into_string(),
+        }
+    }
+
+    /// The directory a write is confined to: the home, or the project.
+    fn root<'a>(&self, selectors: &'a crate::Selectors) -> &'a Utf8Path {
+        match self.scope {
+            crate::Scope::Shared => &selectors.home,
+            crate::Scope::Project => &selectors.project,
         }
     }
 }
@@ -573,12 +582,13 @@ impl Core {
     ) -> Result<RuleSaved, RuleSaveError> {
         let selectors = self.selectors();
         let path = target.path(selectors);
+        let shared = target.scope == crate::Scope::Shared;
         if let Some(dir) = &target.dir
-            && !vak_prompt_loader::is_layer_dir(dir)
+            && (shared || !vak_prompt_loader::is_layer_dir(dir))
         {
             return Err(RuleSaveError::BadDirectory(dir.clone()));
         }
-        if self.project_is_home() {
+        if !shared && self.project_is_home() {
             return Err(RuleSaveError::ProjectInHome(path));
         }
         let parsed =
@@ -589,10 +599,12 @@ impl Core {
         if let Some(found) = vak_prompt_blocks::first_forbidden(text) {
             return Err(RuleSaveError::ForbiddenCharacter { path, found });
         }
-        vak_prompt_loader::refuse_nested_link(&path, &selectors.project, "write")?;
+        let root = target.root(selectors);
+        if !shared {
+            vak_prompt_loader::refuse_nested_link(&path, root, "write")?;
+        }
         let _saving = crate::home::lock_saves(&selectors.home)
             .map_err(|e| RuleSaveError::Edit(crate::EditError::Home(e)))?;
-        let root = &selectors.project;
         let current = vak_prompt_loader::current_digest(&path, root)?;
         let resolved = self.resolve()?;
         let set = self.scoped_rules();
@@ -610,31 +622,63 @@ impl Core {
                 unrecorded: None,
             });
         }
-        let mut candidate = set.clone();
+        let (layer, origin) = if shared {
+            (
+                vak_prompt_blocks::PromptLayer::Shared,
+                vak_prompt_blocks::Origin::Home,
+            )
+        } else {
+            (
+                vak_prompt_blocks::PromptLayer::Project,
+                vak_prompt_blocks::Origin::Project,
+            )
+        };
         let rule = vak_prompt_loader::ScopedRule {
             name: target.name.to_string(),
             provenance: std::sync::Arc::new(vak_prompt_blocks::Provenance::new(
-                vak_prompt_blocks::PromptLayer::Project,
-                vak_prompt_blocks::Origin::Project,
+                layer,
+                origin,
                 path.as_str(),
             )),
             base: target.dir.clone().unwrap_or_default(),
             parsed: parsed.clone(),
         };
-        match candidate
-            .rules
-            .iter_mut()
-            .find(|r| r.provenance.source.as_deref() == Some(path.as_str()))
-        {
-            Some(existing) => *existing = rule,
-            None => candidate.rules.push(rule),
-        }
+        let with_rule = |set: &RuleSet| {
+            let mut candidate = set.clone();
+            match candidate
+                .rules
+                .iter_mut()
+                .find(|r| r.provenance.source.as_deref() == Some(path.as_str()))
+            {
+                Some(existing) => *existing = rule.clone(),
+                None => candidate.rules.push(rule.clone()),
+            }
+            candidate
+        };
+        let candidate = with_rule(&set);
         let after = crate::budget_of(&resolved).with_scoped_rules(&candidate);
-        // The project's rules count in every chain of the project, so the
-        // candidate is checked on each of them, not only this one.
-        let (over, left_out) = self
-            .rules_over_cap(&set, &candidate)
+        // A rule counts in every chain of its project — a home's rule in
+        // every trusted project's — so the candidate is checked on each.
+        let mut over = crate::OverCap::default();
+        let trust = self.trust()?;
+        let mut left_out = self
+            .rules_over_cap(self.selectors(), trust, (&set, &candidate), &mut over)
             .map_err(|e| RuleSaveError::Edit(e.into()))?;
+        if shared {
+            for project in self.other_trusted_projects()? {
+                let base = crate::Selectors::new(selectors.home.clone(), project.clone());
+                let current = load_rules(&selectors.home, Some(&project));
+                let other = self
+                    .rules_over_cap(
+                        &base,
+                        Trust::Trusted,
+                        (&current, &with_rule(&current)),
+                        &mut over,
+                    )
+                    .map_err(|e| RuleSaveError::Edit(e.into()))?;
+                left_out.merge(other);
+            }
+        }
         let over_cap = !over.is_empty();
         if over_cap {
             crate::edit::refuse_over(
@@ -681,22 +725,32 @@ impl Core {
     /// a candidate that renders as the rules it replaces pushes none.
     fn rules_over_cap(
         &self,
-        current: &RuleSet,
-        candidate: &RuleSet,
-    ) -> Result<(crate::OverCap, crate::ChainsLeftOut), CoreError> {
+        selectors: &crate::Selectors,
+        trust: Trust,
+        (current, candidate): (&RuleSet, &RuleSet),
+        over: &mut crate::OverCap,
+    ) -> Result<crate::ChainsLeftOut, CoreError> {
         use std::ops::ControlFlow;
-        let mut over = crate::OverCap::default();
         let (before_rules, after_rules) = (RuleTexts::of(current), RuleTexts::of(candidate));
         if after_rules.rendered == before_rules.rendered {
-            return Ok((over, crate::ChainsLeftOut::default()));
+            return Ok(crate::ChainsLeftOut::default());
         }
-        let trust = self.trust()?;
         let base = crate::Selectors {
             agent: None,
-            ..self.selectors().clone()
+            workdir: None,
+            ..selectors.clone()
         };
         let plan = crate::ChainPlan::for_trust(&base);
-        let opened = Core::open(plan.base().clone())?.pinned();
+        let opened = match Core::open(plan.base().clone()) {
+            Ok(core) => core.pinned(),
+            // Another trusted project removed meanwhile reaches nothing.
+            Err(CoreError::Loader(vak_prompt_loader::LoaderError::ProjectMissing(_)))
+                if selectors.project != self.selectors().project =>
+            {
+                return Ok(crate::ChainsLeftOut::default());
+            }
+            Err(error) => return Err(error),
+        };
         let mut inputs = crate::edit::CheckInputs::default();
         let flow = plan.visit(|chain| {
             let core = opened.reselect(chain.clone());
@@ -727,7 +781,7 @@ impl Core {
             }))
         });
         match flow {
-            ControlFlow::Continue(left_out) => Ok((over, left_out)),
+            ControlFlow::Continue(left_out) => Ok(left_out),
             ControlFlow::Break(error) => Err(error),
         }
     }

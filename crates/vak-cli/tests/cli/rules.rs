@@ -775,3 +775,64 @@ fn rule_set_through_a_link_out_of_the_project_is_refused() {
         "nothing written outside"
     );
 }
+
+/// The home's rules are saved and versioned through vak too
+/// (`--scope shared`), and a home rule counts in every trusted project's
+/// chains: a save that fits here but not beside another trusted project's
+/// longer chain is refused, naming that project, nothing written.
+#[test]
+fn a_home_rule_is_saved_versioned_and_checked_in_every_trusted_project() {
+    let env = payments_project();
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = other_dir.path().join("other");
+    fs::create_dir_all(other.join(".git")).unwrap();
+    let long: String = (0..150)
+        .map(|i| {
+            format!("- other rule {i}: never ship on a holiday without the release checklist\n")
+        })
+        .collect();
+    fs::create_dir_all(other.join(".vak/prompts")).unwrap();
+    fs::write(other.join(".vak/prompts/guardrails.md"), long).unwrap();
+    let trusted = env.vak(&["trust", other.to_str().unwrap()]);
+    assert!(trusted.status.success(), "{}", stderr(&trusted));
+    let other_tokens =
+        env.json(&["prompts", "check", "--project", other.to_str().unwrap()])["tokens"]["prefix"]
+            .as_u64()
+            .unwrap();
+    env.write_home(
+        ".vak/config.toml",
+        &format!("[prompts]\nmax_tokens = {}\n", other_tokens + 60),
+    );
+    let path = env.home().join(".vak/prompts/rules/style.md");
+    let big: String = format!(
+        "+++\npaths = [\"**/*.md\"]\n+++\n{}",
+        (0..40)
+            .map(|i| format!("- style rule {i}: keep headings short and plain\n"))
+            .collect::<String>()
+    );
+    let over = env.vak_stdin(
+        &["prompts", "rule", "set", "--scope", "shared", "style", "-"],
+        &big,
+    );
+    assert_eq!(over.status.code(), Some(4), "{}", stderr(&over));
+    assert!(stderr(&over).contains("other"), "{}", stderr(&over));
+    assert!(!path.exists(), "nothing written");
+
+    let small = "+++\npaths = [\"**/*.md\"]\n+++\n- Keep headings short.\n";
+    let saved = env.vak_stdin(
+        &["prompts", "rule", "set", "--scope", "shared", "style", "-"],
+        small,
+    );
+    assert!(saved.status.success(), "{}", stderr(&saved));
+    assert_eq!(fs::read_to_string(&path).unwrap(), small);
+    let log = env.json(&["prompts", "rule", "log", "--scope", "shared", "style"]);
+    assert_eq!(log["versions"].as_array().unwrap().len(), 1, "{log}");
+    // A directory is a project's: refused for the home's rules.
+    let dir = env.vak_stdin(
+        &[
+            "prompts", "rule", "set", "--scope", "shared", "--dir", "src", "x", "-",
+        ],
+        small,
+    );
+    assert_eq!(dir.status.code(), Some(2), "{}", stderr(&dir));
+}

@@ -53,6 +53,7 @@ fn a_rule_save_is_refused_when_it_pushes_a_role_chain_over_the_cap() {
     let rule = format!("+++\npaths = [\"src/**\"]\n+++\n{}", bullets("src", 40));
     let core = Core::open(selectors.clone()).unwrap();
     let target = RuleTarget {
+        scope: vak_core::Scope::Project,
         dir: None,
         name: Name::new(NameKind::Role, "src").unwrap(),
     };
