@@ -1539,14 +1539,15 @@ impl Core {
     /// directory of `reach`'s layer) puts over the cap, and what the check
     /// left out: the chains a block file of that layer reaches, each loaded
     /// as it is and again from `after`, a snapshot that reads the new text
-    /// there; for a file of the home, in every trusted project too.
+    /// there; for a file of the home, in every trusted project too. `cap`
+    /// bounds the work, as a save's own chain has it.
     pub(crate) fn check_imported(
         &self,
         reach: &EditTarget,
         path: &Utf8Path,
         after: &std::cell::RefCell<Snapshot>,
+        cap: usize,
     ) -> Result<(OverCap, ChainsLeftOut), EditError> {
-        let cap = self.budget()?.1.report.cap;
         let mut work = Work::for_cap(cap);
         let mut over = OverCap::default();
         let inputs = &mut CheckInputs::default();

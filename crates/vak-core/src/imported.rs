@@ -262,16 +262,25 @@ impl Core {
             text,
         ));
         let trust = self.trust()?;
+        let now = vak_prompt_compose::TailContext::now;
         let here = self.load_from(&mut after.borrow_mut())?;
-        let resolved = self.compose(&here, trust, vak_prompt_compose::TailContext::now());
-        if !resolved.refused_imports.is_empty() {
-            return Err(ImportedSaveError::ImportRefused {
-                path,
-                why: resolved.refused_imports.clone(),
-            });
+        let resolved = self.compose(&here, trust, now());
+        // Refused only for what this text breaks: an import refused now
+        // that was not before (the file's own imports). A save that fixes
+        // a missing or broken file must go through.
+        let was = self.compose(&self.load_from(&mut Snapshot::new())?, trust, now());
+        let broken: Vec<String> = resolved
+            .refused_imports
+            .iter()
+            .filter(|why| !was.refused_imports.contains(why))
+            .cloned()
+            .collect();
+        if !broken.is_empty() {
+            return Err(ImportedSaveError::ImportRefused { path, why: broken });
         }
         let block = includer_block(&here, &path);
-        let (over, left_out) = self.check_imported(&reach, &path, &after)?;
+        let cap = crate::budget_of(&resolved).report.cap;
+        let (over, left_out) = self.check_imported(&reach, &path, &after, cap)?;
         refuse_over(&over, unchecked, "save", block, &path, &selectors.home)?;
         refuse_unchecked(&left_out, unchecked, "save", block, &path)?;
         // Both texts kept before the write, so the record's digests resolve.

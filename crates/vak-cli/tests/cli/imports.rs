@@ -628,3 +628,40 @@ fn an_imported_file_is_saved_checked_and_versioned_like_a_block_file() {
         "Answer in short sentences.\n"
     );
 }
+
+/// The fix for a missing import can be saved through vak: the save is
+/// refused only for what its own text breaks, never for the broken state
+/// it repairs, nor for another file's broken import.
+#[test]
+fn saving_the_missing_imported_file_repairs_the_prompt() {
+    let env = importing("@parts/missing.md");
+    refused(&env, &["parts/missing.md", "does not exist"]);
+    // Another layer's file saves while the shared identity is broken.
+    let other = env.vak_stdin(
+        &[
+            "prompts", "imported", "set", "--scope", "project", "notes.md", "-",
+        ],
+        "A project note.\n",
+    );
+    assert_eq!(code(&other), 0, "{}", stderr(&other));
+    let fixed = env.vak_stdin(
+        &[
+            "prompts",
+            "imported",
+            "set",
+            "--scope",
+            "shared",
+            "parts/missing.md",
+            "-",
+        ],
+        "Answer briefly.\n",
+    );
+    assert_eq!(code(&fixed), 0, "{}", stderr(&fixed));
+    let shown = env.vak(&["prompts", "show"]);
+    assert_eq!(code(&shown), 0, "{}", stderr(&shown));
+    assert!(
+        stdout(&shown).contains("Answer briefly."),
+        "{}",
+        stdout(&shown)
+    );
+}
