@@ -287,6 +287,19 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             gateway.block,
         ),
     };
+    if args.format == Format::Json {
+        warn_skipped(&versions);
+        return print_json(&json!({
+            "target": key,
+            "block": block.wire_name(),
+            "versions": versions.records,
+        }));
+    }
+    print_versions(&key, &versions, |text| out::page(text, args.pager))
+}
+
+/// Warn that lines of the version log were skipped, if any were.
+fn warn_skipped(versions: &history::Versions) {
     if versions.skipped > 0 {
         out::notice(
             "warning",
@@ -296,20 +309,24 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             ),
         );
     }
-    if args.format == Format::Json {
-        return print_json(&json!({
-            "target": key,
-            "block": block.wire_name(),
-            "versions": versions.records,
-        }));
-    }
+}
+
+/// Print one file's versions, oldest first, as `vak prompts log` does
+/// (through `print`: the pager, or stdout), or say there are none: the one
+/// listing of `log`, `rule log` and `imported log`.
+pub(crate) fn print_versions(
+    key: &str,
+    versions: &history::Versions,
+    print: impl FnOnce(&str) -> Result<(), CliError>,
+) -> Result<(), CliError> {
+    warn_skipped(versions);
     if versions.records.is_empty() {
         return out::println(&format!(
             "no versions of `{}` recorded: no change through vak is logged under this path (history is kept per path: a project or home that was moved starts a new one)",
-            Escaped(&key)
+            Escaped(key)
         ));
     }
-    let mut text = format!("versions of `{}`, oldest first:\n", escape_line(&key));
+    let mut text = format!("versions of `{}`, oldest first:\n", escape_line(key));
     for r in &versions.records {
         let tokens = r
             .tokens
@@ -331,7 +348,7 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
             escape_line(r.after.as_deref().unwrap_or("(no file)")),
         );
     }
-    out::page(&text, args.pager)
+    print(&text)
 }
 
 /// `vak prompts diff`.

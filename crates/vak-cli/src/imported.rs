@@ -3,13 +3,11 @@
 //! Parsing and rendering only; the library's `Core::save_imported` owns
 //! the save.
 
-use std::fmt::Write as _;
-
 use camino::Utf8PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::json;
 use vak_core::history::Who;
-use vak_core::prompts::{Escaped, escape_line};
+use vak_core::prompts::Escaped;
 use vak_core::{Core, ImportedSaveError, ImportedTarget, Scope, Selectors};
 
 use crate::CliError;
@@ -177,7 +175,7 @@ fn set(args: &ImportedSetArgs) -> Result<(), CliError> {
 
 fn log(args: &ImportedLogArgs) -> Result<(), CliError> {
     let (core, target) = args.target.open()?;
-    let key = target.key(core.selectors());
+    let key = target.key(&core);
     let versions = core
         .imported_versions(&target)
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -187,26 +185,5 @@ fn log(args: &ImportedLogArgs) -> Result<(), CliError> {
             "versions": versions.records,
         }));
     }
-    if versions.records.is_empty() {
-        return out::println(&format!(
-            "no versions of `{}` recorded: no change through vak is logged under this path",
-            Escaped(&key)
-        ));
-    }
-    let mut text = format!("versions of `{}`, oldest first:\n", escape_line(&key));
-    for r in &versions.records {
-        let tokens = r
-            .tokens
-            .map_or_else(String::new, |t| format!("  {t} tokens"));
-        let _ = writeln!(
-            text,
-            "{}  {:<6}  {}  {} -> {}{tokens}",
-            escape_line(&r.time),
-            r.action.as_str(),
-            escape_line(&r.who),
-            escape_line(r.before.as_deref().unwrap_or("(no file)")),
-            escape_line(r.after.as_deref().unwrap_or("(no file)")),
-        );
-    }
-    out::print(&text)
+    crate::history::print_versions(&key, &versions, out::print)
 }

@@ -95,15 +95,23 @@ pub fn target_key(core: &Core, target: &EditTarget) -> String {
     let path = core
         .real_target(target)
         .map_or_else(|_| target.path(selectors), |real| real.path(selectors));
+    file_key(core, &path, target.root(selectors))
+}
+
+/// The name the version log keeps the versions of the file `path` under
+/// (a block file, a scoped rule, an imported file): in a store holding the
+/// home side, a home-side file as every node names it (`$VAK_HOME/…`);
+/// otherwise its path with `root` (the home or the project) spelled
+/// canonically.
+pub(crate) fn file_key(core: &Core, path: &camino::Utf8Path, root: &camino::Utf8Path) -> String {
     if core.store().home().is_some()
-        && let Some(rel) = crate::home::home_side(&selectors.home, &path)
+        && let Some(rel) = crate::home::home_side(&core.selectors().home, path)
     {
         return shared_home_key(&rel);
     }
-    let root = target.root(selectors);
     match (std::fs::canonicalize(root), path.strip_prefix(root)) {
         (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
-        _ => path.into_string(),
+        _ => path.to_string(),
     }
 }
 

@@ -41,15 +41,11 @@ impl ImportedTarget {
         self.prompts_dir(selectors).join(&self.file)
     }
 
-    /// The name the version log keeps its versions under: the file's path,
-    /// with the home or project spelled canonically, as a block file's is.
-    pub fn key(&self, selectors: &crate::Selectors) -> String {
-        let path = self.path(selectors);
-        let root = self.root(selectors);
-        match (std::fs::canonicalize(root), path.strip_prefix(root)) {
-            (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
-            _ => path.into_string(),
-        }
+    /// The name the version log keeps its versions under, as a block
+    /// file's is named ([`crate::history::target_key`]).
+    pub fn key(&self, core: &Core) -> String {
+        let selectors = core.selectors();
+        crate::history::file_key(core, &self.path(selectors), self.root(selectors))
     }
 
     /// The directory a write is confined to: the home, or the project.
@@ -293,7 +289,7 @@ impl Core {
         history.put_object(text)?;
         let outcome = vak_prompt_loader::save_atomic(&path, root, text, if_digest)?;
         let mut record = crate::history::VersionRecord::new(
-            &target.key(selectors),
+            &target.key(self),
             block.wire_name(),
             crate::history::Action::Save,
         );
@@ -320,9 +316,7 @@ impl Core {
         &self,
         target: &ImportedTarget,
     ) -> Result<vak_prompt_history::Versions, crate::history::HistoryError> {
-        self.store()
-            .history()
-            .versions_of(&target.key(self.selectors()))
+        self.store().history().versions_of(&target.key(self))
     }
 }
 

@@ -470,15 +470,11 @@ impl RuleTarget {
             .join(format!("{}.md", self.name))
     }
 
-    /// The name the version log keeps its versions under: the file's path
-    /// with the project root spelled canonically, as a block file's is.
-    pub fn key(&self, selectors: &crate::Selectors) -> String {
-        let path = self.path(selectors);
-        let root = self.root(selectors);
-        match (std::fs::canonicalize(root), path.strip_prefix(root)) {
-            (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
-            _ => path.into_string(),
-        }
+    /// The name the version log keeps its versions under, as a block
+    /// file's is named ([`crate::history::target_key`]).
+    pub fn key(&self, core: &Core) -> String {
+        let selectors = core.selectors();
+        crate::history::file_key(core, &self.path(selectors), self.root(selectors))
     }
 
     /// The directory a write is confined to: the home, or the project.
@@ -701,7 +697,7 @@ impl Core {
         history.put_object(text)?;
         let outcome = vak_prompt_loader::save_atomic(&path, root, text, if_digest)?;
         let mut record = crate::history::VersionRecord::new(
-            &target.key(selectors),
+            &target.key(self),
             parsed.block.wire_name(),
             crate::history::Action::Save,
         );
@@ -796,8 +792,6 @@ impl Core {
         &self,
         target: &RuleTarget,
     ) -> Result<vak_prompt_history::Versions, crate::history::HistoryError> {
-        self.store()
-            .history()
-            .versions_of(&target.key(self.selectors()))
+        self.store().history().versions_of(&target.key(self))
     }
 }
