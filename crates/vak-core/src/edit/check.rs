@@ -62,7 +62,13 @@ impl Core {
             ));
         }
         let cap = preview.budget_before.report.cap;
-        let left_out = self.check_reach(target, text, cap, (&mut over, inputs))?;
+        let left_out = self.check_reach(
+            target,
+            &Change::File(target),
+            text,
+            cap,
+            (&mut over, inputs),
+        )?;
         Ok((over, left_out))
     }
 
@@ -79,53 +85,21 @@ impl Core {
         after: &std::cell::RefCell<Snapshot>,
         cap: usize,
     ) -> Result<(OverCap, ChainsLeftOut), EditError> {
-        let mut work = Work::for_cap(cap);
         let mut over = OverCap::default();
-        let inputs = &mut CheckInputs::default();
-        let trust = self.trust()?;
-        let mut trusts = vec![trust];
-        if reach.scope == Scope::Project && trust == Trust::Untrusted {
-            trusts.push(Trust::Trusted);
-        }
-        let entries = &mut None;
         let change = Change::Imported { path, after };
-        let plan = ChainPlan::for_change_in(self.selectors(), reach, entries);
-        let mut left_out = self.check_plan(
-            &plan,
-            &change,
-            None,
-            &trusts,
-            None,
-            (&mut work, &mut over, inputs),
-        )?;
-        if reach.scope == Scope::Shared {
-            for project in self.other_trusted_projects()? {
-                if work.is_spent() {
-                    left_out.projects.push(project);
-                    continue;
-                }
-                let base = Selectors {
-                    surface: self.selectors().surface,
-                    ..Selectors::new(self.selectors().home.clone(), project.clone())
-                };
-                let plan = ChainPlan::for_change_in(&base, reach, entries);
-                let other = self.check_plan(
-                    &plan,
-                    &change,
-                    None,
-                    &[Trust::Trusted],
-                    Some(&project),
-                    (&mut work, &mut over, inputs),
-                )?;
-                left_out.merge(other);
-            }
-        }
+        let inputs = &mut CheckInputs::default();
+        let left_out = self.check_reach(reach, &change, None, cap, (&mut over, inputs))?;
         Ok((over, left_out))
     }
 
-    pub(super) fn check_reach(
+    /// Budget `change` (to a file of `target`'s layer; `text` its new
+    /// text) on every chain `target` reaches in this project, and for a
+    /// file of the home in every other trusted project, counting against
+    /// one work bound.
+    fn check_reach(
         &self,
         target: &EditTarget,
+        change: &Change<'_>,
         text: Option<&str>,
         cap: usize,
         (over, inputs): (&mut OverCap, &mut CheckInputs),
@@ -138,12 +112,11 @@ impl Core {
         }
         let entries = &mut None;
         let plan = ChainPlan::for_change_in(self.selectors(), target, entries);
-        let change = Change::File(target);
         // One snapshot for every project (the preview's): the home's files,
         // the gateway files and the roles' are read once for all of them.
         let mut left_out = self.check_plan(
             &plan,
-            &change,
+            change,
             text,
             &trusts,
             None,
@@ -165,7 +138,7 @@ impl Core {
             let plan = ChainPlan::for_change_in(&base, target, entries);
             let other = self.check_plan(
                 &plan,
-                &change,
+                change,
                 text,
                 &[Trust::Trusted],
                 Some(&project),
