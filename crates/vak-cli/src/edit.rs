@@ -92,6 +92,17 @@ pub(crate) struct SetArgs {
     pub(crate) target: TargetArgs,
     #[command(flatten)]
     pub(crate) over_budget: OverBudgetArg,
+    #[command(flatten)]
+    pub(crate) text: NewTextArgs,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub(crate) format: Format,
+}
+
+/// Where a save's new text comes from, and the digest the file must still
+/// have: what `set`, `rule set` and `imported set` take alike.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct NewTextArgs {
     /// Read the new text from this file.
     #[arg(long, value_name = "F")]
     pub(crate) file: Option<Utf8PathBuf>,
@@ -102,9 +113,18 @@ pub(crate) struct SetArgs {
     /// not exist).
     #[arg(long, value_name = "HEX")]
     pub(crate) if_digest: Option<String>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub(crate) format: Format,
+}
+
+impl NewTextArgs {
+    /// The new text ([`read_text`]).
+    pub(crate) fn read(&self) -> Result<String, CliError> {
+        read_text(self.file.as_deref(), self.stdin.as_deref())
+    }
+
+    /// The digest the file must still have, if one was given.
+    pub(crate) fn if_digest(&self) -> Option<&str> {
+        self.if_digest.as_deref()
+    }
 }
 
 /// `vak prompts edit`.
@@ -334,13 +354,9 @@ fn open_input_file(file: &Utf8Path) -> Result<std::fs::File, CliError> {
     Ok(handle)
 }
 
-fn read_input(args: &SetArgs) -> Result<String, CliError> {
-    read_text(args.file.as_deref(), args.stdin.as_deref())
-}
-
 /// The new text of a `set`: from `--file F` or from standard input (`-`),
 /// bounded.
-pub(crate) fn read_text(file: Option<&Utf8Path>, stdin: Option<&str>) -> Result<String, CliError> {
+fn read_text(file: Option<&Utf8Path>, stdin: Option<&str>) -> Result<String, CliError> {
     match (file, stdin) {
         (Some(_), Some(_)) => Err(usage(
             "give the new text either with --file F or as `-` (standard input), not both",
@@ -366,7 +382,7 @@ pub(crate) const BUDGETING: &str = "budgeting every chain this change reaches";
 
 /// `vak prompts set`.
 pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
-    let text = read_input(args)?;
+    let text = args.text.read()?;
     let (core, target) = args.target.open()?;
     // The text being replaced, for the line counts said after the save; a
     // file that cannot be read is left to the save to refuse.
@@ -380,7 +396,7 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
         core.save_block_by(
             &target,
             &text,
-            args.if_digest.as_deref(),
+            args.text.if_digest(),
             &Who::OsUser,
             Action::Save,
             args.over_budget.unchecked(),

@@ -11,7 +11,7 @@ use vak_core::prompts::Escaped;
 use vak_core::{Core, ImportedSaveError, ImportedTarget, Scope, Selectors};
 
 use crate::CliError;
-use crate::edit::{OverBudgetArg, edit_error, read_text};
+use crate::edit::{NewTextArgs, OverBudgetArg, edit_error};
 use crate::out::{self, print_json};
 use crate::selectors::{Format, HomeArg, StoreArg, current_dir};
 
@@ -44,7 +44,8 @@ pub(crate) struct ImportedTargetArgs {
     #[command(flatten)]
     pub(crate) store: StoreArg,
     /// The file, relative to the prompts directory: `parts/tone.md`.
-    pub(crate) file: String,
+    #[arg(value_name = "FILE")]
+    pub(crate) path: String,
 }
 
 impl ImportedTargetArgs {
@@ -74,7 +75,7 @@ impl ImportedTargetArgs {
             ImportedTarget {
                 scope,
                 dir: self.dir.clone(),
-                file: self.file.clone(),
+                file: self.path.clone(),
             },
         ))
     }
@@ -87,16 +88,8 @@ pub(crate) struct ImportedSetArgs {
     pub(crate) target: ImportedTargetArgs,
     #[command(flatten)]
     pub(crate) over_budget: OverBudgetArg,
-    /// Read the new text from this file.
-    #[arg(long = "file", value_name = "F")]
-    pub(crate) from: Option<Utf8PathBuf>,
-    /// `-`: read the new text from standard input.
-    #[arg(value_name = "-")]
-    pub(crate) stdin: Option<String>,
-    /// Refuse unless the file's current sha256 is HEX ("" = the file must
-    /// not exist).
-    #[arg(long, value_name = "HEX")]
-    pub(crate) if_digest: Option<String>,
+    #[command(flatten)]
+    pub(crate) text: NewTextArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -133,13 +126,13 @@ fn save_error(error: ImportedSaveError) -> CliError {
 }
 
 fn set(args: &ImportedSetArgs) -> Result<(), CliError> {
-    let text = read_text(args.from.as_deref(), args.stdin.as_deref())?;
+    let text = args.text.read()?;
     let (core, target) = args.target.open()?;
     let saved = core
         .save_imported(
             &target,
             &text,
-            args.if_digest.as_deref(),
+            args.text.if_digest(),
             &Who::OsUser,
             args.over_budget.unchecked(),
         )

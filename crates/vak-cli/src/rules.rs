@@ -10,7 +10,7 @@ use vak_core::prompts::{Escaped, Name, NameKind};
 use vak_core::{Core, RuleSaveError, RuleTarget, Selectors};
 
 use crate::CliError;
-use crate::edit::{OverBudgetArg, edit_error, read_text, tokens_line};
+use crate::edit::{NewTextArgs, OverBudgetArg, edit_error, tokens_line};
 use crate::out::{self, print_json};
 use crate::selectors::{Format, HomeArg, StoreArg, current_dir};
 
@@ -88,16 +88,8 @@ pub(crate) struct RuleSetArgs {
     pub(crate) target: RuleTargetArgs,
     #[command(flatten)]
     pub(crate) over_budget: OverBudgetArg,
-    /// Read the new text from this file.
-    #[arg(long, value_name = "F")]
-    pub(crate) file: Option<Utf8PathBuf>,
-    /// `-`: read the new text from standard input.
-    #[arg(value_name = "-")]
-    pub(crate) stdin: Option<String>,
-    /// Refuse unless the file's current sha256 is HEX ("" = the file must
-    /// not exist).
-    #[arg(long, value_name = "HEX")]
-    pub(crate) if_digest: Option<String>,
+    #[command(flatten)]
+    pub(crate) text: NewTextArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub(crate) format: Format,
@@ -134,13 +126,13 @@ fn save_error(error: RuleSaveError) -> CliError {
 }
 
 fn set(args: &RuleSetArgs) -> Result<(), CliError> {
-    let text = read_text(args.file.as_deref(), args.stdin.as_deref())?;
+    let text = args.text.read()?;
     let (core, target) = args.target.open()?;
     let saved = core
         .save_rule(
             &target,
             &text,
-            args.if_digest.as_deref(),
+            args.text.if_digest(),
             &Who::OsUser,
             args.over_budget.unchecked(),
         )

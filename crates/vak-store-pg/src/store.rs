@@ -1427,6 +1427,18 @@ impl PgStore {
 mod tests {
     use super::*;
 
+    /// A scratch database on the test server, migrated; `None` when no
+    /// server is configured (the test is then skipped, as every store test
+    /// here is).
+    fn migrated(tag: &str) -> Option<String> {
+        let url = crate::testing::scratch_database(&crate::testing::pg_url()?, tag);
+        PgStore::connect(&url)
+            .expect("url")
+            .migrate()
+            .expect("migrate");
+        Some(url)
+    }
+
     #[test]
     fn the_turn_lookups_spell_the_partial_index_predicate() {
         // The planner uses `vak_records_turns` only for a query whose
@@ -1483,14 +1495,9 @@ mod tests {
 
     #[test]
     fn nodes_on_one_database_lock_chats_one_way() {
-        let Some(url) = crate::testing::pg_url() else {
+        let Some(url) = migrated("lockmode") else {
             return;
         };
-        let url = crate::testing::scratch_database(&url, "lockmode");
-        PgStore::connect(&url)
-            .expect("url")
-            .migrate()
-            .expect("migrate");
         let row = PgStore::open(&url).expect("open");
         let advisory = PgStore::open(&format!("{url}?vak_lock=advisory")).expect("open");
         // The first to deliver records its mode; the other is refused.
@@ -1534,14 +1541,9 @@ mod tests {
     #[test]
     fn replay_cleanup_goes_by_the_database_clock_not_the_claim() {
         use vak_prompt_blocks::NameKind;
-        let Some(url) = crate::testing::pg_url() else {
+        let Some(url) = migrated("replayclock") else {
             return;
         };
-        let url = crate::testing::scratch_database(&url, "replayclock");
-        PgStore::connect(&url)
-            .expect("url")
-            .migrate()
-            .expect("migrate");
         let store = PgStore::open(&url).expect("open");
         let now = i64::try_from(
             std::time::SystemTime::now()
@@ -1635,14 +1637,9 @@ mod tests {
     fn a_delivery_to_a_bound_chat_takes_few_round_trips() {
         use std::sync::atomic::Ordering::SeqCst;
         use vak_prompt_blocks::NameKind;
-        let Some(url) = crate::testing::pg_url() else {
+        let Some(url) = migrated("roundtrips") else {
             return;
         };
-        let url = crate::testing::scratch_database(&url, "roundtrips");
-        PgStore::connect(&url)
-            .expect("url")
-            .migrate()
-            .expect("migrate");
         let (proxied, writes) = counting_proxy(&url);
         let store = PgStore::open(&format!("{proxied}?vak_pool=1")).expect("open");
         let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
@@ -1706,14 +1703,9 @@ mod tests {
     #[test]
     fn a_chat_whose_known_session_was_deleted_is_seen_gone() {
         use vak_prompt_blocks::NameKind;
-        let Some(url) = crate::testing::pg_url() else {
+        let Some(url) = migrated("known_gone") else {
             return;
         };
-        let url = crate::testing::scratch_database(&url, "known_gone");
-        PgStore::connect(&url)
-            .expect("url")
-            .migrate()
-            .expect("migrate");
         let store = PgStore::open(&url).expect("open");
         let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
         let chat = Name::new(NameKind::Chat, "42").expect("chat");
@@ -1775,14 +1767,9 @@ mod tests {
     fn a_continuing_delivery_whose_home_side_moved_before_its_write_writes_nothing() {
         use vak_prompt_blocks::NameKind;
         use vak_session::HomeStore;
-        let Some(url) = crate::testing::pg_url() else {
+        let Some(url) = migrated("home_moved") else {
             return;
         };
-        let url = crate::testing::scratch_database(&url, "home_moved");
-        PgStore::connect(&url)
-            .expect("url")
-            .migrate()
-            .expect("migrate");
         let store = PgStore::open(&url).expect("open");
         let other = PgStore::open(&url).expect("open");
         let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
@@ -1854,14 +1841,9 @@ mod tests {
     #[test]
     fn a_continuing_delivery_whose_read_went_stale_is_planned_again_under_the_lock() {
         use vak_prompt_blocks::NameKind;
-        let Some(url) = crate::testing::pg_url() else {
+        let Some(url) = migrated("stale_read") else {
             return;
         };
-        let url = crate::testing::scratch_database(&url, "stale_read");
-        PgStore::connect(&url)
-            .expect("url")
-            .migrate()
-            .expect("migrate");
         let store = PgStore::open(&url).expect("open");
         let other = PgStore::open(&url).expect("open");
         let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
