@@ -279,25 +279,21 @@ impl Core {
         let (over, left_out) = self.check_imported(&reach, &path, &after, cap)?;
         refuse_over(&over, unchecked, "save", block, &path, &selectors.home)?;
         refuse_unchecked(&left_out, unchecked, "save", block, &path)?;
-        // Both texts kept before the write, so the record's digests resolve.
-        let history = self.store().history();
-        if current.is_some()
-            && let Ok(Some(old)) = vak_prompt_loader::read_safely(&path, root)
-        {
-            history.put_object(&old)?;
-        }
-        history.put_object(text)?;
-        let outcome = vak_prompt_loader::save_atomic(&path, root, text, if_digest)?;
         let mut record = crate::history::VersionRecord::new(
             &target.key(self),
             block.wire_name(),
             crate::history::Action::Save,
         );
-        record.before.clone_from(&outcome.previous);
-        record.after = Some(outcome.digest.clone());
         record.tokens = Some(tokens);
         record.over_cap = !over.is_empty();
-        let unrecorded = crate::history::record_change(history, record, who, &resolved);
+        let (outcome, unrecorded) = crate::history::write_versioned(
+            self,
+            (&path, root),
+            (text, if_digest),
+            record,
+            who,
+            &resolved,
+        )?;
         Ok(ImportedSaved {
             outcome,
             recorded: unrecorded.is_none(),

@@ -247,6 +247,37 @@ pub fn keep_before_change(
     Ok(())
 }
 
+/// Write `text` as the file `path` (confined to `root`) the way a save
+/// through vak writes a file that is not a block file (a scoped rule, an
+/// imported file): its old and new texts kept first (a store that cannot
+/// keep them, or cannot append a version, refuses the save: nothing
+/// written), then `record` completed with the write's digests and appended
+/// ([`record_change`]). The second value is the warning to give when the
+/// record could not be appended after the write.
+///
+/// # Errors
+///
+/// [`crate::EditError::History`] before the write, [`crate::EditError::Save`]
+/// for the write itself (a stale `if_digest`, a path that leads out).
+pub(crate) fn write_versioned(
+    core: &Core,
+    (path, root): (&camino::Utf8Path, &camino::Utf8Path),
+    (text, if_digest): (&str, Option<&str>),
+    mut record: VersionRecord,
+    who: &Who,
+    resolved: &ResolvedPrompt,
+) -> Result<(vak_prompt_loader::SaveOutcome, Option<String>), crate::EditError> {
+    let history = core.store().history();
+    let old = vak_prompt_loader::read_safely(path, root).ok().flatten();
+    let texts: Vec<&str> = std::iter::once(text).chain(old.as_deref()).collect();
+    keep_before_change(history, &texts, resolved)?;
+    let outcome = vak_prompt_loader::save_atomic(path, root, text, if_digest)?;
+    record.before.clone_from(&outcome.previous);
+    record.after = Some(outcome.digest.clone());
+    let unrecorded = record_change(history, record, who, resolved);
+    Ok((outcome, unrecorded))
+}
+
 /// After a change is written: stamp `record` with the time and `who`,
 /// append it to the version log and keep the contributed texts of the
 /// resolution `after`. A failure is returned as the sentence to warn with
