@@ -43,9 +43,10 @@ pub enum TargetRefusal {
     Absolute,
     /// A `..` component.
     Parent,
-    /// An empty or hidden component (`.`, `.drafts`), a backslash or a
-    /// control character: one file has one spelling, and hidden files are
-    /// no layer's.
+    /// An empty or hidden component (`.`, `.drafts`), a backslash, or a
+    /// control or invisible character (a bidi override, a zero-width space):
+    /// one file has one spelling a reader can see, and hidden files are no
+    /// layer's.
     Unclean,
     /// Not a `.md` file.
     NotMarkdown,
@@ -162,7 +163,9 @@ pub fn check_target(target: &str) -> Result<(), TargetRefusal> {
     if target
         .split('/')
         .any(|part| part.is_empty() || part.starts_with('.'))
-        || target.chars().any(|c| c == '\\' || c.is_control())
+        || target
+            .chars()
+            .any(|c| c == '\\' || c.is_control() || crate::text::is_forbidden(c))
     {
         return Err(TargetRefusal::Unclean);
     }
@@ -248,6 +251,15 @@ mod tests {
         assert_eq!(check_target("parts/tone.md"), Ok(()));
         assert_eq!(check_target(".hidden.md"), Err(TargetRefusal::Unclean));
         assert_eq!(check_target(".drafts/a.md"), Err(TargetRefusal::Unclean));
+        // Names a reader cannot see as they are: a bidi override, a
+        // zero-width space, a soft hyphen.
+        for hidden in ["bad\u{202e}dm.md", "a\u{200b}b.md", "x\u{ad}y.md"] {
+            assert_eq!(
+                check_target(hidden),
+                Err(TargetRefusal::Unclean),
+                "{hidden:?}"
+            );
+        }
     }
 
     proptest! {

@@ -176,7 +176,9 @@ fn imported_file(rest: &[&str]) -> bool {
         && rest.iter().all(|part| {
             !part.is_empty()
                 && !part.starts_with('.')
-                && !part.chars().any(|c| c == '\\' || c.is_control())
+                && !part
+                    .chars()
+                    .any(|c| c == '\\' || c.is_control() || vak_prompt_blocks::is_forbidden(c))
         })
         && rest.last().is_some_and(|file| file.ends_with(".md"))
 }
@@ -227,6 +229,8 @@ mod tests {
             ".vak/prompts/rules/notes.txt",
             ".vak/prompts/rules/../guardrails.md",
             ".vak/prompts/rules/.md",
+            // A name a reader cannot see as it is (a bidi override).
+            ".vak/prompts/parts/a\u{202e}b.md",
         ] {
             assert!(!home_side_path(bad), "{bad}");
         }

@@ -665,3 +665,60 @@ fn saving_the_missing_imported_file_repairs_the_prompt() {
         stdout(&shown)
     );
 }
+
+/// Saving an imported file never writes through what a hostile home holds:
+/// a directory on the way linked out of the home, a FIFO at the name, a
+/// name with control or bidi characters; each refused, nothing written
+/// outside, no hang.
+#[test]
+fn an_imported_file_save_refuses_links_fifos_and_forged_names() {
+    let env = importing("@parts/tone.md");
+    let outside = tempfile::tempdir().unwrap();
+    symlink(outside.path(), env.home().join(".vak/prompts/parts")).unwrap();
+    let text = outside
+        .path()
+        .parent()
+        .unwrap()
+        .join(format!("vak-imported-text-{}.md", std::process::id()));
+    fs::write(&text, "Answer briefly.\n").unwrap();
+    let text = text.to_str().unwrap().to_owned();
+    let set = |file: &str| {
+        output_within(
+            &mut env.command(&[
+                "prompts", "imported", "set", "--scope", "shared", file, "--file", &text,
+            ]),
+            HANG,
+        )
+    };
+    let out = set("parts/tone.md");
+    assert_ne!(code(&out), 0, "{}", stdout(&out));
+    assert!(stderr(&out).contains("leads outside"), "{}", stderr(&out));
+    assert!(
+        fs::read_dir(outside.path()).unwrap().next().is_none(),
+        "nothing outside"
+    );
+
+    let fifo = env.home().join(".vak/prompts/fifo.md");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let out = set("fifo.md");
+    assert_ne!(code(&out), 0);
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+
+    for forged in ["bad\u{202e}name.md", "line\nbreak.md", "tab\tname.md"] {
+        let out = set(forged);
+        assert_eq!(code(&out), 2, "{forged:?}: {}", stderr(&out));
+        assert!(
+            !stderr(&out).contains('\u{202e}'),
+            "escaped: {}",
+            stderr(&out)
+        );
+    }
+}
