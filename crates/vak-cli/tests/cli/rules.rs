@@ -836,3 +836,25 @@ fn a_home_rule_is_saved_versioned_and_checked_in_every_trusted_project() {
     );
     assert_eq!(dir.status.code(), Some(2), "{}", stderr(&dir));
 }
+
+/// A home whose `rules/` directory is a link out of it: a home rule's save
+/// is refused naming where it leads, and nothing is written there.
+#[test]
+fn a_home_rule_save_never_writes_through_a_rules_directory_linked_out() {
+    let env = payments_project();
+    let outside = tempfile::tempdir().unwrap();
+    fs::create_dir_all(env.home().join(".vak/prompts")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), env.home().join(".vak/prompts/rules")).unwrap();
+    let out = env.vak_stdin(
+        &["prompts", "rule", "set", "--scope", "shared", "style", "-"],
+        "+++\npaths = [\"**/*.md\"]\n+++\n- Keep headings short.\n",
+    );
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        crate::common::stdout(&out)
+    );
+    assert!(stderr(&out).contains("leads outside"), "{}", stderr(&out));
+    assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
+}
