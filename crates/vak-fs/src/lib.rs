@@ -71,7 +71,7 @@ impl FsError {
 }
 
 /// What a file type is, for a refusal: `a FIFO`, `a directory`, ….
-pub fn kind_of(file_type: std::fs::FileType) -> &'static str {
+fn kind_of(file_type: std::fs::FileType) -> &'static str {
     if file_type.is_fifo() {
         "a FIFO"
     } else if file_type.is_dir() {
@@ -149,7 +149,7 @@ pub fn open_regular(path: &Utf8Path, options: &mut OpenOptions) -> Result<Option
 /// # Errors
 ///
 /// [`FsError::Io`] naming the directory.
-pub fn open_dir(dir: &Utf8Path) -> Result<File, FsError> {
+fn open_dir(dir: &Utf8Path) -> Result<File, FsError> {
     OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
