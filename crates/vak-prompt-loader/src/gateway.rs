@@ -2173,7 +2173,7 @@ mod tests {
             let (mut c, mut s) = (Vec::new(), Vec::new());
             load_gateway(
                 &home,
-                &mut Snapshot::sharing(&indexes),
+                &mut Snapshot::once_sharing(&indexes),
                 Some(&bot),
                 Some(&chat_of(i)),
                 &mut c,

@@ -84,7 +84,7 @@ pub struct Snapshot {
     /// reads each file once anyway, so no text is kept (a copy of each).
     pub(crate) once: bool,
     /// The indexes of long gateway texts, this snapshot's own or shared
-    /// with the owner that opened it ([`Snapshot::sharing`]).
+    /// with the owner that opened it ([`Snapshot::once_sharing`]).
     pub(crate) indexes: GatewayIndexes,
 }
 
@@ -129,18 +129,11 @@ impl Snapshot {
         snapshot
     }
 
-    /// A snapshot that indexes long gateway texts into `indexes`, kept by
-    /// an owner that opens many snapshots of one home (the gateway's prompt
-    /// cache): a chat's chain read after the cache dropped it looks its
-    /// entry up in the index rather than walking a 1 MB `allowlist.json`.
-    pub fn sharing(indexes: &GatewayIndexes) -> Self {
-        Snapshot {
-            indexes: indexes.clone(),
-            ..Snapshot::default()
-        }
-    }
-
-    /// [`Snapshot::sharing`] for one chain: no file's text is kept.
+    /// A snapshot for one chain that indexes long gateway texts into
+    /// `indexes`, kept by an owner that opens many snapshots of one home
+    /// (the gateway's prompt cache): a chat's chain read after the cache
+    /// dropped it looks its entry up in the index rather than walking a
+    /// 1 MB `allowlist.json`. No file's text is kept.
     pub fn once_sharing(indexes: &GatewayIndexes) -> Self {
         Snapshot {
             once: true,
