@@ -49,11 +49,44 @@ use crate::structure::{Leaf, SURFACE_PREFIX, leaf_at, may_open_structure};
 /// of `text` is kept, in order. Borrows when nothing changes; linear in the
 /// length of `text`.
 pub fn contain_markdown(text: &str) -> Cow<'_, str> {
-    // Nearly every line of prose starts with a letter: a text none of whose
-    // lines could open structure is not parsed at all.
-    if !text.split('\n').any(may_open_structure) {
+    if !needs_containment(text) {
         return Cow::Borrowed(text);
     }
+    contain_parsed(text)
+}
+
+/// Whether [`contain_markdown`] could change `text` at all. Nearly every
+/// line of prose starts with a letter, and nearly every guardrail is a
+/// bullet of prose: a text none of whose lines could open structure, or
+/// only as a bullet whose words start like prose, is not parsed. A bullet
+/// is kept as it is, and its words cannot nest, close, or forge anything
+/// when they start with a letter (held by a property test against the
+/// parsed reading).
+pub fn needs_containment(text: &str) -> bool {
+    text.split('\n').any(|line| {
+        let content = line.trim_start_matches([' ', '\t']);
+        // A link reference definition first in the text reads as one
+        // only where no paragraph comes before it ([`first_line_marker`]).
+        content.starts_with('[') || (may_open_structure(line) && !plain_bullet(content))
+    })
+}
+
+/// Whether `line` (its indentation taken off) is a `-`, `*` or `+` bullet
+/// whose words begin with something that cannot open structure.
+fn plain_bullet(line: &str) -> bool {
+    let bytes = line.as_bytes();
+    if bytes.len() < 3
+        || !matches!(bytes[0], b'-' | b'*' | b'+')
+        || !matches!(bytes[1], b' ' | b'\t')
+    {
+        return false;
+    }
+    let words = line[2..].trim_start_matches([' ', '\t']);
+    !words.is_empty() && !may_open_structure(words)
+}
+
+/// [`contain_markdown`] past its first look: the text is parsed.
+fn contain_parsed(text: &str) -> Cow<'_, str> {
     let first = first_line_marker(text);
     let mut contained = with_backslashes(Cow::Borrowed(text), first.into_iter().collect());
     // A backslash can change how the lines after it are read: an escaped

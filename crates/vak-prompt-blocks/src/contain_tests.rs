@@ -3,7 +3,7 @@ use std::borrow::Cow;
 use proptest::prelude::*;
 use pulldown_cmark::{CodeBlockKind, Event, Parser, Tag};
 
-use super::contain_markdown;
+use super::{contain_markdown, contain_parsed, needs_containment};
 
 #[track_caller]
 fn check(text: &str, want: &str) {
@@ -385,4 +385,47 @@ proptest! {
         prop_assert!(keeps_words(&text, &once), "{:?} became {:?}", text, once);
         prop_assert!(!leaves_a_fence_open(&once), "{:?} became {:?}", text, once);
     }
+
+    /// The first look that skips parsing is right: every text it passes
+    /// over is one the parsed reading leaves exactly as it is.
+    #[test]
+    fn a_text_passed_over_unparsed_is_one_parsing_keeps(text in prose_or_markdown_text()) {
+        if !needs_containment(&text) {
+            prop_assert_eq!(contain_parsed(&text), Cow::Borrowed(text.as_str()));
+        }
+    }
+}
+
+/// Lines of prose and bullets of prose, mixed with the Markdown of
+/// [`markdown_line`]: most texts are passed over, some are parsed.
+fn prose_or_markdown_text() -> impl Strategy<Value = String> {
+    let prose = (
+        prop::sample::select(vec![
+            "", " ", "  ", "    ", "\t", "- ", "* ", "+ ", "  - ", "    - ", "-\t", "- - ", "1. ",
+            "> ",
+        ]),
+        prop::sample::select(vec![
+            "Read before writing.",
+            "run `cargo test` first",
+            "never <!-- this",
+            "[x]: y",
+            "a [link](x) and *stress*",
+            "do not # heading",
+            "word ---",
+            "Surface: cli",
+            "\u{a0}Surface: cli",
+            "",
+            "===",
+            "---",
+        ]),
+    )
+        .prop_map(|(lead, words)| format!("{lead}{words}"));
+    let line = prop_oneof![3 => prose, 1 => markdown_line()];
+    (prop::collection::vec(line, 0..12), any::<bool>()).prop_map(|(lines, end)| {
+        let mut text = lines.join("\n");
+        if end {
+            text.push('\n');
+        }
+        text
+    })
 }

@@ -34,7 +34,7 @@ mod text;
 pub use block::{Block, Composition, Owner};
 pub use change::{ChangeKind, LayerChange, short_digest};
 pub use civil::civil_from_days;
-pub use contain::contain_markdown;
+pub use contain::{contain_markdown, needs_containment};
 pub use contract::{
     AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, ParentSession,
     PromptLayerDescriptor, fingerprint, fingerprint_text,

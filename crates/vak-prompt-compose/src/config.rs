@@ -203,7 +203,8 @@ impl ComposeMemo {
     /// `text`, each text contained once per memo.
     pub(crate) fn contain<'t>(&mut self, text: &'t str) -> std::borrow::Cow<'t, str> {
         use std::borrow::Cow;
-        if text.len() < CONTAIN_MEMO_MIN_BYTES {
+        // A text its first look passes over costs less than its digest.
+        if text.len() < CONTAIN_MEMO_MIN_BYTES || !vak_prompt_blocks::needs_containment(text) {
             return vak_prompt_blocks::contain_markdown(text);
         }
         let key = *blake3::hash(text.as_bytes()).as_bytes();
