@@ -1,0 +1,566 @@
+//! The JSON documents the CLI's `--json` and the admin API both answer,
+//! one `Serialize` type per concept: a save's (or reset's, or revert's)
+//! result, the versions of a file, a diff between two of them, what
+//! changed since a session froze its prompt, what trusting a project would
+//! change, and the chains a change would push over the cap.
+//!
+//! Each is a projection of what the library's operation returned; it
+//! borrows and computes nothing the operation did not. Where the terminal
+//! and the admin page really say different things (the page's URL already
+//! names the block; a terminal prints warnings on stderr, the page shows
+//! them inline), the difference is a documented [`Audience`] or builder
+//! option on the one type, never a second document.
+//!
+//! Both front ends encode a document through [`serde_json::Value`] (see
+//! [`to_value`]), whose map orders keys by name: the field order here is
+//! for the reader, and the bytes on the wire are the same either way.
+
+use camino::Utf8Path;
+use serde::Serialize;
+use vak_prompt_budget::{LayerTokens, TokenSummary};
+
+use crate::history::{
+    BlockPreview, CurrentText, ElsewherePreview, History, HistoryError, TextChange, TrustPreview,
+    VersionRecord, Versions,
+};
+use crate::{OverCap, OverChain, Reset, Saved};
+
+/// Encode a document as the JSON value both front ends print or answer.
+///
+/// # Errors
+/// When a field cannot be encoded (a map with non-string keys: none of the
+/// documents here has one).
+pub fn to_value(document: &impl Serialize) -> Result<serde_json::Value, serde_json::Error> {
+    serde_json::to_value(document)
+}
+
+/// Who reads a document, for the few fields that differ between the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Audience {
+    /// `vak … --json`: the block is named in the document (a script may
+    /// have saved several), counts before and after are bare numbers, and
+    /// warnings go to stderr rather than into the document.
+    Terminal,
+    /// The admin page: the URL names the block, counts before and after
+    /// are whole token summaries (the page draws the cap and the window),
+    /// and the preview's lints, `not_applied` and any `unrecorded` warning
+    /// are fields the page shows.
+    Page,
+}
+
+/// A prefix's token count in a save's result: a bare number for a
+/// terminal, the whole summary for the page ([`Audience`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Tokens {
+    /// The prefix's tokens.
+    Count(usize),
+    /// The prefix's tokens against the cap and the window.
+    Summary(TokenSummary),
+}
+
+impl Tokens {
+    fn of(report: &vak_prompt_budget::BudgetReport, audience: Audience) -> Tokens {
+        match audience {
+            Audience::Terminal => Tokens::Count(report.prefix_tokens),
+            Audience::Page => Tokens::Summary(report.summary()),
+        }
+    }
+}
+
+/// What a save, a revert or a reset of one block file answers.
+///
+/// A field left `None` is absent from the document; an inner `None` is a
+/// JSON `null` (a reset's `digest`: no file after it).
+#[derive(Debug, Clone, Serialize)]
+pub struct SavedReport<'a> {
+    /// The block's wire name ([`Audience::Terminal`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<&'static str>,
+    /// The file written or removed.
+    pub path: &'a Utf8Path,
+    /// The file's digest now (`null`: no file).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub digest: Option<Option<&'a str>>,
+    /// The file's digest before (`null`: there was none).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<Option<&'a str>>,
+    /// A reset's: the digest of the file it removed (`null`: none was).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<Option<&'a str>>,
+    /// The prefix's tokens after the change, against the cap.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens: Option<TokenSummary>,
+    /// The prefix's tokens before the change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_before: Option<Tokens>,
+    /// The prefix's tokens after the change.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_after: Option<Tokens>,
+    /// Whether the change was made over the cap, as asked.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub over_cap: Option<bool>,
+    /// Whether a version and an audit event were kept.
+    pub recorded: bool,
+    /// Why the change was made but not recorded ([`Audience::Page`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unrecorded: Option<Option<&'a str>>,
+    /// The text's lints ([`Audience::Page`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lints: Option<&'a [String]>,
+    /// Why the layer's text does not apply here ([`Audience::Page`] only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applied: Option<Option<&'a str>>,
+}
+
+impl<'a> SavedReport<'a> {
+    /// The fields every change answers, from its preview.
+    fn change(
+        block: vak_prompt_blocks::Block,
+        preview: &'a crate::Preview,
+        recorded: bool,
+        over_cap: bool,
+        unrecorded: Option<&'a str>,
+        audience: Audience,
+    ) -> Self {
+        let page = audience == Audience::Page;
+        SavedReport {
+            block: (!page).then(|| block.wire_name()),
+            path: &preview.path,
+            digest: None,
+            previous: None,
+            removed: None,
+            tokens: Some(preview.budget.report.summary()),
+            tokens_before: Some(Tokens::of(&preview.budget_before.report, audience)),
+            tokens_after: Some(Tokens::of(&preview.budget.report, audience)),
+            over_cap: Some(over_cap),
+            recorded,
+            unrecorded: page.then_some(unrecorded),
+            lints: page.then_some(preview.lints.as_slice()),
+            not_applied: page.then_some(preview.not_applied.as_deref()),
+        }
+    }
+
+    /// A save's or a revert's result.
+    pub fn saved(
+        block: vak_prompt_blocks::Block,
+        saved: &'a Saved,
+        audience: Audience,
+    ) -> SavedReport<'a> {
+        SavedReport {
+            path: &saved.outcome.path,
+            digest: Some(Some(&saved.outcome.digest)),
+            previous: Some(saved.outcome.previous.as_deref()),
+            ..SavedReport::change(
+                block,
+                &saved.preview,
+                saved.recorded,
+                saved.over_cap,
+                saved.unrecorded.as_deref(),
+                audience,
+            )
+        }
+    }
+
+    /// A reset's result. A terminal also reads it as a save answers one:
+    /// the file's digest before (`previous`), and none after (`digest`).
+    pub fn reset(
+        block: vak_prompt_blocks::Block,
+        reset: &'a Reset,
+        audience: Audience,
+    ) -> SavedReport<'a> {
+        let removed = reset.removed.as_deref();
+        let terminal = audience == Audience::Terminal;
+        SavedReport {
+            removed: Some(removed),
+            digest: terminal.then_some(None),
+            previous: terminal.then_some(removed),
+            ..SavedReport::change(
+                block,
+                &reset.preview,
+                reset.recorded,
+                reset.over_cap,
+                reset.unrecorded.as_deref(),
+                audience,
+            )
+        }
+    }
+
+    /// An edit that changed nothing: the file as it was, on both sides
+    /// (`digest` `null` when there is no file), nothing written or counted.
+    pub fn unchanged(
+        block: vak_prompt_blocks::Block,
+        path: &'a Utf8Path,
+        digest: Option<&'a str>,
+    ) -> SavedReport<'a> {
+        SavedReport {
+            block: Some(block.wire_name()),
+            path,
+            digest: Some(digest),
+            previous: Some(digest),
+            removed: None,
+            tokens: None,
+            tokens_before: None,
+            tokens_after: None,
+            over_cap: None,
+            recorded: false,
+            unrecorded: None,
+            lints: None,
+            not_applied: None,
+        }
+    }
+}
+
+/// One chain a change or a check found over its cap.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverChainReport<'a> {
+    /// The chain, as [`describe_chain`](crate::describe_chain) names it.
+    pub chain: &'a str,
+    /// The trusted project it is in (`null`: the project named).
+    pub project: Option<&'a Utf8Path>,
+    /// Its prefix's tokens.
+    pub prefix_tokens: usize,
+    /// Its cap.
+    pub cap: usize,
+    /// How far over.
+    pub over_by: usize,
+    /// The user-owned layers that contribute, largest first.
+    pub offenders: Vec<&'a LayerTokens>,
+}
+
+impl OverChain {
+    /// This chain as a refusal or a check reports it.
+    pub fn report(&self) -> OverChainReport<'_> {
+        OverChainReport {
+            chain: &self.chain,
+            project: self.project.as_deref(),
+            prefix_tokens: self.report.prefix_tokens,
+            cap: self.report.cap,
+            over_by: self.report.over_by(),
+            offenders: self.report.offenders(),
+        }
+    }
+}
+
+impl OverCap {
+    /// Every chain over its cap ([`OverChain::report`]), in order.
+    pub fn reports(&self) -> Vec<OverChainReport<'_>> {
+        self.chains().iter().map(OverChain::report).collect()
+    }
+}
+
+/// The versions of one file (or gateway key), oldest first.
+#[derive(Debug, Clone, Serialize)]
+pub struct VersionsReport<'a> {
+    /// What the versions are of, as a terminal names it ([`Self::target`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<&'a str>,
+    /// The block's wire name, for a block file or a gateway key.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<&'static str>,
+    /// The file ([`Self::at_path`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<&'a Utf8Path>,
+    /// The gateway key ([`Self::at_key`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<&'a str>,
+    /// The digest the file has now, which a page sends back with a revert
+    /// ([`Self::with_current`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub current_digest: Option<&'a str>,
+    /// The records, oldest first.
+    pub versions: &'a [VersionRecord],
+    /// How many lines of the log were skipped; a terminal warns on stderr
+    /// instead ([`Self::with_current`] adds it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<usize>,
+}
+
+impl<'a> VersionsReport<'a> {
+    /// `versions` as a document; the builder methods say what they are of.
+    pub fn of(versions: &'a Versions) -> Self {
+        VersionsReport {
+            target: None,
+            block: None,
+            path: None,
+            key: None,
+            current_digest: None,
+            versions: &versions.records,
+            skipped: None,
+        }
+    }
+}
+
+impl<'a> VersionsReport<'a> {
+    /// Name what the versions are of, as a terminal does (`target`).
+    #[must_use]
+    pub fn target(mut self, target: &'a str) -> Self {
+        self.target = Some(target);
+        self
+    }
+
+    /// Name the block.
+    #[must_use]
+    pub fn block(mut self, block: vak_prompt_blocks::Block) -> Self {
+        self.block = Some(block.wire_name());
+        self
+    }
+
+    /// Name the file, as the admin page does.
+    #[must_use]
+    pub fn at_path(mut self, path: &'a Utf8Path) -> Self {
+        self.path = Some(path);
+        self
+    }
+
+    /// Name the gateway key, as the admin page does.
+    #[must_use]
+    pub fn at_key(mut self, key: &'a str) -> Self {
+        self.key = Some(key);
+        self
+    }
+
+    /// Add the digest the file has now and the count of skipped lines, as
+    /// the admin page shows them.
+    #[must_use]
+    pub fn with_current(mut self, digest: &'a str, skipped: usize) -> Self {
+        self.current_digest = Some(digest);
+        self.skipped = Some(skipped);
+        self
+    }
+}
+
+/// A unified diff between two versions of one file or gateway key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VersionDiff {
+    /// The block's wire name ([`Self::of_file`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub block: Option<&'static str>,
+    /// The file, or the gateway key, as a terminal names it
+    /// ([`Self::of_file`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// The gateway key, as the admin page names it ([`Self::of_key`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The older version's digest (`null`: no file).
+    pub from: Option<String>,
+    /// The newer version's digest (`null`: no file).
+    pub to: Option<String>,
+    /// The unified diff (empty: the same text).
+    pub diff: String,
+}
+
+impl VersionDiff {
+    /// The diff from `from` to `to` (`None`: no file, or no key), each
+    /// read from `history`, or from `current` when it is the text's digest
+    /// now (edited by hand, or by a `git pull`, and never recorded).
+    /// `label` heads both sides with the digest's short form, or `absent`.
+    ///
+    /// # Errors
+    /// When either version is neither kept nor the current text.
+    pub fn between(
+        history: &dyn History,
+        label: &str,
+        absent: &str,
+        from: Option<String>,
+        to: Option<String>,
+        current: Option<&CurrentText>,
+    ) -> Result<VersionDiff, HistoryError> {
+        let old = crate::history::text_or_current(history, from.as_deref(), current)?;
+        let new = crate::history::text_or_current(history, to.as_deref(), current)?;
+        let short = |d: &Option<String>| {
+            d.as_deref()
+                .map_or_else(|| absent.to_owned(), vak_prompt_blocks::short_digest)
+        };
+        let diff = crate::history::unified(
+            &format!("{label} {}", short(&from)),
+            &format!("{label} {}", short(&to)),
+            &old,
+            &new,
+        );
+        Ok(VersionDiff {
+            block: None,
+            path: None,
+            key: None,
+            from,
+            to,
+            diff,
+        })
+    }
+
+    /// Name the block and its file (or key), as a terminal does.
+    #[must_use]
+    pub fn of_file(mut self, block: vak_prompt_blocks::Block, path: String) -> Self {
+        self.block = Some(block.wire_name());
+        self.path = Some(path);
+        self
+    }
+
+    /// Name the gateway key, as the admin page does.
+    #[must_use]
+    pub fn of_key(mut self, key: String) -> Self {
+        self.key = Some(key);
+        self
+    }
+}
+
+/// One block and layer whose text changed since a session froze it: what
+/// `vak session diff` and the admin's rotation diff list.
+#[derive(Debug, Clone, Serialize)]
+pub struct TextChangeReport<'a> {
+    /// The block's wire name.
+    pub block: &'a str,
+    /// The layer's wire name.
+    pub layer: &'a str,
+    /// The source (path or gateway key).
+    pub source: Option<&'a str>,
+    /// The frozen digest (`null`: added since).
+    pub frozen: Option<&'a str>,
+    /// The current digest (`null`: removed since).
+    pub current: Option<&'a str>,
+    /// The unified diff (`null` when there is none: see `error`).
+    pub diff: Option<&'a str>,
+    /// Why there is no diff (`text not kept`).
+    pub error: Option<&'a str>,
+    /// `changed`, `added`, `removed`, `moved` or `reordered`.
+    pub kind: &'static str,
+    /// The layer the frozen text came from.
+    pub frozen_layer: Option<&'a str>,
+    /// The source the frozen text came from.
+    pub frozen_source: Option<&'a str>,
+}
+
+impl TextChange {
+    /// This change as a document.
+    pub fn report(&self) -> TextChangeReport<'_> {
+        let (diff, error) = match &self.diff {
+            Ok(diff) => (Some(diff.as_str()), None),
+            Err(why) => (None, Some(why.as_str())),
+        };
+        TextChangeReport {
+            block: &self.block,
+            layer: &self.layer,
+            source: self.source.as_deref(),
+            frozen: self.frozen.as_deref(),
+            current: self.current.as_deref(),
+            diff,
+            error,
+            kind: self.kind.as_str(),
+            frozen_layer: self.frozen_layer.as_deref(),
+            frozen_source: self.frozen_source.as_deref(),
+        }
+    }
+}
+
+/// A prefix's tokens before and after trusting, and the cap after.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct TokensBeforeAfter {
+    /// Before (untrusted).
+    pub before: usize,
+    /// After (trusted).
+    pub after: usize,
+    /// The cap once trusted.
+    pub cap: usize,
+}
+
+/// The largest chain trusting would push over its cap.
+#[derive(Debug, Clone, Serialize)]
+pub struct OverSummary<'a> {
+    /// The chain.
+    pub chain: &'a str,
+    /// Its prefix's tokens once trusted.
+    pub prefix_tokens: usize,
+    /// Its cap.
+    pub cap: usize,
+}
+
+/// A config key trusting would apply, and the file that sets it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigKeyReport<'a> {
+    /// The dotted key.
+    pub key: &'a str,
+    /// The file.
+    pub source: &'a str,
+}
+
+/// What trusting a project would change: `vak trust --preview --json` and
+/// `GET /api/trust-preview`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TrustPreviewReport<'a> {
+    /// The project, as a terminal names it ([`Self::on_chain`]); the page
+    /// never shows the server's paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub project: Option<&'a Utf8Path>,
+    /// The chain the blocks are shown on ([`Self::on_chain`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain: Option<String>,
+    /// Whether the project is trusted already ([`Self::trusted`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trusted: Option<bool>,
+    /// Every block whose text trusting would change on the chain.
+    pub blocks: &'a [BlockPreview],
+    /// Every other change, with the chains it shows on.
+    pub elsewhere: &'a [ElsewherePreview],
+    /// Which chains could not be budgeted, when some could not.
+    pub not_budgeted: Option<String>,
+    /// Why trusting could not be shown to stay under the cap, when not.
+    pub unproven: Option<String>,
+    /// The named chain's prefix before and after.
+    pub tokens: TokensBeforeAfter,
+    /// The largest chain trusting would push over its cap.
+    pub over: Option<OverSummary<'a>>,
+    /// Every chain trusting would push over its cap.
+    pub over_chains: Vec<OverChainReport<'a>>,
+    /// The config keys that would apply.
+    pub config_keys: Vec<ConfigKeyReport<'a>>,
+}
+
+impl TrustPreview {
+    /// This preview as a document.
+    pub fn report(&self) -> TrustPreviewReport<'_> {
+        let budget = &self.budget;
+        TrustPreviewReport {
+            project: None,
+            chain: None,
+            trusted: None,
+            blocks: &self.blocks,
+            elsewhere: &self.elsewhere,
+            not_budgeted: budget.left_out.note(),
+            unproven: budget.unproven(),
+            tokens: TokensBeforeAfter {
+                before: budget.before.report.prefix_tokens,
+                after: budget.after.report.prefix_tokens,
+                cap: budget.after.report.cap,
+            },
+            over: budget.over.largest().map(|o| OverSummary {
+                chain: &o.chain,
+                prefix_tokens: o.report.prefix_tokens,
+                cap: o.report.cap,
+            }),
+            over_chains: budget.over.reports(),
+            config_keys: self
+                .config_keys
+                .iter()
+                .map(|(key, source)| ConfigKeyReport { key, source })
+                .collect(),
+        }
+    }
+}
+
+impl<'a> TrustPreviewReport<'a> {
+    /// Name the project and the chain shown, as a terminal does.
+    #[must_use]
+    pub fn on_chain(mut self, project: &'a Utf8Path, chain: String) -> Self {
+        self.project = Some(project);
+        self.chain = Some(chain);
+        self
+    }
+
+    /// Say whether the project is trusted already, as the page does.
+    #[must_use]
+    pub fn trusted(mut self, trusted: bool) -> Self {
+        self.trusted = Some(trusted);
+        self
+    }
+}
