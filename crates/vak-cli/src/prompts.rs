@@ -506,7 +506,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             "tokens_after": budget.after.report.prefix_tokens,
             "cap": budget.after.report.cap,
             "over_cap": trusted.over_cap(),
-            "over_chains": budget.over.to_json(),
+            "over_chains": budget.over.reports(),
             "recorded": trusted.unrecorded.is_none(),
         }));
     }
@@ -576,31 +576,9 @@ fn trust_preview(
         })?
     };
     let budget = &preview.budget;
-    let over = budget.over.largest().map(
-        |o| json!({"chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap}),
-    );
     if format == Format::Json {
-        let keys: Vec<_> = preview
-            .config_keys
-            .iter()
-            .map(|(key, source)| json!({"key": key, "source": source}))
-            .collect();
-        return print_json(&json!({
-            "project": dir,
-            "chain": vak_core::describe_chain(&selectors, vak_core::prompts::Trust::Untrusted),
-            "blocks": preview.blocks,
-            "elsewhere": preview.elsewhere,
-            "not_budgeted": budget.left_out.note(),
-            "unproven": budget.unproven(),
-            "tokens": {
-                "before": budget.before.report.prefix_tokens,
-                "after": budget.after.report.prefix_tokens,
-                "cap": budget.after.report.cap,
-            },
-            "over": over,
-            "over_chains": budget.over.to_json(),
-            "config_keys": keys,
-        }));
+        let chain = vak_core::describe_chain(&selectors, vak_core::prompts::Trust::Untrusted);
+        return out::print_document(&preview.report().on_chain(dir, chain));
     }
     let mut text = format!(
         "trusting `{}` would change (nothing is written), on the chain for {}:
