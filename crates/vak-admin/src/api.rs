@@ -24,7 +24,7 @@ use vak_core::{
 use crate::AdminError;
 use crate::server::AppState;
 use vak_core::history::TextChange;
-use vak_core::output::{self, Audience, SavedReport, VersionDiff, VersionsReport};
+use vak_core::output::{self, Audience, SavedReport, VersionDiff, VersionsReport, trust_name};
 
 type Shared = State<Arc<AppState>>;
 
@@ -366,13 +366,6 @@ fn prompt_json_with_tail(
         map.insert("budget_warnings".to_owned(), json!(budget.warnings));
     }
     Ok(report)
-}
-
-fn trust_name(trust: Trust) -> &'static str {
-    match trust {
-        Trust::Trusted => "trusted",
-        Trust::Untrusted => "untrusted",
-    }
 }
 
 /// `GET /api/prompt`: the effective prompt for the selectors.
@@ -875,15 +868,7 @@ pub(crate) async fn rules(
     };
     let trust = core.trust()?;
     let report = core.rules_report(&paths, trust);
-    Ok(Json(json!({
-        "trust": trust_name(trust),
-        "rules": report.rules,
-        "paths": report.paths,
-        "active": report.active,
-        "demoted": report.demoted,
-        "skipped": report.skipped,
-        "tail": report.tail,
-    })))
+    document(&report.listing(trust))
 }
 
 /// `GET /api/audit?limit=N` answers this many events by default.

@@ -23,7 +23,8 @@ use crate::history::{
     BlockPreview, CurrentText, ElsewherePreview, History, HistoryError, TextChange, TrustPreview,
     VersionRecord, Versions,
 };
-use crate::{OverCap, OverChain, Reset, Saved};
+use crate::{OverCap, OverChain, Reset, RulesReport, Saved};
+use vak_prompt_trust::Trust;
 
 /// Encode a document as the JSON value both front ends print or answer.
 ///
@@ -32,6 +33,14 @@ use crate::{OverCap, OverChain, Reset, Saved};
 /// documents here has one).
 pub fn to_value(document: &impl Serialize) -> Result<serde_json::Value, serde_json::Error> {
     serde_json::to_value(document)
+}
+
+/// A trust level as every document names it: `trusted` or `untrusted`.
+pub fn trust_name(trust: Trust) -> &'static str {
+    match trust {
+        Trust::Trusted => "trusted",
+        Trust::Untrusted => "untrusted",
+    }
 }
 
 /// Who reads a document, for the few fields that differ between the two.
@@ -562,5 +571,160 @@ impl<'a> TrustPreviewReport<'a> {
     pub fn trusted(mut self, trusted: bool) -> Self {
         self.trusted = Some(trusted);
         self
+    }
+}
+
+/// The scoped rules as `GET /api/rules` lists them: the [`RulesReport`]
+/// that `vak prompts show --format json` carries as `scoped_rules`, beside
+/// the trust it was read under.
+#[derive(Debug, Clone, Serialize)]
+pub struct RulesListing<'a> {
+    /// `trusted` or `untrusted`.
+    pub trust: &'static str,
+    /// The rules, their matches and what was left out.
+    #[serde(flatten)]
+    pub report: &'a RulesReport,
+}
+
+impl RulesReport {
+    /// This report as a listing read under `trust`.
+    pub fn listing(&self, trust: Trust) -> RulesListing<'_> {
+        RulesListing {
+            trust: trust_name(trust),
+            report: self,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::history::TextChangeKind;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    /// A session's change as `vak session diff` and the rotation diff
+    /// spelled it with `json!` before this type: the wire format to keep.
+    fn former(c: &TextChange) -> serde_json::Value {
+        let (diff, not_kept) = match &c.diff {
+            Ok(diff) => (Some(diff.as_str()), None),
+            Err(why) => (None, Some(why.as_str())),
+        };
+        json!({
+            "block": c.block, "layer": c.layer, "source": c.source,
+            "frozen": c.frozen, "current": c.current, "diff": diff, "error": not_kept,
+            "kind": c.kind.as_str(), "frozen_layer": c.frozen_layer,
+            "frozen_source": c.frozen_source,
+        })
+    }
+
+    fn kind() -> impl Strategy<Value = TextChangeKind> {
+        prop_oneof![
+            Just(TextChangeKind::Changed),
+            Just(TextChangeKind::Added),
+            Just(TextChangeKind::Removed),
+            Just(TextChangeKind::Moved),
+            Just(TextChangeKind::Reordered),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn a_text_change_reads_as_it_did_byte_for_byte(
+            block in ".{0,8}",
+            layer in ".{0,8}",
+            source in proptest::option::of(".{0,12}"),
+            frozen in proptest::option::of("[0-9a-f]{0,8}"),
+            current in proptest::option::of("[0-9a-f]{0,8}"),
+            diff in prop_oneof![".{0,20}".prop_map(Ok), ".{0,20}".prop_map(Err)],
+            kind in kind(),
+            frozen_layer in proptest::option::of(".{0,8}"),
+            frozen_source in proptest::option::of(".{0,12}"),
+        ) {
+            let change = TextChange {
+                block, layer, source, frozen, current, diff, kind, frozen_layer, frozen_source,
+            };
+            let now = to_value(&change.report()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert_eq!(now.to_string(), former(&change).to_string());
+            // Exactly one of a diff and why there is none.
+            prop_assert!(now["diff"].is_null() != now["error"].is_null());
+        }
+    }
+
+    #[test]
+    fn counts_before_and_after_are_numbers_for_a_terminal_and_summaries_for_the_page() {
+        let count = to_value(&Tokens::Count(42)).ok();
+        assert_eq!(count, Some(json!(42)));
+        let summary = TokenSummary {
+            prefix: 42,
+            cap: 100,
+            model: "m",
+            context_window: 1000,
+        };
+        let page = to_value(&Tokens::Summary(summary)).ok();
+        assert_eq!(
+            page,
+            Some(json!({"prefix": 42, "cap": 100, "model": "m", "context_window": 1000}))
+        );
+    }
+
+    #[test]
+    fn an_unchanged_edit_names_the_file_on_both_sides_and_counts_nothing() {
+        let path = Utf8Path::new("/p/.vak/prompts/identity.md");
+        let unchanged = SavedReport::unchanged(vak_prompt_blocks::Block::Identity, path, None);
+        assert_eq!(
+            to_value(&unchanged).ok(),
+            Some(json!({
+                "block": "identity",
+                "path": "/p/.vak/prompts/identity.md",
+                "digest": null,
+                "previous": null,
+                "recorded": false,
+            }))
+        );
+    }
+
+    #[test]
+    fn versions_say_only_what_they_are_of_when_asked() {
+        let versions = Versions {
+            records: Vec::new(),
+            skipped: 3,
+        };
+        assert_eq!(
+            to_value(&VersionsReport::of(&versions)).ok(),
+            Some(json!({"versions": []}))
+        );
+        let path = Utf8Path::new("/p/x.md");
+        let page = VersionsReport::of(&versions)
+            .block(vak_prompt_blocks::Block::Identity)
+            .at_path(path)
+            .with_current("abc", versions.skipped);
+        assert_eq!(
+            to_value(&page).ok(),
+            Some(json!({
+                "block": "identity", "path": "/p/x.md", "current_digest": "abc",
+                "versions": [], "skipped": 3,
+            }))
+        );
+        let terminal = VersionsReport::of(&versions).target("bots.json#/b/prompts/identity");
+        assert_eq!(
+            to_value(&terminal).ok(),
+            Some(json!({"target": "bots.json#/b/prompts/identity", "versions": []}))
+        );
+    }
+
+    #[test]
+    fn a_rules_listing_is_the_report_beside_its_trust() {
+        let report = RulesReport {
+            tail: "- a rule".to_owned(),
+            ..RulesReport::default()
+        };
+        assert_eq!(
+            to_value(&report.listing(Trust::Untrusted)).ok(),
+            Some(json!({
+                "trust": "untrusted", "rules": [], "paths": [], "active": [],
+                "demoted": [], "skipped": [], "tail": "- a rule",
+            }))
+        );
     }
 }
