@@ -727,4 +727,85 @@ mod tests {
             }))
         );
     }
+
+    /// A real save and reset in a temporary home and project, read by both
+    /// audiences, against what the CLI and the admin spelled with `json!`
+    /// before this type: byte for byte, once encoded.
+    #[test]
+    fn a_save_and_a_reset_read_as_they_did_for_the_terminal_and_the_page() {
+        use crate::{Core, EditTarget, Scope, Selectors, SubLayer};
+        use vak_prompt_blocks::Block;
+        let dir = tempfile::tempdir().unwrap();
+        let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        std::fs::create_dir_all(root.join("proj")).unwrap();
+        let core = Core::open(Selectors::new(root.join("home"), root.join("proj"))).unwrap();
+        let target = EditTarget::new(Scope::Project, SubLayer::Base, Block::Identity).unwrap();
+        let saved = core
+            .save_block(&target, "You are mine.\n", Some(""))
+            .unwrap();
+        let p = &saved.preview;
+        let terminal = json!({
+            "block": "identity",
+            "path": saved.outcome.path,
+            "digest": saved.outcome.digest,
+            "previous": saved.outcome.previous,
+            "tokens": p.budget.report.summary(),
+            "tokens_before": p.budget_before.report.prefix_tokens,
+            "tokens_after": p.budget.report.prefix_tokens,
+            "over_cap": saved.over_cap,
+            "recorded": saved.recorded,
+        });
+        let page = json!({
+            "tokens": p.budget.report.summary(),
+            "tokens_before": p.budget_before.report.summary(),
+            "tokens_after": p.budget.report.summary(),
+            "lints": p.lints,
+            "not_applied": p.not_applied,
+            "path": saved.outcome.path,
+            "digest": saved.outcome.digest,
+            "previous": saved.outcome.previous,
+            "unrecorded": saved.unrecorded,
+            "recorded": saved.recorded,
+            "over_cap": saved.over_cap,
+        });
+        for (audience, former) in [(Audience::Terminal, terminal), (Audience::Page, page)] {
+            let now = to_value(&SavedReport::saved(Block::Identity, &saved, audience)).unwrap();
+            assert_eq!(now.to_string(), former.to_string(), "{audience:?}");
+        }
+
+        let reset = core
+            .reset_block(&target, Some(&saved.outcome.digest))
+            .unwrap();
+        assert!(reset.removed.is_some());
+        let p = &reset.preview;
+        let terminal = json!({
+            "block": "identity",
+            "path": p.path,
+            "removed": reset.removed,
+            "previous": reset.removed,
+            "digest": null,
+            "tokens": p.budget.report.summary(),
+            "tokens_before": p.budget_before.report.prefix_tokens,
+            "tokens_after": p.budget.report.prefix_tokens,
+            "over_cap": reset.over_cap,
+            "recorded": reset.recorded,
+        });
+        let page = json!({
+            "tokens": p.budget.report.summary(),
+            "tokens_before": p.budget_before.report.summary(),
+            "tokens_after": p.budget.report.summary(),
+            "lints": p.lints,
+            "not_applied": p.not_applied,
+            "path": p.path,
+            "removed": reset.removed,
+            "unrecorded": reset.unrecorded,
+            "recorded": reset.recorded,
+            "over_cap": reset.over_cap,
+        });
+        for (audience, former) in [(Audience::Terminal, terminal), (Audience::Page, page)] {
+            let now = to_value(&SavedReport::reset(Block::Identity, &reset, audience)).unwrap();
+            assert_eq!(now.to_string(), former.to_string(), "{audience:?}");
+        }
+    }
 }
