@@ -393,8 +393,9 @@ mod tests {
         ("crates/vak-cli/src/history.rs", 2),
         // An imported file's save: the terminal's only.
         ("crates/vak-cli/src/imported.rs", 1),
-        // `trust`, `untrust` and a report that cannot be encoded.
-        ("crates/vak-cli/src/prompts.rs", 5),
+        // `trust --list`, `trust`, and `untrust` with each path it
+        // untrusted.
+        ("crates/vak-cli/src/prompts.rs", 4),
         // A rule's save: the terminal's only.
         ("crates/vak-cli/src/rules.rs", 1),
         // `session new|show|list`: the terminal's only.
@@ -402,9 +403,8 @@ mod tests {
         // `store migrate|import`: the terminal's only.
         ("crates/vak-cli/src/store.rs", 3),
         // The page's views (layers, live count, managed, permissions,
-        // audit), the effective prompt's page-only fields, and the 422
-        // envelope.
-        ("crates/vak-admin/src/api.rs", 21),
+        // audit, a rotation's envelope) and the 422 envelope.
+        ("crates/vak-admin/src/api.rs", 19),
         // The gateway views and a gateway key's change: the page's only.
         ("crates/vak-admin/src/gateway.rs", 6),
     ];

@@ -13,8 +13,8 @@ use serde_json::{Value, json};
 use vak_core::history::HistoryError;
 use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
-    Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId,
-    SurfaceKind, Trust, Verdict, prompt_verdict,
+    Block, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId, SurfaceKind,
+    Trust, Verdict, prompt_verdict,
 };
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
@@ -24,7 +24,10 @@ use vak_core::{
 use crate::AdminError;
 use crate::server::AppState;
 use vak_core::history::TextChange;
-use vak_core::output::{self, Audience, SavedReport, VersionDiff, VersionsReport, trust_name};
+use vak_core::output::{
+    self, Audience, PromptDocument, SavedReport, VersionDiff, VersionsReport, composition_name,
+    trust_name,
+};
 
 type Shared = State<Arc<AppState>>;
 
@@ -328,46 +331,6 @@ pub(crate) fn provenance_summary(block: &ResolvedBlock) -> String {
     vak_core::provenance_summary(block, vak_core::LayerNaming::Label)
 }
 
-pub(crate) fn composition_name(block: Block) -> &'static str {
-    match block.composition() {
-        Composition::NarrowestWins => "narrowest-wins",
-        Composition::Accumulate => "accumulate",
-        Composition::Fixed => "fixed",
-        Composition::RuntimeDerived => "runtime",
-        Composition::Additive => "additive",
-    }
-}
-
-/// The PromptReport, with each block's label, composition and provenance
-/// summary, and the budget; `tail` is the per-turn tail shown.
-fn prompt_json_with_tail(
-    resolved: &ResolvedPrompt,
-    budget: &Budget,
-    tail: &str,
-) -> Result<Value, AdminError> {
-    let mut report = PromptReport::new(resolved, budget);
-    report.tail = tail;
-    let mut report = serde_json::to_value(report)
-        .map_err(|e| AdminError::Internal(format!("cannot encode the prompt report: {e}")))?;
-    if let Some(blocks) = report.get_mut("blocks").and_then(Value::as_array_mut) {
-        for (json, block) in blocks.iter_mut().zip(&resolved.blocks) {
-            if let Value::Object(json) = json {
-                json.insert("label".to_owned(), block.block.label().into());
-                json.insert(
-                    "composition".to_owned(),
-                    composition_name(block.block).into(),
-                );
-                json.insert("summary".to_owned(), provenance_summary(block).into());
-            }
-        }
-    }
-    if let Value::Object(map) = &mut report {
-        map.insert("budget".to_owned(), json!(budget.report));
-        map.insert("budget_warnings".to_owned(), json!(budget.warnings));
-    }
-    Ok(report)
-}
-
 /// `GET /api/prompt`: the effective prompt for the selectors.
 pub(crate) async fn prompt(
     State(state): Shared,
@@ -377,7 +340,14 @@ pub(crate) async fn prompt(
     let (resolved, budget) = state.answers.answer(core)?;
     // The tail is rendered for this request, never the composition's.
     let tail = vak_core::prompts::render_tail(&vak_core::prompts::TailContext::now());
-    Ok(Json(prompt_json_with_tail(&resolved, &budget, &tail)?))
+    let mut report = PromptReport::new(&resolved, &budget);
+    report.tail = &tail;
+    // The page's words for each block, and the whole budget.
+    document(
+        &PromptDocument::new(report)
+            .with_page_words(&resolved)
+            .with_budget(&budget),
+    )
 }
 
 /// What `/api/prompt` answers from memory: the resolutions of vak-core's

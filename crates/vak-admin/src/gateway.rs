@@ -27,12 +27,12 @@ use vak_core::{GatewayChange, GatewayChangeError, GatewayKey, Preview, Selectors
 
 use crate::AdminError;
 use crate::api::{
-    SaveBody, body, check_text_size, composition_name, edit_error, editable_block, effective_json,
-    history_error, name, path, query, required_digest, save_error, unchecked,
+    SaveBody, body, check_text_size, edit_error, editable_block, effective_json, history_error,
+    name, path, query, required_digest, save_error, unchecked,
 };
 use crate::server::AppState;
 use vak_core::history;
-use vak_core::output::{VersionDiff, VersionsReport};
+use vak_core::output::{VersionDiff, VersionsReport, composition_name};
 
 const BOTS: &str = "bots.json";
 const ALLOWLIST: &str = "allowlist.json";

@@ -23,7 +23,11 @@ use crate::history::{
     BlockPreview, CurrentText, ElsewherePreview, History, HistoryError, TextChange, TrustPreview,
     VersionRecord, Versions,
 };
-use crate::{OverCap, OverChain, Reset, RulesReport, Saved};
+use crate::report::BlockReport;
+use crate::{Budget, OverCap, OverChain, PromptReport, Reset, RulesReport, Saved};
+use vak_prompt_blocks::{Block, Composition};
+use vak_prompt_budget::BudgetReport;
+use vak_prompt_compose::ResolvedPrompt;
 use vak_prompt_trust::Trust;
 
 /// Encode a document as the JSON value both front ends print or answer.
@@ -596,6 +600,116 @@ impl RulesReport {
     }
 }
 
+/// A block's composition as the page names it.
+pub fn composition_name(block: Block) -> &'static str {
+    match block.composition() {
+        Composition::NarrowestWins => "narrowest-wins",
+        Composition::Accumulate => "accumulate",
+        Composition::Fixed => "fixed",
+        Composition::RuntimeDerived => "runtime",
+        Composition::Additive => "additive",
+    }
+}
+
+/// One block of the effective prompt with the page's words for it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PageBlock<'a> {
+    /// The block, as the report has it.
+    #[serde(flatten)]
+    pub block: BlockReport<'a>,
+    /// The block's label (`Operating rules`).
+    pub label: &'static str,
+    /// How it composes ([`composition_name`]).
+    pub composition: &'static str,
+    /// Its provenance in a few words with the page's layer labels
+    /// (`from Shared`, `seed + Shared + 2`).
+    pub summary: String,
+}
+
+/// The effective prompt as `vak prompts show|explain --format json` and
+/// `GET /api/prompt` answer it: the [`PromptReport`], with what each front
+/// end adds to it as an option here.
+#[derive(Debug, Clone, Serialize)]
+pub struct PromptDocument<'a> {
+    /// The report.
+    #[serde(flatten)]
+    pub report: PromptReport<'a>,
+    /// Each block with the page's words for it ([`Self::with_page_words`]),
+    /// in place of the report's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<Vec<PageBlock<'a>>>,
+    /// The whole per-block and per-layer budget ([`Self::with_budget`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<&'a BudgetReport>,
+    /// The budget's warnings ([`Self::with_budget`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_warnings: Option<&'a [String]>,
+    /// The scoped rules and which matched the paths asked about
+    /// ([`Self::with_rules`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scoped_rules: Option<&'a RulesReport>,
+}
+
+impl<'a> PromptDocument<'a> {
+    /// The report alone.
+    pub fn new(report: PromptReport<'a>) -> Self {
+        PromptDocument {
+            report,
+            blocks: None,
+            budget: None,
+            budget_warnings: None,
+            scoped_rules: None,
+        }
+    }
+
+    /// Add each block's label, composition and provenance summary, as the
+    /// page shows them; `resolved` is the resolution the report was made
+    /// from.
+    #[must_use]
+    pub fn with_page_words(mut self, resolved: &'a ResolvedPrompt) -> Self {
+        let blocks = std::mem::take(&mut self.report.blocks);
+        self.blocks = Some(
+            blocks
+                .into_iter()
+                .zip(&resolved.blocks)
+                .map(|(block, resolved)| PageBlock {
+                    block,
+                    label: resolved.block.label(),
+                    composition: composition_name(resolved.block),
+                    summary: crate::provenance_summary(resolved, crate::LayerNaming::Label),
+                })
+                .collect(),
+        );
+        self
+    }
+
+    /// Add the whole budget and its warnings, as the page shows them.
+    #[must_use]
+    pub fn with_budget(mut self, budget: &'a Budget) -> Self {
+        self.budget = Some(&budget.report);
+        self.budget_warnings = Some(&budget.warnings);
+        self
+    }
+
+    /// Add the scoped rules, as a terminal shows them; `tail` is the
+    /// report's tail with the rules' lines for the paths asked about
+    /// ([`tail_with_rules`]), when there are any.
+    #[must_use]
+    pub fn with_rules(mut self, rules: &'a RulesReport, tail: Option<&'a str>) -> Self {
+        self.scoped_rules = Some(rules);
+        if let Some(tail) = tail {
+            self.report.tail = tail;
+        }
+        self
+    }
+}
+
+/// The tail a turn touching the paths asked about would carry, whole: the
+/// report's, then the scoped rules' lines; `None` when no rule matched.
+pub fn tail_with_rules(tail: &str, rules: &RulesReport) -> Option<String> {
+    (!rules.tail.is_empty()).then(|| format!("{}\n{}", tail.trim_end(), rules.tail.trim_end()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -807,5 +921,65 @@ mod tests {
             let now = to_value(&SavedReport::reset(Block::Identity, &reset, audience)).unwrap();
             assert_eq!(now.to_string(), former.to_string(), "{audience:?}");
         }
+    }
+
+    /// The effective prompt, with the page's words and budget and with a
+    /// terminal's scoped rules, against what the admin and the CLI made of
+    /// the report's JSON by hand before this type: byte for byte.
+    #[test]
+    fn the_effective_prompt_reads_as_it_did_for_the_page_and_the_terminal() {
+        use crate::{Core, Selectors};
+        let dir = tempfile::tempdir().unwrap();
+        let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        std::fs::create_dir_all(root.join("home")).unwrap();
+        std::fs::create_dir_all(root.join("proj/.vak/prompts")).unwrap();
+        std::fs::write(
+            root.join("proj/.vak/prompts/guardrails.md"),
+            "- Never push.\n",
+        )
+        .unwrap();
+        let core = Core::open(Selectors::new(root.join("home"), root.join("proj"))).unwrap();
+        let resolved = core.resolve().unwrap();
+        let budget = crate::budget_of(&resolved);
+
+        // The page's, as `prompt_json_with_tail` built it.
+        let mut former = to_value(&PromptReport::new(&resolved, &budget)).unwrap();
+        let blocks = former["blocks"].as_array_mut().unwrap();
+        assert!(!blocks.is_empty());
+        for (json, block) in blocks.iter_mut().zip(&resolved.blocks) {
+            let json = json.as_object_mut().unwrap();
+            json.insert("label".to_owned(), block.block.label().into());
+            json.insert(
+                "composition".to_owned(),
+                composition_name(block.block).into(),
+            );
+            let summary = crate::provenance_summary(block, crate::LayerNaming::Label);
+            json.insert("summary".to_owned(), summary.into());
+        }
+        former["budget"] = json!(budget.report);
+        former["budget_warnings"] = json!(budget.warnings);
+        let page = PromptDocument::new(PromptReport::new(&resolved, &budget))
+            .with_page_words(&resolved)
+            .with_budget(&budget);
+        assert_eq!(to_value(&page).unwrap().to_string(), former.to_string());
+
+        // A terminal's, as `with_rules` built it, with a rule's tail.
+        let rules = RulesReport {
+            tail: "- Check the migrations.\n".to_owned(),
+            ..RulesReport::default()
+        };
+        let mut former = to_value(&PromptReport::new(&resolved, &budget)).unwrap();
+        let whole = format!("{}\n{}", resolved.tail.trim_end(), rules.tail.trim_end());
+        former["tail"] = whole.into();
+        former["scoped_rules"] = json!(rules);
+        let tail = tail_with_rules(&resolved.tail, &rules);
+        let terminal = PromptDocument::new(PromptReport::new(&resolved, &budget))
+            .with_rules(&rules, tail.as_deref());
+        assert_eq!(to_value(&terminal).unwrap().to_string(), former.to_string());
+        // No rule matched: the tail is the report's own.
+        assert_eq!(
+            tail_with_rules(&resolved.tail, &RulesReport::default()),
+            None
+        );
     }
 }

@@ -227,3 +227,50 @@ fn a_sessions_changes_read_the_same_as_the_rotation_the_page_shows() {
         assert!(b["diff"].as_str().unwrap().contains("(new, "), "{b}");
     }
 }
+
+#[test]
+fn the_effective_prompt_reads_the_same_from_both_and_the_page_adds_its_words() {
+    let env = Env::fixture("myproj");
+    env.trust();
+    let admin = Admin::start(&env, "file");
+    let cli = env.json(&["prompts", "show"]);
+    let (status, page) = admin.send("GET", "/api/prompt", None);
+    assert_eq!(status, 200, "{page}");
+    agree(
+        "prompt",
+        &cli,
+        &page,
+        &[
+            "prefix",
+            "fingerprint",
+            "descriptors",
+            "demoted",
+            "trust",
+            "capabilities",
+            "agent",
+        ],
+    );
+    // The page adds its words to each block, and the budget in full; the
+    // terminal adds the scoped rules. The rest of each block is the same.
+    let words = ["label", "composition", "summary"];
+    let (a, b) = (
+        cli["blocks"].as_array().unwrap(),
+        page["blocks"].as_array().unwrap(),
+    );
+    assert_eq!(a.len(), b.len());
+    assert!(!a.is_empty());
+    for (a, b) in a.iter().zip(b) {
+        for word in words {
+            assert!(a.get(word).is_none(), "{a}");
+            assert!(b.get(word).is_some(), "{b}");
+        }
+        let mut b = b.clone();
+        for word in words {
+            b.as_object_mut().unwrap().remove(word);
+        }
+        assert_eq!(a, &b);
+    }
+    assert!(page.get("budget").is_some() && page.get("budget_warnings").is_some());
+    assert!(cli.get("budget").is_none() && page.get("scoped_rules").is_none());
+    assert!(cli.get("scoped_rules").is_some(), "{cli}");
+}
