@@ -403,8 +403,8 @@ mod tests {
         // `store migrate|import`: the terminal's only.
         ("crates/vak-cli/src/store.rs", 3),
         // The page's views (layers, live count, managed, permissions,
-        // audit, a rotation's envelope) and the 422 envelope.
-        ("crates/vak-admin/src/api.rs", 19),
+        // audit, a rotation's envelope) and an unchecked change's 422.
+        ("crates/vak-admin/src/api.rs", 18),
         // The gateway views and a gateway key's change: the page's only.
         ("crates/vak-admin/src/gateway.rs", 6),
     ];

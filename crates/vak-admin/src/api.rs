@@ -11,7 +11,6 @@ use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use vak_core::history::HistoryError;
-use vak_core::prompts::BudgetReport;
 use vak_core::prompts::{
     Block, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId, SurfaceKind,
     Trust, Verdict, prompt_verdict,
@@ -25,8 +24,8 @@ use crate::AdminError;
 use crate::server::AppState;
 use vak_core::history::TextChange;
 use vak_core::output::{
-    self, Audience, PromptDocument, SavedReport, VersionDiff, VersionsReport, composition_name,
-    trust_name,
+    self, Audience, BudgetRefusal, PromptDocument, SavedReport, VersionDiff, VersionsReport,
+    composition_name, trust_name,
 };
 
 type Shared = State<Arc<AppState>>;
@@ -254,9 +253,10 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             ..
         } => {
             let message = error.to_string();
-            let mut detail = over_budget_detail(report);
-            detail["chains"] = output::to_value(&over.reports()).unwrap_or(Value::Null);
-            AdminError::OverBudget { detail, message }
+            match output::to_value(&BudgetRefusal::of(report, over)) {
+                Ok(detail) => AdminError::OverBudget { detail, message },
+                Err(e) => AdminError::Internal(format!("{message} (and its figures: {e})")),
+            }
         }
         // Not over as far as it looked, but it could not look everywhere:
         // `unchecked` says why, and the same request with `over_budget`
@@ -311,18 +311,6 @@ pub(crate) fn document(document: &impl serde::Serialize) -> Result<Json<Value>, 
     output::to_value(document)
         .map(Json)
         .map_err(|e| AdminError::Internal(format!("cannot encode the answer: {e}")))
-}
-
-/// The figures a 422 carries: the totals of the largest chain over the cap
-/// and every user-owned layer that contributes to it, largest first, with
-/// its files and their counts (a refused edit adds `chains`: every chain
-/// over, each with its own).
-pub(crate) fn over_budget_detail(report: &BudgetReport) -> Value {
-    json!({
-        "tokens": report.summary(),
-        "over_by": report.over_by(),
-        "offenders": report.offenders(),
-    })
 }
 
 /// One block's provenance in a few words, as doc 45's sketch shows it:

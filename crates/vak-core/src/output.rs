@@ -262,6 +262,33 @@ impl OverCap {
     }
 }
 
+/// What a change refused over the cap carries beside its sentence (the
+/// admin's `422`): the largest chain's totals, its user-owned layers
+/// largest first, and every chain over.
+#[derive(Debug, Clone, Serialize)]
+pub struct BudgetRefusal<'a> {
+    /// The largest chain's prefix against the cap.
+    pub tokens: TokenSummary,
+    /// How far over.
+    pub over_by: usize,
+    /// Its user-owned layers, largest first, with their files and counts.
+    pub offenders: Vec<&'a LayerTokens>,
+    /// Every chain over the cap, each with its own.
+    pub chains: Vec<OverChainReport<'a>>,
+}
+
+impl<'a> BudgetRefusal<'a> {
+    /// The refusal of a change whose largest chain over is `report`.
+    pub fn of(report: &'a BudgetReport, over: &'a OverCap) -> Self {
+        BudgetRefusal {
+            tokens: report.summary(),
+            over_by: report.over_by(),
+            offenders: report.offenders(),
+            chains: over.reports(),
+        }
+    }
+}
+
 /// The versions of one file (or gateway key), oldest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionsReport<'a> {
@@ -980,6 +1007,58 @@ mod tests {
         assert_eq!(
             tail_with_rules(&resolved.tail, &RulesReport::default()),
             None
+        );
+    }
+
+    /// A save refused over the cap: its figures against the 422 detail the
+    /// admin spelled with `json!` (and each chain as `OverChain::to_json`
+    /// did) before these types.
+    #[test]
+    fn a_refusal_over_the_cap_reads_as_it_did() {
+        use crate::{Core, EditError, EditTarget, Scope, Selectors, SubLayer};
+        use vak_prompt_blocks::Block;
+        let dir = tempfile::tempdir().unwrap();
+        let root = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        std::fs::create_dir_all(root.join("home/.vak")).unwrap();
+        std::fs::create_dir_all(root.join("proj")).unwrap();
+        std::fs::write(
+            root.join("home/.vak/config.toml"),
+            "[prompts]\nmax_tokens = 1500\n",
+        )
+        .unwrap();
+        let core = Core::open(Selectors::new(root.join("home"), root.join("proj"))).unwrap();
+        let target = EditTarget::new(Scope::Shared, SubLayer::Base, Block::Identity).unwrap();
+        let long = "You are a very verbose agent. ".repeat(400);
+        let refused = core.save_block(&target, &long, None);
+        let Err(EditError::OverBudget { report, over, .. }) = refused else {
+            panic!("a save over the cap is refused: {refused:?}");
+        };
+        assert!(!over.is_empty());
+        let chains: Vec<serde_json::Value> = over
+            .chains()
+            .iter()
+            .map(|c| {
+                json!({
+                    "chain": c.chain,
+                    "project": c.project,
+                    "prefix_tokens": c.report.prefix_tokens,
+                    "cap": c.report.cap,
+                    "over_by": c.report.over_by(),
+                    "offenders": c.report.offenders(),
+                })
+            })
+            .collect();
+        let former = json!({
+            "tokens": report.summary(),
+            "over_by": report.over_by(),
+            "offenders": report.offenders(),
+            "chains": chains,
+        });
+        let now = to_value(&BudgetRefusal::of(&report, &over)).unwrap();
+        assert_eq!(now.to_string(), former.to_string());
+        assert!(
+            now["offenders"].as_array().is_some_and(|o| !o.is_empty()),
+            "{now}"
         );
     }
 }
