@@ -399,12 +399,12 @@ mod tests {
         // A rule's save: the terminal's only.
         ("crates/vak-cli/src/rules.rs", 1),
         // `session new|show|list`: the terminal's only.
-        ("crates/vak-cli/src/session.rs", 6),
+        ("crates/vak-cli/src/session.rs", 5),
         // `store migrate|import`: the terminal's only.
         ("crates/vak-cli/src/store.rs", 3),
-        // The page's views (layers, live count, managed, permissions,
-        // audit, a rotation's envelope) and an unchecked change's 422.
-        ("crates/vak-admin/src/api.rs", 18),
+        // The page's views (layers, live count, managed, permissions),
+        // a rotation's envelope and an unchecked change's 422.
+        ("crates/vak-admin/src/api.rs", 17),
         // The gateway views and a gateway key's change: the page's only.
         ("crates/vak-admin/src/gateway.rs", 6),
     ];

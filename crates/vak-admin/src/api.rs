@@ -10,7 +10,11 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use vak_core::history::HistoryError;
+use vak_core::history::{HistoryError, TextChange};
+use vak_core::output::{
+    self, Audience, AuditPage, BudgetRefusal, PromptDocument, SavedReport, VersionDiff,
+    VersionsReport, composition_name, trust_name,
+};
 use vak_core::prompts::{
     Block, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId, SurfaceKind,
     Trust, Verdict, prompt_verdict,
@@ -22,11 +26,6 @@ use vak_core::{
 
 use crate::AdminError;
 use crate::server::AppState;
-use vak_core::history::TextChange;
-use vak_core::output::{
-    self, Audience, BudgetRefusal, PromptDocument, SavedReport, VersionDiff, VersionsReport,
-    composition_name, trust_name,
-};
 
 type Shared = State<Arc<AppState>>;
 
@@ -868,15 +867,7 @@ pub(crate) async fn audit(
         .await
         .map_err(|e| AdminError::Internal(format!("the audit log reader stopped: {e}")))?
         .map_err(|e| AdminError::Internal(e.to_string()))?;
-    Ok(Json(json!({
-        "path": path,
-        "events": entries.events,
-        "total": entries.total,
-        "limit": limit,
-        "skipped_unknown": entries.skipped_unknown,
-        "skipped_lines": entries.skipped_lines,
-        "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    })))
+    document(&AuditPage::of(&entries, limit).at(&path))
 }
 
 #[cfg(test)]

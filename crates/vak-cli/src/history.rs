@@ -10,6 +10,7 @@ use serde_json::json;
 use vak_core::history::{
     self, CurrentText, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest,
 };
+use vak_core::output::{VersionDiff, VersionsReport};
 use vak_core::prompts::{Block, GatewayFile, Name, NameKind};
 use vak_core::prompts::{Escaped, SessionId, escape_line, escape_text, short_digest};
 use vak_core::{Core, EditTarget};
@@ -19,7 +20,6 @@ use crate::edit::{Scope, TargetArgs, edit_error, report_change};
 use crate::out;
 use crate::prompts::print_json;
 use crate::selectors::{Format, HomeArg, StoreArg};
-use vak_core::output::{VersionDiff, VersionsReport};
 
 /// Which history `log` and `diff` read: a layer file, or a gateway key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -627,6 +627,49 @@ impl RulesReport {
     }
 }
 
+/// The newest events of the security log: `vak audit list --format json`
+/// and `GET /api/audit`.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditPage<'a> {
+    /// Where the log is, as the page shows it ([`Self::at`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<&'a str>,
+    /// The events, newest first.
+    pub events: &'a [vak_session::SecurityEvent],
+    /// How many events the log holds in all.
+    pub total: usize,
+    /// How many were asked for.
+    pub limit: usize,
+    /// Records of a kind this build does not know, skipped.
+    pub skipped_unknown: usize,
+    /// Lines that are not records, skipped.
+    pub skipped_lines: usize,
+    /// What was wrong with the first of those lines.
+    pub warnings: Vec<String>,
+}
+
+impl<'a> AuditPage<'a> {
+    /// The page of `entries` read for `limit` events.
+    pub fn of(entries: &'a vak_session::AuditEntries, limit: usize) -> Self {
+        AuditPage {
+            path: None,
+            events: &entries.events,
+            total: entries.total,
+            limit,
+            skipped_unknown: entries.skipped_unknown,
+            skipped_lines: entries.skipped_lines,
+            warnings: entries.warnings.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    /// Name where the log is, as the page does.
+    #[must_use]
+    pub fn at(mut self, path: &'a str) -> Self {
+        self.path = Some(path);
+        self
+    }
+}
+
 /// A block's composition as the page names it.
 pub fn composition_name(block: Block) -> &'static str {
     match block.composition() {

@@ -274,3 +274,44 @@ fn the_effective_prompt_reads_the_same_from_both_and_the_page_adds_its_words() {
     assert!(cli.get("budget").is_none() && page.get("scoped_rules").is_none());
     assert!(cli.get("scoped_rules").is_some(), "{cli}");
 }
+
+#[test]
+fn the_security_log_reads_the_same_from_both() {
+    let env = Env::fixture("myproj");
+    // Three events, a line that is no record and one of a kind this build
+    // does not know: every count has something to agree on.
+    let event = |n: usize| {
+        format!(
+            r#"{{"type":"config-change","at":"2026-01-01T00:00:00Z","bot":"b","chat":"c{n}","old_session":"01J0000000OLDLEDGER0000000","new_session":"01J0000000NEWLEDGER0000000"}}"#
+        )
+    };
+    let log = format!(
+        "{}\n{}\nnot a record\n{{\"type\":\"from-the-future\",\"at\":\"2026-01-01T00:00:00Z\"}}\n{}\n",
+        event(1),
+        event(2),
+        event(3)
+    );
+    env.write_home(".vak/audit/security.jsonl", &log);
+    let admin = Admin::start(&env, "file");
+    let cli = env.json(&["audit", "list", "--limit", "20"]);
+    let (status, page) = admin.send("GET", "/api/audit?limit=20", None);
+    assert_eq!(status, 200, "{page}");
+    let shared = [
+        "events",
+        "total",
+        "limit",
+        "skipped_unknown",
+        "skipped_lines",
+        "warnings",
+    ];
+    agree("audit", &cli, &page, &shared);
+    assert_eq!(cli["events"].as_array().map(Vec::len), Some(3), "{cli}");
+    assert_eq!(cli["events"][0]["chat"], "c3", "newest first: {cli}");
+    assert!(
+        cli["skipped_lines"].as_u64().is_some_and(|n| n > 0),
+        "{cli}"
+    );
+    assert_eq!(keys(&cli), BTreeSet::from(shared));
+    assert_eq!(keys(&page).len(), shared.len() + 1);
+    assert!(page["path"].is_string(), "{page}");
+}
