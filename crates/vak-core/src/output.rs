@@ -292,7 +292,7 @@ impl<'a> BudgetRefusal<'a> {
 /// The versions of one file (or gateway key), oldest first.
 #[derive(Debug, Clone, Serialize)]
 pub struct VersionsReport<'a> {
-    /// What the versions are of, as a terminal names it ([`Self::target`]).
+    /// What the versions are of, as a terminal names it ([`Self::target()`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<&'a str>,
     /// The block's wire name, for a block file or a gateway key.
@@ -535,7 +535,7 @@ pub struct TrustPreviewReport<'a> {
     /// The chain the blocks are shown on ([`Self::on_chain`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain: Option<String>,
-    /// Whether the project is trusted already ([`Self::trusted`]).
+    /// Whether the project is trusted already ([`Self::trusted()`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trusted: Option<bool>,
     /// Every block whose text trusting would change on the chain.
