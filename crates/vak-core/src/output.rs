@@ -1,15 +1,21 @@
-//! The JSON documents the CLI's `--json` and the admin API both answer,
-//! one `Serialize` type per concept: a save's (or reset's, or revert's)
-//! result, the versions of a file, a diff between two of them, what
-//! changed since a session froze its prompt, what trusting a project would
-//! change, and the chains a change would push over the cap.
+//! The JSON documents the CLI's `--format json` and the admin API both
+//! answer, one `Serialize` type per concept: the effective prompt
+//! ([`PromptDocument`]), a save's, revert's or reset's result
+//! ([`SavedReport`]), the versions of a file ([`VersionsReport`]), a diff
+//! between two of them ([`VersionDiff`]), what changed since a session froze
+//! its prompt ([`TextChangeReport`]), what trusting a project would change
+//! ([`TrustPreviewReport`]), the chains over a cap ([`OverChainReport`],
+//! [`BudgetRefusal`]), the scoped rules ([`RulesListing`]) and a page of the
+//! security log ([`AuditPage`]).
 //!
 //! Each is a projection of what the library's operation returned; it
-//! borrows and computes nothing the operation did not. Where the terminal
+//! borrows and computes nothing the operation did not (a diff reads its two
+//! texts in [`VersionDiff::between`], once, for both). Where the terminal
 //! and the admin page really say different things (the page's URL already
 //! names the block; a terminal prints warnings on stderr, the page shows
-//! them inline), the difference is a documented [`Audience`] or builder
-//! option on the one type, never a second document.
+//! them inline; the page never names the server's project), the difference
+//! is a documented [`Audience`] or builder option on the one type, never a
+//! second document.
 //!
 //! Both front ends encode a document through [`serde_json::Value`] (see
 //! [`to_value`]), whose map orders keys by name: the field order here is
@@ -17,7 +23,10 @@
 
 use camino::Utf8Path;
 use serde::Serialize;
-use vak_prompt_budget::{LayerTokens, TokenSummary};
+use vak_prompt_blocks::{Block, Composition};
+use vak_prompt_budget::{BudgetReport, LayerTokens, TokenSummary};
+use vak_prompt_compose::ResolvedPrompt;
+use vak_prompt_trust::Trust;
 
 use crate::history::{
     BlockPreview, CurrentText, ElsewherePreview, History, HistoryError, TextChange, TrustPreview,
@@ -25,10 +34,6 @@ use crate::history::{
 };
 use crate::report::BlockReport;
 use crate::{Budget, OverCap, OverChain, PromptReport, Reset, RulesReport, Saved};
-use vak_prompt_blocks::{Block, Composition};
-use vak_prompt_budget::BudgetReport;
-use vak_prompt_compose::ResolvedPrompt;
-use vak_prompt_trust::Trust;
 
 /// Encode a document as the JSON value both front ends print or answer.
 ///
@@ -129,7 +134,7 @@ pub struct SavedReport<'a> {
 impl<'a> SavedReport<'a> {
     /// The fields every change answers, from its preview.
     fn change(
-        block: vak_prompt_blocks::Block,
+        block: Block,
         preview: &'a crate::Preview,
         recorded: bool,
         over_cap: bool,
@@ -155,11 +160,7 @@ impl<'a> SavedReport<'a> {
     }
 
     /// A save's or a revert's result.
-    pub fn saved(
-        block: vak_prompt_blocks::Block,
-        saved: &'a Saved,
-        audience: Audience,
-    ) -> SavedReport<'a> {
+    pub fn saved(block: Block, saved: &'a Saved, audience: Audience) -> SavedReport<'a> {
         SavedReport {
             path: &saved.outcome.path,
             digest: Some(Some(&saved.outcome.digest)),
@@ -177,11 +178,7 @@ impl<'a> SavedReport<'a> {
 
     /// A reset's result. A terminal also reads it as a save answers one:
     /// the file's digest before (`previous`), and none after (`digest`).
-    pub fn reset(
-        block: vak_prompt_blocks::Block,
-        reset: &'a Reset,
-        audience: Audience,
-    ) -> SavedReport<'a> {
+    pub fn reset(block: Block, reset: &'a Reset, audience: Audience) -> SavedReport<'a> {
         let removed = reset.removed.as_deref();
         let terminal = audience == Audience::Terminal;
         SavedReport {
@@ -201,11 +198,7 @@ impl<'a> SavedReport<'a> {
 
     /// An edit that changed nothing: the file as it was, on both sides
     /// (`digest` `null` when there is no file), nothing written or counted.
-    pub fn unchanged(
-        block: vak_prompt_blocks::Block,
-        path: &'a Utf8Path,
-        digest: Option<&'a str>,
-    ) -> SavedReport<'a> {
+    pub fn unchanged(block: Block, path: &'a Utf8Path, digest: Option<&'a str>) -> SavedReport<'a> {
         SavedReport {
             block: Some(block.wire_name()),
             path,
@@ -341,7 +334,7 @@ impl<'a> VersionsReport<'a> {
 
     /// Name the block.
     #[must_use]
-    pub fn block(mut self, block: vak_prompt_blocks::Block) -> Self {
+    pub fn block(mut self, block: Block) -> Self {
         self.block = Some(block.wire_name());
         self
     }
@@ -431,7 +424,7 @@ impl VersionDiff {
 
     /// Name the block and its file (or key), as a terminal does.
     #[must_use]
-    pub fn of_file(mut self, block: vak_prompt_blocks::Block, path: String) -> Self {
+    pub fn of_file(mut self, block: Block, path: String) -> Self {
         self.block = Some(block.wire_name());
         self.path = Some(path);
         self
