@@ -1,7 +1,8 @@
 //! The house's rules that a test can hold, as tests (`cargo test -p
 //! xtask`, so the README's test command runs them): the crates depend on
 //! each other one way, in the order below; no process-wide cache holds
-//! loaded data; no provenance string is parsed back. Where the code does
+//! loaded data; no provenance string is parsed back; the CLI and the admin
+//! spell out no JSON document they both answer. Where the code does
 //! not meet a rule yet, the exception is listed here with why, and the test
 //! fails when an exception is no longer needed, so the lists only shrink.
 
@@ -376,6 +377,86 @@ mod tests {
             assert!(
                 is_word_in(name, &callers),
                 "vak_core::prompts re-exports {name}, which no caller uses: drop it"
+            );
+        }
+    }
+
+    /// The `json!` sites left in the two front ends, per file. Each builds
+    /// a document only one of them answers (a CLI-only command's result,
+    /// an admin-only view, an error envelope); a document both answer is a
+    /// type in `vak_core::output` that both serialise. The counts only fall.
+    const FRONT_END_JSON: [(&str, usize); 9] = [
+        // `prompts check` and `check --all`: the terminal's only.
+        ("crates/vak-cli/src/edit.rs", 2),
+        // The session diff's envelope and a scoped rule's change; each
+        // text change in it is `TextChangeReport`.
+        ("crates/vak-cli/src/history.rs", 2),
+        // An imported file's save: the terminal's only.
+        ("crates/vak-cli/src/imported.rs", 1),
+        // `trust --list`, `trust`, and `untrust` with each path it
+        // untrusted.
+        ("crates/vak-cli/src/prompts.rs", 4),
+        // A rule's save: the terminal's only.
+        ("crates/vak-cli/src/rules.rs", 1),
+        // `session new|show|list`: the terminal's only.
+        ("crates/vak-cli/src/session.rs", 5),
+        // `store migrate|import`: the terminal's only.
+        ("crates/vak-cli/src/store.rs", 3),
+        // The page's views (layers, live count, managed, permissions),
+        // a rotation's envelope and an unchecked change's 422.
+        ("crates/vak-admin/src/api.rs", 17),
+        // The gateway views and a gateway key's change: the page's only.
+        ("crates/vak-admin/src/gateway.rs", 6),
+    ];
+
+    /// Keys only `vak_core::output`'s documents carry: a front end that
+    /// spells one out is writing a shared document a second time.
+    const OUTPUT_KEYS: [&str; 3] = [
+        "\"frozen_source\":",
+        "\"config_keys\":",
+        "\"current_digest\":",
+    ];
+
+    #[test]
+    fn the_front_ends_spell_out_no_document_they_share() {
+        for krate in ["crates/vak-cli/src", "crates/vak-admin/src"] {
+            let mut files = Vec::new();
+            let listing = std::fs::read_dir(root().join(krate)).expect("a front end's sources");
+            for entry in listing.flatten() {
+                let path = entry.path();
+                if path.extension().is_some_and(|e| e == "rs") {
+                    files.push(path);
+                }
+            }
+            for path in files {
+                let text = std::fs::read_to_string(&path).unwrap_or_default();
+                let rel = path.strip_prefix(root()).unwrap_or(&path);
+                let rel = rel.to_string_lossy();
+                let sites = text.matches("json!(").count();
+                let allowed = FRONT_END_JSON
+                    .iter()
+                    .find(|(file, _)| *file == rel)
+                    .map_or(0, |(_, n)| *n);
+                assert!(
+                    sites <= allowed,
+                    "{rel} has {sites} `json!` documents, {allowed} allowed: a document the CLI and the admin both answer is a type in vak_core::output"
+                );
+                assert!(
+                    sites == allowed,
+                    "{rel} has {sites} `json!` documents now: lower its count in FRONT_END_JSON to {sites}"
+                );
+                for key in OUTPUT_KEYS {
+                    assert!(
+                        !text.contains(key),
+                        "{rel} spells out {key}, a key of a vak_core::output document: serialise the type"
+                    );
+                }
+            }
+        }
+        for (file, _) in FRONT_END_JSON {
+            assert!(
+                root().join(file).exists(),
+                "{file} is gone: take it off FRONT_END_JSON"
             );
         }
     }

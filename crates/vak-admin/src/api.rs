@@ -10,16 +10,18 @@ use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
-use vak_core::history::HistoryError;
-use vak_core::prompts::BudgetReport;
+use vak_core::history::{HistoryError, TextChange};
+use vak_core::output::{
+    self, Audience, AuditPage, BudgetRefusal, PromptDocument, SavedReport, VersionDiff,
+    VersionsReport, composition_name, trust_name,
+};
 use vak_core::prompts::{
-    Block, Composition, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId,
-    SurfaceKind, Trust, Verdict, prompt_verdict,
+    Block, Name, NameKind, ResolvedBlock, ResolvedPrompt, SessionError, SessionId, SurfaceKind,
+    Trust, Verdict, prompt_verdict,
 };
 use vak_core::prompts::{MAX_FILE_BYTES, SaveError};
 use vak_core::{
-    Budget, Core, EditError, EditTarget, Preview, PromptReport, Saved, Scope, Selectors, SubLayer,
-    Unchecked,
+    Budget, Core, EditError, EditTarget, PromptReport, Scope, Selectors, SubLayer, Unchecked,
 };
 
 use crate::AdminError;
@@ -250,9 +252,10 @@ pub(crate) fn edit_error(error: EditError) -> AdminError {
             ..
         } => {
             let message = error.to_string();
-            let mut detail = over_budget_detail(report);
-            detail["chains"] = over.to_json();
-            AdminError::OverBudget { detail, message }
+            match output::to_value(&BudgetRefusal::of(report, over)) {
+                Ok(detail) => AdminError::OverBudget { detail, message },
+                Err(e) => AdminError::Internal(format!("{message} (and its figures: {e})")),
+            }
         }
         // Not over as far as it looked, but it could not look everywhere:
         // `unchecked` says why, and the same request with `over_budget`
@@ -301,69 +304,18 @@ pub(crate) fn save_error(error: SaveError) -> AdminError {
     }
 }
 
-/// The figures a 422 carries: the totals of the largest chain over the cap
-/// and every user-owned layer that contributes to it, largest first, with
-/// its files and their counts (a refused edit adds `chains`: every chain
-/// over, each with its own).
-pub(crate) fn over_budget_detail(report: &BudgetReport) -> Value {
-    json!({
-        "tokens": report.summary(),
-        "over_by": report.over_by(),
-        "offenders": report.offenders(),
-    })
+/// One of [`vak_core::output`]'s documents as the answer, encoded as the
+/// CLI encodes it.
+pub(crate) fn document(document: &impl serde::Serialize) -> Result<Json<Value>, AdminError> {
+    output::to_value(document)
+        .map(Json)
+        .map_err(|e| AdminError::Internal(format!("cannot encode the answer: {e}")))
 }
 
 /// One block's provenance in a few words, as doc 45's sketch shows it:
 /// `from Shared`, `seed + Shared + 2`, `locked`, `runtime`.
 pub(crate) fn provenance_summary(block: &ResolvedBlock) -> String {
     vak_core::provenance_summary(block, vak_core::LayerNaming::Label)
-}
-
-pub(crate) fn composition_name(block: Block) -> &'static str {
-    match block.composition() {
-        Composition::NarrowestWins => "narrowest-wins",
-        Composition::Accumulate => "accumulate",
-        Composition::Fixed => "fixed",
-        Composition::RuntimeDerived => "runtime",
-        Composition::Additive => "additive",
-    }
-}
-
-/// The PromptReport, with each block's label, composition and provenance
-/// summary, and the budget; `tail` is the per-turn tail shown.
-fn prompt_json_with_tail(
-    resolved: &ResolvedPrompt,
-    budget: &Budget,
-    tail: &str,
-) -> Result<Value, AdminError> {
-    let mut report = PromptReport::new(resolved, budget);
-    report.tail = tail;
-    let mut report = serde_json::to_value(report)
-        .map_err(|e| AdminError::Internal(format!("cannot encode the prompt report: {e}")))?;
-    if let Some(blocks) = report.get_mut("blocks").and_then(Value::as_array_mut) {
-        for (json, block) in blocks.iter_mut().zip(&resolved.blocks) {
-            if let Value::Object(json) = json {
-                json.insert("label".to_owned(), block.block.label().into());
-                json.insert(
-                    "composition".to_owned(),
-                    composition_name(block.block).into(),
-                );
-                json.insert("summary".to_owned(), provenance_summary(block).into());
-            }
-        }
-    }
-    if let Value::Object(map) = &mut report {
-        map.insert("budget".to_owned(), json!(budget.report));
-        map.insert("budget_warnings".to_owned(), json!(budget.warnings));
-    }
-    Ok(report)
-}
-
-fn trust_name(trust: Trust) -> &'static str {
-    match trust {
-        Trust::Trusted => "trusted",
-        Trust::Untrusted => "untrusted",
-    }
 }
 
 /// `GET /api/prompt`: the effective prompt for the selectors.
@@ -375,7 +327,14 @@ pub(crate) async fn prompt(
     let (resolved, budget) = state.answers.answer(core)?;
     // The tail is rendered for this request, never the composition's.
     let tail = vak_core::prompts::render_tail(&vak_core::prompts::TailContext::now());
-    Ok(Json(prompt_json_with_tail(&resolved, &budget, &tail)?))
+    let mut report = PromptReport::new(&resolved, &budget);
+    report.tail = &tail;
+    // The page's words for each block, and the whole budget.
+    document(
+        &PromptDocument::new(report)
+            .with_page_words(&resolved)
+            .with_budget(&budget),
+    )
 }
 
 /// What `/api/prompt` answers from memory: the resolutions of vak-core's
@@ -608,16 +567,6 @@ pub(crate) fn required_digest(digest: Option<String>) -> Result<String, AdminErr
     })
 }
 
-fn preview_json(preview: &Preview) -> Value {
-    json!({
-        "tokens": preview.budget.report.summary(),
-        "tokens_before": preview.budget_before.report.summary(),
-        "tokens_after": preview.budget.report.summary(),
-        "lints": preview.lints,
-        "not_applied": preview.not_applied,
-    })
-}
-
 /// `PUT /api/layers/{block}`: save one block of one layer.
 pub(crate) async fn save(
     State(state): Shared,
@@ -644,23 +593,9 @@ pub(crate) async fn save(
             )
             .map_err(edit_error)?;
         tracing::info!(path = %saved.outcome.path, "saved a prompt layer file");
-        Ok(Json(saved_json(&saved)))
+        document(&SavedReport::saved(block, &saved, Audience::Page))
     })
     .await
-}
-
-/// The answer to a save or a revert: the preview, and what was written.
-fn saved_json(saved: &Saved) -> Value {
-    let mut answer = preview_json(&saved.preview);
-    if let Value::Object(map) = &mut answer {
-        map.insert("path".to_owned(), json!(saved.outcome.path));
-        map.insert("digest".to_owned(), json!(saved.outcome.digest));
-        map.insert("previous".to_owned(), json!(saved.outcome.previous));
-        map.insert("unrecorded".to_owned(), json!(saved.unrecorded));
-        map.insert("recorded".to_owned(), json!(saved.recorded));
-        map.insert("over_cap".to_owned(), json!(saved.over_cap));
-    }
-    answer
 }
 
 /// `DELETE /api/layers/{block}?…&if_digest=`: delete the file, inherit again.
@@ -684,15 +619,7 @@ pub(crate) async fn reset(
             )
             .map_err(edit_error)?;
         tracing::info!(path = %reset.preview.path, "reset a prompt layer file");
-        let mut answer = preview_json(&reset.preview);
-        if let Value::Object(map) = &mut answer {
-            map.insert("path".to_owned(), json!(reset.preview.path));
-            map.insert("removed".to_owned(), json!(reset.removed));
-            map.insert("unrecorded".to_owned(), json!(reset.unrecorded));
-            map.insert("recorded".to_owned(), json!(reset.recorded));
-            map.insert("over_cap".to_owned(), json!(reset.over_cap));
-        }
-        Ok(Json(answer))
+        document(&SavedReport::reset(block, &reset, Audience::Page))
     })
     .await
 }
@@ -898,15 +825,7 @@ pub(crate) async fn rules(
     };
     let trust = core.trust()?;
     let report = core.rules_report(&paths, trust);
-    Ok(Json(json!({
-        "trust": trust_name(trust),
-        "rules": report.rules,
-        "paths": report.paths,
-        "active": report.active,
-        "demoted": report.demoted,
-        "skipped": report.skipped,
-        "tail": report.tail,
-    })))
+    document(&report.listing(trust))
 }
 
 /// `GET /api/audit?limit=N` answers this many events by default.
@@ -948,15 +867,7 @@ pub(crate) async fn audit(
         .await
         .map_err(|e| AdminError::Internal(format!("the audit log reader stopped: {e}")))?
         .map_err(|e| AdminError::Internal(e.to_string()))?;
-    Ok(Json(json!({
-        "path": path,
-        "events": entries.events,
-        "total": entries.total,
-        "limit": limit,
-        "skipped_unknown": entries.skipped_unknown,
-        "skipped_lines": entries.skipped_lines,
-        "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-    })))
+    document(&AuditPage::of(&entries, limit).at(&path))
 }
 
 #[cfg(test)]
@@ -1069,13 +980,13 @@ pub(crate) async fn history(
         let core = core_for(&state, &target)?;
         let versions = vak_core::history::versions(&core, &target).map_err(history_error)?;
         let current = core.edit_start(&target).map_err(edit_error)?;
-        Ok(Json(json!({
-            "block": block.wire_name(),
-            "path": target.path(core.selectors()),
-            "current_digest": current.digest,
-            "versions": versions.records,
-            "skipped": versions.skipped,
-        })))
+        let path = target.path(core.selectors());
+        document(
+            &VersionsReport::of(&versions)
+                .block(block)
+                .at_path(&path)
+                .with_current(&current.digest, versions.skipped),
+        )
     })
     .await
 }
@@ -1111,21 +1022,17 @@ pub(crate) async fn history_diff(
         let current = vak_core::history::current_text(&core, &target)
             .ok()
             .flatten();
-        let old = vak_core::history::text_or_current(history, from.as_deref(), current.as_ref())
-            .map_err(history_error)?;
-        let new = vak_core::history::text_or_current(history, to.as_deref(), current.as_ref())
-            .map_err(history_error)?;
-        let short = |d: &Option<String>| {
-            d.as_deref()
-                .map_or_else(|| "(no file)".to_owned(), vak_core::prompts::short_digest)
-        };
-        let diff = vak_core::history::unified(
-            &format!("{block} {}", short(&from)),
-            &format!("{block} {}", short(&to)),
-            &old,
-            &new,
-        );
-        Ok(Json(json!({"from": from, "to": to, "diff": diff})))
+        document(
+            &VersionDiff::between(
+                history,
+                &block.to_string(),
+                "(no file)",
+                from,
+                to,
+                current.as_ref(),
+            )
+            .map_err(history_error)?,
+        )
     })
     .await
 }
@@ -1167,7 +1074,7 @@ pub(crate) async fn revert(
             )
             .map_err(edit_error)?;
         tracing::info!(path = %saved.outcome.path, "reverted a prompt layer file");
-        Ok(Json(saved_json(&saved)))
+        document(&SavedReport::saved(block, &saved, Audience::Page))
     })
     .await
 }
@@ -1178,29 +1085,7 @@ pub(crate) async fn trust_preview(State(state): Shared) -> Result<Json<Value>, A
     let core = state.core(state.selectors())?;
     let trusted = core.trust()? == Trust::Trusted;
     let preview = vak_core::history::trust_preview(&state.selectors())?;
-    let budget = &preview.budget;
-    let keys: Vec<_> = preview
-        .config_keys
-        .iter()
-        .map(|(key, source)| json!({"key": key, "source": source}))
-        .collect();
-    Ok(Json(json!({
-        "trusted": trusted,
-        "blocks": preview.blocks,
-        "elsewhere": preview.elsewhere,
-        "not_budgeted": budget.left_out.note(),
-        "unproven": budget.unproven(),
-        "tokens": {
-            "before": budget.before.report.prefix_tokens,
-            "after": budget.after.report.prefix_tokens,
-            "cap": budget.after.report.cap,
-        },
-        "over": budget.over.largest().map(|o| json!({
-            "chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap,
-        })),
-        "over_chains": budget.over.to_json(),
-        "config_keys": keys,
-    })))
+    document(&preview.report().trusted(trusted))
 }
 
 /// `?old=ID&new=ID`: a rotation's two sessions.
@@ -1240,21 +1125,7 @@ pub(crate) async fn rotation_diff(
             &old_ledger.contract().prompt_layers,
             &new_ledger.contract().prompt_layers,
         );
-        let list: Vec<Value> = changes
-            .iter()
-            .map(|c| {
-                let (diff, error) = match &c.diff {
-                    Ok(diff) => (Some(diff.as_str()), None),
-                    Err(why) => (None, Some(why.as_str())),
-                };
-                json!({
-                    "block": c.block, "layer": c.layer, "source": c.source,
-                    "frozen": c.frozen, "current": c.current, "diff": diff, "error": error,
-                    "kind": c.kind.as_str(), "frozen_layer": c.frozen_layer,
-                    "frozen_source": c.frozen_source,
-                })
-            })
-            .collect();
+        let list: Vec<_> = changes.iter().map(TextChange::report).collect();
         Ok(Json(json!({
             "old": old.to_string(),
             "new": new.to_string(),

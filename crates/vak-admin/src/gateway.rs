@@ -27,11 +27,12 @@ use vak_core::{GatewayChange, GatewayChangeError, GatewayKey, Preview, Selectors
 
 use crate::AdminError;
 use crate::api::{
-    SaveBody, body, check_text_size, composition_name, edit_error, editable_block, effective_json,
-    history_error, name, path, query, required_digest, save_error, unchecked,
+    SaveBody, body, check_text_size, edit_error, editable_block, effective_json, history_error,
+    name, path, query, required_digest, save_error, unchecked,
 };
 use crate::server::AppState;
 use vak_core::history;
+use vak_core::output::{VersionDiff, VersionsReport, composition_name};
 
 const BOTS: &str = "bots.json";
 const ALLOWLIST: &str = "allowlist.json";
@@ -497,13 +498,14 @@ fn history_of(state: &AppState, tier: &Tier, block: &str) -> Result<Value, Admin
         .versions_of(&key)
         .map_err(history_error)?;
     let current = current_of(state, tier, block)?.map(|c| c.digest);
-    Ok(json!({
-        "block": block.wire_name(),
-        "key": key,
-        "current_digest": current.unwrap_or_else(|| ABSENT_DIGEST.to_owned()),
-        "versions": versions.records,
-        "skipped": versions.skipped,
-    }))
+    let current = current.unwrap_or_else(|| ABSENT_DIGEST.to_owned());
+    Ok(crate::api::document(
+        &VersionsReport::of(&versions)
+            .block(block)
+            .at_key(&key)
+            .with_current(&current, versions.skipped),
+    )?
+    .0)
 }
 
 /// One gateway key's text now, with its digest; `None` when it is not set.
@@ -530,22 +532,10 @@ fn history_diff_of(
     let from = q.from.filter(|d| !d.is_empty());
     let to = q.to.filter(|d| !d.is_empty());
     let current = current_of(state, tier, block)?;
-    let old = history::text_or_current(history, from.as_deref(), current.as_ref())
-        .map_err(history_error)?;
-    let new = history::text_or_current(history, to.as_deref(), current.as_ref())
-        .map_err(history_error)?;
-    let short = |d: &Option<String>| {
-        d.as_deref()
-            .map_or_else(|| "(no key)".to_owned(), vak_core::prompts::short_digest)
-    };
     let key = tier.key(block);
-    let diff = history::unified(
-        &format!("{key} {}", short(&from)),
-        &format!("{key} {}", short(&to)),
-        &old,
-        &new,
-    );
-    Ok(json!({"key": key, "from": from, "to": to, "diff": diff}))
+    let diff = VersionDiff::between(history, &key, "(no key)", from, to, current.as_ref())
+        .map_err(history_error)?;
+    Ok(crate::api::document(&diff.of_key(key))?.0)
 }
 
 /// Save the version of one gateway key kept under `to` back, through every

@@ -14,6 +14,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
 use serde_json::json;
 use vak_core::history::{Action, Who};
+use vak_core::output::{Audience, SavedReport};
 use vak_core::prompts::{Block, Escaped, MAX_FILE_BYTES, Name, NameKind, SaveError, SurfaceKind};
 use vak_core::{
     Budget, Core, EditError, EditTarget, Preview, Scope as CoreScope, Selectors, SubLayer,
@@ -404,7 +405,7 @@ pub(crate) fn set(args: &SetArgs) -> Result<(), CliError> {
     }
     .map_err(edit_error)?;
     if args.format == Format::Json {
-        return print_json(&saved_json(target.block, &saved));
+        return print_saved(target.block, &saved);
     }
     let headline = if saved.outcome.previous.as_deref() == Some(saved.outcome.digest.as_str())
         && !saved.recorded
@@ -468,19 +469,9 @@ fn replaced_note(target: &TargetArgs, old: &str, new: &str, preview: &Preview) -
 /// The JSON a save or a revert answers: what was written, the prefix
 /// tokens before and after, whether a version was recorded, and whether
 /// the change was made over the cap. Warnings go to stderr.
-pub(crate) fn saved_json(block: Block, saved: &vak_core::Saved) -> serde_json::Value {
+pub(crate) fn print_saved(block: Block, saved: &vak_core::Saved) -> Result<(), CliError> {
     notices(&saved.preview, saved.unrecorded.as_deref());
-    json!({
-        "block": block.wire_name(),
-        "path": saved.outcome.path,
-        "digest": saved.outcome.digest,
-        "previous": saved.outcome.previous,
-        "tokens": saved.preview.budget.report.summary(),
-        "tokens_before": saved.preview.budget_before.report.prefix_tokens,
-        "tokens_after": saved.preview.budget.report.prefix_tokens,
-        "over_cap": saved.over_cap,
-        "recorded": saved.recorded,
-    })
+    out::print_document(&SavedReport::saved(block, saved, Audience::Terminal))
 }
 
 /// The warnings and lints of a change, on stderr.
@@ -596,19 +587,14 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
             if args.format == Format::Json {
                 // Nothing written: the file as it was, on both sides.
                 let digest = start.exists.then_some(start.digest.as_str());
-                return print_json(&json!({
-                    "block": target.block.wire_name(),
-                    "path": target.path(core.selectors()),
-                    "digest": digest,
-                    "previous": digest,
-                    "recorded": false,
-                }));
+                let path = target.path(core.selectors());
+                return out::print_document(&SavedReport::unchanged(target.block, &path, digest));
             }
             out::println(&format!("no changes to `{}`; nothing saved", target.block))
         }
         Ok(Some(saved)) if args.format == Format::Json => {
             let _ = std::fs::remove_file(&copy);
-            print_json(&saved_json(target.block, &saved))
+            print_saved(target.block, &saved)
         }
         Ok(Some(saved)) => {
             let _ = std::fs::remove_file(&copy);
@@ -658,19 +644,11 @@ pub(crate) fn reset(args: &ResetArgs) -> Result<(), CliError> {
     };
     if args.format == Format::Json {
         notices(&reset.preview, reset.unrecorded.as_deref());
-        return print_json(&json!({
-            "block": target.block.wire_name(),
-            "path": reset.preview.path,
-            "removed": reset.removed,
-            // As a save answers them: the file's digest before, and none after.
-            "previous": reset.removed,
-            "digest": null,
-            "tokens": reset.preview.budget.report.summary(),
-            "tokens_before": reset.preview.budget_before.report.prefix_tokens,
-            "tokens_after": reset.preview.budget.report.prefix_tokens,
-            "over_cap": reset.over_cap,
-            "recorded": reset.recorded,
-        }));
+        return out::print_document(&SavedReport::reset(
+            target.block,
+            &reset,
+            Audience::Terminal,
+        ));
     }
     report_change(&headline, &reset.preview, reset.unrecorded.as_deref())
 }
@@ -817,7 +795,7 @@ fn check_all(args: &CheckArgs) -> Result<(), CliError> {
             "chains": checked.chains,
             "directories": directories,
             "over": !checked.over.is_empty(),
-            "over_chains": checked.over.to_json(),
+            "over_chains": checked.over.reports(),
             "not_budgeted": checked.left_out.note(),
             "unproven": checked.left_out.unproven(),
             "config": config,

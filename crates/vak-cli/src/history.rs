@@ -9,8 +9,8 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 use vak_core::history::{
     self, CurrentText, HistoryError, TextChange, VersionRecord, Who, diff_pair, is_digest,
-    text_or_current,
 };
+use vak_core::output::{VersionDiff, VersionsReport};
 use vak_core::prompts::{Block, GatewayFile, Name, NameKind};
 use vak_core::prompts::{Escaped, SessionId, escape_line, escape_text, short_digest};
 use vak_core::{Core, EditTarget};
@@ -289,11 +289,7 @@ pub(crate) fn log(args: &LogArgs) -> Result<(), CliError> {
     };
     if args.format == Format::Json {
         warn_skipped(&versions);
-        return print_json(&json!({
-            "target": key,
-            "block": block.wire_name(),
-            "versions": versions.records,
-        }));
+        return out::print_document(&VersionsReport::of(&versions).target(&key).block(block));
     }
     print_versions(&key, &versions, |text| out::page(text, args.pager))
 }
@@ -413,23 +409,20 @@ pub(crate) fn diff(args: &DiffArgs) -> Result<(), CliError> {
             Escaped(&path)
         )));
     };
-    let old = text_or_current(history, from.as_deref(), current.as_ref()).map_err(history_error)?;
-    let new = text_or_current(history, to.as_deref(), current.as_ref()).map_err(history_error)?;
-    let diff = history::unified(
-        &format!("{block} {}", show(from.as_deref())),
-        &format!("{block} {}", show(to.as_deref())),
-        &old,
-        &new,
-    );
+    let diff = VersionDiff::between(
+        history,
+        &block.to_string(),
+        "(no file)",
+        from,
+        to,
+        current.as_ref(),
+    )
+    .map_err(history_error)?
+    .of_file(block, path);
     if args.format == Format::Json {
-        return print_json(&json!({
-            "block": block.wire_name(),
-            "path": path,
-            "from": from,
-            "to": to,
-            "diff": diff,
-        }));
+        return out::print_document(&diff);
     }
+    let diff = diff.diff;
     if diff.is_empty() {
         return out::println("no difference");
     }
@@ -455,7 +448,7 @@ pub(crate) fn revert(args: &RevertArgs) -> Result<(), CliError> {
         .map_err(edit_error)?;
     drop(progress);
     if args.format == Format::Json {
-        return print_json(&crate::edit::saved_json(target.block, &saved));
+        return crate::edit::print_saved(target.block, &saved);
     }
     report_change(
         &format!(
@@ -495,7 +488,7 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
     // Scoped rules are per turn, never drift: shown beside the changes.
     let rules = vak_core::rule_changes(store.history(), ledger.turns(), &core.scoped_rules());
     if args.format == Format::Json {
-        let list: Vec<_> = changes.iter().map(change_json).collect();
+        let list: Vec<_> = changes.iter().map(TextChange::report).collect();
         let rules: Vec<_> = rules.iter().map(rule_change_json).collect();
         return print_json(&json!({
             "session": id.to_string(),
@@ -629,24 +622,5 @@ fn rule_change_json(c: &vak_core::RuleChange) -> serde_json::Value {
         "current": c.current,
         "diff": diff,
         "error": error,
-    })
-}
-
-fn change_json(c: &TextChange) -> serde_json::Value {
-    let (diff, not_kept) = match &c.diff {
-        Ok(diff) => (Some(diff.as_str()), None),
-        Err(why) => (None, Some(why.as_str())),
-    };
-    json!({
-        "block": c.block,
-        "layer": c.layer,
-        "source": c.source,
-        "frozen": c.frozen,
-        "current": c.current,
-        "diff": diff,
-        "error": not_kept,
-        "kind": c.kind.as_str(),
-        "frozen_layer": c.frozen_layer,
-        "frozen_source": c.frozen_source,
     })
 }

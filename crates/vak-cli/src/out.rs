@@ -169,6 +169,15 @@ pub(crate) fn terminal_json(json: &str) -> String {
     out
 }
 
+/// Print one of [`vak_core::output`]'s documents as pretty JSON, escaped for
+/// a terminal: encoded as the admin API encodes it, so both say it in the
+/// same bytes.
+pub(crate) fn print_document(document: &impl serde::Serialize) -> Result<(), CliError> {
+    let value = vak_core::output::to_value(document)
+        .map_err(|e| CliError::Failed(format!("cannot encode JSON: {e}")))?;
+    print_json(&value)
+}
+
 /// Print `value` as pretty JSON, escaped for a terminal.
 pub(crate) fn print_json(value: &impl serde::Serialize) -> Result<(), CliError> {
     let text = serde_json::to_string_pretty(value)

@@ -48,24 +48,18 @@ fn rules_report(
     Ok((set, report))
 }
 
-/// A report as JSON with the scoped rules beside it (`scoped_rules`).
-fn with_rules(report: &PromptReport<'_>, rules: &vak_core::RulesReport) -> serde_json::Value {
-    let mut value =
-        serde_json::to_value(report).unwrap_or_else(|e| json!({"error": e.to_string()}));
-    if let Some(object) = value.as_object_mut() {
-        // The tail a turn touching the `--path`s would carry, whole.
-        if !rules.tail.is_empty()
-            && let Some(tail) = object.get("tail").and_then(|t| t.as_str())
-        {
-            let whole = format!("{}\n{}", tail.trim_end(), rules.tail.trim_end());
-            object.insert("tail".to_owned(), serde_json::Value::String(whole));
-        }
-        object.insert(
-            "scoped_rules".to_owned(),
-            serde_json::to_value(rules).unwrap_or_default(),
-        );
-    }
-    value
+/// Print a report as JSON with the scoped rules beside it
+/// (`scoped_rules`) and the tail a turn touching the `--path`s would carry.
+fn print_with_rules(
+    resolved: &vak_core::prompts::ResolvedPrompt,
+    budget: &vak_core::Budget,
+    rules: &vak_core::RulesReport,
+) -> Result<(), CliError> {
+    let tail = vak_core::output::tail_with_rules(&resolved.tail, rules);
+    out::print_document(
+        &vak_core::output::PromptDocument::new(PromptReport::new(resolved, budget))
+            .with_rules(rules, tail.as_deref()),
+    )
 }
 
 /// What `explain` says about the scoped rules: each rule with its globs,
@@ -210,13 +204,11 @@ pub(crate) fn show(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
     let (set, rules) = rules_report(&core, args, resolved.trust)?;
     match args.format {
-        Format::Json => print_json(&with_rules(
-            &PromptReport::new(
-                &resolved,
-                &vak_core::budget_of(&resolved).with_scoped_rules(&set),
-            ),
+        Format::Json => print_with_rules(
+            &resolved,
+            &vak_core::budget_of(&resolved).with_scoped_rules(&set),
             &rules,
-        )),
+        ),
         Format::Text => {
             let mut text = escape_text(&resolved.prefix).into_owned();
             // Scoped rules are the one part of a tail the budget counts
@@ -261,13 +253,11 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
     let (core, resolved) = resolve(args)?;
     let (set, rules) = rules_report(&core, args, resolved.trust)?;
     if args.format == Format::Json {
-        return print_json(&with_rules(
-            &PromptReport::new(
-                &resolved,
-                &vak_core::budget_of(&resolved).with_scoped_rules(&set),
-            ),
+        return print_with_rules(
+            &resolved,
+            &vak_core::budget_of(&resolved).with_scoped_rules(&set),
             &rules,
-        ));
+        );
     }
     let s = core.selectors();
     let mut out = String::new();
@@ -506,7 +496,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
             "tokens_after": budget.after.report.prefix_tokens,
             "cap": budget.after.report.cap,
             "over_cap": trusted.over_cap(),
-            "over_chains": budget.over.to_json(),
+            "over_chains": budget.over.reports(),
             "recorded": trusted.unrecorded.is_none(),
         }));
     }
@@ -576,31 +566,9 @@ fn trust_preview(
         })?
     };
     let budget = &preview.budget;
-    let over = budget.over.largest().map(
-        |o| json!({"chain": o.chain, "prefix_tokens": o.report.prefix_tokens, "cap": o.report.cap}),
-    );
     if format == Format::Json {
-        let keys: Vec<_> = preview
-            .config_keys
-            .iter()
-            .map(|(key, source)| json!({"key": key, "source": source}))
-            .collect();
-        return print_json(&json!({
-            "project": dir,
-            "chain": vak_core::describe_chain(&selectors, vak_core::prompts::Trust::Untrusted),
-            "blocks": preview.blocks,
-            "elsewhere": preview.elsewhere,
-            "not_budgeted": budget.left_out.note(),
-            "unproven": budget.unproven(),
-            "tokens": {
-                "before": budget.before.report.prefix_tokens,
-                "after": budget.after.report.prefix_tokens,
-                "cap": budget.after.report.cap,
-            },
-            "over": over,
-            "over_chains": budget.over.to_json(),
-            "config_keys": keys,
-        }));
+        let chain = vak_core::describe_chain(&selectors, vak_core::prompts::Trust::Untrusted);
+        return out::print_document(&preview.report().on_chain(dir, chain));
     }
     let mut text = format!(
         "trusting `{}` would change (nothing is written), on the chain for {}:

@@ -173,10 +173,7 @@ fn log(args: &RuleLogArgs) -> Result<(), CliError> {
         .rule_versions(&target)
         .map_err(|e| CliError::Failed(e.to_string()))?;
     if args.format == Format::Json {
-        return print_json(&json!({
-            "target": key,
-            "versions": versions.records,
-        }));
+        return out::print_document(&vak_core::output::VersionsReport::of(&versions).target(&key));
     }
     crate::history::print_versions(&key, &versions, out::print)
 }

@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use camino::Utf8PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::json;
+use vak_core::output::AuditPage;
 use vak_core::prompts::{
     Baseline, DriftReport, Escaped, Header, LayerChange, Ledger, Name, NameKind, Record,
     SecurityEvent, SessionError, SessionId, SurfaceKind, Turn, escape_line, escape_text,
@@ -767,14 +768,7 @@ fn audit_list(args: &AuditListArgs) -> Result<(), CliError> {
     let store = args.store.open(&args.home.dir()?)?;
     let entries = store.audit_newest(args.limit)?;
     match args.format {
-        Format::Json => print_json(&json!({
-            "events": entries.events,
-            "total": entries.total,
-            "limit": args.limit,
-            "skipped_unknown": entries.skipped_unknown,
-            "skipped_lines": entries.skipped_lines,
-            "warnings": entries.warnings.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        })),
+        Format::Json => out::print_document(&AuditPage::of(&entries, args.limit)),
         Format::Text => {
             for warning in &entries.warnings {
                 out::notice("warning", &warning.to_string());

@@ -16,6 +16,7 @@ pub mod home;
 mod imported;
 mod inbound;
 mod names;
+pub mod output;
 mod over_cap;
 mod reach;
 mod report;

@@ -29,20 +29,6 @@ pub struct OverChain {
 }
 
 impl OverChain {
-    /// The JSON a refusal or a check carries for this chain: `chain`,
-    /// `project` (`null`: the project named), `prefix_tokens`, `cap`,
-    /// `over_by` and the user-owned `offenders`, largest first.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "chain": self.chain,
-            "project": self.project,
-            "prefix_tokens": self.report.prefix_tokens,
-            "cap": self.report.cap,
-            "over_by": self.report.over_by(),
-            "offenders": self.report.offenders(),
-        })
-    }
-
     /// A chain of the project the command named.
     pub fn here(chain: String, report: BudgetReport) -> Self {
         OverChain {
@@ -116,11 +102,6 @@ impl OverCap {
     /// The chains, grouped by project, largest first.
     pub fn chains(&self) -> &[OverChain] {
         &self.chains
-    }
-
-    /// Every chain as JSON ([`OverChain::to_json`]), in order.
-    pub fn to_json(&self) -> serde_json::Value {
-        self.chains.iter().map(OverChain::to_json).collect()
     }
 
     /// The largest chain over the cap.

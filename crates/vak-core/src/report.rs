@@ -86,7 +86,11 @@ pub struct PromptReport<'a> {
     pub tokens: TokenSummary,
     /// Whether the prefix is over its cap (said, never refused, here).
     pub over_cap: bool,
-    /// Every block in render order.
+    /// Every block in render order (never empty: a resolution has the
+    /// seed's blocks at least). Left out of the encoding when taken out by
+    /// [`crate::output::PromptDocument::with_page_words`], which encodes
+    /// each block with the page's words for it instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub blocks: Vec<BlockReport<'a>>,
     /// One per winning layer per block.
     pub descriptors: &'a [PromptLayerDescriptor],

@@ -29,6 +29,7 @@ mod hostile_stores;
 mod hostile_terminal;
 mod hostile_text;
 mod imports;
+mod json_agree;
 mod managed;
 mod prompts;
 mod redteam_managed_imports;
