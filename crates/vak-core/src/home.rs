@@ -181,7 +181,7 @@ fn write_manifest(home: &Utf8Path, manifest: &Manifest) -> Result<(), HomeError>
 
 /// The exclusive lock of the replica (`.vak/home-replica.lock`, a file lock,
 /// so across the processes and threads sharing this home).
-fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
+fn lock_replica(home: &Utf8Path) -> Result<vak_fs::Lock, HomeError> {
     lock_file(home, REPLICA_LOCK)
 }
 
@@ -195,11 +195,11 @@ fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
 /// # Errors
 ///
 /// [`HomeError::Replica`] when the lock file cannot be created or locked.
-pub fn lock_saves(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
+pub fn lock_saves(home: &Utf8Path) -> Result<vak_fs::Lock, HomeError> {
     lock_file(home, SAVE_LOCK)
 }
 
-fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
+fn lock_file(home: &Utf8Path, rel: &str) -> Result<vak_fs::Lock, HomeError> {
     let path = home.join(rel);
     let fail = |action: &'static str, e: std::io::Error| HomeError::Replica {
         action,
@@ -1021,10 +1021,10 @@ pub fn import_home(
                 })?
                 // The confined reader checked it; the bytes read now must
                 // be the ones it checked.
-                .map(|doc| match std::fs::read_to_string(&path) {
+                .map(|doc| match reread(&path) {
                     Ok(text) if sha256_hex(&text) == doc.digest => Ok(text),
                     Ok(_) => Err("it changed while it was being imported".to_owned()),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(e),
                 })
                 .transpose()
                 .map_err(|reason| HomeError::Replica {
@@ -1097,6 +1097,22 @@ pub fn import_home(
         }
     }
     Ok(report)
+}
+
+/// The text of a gateway file the confined reader has just checked, read
+/// again for its exact bytes: as the floor opens a store's file (no link, no
+/// FIFO), and bounded as the confined read was, since more bytes than that
+/// mean it changed in between.
+fn reread(path: &Utf8Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = vak_fs::open_read(path)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "it vanished while it was being imported".to_owned())?;
+    let mut bytes = Vec::new();
+    file.take(vak_prompt_loader::MAX_GATEWAY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| "it changed while it was being imported".to_owned())
 }
 
 fn gateway_file(rel: &str) -> GatewayFile {

@@ -245,6 +245,191 @@ pub fn lock_exclusive(path: &Utf8Path) -> Result<File, FsError> {
     Ok(file)
 }
 
+/// A held lock: the lock file's handle, whose drop releases the `flock`.
+pub type Lock = File;
+
+/// Open `path` for reading as [`open_regular`] opens it: no link followed,
+/// no FIFO waited on, only a regular file. `Ok(None)` when nothing is there.
+///
+/// # Errors
+///
+/// As [`open_regular`].
+pub fn open_read(path: &Utf8Path) -> Result<Option<File>, FsError> {
+    open_regular(path, OpenOptions::new().read(true))
+}
+
+/// Open a file a person named on the command line (`--file F`, an
+/// editor's copy) for reading: a symbolic link is followed, as the person
+/// meant the file it names, but a FIFO is never waited on (`O_NONBLOCK`)
+/// and anything but a regular file (a FIFO, device or directory) is
+/// refused on the open handle.
+///
+/// # Errors
+///
+/// [`FsError::NotRegular`]; [`FsError::Io`] naming the file, including
+/// when nothing is there.
+pub fn open_input(path: &Utf8Path) -> Result<File, FsError> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| FsError::io("open", path, e))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| FsError::io("inspect", path, e))?;
+    if !meta.file_type().is_file() {
+        return Err(FsError::NotRegular {
+            path: path.to_owned(),
+            kind: kind_of(meta.file_type()),
+        });
+    }
+    Ok(file)
+}
+
+/// Create `path` afresh for writing with permission bits `mode` (before
+/// the umask): `O_CREAT | O_EXCL`, so neither a file nor a link already
+/// there is ever written through. `Ok(None)` when something is already at
+/// the path, for a caller that then reads what another process made.
+///
+/// # Errors
+///
+/// As [`open_regular`].
+pub fn create_new(path: &Utf8Path, mode: u32) -> Result<Option<File>, FsError> {
+    let mut options = OpenOptions::new();
+    options.write(true).create_new(true).mode(mode);
+    match open_regular(path, &mut options) {
+        Ok(Some(file)) => Ok(Some(file)),
+        Err(FsError::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => Ok(None),
+        // A link or other non-file already there is "already there" too:
+        // O_EXCL refused it without following it.
+        Err(FsError::Symlink { .. } | FsError::NotRegular { .. }) => Ok(None),
+        Ok(None) => Err(FsError::io(
+            "create",
+            path,
+            std::io::Error::from(ErrorKind::NotFound),
+        )),
+        Err(other) => Err(other),
+    }
+}
+
+/// Remove the file `path` (never a directory; a link is removed, not what
+/// it names).
+///
+/// # Errors
+///
+/// [`FsError::Io`] naming the file, including when nothing is there.
+pub fn remove_file(path: &Utf8Path) -> Result<(), FsError> {
+    std::fs::remove_file(path).map_err(|e| FsError::io("remove", path, e))
+}
+
+/// The permission bits (`mode & 0o777`) of an open file, read from the
+/// handle rather than the path, which may have changed since the open.
+///
+/// # Errors
+///
+/// The operating system's, when the handle cannot be inspected.
+pub fn permissions(file: &File) -> std::io::Result<u32> {
+    use std::os::unix::fs::PermissionsExt as _;
+    Ok(file.metadata()?.permissions().mode() & 0o777)
+}
+
+/// Set the permission bits of an open file or directory through its handle
+/// (`fchmod`), never by path, which would follow a link swapped in.
+///
+/// # Errors
+///
+/// The operating system's.
+pub fn set_permissions(file: &File, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt as _;
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
+}
+
+/// `path` with every link resolved and every `.`/`..` removed, as the file
+/// system names it (`realpath`): how two spellings of one directory (a
+/// symlinked project, `/tmp` and `/private/tmp`) are compared.
+///
+/// # Errors
+///
+/// The operating system's, when some part of the path does not exist.
+pub fn canonical(path: impl AsRef<std::path::Path>) -> std::io::Result<std::path::PathBuf> {
+    std::fs::canonicalize(path)
+}
+
+/// Whether anything (a file, a directory, a dangling link) is at `path`;
+/// the final link is not followed.
+pub fn is_present(path: impl AsRef<std::path::Path>) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+/// Whether `path`, following links, is a directory: `None` when nothing
+/// resolves there (or it cannot be inspected).
+pub fn is_dir(path: impl AsRef<std::path::Path>) -> Option<bool> {
+    std::fs::metadata(path).ok().map(|m| m.is_dir())
+}
+
+/// One entry of a directory listing.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    /// Its name in the directory, `None` when not UTF-8.
+    pub name: Option<String>,
+    /// The directory joined with its name.
+    pub path: std::path::PathBuf,
+    /// Whether it is a directory itself, the link not followed (a link to
+    /// a directory is `false`).
+    pub is_dir: bool,
+}
+
+/// The first `max` entries of `dir` in the order the file system gives
+/// them; an entry that cannot be inspected is passed over.
+///
+/// # Errors
+///
+/// The operating system's, when `dir` cannot be listed.
+pub fn entries(dir: impl AsRef<std::path::Path>, max: usize) -> std::io::Result<Vec<Entry>> {
+    Ok(std::fs::read_dir(dir)?
+        .flatten()
+        .take(max)
+        .map(|entry| Entry {
+            name: entry.file_name().to_str().map(str::to_owned),
+            path: entry.path(),
+            is_dir: entry.file_type().is_ok_and(|t| t.is_dir()),
+        })
+        .collect())
+}
+
+/// The owner (uid) of `path`, following links (`/proc/self` is owned by
+/// the process's user).
+///
+/// # Errors
+///
+/// The operating system's.
+pub fn owner_of(path: impl AsRef<std::path::Path>) -> std::io::Result<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    Ok(std::fs::metadata(path)?.uid())
+}
+
+/// At most `limit` bytes of a file the system owns (`/etc/passwd`), as
+/// text; links followed, as the system's own files may be links.
+///
+/// # Errors
+///
+/// The operating system's; `InvalidData` when the bytes are not UTF-8.
+pub fn read_system_text(path: impl AsRef<std::path::Path>, limit: u64) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut text = String::new();
+    File::open(path)?.take(limit).read_to_string(&mut text)?;
+    Ok(text)
+}
+
+/// Make every file and directory this process creates from now on
+/// unwritable by group and others, whatever umask it inherited (the umask
+/// is process-wide: call it before any thread starts).
+pub fn restrict_umask() {
+    use rustix::fs::Mode;
+    let inherited = rustix::process::umask(Mode::empty());
+    rustix::process::umask(inherited | Mode::WGRP | Mode::WOTH);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -155,7 +155,7 @@ impl Core {
     /// resolved there until it is back.
     pub(crate) fn other_trusted_projects(&self) -> Result<Vec<Utf8PathBuf>, CoreError> {
         let home = &self.selectors().home;
-        let this = std::fs::canonicalize(&self.selectors().project).ok();
+        let this = vak_fs::canonical(&self.selectors().project).ok();
         let store = vak_prompt_trust::TrustStore::load(home)?;
         let mut out = Vec::new();
         for listed in store.list() {
