@@ -377,6 +377,8 @@ pub struct Entry {
     /// Whether it is a directory itself, the link not followed (a link to
     /// a directory is `false`).
     pub is_dir: bool,
+    /// Whether it is a regular file itself, the link not followed.
+    pub is_file: bool,
 }
 
 /// The first `max` entries of `dir` in the order the file system gives
@@ -389,10 +391,14 @@ pub fn entries(dir: impl AsRef<std::path::Path>, max: usize) -> std::io::Result<
     Ok(std::fs::read_dir(dir)?
         .flatten()
         .take(max)
-        .map(|entry| Entry {
-            name: entry.file_name().to_str().map(str::to_owned),
-            path: entry.path(),
-            is_dir: entry.file_type().is_ok_and(|t| t.is_dir()),
+        .map(|entry| {
+            let kind = entry.file_type().ok();
+            Entry {
+                name: entry.file_name().to_str().map(str::to_owned),
+                path: entry.path(),
+                is_dir: kind.is_some_and(|t| t.is_dir()),
+                is_file: kind.is_some_and(|t| t.is_file()),
+            }
         })
         .collect())
 }

@@ -164,7 +164,7 @@ impl Core {
             {
                 continue;
             }
-            if !project.is_dir() {
+            if vak_fs::is_dir(&project) != Some(true) {
                 tracing::warn!(
                     project = %Escaped(listed),
                     "a trusted project's directory is gone, so a shared save cannot budget its chains; `vak untrust DIR` takes it off the trust store"
