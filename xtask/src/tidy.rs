@@ -408,13 +408,28 @@ mod tests {
     const FS_OWNERS: [(&str, &str); 11] = [
         ("crates/vak-fs/", "the floor"),
         ("crates/vak-session/", "the session store"),
-        ("crates/vak-prompt-history/", "the object store and version log"),
+        (
+            "crates/vak-prompt-history/",
+            "the object store and version log",
+        ),
         ("crates/vak-store-pg/", "the PostgreSQL store"),
-        ("crates/vak-prompt-trust/src/store.rs", "the trust store's file"),
+        (
+            "crates/vak-prompt-trust/src/store.rs",
+            "the trust store's file",
+        ),
         ("crates/vak-prompt-loader/src/confine.rs", "confined opens"),
-        ("crates/vak-prompt-loader/src/discover.rs", "finding the project"),
-        ("crates/vak-prompt-loader/src/managed.rs", "the managed layer"),
-        ("crates/vak-prompt-loader/src/rules.rs", "the walk a rule's globs are linted on"),
+        (
+            "crates/vak-prompt-loader/src/discover.rs",
+            "finding the project",
+        ),
+        (
+            "crates/vak-prompt-loader/src/managed.rs",
+            "the managed layer",
+        ),
+        (
+            "crates/vak-prompt-loader/src/rules.rs",
+            "the walk a rule's globs are linted on",
+        ),
         ("crates/vak-prompt-loader/src/watch.rs", "the file watch"),
         ("crates/vak-prompt-loader/src/write.rs", "the layer writer"),
     ];
@@ -609,7 +624,10 @@ mod tests {
         ] {
             assert!(names_fs(hit, false), "missed: {hit}");
         }
-        assert!(names_fs("    fs,", true), "a multi-line `use std::{{ fs }}`");
+        assert!(
+            names_fs("    fs,", true),
+            "a multi-line `use std::{{ fs }}`"
+        );
         for clean in [
             "    Ok(vak_fs::lock_exclusive(&path)?)",
             "    File(#[from] vak_fs::FsError),",
@@ -622,7 +640,11 @@ mod tests {
         }
         let text = "fn a() {\n    std::fs::read(\"x\");\n}\n\n#[cfg(test)]\nmod tests {\n    fn b() {\n        std::fs::read(\"y\");\n    }\n}\n\nfn c() {\n    fs::remove_file(p);\n}\n";
         let lines: Vec<usize> = scan(text).into_iter().map(|(n, _)| n).collect();
-        assert_eq!(lines, [2, 13], "the test module is skipped, not what follows it");
+        assert_eq!(
+            lines,
+            [2, 13],
+            "the test module is skipped, not what follows it"
+        );
         assert_eq!(declared_module("mod readme;"), Some("readme"));
         assert_eq!(declared_module("pub(crate) mod tests;"), Some("tests"));
         assert_eq!(declared_module("mod tests {"), None);

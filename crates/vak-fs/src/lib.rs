@@ -554,4 +554,141 @@ mod tests {
         drop(held);
         other.try_lock().unwrap();
     }
+    #[test]
+    fn an_input_file_follows_a_link_but_never_waits_on_a_fifo_or_reads_a_directory() {
+        let (_t, root) = dir();
+        let target = root.join("text.md");
+        std::fs::write(&target, "new text").unwrap();
+        let link = root.join("link.md");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        // The person named the link: they meant the file it names.
+        let mut text = String::new();
+        open_input(&link)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        assert_eq!(text, "new text");
+        // A FIFO with no writer: refused at once (the test would hang on a
+        // blocking open), named.
+        let fifo = root.join("fifo");
+        mkfifo(&fifo);
+        let err = open_input(&fifo).unwrap_err();
+        assert!(
+            matches!(&err, FsError::NotRegular { kind: "a FIFO", path } if *path == fifo),
+            "{err}"
+        );
+        let err = open_input(&root).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                FsError::NotRegular {
+                    kind: "a directory",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        // A link to a FIFO is followed to the FIFO, and refused the same way.
+        let to_fifo = root.join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+        assert!(matches!(
+            open_input(&to_fifo),
+            Err(FsError::NotRegular { .. })
+        ));
+        let err = open_input(&root.join("missing")).unwrap_err();
+        assert!(err.to_string().contains("missing"), "names the file: {err}");
+    }
+
+    #[test]
+    fn create_new_makes_a_private_file_and_never_writes_through_what_is_there() {
+        let (_t, root) = dir();
+        let path = root.join("token");
+        let mut file = create_new(&path, 0o600).unwrap().unwrap();
+        file.write_all(b"secret").unwrap();
+        assert_eq!(permissions(&file).unwrap() & 0o077, 0);
+        // A second creator sees something there and makes nothing.
+        assert!(create_new(&path, 0o600).unwrap().is_none());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "secret");
+        // A link planted at the name leads nowhere: nothing is written
+        // where it points, not even a dangling link's target.
+        let outside = root.join("outside");
+        let link = root.join("planted");
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+        assert!(create_new(&link, 0o600).unwrap().is_none());
+        assert!(!outside.exists(), "created through a dangling link");
+        let fifo = root.join("fifo");
+        mkfifo(&fifo);
+        assert!(create_new(&fifo, 0o600).unwrap().is_none());
+    }
+
+    #[test]
+    fn permissions_come_from_the_handle_and_set_permissions_changes_them() {
+        let (_t, root) = dir();
+        let path = root.join("f");
+        std::fs::write(&path, "x").unwrap();
+        let file = open_read(&path).unwrap().unwrap();
+        set_permissions(&file, 0o640).unwrap();
+        assert_eq!(permissions(&file).unwrap(), 0o640);
+        // open_read refuses a link as open_regular does.
+        let link = root.join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(matches!(open_read(&link), Err(FsError::Symlink { .. })));
+        assert!(open_read(&root.join("missing")).unwrap().is_none());
+    }
+
+    #[test]
+    fn entries_do_not_follow_links_and_stop_at_the_bound() {
+        let (_t, root) = dir();
+        std::fs::create_dir(root.join("role")).unwrap();
+        std::fs::write(root.join("file.md"), "x").unwrap();
+        std::os::unix::fs::symlink(root.join("role"), root.join("linked")).unwrap();
+        let mut seen: Vec<(String, bool, bool)> = entries(&root, 100)
+            .unwrap()
+            .into_iter()
+            .map(|e| (e.name.unwrap(), e.is_dir, e.is_file))
+            .collect();
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("file.md".to_owned(), false, true),
+                ("linked".to_owned(), false, false),
+                ("role".to_owned(), true, false),
+            ]
+        );
+        assert_eq!(entries(&root, 2).unwrap().len(), 2);
+        assert_eq!(is_dir(root.join("linked")), Some(true), "is_dir follows");
+        assert_eq!(is_dir(root.join("file.md")), Some(false));
+        assert_eq!(is_dir(root.join("missing")), None);
+        std::os::unix::fs::symlink(root.join("gone"), root.join("dangling")).unwrap();
+        assert!(
+            is_present(root.join("dangling")),
+            "a dangling link is there"
+        );
+        assert!(!is_present(root.join("missing")));
+        assert!(entries(root.join("missing"), 1).is_err());
+    }
+
+    #[test]
+    fn canonical_names_a_directory_the_file_system_way() {
+        let (_t, root) = dir();
+        std::fs::create_dir(root.join("real")).unwrap();
+        std::os::unix::fs::symlink(root.join("real"), root.join("alias")).unwrap();
+        assert_eq!(
+            canonical(root.join("alias/./")).unwrap(),
+            canonical(root.join("real")).unwrap()
+        );
+        assert!(canonical(root.join("missing")).is_err());
+    }
+
+    #[test]
+    fn a_system_text_is_bounded_and_text() {
+        let (_t, root) = dir();
+        let path = root.join("passwd");
+        std::fs::write(&path, "root:x:0:0::/root:/bin/sh\n").unwrap();
+        assert_eq!(read_system_text(&path, 4).unwrap(), "root");
+        std::fs::write(&path, b"\xff\xfe").unwrap();
+        assert!(read_system_text(&path, 100).is_err(), "not UTF-8");
+        assert_eq!(owner_of(&path).unwrap(), owner_of(&root).unwrap());
+    }
 }
