@@ -98,7 +98,7 @@ pub mod prompts {
 /// file system only through here (tidy `no_std_fs_outside_the_floor_and_the_stores`).
 pub mod files {
     pub use vak_fs::{
-        Entry, FsError, canonical, create_new, entries, is_dir, is_present, open_input, open_read,
+        FsError, canonical, create_new, entries, is_dir, is_present, open_input, open_read,
         permissions, remove_file, restrict_umask, set_permissions,
     };
     pub use vak_prompt_loader::{create_dirs, create_parent_confined};

@@ -11,6 +11,11 @@
 //! - [`lock_exclusive`]: a lock file opened as [`open_regular`] opens, held
 //!   with `flock` until the handle drops.
 //!
+//! Above those, the plain doors every crate above the loader uses instead of
+//! `std::fs` ([`open_read`], [`open_input`], [`create_new`], [`canonical`],
+//! [`entries`], …), so each touch of the disk outside the loader and the
+//! stores is here (xtask tidy `no_std_fs_outside_the_floor_and_the_stores`).
+//!
 //! Reading *inside a layer* — every directory on the way opened relative to
 //! the one before, so a link swapped in mid-read cannot lead out — is the
 //! loader's `confine` module, built on `openat`; this crate is for files a
