@@ -2,9 +2,32 @@
 //! xtask`, so the README's test command runs them): the crates depend on
 //! each other one way, in the order below; no process-wide cache holds
 //! loaded data; no provenance string is parsed back; the CLI and the admin
-//! spell out no JSON document they both answer. Where the code does
-//! not meet a rule yet, the exception is listed here with why, and the test
-//! fails when an exception is no longer needed, so the lists only shrink.
+//! spell out no JSON document they both answer; no `std::fs` outside the
+//! floor and the stores. Where the code does not meet a rule yet, the
+//! exception is listed here with why, and the test fails when an exception
+//! is no longer needed, so the lists only shrink.
+//!
+//! **The floor and the stores** (`FS_OWNERS`) are the only code that names
+//! the file system (`std::fs`, `fs::…`, `File::open`/`create`,
+//! `OpenOptions`, `rustix::fs`, `WalkDir`, or a path method only a path has
+//! that asks the disk, such as `.read_dir_utf8()` or `.canonicalize()`):
+//! - `vak-fs`, the floor: the one hostile open, replace and lock, and the
+//!   plain doors above it (an input file a person names, a canonical path, a
+//!   directory's entries, the umask) that every crate above the loader uses;
+//! - the loader's modules that read or write prompt layers: `confine.rs`
+//!   (every confined open), `discover.rs` (finding the project: which
+//!   directories exist, on which device), `managed.rs` (the managed
+//!   directory's modes and its key pins), `rules.rs` (the project walk a
+//!   scoped rule's globs are linted on), `watch.rs` (inotify), `write.rs`
+//!   (the layer writer);
+//! - the stores: `vak-session`, `vak-prompt-history`, `vak-store-pg`, and
+//!   the trust store's file (`vak-prompt-trust/src/store.rs`).
+//!
+//! Everything else — vak-core, the admin, the gateway, the CLI, and the
+//! pure crates — reaches the file system through those owners (vak-core's
+//! `files` module re-exports the floor's doors for the crates above it).
+//! Tests (`#[cfg(test)]` items and the modules they declare), `tests/`,
+//! `benches/` and build scripts are not scanned: only `crates/*/src`.
 
 #[cfg(test)]
 mod tests {
@@ -459,6 +482,253 @@ mod tests {
                 "{file} is gone: take it off FRONT_END_JSON"
             );
         }
+    }
+
+    /// The sources that may name the file system, and why: a crate's
+    /// directory (all of it) or one file.
+    const FS_OWNERS: [(&str, &str); 11] = [
+        ("crates/vak-fs/", "the floor"),
+        ("crates/vak-session/", "the session store"),
+        (
+            "crates/vak-prompt-history/",
+            "the object store and version log",
+        ),
+        ("crates/vak-store-pg/", "the PostgreSQL store"),
+        (
+            "crates/vak-prompt-trust/src/store.rs",
+            "the trust store's file",
+        ),
+        ("crates/vak-prompt-loader/src/confine.rs", "confined opens"),
+        (
+            "crates/vak-prompt-loader/src/discover.rs",
+            "finding the project",
+        ),
+        (
+            "crates/vak-prompt-loader/src/managed.rs",
+            "the managed layer",
+        ),
+        (
+            "crates/vak-prompt-loader/src/rules.rs",
+            "the walk a rule's globs are linted on",
+        ),
+        ("crates/vak-prompt-loader/src/watch.rs", "the file watch"),
+        ("crates/vak-prompt-loader/src/write.rs", "the layer writer"),
+    ];
+
+    /// Path methods that ask the disk (std's `Path` and camino's). Not
+    /// `.is_dir()`, `.is_file()` or `.metadata()`: a `FileType`, a
+    /// `Metadata` and an open `File` have them too, without a path, so a
+    /// line cannot tell them apart.
+    const DISK_METHODS: [&str; 8] = [
+        ".exists()",
+        ".try_exists()",
+        ".symlink_metadata()",
+        ".read_dir()",
+        ".read_dir_utf8()",
+        ".canonicalize()",
+        ".canonicalize_utf8()",
+        "WalkDir::new(",
+    ];
+
+    /// Code that names the file system outside its owners, and why it is
+    /// still there. The test fails when an entry is no longer needed.
+    const FS_DEBT: [(&str, &str); 1] = [(
+        "crates/vak-prompt-loader/src/chain.rs",
+        "lists the skills directory by path when the confined open fails; to go through confine.rs",
+    )];
+
+    /// Whether `line` (code, not a comment) names the file system.
+    /// `in_std_use` is whether the line is inside a multi-line
+    /// `use std::{ … }`.
+    fn names_fs(line: &str, in_std_use: bool) -> bool {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            return false;
+        }
+        let fs_path = code.match_indices("fs::").any(|(at, _)| {
+            !code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        });
+        let std_group = (in_std_use || code.starts_with("use std::{")) && is_word_in("fs", code);
+        fs_path
+            || std_group
+            || code.contains("std::fs")
+            || code.contains("File::open")
+            || code.contains("File::create")
+            || code.contains("OpenOptions")
+            || DISK_METHODS.iter().any(|m| code.contains(m))
+    }
+
+    /// Where the code outside `#[cfg(test)]` names the file system, as
+    /// `path:line: text`, in every `crates/*/src` file that is not a test
+    /// module. A `#[cfg(test)]` item is skipped to the `}` closing it at the
+    /// attribute's indentation (or its one line, when it ends in `;`); a
+    /// `#[cfg(test)] mod name;` marks `name.rs` (or `name/mod.rs`) a test
+    /// module, never scanned.
+    fn fs_hits() -> Vec<String> {
+        let root = root();
+        let files = sources();
+        let mut test_modules: Vec<PathBuf> = Vec::new();
+        for path in &files {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().collect();
+            let dir = match path.file_stem().and_then(|s| s.to_str()) {
+                Some("lib" | "main" | "mod") => path.parent().map(Path::to_owned),
+                Some(stem) => path.parent().map(|p| p.join(stem)),
+                None => None,
+            };
+            for pair in lines.windows(2) {
+                if pair[0].trim() == "#[cfg(test)]"
+                    && let Some(dir) = &dir
+                    && let Some(name) = declared_module(pair[1])
+                {
+                    test_modules.push(dir.join(format!("{name}.rs")));
+                    test_modules.push(dir.join(name).join("mod.rs"));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for path in files.iter().filter(|p| !test_modules.contains(p)) {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let rel = path.strip_prefix(&root).unwrap_or(path);
+            out.extend(
+                scan(&text)
+                    .into_iter()
+                    .map(|(n, line)| format!("{}:{n}: {}", rel.display(), line.trim())),
+            );
+        }
+        out
+    }
+
+    /// The module `line` declares without a body (`mod name;`, any
+    /// visibility).
+    fn declared_module(line: &str) -> Option<&str> {
+        let line = line.trim();
+        let rest = line.split("mod ").nth(1)?;
+        let name = rest.strip_suffix(';')?;
+        let before = line.split("mod ").next()?;
+        (before.is_empty() || before.starts_with("pub")).then_some(name.trim())
+    }
+
+    /// The lines of one source (1-based) that name the file system, outside
+    /// `#[cfg(test)]` items.
+    fn scan(text: &str) -> Vec<(usize, String)> {
+        let mut out = Vec::new();
+        let mut lines = text.lines().enumerate().peekable();
+        let mut in_std_use = false;
+        while let Some((at, line)) = lines.next() {
+            if line.trim() == "#[cfg(test)]" {
+                let indent = &line[..line.len() - line.trim_start().len()];
+                let close = format!("{indent}}}");
+                match lines.next() {
+                    Some((_, item)) if item.trim_end().ends_with(';') => {}
+                    Some(_) => {
+                        for (_, inner) in lines.by_ref() {
+                            if inner.trim_end() == close {
+                                break;
+                            }
+                        }
+                    }
+                    None => {}
+                }
+                continue;
+            }
+            if names_fs(line, in_std_use) {
+                out.push((at + 1, line.to_owned()));
+            }
+            if line.trim_start().starts_with("use std::{") {
+                in_std_use = !line.contains("};");
+            } else if in_std_use && line.contains("};") {
+                in_std_use = false;
+            }
+        }
+        out
+    }
+
+    fn owner_of(hit: &str) -> Option<&'static str> {
+        FS_OWNERS
+            .iter()
+            .find(|(owner, _)| hit.starts_with(owner))
+            .map(|(owner, _)| *owner)
+    }
+
+    #[test]
+    fn no_std_fs_outside_the_floor_and_the_stores() {
+        let found = fs_hits();
+        let in_debt = |hit: &str| FS_DEBT.iter().any(|(file, _)| hit.starts_with(file));
+        let strays: Vec<&String> = found
+            .iter()
+            .filter(|h| owner_of(h).is_none() && !in_debt(h))
+            .collect();
+        assert!(
+            strays.is_empty(),
+            "the file system named outside the floor and the stores; call the owner of that file (vak-fs, through `vak_core::files` above vak-core, or the store that owns its format) instead:\n{}",
+            strays
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+        for (file, why) in FS_DEBT {
+            assert!(
+                found.iter().any(|h| h.starts_with(file)),
+                "{file} ({why}) names the file system no more: take it off FS_DEBT"
+            );
+        }
+        // A single file listed as an owner must still need to be: the list
+        // names exactly the modules that touch the disk.
+        for (owner, why) in FS_OWNERS {
+            if owner.ends_with(".rs") {
+                assert!(
+                    found.iter().any(|h| h.starts_with(owner)),
+                    "{owner} ({why}) names the file system no more: take it off FS_OWNERS"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_fs_scan_sees_what_it_looks_for() {
+        for hit in [
+            "    let text = std::fs::read_to_string(&path)?;",
+            "use std::fs;",
+            "    fs::write(path, text)?;",
+            "use std::{fs, io};",
+            "    let f = File::open(path)?;",
+            "    let f = OpenOptions::new().read(true).open(path)?;",
+            "    use std::os::unix::fs::PermissionsExt as _;",
+            "    let fd = rustix::fs::open(path, flags, mode)?;",
+            "    if !project.exists() {",
+            "    let Ok(entries) = dir.read_dir_utf8() else {",
+        ] {
+            assert!(names_fs(hit, false), "missed: {hit}");
+        }
+        assert!(
+            names_fs("    fs,", true),
+            "a multi-line `use std::{{ fs }}`"
+        );
+        for clean in [
+            "    Ok(vak_fs::lock_exclusive(&path)?)",
+            "    File(#[from] vak_fs::FsError),",
+            "    // std::fs::read would follow a link here",
+            "    let real = vak_core::files::canonical(&dir);",
+            "    fs,",
+            "            Ok(kind) if kind.is_dir() => pending.push(path),",
+        ] {
+            assert!(!names_fs(clean, false), "a false hit: {clean}");
+        }
+        let text = "fn a() {\n    std::fs::read(\"x\");\n}\n\n#[cfg(test)]\nmod tests {\n    fn b() {\n        std::fs::read(\"y\");\n    }\n}\n\nfn c() {\n    fs::remove_file(p);\n}\n";
+        let lines: Vec<usize> = scan(text).into_iter().map(|(n, _)| n).collect();
+        assert_eq!(
+            lines,
+            [2, 13],
+            "the test module is skipped, not what follows it"
+        );
+        assert_eq!(declared_module("mod readme;"), Some("readme"));
+        assert_eq!(declared_module("pub(crate) mod tests;"), Some("tests"));
+        assert_eq!(declared_module("mod tests {"), None);
     }
 
     #[test]

@@ -402,16 +402,15 @@ fn known_roles(state: &AppState) -> Vec<String> {
     let mut roles = std::collections::BTreeSet::new();
     for root in [&state.home, &state.project] {
         let dir = vak_core::prompts::prompt_dir(root).join("agents");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = vak_core::files::entries(&dir, usize::MAX) else {
             continue;
         };
-        for entry in entries.flatten() {
-            let is_dir = entry.file_type().map(|t| t.is_dir()).unwrap_or(false);
-            if let Some(raw) = entry.file_name().to_str()
-                && is_dir
-                && Name::new(NameKind::Role, raw).is_ok()
+        for entry in entries {
+            if let Some(raw) = entry.name
+                && entry.is_dir
+                && Name::new(NameKind::Role, &raw).is_ok()
             {
-                roles.insert(raw.to_owned());
+                roles.insert(raw);
             }
         }
     }

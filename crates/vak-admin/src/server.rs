@@ -132,7 +132,7 @@ impl Server {
             .map_err(|e| AdminError::Internal(e.to_string()))?;
         // The token file lives under the home, which may not exist yet.
         let (token, secret) = AdminToken::load(&home, config.env_token.as_deref())?;
-        if !project.is_dir() {
+        if vak_core::files::is_dir(&project) != Some(true) {
             return Err(AdminError::BadRequest(format!(
                 "project directory `{project}` does not exist; pass --project DIR"
             )));

@@ -6,6 +6,7 @@ use std::io::{Read as _, Write as _};
 
 use camino::{Utf8Path, Utf8PathBuf};
 use subtle::ConstantTimeEq;
+use vak_core::files::FsError;
 use vak_core::prompts::{Escaped, sha256_hex};
 
 use crate::AdminError;
@@ -69,28 +70,18 @@ fn generate() -> Result<String, AdminError> {
     Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
-#[cfg(unix)]
-fn create_private(path: &Utf8Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
+/// A refusal of the floor's, as the token file's: a link, FIFO, socket,
+/// device or directory is "not a regular file", whatever the step.
+fn fs_error(path: &Utf8Path, error: FsError) -> AdminError {
+    match error {
+        FsError::Symlink { .. } | FsError::NotRegular { .. } => {
+            AdminError::TokenNotRegular(path.to_owned())
+        }
+        FsError::Io { source, .. } => io_error(path, source),
+    }
 }
 
-#[cfg(not(unix))]
-fn create_private(path: &Utf8Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-}
-
-#[cfg(unix)]
-fn check_private(path: &Utf8Path, meta: &std::fs::Metadata) -> Result<(), AdminError> {
-    use std::os::unix::fs::PermissionsExt as _;
-    let mode = meta.permissions().mode() & 0o777;
+fn check_private(path: &Utf8Path, mode: u32) -> Result<(), AdminError> {
     if mode & 0o077 != 0 {
         return Err(AdminError::TokenPermissions {
             path: path.to_owned(),
@@ -100,62 +91,27 @@ fn check_private(path: &Utf8Path, meta: &std::fs::Metadata) -> Result<(), AdminE
     Ok(())
 }
 
-#[cfg(not(unix))]
-fn check_private(_path: &Utf8Path, _meta: &std::fs::Metadata) -> Result<(), AdminError> {
-    Ok(())
-}
-
 /// The most a token file may hold: a token and a newline, with room to spare.
 const MAX_TOKEN_FILE_BYTES: u64 = 4096;
 
-/// Open `path` for reading without following a final symlink and without
-/// blocking (a FIFO opened this way returns at once; the handle check that
-/// follows refuses it).
-#[cfg(unix)]
-fn open_no_follow(path: &Utf8Path) -> std::io::Result<std::fs::File> {
-    use rustix::fs::{Mode, OFlags};
-    let flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(path.as_std_path(), flags, Mode::empty())?;
-    Ok(std::fs::File::from(fd))
-}
-
-#[cfg(not(unix))]
-fn open_no_follow(path: &Utf8Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::open(path)
-}
-
 /// The token in an existing token file, or `None` when there is none.
-/// The file is treated like a prompt file: a symlink, FIFO, socket, device
-/// or directory is refused before it is opened, the open does not follow a
-/// symlink or block, the open handle is checked again (the path may have
-/// changed in between), and the read is bounded.
+/// The file is treated like a store's file: the open does not follow a
+/// symlink or block on a FIFO, the open handle is checked to be a regular
+/// file (a socket, device or directory is refused), private to its owner and
+/// small, and the read is bounded.
 fn read_existing(path: &Utf8Path) -> Result<Option<String>, AdminError> {
-    let meta = match std::fs::symlink_metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_error(path, e)),
+    // The floor's open: no link followed, no FIFO waited on, and the open
+    // handle checked to be a regular file.
+    let Some(file) = vak_core::files::open_read(path).map_err(|e| fs_error(path, e))? else {
+        return Ok(None);
     };
-    if !meta.file_type().is_file() {
-        return Err(AdminError::TokenNotRegular(path.to_owned()));
-    }
-    let file = match open_no_follow(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        // ELOOP: a symlink was put there after the check.
-        Err(e) if e.raw_os_error() == Some(ELOOP) => {
-            return Err(AdminError::TokenNotRegular(path.to_owned()));
-        }
-        Err(e) => return Err(io_error(path, e)),
-    };
-    let meta = file.metadata().map_err(|e| io_error(path, e))?;
-    if !meta.file_type().is_file() {
-        return Err(AdminError::TokenNotRegular(path.to_owned()));
-    }
-    check_private(path, &meta)?;
-    if meta.len() > MAX_TOKEN_FILE_BYTES {
+    let mode = vak_core::files::permissions(&file).map_err(|e| io_error(path, e))?;
+    check_private(path, mode)?;
+    let len = file.metadata().map_err(|e| io_error(path, e))?.len();
+    if len > MAX_TOKEN_FILE_BYTES {
         return Err(AdminError::TokenFileTooLarge {
             path: path.to_owned(),
-            bytes: meta.len(),
+            bytes: len,
             limit: MAX_TOKEN_FILE_BYTES,
         });
     }
@@ -189,11 +145,6 @@ fn check_token(token: &str, from: impl Fn() -> String) -> Result<(), AdminError>
     Ok(())
 }
 
-#[cfg(unix)]
-const ELOOP: i32 = rustix::io::Errno::LOOP.raw_os_error();
-#[cfg(not(unix))]
-const ELOOP: i32 = -1;
-
 impl AdminToken {
     /// The token for `home`: `env` (the value of `VAK_ADMIN_TOKEN`, passed
     /// in so callers and tests decide), else the token file, generated when
@@ -216,8 +167,8 @@ impl AdminToken {
             vak_core::files::create_dirs(dir).map_err(|e| io_error(&path, e))?;
         }
         let token = generate()?;
-        match create_private(&path) {
-            Ok(mut file) => {
+        match vak_core::files::create_new(&path, 0o600).map_err(|e| fs_error(&path, e))? {
+            Some(mut file) => {
                 file.write_all(format!("{token}\n").as_bytes())
                     .and_then(|()| file.sync_all())
                     .map_err(|e| io_error(&path, e))?;
@@ -228,14 +179,21 @@ impl AdminToken {
                 ))
             }
             // Another server generated one between our read and create.
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let token = read_existing(&path)?.ok_or_else(|| io_error(&path, e))?;
+            None => {
+                let token = read_existing(&path)?.ok_or_else(|| {
+                    io_error(
+                        &path,
+                        std::io::Error::new(
+                            std::io::ErrorKind::AlreadyExists,
+                            "it appeared and vanished while being created",
+                        ),
+                    )
+                })?;
                 Ok((
                     AdminToken::new(&token, TokenSource::File(path.clone())),
                     token,
                 ))
             }
-            Err(e) => Err(io_error(&path, e)),
         }
     }
 

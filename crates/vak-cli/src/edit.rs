@@ -13,6 +13,7 @@ use std::process::Command;
 use camino::{Utf8Path, Utf8PathBuf};
 use clap::{Args, ValueEnum};
 use serde_json::json;
+use vak_core::files::FsError;
 use vak_core::history::{Action, Who};
 use vak_core::output::{Audience, SavedReport};
 use vak_core::prompts::{Block, Escaped, MAX_FILE_BYTES, Name, NameKind, SaveError, SurfaceKind};
@@ -327,25 +328,19 @@ fn read_bounded(mut reader: impl std::io::Read, what: &str) -> Result<String, Cl
 
 /// Open `--file F` for reading without blocking on a FIFO and without
 /// reading a device or directory: only a regular file is prompt text.
-fn open_input_file(file: &Utf8Path) -> Result<std::fs::File, CliError> {
-    use std::os::unix::fs::OpenOptionsExt as _;
+fn open_input_file(file: &Utf8Path) -> Result<impl std::io::Read, CliError> {
     let what = format!("`{}`", Escaped(file.as_str()));
     let io = |source| CliError::Io {
         context: format!("cannot read {what}"),
         source,
     };
-    // O_NONBLOCK (0o4000 on Linux): opening a FIFO with no writer must not hang.
-    let handle = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(0o4000)
-        .open(file)
-        .map_err(io)?;
-    let meta = handle.metadata().map_err(io)?;
-    if !meta.is_file() {
-        return Err(CliError::Failed(format!(
+    let handle = vak_core::files::open_input(file).map_err(|error| match error {
+        FsError::Io { source, .. } => io(source),
+        FsError::Symlink { .. } | FsError::NotRegular { .. } => CliError::Failed(format!(
             "{what} is not a regular file (a FIFO, device or directory); give a file with the new text"
-        )));
-    }
+        )),
+    })?;
+    let meta = handle.metadata().map_err(io)?;
     if meta.len() > MAX_FILE_BYTES {
         return Err(CliError::Failed(format!(
             "{what} is {} bytes, larger than the {MAX_FILE_BYTES}-byte limit for prompt files; nothing was saved",
@@ -498,7 +493,6 @@ fn editor() -> String {
 
 fn temp_copy(block: Block, text: &str) -> Result<Utf8PathBuf, CliError> {
     use std::io::Write as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let dir = Utf8PathBuf::from_path_buf(std::env::temp_dir()).map_err(|p| {
         CliError::Failed(format!(
             "temporary directory `{}` is not UTF-8",
@@ -520,12 +514,15 @@ fn temp_copy(block: Block, text: &str) -> Result<Utf8PathBuf, CliError> {
         ),
         source,
     };
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)
-        .map_err(io)?;
+    let mut file = vak_core::files::create_new(&path, 0o600)
+        .map_err(|error| match error {
+            FsError::Io { source, .. } => io(source),
+            // Something is at a name no one else makes: never write through it.
+            refused @ (FsError::Symlink { .. } | FsError::NotRegular { .. }) => {
+                CliError::Failed(refused.to_string())
+            }
+        })?
+        .ok_or_else(|| io(std::io::Error::from(std::io::ErrorKind::AlreadyExists)))?;
     file.write_all(text.as_bytes()).map_err(io)?;
     Ok(path)
 }
@@ -583,7 +580,7 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
     };
     match finish() {
         Ok(None) => {
-            let _ = std::fs::remove_file(&copy);
+            let _ = vak_core::files::remove_file(&copy);
             if args.format == Format::Json {
                 // Nothing written: the file as it was, on both sides.
                 let digest = start.exists.then_some(start.digest.as_str());
@@ -593,11 +590,11 @@ pub(crate) fn edit(args: &EditArgs) -> Result<(), CliError> {
             out::println(&format!("no changes to `{}`; nothing saved", target.block))
         }
         Ok(Some(saved)) if args.format == Format::Json => {
-            let _ = std::fs::remove_file(&copy);
+            let _ = vak_core::files::remove_file(&copy);
             print_saved(target.block, &saved)
         }
         Ok(Some(saved)) => {
-            let _ = std::fs::remove_file(&copy);
+            let _ = vak_core::files::remove_file(&copy);
             report_change(
                 &format!(
                     "saved `{}` to `{}` (sha256 {})",

@@ -224,7 +224,7 @@ fn unborn_default_home() -> Option<camino::Utf8PathBuf> {
         return None;
     }
     let home = vak_core::default_home().ok()?;
-    std::fs::symlink_metadata(&home).is_err().then_some(home)
+    (!vak_core::files::is_present(&home)).then_some(home)
 }
 
 fn main() -> ExitCode {
@@ -232,8 +232,7 @@ fn main() -> ExitCode {
     // version log) may be writable by group or others, whatever umask it
     // inherits: under `umask 000` any local user could otherwise trust a
     // project or rewrite a session. Set before any thread starts.
-    let inherited = rustix::process::umask(rustix::fs::Mode::empty());
-    rustix::process::umask(inherited | rustix::fs::Mode::WGRP | rustix::fs::Mode::WOTH);
+    vak_core::files::restrict_umask();
     // A write past `ulimit -f` would kill the process mid-change (SIGXFSZ's
     // default), between a file's rename and its version record; handled,
     // the write fails with EFBIG instead, which every writer cleans up after
@@ -273,7 +272,7 @@ fn main() -> ExitCode {
     let unborn = unborn_default_home();
     let result = run(&cli);
     if let Some(home) = unborn
-        && std::fs::symlink_metadata(&home).is_ok()
+        && vak_core::files::is_present(&home)
     {
         out::say(&format!(
             "created the vak home `{}` (shared layers, trust store, sessions); VAK_HOME or --home chooses another",

@@ -421,7 +421,7 @@ pub(crate) fn trust(args: &TrustArgs) -> Result<(), CliError> {
         return trust_preview(&home, &dir, args.dir.is_none(), args.format, args.pager);
     }
     // Named as the store will key it, not as typed (`.`).
-    let dir = std::fs::canonicalize(&dir)
+    let dir = vak_core::files::canonical(&dir)
         .ok()
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or(dir);
@@ -547,7 +547,7 @@ fn trust_preview(
 ) -> Result<(), CliError> {
     // Untrusted against trusted, whatever the trust store says now; named
     // by the path `vak trust` would record, not as typed.
-    let dir = std::fs::canonicalize(dir)
+    let dir = vak_core::files::canonical(dir)
         .ok()
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or_else(|| dir.to_owned());

@@ -108,8 +108,8 @@ pub(crate) fn home_dir(home: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliErr
         Some(home) => home.clone(),
         None => default_home()?,
     };
-    match std::fs::metadata(&home) {
-        Ok(meta) if !meta.is_dir() => Err(CliError::HomeNotADirectory(home)),
+    match vak_core::files::is_dir(&home) {
+        Some(false) => Err(CliError::HomeNotADirectory(home)),
         _ => Ok(home),
     }
 }

@@ -54,7 +54,7 @@ pub(crate) fn resolved(path: &Utf8Path) -> Option<(std::path::PathBuf, std::path
     let mut existing = path;
     let mut rest: Vec<&str> = Vec::new();
     loop {
-        if let Ok(real) = std::fs::canonicalize(existing) {
+        if let Ok(real) = vak_fs::canonical(existing) {
             let mut full = real.clone();
             full.extend(rest.iter().rev());
             return Some((real, full));
@@ -316,8 +316,8 @@ impl Core {
     fn as_project(&self, chain: &mut LoadedChain) {
         if self.project_is_home() {
             if let (Ok(home), Ok(project)) = (
-                std::fs::canonicalize(&self.selectors.home),
-                std::fs::canonicalize(&self.selectors.project),
+                vak_fs::canonical(&self.selectors.home),
+                vak_fs::canonical(&self.selectors.project),
             ) && home != project
             {
                 chain.skipped.push(vak_prompt_loader::Skipped {
@@ -356,8 +356,8 @@ impl Core {
     /// [`project_is_home`](Self::project_is_home), asked of the file system.
     fn resolves_into_home(&self) -> bool {
         let (Ok(home), Ok(project)) = (
-            std::fs::canonicalize(&self.selectors.home),
-            std::fs::canonicalize(&self.selectors.project),
+            vak_fs::canonical(&self.selectors.home),
+            vak_fs::canonical(&self.selectors.project),
         ) else {
             return false;
         };

@@ -181,7 +181,7 @@ fn write_manifest(home: &Utf8Path, manifest: &Manifest) -> Result<(), HomeError>
 
 /// The exclusive lock of the replica (`.vak/home-replica.lock`, a file lock,
 /// so across the processes and threads sharing this home).
-fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
+fn lock_replica(home: &Utf8Path) -> Result<vak_fs::Lock, HomeError> {
     lock_file(home, REPLICA_LOCK)
 }
 
@@ -195,11 +195,11 @@ fn lock_replica(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
 /// # Errors
 ///
 /// [`HomeError::Replica`] when the lock file cannot be created or locked.
-pub fn lock_saves(home: &Utf8Path) -> Result<std::fs::File, HomeError> {
+pub fn lock_saves(home: &Utf8Path) -> Result<vak_fs::Lock, HomeError> {
     lock_file(home, SAVE_LOCK)
 }
 
-fn lock_file(home: &Utf8Path, rel: &str) -> Result<std::fs::File, HomeError> {
+fn lock_file(home: &Utf8Path, rel: &str) -> Result<vak_fs::Lock, HomeError> {
     let path = home.join(rel);
     let fail = |action: &'static str, e: std::io::Error| HomeError::Replica {
         action,
@@ -242,32 +242,32 @@ fn local_files_unread(home: &Utf8Path) -> Vec<String> {
     }
     for sub in ["surface", "agents"] {
         let dir = home.join(".vak/prompts").join(sub);
-        let Ok(entries) = dir.read_dir_utf8() else {
+        let Ok(entries) = vak_fs::entries(&dir, usize::MAX) else {
             continue;
         };
-        for entry in entries.flatten() {
+        for name in entries.into_iter().filter_map(|e| e.name) {
             for file in LAYER_FILES {
-                out.push(format!(".vak/prompts/{sub}/{}/{file}", entry.file_name()));
+                out.push(format!(".vak/prompts/{sub}/{name}/{file}"));
             }
         }
     }
     // The home's scoped rules, as many as the loader reads at most and then
     // some, so one past its cut is still carried.
-    if let Ok(entries) = home.join(".vak/prompts/rules").read_dir_utf8() {
-        for entry in entries.flatten().take(MAX_SKILL_DIRS) {
-            out.push(format!(".vak/prompts/rules/{}", entry.file_name()));
+    if let Ok(entries) = vak_fs::entries(home.join(".vak/prompts/rules"), MAX_SKILL_DIRS) {
+        for name in entries.into_iter().filter_map(|e| e.name) {
+            out.push(format!(".vak/prompts/rules/{name}"));
         }
     }
     imported_files(home, &mut out);
     out.push(SHARED_CONFIG.to_owned());
     // As many skill directories as the loader reads at most, and then some:
     // one past its cut is still carried, never silently left behind.
-    if let Ok(entries) = home.join(".vak/skills").read_dir_utf8() {
-        for entry in entries.flatten().take(MAX_SKILL_DIRS) {
-            out.push(format!(".vak/skills/{}/{SKILL_FILE}", entry.file_name()));
+    if let Ok(entries) = vak_fs::entries(home.join(".vak/skills"), MAX_SKILL_DIRS) {
+        for name in entries.into_iter().filter_map(|e| e.name) {
+            out.push(format!(".vak/skills/{name}/{SKILL_FILE}"));
         }
     }
-    out.retain(|p| home_side_path(p) && home.join(p).symlink_metadata().is_ok());
+    out.retain(|p| home_side_path(p) && vak_fs::is_present(home.join(p)));
     out
 }
 
@@ -284,25 +284,28 @@ fn imported_files(home: &Utf8Path, out: &mut Vec<String>) {
     let mut pending = vec![(home.join(".vak/prompts"), ".vak/prompts".to_owned())];
     let mut seen = 0usize;
     while let Some((dir, rel)) = pending.pop() {
-        let Ok(entries) = dir.read_dir_utf8() else {
+        // One past what is left of the bound, so crossing it is seen.
+        let left = MAX_PROMPT_ENTRIES.saturating_sub(seen) + 1;
+        let Ok(entries) = vak_fs::entries(&dir, left) else {
             continue;
         };
-        for entry in entries.flatten() {
+        for entry in entries {
+            // A name that is not UTF-8 is no file vak carries.
+            let Some(name) = entry.name else {
+                continue;
+            };
             seen += 1;
             if seen > MAX_PROMPT_ENTRIES {
                 return;
             }
-            let name = entry.file_name();
             if name.starts_with('.') {
                 continue;
             }
             let rel = format!("{rel}/{name}");
-            match entry.file_type() {
-                Ok(kind) if kind.is_dir() => pending.push((entry.path().to_owned(), rel)),
-                Ok(kind) if kind.is_file() && name.ends_with(".md") && !out.contains(&rel) => {
-                    out.push(rel);
-                }
-                _ => {}
+            if entry.is_dir {
+                pending.push((dir.join(&name), rel));
+            } else if entry.is_file && name.ends_with(".md") && !out.contains(&rel) {
+                out.push(rel);
             }
         }
     }
@@ -1021,10 +1024,10 @@ pub fn import_home(
                 })?
                 // The confined reader checked it; the bytes read now must
                 // be the ones it checked.
-                .map(|doc| match std::fs::read_to_string(&path) {
+                .map(|doc| match reread(&path) {
                     Ok(text) if sha256_hex(&text) == doc.digest => Ok(text),
                     Ok(_) => Err("it changed while it was being imported".to_owned()),
-                    Err(e) => Err(e.to_string()),
+                    Err(e) => Err(e),
                 })
                 .transpose()
                 .map_err(|reason| HomeError::Replica {
@@ -1097,6 +1100,22 @@ pub fn import_home(
         }
     }
     Ok(report)
+}
+
+/// The text of a gateway file the confined reader has just checked, read
+/// again for its exact bytes: as the floor opens a store's file (no link, no
+/// FIFO), and bounded as the confined read was, since more bytes than that
+/// mean it changed in between.
+fn reread(path: &Utf8Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let file = vak_fs::open_read(path)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| "it vanished while it was being imported".to_owned())?;
+    let mut bytes = Vec::new();
+    file.take(vak_prompt_loader::MAX_GATEWAY_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    String::from_utf8(bytes).map_err(|_| "it changed while it was being imported".to_owned())
 }
 
 fn gateway_file(rel: &str) -> GatewayFile {

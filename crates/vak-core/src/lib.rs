@@ -92,9 +92,15 @@ pub mod prompts {
     };
 }
 
-/// Confined file-system helpers for the files a caller owns beside the
-/// prompt layers (the admin token, the gateway's secrets): directories made
-/// with the house's mode, and a parent made only inside the home.
+/// The file system, for the files a caller owns beside the prompt layers
+/// (the admin token, the gateway's secrets, `--file F`, an editor's copy):
+/// directories made with the house's mode, a parent made only inside the
+/// home, and the floor's hostile opens. A caller above vak-core reaches the
+/// file system only through here (tidy `no_std_fs_outside_the_floor_and_the_stores`).
 pub mod files {
+    pub use vak_fs::{
+        FsError, canonical, create_new, entries, is_dir, is_present, open_input, open_read,
+        permissions, remove_file, restrict_umask, set_permissions,
+    };
     pub use vak_prompt_loader::{create_dirs, create_parent_confined};
 }

@@ -41,11 +41,11 @@ pub fn paths_from_cwd(
         .ok_or_else(|| CoreError::NonUtf8Path(cwd.to_string_lossy().into_owned()))?;
     // The project as the file system names it, so a cwd reached through a
     // symlink (or `/tmp` → `/private/tmp`) still lies inside it.
-    let root = std::fs::canonicalize(project)
+    let root = vak_fs::canonical(project)
         .ok()
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or_else(|| project.to_owned());
-    let cwd = std::fs::canonicalize(cwd)
+    let cwd = vak_fs::canonical(cwd)
         .ok()
         .and_then(|p| Utf8PathBuf::from_path_buf(p).ok())
         .unwrap_or_else(|| cwd.to_owned());

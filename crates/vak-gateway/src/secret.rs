@@ -146,13 +146,9 @@ pub fn ensure_secret(home: &Utf8Path, bot: &Name) -> Result<(String, bool), Life
         other => fail(format!("could not create its directory: {other}")),
     })?;
     // Through the handle (fchmod), never by path, which follows links.
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt as _;
-        let _ = dir
-            .as_file()
-            .and_then(|handle| handle.set_permissions(std::fs::Permissions::from_mode(0o700)));
-    }
+    let _ = dir
+        .as_file()
+        .and_then(|handle| vak_core::files::set_permissions(&handle, 0o700));
     // The directories exist now: check them through the confined reader
     // before writing, as every verification reads the secret.
     if let Some(secret) = read_secret(home, bot)? {

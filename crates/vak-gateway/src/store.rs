@@ -462,12 +462,12 @@ fn import_history(
 fn import_secrets(home: &Utf8Path, target: &PgStore) -> Result<usize, LifecycleError> {
     use vak_core::prompts::{HomeStore as _, Name, NameKind};
     let dir = home.join(".vak").join("gateway").join("secrets");
-    let Ok(entries) = dir.read_dir_utf8() else {
+    let Ok(entries) = vak_core::files::entries(&dir, usize::MAX) else {
         return Ok(0);
     };
     let mut copied = 0;
-    for entry in entries.flatten() {
-        let Ok(bot) = Name::new(NameKind::Bot, entry.file_name()) else {
+    for name in entries.into_iter().filter_map(|e| e.name) {
+        let Ok(bot) = Name::new(NameKind::Bot, &name) else {
             continue;
         };
         let Some(secret) = crate::read_secret(home, &bot)? else {

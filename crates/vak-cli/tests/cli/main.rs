@@ -15,6 +15,7 @@ mod completions;
 mod crash_windows;
 mod discovery;
 mod edit;
+mod fs_floor;
 mod gateway_hostile;
 mod gateway_replay;
 mod gateway_scale;

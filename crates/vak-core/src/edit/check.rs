@@ -155,7 +155,7 @@ impl Core {
     /// resolved there until it is back.
     pub(crate) fn other_trusted_projects(&self) -> Result<Vec<Utf8PathBuf>, CoreError> {
         let home = &self.selectors().home;
-        let this = std::fs::canonicalize(&self.selectors().project).ok();
+        let this = vak_fs::canonical(&self.selectors().project).ok();
         let store = vak_prompt_trust::TrustStore::load(home)?;
         let mut out = Vec::new();
         for listed in store.list() {
@@ -164,7 +164,7 @@ impl Core {
             {
                 continue;
             }
-            if !project.is_dir() {
+            if vak_fs::is_dir(&project) != Some(true) {
                 tracing::warn!(
                     project = %Escaped(listed),
                     "a trusted project's directory is gone, so a shared save cannot budget its chains; `vak untrust DIR` takes it off the trust store"

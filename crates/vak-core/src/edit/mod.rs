@@ -1146,7 +1146,7 @@ impl Core {
         };
         let project = &self.selectors().project;
         let (Ok(real_project), Some((_, real))) =
-            (std::fs::canonicalize(project), resolved(&project.join(dir)))
+            (vak_fs::canonical(project), resolved(&project.join(dir)))
         else {
             return Ok(target.clone());
         };
@@ -1194,8 +1194,8 @@ impl Core {
         // is saved or removed through a link into a nested repository.
         vak_prompt_loader::refuse_nested_link(path, &selectors.project, action)?;
         let (Ok(home), Ok(project)) = (
-            std::fs::canonicalize(&selectors.home),
-            std::fs::canonicalize(&selectors.project),
+            vak_fs::canonical(&selectors.home),
+            vak_fs::canonical(&selectors.project),
         ) else {
             return Ok(());
         };

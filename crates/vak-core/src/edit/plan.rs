@@ -228,15 +228,15 @@ pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
     let mut roles: Vec<Name> = Vec::new();
     for root in [&selectors.home, &selectors.project] {
         let dir = vak_prompt_loader::prompt_dir(root).join("agents");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        let Ok(entries) = vak_fs::entries(&dir, 4096) else {
             continue;
         };
-        for entry in entries.flatten().take(4096) {
+        for entry in entries {
             // Followed: a role directory that is a symlink staying inside
             // its root is read by the loader like any other, so it is
             // budgeted and previewed like any other.
-            let is_dir = std::fs::metadata(entry.path()).is_ok_and(|m| m.is_dir());
-            if let (true, Some(name)) = (is_dir, entry.file_name().to_str())
+            let is_dir = vak_fs::is_dir(&entry.path) == Some(true);
+            if let (true, Some(name)) = (is_dir, entry.name.as_deref())
                 && let Ok(role) = Name::new(vak_prompt_blocks::NameKind::Role, name)
             {
                 roles.push(role);

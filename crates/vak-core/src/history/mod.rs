@@ -35,14 +35,9 @@ pub use trust_preview::*;
 /// The name `/etc/passwd` gives this process's user, else `uid N`: a
 /// service or a container often runs without `$USER`.
 fn user_of_process() -> Option<String> {
-    use std::io::Read as _;
-    use std::os::unix::fs::MetadataExt as _;
-    let uid = std::fs::metadata("/proc/self").ok()?.uid();
-    let mut passwd = String::new();
-    if let Ok(file) = std::fs::File::open("/etc/passwd") {
-        // Bounded: a huge or endless file is not worth a label.
-        let _ = file.take(1 << 20).read_to_string(&mut passwd);
-    }
+    let uid = vak_fs::owner_of("/proc/self").ok()?;
+    // Bounded: a huge or endless file is not worth a label.
+    let passwd = vak_fs::read_system_text("/etc/passwd", 1 << 20).unwrap_or_default();
     let named = passwd.lines().find_map(|line| {
         let mut fields = line.split(':');
         let name = fields.next()?;
@@ -115,7 +110,7 @@ pub(crate) fn file_key(core: &Core, path: &camino::Utf8Path, root: &camino::Utf8
     {
         return shared_home_key(&rel);
     }
-    match (std::fs::canonicalize(root), path.strip_prefix(root)) {
+    match (vak_fs::canonical(root), path.strip_prefix(root)) {
         (Ok(real), Ok(rest)) => real.join(rest.as_std_path()).to_string_lossy().into_owned(),
         _ => path.to_string(),
     }
@@ -143,7 +138,7 @@ impl SharedHomeKeys {
     /// The translation for the file store of `home`.
     pub fn of(home: &camino::Utf8Path) -> Self {
         let mut roots = Vec::with_capacity(2);
-        if let Some(real) = std::fs::canonicalize(home)
+        if let Some(real) = vak_fs::canonical(home)
             .ok()
             .and_then(|p| camino::Utf8PathBuf::from_path_buf(p).ok())
         {
