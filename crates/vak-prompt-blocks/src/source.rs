@@ -262,7 +262,8 @@ impl Source {
     /// or starts with `builtin:` stays a file. Whatever is read,
     /// [`fmt::Display`] renders `wire` again, byte for byte.
     pub fn from_wire(layer: &str, block: &str, wire: &str) -> Source {
-        let gateway = layer == PromptLayer::Bot.wire_name() || layer == PromptLayer::Chat.wire_name();
+        let gateway =
+            layer == PromptLayer::Bot.wire_name() || layer == PromptLayer::Chat.wire_name();
         if layer == PromptLayer::Seed.wire_name()
             && let Some(name) = wire.strip_prefix("builtin:")
         {
@@ -311,6 +312,7 @@ fn gateway_from_wire(wire: &str) -> Option<Source> {
     if let Some((Some(bot), chat, block)) = key
         && (file == GatewayFile::Bots || chat.is_some())
         && let Ok(block) = block.parse::<Block>()
+        && Block::EDITABLE.contains(&block)
     {
         return Some(Source::Gateway(GatewayKey { bot, chat, block }));
     }
@@ -362,9 +364,16 @@ mod tests {
         let bot = name(NameKind::Bot, "helpdesk");
         let chat = name(NameKind::Chat, "-100123");
         let cases = [
-            (Source::file("/p/.vak/prompts/identity.md"), "/p/.vak/prompts/identity.md"),
             (
-                Source::Gateway(GatewayKey { bot: bot.clone(), chat: None, block: Block::Identity }),
+                Source::file("/p/.vak/prompts/identity.md"),
+                "/p/.vak/prompts/identity.md",
+            ),
+            (
+                Source::Gateway(GatewayKey {
+                    bot: bot.clone(),
+                    chat: None,
+                    block: Block::Identity,
+                }),
                 "bots.json#/helpdesk/prompts/identity",
             ),
             (
@@ -376,13 +385,23 @@ mod tests {
                 "allowlist.json#/helpdesk/-100123/prompts/surface-note",
             ),
             (
-                Source::GatewayPointer { file: GatewayFile::Bots, pointer: "/helpdesk/prompts".into() },
+                Source::GatewayPointer {
+                    file: GatewayFile::Bots,
+                    pointer: "/helpdesk/prompts".into(),
+                },
                 "bots.json#/helpdesk/prompts",
             ),
             (Source::Builtin("identity".into()), "builtin:identity"),
-            (Source::Runtime("surface/chat".into()), "runtime:surface/chat"),
             (
-                Source::ConfigKey { file: "/h/.vak/config.toml".into(), key: "model", name: None },
+                Source::Runtime("surface/chat".into()),
+                "runtime:surface/chat",
+            ),
+            (
+                Source::ConfigKey {
+                    file: "/h/.vak/config.toml".into(),
+                    key: "model",
+                    name: None,
+                },
                 "/h/.vak/config.toml#model",
             ),
             (
@@ -396,7 +415,10 @@ mod tests {
         ];
         for (source, wire) in cases {
             assert_eq!(source.to_string(), wire);
-            assert_eq!(serde_json::to_value(&source).unwrap(), serde_json::json!(wire));
+            assert_eq!(
+                serde_json::to_value(&source).unwrap(),
+                serde_json::json!(wire)
+            );
         }
         assert_eq!(
             GatewayEntry { bot, chat: None }.to_string(),
@@ -409,7 +431,11 @@ mod tests {
         // A project file whose name looks like a builtin, a gateway key or
         // a config key is a file: only the seed has builtins, only the bot
         // and chat tiers gateway keys, only the runtime's MCP servers keys.
-        for wire in ["builtin:identity", "bots.json#/a/prompts/identity", "/p#mcp.servers.x"] {
+        for wire in [
+            "builtin:identity",
+            "bots.json#/a/prompts/identity",
+            "/p#mcp.servers.x",
+        ] {
             assert_eq!(
                 Source::from_wire("project", "mcp", wire),
                 Source::File(wire.into())
@@ -448,15 +474,25 @@ mod tests {
         let path = "/[a-z#:./ ]{0,20}";
         prop_oneof![
             (layers(), blocks(), path).prop_map(|(l, b, p)| (l, b, Source::file(p))),
-            (names(NameKind::Bot), proptest::option::of(names(NameKind::Chat)), blocks()).prop_map(
-                |(bot, chat, block)| {
+            (
+                names(NameKind::Bot),
+                proptest::option::of(names(NameKind::Chat)),
+                proptest::sample::select(Block::EDITABLE.to_vec()),
+            )
+                .prop_map(|(bot, chat, block)| {
                     let key = GatewayKey { bot, chat, block };
                     (key.layer(), block, Source::Gateway(key))
-                }
-            ),
-            (blocks(), "[a-z-]{1,12}")
-                .prop_map(|(b, n)| (PromptLayer::Seed, b, Source::Builtin(n.into()))),
-            "[a-z/]{1,12}".prop_map(|n| (PromptLayer::Runtime, Block::Surface, Source::Runtime(n.into()))),
+                }),
+            (blocks(), "[a-z-]{1,12}").prop_map(|(b, n)| (
+                PromptLayer::Seed,
+                b,
+                Source::Builtin(n.into())
+            )),
+            "[a-z/]{1,12}".prop_map(|n| (
+                PromptLayer::Runtime,
+                Block::Surface,
+                Source::Runtime(n.into())
+            )),
             (path, "[a-z0-9_.#-]{1,12}").prop_map(|(file, name)| {
                 let source = Source::ConfigKey {
                     file: file.into(),

@@ -61,6 +61,12 @@ pub struct Contribution {
     /// was refused, and then `text` is the file's own. Always empty for an
     /// interop file and a gateway text, which do not import.
     pub imports: Imports,
+    /// Which directory level of the project the text is from: 0 for the
+    /// root (and for everything that is not a project directory layer), 1
+    /// for the first directory below it, and so on; an index into
+    /// [`LoadedChain::project_levels`]. Set by the loader as it reads each
+    /// level, never worked out from the source afterwards.
+    pub level: usize,
 }
 
 /// An input the loader refused, and why. Reported, never fatal.
@@ -76,7 +82,7 @@ pub struct Skipped {
 
 impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let source = self.provenance.source.as_deref().unwrap_or("?");
+        let source = &self.provenance.source;
         match self.block {
             Some(block) => write!(
                 f,
@@ -105,7 +111,7 @@ pub struct LegacySystem {
 impl LegacySystem {
     /// Its path.
     pub fn path(&self) -> &Utf8Path {
-        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+        self.provenance.source.path().unwrap_or(Utf8Path::new(""))
     }
 }
 
@@ -153,7 +159,7 @@ impl SkillEntry {
 
     /// The `SKILL.md` path.
     pub fn path(&self) -> &Utf8Path {
-        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+        self.provenance.source.path().unwrap_or(Utf8Path::new(""))
     }
 }
 
@@ -228,7 +234,7 @@ impl LoadedChain {
             (
                 c.provenance.layer,
                 c.provenance.origin,
-                self.level_of(&c.provenance),
+                c.level,
                 rank(c.block),
             )
         };
@@ -238,6 +244,7 @@ impl LoadedChain {
             text,
             interop: false,
             imports,
+            level: self.level_for(provenance),
         };
         let at = self
             .contributions
@@ -247,19 +254,20 @@ impl LoadedChain {
         self.contributions.insert(at, new);
     }
 
-    /// Which directory level of the project `provenance` belongs to: 0 for
-    /// the root (and for everything that is not a project directory layer),
-    /// 1 for the first directory below it, and so on.
-    pub fn level_of(&self, provenance: &Provenance) -> usize {
+    /// The level a project block file at `provenance` would be read at:
+    /// the level whose prompts directory holds it (an exact directory, as
+    /// the loader reads them), else 0. For a candidate edit, which the
+    /// loader has not read.
+    fn level_for(&self, provenance: &Provenance) -> usize {
         if provenance.origin != Origin::Project || provenance.layer != PromptLayer::Project {
             return 0;
         }
-        let Some(source) = provenance.source.as_deref() else {
+        let Some(dir) = provenance.source.path().and_then(Utf8Path::parent) else {
             return 0;
         };
         self.project_levels
             .iter()
-            .rposition(|level| Utf8Path::new(source).starts_with(level))
+            .rposition(|level| prompt_dir(level) == dir)
             .unwrap_or(0)
     }
 }
@@ -374,7 +382,7 @@ impl Reader<'_> {
         provenance: &Provenance,
         text: String,
     ) -> (String, Imports) {
-        let Some(file) = provenance.source.as_deref().map(Utf8Path::new) else {
+        let Some(file) = provenance.source.path() else {
             return (text, Imports::default());
         };
         let prompts = prompts_root(dir).to_owned();
@@ -401,6 +409,7 @@ impl Reader<'_> {
         root: &Utf8Path,
         layer: PromptLayer,
         origin: Origin,
+        level: usize,
     ) -> bool {
         // One that leads outside its root is reported once, naming the
         // directory.
@@ -408,12 +417,12 @@ impl Reader<'_> {
             DirRead::Files(files) => files,
             DirRead::Missing => return false,
             DirRead::Refused(refusal) => {
-                self.skip(None, Provenance::new(layer, origin, dir.as_str()), refusal);
+                self.skip(None, Provenance::new(layer, origin, dir), refusal);
                 return false;
             }
         };
         for (block, file, text) in files {
-            let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
+            let provenance = Provenance::new(layer, origin, join(dir, &[file]));
             match text {
                 Ok(Some(text)) => {
                     let (text, imports) = self.expand_imports(dir, &provenance, text);
@@ -423,6 +432,7 @@ impl Reader<'_> {
                         text,
                         interop: false,
                         imports,
+                        level,
                     });
                 }
                 Ok(None) => {}
@@ -442,12 +452,11 @@ impl Reader<'_> {
     /// like every layer file: confined to the project, bounded, UTF-8; a
     /// refusal names the file and the next name is not tried, so a refused
     /// override never lets the file it overrides in.
-    fn interop_file(&mut self, level: &Utf8Path, root: &Utf8Path, names: &[String]) {
+    fn interop_file(&mut self, dir: &Utf8Path, level: usize, root: &Utf8Path, names: &[String]) {
         for name in names {
-            let path = join(level, &[name]);
+            let path = join(dir, &[name]);
             let read = self.read(&path, root);
-            let provenance =
-                || Provenance::new(PromptLayer::Project, Origin::Project, path.into_string());
+            let provenance = || Provenance::new(PromptLayer::Project, Origin::Project, path);
             match read {
                 Ok(Some(text)) => {
                     self.chain.contributions.push(Contribution {
@@ -456,6 +465,7 @@ impl Reader<'_> {
                         text,
                         interop: true,
                         imports: Imports::default(),
+                        level,
                     });
                     return;
                 }
@@ -621,6 +631,7 @@ pub(crate) fn load_in(
                     text: f.text.clone(),
                     interop: false,
                     imports: Imports::default(),
+                    level: 0,
                 }),
         );
     }
@@ -719,6 +730,7 @@ pub(crate) fn load_in(
         home_root,
         PromptLayer::Shared,
         Origin::Home,
+        0,
     );
     // The project root, then each directory down to the working directory,
     // widest first: the same four files, project-owned,
@@ -731,9 +743,10 @@ pub(crate) fn load_in(
             project_root,
             PromptLayer::Project,
             Origin::Project,
+            0,
         );
     }
-    reader.interop_file(&request.project, project_root, &interop);
+    reader.interop_file(&request.project, 0, project_root, &interop);
     if let Some(workdir) = &request.workdir {
         if !workdir.starts_with(&request.project) {
             reader.skip(
@@ -798,16 +811,20 @@ pub(crate) fn load_in(
             .chain
             .contributions
             .reserve(levels.len() * (Block::EDITABLE.len() + 1));
-        for level in levels {
-            reader.chain.project_levels.push(level.clone());
-            let prompts = prompt_dir(&level);
+        for dir in levels {
+            // The level is the index of the directory in `project_levels`,
+            // fixed here as it is read.
+            let level = reader.chain.project_levels.len();
+            reader.chain.project_levels.push(dir.clone());
+            let prompts = prompt_dir(&dir);
             reader.directory_layer(
                 &prompts,
                 project_root,
                 PromptLayer::Project,
                 Origin::Project,
+                level,
             );
-            reader.interop_file(&level, project_root, &interop);
+            reader.interop_file(&dir, level, project_root, &interop);
         }
     }
     reader.directory_layer(
@@ -815,6 +832,7 @@ pub(crate) fn load_in(
         home_root,
         PromptLayer::Surface,
         Origin::Home,
+        0,
     );
     if project_ok {
         reader.directory_layer(
@@ -822,6 +840,7 @@ pub(crate) fn load_in(
             project_root,
             PromptLayer::Surface,
             Origin::Project,
+            0,
         );
     }
     // The gateway files share the home's opened directories; a home that
@@ -854,7 +873,7 @@ pub(crate) fn load_in(
                 continue;
             }
             let before = reader.chain.skipped.len();
-            if reader.directory_layer(&dir, root, PromptLayer::Agent, origin) {
+            if reader.directory_layer(&dir, root, PromptLayer::Agent, origin, 0) {
                 reader.chain.role_dirs.push(dir);
             } else if let Some(skip) = reader.chain.skipped[before..]
                 .iter()
