@@ -237,7 +237,7 @@ mod tests {
                     Origin::Home,
                     Source::ConfigKey {
                         file: "/h#1/.vak/config.toml".into(),
-                        key: crate::MCP_SERVERS_KEY,
+                        key: crate::MCP_SERVERS_KEY.into(),
                         name: Some("db".into()),
                     },
                 ),

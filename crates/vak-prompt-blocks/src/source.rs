@@ -201,9 +201,9 @@ pub enum Source {
     ConfigKey {
         /// The config file.
         file: Utf8PathBuf,
-        /// The fixed, dotted key: `model`, `prompts.max_tokens`,
-        /// `permissions`, `mcp.servers`.
-        key: &'static str,
+        /// The dotted key: `model`, `prompts.max_tokens`, `permissions`,
+        /// `mcp.servers`, or a key trust demoted (`hooks`, …).
+        key: Cow<'static, str>,
         /// The user's name under the key: a permission list's kind, an MCP
         /// server's name.
         name: Option<String>,
@@ -247,10 +247,10 @@ impl Source {
     pub fn mcp_server(&self) -> Option<&str> {
         match self {
             Source::ConfigKey {
-                key: MCP_SERVERS_KEY,
+                key,
                 name: Some(name),
                 ..
-            } => Some(name),
+            } if key == MCP_SERVERS_KEY => Some(name),
             _ => None,
         }
     }
@@ -275,7 +275,7 @@ impl Source {
             {
                 return Source::ConfigKey {
                     file: file.into(),
-                    key: MCP_SERVERS_KEY,
+                    key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some(name.to_owned()),
                 };
             }
@@ -407,7 +407,7 @@ mod tests {
             (
                 Source::ConfigKey {
                     file: "/work/issue#12/.vak/config.toml".into(),
-                    key: MCP_SERVERS_KEY,
+                    key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some("db".into()),
                 },
                 "/work/issue#12/.vak/config.toml#mcp.servers.db",
@@ -496,7 +496,7 @@ mod tests {
             (path, "[a-z0-9_.#-]{1,12}").prop_map(|(file, name)| {
                 let source = Source::ConfigKey {
                     file: file.into(),
-                    key: MCP_SERVERS_KEY,
+                    key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some(name),
                 };
                 (PromptLayer::Runtime, Block::Mcp, source)
