@@ -399,7 +399,7 @@ mod tests {
             (
                 Source::ConfigKey {
                     file: "/h/.vak/config.toml".into(),
-                    key: "model",
+                    key: "model".into(),
                     name: None,
                 },
                 "/h/.vak/config.toml#model",
