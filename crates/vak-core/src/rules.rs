@@ -120,7 +120,7 @@ pub fn turn_rules(tail: &ScopedTail) -> Vec<TurnRule> {
         .iter()
         .map(|rule| TurnRule {
             name: rule.name.clone(),
-            source: rule.provenance.source.clone().unwrap_or_default(),
+            source: rule.provenance.source.to_string(),
             layer: rule.provenance.layer.wire_name().to_owned(),
             block: rule.block.to_string(),
             digest: rule.digest.clone(),
@@ -198,7 +198,7 @@ impl Core {
 /// [`Core::rules_report`] of rules already read.
 pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
     let scoped = compose_rules(set, paths, trust);
-    let source = |p: &vak_prompt_blocks::Provenance| p.source.clone().unwrap_or_default();
+    let source = |p: &vak_prompt_blocks::Provenance| p.source.to_string();
     RulesReport {
         rules: set
             .rules
@@ -365,7 +365,7 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
     for (rule, glob) in set.unmatched_globs(&files) {
         lints.push(format!(
             "scoped rule `{}`: the glob `{}` matches nothing in the project tree (no file){}",
-            vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default()),
+            vak_prompt_blocks::Escaped(&rule.provenance.source.to_string()),
             vak_prompt_blocks::Escaped(glob),
             if complete {
                 ""
@@ -418,7 +418,7 @@ pub fn rule_changes<'t>(
         .filter_map(|(rule, at)| {
             let current = now
                 .iter()
-                .find(|(r, _)| r.provenance.source.as_deref() == Some(rule.source.as_str()));
+                .find(|(r, _)| r.provenance.source.to_string() == rule.source);
             let current_digest = current.map(|(_, text)| vak_prompt_blocks::sha256_hex(text));
             if current_digest.as_deref() == Some(rule.digest.as_str()) {
                 return None;
@@ -644,7 +644,7 @@ impl Core {
             match candidate
                 .rules
                 .iter_mut()
-                .find(|r| r.provenance.source.as_deref() == Some(path.as_str()))
+                .find(|r| r.provenance.source.path() == Some(path.as_path()))
             {
                 Some(existing) => *existing = rule.clone(),
                 None => candidate.rules.push(rule.clone()),

@@ -197,6 +197,10 @@ pub enum Source {
     Builtin(Cow<'static, str>),
     /// Text the runtime derives (`runtime:<name>`).
     Runtime(Cow<'static, str>),
+    /// A change of a session ledger's own (its frozen prefix, its layer
+    /// list), at the [`LEDGER_LAYER`]: the sentence saying what changed,
+    /// rendered as it is.
+    Ledger(Cow<'static, str>),
     /// A key of a `config.toml` (`<file>#<key>` or `<file>#<key>.<name>`).
     ConfigKey {
         /// The config file.
@@ -209,6 +213,10 @@ pub enum Source {
         name: Option<String>,
     },
 }
+
+/// The layer name a change of a ledger's own is reported at: what changed
+/// is the ledger, not a layer of the chain.
+pub const LEDGER_LAYER: &str = "ledger";
 
 /// The config key MCP servers are listed under.
 pub const MCP_SERVERS_KEY: &str = "mcp.servers";
@@ -262,6 +270,9 @@ impl Source {
     /// or starts with `builtin:` stays a file. Whatever is read,
     /// [`fmt::Display`] renders `wire` again, byte for byte.
     pub fn from_wire(layer: &str, block: &str, wire: &str) -> Source {
+        if layer == LEDGER_LAYER {
+            return Source::Ledger(Cow::Owned(wire.to_owned()));
+        }
         let gateway =
             layer == PromptLayer::Bot.wire_name() || layer == PromptLayer::Chat.wire_name();
         if layer == PromptLayer::Seed.wire_name()
@@ -332,6 +343,7 @@ impl fmt::Display for Source {
             }
             Source::Builtin(name) => write!(f, "builtin:{name}"),
             Source::Runtime(name) => write!(f, "runtime:{name}"),
+            Source::Ledger(sentence) => f.write_str(sentence),
             Source::ConfigKey { file, key, name } => {
                 write!(f, "{file}#{key}")?;
                 match name {
@@ -460,6 +472,14 @@ mod tests {
         )
     }
 
+    /// Every layer name a ledger may hold: the chain's and the ledger's own.
+    fn wire_layers() -> impl Strategy<Value = &'static str> {
+        prop_oneof![
+            layers().prop_map(PromptLayer::wire_name),
+            Just(LEDGER_LAYER)
+        ]
+    }
+
     fn blocks() -> impl Strategy<Value = Block> {
         proptest::sample::select(Block::ALL.to_vec())
     }
@@ -510,11 +530,11 @@ mod tests {
         /// ledger the previous one wrote.
         #[test]
         fn any_ledger_string_renders_back_unchanged(
-            layer in layers(),
+            layer in wire_layers(),
             block in blocks(),
             wire in "\\PC{0,40}",
         ) {
-            let read = Source::from_wire(layer.wire_name(), block.wire_name(), &wire);
+            let read = Source::from_wire(layer, block.wire_name(), &wire);
             prop_assert_eq!(read.to_string(), wire);
         }
 
