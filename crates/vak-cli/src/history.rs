@@ -527,7 +527,11 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` {} ({}): reordered: the same text ({}) at another place in the block",
                 escape_line(&c.block),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&show(c.current.as_deref())),
             );
             continue;
@@ -538,7 +542,11 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` ({}): {}; the frozen prefix against the one its layers render now:",
                 escape_line(&c.block),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
             );
         } else if c.kind == history::TextChangeKind::Moved {
             let texts = if c.frozen == c.current {
@@ -555,9 +563,17 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` moved from {} ({}) to {} ({}): {}",
                 escape_line(&c.block),
                 escape_line(c.frozen_layer.as_deref().unwrap_or("-")),
-                escape_line(c.frozen_source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.frozen_source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&texts),
             );
         } else {
@@ -566,7 +582,11 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` {} ({}): {} -> {}",
                 escape_line(&c.block),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&show(c.frozen.as_deref())),
                 escape_line(&show(c.current.as_deref())),
             );

@@ -185,7 +185,7 @@ fn untrusted_note(core: &Core, resolved: &ResolvedPrompt, listed_above: bool) ->
                 note,
                 "  not applied: {} from `{}`",
                 Escaped(&what),
-                Escaped(d.provenance.source.as_deref().unwrap_or("?"))
+                Escaped(&d.provenance.source.to_string())
             );
         }
         let _ = writeln!(
@@ -311,7 +311,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                     "{:<20}   {:<8} {}",
                     "",
                     c.provenance.layer,
-                    Escaped(c.provenance.source.as_deref().unwrap_or(""))
+                    Escaped(&c.provenance.source.to_string())
                 );
                 // Imported files are listed under the file that imports
                 // them: they are its text.
@@ -320,7 +320,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                         out,
                         "{:<20}     imports {}",
                         "",
-                        Escaped(imported.provenance.source.as_deref().unwrap_or(""))
+                        Escaped(&imported.provenance.source.to_string())
                     );
                 }
             }
@@ -331,7 +331,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                 "{:<20}   shadows {} {}",
                 "",
                 shadowed.layer,
-                Escaped(shadowed.source.as_deref().unwrap_or(""))
+                Escaped(&shadowed.source.to_string())
             );
         }
     }
@@ -344,7 +344,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                 "  {} from {} `{}`: {}",
                 Escaped(&what),
                 d.provenance.layer,
-                Escaped(d.provenance.source.as_deref().unwrap_or("?")),
+                Escaped(&d.provenance.source.to_string()),
                 escape_line(&d.reason.to_string())
             );
         }

@@ -395,7 +395,10 @@ fn show_text(ledger: &Ledger) -> String {
                 esc(&d.layer),
                 esc(&short(&d.digest)),
                 d.bytes,
-                esc(d.source.as_deref().unwrap_or("-"))
+                esc(&d
+                    .source
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), ToString::to_string))
             );
         }
     }
