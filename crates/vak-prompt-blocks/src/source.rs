@@ -547,8 +547,25 @@ mod tests {
             let read = Source::from_wire(layer.wire_name(), block.wire_name(), &wire);
             prop_assert_eq!(read.to_string(), wire);
             if !matches!(source, Source::File(_)) {
-                prop_assert_eq!(read, source);
+                prop_assert_eq!(&read, &source);
             }
+        }
+
+        /// A descriptor carrying a made source, written to a ledger and read
+        /// back: the same JSON bytes when written again, the same digest and
+        /// the same fingerprint.
+        #[test]
+        fn a_descriptor_survives_the_ledger((layer, block, source) in made(), text in "\\PC{0,20}") {
+            let provenance = crate::Provenance::new(layer, crate::Origin::Home, source);
+            let made = crate::PromptLayerDescriptor::of(block, &provenance, &text);
+            let wire = serde_json::to_string(&made).unwrap();
+            let read: crate::PromptLayerDescriptor = serde_json::from_str(&wire).unwrap();
+            prop_assert_eq!(serde_json::to_string(&read).unwrap(), wire);
+            prop_assert_eq!(&read.digest, &made.digest);
+            prop_assert_eq!(
+                crate::fingerprint(std::slice::from_ref(&read)),
+                crate::fingerprint(std::slice::from_ref(&made))
+            );
         }
     }
 }

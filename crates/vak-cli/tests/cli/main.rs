@@ -31,6 +31,7 @@ mod hostile_text;
 mod imports;
 mod managed;
 mod prompts;
+mod provenance;
 mod redteam_managed_imports;
 mod rules;
 mod session;
