@@ -254,21 +254,52 @@ impl LoadedChain {
         self.contributions.insert(at, new);
     }
 
-    /// The level a project block file at `provenance` would be read at:
-    /// the level whose prompts directory holds it (an exact directory, as
-    /// the loader reads them), else 0. For a candidate edit, which the
-    /// loader has not read.
-    fn level_for(&self, provenance: &Provenance) -> usize {
+    /// The level a project block file at `provenance` is read at: the
+    /// level whose prompts directory holds it. A file in a directory that
+    /// is no level yet (the first layer file of a directory, being created)
+    /// makes that directory a level, between the levels above and below
+    /// it, as a load would once the file exists: the deeper levels and
+    /// their contributions move down one. 0 for everything else. For a
+    /// candidate edit, which the loader has not read.
+    fn level_for(&mut self, provenance: &Provenance) -> usize {
         if provenance.origin != Origin::Project || provenance.layer != PromptLayer::Project {
             return 0;
         }
         let Some(dir) = provenance.source.path().and_then(Utf8Path::parent) else {
             return 0;
         };
-        self.project_levels
+        if let Some(level) = self
+            .project_levels
             .iter()
-            .rposition(|level| prompt_dir(level) == dir)
-            .unwrap_or(0)
+            .rposition(|l| prompt_dir(l) == dir)
+        {
+            return level;
+        }
+        // `<level>/.vak/prompts`, by its components.
+        let level_dir = dir
+            .ends_with(".vak/prompts")
+            .then(|| dir.parent().and_then(Utf8Path::parent))
+            .flatten();
+        let Some(level_dir) = level_dir else {
+            return 0;
+        };
+        // The levels run from the root down one path, so the ones above
+        // this directory come first.
+        let at = self
+            .project_levels
+            .iter()
+            .take_while(|l| level_dir.starts_with(l))
+            .count();
+        if at == 0 {
+            return 0;
+        }
+        self.project_levels.insert(at, level_dir.to_owned());
+        for c in &mut self.contributions {
+            if c.level >= at {
+                c.level += 1;
+            }
+        }
+        at
     }
 }
 
@@ -1034,5 +1065,98 @@ fn load_skills(
                 refusal,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contribution(path: &str, level: usize) -> Contribution {
+        Contribution {
+            block: Block::Identity,
+            provenance: Arc::new(Provenance::new(PromptLayer::Project, Origin::Project, path)),
+            text: path.to_owned(),
+            interop: false,
+            imports: Imports::default(),
+            level,
+        }
+    }
+
+    fn chain() -> LoadedChain {
+        LoadedChain {
+            contributions: vec![
+                contribution("/p/.vak/prompts/identity.md", 0),
+                contribution("/p/a/b/.vak/prompts/identity.md", 1),
+            ],
+            project_levels: vec!["/p".into(), "/p/a/b".into()],
+            ..LoadedChain::default()
+        }
+    }
+
+    fn order(chain: &LoadedChain) -> Vec<(String, usize)> {
+        chain
+            .contributions
+            .iter()
+            .map(|c| (c.provenance.source.to_string(), c.level))
+            .collect()
+    }
+
+    /// A candidate file at a level the chain has keeps that level; one in a
+    /// directory that is no level yet makes it one, between the levels
+    /// above and below it, as a load would once the file exists.
+    #[test]
+    fn a_candidate_lands_at_its_own_level_even_a_new_one() {
+        let at = |path: &str| Provenance::new(PromptLayer::Project, Origin::Project, path);
+
+        let mut existing = chain();
+        existing.substitute(
+            Block::Identity,
+            &at("/p/a/b/.vak/prompts/identity.md"),
+            Some("x"),
+        );
+        assert_eq!(
+            order(&existing),
+            [
+                ("/p/.vak/prompts/identity.md".to_owned(), 0),
+                ("/p/a/b/.vak/prompts/identity.md".to_owned(), 1)
+            ]
+        );
+
+        let mut between = chain();
+        between.substitute(
+            Block::Identity,
+            &at("/p/a/.vak/prompts/identity.md"),
+            Some("x"),
+        );
+        assert_eq!(
+            order(&between),
+            [
+                ("/p/.vak/prompts/identity.md".to_owned(), 0),
+                ("/p/a/.vak/prompts/identity.md".to_owned(), 1),
+                ("/p/a/b/.vak/prompts/identity.md".to_owned(), 2)
+            ]
+        );
+        assert_eq!(between.project_levels, ["/p", "/p/a", "/p/a/b"]);
+
+        let mut below = chain();
+        below.substitute(
+            Block::Identity,
+            &at("/p/a/b/c/.vak/prompts/identity.md"),
+            Some("x"),
+        );
+        assert_eq!(
+            order(&below),
+            [
+                ("/p/.vak/prompts/identity.md".to_owned(), 0),
+                ("/p/a/b/.vak/prompts/identity.md".to_owned(), 1),
+                ("/p/a/b/c/.vak/prompts/identity.md".to_owned(), 2)
+            ]
+        );
+
+        // Removing adds no level.
+        let mut removed = chain();
+        removed.substitute(Block::Identity, &at("/p/a/.vak/prompts/identity.md"), None);
+        assert_eq!(removed.project_levels, ["/p", "/p/a/b"]);
     }
 }
