@@ -195,10 +195,12 @@ fn config_keys_applied(
     if after.cap.tokens != before.cap.tokens
         && let Some(file) = &after.cap.file
     {
-        keys.push((
-            "prompts.max_tokens".to_owned(),
-            format!("{file}#prompts.max_tokens"),
-        ));
+        let source = vak_prompt_blocks::Source::ConfigKey {
+            file: file.clone(),
+            key: "prompts.max_tokens".into(),
+            name: None,
+        };
+        keys.push(("prompts.max_tokens".to_owned(), source.to_string()));
     }
     keys
 }
