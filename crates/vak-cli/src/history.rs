@@ -621,7 +621,7 @@ fn rule_changes_text(rules: &[vak_core::RuleChange]) -> String {
             text,
             "\n`{}` ({}): {} at {} -> {}",
             escape_line(&rule.name),
-            escape_line(&rule.source),
+            escape_line(&rule.source.to_string()),
             escape_line(&show(Some(&rule.recorded))),
             escape_line(&rule.recorded_at),
             escape_line(&show(rule.current.as_deref()))

@@ -103,7 +103,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
             "",
-            Escaped(&rule.source)
+            Escaped(&rule.source.to_string())
         );
     }
     if asked {
@@ -127,7 +127,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
         let _ = writeln!(
             out,
             "  demoted: `{}`: {}",
-            Escaped(&note.source),
+            Escaped(&note.source.to_string()),
             escape_line(&note.reason)
         );
     }
@@ -135,7 +135,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
         let _ = writeln!(
             out,
             "  left out: `{}` {}",
-            Escaped(&note.source),
+            Escaped(&note.source.to_string()),
             escape_line(&note.reason)
         );
     }

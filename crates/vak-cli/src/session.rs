@@ -422,7 +422,7 @@ fn show_text(ledger: &Ledger) -> String {
                         esc(&rule.block),
                         esc(&rule.layer),
                         esc(&short(&rule.digest)),
-                        esc(&rule.source),
+                        esc(&rule.source.to_string()),
                         esc(&rule.paths.join(", "))
                     );
                 }

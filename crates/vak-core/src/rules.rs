@@ -2,6 +2,7 @@
 //! project root, and the rules they select, composed for the tail.
 
 use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::Source;
 use vak_prompt_compose::{ScopedTail, compose_rules};
 use vak_prompt_loader::{RuleSet, load_rules, project_path, relative_project_path};
 use vak_prompt_trust::Trust;
@@ -120,7 +121,7 @@ pub fn turn_rules(tail: &ScopedTail) -> Vec<TurnRule> {
         .iter()
         .map(|rule| TurnRule {
             name: rule.name.clone(),
-            source: rule.provenance.source.to_string(),
+            source: rule.provenance.source.clone(),
             layer: rule.provenance.layer.wire_name().to_owned(),
             block: rule.block.to_string(),
             digest: rule.digest.clone(),
@@ -154,7 +155,7 @@ pub struct RuleSummary {
     /// `payments`.
     pub name: String,
     /// Its file.
-    pub source: String,
+    pub source: Source,
     /// Its layer's wire name.
     pub layer: String,
     /// `guardrails` or `operating-rules`.
@@ -182,7 +183,7 @@ pub struct PathRules {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RuleNote {
     /// The file.
-    pub source: String,
+    pub source: Source,
     /// What is wrong, or why it does not apply.
     pub reason: String,
 }
@@ -198,7 +199,7 @@ impl Core {
 /// [`Core::rules_report`] of rules already read.
 pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
     let scoped = compose_rules(set, paths, trust);
-    let source = |p: &vak_prompt_blocks::Provenance| p.source.to_string();
+    let source = |p: &vak_prompt_blocks::Provenance| p.source.clone();
     RulesReport {
         rules: set
             .rules
@@ -229,7 +230,7 @@ pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> Ru
                     .iter()
                     .filter_map(|r| {
                         r.matches(path)
-                            .map(|glob| (source(&r.provenance), glob.to_owned()))
+                            .map(|glob| (r.provenance.source.to_string(), glob.to_owned()))
                     })
                     .collect(),
             })
@@ -385,7 +386,7 @@ pub struct RuleChange {
     /// The rule's name.
     pub name: String,
     /// Its file.
-    pub source: String,
+    pub source: Source,
     /// The digest the last turn that carried it recorded.
     pub recorded: String,
     /// When that turn was.
@@ -416,9 +417,7 @@ pub fn rule_changes<'t>(
     let now = vak_prompt_compose::all_rule_texts(set);
     last.into_iter()
         .filter_map(|(rule, at)| {
-            let current = now
-                .iter()
-                .find(|(r, _)| r.provenance.source.to_string() == rule.source);
+            let current = now.iter().find(|(r, _)| r.provenance.source == rule.source);
             let current_digest = current.map(|(_, text)| vak_prompt_blocks::sha256_hex(text));
             if current_digest.as_deref() == Some(rule.digest.as_str()) {
                 return None;
@@ -428,7 +427,9 @@ pub fn rule_changes<'t>(
             });
             let name = format!("{} (turn {at})", rule.source);
             let diff = old.map(|old| match current {
-                Some((_, new)) => vak_prompt_history::unified_diff(&name, &rule.source, &old, new),
+                Some((_, new)) => {
+                    vak_prompt_history::unified_diff(&name, &rule.source.to_string(), &old, new)
+                }
                 None => vak_prompt_history::unified_diff(&name, "(removed)", &old, ""),
             });
             Some(RuleChange {
