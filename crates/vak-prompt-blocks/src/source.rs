@@ -281,9 +281,15 @@ impl Source {
             return Source::Builtin(Cow::Owned(name.to_owned()));
         }
         if layer == PromptLayer::Runtime.wire_name() {
+            // The file is always a `config.toml`; cut at its first
+            // `config.toml#mcp.servers.`, so a server named with a `#` (a
+            // quoted TOML key) keeps its whole name.
+            const AFTER_FILE: &str = "#mcp.servers.";
             if block == Block::Mcp.wire_name()
-                && let Some((file, name)) = wire.rsplit_once("#mcp.servers.")
+                && let Some(at) = wire.find("config.toml#mcp.servers.")
             {
+                let (file, name) = wire.split_at(at + "config.toml".len());
+                let name = &name[AFTER_FILE.len()..];
                 return Source::ConfigKey {
                     file: file.into(),
                     key: Cow::Borrowed(MCP_SERVERS_KEY),
@@ -457,6 +463,11 @@ mod tests {
             Source::from_wire("runtime", "mcp", "/h/.vak/config.toml#mcp.servers.db").mcp_server(),
             Some("db")
         );
+        // A server whose quoted name holds the separator keeps all of it.
+        let odd = "/h/.vak/config.toml#mcp.servers.a#mcp.servers.b";
+        let read = Source::from_wire("runtime", "mcp", odd);
+        assert_eq!(read.mcp_server(), Some("a#mcp.servers.b"));
+        assert_eq!(read.to_string(), odd);
         assert!(matches!(
             Source::from_wire("chat", "identity", "allowlist.json#/b/c/prompts/identity"),
             Source::Gateway(GatewayKey { chat: Some(_), .. })
@@ -513,9 +524,11 @@ mod tests {
                 Block::Surface,
                 Source::Runtime(n.into())
             )),
-            (path, "[a-z0-9_.#-]{1,12}").prop_map(|(file, name)| {
+            // A config file is always a `config.toml`; the server's name may
+            // hold anything a quoted TOML key can, the separator included.
+            (path, "[a-z0-9_.#-]{1,12}|a#mcp\\.servers\\.b").prop_map(|(dir, name)| {
                 let source = Source::ConfigKey {
-                    file: file.into(),
+                    file: format!("{dir}/.vak/config.toml").into(),
                     key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some(name),
                 };
