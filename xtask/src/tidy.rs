@@ -517,7 +517,7 @@ mod tests {
             "source: Source::Gateway(entry.key(block)),",
             "let relative = root.and_then(|root| file.strip_prefix(root).ok());",
             "let after = readme.split(\"## Using it\").nth(1).unwrap_or_default();",
-            "// source.rsplit_once('#') was how it was done",
+            "// source.split_once('#') was how it was done",
         ] {
             assert!(!parses_a_source(typed), "{typed}");
         }
