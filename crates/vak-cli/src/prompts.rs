@@ -117,7 +117,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
                     out,
                     "  {}: `{}` matched by `{}`",
                     Escaped(&path.path),
-                    Escaped(source),
+                    Escaped(&source.to_string()),
                     Escaped(glob)
                 );
             }

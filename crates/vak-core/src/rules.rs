@@ -176,7 +176,7 @@ pub struct PathRules {
     /// The path, relative to the project root.
     pub path: String,
     /// `(rule file, glob)` for each rule that matched.
-    pub matched: Vec<(String, String)>,
+    pub matched: Vec<(Source, String)>,
 }
 
 /// A rule file and a sentence about it.
@@ -230,7 +230,7 @@ pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> Ru
                     .iter()
                     .filter_map(|r| {
                         r.matches(path)
-                            .map(|glob| (r.provenance.source.to_string(), glob.to_owned()))
+                            .map(|glob| (source(&r.provenance), glob.to_owned()))
                     })
                     .collect(),
             })
