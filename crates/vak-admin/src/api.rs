@@ -686,7 +686,7 @@ pub(crate) async fn tokens(
         .layers
         .iter()
         .flat_map(|l| &l.sources)
-        .find(|s| s.source() == Some(preview.path.as_str()))
+        .find(|s| s.source().to_string() == preview.path.as_str())
         .map(|s| s.tokens);
     Ok(Json(json!({
         "prefix_tokens": report.prefix_tokens,

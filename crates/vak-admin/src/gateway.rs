@@ -23,7 +23,7 @@ use vak_core::prompts::{
     read_gateway,
 };
 use vak_core::prompts::{Block, Name, NameKind, ResolvedPrompt, SurfaceKind, sha256_hex};
-use vak_core::{GatewayChange, GatewayChangeError, GatewayKey, Preview, Selectors, Unchecked};
+use vak_core::{GatewayChange, GatewayChangeError, GatewayEntry, Preview, Selectors, Unchecked};
 
 use crate::AdminError;
 use crate::api::{
@@ -58,79 +58,33 @@ pub(crate) fn home_error(error: vak_core::home::HomeError) -> AdminError {
     }
 }
 
-/// Which entry an edit addresses.
-#[derive(Debug, Clone)]
-enum Tier {
-    Bot(Name),
-    Chat(Name, Name),
-}
-
-impl Tier {
-    /// `block`'s key of this entry, as the core changes it.
-    fn key_of(&self, block: Block) -> GatewayKey {
-        GatewayKey {
-            bot: self.bot().clone(),
-            chat: self.chat().cloned(),
-            block,
-        }
-    }
-
-    fn file(&self) -> GatewayFile {
-        match self {
-            Tier::Bot(_) => GatewayFile::Bots,
-            Tier::Chat(..) => GatewayFile::Allowlist,
-        }
-    }
-
-    /// The source key the loader reports for `block` of this entry.
-    fn key(&self, block: Block) -> String {
-        self.key_of(block).key()
-    }
-
-    fn bot(&self) -> &Name {
-        match self {
-            Tier::Bot(bot) | Tier::Chat(bot, _) => bot,
-        }
-    }
-
-    fn chat(&self) -> Option<&Name> {
-        match self {
-            Tier::Bot(_) => None,
-            Tier::Chat(_, chat) => Some(chat),
-        }
-    }
-
-    /// The JSON path from the file's root to the entry.
-    fn entry_path(&self) -> Vec<&str> {
-        match self {
-            Tier::Bot(bot) => vec![bot.as_str()],
-            Tier::Chat(bot, chat) => vec![bot.as_str(), chat.as_str()],
-        }
-    }
-}
-
 /// The prompt this entry's tier resolves to on the chat surface, for the
 /// "what the prompt uses now" half of each block. `None` when it cannot be
 /// resolved; the entry is still listed and editable.
-fn resolve_tier(state: &AppState, tier: &Tier) -> Option<ResolvedPrompt> {
+fn resolve_tier(state: &AppState, tier: &GatewayEntry) -> Option<ResolvedPrompt> {
     let core = state
         .core(Selectors {
             surface: SurfaceKind::Chat,
-            bot: Some(tier.bot().clone()),
-            chat: tier.chat().cloned(),
+            bot: Some(tier.bot.clone()),
+            chat: tier.chat.clone(),
             ..state.selectors()
         })
         .ok()?;
     core.resolve().ok()
 }
 
-fn block_json(entry: Option<&Value>, tier: &Tier, resolved: Option<&ResolvedPrompt>) -> Vec<Value> {
+fn block_json(
+    entry: Option<&Value>,
+    tier: &GatewayEntry,
+    resolved: Option<&ResolvedPrompt>,
+) -> Vec<Value> {
     Block::EDITABLE
         .iter()
         .map(|&block| {
-            let key = tier.key(block);
-            let entry_key = key.rsplit_once("/prompts/").map_or(key.as_str(), |(k, _)| k);
-            let (state, text, problem) = match entry.map(|e| prompt_of(e, block, entry_key)) {
+            let key = tier.key(block).to_string();
+            let entry_path = tier.entry_path();
+            let (state, text, problem) =
+                match entry.map(|e| prompt_of(e, block, tier.file(), &entry_path)) {
                 None | Some(Ok(None)) => ("inherited", None, None),
                 Some(Ok(Some(text))) if text.trim().is_empty() => ("empty", Some(text), None),
                 Some(Ok(Some(text))) => ("overridden", Some(text), None),
@@ -212,7 +166,10 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
                     ));
                     continue;
                 };
-                let tier = Tier::Chat(bot.clone(), chat);
+                let tier = GatewayEntry {
+                    bot: bot.clone(),
+                    chat: Some(chat),
+                };
                 chats.push(json!({
                     "chat": chat_id,
                     "name": chat_entry.get("name").and_then(Value::as_str),
@@ -220,7 +177,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
                 }));
             }
         }
-        let tier = Tier::Bot(bot);
+        let tier = GatewayEntry { bot, chat: None };
         out.push(json!({
             "bot": id,
             "display_name": entry.and_then(|e| e.get("display_name")).and_then(Value::as_str),
@@ -246,9 +203,9 @@ pub(crate) fn preview(
     block: Block,
     text: Option<&str>,
 ) -> Result<Preview, AdminError> {
-    let tier = match chat {
-        Some(chat) => Tier::Chat(bot.clone(), chat.clone()),
-        None => Tier::Bot(bot.clone()),
+    let tier = GatewayEntry {
+        bot: bot.clone(),
+        chat: chat.cloned(),
     };
     preview_tier(state, &tier, block, text)
 }
@@ -265,28 +222,24 @@ pub(crate) fn missing_entry(
     bot: &Name,
     chat: Option<&Name>,
 ) -> Result<Option<String>, AdminError> {
-    let tier = match chat {
-        Some(chat) => Tier::Chat(bot.clone(), chat.clone()),
-        None => Tier::Bot(bot.clone()),
+    let tier = GatewayEntry {
+        bot: bot.clone(),
+        chat: chat.cloned(),
     };
     let doc = read_gateway(&state.home, tier.file()).map_err(gateway_error)?;
-    // Any block: the entry is the same.
-    let missing = tier
-        .key_of(Block::Identity)
-        .missing_in(doc.as_ref())
-        .map_err(gateway_error)?;
+    let missing = vak_core::missing_entry(&tier, doc.as_ref()).map_err(gateway_error)?;
     Ok(missing.map(|refusal| refusal.to_string()))
 }
 
 fn preview_tier(
     state: &AppState,
-    tier: &Tier,
+    tier: &GatewayEntry,
     block: Block,
     text: Option<&str>,
 ) -> Result<Preview, AdminError> {
     state
         .core(state.selectors())?
-        .preview_gateway_key(&tier.key_of(block), text)
+        .preview_gateway_key(&tier.key(block), text)
         .map_err(edit_error)
 }
 
@@ -306,7 +259,7 @@ struct EditRequest<'a> {
 /// `request` says: `Core::change_gateway_key` decides, this renders.
 fn edit(
     state: &AppState,
-    tier: &Tier,
+    tier: &GatewayEntry,
     block: Block,
     text: Option<&str>,
     request: EditRequest<'_>,
@@ -322,7 +275,7 @@ fn edit(
     let changed = state
         .core(state.selectors())?
         .change_gateway_key(
-            &tier.key_of(block),
+            &tier.key(block),
             GatewayChange {
                 text,
                 if_digest: request.if_digest,
@@ -387,7 +340,7 @@ pub(crate) struct DigestQuery {
 
 fn save_to(
     state: &AppState,
-    tier: Tier,
+    tier: GatewayEntry,
     block: &str,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Value>, AdminError> {
@@ -411,7 +364,7 @@ fn save_to(
 
 fn reset_of(
     state: &AppState,
-    tier: Tier,
+    tier: GatewayEntry,
     block: &str,
     q: Result<Query<DigestQuery>, QueryRejection>,
 ) -> Result<Json<Value>, AdminError> {
@@ -489,9 +442,9 @@ pub(crate) async fn reset_chat(
 }
 
 /// The versions of one gateway key, oldest first, and its digest now.
-fn history_of(state: &AppState, tier: &Tier, block: &str) -> Result<Value, AdminError> {
+fn history_of(state: &AppState, tier: &GatewayEntry, block: &str) -> Result<Value, AdminError> {
     let block = editable_block(block)?;
-    let key = tier.key(block);
+    let key = tier.key(block).to_string();
     let versions = state
         .store
         .history()
@@ -511,7 +464,7 @@ fn history_of(state: &AppState, tier: &Tier, block: &str) -> Result<Value, Admin
 /// One gateway key's text now, with its digest; `None` when it is not set.
 fn current_of(
     state: &AppState,
-    tier: &Tier,
+    tier: &GatewayEntry,
     block: Block,
 ) -> Result<Option<history::CurrentText>, AdminError> {
     history::gateway_current_text(&state.home, tier.file(), &tier.entry_path(), block)
@@ -522,7 +475,7 @@ fn current_of(
 /// no key); the key's text now answers for its own digest, recorded or not.
 fn history_diff_of(
     state: &AppState,
-    tier: &Tier,
+    tier: &GatewayEntry,
     block: &str,
     q: Result<Query<VersionPair>, QueryRejection>,
 ) -> Result<Value, AdminError> {
@@ -532,7 +485,7 @@ fn history_diff_of(
     let from = q.from.filter(|d| !d.is_empty());
     let to = q.to.filter(|d| !d.is_empty());
     let current = current_of(state, tier, block)?;
-    let key = tier.key(block);
+    let key = tier.key(block).to_string();
     let diff = VersionDiff::between(history, &key, "(no key)", from, to, current.as_ref())
         .map_err(history_error)?;
     Ok(crate::api::document(&diff.of_key(key))?.0)
@@ -542,14 +495,14 @@ fn history_diff_of(
 /// check of a gateway save, recorded as a revert.
 fn revert_of(
     state: &AppState,
-    tier: &Tier,
+    tier: &GatewayEntry,
     block: &str,
     bytes: Result<Bytes, BytesRejection>,
 ) -> Result<Value, AdminError> {
     let block = editable_block(block)?;
     let b: RevertBody = body(bytes)?;
     let if_digest = required_digest(b.if_digest)?;
-    let key = tier.key(block);
+    let key = tier.key(block).to_string();
     let records = state
         .store
         .history()
@@ -592,15 +545,18 @@ pub(crate) struct RevertBody {
     over_budget: bool,
 }
 
-fn bot_tier(bot: &str) -> Result<Tier, AdminError> {
-    Ok(Tier::Bot(name(NameKind::Bot, bot)?))
+fn bot_tier(bot: &str) -> Result<GatewayEntry, AdminError> {
+    Ok(GatewayEntry {
+        bot: name(NameKind::Bot, bot)?,
+        chat: None,
+    })
 }
 
-fn chat_tier(bot: &str, chat: &str) -> Result<Tier, AdminError> {
-    Ok(Tier::Chat(
-        name(NameKind::Bot, bot)?,
-        name(NameKind::Chat, chat)?,
-    ))
+fn chat_tier(bot: &str, chat: &str) -> Result<GatewayEntry, AdminError> {
+    Ok(GatewayEntry {
+        bot: name(NameKind::Bot, bot)?,
+        chat: Some(name(NameKind::Chat, chat)?),
+    })
 }
 
 /// `GET /api/gateway/bots/{bot}/{block}/history`.

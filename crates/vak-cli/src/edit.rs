@@ -687,7 +687,7 @@ fn check_text(budget: &Budget, lints: &[String]) -> String {
                 "      {:>6}  {} {}",
                 s.tokens,
                 s.block,
-                Escaped(s.source().unwrap_or(""))
+                Escaped(&s.source().to_string())
             );
         }
     }

@@ -520,7 +520,11 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` {} ({}): reordered: the same text ({}) at another place in the block",
                 escape_line(&c.block),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&show(c.current.as_deref())),
             );
             continue;
@@ -531,7 +535,11 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` ({}): {}; the frozen prefix against the one its layers render now:",
                 escape_line(&c.block),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
             );
         } else if c.kind == history::TextChangeKind::Moved {
             let texts = if c.frozen == c.current {
@@ -548,9 +556,17 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` moved from {} ({}) to {} ({}): {}",
                 escape_line(&c.block),
                 escape_line(c.frozen_layer.as_deref().unwrap_or("-")),
-                escape_line(c.frozen_source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.frozen_source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&texts),
             );
         } else {
@@ -559,7 +575,11 @@ pub(crate) fn session_diff(args: &SessionDiffArgs) -> Result<(), CliError> {
                 "\n`{}` {} ({}): {} -> {}",
                 escape_line(&c.block),
                 escape_line(&c.layer),
-                escape_line(c.source.as_deref().unwrap_or("-")),
+                escape_line(
+                    &c.source
+                        .as_ref()
+                        .map_or_else(|| "-".to_owned(), ToString::to_string)
+                ),
                 escape_line(&show(c.frozen.as_deref())),
                 escape_line(&show(c.current.as_deref())),
             );
@@ -594,7 +614,7 @@ fn rule_changes_text(rules: &[vak_core::RuleChange]) -> String {
             text,
             "\n`{}` ({}): {} at {} -> {}",
             escape_line(&rule.name),
-            escape_line(&rule.source),
+            escape_line(&rule.source.to_string()),
             escape_line(&show(Some(&rule.recorded))),
             escape_line(&rule.recorded_at),
             escape_line(&show(rule.current.as_deref()))

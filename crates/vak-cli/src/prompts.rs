@@ -97,7 +97,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
             "",
-            Escaped(&rule.source)
+            Escaped(&rule.source.to_string())
         );
     }
     if asked {
@@ -111,7 +111,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
                     out,
                     "  {}: `{}` matched by `{}`",
                     Escaped(&path.path),
-                    Escaped(source),
+                    Escaped(&source.to_string()),
                     Escaped(glob)
                 );
             }
@@ -121,7 +121,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
         let _ = writeln!(
             out,
             "  demoted: `{}`: {}",
-            Escaped(&note.source),
+            Escaped(&note.source.to_string()),
             escape_line(&note.reason)
         );
     }
@@ -129,7 +129,7 @@ fn rules_text(report: &vak_core::RulesReport, asked: bool) -> String {
         let _ = writeln!(
             out,
             "  left out: `{}` {}",
-            Escaped(&note.source),
+            Escaped(&note.source.to_string()),
             escape_line(&note.reason)
         );
     }
@@ -179,7 +179,7 @@ fn untrusted_note(core: &Core, resolved: &ResolvedPrompt, listed_above: bool) ->
                 note,
                 "  not applied: {} from `{}`",
                 Escaped(&what),
-                Escaped(d.provenance.source.as_deref().unwrap_or("?"))
+                Escaped(&d.provenance.source.to_string())
             );
         }
         let _ = writeln!(
@@ -301,7 +301,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                     "{:<20}   {:<8} {}",
                     "",
                     c.provenance.layer,
-                    Escaped(c.provenance.source.as_deref().unwrap_or(""))
+                    Escaped(&c.provenance.source.to_string())
                 );
                 // Imported files are listed under the file that imports
                 // them: they are its text.
@@ -310,7 +310,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                         out,
                         "{:<20}     imports {}",
                         "",
-                        Escaped(imported.provenance.source.as_deref().unwrap_or(""))
+                        Escaped(&imported.provenance.source.to_string())
                     );
                 }
             }
@@ -321,7 +321,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                 "{:<20}   shadows {} {}",
                 "",
                 shadowed.layer,
-                Escaped(shadowed.source.as_deref().unwrap_or(""))
+                Escaped(&shadowed.source.to_string())
             );
         }
     }
@@ -334,7 +334,7 @@ pub(crate) fn explain(args: &ViewArgs) -> Result<(), CliError> {
                 "  {} from {} `{}`: {}",
                 Escaped(&what),
                 d.provenance.layer,
-                Escaped(d.provenance.source.as_deref().unwrap_or("?")),
+                Escaped(&d.provenance.source.to_string()),
                 escape_line(&d.reason.to_string())
             );
         }

@@ -396,7 +396,10 @@ fn show_text(ledger: &Ledger) -> String {
                 esc(&d.layer),
                 esc(&short(&d.digest)),
                 d.bytes,
-                esc(d.source.as_deref().unwrap_or("-"))
+                esc(&d
+                    .source
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), ToString::to_string))
             );
         }
     }
@@ -420,7 +423,7 @@ fn show_text(ledger: &Ledger) -> String {
                         esc(&rule.block),
                         esc(&rule.layer),
                         esc(&short(&rule.digest)),
-                        esc(&rule.source),
+                        esc(&rule.source.to_string()),
                         esc(&rule.paths.join(", "))
                     );
                 }

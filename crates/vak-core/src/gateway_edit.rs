@@ -6,9 +6,9 @@
 
 use camino::Utf8PathBuf;
 use thiserror::Error;
-use vak_prompt_blocks::{Block, Escaped, Name, Origin, PromptLayer, Provenance, sha256_hex};
+use vak_prompt_blocks::{Escaped, Provenance, sha256_hex};
 use vak_prompt_compose::TailContext;
-use vak_prompt_loader::{ABSENT_DIGEST, GatewayDoc, GatewayError, GatewayFile, read_gateway};
+use vak_prompt_loader::{ABSENT_DIGEST, GatewayDoc, GatewayError, read_gateway};
 
 use crate::edit::{ChainsLeftOut, EditError, Preview, Unchecked, budget_of, lints_of_text};
 use crate::history::{self, Action, VersionRecord, Who};
@@ -16,90 +16,38 @@ use crate::home::{GatewayWriteError, HomeError};
 use crate::over_cap::{OverCap, OverChain};
 use crate::{Core, CoreError, Selectors};
 
-/// One key of one gateway entry: a bot's (`bots.json#/BOT/prompts/KEY`) or
-/// one of its chats' (`allowlist.json#/BOT/CHAT/prompts/KEY`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GatewayKey {
-    /// The bot.
-    pub bot: Name,
-    /// The chat, for a chat's key.
-    pub chat: Option<Name>,
-    /// The block the key holds; one of [`Block::EDITABLE`].
-    pub block: Block,
+pub use vak_prompt_blocks::{GatewayEntry, GatewayKey};
+
+/// The selectors of `key`'s own chain in `base`'s project: the chat
+/// surface, its bot and chat.
+pub fn key_selectors(key: &GatewayKey, base: Selectors) -> Selectors {
+    Selectors {
+        surface: vak_prompt_blocks::SurfaceKind::Chat,
+        bot: Some(key.bot.clone()),
+        chat: key.chat.clone(),
+        ..base
+    }
 }
 
-impl GatewayKey {
-    /// The file the entry is in.
-    pub fn file(&self) -> GatewayFile {
-        match self.chat {
-            None => GatewayFile::Bots,
-            Some(_) => GatewayFile::Allowlist,
-        }
-    }
-
-    /// The tier the key's text is in.
-    pub fn layer(&self) -> PromptLayer {
-        match self.chat {
-            None => PromptLayer::Bot,
-            Some(_) => PromptLayer::Chat,
-        }
-    }
-
-    /// The source key the loader reports and the history records it by.
-    pub fn key(&self) -> String {
-        history::gateway_key(&self.bot, self.chat.as_ref(), self.block)
-    }
-
-    /// The JSON path from the file's root to the entry.
-    pub fn entry_path(&self) -> Vec<&str> {
-        let mut path = vec![self.bot.as_str()];
-        path.extend(self.chat.as_ref().map(Name::as_str));
-        path
-    }
-
-    /// `bot `helpdesk`` or `chat `42` of bot `helpdesk``, for messages.
-    pub fn describe(&self) -> String {
-        match &self.chat {
-            None => format!("bot `{}`", self.bot),
-            Some(chat) => format!("chat `{chat}` of bot `{}`", self.bot),
-        }
-    }
-
-    /// The selectors of the key's own chain in `base`'s project: the chat
-    /// surface, its bot and chat.
-    pub fn selectors(&self, base: Selectors) -> Selectors {
-        Selectors {
-            surface: vak_prompt_blocks::SurfaceKind::Chat,
-            bot: Some(self.bot.clone()),
-            chat: self.chat.clone(),
-            ..base
-        }
-    }
-
-    /// [`GatewayChangeError::NoEntry`] when `doc`, the key's file (`None`:
-    /// absent), has no entry for it: a change is refused then unless it
-    /// creates the entry.
-    ///
-    /// # Errors
-    ///
-    /// The entry's path holds something that is not an object.
-    pub fn missing_in(
-        &self,
-        doc: Option<&GatewayDoc>,
-    ) -> Result<Option<GatewayChangeError>, GatewayError> {
-        let listed = match doc {
-            Some(doc) => doc.entry(&self.entry_path())?.is_some(),
-            None => false,
-        };
-        Ok((!listed).then(|| GatewayChangeError::NoEntry {
-            describe: self.describe(),
-            file: self.file().file_name(),
-        }))
-    }
-
-    fn provenance(&self) -> Provenance {
-        Provenance::new(self.layer(), Origin::Gateway, self.key())
-    }
+/// [`GatewayChangeError::NoEntry`] when `doc`, the entry's file (`None`:
+/// absent), has no `entry`: a change is refused then unless it creates
+/// the entry.
+///
+/// # Errors
+///
+/// The entry's path holds something that is not an object.
+pub fn missing_entry(
+    entry: &GatewayEntry,
+    doc: Option<&GatewayDoc>,
+) -> Result<Option<GatewayChangeError>, GatewayError> {
+    let listed = match doc {
+        Some(doc) => doc.entry(&entry.entry_path())?.is_some(),
+        None => false,
+    };
+    Ok((!listed).then(|| GatewayChangeError::NoEntry {
+        describe: entry.describe(),
+        file: entry.file().file_name(),
+    }))
 }
 
 /// How one change of a gateway key is asked for.
@@ -222,13 +170,13 @@ impl Core {
         key: &GatewayKey,
         text: Option<&str>,
     ) -> Result<Preview, EditError> {
-        let core = Core::open(key.selectors(self.selectors().clone()))?
+        let core = Core::open(key_selectors(key, self.selectors().clone()))?
             .with_store(std::sync::Arc::clone(self.store()));
         let trust = core.trust()?;
         let chain = core.load()?;
         let before = core.compose(&chain, trust, TailContext::now());
         let mut after_chain = chain;
-        after_chain.substitute(key.block, &key.provenance(), text);
+        after_chain.substitute(key.block, &Provenance::gateway(key.clone()), text);
         let after = core.compose(&after_chain, trust, TailContext::now());
         Ok(Preview {
             path: Utf8PathBuf::from(key.key()),
@@ -301,7 +249,7 @@ impl Core {
             .as_ref()
             .map_or_else(|| ABSENT_DIGEST.to_owned(), |d| d.digest.clone());
         if !change.create_entry
-            && let Some(missing) = key.missing_in(doc.as_ref())?
+            && let Some(missing) = missing_entry(&key.entry(), doc.as_ref())?
         {
             return Err(missing);
         }
@@ -337,7 +285,7 @@ impl Core {
         if preview.over_budget() {
             over.push(OverChain::here(
                 crate::describe_chain(
-                    &key.selectors(self.selectors().clone()),
+                    &key_selectors(key, self.selectors().clone()),
                     vak_prompt_trust::Trust::Untrusted,
                 ),
                 preview.budget.report.clone(),
@@ -347,7 +295,7 @@ impl Core {
         // in each of its chats' prompts.
         let left_out = self.check_gateway_reach(
             (&key.bot, key.chat.as_ref(), key.block),
-            &key.provenance(),
+            &Provenance::gateway(key.clone()),
             change.text,
             change.unchecked,
             preview.budget_before.report.cap,

@@ -327,7 +327,7 @@ fn includer_block(chain: &vak_prompt_loader::LoadedChain, path: &Utf8Path) -> Bl
             c.imports
                 .files
                 .iter()
-                .any(|f| f.provenance.source.as_deref() == Some(path.as_str()))
+                .any(|f| f.provenance.source.path() == Some(path))
         })
         .map_or(Block::Identity, |c| c.block)
 }

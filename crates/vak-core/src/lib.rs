@@ -27,7 +27,8 @@ pub use crate::cached::{CachedResolver, MAX_CACHED, PromptCache};
 pub use crate::check::{CheckAll, check_all};
 pub use crate::core::{Core, Selectors, default_home};
 pub use crate::gateway_edit::{
-    GatewayChange, GatewayChangeError, GatewayChanged, GatewayKey, GatewayWritten,
+    GatewayChange, GatewayChangeError, GatewayChanged, GatewayEntry, GatewayKey, GatewayWritten,
+    key_selectors, missing_entry,
 };
 pub use edit::{
     Budget, ChainPlan, ChainsLeftOut, EditError, EditStart, EditTarget, MAX_GATEWAY_CHAINS,

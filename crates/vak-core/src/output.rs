@@ -447,7 +447,7 @@ pub struct TextChangeReport<'a> {
     /// The layer's wire name.
     pub layer: &'a str,
     /// The source (path or gateway key).
-    pub source: Option<&'a str>,
+    pub source: Option<&'a vak_prompt_blocks::Source>,
     /// The frozen digest (`null`: added since).
     pub frozen: Option<&'a str>,
     /// The current digest (`null`: removed since).
@@ -461,7 +461,7 @@ pub struct TextChangeReport<'a> {
     /// The layer the frozen text came from.
     pub frozen_layer: Option<&'a str>,
     /// The source the frozen text came from.
-    pub frozen_source: Option<&'a str>,
+    pub frozen_source: Option<&'a vak_prompt_blocks::Source>,
 }
 
 impl TextChange {
@@ -474,14 +474,14 @@ impl TextChange {
         TextChangeReport {
             block: &self.block,
             layer: &self.layer,
-            source: self.source.as_deref(),
+            source: self.source.as_ref(),
             frozen: self.frozen.as_deref(),
             current: self.current.as_deref(),
             diff,
             error,
             kind: self.kind.as_str(),
             frozen_layer: self.frozen_layer.as_deref(),
-            frozen_source: self.frozen_source.as_deref(),
+            frozen_source: self.frozen_source.as_ref(),
         }
     }
 }
@@ -819,7 +819,15 @@ mod tests {
             frozen_source in proptest::option::of(".{0,12}"),
         ) {
             let change = TextChange {
-                block, layer, source, frozen, current, diff, kind, frozen_layer, frozen_source,
+                block,
+                layer,
+                source: source.map(vak_prompt_blocks::Source::from),
+                frozen,
+                current,
+                diff,
+                kind,
+                frozen_layer,
+                frozen_source: frozen_source.map(vak_prompt_blocks::Source::from),
             };
             let now = to_value(&change.report()).map_err(|e| TestCaseError::fail(e.to_string()))?;
             prop_assert_eq!(now.to_string(), former(&change).to_string());

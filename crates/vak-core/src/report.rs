@@ -2,7 +2,7 @@
 //! CLI and the admin API so both say the same thing.
 
 use serde::Serialize;
-use vak_prompt_blocks::{Block, Composition, Owner, PromptLayer};
+use vak_prompt_blocks::{Block, Composition, Owner, PromptLayer, Source};
 use vak_prompt_budget::TokenSummary;
 use vak_prompt_compose::{ResolvedBlock, ResolvedPrompt};
 use vak_prompt_trust::Trust;
@@ -23,7 +23,7 @@ pub struct BlockReport<'a> {
     /// `user` or `code`.
     pub owner: &'static str,
     /// Winning sources, in the order of `layers`.
-    pub sources: Vec<Option<&'a str>>,
+    pub sources: Vec<&'a Source>,
     /// Layers that had text but lost to a narrower one.
     pub shadowed: Vec<ShadowedReport<'a>>,
     /// Whether the managed layer locks the block (only its text applies).
@@ -39,10 +39,10 @@ pub struct BlockReport<'a> {
 #[derive(Debug, Clone, Serialize)]
 pub struct ImportReport<'a> {
     /// The imported file.
-    pub source: Option<&'a str>,
+    pub source: &'a Source,
     /// The block file that imports it (directly, or through another
     /// imported file).
-    pub by: Option<&'a str>,
+    pub by: &'a Source,
 }
 
 /// A layer that lost.
@@ -51,7 +51,7 @@ pub struct ShadowedReport<'a> {
     /// Layer wire name.
     pub layer: &'static str,
     /// Its source.
-    pub source: Option<&'a str>,
+    pub source: &'a Source,
 }
 
 /// One demoted input.
@@ -62,7 +62,7 @@ pub struct DemotedReport<'a> {
     /// Layer wire name.
     pub layer: &'static str,
     /// Path or key.
-    pub source: Option<&'a str>,
+    pub source: &'a Source,
     /// Why it was dropped and how to change that.
     pub reason: &'static str,
     /// The dotted config key, for config demotions.
@@ -134,14 +134,14 @@ impl<'a> PromptReport<'a> {
                     sources: b
                         .contributors
                         .iter()
-                        .map(|c| c.provenance.source.as_deref())
+                        .map(|c| &c.provenance.source)
                         .collect(),
                     shadowed: b
                         .shadowed
                         .iter()
                         .map(|p| ShadowedReport {
                             layer: p.layer.wire_name(),
-                            source: p.source.as_deref(),
+                            source: &p.source,
                         })
                         .collect(),
                     locked: b.locked,
@@ -150,8 +150,8 @@ impl<'a> PromptReport<'a> {
                         .iter()
                         .flat_map(|c| {
                             c.imports.iter().map(|i| ImportReport {
-                                source: i.provenance.source.as_deref(),
-                                by: c.provenance.source.as_deref(),
+                                source: &i.provenance.source,
+                                by: &c.provenance.source,
                             })
                         })
                         .collect(),
@@ -164,7 +164,7 @@ impl<'a> PromptReport<'a> {
                 .map(|d| DemotedReport {
                     block: d.block.map_or("config", Block::wire_name),
                     layer: d.provenance.layer.wire_name(),
-                    source: d.provenance.source.as_deref(),
+                    source: &d.provenance.source,
                     reason: d.reason.explain(),
                     key: d.config_key.as_deref(),
                 })

@@ -2,6 +2,7 @@
 //! project root, and the rules they select, composed for the tail.
 
 use camino::{Utf8Path, Utf8PathBuf};
+use vak_prompt_blocks::Source;
 use vak_prompt_compose::{ScopedTail, compose_rules};
 use vak_prompt_loader::{RuleSet, load_rules, project_path, relative_project_path};
 use vak_prompt_trust::Trust;
@@ -120,7 +121,7 @@ pub fn turn_rules(tail: &ScopedTail) -> Vec<TurnRule> {
         .iter()
         .map(|rule| TurnRule {
             name: rule.name.clone(),
-            source: rule.provenance.source.clone().unwrap_or_default(),
+            source: rule.provenance.source.clone(),
             layer: rule.provenance.layer.wire_name().to_owned(),
             block: rule.block.to_string(),
             digest: rule.digest.clone(),
@@ -154,7 +155,7 @@ pub struct RuleSummary {
     /// `payments`.
     pub name: String,
     /// Its file.
-    pub source: String,
+    pub source: Source,
     /// Its layer's wire name.
     pub layer: String,
     /// `guardrails` or `operating-rules`.
@@ -175,14 +176,14 @@ pub struct PathRules {
     /// The path, relative to the project root.
     pub path: String,
     /// `(rule file, glob)` for each rule that matched.
-    pub matched: Vec<(String, String)>,
+    pub matched: Vec<(Source, String)>,
 }
 
 /// A rule file and a sentence about it.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct RuleNote {
     /// The file.
-    pub source: String,
+    pub source: Source,
     /// What is wrong, or why it does not apply.
     pub reason: String,
 }
@@ -198,7 +199,7 @@ impl Core {
 /// [`Core::rules_report`] of rules already read.
 pub fn rules_report_of(set: &RuleSet, paths: &[Utf8PathBuf], trust: Trust) -> RulesReport {
     let scoped = compose_rules(set, paths, trust);
-    let source = |p: &vak_prompt_blocks::Provenance| p.source.clone().unwrap_or_default();
+    let source = |p: &vak_prompt_blocks::Provenance| p.source.clone();
     RulesReport {
         rules: set
             .rules
@@ -365,7 +366,7 @@ pub fn rule_lints(core: &Core, set: &RuleSet) -> Vec<String> {
     for (rule, glob) in set.unmatched_globs(&files) {
         lints.push(format!(
             "scoped rule `{}`: the glob `{}` matches nothing in the project tree (no file){}",
-            vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default()),
+            vak_prompt_blocks::Escaped(&rule.provenance.source.to_string()),
             vak_prompt_blocks::Escaped(glob),
             if complete {
                 ""
@@ -385,7 +386,7 @@ pub struct RuleChange {
     /// The rule's name.
     pub name: String,
     /// Its file.
-    pub source: String,
+    pub source: Source,
     /// The digest the last turn that carried it recorded.
     pub recorded: String,
     /// When that turn was.
@@ -416,9 +417,7 @@ pub fn rule_changes<'t>(
     let now = vak_prompt_compose::all_rule_texts(set);
     last.into_iter()
         .filter_map(|(rule, at)| {
-            let current = now
-                .iter()
-                .find(|(r, _)| r.provenance.source.as_deref() == Some(rule.source.as_str()));
+            let current = now.iter().find(|(r, _)| r.provenance.source == rule.source);
             let current_digest = current.map(|(_, text)| vak_prompt_blocks::sha256_hex(text));
             if current_digest.as_deref() == Some(rule.digest.as_str()) {
                 return None;
@@ -428,7 +427,9 @@ pub fn rule_changes<'t>(
             });
             let name = format!("{} (turn {at})", rule.source);
             let diff = old.map(|old| match current {
-                Some((_, new)) => vak_prompt_history::unified_diff(&name, &rule.source, &old, new),
+                Some((_, new)) => {
+                    vak_prompt_history::unified_diff(&name, &rule.source.to_string(), &old, new)
+                }
                 None => vak_prompt_history::unified_diff(&name, "(removed)", &old, ""),
             });
             Some(RuleChange {
@@ -644,7 +645,7 @@ impl Core {
             match candidate
                 .rules
                 .iter_mut()
-                .find(|r| r.provenance.source.as_deref() == Some(path.as_str()))
+                .find(|r| r.provenance.source.path() == Some(path.as_path()))
             {
                 Some(existing) => *existing = rule.clone(),
                 None => candidate.rules.push(rule.clone()),

@@ -231,7 +231,7 @@ fn scoped_parts(
     for demoted in &scoped.demoted {
         notes.push(format!(
             "scoped rule `{}` matched but does not apply: {}",
-            vak_core::prompts::Escaped(demoted.provenance.source.as_deref().unwrap_or_default()),
+            vak_core::prompts::Escaped(&demoted.provenance.source.to_string()),
             demoted.reason.explain()
         ));
     }

@@ -2,6 +2,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Source;
+
 /// How one block's contribution from one layer differs between a frozen
 /// contract and the current resolution.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -35,6 +37,7 @@ impl ChangeKind {
 /// when drift is accepted and in the audit log when a binding rotates, so it
 /// lives beside the contract types rather than in the drift crate.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "WireChange")]
 pub struct LayerChange {
     /// Block wire name.
     pub block: String,
@@ -54,8 +57,43 @@ pub struct LayerChange {
     #[serde(default)]
     pub current_digest: Option<String>,
     /// Where the text comes from now (or came from, when removed).
+    /// Written as its rendering, read back once, here, with
+    /// [`Source::from_wire`].
+    pub source: Option<Source>,
+}
+
+/// A change as a ledger or the audit log holds it: the source a string.
+#[derive(Deserialize)]
+struct WireChange {
+    block: String,
+    layer: String,
     #[serde(default)]
-    pub source: Option<String>,
+    occurrence: usize,
+    kind: ChangeKind,
+    #[serde(default)]
+    frozen_digest: Option<String>,
+    #[serde(default)]
+    current_digest: Option<String>,
+    #[serde(default)]
+    source: Option<String>,
+}
+
+impl From<WireChange> for LayerChange {
+    /// The ledger boundary: the one place a recorded source is read back.
+    fn from(wire: WireChange) -> Self {
+        let source = wire
+            .source
+            .map(|s| Source::from_wire(&wire.layer, &wire.block, &s));
+        LayerChange {
+            block: wire.block,
+            layer: wire.layer,
+            occurrence: wire.occurrence,
+            kind: wire.kind,
+            frozen_digest: wire.frozen_digest,
+            current_digest: wire.current_digest,
+            source,
+        }
+    }
 }
 
 /// The first four hex digits and an ellipsis: enough for a person to tell
@@ -122,6 +160,13 @@ mod tests {
             added.to_string(),
             "identity (project #2): added 9b1c… (/p/.vak/prompts/guardrails.md)"
         );
+        let wire = serde_json::to_string(&added).unwrap();
+        assert!(
+            wire.contains(r#""source":"/p/.vak/prompts/guardrails.md""#),
+            "{wire}"
+        );
+        let read: LayerChange = serde_json::from_str(&wire).unwrap();
+        assert_eq!(read, added);
         assert_eq!(short_digest("ab"), "ab");
     }
 }

@@ -1,6 +1,6 @@
 use std::borrow::Cow;
 
-use crate::{Block, Provenance, Sha256Writer, sha256_hex};
+use crate::{Block, Provenance, Sha256Writer, Source, sha256_hex};
 use serde::{Deserialize, Serialize};
 
 /// Where one layer's text for one block came from, with its digest.
@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 /// today still parses after a build that renames or adds a layer. Only
 /// winners are recorded; for accumulating blocks every contributor wins.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "WireDescriptor")]
 pub struct PromptLayerDescriptor {
     /// Block wire name: `identity`, `operating-rules`, `guardrails`, …
     /// (borrowed from the build's own names when made from a resolution,
@@ -16,9 +17,10 @@ pub struct PromptLayerDescriptor {
     pub block: Cow<'static, str>,
     /// Layer wire name: `seed`, `shared`, `project`, …, or `runtime`.
     pub layer: Cow<'static, str>,
-    /// A path, gateway key, or `builtin:`/`runtime:` name.
-    #[serde(default)]
-    pub source: Option<String>,
+    /// Where the text came from. Written as its rendering (a path, gateway
+    /// key, or `builtin:`/`runtime:` name), read back once, here, with
+    /// [`Source::from_wire`].
+    pub source: Option<Source>,
     /// Lowercase hex sha256 of exactly the text this layer contributed.
     pub digest: String,
     /// Length of that text in bytes.
@@ -37,10 +39,41 @@ impl PromptLayerDescriptor {
         PromptLayerDescriptor {
             block: Cow::Borrowed(block.wire_name()),
             layer: Cow::Borrowed(provenance.layer.wire_name()),
-            source: provenance.source.clone(),
+            source: Some(provenance.source.clone()),
             digest: sha256_hex(text),
             bytes: text.len(),
             signed_by: provenance.signed_by.clone(),
+        }
+    }
+}
+
+/// A descriptor as a ledger holds it: the source as a string.
+#[derive(Deserialize)]
+struct WireDescriptor {
+    block: Cow<'static, str>,
+    layer: Cow<'static, str>,
+    #[serde(default)]
+    source: Option<String>,
+    digest: String,
+    bytes: usize,
+    #[serde(default)]
+    signed_by: Option<String>,
+}
+
+impl From<WireDescriptor> for PromptLayerDescriptor {
+    /// The ledger boundary: the one place a recorded source string is read
+    /// back into a [`Source`].
+    fn from(wire: WireDescriptor) -> Self {
+        let source = wire
+            .source
+            .map(|s| Source::from_wire(&wire.layer, &wire.block, &s));
+        PromptLayerDescriptor {
+            block: wire.block,
+            layer: wire.layer,
+            source,
+            digest: wire.digest,
+            bytes: wire.bytes,
+            signed_by: wire.signed_by,
         }
     }
 }
@@ -189,6 +222,43 @@ mod tests {
         assert_eq!(d.layer, "shared");
         assert_eq!(d.digest, sha256_hex("You are Vak."));
         assert_eq!(d.bytes, 12);
+    }
+
+    /// A descriptor written by the previous release reads back equal to
+    /// the one this build makes, and writes back byte for byte.
+    #[test]
+    fn a_ledger_descriptor_reads_typed_and_writes_unchanged() {
+        let made = [
+            PromptLayerDescriptor::of(Block::Identity, &Provenance::seed("identity"), "a"),
+            PromptLayerDescriptor::of(
+                Block::Mcp,
+                &Provenance::new(
+                    PromptLayer::Runtime,
+                    Origin::Home,
+                    Source::ConfigKey {
+                        file: "/h#1/.vak/config.toml".into(),
+                        key: crate::MCP_SERVERS_KEY.into(),
+                        name: Some("db".into()),
+                    },
+                ),
+                "- `db`",
+            ),
+            PromptLayerDescriptor::of(
+                Block::Identity,
+                &Provenance::new(PromptLayer::Project, Origin::Project, "/p#x/builtin:y.md"),
+                "b",
+            ),
+        ];
+        for d in made {
+            let wire = serde_json::to_string(&d).unwrap();
+            let read: PromptLayerDescriptor = serde_json::from_str(&wire).unwrap();
+            assert_eq!(read, d, "{wire}");
+            assert_eq!(serde_json::to_string(&read).unwrap(), wire);
+        }
+        let old = r#"{"block":"identity","layer":"seed","source":null,"digest":"x","bytes":1}"#;
+        let read: PromptLayerDescriptor = serde_json::from_str(old).unwrap();
+        assert_eq!(read.source, None);
+        assert_eq!(serde_json::to_string(&read).unwrap(), old);
     }
 
     #[test]

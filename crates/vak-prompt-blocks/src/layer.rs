@@ -1,7 +1,10 @@
+use std::borrow::Cow;
 use std::fmt;
 use std::str::FromStr;
 
-use crate::BlocksError;
+use camino::{Utf8Path, Utf8PathBuf};
+
+use crate::{BlocksError, GatewayKey, Source};
 
 /// A tier of the prompt chain.
 ///
@@ -132,7 +135,7 @@ impl Origin {
 }
 
 /// The origin of one contributed text: which tier, which physical source,
-/// and the path or gateway key that names it.
+/// and the typed [`Source`] that names it.
 ///
 /// Built once by the loader and carried unchanged to descriptors, so the
 /// ledger and `explain` can never disagree about where text came from.
@@ -142,9 +145,8 @@ pub struct Provenance {
     pub layer: PromptLayer,
     /// The physical source, for trust.
     pub origin: Origin,
-    /// A path, a gateway key such as `bots.json#/helpdesk/prompts/identity`,
-    /// or a `builtin:` name.
-    pub source: Option<String>,
+    /// The file, gateway key, config key, or built-in or runtime name.
+    pub source: Source,
     /// For a signed managed file, the key that signed it
     /// (`ed25519:<base64>`), carried into its descriptor.
     pub signed_by: Option<String>,
@@ -152,49 +154,93 @@ pub struct Provenance {
 
 impl Provenance {
     /// Provenance for text read from `source` at `layer`.
-    pub fn new(layer: PromptLayer, origin: Origin, source: impl Into<String>) -> Self {
+    pub fn new(layer: PromptLayer, origin: Origin, source: impl Into<Source>) -> Self {
         Provenance {
             layer,
             origin,
-            source: Some(source.into()),
+            source: source.into(),
             signed_by: None,
         }
     }
 
-    /// Provenance for a managed-layer file at `source`, signed by
+    /// Provenance for a managed-layer file at `path`, signed by
     /// `signed_by` when the managed layer requires signatures.
-    pub fn managed(source: impl Into<String>, signed_by: Option<String>) -> Self {
+    pub fn managed(path: impl Into<Utf8PathBuf>, signed_by: Option<String>) -> Self {
         Provenance {
             signed_by,
-            ..Provenance::new(PromptLayer::Managed, Origin::Managed, source)
+            ..Provenance::new(
+                PromptLayer::Managed,
+                Origin::Managed,
+                Source::File(path.into()),
+            )
         }
     }
 
     /// Provenance for text shipped in the binary.
-    pub fn seed(name: &str) -> Self {
+    pub fn seed(name: impl Into<Cow<'static, str>>) -> Self {
         Provenance::new(
             PromptLayer::Seed,
             Origin::BuiltIn,
-            format!("builtin:{name}"),
+            Source::Builtin(name.into()),
         )
     }
 
     /// Provenance for text the runtime derives.
-    pub fn runtime(name: &str) -> Self {
+    pub fn runtime(name: impl Into<Cow<'static, str>>) -> Self {
         Provenance::new(
             PromptLayer::Runtime,
             Origin::Runtime,
-            format!("runtime:{name}"),
+            Source::Runtime(name.into()),
         )
+    }
+
+    /// Provenance for a gateway key's text.
+    pub fn gateway(key: GatewayKey) -> Self {
+        Provenance::new(key.layer(), Origin::Gateway, Source::Gateway(key))
+    }
+}
+
+impl From<Utf8PathBuf> for Source {
+    fn from(path: Utf8PathBuf) -> Self {
+        Source::File(path)
+    }
+}
+
+/// A path given as a string is a file's path: sources of every other kind
+/// are built as what they are, never from their rendering.
+impl From<&str> for Source {
+    fn from(path: &str) -> Self {
+        Source::File(path.into())
+    }
+}
+
+/// As for `&str`: a file's path.
+impl From<String> for Source {
+    fn from(path: String) -> Self {
+        Source::File(path.into())
+    }
+}
+
+impl From<&Utf8Path> for Source {
+    fn from(path: &Utf8Path) -> Self {
+        Source::File(path.to_owned())
+    }
+}
+
+impl From<&Utf8PathBuf> for Source {
+    fn from(path: &Utf8PathBuf) -> Self {
+        Source::File(path.clone())
     }
 }
 
 impl fmt::Display for Provenance {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.source {
-            Some(source) => write!(f, "{} layer `{}`", self.layer, crate::Escaped(source)),
-            None => write!(f, "{} layer", self.layer),
-        }
+        write!(
+            f,
+            "{} layer `{}`",
+            self.layer,
+            crate::Escaped(&self.source.to_string())
+        )
     }
 }
 
@@ -229,7 +275,7 @@ mod tests {
         let p = Provenance::new(
             PromptLayer::Project,
             Origin::Project,
-            "./.vak/prompts/identity.md",
+            Utf8PathBuf::from("./.vak/prompts/identity.md"),
         );
         assert_eq!(p.to_string(), "project layer `./.vak/prompts/identity.md`");
     }

@@ -27,6 +27,7 @@ mod guardrail;
 mod import;
 mod layer;
 mod name;
+mod source;
 mod structure;
 mod surface;
 mod text;
@@ -47,6 +48,7 @@ pub use guardrail::{
 pub use import::{ImportLine, MAX_IMPORT_DEPTH, TargetRefusal, check_target, import_lines};
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
+pub use source::{GatewayEntry, GatewayFile, GatewayKey, LEDGER_LAYER, MCP_SERVERS_KEY, Source};
 pub use structure::{SURFACE_PREFIX, neutralise};
 pub use surface::SurfaceKind;
 pub use text::{

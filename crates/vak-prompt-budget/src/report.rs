@@ -42,8 +42,8 @@ pub struct SourceTokens {
 
 impl SourceTokens {
     /// The file or gateway key, as the provenance names it.
-    pub fn source(&self) -> Option<&str> {
-        self.provenance.source.as_deref()
+    pub fn source(&self) -> &vak_prompt_blocks::Source {
+        &self.provenance.source
     }
 }
 
@@ -111,16 +111,13 @@ impl fmt::Display for LayerTokens {
         }
         for (index, s) in self.sources.iter().enumerate() {
             f.write_str(if index == 0 { " — " } else { ", " })?;
-            match s.source() {
-                Some(source) => write!(
-                    f,
-                    "`{}` ({} {})",
-                    vak_prompt_blocks::Escaped(source),
-                    s.block,
-                    s.tokens
-                )?,
-                None => write!(f, "{} {}", s.block, s.tokens)?,
-            }
+            write!(
+                f,
+                "`{}` ({} {})",
+                vak_prompt_blocks::Escaped(&s.source().to_string()),
+                s.block,
+                s.tokens
+            )?;
         }
         Ok(())
     }
@@ -680,7 +677,7 @@ mod tests {
             &row.provenance,
             &blocks[0].contributors[0].provenance
         ));
-        assert_eq!(row.source(), Some("/h/.vak/prompts/identity.md"));
+        assert_eq!(row.source().to_string(), "/h/.vak/prompts/identity.md");
         assert_eq!(
             serde_json::to_value(row).unwrap(),
             serde_json::json!({"block": "identity", "source": "/h/.vak/prompts/identity.md", "tokens": 2})

@@ -3,7 +3,8 @@
 
 use std::sync::Arc;
 
-use vak_prompt_blocks::{Origin, PromptLayer, Provenance};
+use camino::Utf8Path;
+use vak_prompt_blocks::{MCP_SERVERS_KEY, Origin, PromptLayer, Provenance, Source};
 use vak_prompt_loader::ConfigFile;
 use vak_prompt_trust::{DemotedKey, Trust, demote_config, would_demote};
 
@@ -16,17 +17,15 @@ pub struct Sourced<T> {
     pub value: T,
     /// Home or project.
     pub origin: Origin,
-    /// The file and key it came from, as people read it: `<file>#<key>`.
-    pub source: String,
-    /// How long the file's part of `source` is, so the file is read back
-    /// without parsing the string.
-    file_len: usize,
+    /// The file and key it came from: always a [`Source::ConfigKey`],
+    /// rendered `<file>#<key>` for people.
+    pub source: Source,
 }
 
 impl<T> Sourced<T> {
-    /// The file the value came from (`source` without its key).
+    /// The file the value came from.
     pub fn file(&self) -> &str {
-        self.source.get(..self.file_len).unwrap_or(&self.source)
+        self.source.config_file().map_or("", Utf8Path::as_str)
     }
 }
 
@@ -82,14 +81,16 @@ impl EffectiveConfig {
     /// budget holds every other value under it.
     pub(crate) fn add_managed(&mut self, managed: &vak_prompt_loader::ManagedLayer) {
         if let (Some(value), Some(file)) = (managed.max_tokens, &managed.config) {
-            let file_len = file.as_str().len();
             self.max_tokens.insert(
                 0,
                 Sourced {
                     value,
                     origin: Origin::Managed,
-                    source: format!("{file}#prompts.max_tokens"),
-                    file_len,
+                    source: Source::ConfigKey {
+                        file: file.clone(),
+                        key: "prompts.max_tokens".into(),
+                        name: None,
+                    },
                 },
             );
         }
@@ -119,22 +120,17 @@ fn mcp_line(name: &str, server: &toml::Table) -> String {
     }
 }
 
-/// `value` with its source: the file's path, `#`, then the dotted key
-/// `key` spells out in parts (one string, sized once).
-fn sourced<T>(file: &ConfigFile, value: T, key: &[&str]) -> Sourced<T> {
-    let mut source = String::with_capacity(
-        file.path.as_str().len() + 1 + key.iter().map(|k| k.len()).sum::<usize>(),
-    );
-    source.push_str(file.path.as_str());
-    source.push('#');
-    for part in key {
-        source.push_str(part);
-    }
+/// `value` with its source: the file and the fixed dotted `key`, with the
+/// user's `name` under it when the key is a table of them.
+fn sourced<T>(file: &ConfigFile, value: T, key: &'static str, name: Option<&str>) -> Sourced<T> {
     Sourced {
         value,
         origin: file.origin,
-        source,
-        file_len: file.path.as_str().len(),
+        source: Source::ConfigKey {
+            file: file.path.clone(),
+            key: key.into(),
+            name: name.map(str::to_owned),
+        },
     }
 }
 
@@ -282,7 +278,11 @@ pub(crate) fn effective_config(
                 provenance: std::sync::Arc::new(Provenance::new(
                     layer,
                     file.origin,
-                    format!("{}#{}", file.path, key.key),
+                    Source::ConfigKey {
+                        file: file.path.clone(),
+                        key: key.key.clone().into(),
+                        name: None,
+                    },
                 )),
                 reason: key.reason,
             });
@@ -298,7 +298,7 @@ pub(crate) fn effective_config(
                 ))
             }
             Some(toml::Value::String(model)) => {
-                effective.model = Some(sourced(file, model.clone(), &["model"]))
+                effective.model = Some(sourced(file, model.clone(), "model", None))
             }
             Some(_) => effective.warnings.push(format!(
                 "`model` in `{}` is not a string; ignored",
@@ -316,7 +316,7 @@ pub(crate) fn effective_config(
                 Some(toml::Value::Integer(n)) => {
                     effective
                         .max_tokens
-                        .push(sourced(file, *n, &["prompts.max_tokens"]))
+                        .push(sourced(file, *n, "prompts.max_tokens", None))
                 }
                 Some(_) => effective.warnings.push(format!(
                     "`prompts.max_tokens` in `{}` is not an integer; ignored",
@@ -343,9 +343,10 @@ pub(crate) fn effective_config(
                     continue;
                 };
                 for rule in list.iter().filter_map(toml::Value::as_str) {
-                    effective
-                        .permissions
-                        .push((kind, sourced(file, rule.to_owned(), &["permissions.", key])));
+                    effective.permissions.push((
+                        kind,
+                        sourced(file, rule.to_owned(), "permissions", Some(key)),
+                    ));
                 }
             }
         }
@@ -364,7 +365,8 @@ pub(crate) fn effective_config(
                         name: name.clone(),
                         line: mcp_line(name, server),
                     },
-                    &["mcp.servers.", name],
+                    MCP_SERVERS_KEY,
+                    Some(name),
                 ));
             }
         }
@@ -384,10 +386,10 @@ mod tests {
             path: camino::Utf8PathBuf::from("/work/issue#12/.vak/config.toml"),
             table: std::sync::Arc::new(toml::Table::new()),
         };
-        let sourced = sourced(&file, 1500, &["prompts", ".", "max_tokens"]);
+        let sourced = sourced(&file, 1500, "prompts.max_tokens", None);
         assert_eq!(sourced.file(), "/work/issue#12/.vak/config.toml");
         assert_eq!(
-            sourced.source,
+            sourced.source.to_string(),
             "/work/issue#12/.vak/config.toml#prompts.max_tokens"
         );
     }

@@ -100,6 +100,9 @@ struct Kept<'a> {
     /// The import that was refused, if one was: named when this text is
     /// in force (a shadowed file's is not).
     refused: Option<&'a vak_prompt_loader::ImportError>,
+    /// The project directory level it was read at (0: the root, or not a
+    /// project directory layer), as the loader set it.
+    level: usize,
 }
 
 /// What composition derives from the binary alone, built once per process:
@@ -173,7 +176,7 @@ fn builtin() -> &'static Builtin {
 /// The generated `Surface:` line for `surface`.
 fn surface_line(surface: SurfaceKind) -> Contributor {
     Contributor {
-        provenance: Arc::new(Provenance::runtime(&format!("surface/{surface}"))),
+        provenance: Arc::new(Provenance::runtime(format!("surface/{surface}"))),
         text: format!("Surface: {}", surface.observation()),
         interop: false,
         imports: Vec::new(),
@@ -397,10 +400,17 @@ fn with_interop(
             out.push_str("\n\n");
         }
         if c.interop {
-            let source = c.provenance.source.as_deref().unwrap_or_default();
+            // An interop file is always a file; its path is named from
+            // the project root, as a path, not as a string.
+            let file = c
+                .provenance
+                .source
+                .path()
+                .unwrap_or(camino::Utf8Path::new(""));
             let relative = root
-                .and_then(|root| camino::Utf8Path::new(source).strip_prefix(root).ok())
-                .map_or(source, camino::Utf8Path::as_str);
+                .and_then(|root| file.strip_prefix(root).ok())
+                .unwrap_or(file)
+                .as_str();
             out.push_str("From ");
             out.push_str(relative);
             out.push_str(":\n\n");
@@ -537,27 +547,18 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             interop: false,
             imports: Vec::new(),
             refused: None,
+            level: 0,
         },
     ));
     // Only the root's own `.vak/prompts/` files decide against SYSTEM.md: a
     // directory sub-layer below the root, or the root's `AGENTS.md`, is not
     // "the project's own identity.md or operating-rules.md" (DECISIONS §4,
     // §15).
-    let root_prompts = chain
-        .project_levels
-        .first()
-        .map(|root| root.join(".vak").join("prompts"));
-    let at_root = |c: &Contribution| {
-        c.provenance.layer == PromptLayer::Project && chain.level_of(&c.provenance) == 0
-    };
-    // The block is looked at first: `level_of` compares paths.
+    let at_root = |c: &Contribution| c.provenance.layer == PromptLayer::Project && c.level == 0;
+    // At the root, a project-layer text that is not the interop file is
+    // one of the root's own `.vak/prompts/` files.
     let project_base_sets_identity = chain.contributions.iter().any(|c| {
-        matches!(c.block, Block::Identity | Block::OperatingRules)
-            && at_root(c)
-            && match (&root_prompts, c.provenance.source.as_deref()) {
-                (Some(dir), Some(source)) => camino::Utf8Path::new(source).starts_with(dir),
-                _ => true,
-            }
+        matches!(c.block, Block::Identity | Block::OperatingRules) && !c.interop && at_root(c)
     });
     let root_has_rules = chain
         .contributions
@@ -612,6 +613,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     interop: contribution.interop,
                     imports,
                     refused: contribution.imports.refused.as_ref(),
+                    level: contribution.level,
                 });
             }
             Verdict::Demote(reason) => {
@@ -666,8 +668,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 .iter()
                 .rposition(|c| {
                     c.provenance.layer < PromptLayer::Project
-                        || (c.provenance.layer == PromptLayer::Project
-                            && chain.level_of(c.provenance) == 0)
+                        || (c.provenance.layer == PromptLayer::Project && c.level == 0)
                 })
                 .map_or(0, |i| i + 1);
             let mut legacy = vec![Kept {
@@ -678,6 +679,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 interop: false,
                 imports: Vec::new(),
                 refused: None,
+                level: 0,
             }];
             // The root's AGENTS.md stays its operating rules; locked ones
             // stay the managed text.
@@ -690,6 +692,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     interop: false,
                     imports: Vec::new(),
                     refused: None,
+                    level: 0,
                 });
             }
             kept.splice(at..at, legacy);
@@ -959,12 +962,12 @@ fn runtime_block(
                 provenance: Arc::new(Provenance {
                     layer: PromptLayer::Runtime,
                     origin: server.origin,
-                    source: Some(server.source.clone()),
+                    source: server.source.clone(),
                     signed_by: None,
                 }),
                 text: one_line(
                     &server.value.line,
-                    || format!("MCP server `{}`", Escaped(&server.source)),
+                    || format!("MCP server `{}`", Escaped(&server.source.to_string())),
                     warnings,
                 ),
                 interop: false,
@@ -1149,6 +1152,7 @@ mod tests {
             text: "- own rule\n- imported rule\n".to_owned(),
             interop: false,
             imports,
+            level: 0,
         }
     }
 
@@ -1177,6 +1181,7 @@ mod tests {
             text: t.to_owned(),
             interop: false,
             imports: vak_prompt_loader::Imports::default(),
+            level: 0,
         };
         let chain = LoadedChain {
             contributions: vec![
@@ -1219,7 +1224,12 @@ mod tests {
             r.descriptors
                 .iter()
                 .filter(|d| d.layer == "project")
-                .map(|d| (d.block.to_string(), d.source.clone()))
+                .map(|d| {
+                    (
+                        d.block.to_string(),
+                        d.source.as_ref().map(ToString::to_string),
+                    )
+                })
                 .collect()
         };
         let trusted = resolve(&chain, Trust::Trusted);
@@ -1236,7 +1246,7 @@ mod tests {
         let imported = &trusted.descriptors[trusted
             .descriptors
             .iter()
-            .position(|d| d.source.as_deref() == Some("/p/who.md"))
+            .position(|d| d.source == Some("/p/who.md".into()))
             .unwrap()];
         assert_eq!(imported.digest, sha256_hex("- imported rule"));
         let identity = trusted.block(Block::Identity).unwrap();
@@ -1347,6 +1357,7 @@ mod tests {
                 text: managed.files[0].text.clone(),
                 interop: false,
                 imports: Default::default(),
+                level: 0,
             });
             for (i, (layer, origin)) in NARROWER.iter().enumerate() {
                 if present[i] {
@@ -1356,6 +1367,7 @@ mod tests {
                         text: format!("narrower {i} {}", texts[i]),
                         interop: false,
                         imports: Default::default(),
+                        level: 0,
                     });
                 }
             }

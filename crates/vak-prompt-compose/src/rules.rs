@@ -152,7 +152,7 @@ fn rule_text(rule: &ScopedRule, warnings: &mut Vec<String>) -> String {
     if let Some(found) = cleaned.first {
         warnings.push(format!(
             "scoped rule `{}`: hidden or control character {found}; such characters are removed from the prompt",
-            vak_prompt_blocks::Escaped(rule.provenance.source.as_deref().unwrap_or_default())
+            vak_prompt_blocks::Escaped(&rule.provenance.source.to_string())
         ));
     }
     cleaned.text.trim().to_owned()

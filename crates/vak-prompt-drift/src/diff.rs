@@ -4,7 +4,9 @@ use std::fmt;
 
 use serde::Serialize;
 use vak_prompt_blocks::{Block, PromptLayer};
-use vak_prompt_blocks::{ChangeKind, LayerChange, PromptLayerDescriptor};
+use vak_prompt_blocks::{ChangeKind, LayerChange, PromptLayerDescriptor, Source};
+
+use camino::Utf8Path;
 
 /// What differs between a frozen contract's descriptors and the current
 /// ones, per block and layer.
@@ -60,24 +62,22 @@ impl fmt::Display for DriftReport {
 type Key<'a> = (&'a str, &'a str, Option<&'a str>, usize);
 
 /// The name an inventory descriptor is paired by: a skill's directory
-/// (`…/skills/<name>/SKILL.md`), an MCP server's key (`…#mcp.servers.<name>`).
-/// `None` for every other block, which pair by occurrence.
-fn inventory_name<'a>(block: &str, source: Option<&'a str>) -> Option<&'a str> {
+/// (`…/skills/<name>/SKILL.md`), an MCP server's name (the config key's
+/// name field). `None` for every other block, which pair by occurrence.
+fn inventory_name<'a>(block: &str, source: Option<&'a Source>) -> Option<&'a str> {
     let source = source?;
     if block == Block::Skills.wire_name() {
-        let mut parts = source.rsplit(['/', '\\']);
-        let file = parts.next();
-        return Some(match (file, parts.next()) {
-            (Some(_), Some(dir)) => dir,
-            _ => source,
-        });
+        let path = source.path()?;
+        return Some(
+            path.parent()
+                .and_then(Utf8Path::file_name)
+                .unwrap_or(path.as_str()),
+        );
     }
     if block == Block::Mcp.wire_name() {
-        return Some(
-            source
-                .rsplit_once("#mcp.servers.")
-                .map_or(source, |(_, name)| name),
-        );
+        return source
+            .mcp_server()
+            .or_else(|| source.path().map(Utf8Path::as_str));
     }
     None
 }
@@ -90,20 +90,27 @@ fn inventory_name<'a>(block: &str, source: Option<&'a str>) -> Option<&'a str> {
 /// it. A directory's interop file (`<dir>/AGENTS.md`, outside `.vak`) is
 /// paired by its directory and file name: it is appended beside that
 /// directory's own operating rules, never in their place, so it is never
-/// compared with them.
-fn pairing_name<'a>(block: &str, layer: &str, source: Option<&'a str>) -> Option<&'a str> {
+/// compared with them. The directory is found on the typed path, by its
+/// components, never by cutting the rendered string.
+fn pairing_name<'a>(block: &str, layer: &str, source: Option<&'a Source>) -> Option<&'a str> {
     if let Some(name) = inventory_name(block, source) {
         return Some(name);
     }
     if layer != vak_prompt_blocks::PromptLayer::Project.wire_name() {
         return None;
     }
-    let source = source?;
-    let dir = source.rsplit_once('/').map_or(source, |(dir, _)| dir);
-    if let Some(dir) = dir.strip_suffix("/.vak/prompts") {
-        return Some(dir);
-    }
-    Some(dir.strip_suffix("/.vak").unwrap_or(source))
+    let file = source?.path()?;
+    let Some(dir) = file.parent() else {
+        return Some(file.as_str());
+    };
+    let level = if dir.ends_with(".vak/prompts") {
+        dir.parent().and_then(Utf8Path::parent)
+    } else if dir.ends_with(".vak") {
+        dir.parent()
+    } else {
+        None
+    };
+    Some(level.unwrap_or(file).as_str())
 }
 
 fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor)> {
@@ -112,7 +119,7 @@ fn keyed(list: &[PromptLayerDescriptor]) -> Vec<(Key<'_>, &PromptLayerDescriptor
     let mut seen: BTreeMap<(&str, &str, Option<&str>), usize> = BTreeMap::new();
     list.iter()
         .map(|d| {
-            let name = pairing_name(&d.block, &d.layer, d.source.as_deref());
+            let name = pairing_name(&d.block, &d.layer, d.source.as_ref());
             let n = seen.entry((&*d.block, &*d.layer, name)).or_insert(0);
             let key = (&*d.block, &*d.layer, name, *n);
             *n += 1;
@@ -260,7 +267,7 @@ fn order(a: &LayerChange, b: &LayerChange) -> Ordering {
         )
     }
     fn name(c: &LayerChange) -> Option<&str> {
-        pairing_name(&c.block, &c.layer, c.source.as_deref())
+        pairing_name(&c.block, &c.layer, c.source.as_ref())
     }
     block_rank(&a.block)
         .cmp(&block_rank(&b.block))
@@ -275,11 +282,17 @@ mod tests {
     use proptest::prelude::*;
     use vak_prompt_blocks::sha256_hex;
 
+    /// A change's source as people read it.
+    fn rendered(c: &LayerChange) -> Option<String> {
+        c.source.as_ref().map(ToString::to_string)
+    }
+
     fn d(block: &str, layer: &str, text: &str, source: &str) -> PromptLayerDescriptor {
         PromptLayerDescriptor {
             block: block.to_owned().into(),
             layer: layer.to_owned().into(),
-            source: Some(source.into()),
+            // As a ledger gives it back.
+            source: Some(Source::from_wire(layer, block, source)),
             digest: sha256_hex(text),
             bytes: text.len(),
             signed_by: None,
@@ -303,7 +316,7 @@ mod tests {
         let moved: Vec<_> = report
             .changes
             .iter()
-            .map(|c| (c.kind, c.source.clone()))
+            .map(|c| (c.kind, rendered(c)))
             .collect();
         assert_eq!(
             moved,
@@ -440,7 +453,11 @@ mod tests {
         let changes: Vec<_> = report
             .changes
             .iter()
-            .map(|c| (c.block.as_str(), c.kind, c.source.as_deref()))
+            .map(|c| (c.block.as_str(), c.kind, rendered(c)))
+            .collect();
+        let changes: Vec<_> = changes
+            .iter()
+            .map(|(b, k, s)| (*b, *k, s.as_deref()))
             .collect();
         assert_eq!(
             changes,
@@ -489,8 +506,9 @@ mod tests {
         let changes: Vec<_> = report
             .changes
             .iter()
-            .map(|c| (c.kind, c.source.as_deref()))
+            .map(|c| (c.kind, rendered(c)))
             .collect();
+        let changes: Vec<_> = changes.iter().map(|(k, s)| (*k, s.as_deref())).collect();
         assert_eq!(
             changes,
             [
@@ -527,7 +545,7 @@ mod tests {
         let added = &report.changes[0];
         assert_eq!((added.kind, added.occurrence), (ChangeKind::Added, 0));
         assert_eq!(
-            added.source.as_deref(),
+            rendered(added).as_deref(),
             Some("/h/.vak/skills/beta/SKILL.md")
         );
         assert!(!report.to_string().contains('#'), "{report}");
@@ -660,7 +678,7 @@ mod tests {
             prop_assert_eq!(report.changes.len(), 1);
             prop_assert_eq!(report.changes[0].kind, ChangeKind::Added);
             let want = format!("/h/.vak/skills/{new}/SKILL.md");
-            prop_assert_eq!(report.changes[0].source.as_deref(), Some(want.as_str()));
+            prop_assert_eq!(rendered(&report.changes[0]), Some(want));
         }
 
         /// Every descriptor of each side is in exactly one pair, frozen
@@ -702,7 +720,7 @@ mod tests {
             for c in &report.changes {
                 prop_assert!(c.frozen_digest != c.current_digest);
             }
-            let identity = |d: &PromptLayerDescriptor| (d.block.clone(), d.layer.clone(), d.digest.clone(), pairing_name(&d.block, &d.layer, d.source.as_deref()).map(str::to_owned));
+            let identity = |d: &PromptLayerDescriptor| (d.block.clone(), d.layer.clone(), d.digest.clone(), pairing_name(&d.block, &d.layer, d.source.as_ref()).map(str::to_owned));
             if a.iter().map(identity).eq(b.iter().map(identity)) {
                 prop_assert!(!report.is_drifted());
             }

@@ -61,6 +61,12 @@ pub struct Contribution {
     /// was refused, and then `text` is the file's own. Always empty for an
     /// interop file and a gateway text, which do not import.
     pub imports: Imports,
+    /// Which directory level of the project the text is from: 0 for the
+    /// root (and for everything that is not a project directory layer), 1
+    /// for the first directory below it, and so on; an index into
+    /// [`LoadedChain::project_levels`]. Set by the loader as it reads each
+    /// level, never worked out from the source afterwards.
+    pub level: usize,
 }
 
 /// An input the loader refused, and why. Reported, never fatal.
@@ -76,7 +82,7 @@ pub struct Skipped {
 
 impl std::fmt::Display for Skipped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let source = self.provenance.source.as_deref().unwrap_or("?");
+        let source = &self.provenance.source;
         match self.block {
             Some(block) => write!(
                 f,
@@ -105,7 +111,7 @@ pub struct LegacySystem {
 impl LegacySystem {
     /// Its path.
     pub fn path(&self) -> &Utf8Path {
-        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+        self.provenance.source.path().unwrap_or(Utf8Path::new(""))
     }
 }
 
@@ -153,7 +159,7 @@ impl SkillEntry {
 
     /// The `SKILL.md` path.
     pub fn path(&self) -> &Utf8Path {
-        Utf8Path::new(self.provenance.source.as_deref().unwrap_or_default())
+        self.provenance.source.path().unwrap_or(Utf8Path::new(""))
     }
 }
 
@@ -228,7 +234,7 @@ impl LoadedChain {
             (
                 c.provenance.layer,
                 c.provenance.origin,
-                self.level_of(&c.provenance),
+                c.level,
                 rank(c.block),
             )
         };
@@ -238,6 +244,7 @@ impl LoadedChain {
             text,
             interop: false,
             imports,
+            level: self.level_for(provenance),
         };
         let at = self
             .contributions
@@ -247,20 +254,52 @@ impl LoadedChain {
         self.contributions.insert(at, new);
     }
 
-    /// Which directory level of the project `provenance` belongs to: 0 for
-    /// the root (and for everything that is not a project directory layer),
-    /// 1 for the first directory below it, and so on.
-    pub fn level_of(&self, provenance: &Provenance) -> usize {
+    /// The level a project block file at `provenance` is read at: the
+    /// level whose prompts directory holds it. A file in a directory that
+    /// is no level yet (the first layer file of a directory, being created)
+    /// makes that directory a level, between the levels above and below
+    /// it, as a load would once the file exists: the deeper levels and
+    /// their contributions move down one. 0 for everything else. For a
+    /// candidate edit, which the loader has not read.
+    fn level_for(&mut self, provenance: &Provenance) -> usize {
         if provenance.origin != Origin::Project || provenance.layer != PromptLayer::Project {
             return 0;
         }
-        let Some(source) = provenance.source.as_deref() else {
+        let Some(dir) = provenance.source.path().and_then(Utf8Path::parent) else {
             return 0;
         };
-        self.project_levels
+        if let Some(level) = self
+            .project_levels
             .iter()
-            .rposition(|level| Utf8Path::new(source).starts_with(level))
-            .unwrap_or(0)
+            .rposition(|l| prompt_dir(l) == dir)
+        {
+            return level;
+        }
+        // `<level>/.vak/prompts`, by its components.
+        let level_dir = dir
+            .ends_with(".vak/prompts")
+            .then(|| dir.parent().and_then(Utf8Path::parent))
+            .flatten();
+        let Some(level_dir) = level_dir else {
+            return 0;
+        };
+        // The levels run from the root down one path, so the ones above
+        // this directory come first.
+        let at = self
+            .project_levels
+            .iter()
+            .take_while(|l| level_dir.starts_with(l))
+            .count();
+        if at == 0 {
+            return 0;
+        }
+        self.project_levels.insert(at, level_dir.to_owned());
+        for c in &mut self.contributions {
+            if c.level >= at {
+                c.level += 1;
+            }
+        }
+        at
     }
 }
 
@@ -374,7 +413,7 @@ impl Reader<'_> {
         provenance: &Provenance,
         text: String,
     ) -> (String, Imports) {
-        let Some(file) = provenance.source.as_deref().map(Utf8Path::new) else {
+        let Some(file) = provenance.source.path() else {
             return (text, Imports::default());
         };
         let prompts = prompts_root(dir).to_owned();
@@ -401,6 +440,7 @@ impl Reader<'_> {
         root: &Utf8Path,
         layer: PromptLayer,
         origin: Origin,
+        level: usize,
     ) -> bool {
         // One that leads outside its root is reported once, naming the
         // directory.
@@ -408,12 +448,12 @@ impl Reader<'_> {
             DirRead::Files(files) => files,
             DirRead::Missing => return false,
             DirRead::Refused(refusal) => {
-                self.skip(None, Provenance::new(layer, origin, dir.as_str()), refusal);
+                self.skip(None, Provenance::new(layer, origin, dir), refusal);
                 return false;
             }
         };
         for (block, file, text) in files {
-            let provenance = Provenance::new(layer, origin, join(dir, &[file]).into_string());
+            let provenance = Provenance::new(layer, origin, join(dir, &[file]));
             match text {
                 Ok(Some(text)) => {
                     let (text, imports) = self.expand_imports(dir, &provenance, text);
@@ -423,6 +463,7 @@ impl Reader<'_> {
                         text,
                         interop: false,
                         imports,
+                        level,
                     });
                 }
                 Ok(None) => {}
@@ -442,12 +483,11 @@ impl Reader<'_> {
     /// like every layer file: confined to the project, bounded, UTF-8; a
     /// refusal names the file and the next name is not tried, so a refused
     /// override never lets the file it overrides in.
-    fn interop_file(&mut self, level: &Utf8Path, root: &Utf8Path, names: &[String]) {
+    fn interop_file(&mut self, dir: &Utf8Path, level: usize, root: &Utf8Path, names: &[String]) {
         for name in names {
-            let path = join(level, &[name]);
+            let path = join(dir, &[name]);
             let read = self.read(&path, root);
-            let provenance =
-                || Provenance::new(PromptLayer::Project, Origin::Project, path.into_string());
+            let provenance = || Provenance::new(PromptLayer::Project, Origin::Project, path);
             match read {
                 Ok(Some(text)) => {
                     self.chain.contributions.push(Contribution {
@@ -456,6 +496,7 @@ impl Reader<'_> {
                         text,
                         interop: true,
                         imports: Imports::default(),
+                        level,
                     });
                     return;
                 }
@@ -621,6 +662,7 @@ pub(crate) fn load_in(
                     text: f.text.clone(),
                     interop: false,
                     imports: Imports::default(),
+                    level: 0,
                 }),
         );
     }
@@ -719,6 +761,7 @@ pub(crate) fn load_in(
         home_root,
         PromptLayer::Shared,
         Origin::Home,
+        0,
     );
     // The project root, then each directory down to the working directory,
     // widest first: the same four files, project-owned,
@@ -731,9 +774,10 @@ pub(crate) fn load_in(
             project_root,
             PromptLayer::Project,
             Origin::Project,
+            0,
         );
     }
-    reader.interop_file(&request.project, project_root, &interop);
+    reader.interop_file(&request.project, 0, project_root, &interop);
     if let Some(workdir) = &request.workdir {
         if !workdir.starts_with(&request.project) {
             reader.skip(
@@ -798,16 +842,20 @@ pub(crate) fn load_in(
             .chain
             .contributions
             .reserve(levels.len() * (Block::EDITABLE.len() + 1));
-        for level in levels {
-            reader.chain.project_levels.push(level.clone());
-            let prompts = prompt_dir(&level);
+        for dir in levels {
+            // The level is the index of the directory in `project_levels`,
+            // fixed here as it is read.
+            let level = reader.chain.project_levels.len();
+            reader.chain.project_levels.push(dir.clone());
+            let prompts = prompt_dir(&dir);
             reader.directory_layer(
                 &prompts,
                 project_root,
                 PromptLayer::Project,
                 Origin::Project,
+                level,
             );
-            reader.interop_file(&level, project_root, &interop);
+            reader.interop_file(&dir, level, project_root, &interop);
         }
     }
     reader.directory_layer(
@@ -815,6 +863,7 @@ pub(crate) fn load_in(
         home_root,
         PromptLayer::Surface,
         Origin::Home,
+        0,
     );
     if project_ok {
         reader.directory_layer(
@@ -822,6 +871,7 @@ pub(crate) fn load_in(
             project_root,
             PromptLayer::Surface,
             Origin::Project,
+            0,
         );
     }
     // The gateway files share the home's opened directories; a home that
@@ -854,7 +904,7 @@ pub(crate) fn load_in(
                 continue;
             }
             let before = reader.chain.skipped.len();
-            if reader.directory_layer(&dir, root, PromptLayer::Agent, origin) {
+            if reader.directory_layer(&dir, root, PromptLayer::Agent, origin, 0) {
                 reader.chain.role_dirs.push(dir);
             } else if let Some(skip) = reader.chain.skipped[before..]
                 .iter()
@@ -1015,5 +1065,98 @@ fn load_skills(
                 refusal,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn contribution(path: &str, level: usize) -> Contribution {
+        Contribution {
+            block: Block::Identity,
+            provenance: Arc::new(Provenance::new(PromptLayer::Project, Origin::Project, path)),
+            text: path.to_owned(),
+            interop: false,
+            imports: Imports::default(),
+            level,
+        }
+    }
+
+    fn chain() -> LoadedChain {
+        LoadedChain {
+            contributions: vec![
+                contribution("/p/.vak/prompts/identity.md", 0),
+                contribution("/p/a/b/.vak/prompts/identity.md", 1),
+            ],
+            project_levels: vec!["/p".into(), "/p/a/b".into()],
+            ..LoadedChain::default()
+        }
+    }
+
+    fn order(chain: &LoadedChain) -> Vec<(String, usize)> {
+        chain
+            .contributions
+            .iter()
+            .map(|c| (c.provenance.source.to_string(), c.level))
+            .collect()
+    }
+
+    /// A candidate file at a level the chain has keeps that level; one in a
+    /// directory that is no level yet makes it one, between the levels
+    /// above and below it, as a load would once the file exists.
+    #[test]
+    fn a_candidate_lands_at_its_own_level_even_a_new_one() {
+        let at = |path: &str| Provenance::new(PromptLayer::Project, Origin::Project, path);
+
+        let mut existing = chain();
+        existing.substitute(
+            Block::Identity,
+            &at("/p/a/b/.vak/prompts/identity.md"),
+            Some("x"),
+        );
+        assert_eq!(
+            order(&existing),
+            [
+                ("/p/.vak/prompts/identity.md".to_owned(), 0),
+                ("/p/a/b/.vak/prompts/identity.md".to_owned(), 1)
+            ]
+        );
+
+        let mut between = chain();
+        between.substitute(
+            Block::Identity,
+            &at("/p/a/.vak/prompts/identity.md"),
+            Some("x"),
+        );
+        assert_eq!(
+            order(&between),
+            [
+                ("/p/.vak/prompts/identity.md".to_owned(), 0),
+                ("/p/a/.vak/prompts/identity.md".to_owned(), 1),
+                ("/p/a/b/.vak/prompts/identity.md".to_owned(), 2)
+            ]
+        );
+        assert_eq!(between.project_levels, ["/p", "/p/a", "/p/a/b"]);
+
+        let mut below = chain();
+        below.substitute(
+            Block::Identity,
+            &at("/p/a/b/c/.vak/prompts/identity.md"),
+            Some("x"),
+        );
+        assert_eq!(
+            order(&below),
+            [
+                ("/p/.vak/prompts/identity.md".to_owned(), 0),
+                ("/p/a/b/.vak/prompts/identity.md".to_owned(), 1),
+                ("/p/a/b/c/.vak/prompts/identity.md".to_owned(), 2)
+            ]
+        );
+
+        // Removing adds no level.
+        let mut removed = chain();
+        removed.substitute(Block::Identity, &at("/p/a/.vak/prompts/identity.md"), None);
+        assert_eq!(removed.project_levels, ["/p", "/p/a/b"]);
     }
 }

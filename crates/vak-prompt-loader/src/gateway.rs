@@ -24,7 +24,8 @@ use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use thiserror::Error;
 use vak_prompt_blocks::{
-    Block, Escaped, Name, Origin, Owner, PromptLayer, Provenance, Sha256Hex, sha256_hex,
+    Block, Escaped, GatewayEntry, Name, Origin, Owner, PromptLayer, Provenance, Sha256Hex, Source,
+    sha256_hex,
 };
 
 use crate::chain::{Contribution, Skipped};
@@ -42,36 +43,19 @@ pub fn gateway_dir(home: &Utf8Path) -> Utf8PathBuf {
     join(home, &[".vak", "gateway"])
 }
 
-/// One of the two gateway files that carry prompts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum GatewayFile {
-    /// `bots.json`: `{ "<bot>": { "prompts": { … } } }`.
-    Bots,
-    /// `allowlist.json`: `{ "<bot>": { "<chat>": { "prompts": { … } } } }`.
-    Allowlist,
-}
+pub use vak_prompt_blocks::GatewayFile;
 
-impl GatewayFile {
-    /// The file's name.
-    pub fn file_name(self) -> &'static str {
-        match self {
-            GatewayFile::Bots => "bots.json",
-            GatewayFile::Allowlist => "allowlist.json",
-        }
+/// A place in a gateway file that is not one prompt key, typed: the
+/// entry at `entry_path`, then `tail` (`/prompts`, or empty).
+pub fn gateway_pointer(file: GatewayFile, entry_path: &[&str], tail: &str) -> Source {
+    let mut pointer =
+        String::with_capacity(entry_path.iter().map(|p| p.len() + 1).sum::<usize>() + tail.len());
+    for part in entry_path {
+        pointer.push('/');
+        pointer.push_str(part);
     }
-
-    /// The tier its prompts are.
-    pub fn layer(self) -> PromptLayer {
-        match self {
-            GatewayFile::Bots => PromptLayer::Bot,
-            GatewayFile::Allowlist => PromptLayer::Chat,
-        }
-    }
-
-    /// The file's path under `home`.
-    pub fn path(self, home: &Utf8Path) -> Utf8PathBuf {
-        join(home, &[".vak", "gateway", self.file_name()])
-    }
+    pointer.push_str(tail);
+    Source::GatewayPointer { file, pointer }
 }
 
 /// Why a gateway file, entry or key is not used. Each message names the
@@ -109,13 +93,13 @@ pub enum GatewayError {
     /// A value of the wrong type where an object belongs.
     #[error(
         "`{}` is {found}, not an object{expected}; fix it by hand",
-        Escaped(.key),
+        Escaped(&.key.to_string()),
         found = .found,
         expected = .expected
     )]
     NotObject {
-        /// The source key, e.g. `bots.json#/helpdesk`.
-        key: String,
+        /// Where, e.g. `bots.json#/helpdesk`.
+        key: Source,
         /// What was found (`a string`, `an array`, …).
         found: &'static str,
         /// What the object holds, for the message.
@@ -330,7 +314,7 @@ fn read_gateway_in(
             digest,
         })),
         other => Err(GatewayError::NotObject {
-            key: format!("{}#", file.file_name()),
+            key: gateway_pointer(file, &[], ""),
             found: json_kind(&other),
             expected: " keyed by bot id",
         }),
@@ -345,12 +329,9 @@ impl GatewayDoc {
     ///
     /// [`GatewayError::NotObject`] naming the key that is not.
     pub fn entry(&self, entry_path: &[&str]) -> Result<Option<&Value>, GatewayError> {
-        let mut key = format!("{}#", self.file.file_name());
         let mut at = &self.entries;
         let mut found = None;
         for (i, part) in entry_path.iter().enumerate() {
-            key.push('/');
-            key.push_str(part);
             let Some(value) = at.get(*part) else {
                 return Ok(None);
             };
@@ -358,7 +339,7 @@ impl GatewayDoc {
                 Value::Object(map) => at = map,
                 other => {
                     return Err(GatewayError::NotObject {
-                        key,
+                        key: gateway_pointer(self.file, &entry_path[..=i], ""),
                         found: json_kind(other),
                         expected: entry_expectation(self.file, i + 1 < entry_path.len()),
                     });
@@ -377,7 +358,7 @@ impl GatewayDoc {
     /// A wrong type anywhere on the way.
     pub fn prompt(&self, entry_path: &[&str], block: Block) -> Result<Option<&str>, GatewayError> {
         match self.entry(entry_path)? {
-            Some(entry) => prompt_of(entry, block, &entry_key(self.file, entry_path)),
+            Some(entry) => prompt_of(entry, block, self.file, entry_path),
             None => Ok(None),
         }
     }
@@ -405,7 +386,7 @@ pub fn entry_key(file: GatewayFile, entry_path: &[&str]) -> String {
     key
 }
 
-/// The text of `block` in one entry (`key` is the entry's source key).
+/// The text of `block` in one entry, the one at `entry_path` in `file`.
 ///
 /// # Errors
 ///
@@ -413,14 +394,15 @@ pub fn entry_key(file: GatewayFile, entry_path: &[&str]) -> String {
 pub fn prompt_of<'a>(
     entry: &'a Value,
     block: Block,
-    key: &str,
+    file: GatewayFile,
+    entry_path: &[&str],
 ) -> Result<Option<&'a str>, GatewayError> {
     let Some(prompts) = entry.get("prompts") else {
         return Ok(None);
     };
     let Some(prompts) = prompts.as_object() else {
         return Err(GatewayError::NotObject {
-            key: format!("{key}/prompts"),
+            key: gateway_pointer(file, entry_path, "/prompts"),
             found: json_kind(prompts),
             expected: " of block names to strings",
         });
@@ -429,7 +411,7 @@ pub fn prompt_of<'a>(
         None => Ok(None),
         Some(Value::String(text)) => Ok(Some(text)),
         Some(other) => Err(GatewayError::NotString {
-            key: format!("{key}/prompts/{block}"),
+            key: gateway_pointer(file, entry_path, &format!("/prompts/{block}")).to_string(),
             found: json_kind(other),
         }),
     }
@@ -500,11 +482,8 @@ pub fn gateway_prompt_text(
     let mut root = read_gateway(home, file)?
         .map(|d| d.entries)
         .unwrap_or_default();
-    let mut key = format!("{}#", file.file_name());
     let mut map = &mut root;
     for (i, part) in entry_path.iter().enumerate() {
-        key.push('/');
-        key.push_str(part);
         let slot = map
             .entry((*part).to_owned())
             .or_insert_with(|| Value::Object(Map::new()));
@@ -512,7 +491,7 @@ pub fn gateway_prompt_text(
         map = slot
             .as_object_mut()
             .ok_or_else(|| GatewayError::NotObject {
-                key: key.clone(),
+                key: gateway_pointer(file, &entry_path[..=i], ""),
                 found,
                 expected: entry_expectation(file, i + 1 < entry_path.len()),
             })?;
@@ -524,13 +503,14 @@ pub fn gateway_prompt_text(
     let prompts_map = prompts
         .as_object_mut()
         .ok_or_else(|| GatewayError::NotObject {
-            key: format!("{key}/prompts"),
+            key: gateway_pointer(file, entry_path, "/prompts"),
             found,
             expected: " of block names to strings",
         })?;
     match text {
         Some(text) => {
-            check_gateway_text(&format!("{key}/prompts/{}", block.wire_name()), text)?;
+            let key = gateway_pointer(file, entry_path, &format!("/prompts/{block}"));
+            check_gateway_text(&key.to_string(), text)?;
             prompts_map.insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
         }
         None => {
@@ -574,7 +554,7 @@ fn skip(
     skipped: &mut Vec<Skipped>,
     block: Option<Block>,
     layer: PromptLayer,
-    source: String,
+    source: Source,
     reason: String,
 ) {
     skipped.push(Skipped {
@@ -675,7 +655,7 @@ pub fn gateway_entry_listed(
         }
     };
     let not_object = |path: &[&str], kind: Kind, intermediate: bool| GatewayError::NotObject {
-        key: entry_key(file, path),
+        key: gateway_pointer(file, path, ""),
         found: kind.name(),
         expected: entry_expectation(file, intermediate),
     };
@@ -730,7 +710,7 @@ fn read_for_chain<'t>(
         Err(error) => {
             let source = match &error {
                 GatewayError::NotObject { key, .. } => key.clone(),
-                _ => path().to_string(),
+                _ => Source::File(path()),
             };
             skip(
                 skipped,
@@ -1331,7 +1311,7 @@ fn walk_gateway<'t>(
     }
     if top != Kind::Object {
         return Err(GatewayError::NotObject {
-            key: format!("{}#", selection.file.file_name()),
+            key: gateway_pointer(selection.file, &[], ""),
             found: top.name(),
             expected: " keyed by bot id",
         });
@@ -1344,6 +1324,7 @@ fn walk_gateway<'t>(
 fn found_prompts(
     found: Found<'_>,
     selection: Selection<'_>,
+    entry: &GatewayEntry,
     contributions: &mut Vec<Contribution>,
     skipped: &mut Vec<Skipped>,
 ) {
@@ -1358,7 +1339,7 @@ fn found_prompts(
             Some(Kind::Object) => {}
             Some(kind) => {
                 let error = GatewayError::NotObject {
-                    key: entry_key(file, &steps[..depth]),
+                    key: gateway_pointer(file, &steps[..depth], ""),
                     found: kind.name(),
                     expected: entry_expectation(file, true),
                 };
@@ -1373,13 +1354,13 @@ fn found_prompts(
             None => return,
         }
     }
-    let key_prefix = entry_key(file, &steps[..depth]);
+    let entry_path = &steps[..depth];
     match found.entry {
         None => return,
         Some(Kind::Object) => {}
         Some(kind) => {
             let error = GatewayError::NotObject {
-                key: key_prefix,
+                key: gateway_pointer(file, entry_path, ""),
                 found: kind.name(),
                 expected: entry_expectation(file, false),
             };
@@ -1394,7 +1375,7 @@ fn found_prompts(
                 skipped,
                 None,
                 layer,
-                format!("{key_prefix}/prompts"),
+                gateway_pointer(file, entry_path, "/prompts"),
                 format!(
                     "is {}, not an object of block names to strings",
                     kind.name()
@@ -1410,7 +1391,7 @@ fn found_prompts(
             continue;
         };
         let (_, value) = keys.swap_remove(at);
-        let source = [&key_prefix, "/prompts/", block.wire_name()].concat();
+        let source = Source::Gateway(entry.key(block));
         match value.text {
             Some(text) if too_large(&text) => {
                 skip(skipped, Some(block), layer, source, too_large_reason(&text));
@@ -1421,6 +1402,7 @@ fn found_prompts(
                 text: text.into_owned(),
                 interop: false,
                 imports: crate::Imports::default(),
+                level: 0,
             }),
             None => skip(
                 skipped,
@@ -1448,7 +1430,7 @@ fn found_prompts(
             skipped,
             None,
             layer,
-            format!("{key_prefix}/prompts/{}", Escaped(&key)),
+            gateway_pointer(file, entry_path, &format!("/prompts/{}", Escaped(&key))),
             reason,
         );
     }
@@ -1470,7 +1452,13 @@ fn wrong_entry(skipped: &mut Vec<Skipped>, layer: PromptLayer, error: GatewayErr
             format!("is {found}, not an object{expected}; it is not used"),
         );
     } else {
-        skip(skipped, None, layer, String::new(), error.to_string());
+        skip(
+            skipped,
+            None,
+            layer,
+            Source::File(Utf8PathBuf::new()),
+            error.to_string(),
+        );
     }
 }
 
@@ -1526,7 +1514,7 @@ pub(crate) fn load_gateway(
             Ok(Some(bytes)) => Arc::clone(bytes),
             Ok(None) => continue,
             Err(reason) => {
-                let source = selection.file.path(home).to_string();
+                let source = Source::File(selection.file.path(home));
                 skip(
                     skipped,
                     None,
@@ -1546,7 +1534,12 @@ pub(crate) fn load_gateway(
             None => read_for_chain(home, &bytes, selection, skipped),
         };
         if let Some(found) = found {
-            found_prompts(found, selection, contributions, skipped);
+            // The selection's names, typed, for the keys' sources.
+            let entry = GatewayEntry {
+                bot: bot.clone(),
+                chat: selection.chat.and(chat.cloned()),
+            };
+            found_prompts(found, selection, &entry, contributions, skipped);
         }
     }
 }
@@ -1583,6 +1576,12 @@ mod tests {
         use super::super::*;
         use serde_json::Value;
 
+        /// The reference built its sources as strings; the typed source
+        /// they render from, for comparing.
+        fn wire(layer: PromptLayer, source: String) -> Source {
+            Source::from_wire(layer.wire_name(), "identity", &source)
+        }
+
         fn read_for_chain(
             home: &Utf8Path,
             dirs: Option<&mut OpenedDirs>,
@@ -1598,7 +1597,7 @@ mod tests {
                 Err(error) => {
                     let source = match &error {
                         GatewayError::NotObject { key, .. } => key.clone(),
-                        _ => file.path(home).to_string(),
+                        _ => Source::File(file.path(home)),
                     };
                     skip(skipped, None, file.layer(), source, file_reason(&error));
                     None
@@ -1623,7 +1622,7 @@ mod tests {
                     skipped,
                     None,
                     layer,
-                    format!("{key_prefix}/prompts"),
+                    wire(layer, format!("{key_prefix}/prompts")),
                     format!(
                         "is {}, not an object of block names to strings",
                         json_kind(prompts)
@@ -1637,7 +1636,7 @@ mod tests {
                 let Some(value) = prompts.get(block.wire_name()) else {
                     continue;
                 };
-                let source = format!("{key_prefix}/prompts/{block}");
+                let source = wire(layer, format!("{key_prefix}/prompts/{block}"));
                 match value.as_str() {
                     Some(text) if too_large(text) => {
                         skip(skipped, Some(block), layer, source, too_large_reason(text));
@@ -1652,6 +1651,7 @@ mod tests {
                         text: text.to_owned(),
                         interop: false,
                         imports: crate::Imports::default(),
+                        level: 0,
                     }),
                     None => skip(
                         skipped,
@@ -1680,7 +1680,7 @@ mod tests {
                     skipped,
                     None,
                     layer,
-                    format!("{key_prefix}/prompts/{}", Escaped(key)),
+                    wire(layer, format!("{key_prefix}/prompts/{}", Escaped(key))),
                     reason,
                 );
             }
@@ -1702,7 +1702,13 @@ mod tests {
                     format!("is {found}, not an object{expected}; it is not used"),
                 );
             } else {
-                skip(skipped, None, layer, String::new(), error.to_string());
+                skip(
+                    skipped,
+                    None,
+                    layer,
+                    Source::File(Utf8PathBuf::new()),
+                    error.to_string(),
+                );
             }
         }
 
@@ -1911,7 +1917,13 @@ mod tests {
     /// What one chain takes from `found`: its contributions and skips.
     fn taken(found: Found<'_>, selection: Selection<'_>) -> (Vec<Contribution>, Vec<Skipped>) {
         let (mut c, mut s) = (Vec::new(), Vec::new());
-        found_prompts(found, selection, &mut c, &mut s);
+        let entry = GatewayEntry {
+            bot: Name::new(vak_prompt_blocks::NameKind::Bot, selection.bot).unwrap(),
+            chat: selection
+                .chat
+                .map(|c| Name::new(vak_prompt_blocks::NameKind::Chat, c).unwrap()),
+        };
+        found_prompts(found, selection, &entry, &mut c, &mut s);
         (c, s)
     }
 
@@ -1933,7 +1945,8 @@ mod tests {
             r#"{"helpdesk": {"prompts": {"identity": "bot", "guardrails": "- g"}}, "other": {"prompts": 5}, "third": "x", "fourth": {}}"#,
             r#"{"helpdesk": {"display_name": "Help", "prompts": {"identity": null, "safety-floor": "s"}}}"#,
         ];
-        let names = ["helpdesk", "other", "third", "fourth", "missing", ""];
+        // Only valid names: a chain selects its bot and chat by `Name`.
+        let names = ["helpdesk", "other", "third", "fourth", "missing"];
         let chats = ["ops", "dev", "qa", "ux", "c0", "c39", "missing"];
         let mut cases = 0;
         for (file, texts) in [

@@ -149,8 +149,8 @@ pub(crate) fn prompts_root(dir: &Utf8Path) -> &Utf8Path {
 /// text as it is and the refusal. A gateway text, or a text without a
 /// path, does not import.
 pub fn expand_imports(provenance: &Provenance, text: &str) -> (String, Imports) {
-    let file = match (&provenance.origin, provenance.source.as_deref()) {
-        (Origin::Home | Origin::Project, Some(source)) => Utf8Path::new(source),
+    let file = match (&provenance.origin, provenance.source.path()) {
+        (Origin::Home | Origin::Project, Some(file)) => file,
         _ => return (text.to_owned(), Imports::default()),
     };
     let dir = file.parent().unwrap_or(Utf8Path::new(""));
@@ -359,7 +359,7 @@ mod tests {
         assert_eq!(out.unwrap(), "You are X.\nBe brief.\nA\nB\nEnd.");
         let names: Vec<_> = files
             .iter()
-            .map(|f| (f.provenance.source.as_deref().unwrap(), f.depth))
+            .map(|f| (f.provenance.source.path().unwrap().as_str(), f.depth))
             .collect();
         assert_eq!(
             names,

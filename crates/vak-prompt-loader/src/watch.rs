@@ -59,6 +59,8 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use camino::Utf8Path;
+
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 
 use crate::LoadRequest;
@@ -269,18 +271,18 @@ impl InputWatch {
         let Some(live) = &mut self.live else {
             return false;
         };
-        let mut paths: Vec<&str> = Vec::new();
+        let mut paths: Vec<&Utf8Path> = Vec::new();
         paths.extend(
             chain
                 .contributions
                 .iter()
-                .filter_map(|c| c.provenance.source.as_deref()),
+                .filter_map(|c| c.provenance.source.path()),
         );
         paths.extend(
             chain
                 .skipped
                 .iter()
-                .filter_map(|s| s.provenance.source.as_deref()),
+                .filter_map(|s| s.provenance.source.path()),
         );
         // Imported files: inside a watched `.vak`, but a symlink among them
         // leads to a file whose own directory must be watched too.
@@ -289,15 +291,15 @@ impl InputWatch {
                 .contributions
                 .iter()
                 .flat_map(|c| &c.imports.files)
-                .filter_map(|f| f.provenance.source.as_deref()),
+                .filter_map(|f| f.provenance.source.path()),
         );
-        paths.extend(chain.configs.iter().map(|c| c.path.as_str()));
-        paths.extend(chain.skills.iter().map(|s| s.path().as_str()));
-        paths.extend(chain.legacy_system.iter().map(|l| l.path().as_str()));
-        paths.extend(chain.role_dirs.iter().map(|d| d.as_str()));
+        paths.extend(chain.configs.iter().map(|c| c.path.as_path()));
+        paths.extend(chain.skills.iter().map(|s| s.path()));
+        paths.extend(chain.legacy_system.iter().map(|l| l.path()));
+        paths.extend(chain.role_dirs.iter().map(|d| d.as_path()));
         let mut added = false;
         for path in paths {
-            // Gateway sources are keys (`bots.json#/helpdesk`), not paths;
+            // Gateway sources are keys, not paths (`path()` is `None`);
             // their files sit in a watched `.vak` directory.
             let Ok(real) = std::fs::canonicalize(path) else {
                 continue;

@@ -249,7 +249,11 @@ mod tests {
                 kind: ChangeKind::Changed,
                 frozen_digest: Some("aa".into()),
                 current_digest: Some("bb".into()),
-                source: Some("bots.json#/helpdesk/prompts/identity".into()),
+                source: Some(vak_prompt_blocks::Source::from_wire(
+                    "bot",
+                    "identity",
+                    "bots.json#/helpdesk/prompts/identity",
+                )),
             }],
         });
         log.append(&event).expect("append");

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::jsonl::{self, TornLine};
 use crate::{FrozenContract, LayerChange, SessionError, SessionId, now_rfc3339};
+use vak_prompt_blocks::Source;
 
 /// Where and how a session was started, recorded beside its contract.
 /// Selectors are wire strings, as given on the command line.
@@ -104,11 +105,13 @@ pub struct Turn {
 
 /// One scoped rule in force for a turn, as the ledger records it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "WireTurnRule")]
 pub struct TurnRule {
     /// The rule's name: `payments` for `rules/payments.md`.
     pub name: String,
-    /// The rule file's path.
-    pub source: String,
+    /// The rule file. Written as its path, read back once, here, with
+    /// [`Source::from_wire`].
+    pub source: Source,
     /// The layer it lives in (wire name: `shared`, `project`).
     pub layer: String,
     /// `guardrails` or `operating-rules`.
@@ -118,6 +121,33 @@ pub struct TurnRule {
     /// The turn's paths it matched, relative to the project root.
     #[serde(default)]
     pub paths: Vec<String>,
+}
+
+/// A turn's rule as the ledger holds it: the source a string.
+#[derive(Deserialize)]
+struct WireTurnRule {
+    name: String,
+    source: String,
+    layer: String,
+    block: String,
+    digest: String,
+    #[serde(default)]
+    paths: Vec<String>,
+}
+
+impl From<WireTurnRule> for TurnRule {
+    /// The ledger boundary: the one place a recorded rule's source is read
+    /// back.
+    fn from(wire: WireTurnRule) -> Self {
+        TurnRule {
+            source: Source::from_wire(&wire.layer, &wire.block, &wire.source),
+            name: wire.name,
+            layer: wire.layer,
+            block: wire.block,
+            digest: wire.digest,
+            paths: wire.paths,
+        }
+    }
 }
 
 impl Turn {

@@ -33,6 +33,7 @@ mod imports;
 mod json_agree;
 mod managed;
 mod prompts;
+mod provenance;
 mod redteam_managed_imports;
 mod rules;
 mod session;

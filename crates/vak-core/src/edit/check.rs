@@ -352,9 +352,7 @@ impl Change<'_> {
     fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
         match self {
             Change::File(target) => target.path(selectors),
-            Change::Gateway { provenance, .. } => {
-                Utf8PathBuf::from(provenance.source.as_deref().unwrap_or_default())
-            }
+            Change::Gateway { provenance, .. } => Utf8PathBuf::from(provenance.source.to_string()),
             Change::Imported { path, .. } => (*path).to_owned(),
         }
     }

@@ -624,7 +624,7 @@ fn not_applied_note(
         return Some(format!(
             "the saved `{}` in `{}` is kept but {}",
             target.block,
-            provenance.source.as_deref().unwrap_or("?"),
+            provenance.source,
             DemoteReason::LockedByManaged
         ));
     }
@@ -632,8 +632,7 @@ fn not_applied_note(
         Verdict::Keep => None,
         Verdict::Demote(reason) => Some(format!(
             "this project is untrusted: the saved `{}` in `{}` will not apply ({reason})",
-            target.block,
-            provenance.source.as_deref().unwrap_or("?")
+            target.block, provenance.source
         )),
     }
 }

@@ -173,10 +173,12 @@ impl SharedHomeKeys {
 /// `allowlist.json#/<bot>/<chat>/prompts/<block>`. The admin API's gateway
 /// edits record under it; `vak prompts log --scope bot|chat` reads it.
 pub fn gateway_key(bot: &Name, chat: Option<&Name>, block: Block) -> String {
-    match chat {
-        None => format!("bots.json#/{bot}/prompts/{block}"),
-        Some(chat) => format!("allowlist.json#/{bot}/{chat}/prompts/{block}"),
+    vak_prompt_blocks::GatewayKey {
+        bot: bot.clone(),
+        chat: chat.cloned(),
+        block,
     }
+    .to_string()
 }
 
 /// Keep every text whose digest a ledger frozen on `resolved` records, so
@@ -546,8 +548,8 @@ mod tests {
             ]
         );
         let moved = &changes[0];
-        assert_eq!(moved.frozen_source.as_deref(), Some("/h/identity.md"));
-        assert_eq!(moved.source.as_deref(), Some("/p/identity.md"));
+        assert_eq!(moved.frozen_source, Some("/h/identity.md".into()));
+        assert_eq!(moved.source, Some("/p/identity.md".into()));
         assert_eq!(
             moved.frozen_layer.as_deref(),
             Some(PromptLayer::Shared.wire_name())
@@ -818,7 +820,11 @@ mod tests {
             .prop_map(|(block, layer, source, text)| PromptLayerDescriptor {
                 block: block.wire_name().to_owned().into(),
                 layer: layer.to_owned().into(),
-                source: Some(source.to_owned()),
+                source: Some(vak_prompt_blocks::Source::from_wire(
+                    layer,
+                    block.wire_name(),
+                    source,
+                )),
                 digest: sha256_hex(&text),
                 bytes: text.len(),
                 signed_by: None,

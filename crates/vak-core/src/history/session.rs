@@ -3,6 +3,7 @@
 
 #[allow(clippy::wildcard_imports)]
 use super::*;
+use vak_prompt_blocks::Source;
 
 /// One block and layer whose text differs between a frozen contract and
 /// the current resolution.
@@ -13,7 +14,7 @@ pub struct TextChange {
     /// The layer's wire name (the current one when the winner moved).
     pub layer: String,
     /// The source (path or gateway key), current when present, else frozen.
-    pub source: Option<String>,
+    pub source: Option<Source>,
     /// The frozen digest (`None`: the layer was added since).
     pub frozen: Option<String>,
     /// The current digest (`None`: the layer was removed since).
@@ -26,7 +27,7 @@ pub struct TextChange {
     pub frozen_layer: Option<String>,
     /// The source the frozen text came from (`None`: added since, or a
     /// layer without a source).
-    pub frozen_source: Option<String>,
+    pub frozen_source: Option<Source>,
 }
 
 /// What happened to one block and layer since a contract froze.
@@ -249,10 +250,10 @@ pub fn session_drift(
                 kind: vak_session::ChangeKind::Removed,
                 frozen_digest: fingerprint.map(str::to_owned),
                 current_digest: None,
-                source: Some(
+                source: Some(Source::Ledger(
                     "the ledger lists no prompt layers, though it holds the fingerprint or frozen prefix written beside them: the list was emptied"
-                        .to_owned(),
-                ),
+                        .into(),
+                )),
             }],
         };
     }
@@ -271,10 +272,10 @@ pub fn session_drift(
         kind: vak_session::ChangeKind::Changed,
         frozen_digest: Some(vak_prompt_blocks::sha256_hex(&contract.prefix)),
         current_digest: Some(vak_prompt_blocks::sha256_hex(&current.prefix)),
-        source: Some(
+        source: Some(Source::Ledger(
             "the ledger's frozen prefix is not what its layers render now, though no layer changed"
-                .to_owned(),
-        ),
+                .into(),
+        )),
     });
     drift
 }
@@ -286,7 +287,7 @@ pub const PREFIX_BLOCK: &str = "prefix";
 /// emptied.
 pub const LAYERS_BLOCK: &str = "prompt-layers";
 /// The layer name of either change: what changed is the ledger's own.
-pub const PREFIX_LAYER: &str = "ledger";
+pub const PREFIX_LAYER: &str = vak_prompt_blocks::LEDGER_LAYER;
 
 /// Every change [`session_drift`] finds between a session's frozen
 /// contract and `current`, as text changes: the per-layer diffs of
@@ -362,7 +363,9 @@ fn label(d: &PromptLayerDescriptor, when: &str) -> String {
         "{} {} {} ({when}, {})",
         d.block,
         d.layer,
-        d.source.as_deref().unwrap_or("-"),
+        d.source
+            .as_ref()
+            .map_or_else(|| "-".to_owned(), ToString::to_string),
         vak_session::short_digest(&d.digest)
     )
 }

@@ -183,22 +183,24 @@ fn config_keys_applied(
                 .demoted
                 .iter()
                 .any(|t| t.config_key.as_deref() == Some(key.as_str()));
-            (!still).then(|| (key, d.provenance.source.clone().unwrap_or_default()))
+            (!still).then(|| (key, d.provenance.source.to_string()))
         })
         .collect();
     if let Some(model) = &trusted.config.model
         && model.origin == vak_prompt_blocks::Origin::Project
         && untrusted.config.model.as_ref() != Some(model)
     {
-        keys.push(("model".to_owned(), model.source.clone()));
+        keys.push(("model".to_owned(), model.source.to_string()));
     }
     if after.cap.tokens != before.cap.tokens
         && let Some(file) = &after.cap.file
     {
-        keys.push((
-            "prompts.max_tokens".to_owned(),
-            format!("{file}#prompts.max_tokens"),
-        ));
+        let source = vak_prompt_blocks::Source::ConfigKey {
+            file: file.clone(),
+            key: "prompts.max_tokens".into(),
+            name: None,
+        };
+        keys.push(("prompts.max_tokens".to_owned(), source.to_string()));
     }
     keys
 }

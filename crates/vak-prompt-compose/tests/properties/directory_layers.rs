@@ -72,7 +72,7 @@ fn dir(index: usize) -> String {
 /// widest first, each level's `AGENTS.md` after its own files.
 fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
     let mut chain = LoadedChain::default();
-    let mut push = |block, layer, origin, source: String, text: &String| {
+    let mut push = |block, layer, origin, source: String, text: &String, level: usize| {
         let interop = source.ends_with("/AGENTS.md");
         chain.contributions.push(Contribution {
             block,
@@ -80,6 +80,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
             text: text.clone(),
             interop,
             imports: Default::default(),
+            level,
         });
     };
     if let Some(text) = shared {
@@ -89,6 +90,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
             Origin::Home,
             "/h/.vak/prompts/guardrails.md".to_owned(),
             text,
+            0,
         );
     }
     for (index, level) in levels.iter().enumerate() {
@@ -101,6 +103,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
                 Origin::Project,
                 project("identity.md"),
                 text,
+                index,
             );
         }
         if let Some(text) = &level.rules {
@@ -110,6 +113,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
                 Origin::Project,
                 project("operating-rules.md"),
                 text,
+                index,
             );
         }
         if let Some(text) = &level.guardrails {
@@ -119,6 +123,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
                 Origin::Project,
                 project("guardrails.md"),
                 text,
+                index,
             );
         }
         if let Some(text) = &level.agents_md {
@@ -128,6 +133,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
                 Origin::Project,
                 format!("{}/AGENTS.md", dir(index)),
                 text,
+                index,
             );
         }
     }
@@ -228,12 +234,12 @@ proptest! {
         }
         prop_assert_eq!(&rules.text, &expected_rules(&winner.text, &levels));
         // One contributor, and so one descriptor, per AGENTS.md, root first.
-        let appended: Vec<_> = rules.contributors[1..].iter().map(|c| c.provenance.source.clone().unwrap()).collect();
+        let appended: Vec<_> = rules.contributors[1..].iter().map(|c| c.provenance.source.to_string()).collect();
         let present: Vec<_> = levels.iter().enumerate().filter(|(_, l)| l.agents_md.is_some()).map(|(i, _)| format!("{}/AGENTS.md", dir(i))).collect();
         prop_assert_eq!(&appended, &present);
         prop_assert!(rules.contributors[1..].iter().all(|c| c.interop));
         for source in &present {
-            prop_assert_eq!(resolved.descriptors.iter().filter(|d| d.source.as_deref() == Some(source.as_str())).count(), 1);
+            prop_assert_eq!(resolved.descriptors.iter().filter(|d| d.source == Some(source.as_str().into())).count(), 1);
         }
         // Untrusted, no directory says who the agent is or how it works,
         // and each AGENTS.md is reported once as not applied.
@@ -243,7 +249,7 @@ proptest! {
             prop_assert!(got.contributors.iter().all(|c| c.provenance.origin != Origin::Project));
         }
         for source in &present {
-            prop_assert_eq!(untrusted.demoted.iter().filter(|d| d.provenance.source.as_deref() == Some(source.as_str())).count(), 1);
+            prop_assert_eq!(untrusted.demoted.iter().filter(|d| d.provenance.source == source.as_str().into()).count(), 1);
         }
     }
 

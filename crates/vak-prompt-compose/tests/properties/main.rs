@@ -93,6 +93,7 @@ impl Chain {
                         text: text.clone(),
                         interop: false,
                         imports: Default::default(),
+                        level: 0,
                     });
                 }
             }
@@ -236,7 +237,7 @@ proptest! {
                 }
                 let d = &resolved.descriptors[index];
                 prop_assert_eq!(&d.layer, c.provenance.layer.wire_name());
-                prop_assert_eq!(&d.source, &c.provenance.source);
+                prop_assert_eq!(d.source.as_ref(), Some(&c.provenance.source));
                 index += 1;
             }
             for p in &block.shadowed {
@@ -620,7 +621,7 @@ proptest! {
         let mut loaded = chain.loaded(SLOTS.len(), |_, _| true);
         let levels = ["p", "p/a", "p/a/b", "p/a/b/c"];
         loaded.project_levels = levels.iter().map(|l| (*l).into()).collect();
-        for (level, text) in levels.iter().zip(&agents) {
+        for (index, (level, text)) in levels.iter().zip(&agents).enumerate() {
             loaded.contributions.push(Contribution {
                 block: Block::OperatingRules,
                 provenance: Provenance::new(
@@ -632,6 +633,7 @@ proptest! {
                 text: text.clone(),
                 interop: true,
                 imports: Default::default(),
+                level: index,
             });
         }
         let resolved = resolve(&loaded, trust);
@@ -641,7 +643,7 @@ proptest! {
         let appended: Vec<_> = rules.contributors.iter().filter(|c| c.interop).collect();
         prop_assert_eq!(appended.len(), if trust == Trust::Trusted { agents.len() } else { 0 });
         for c in appended.iter().filter(|c| !c.text.is_empty()) {
-            let relative = c.provenance.source.as_deref().unwrap().strip_prefix("p/").unwrap();
+            let relative = c.provenance.source.path().unwrap().strip_prefix("p/").unwrap();
             let line = format!("\nFrom {relative}:\n");
             let at = resolved.prefix.find(&line);
             prop_assert!(at.is_some(), "no `{}` in:\n{}", line.trim(), resolved.prefix);
@@ -753,6 +755,7 @@ fn guardrails_only(text: &str) -> LoadedChain {
             text: text.to_owned(),
             interop: false,
             imports: Default::default(),
+            level: 0,
         }],
         ..LoadedChain::default()
     }
@@ -773,6 +776,7 @@ fn a_real_agents_file_keeps_its_markdown() {
             text: text.to_owned(),
             interop: false,
             imports: Default::default(),
+            level: 0,
         }],
         ..LoadedChain::default()
     };
