@@ -321,7 +321,8 @@ mod tests {
                     || ty.starts_with("Option<String>")
                     || ty.starts_with("&str")
                     || ty.starts_with("&'a str")
-                    || ty.starts_with("Option<&")
+                    || ty.starts_with("Option<&str>")
+                    || ty.starts_with("Option<&'a str>")
             })
         })
     }

@@ -615,7 +615,7 @@ prompt prefix: {} -> {} tokens ({})
                 text,
                 "  {} (from `{}`)",
                 escape_line(key),
-                escape_line(source)
+                escape_line(&source.to_string())
             );
         }
     }

@@ -513,8 +513,8 @@ pub struct OverSummary<'a> {
 pub struct ConfigKeyReport<'a> {
     /// The dotted key.
     pub key: &'a str,
-    /// The file.
-    pub source: &'a str,
+    /// The file and key.
+    pub source: &'a vak_prompt_blocks::Source,
 }
 
 /// What trusting a project would change: `vak trust --preview --json` and

@@ -1,8 +1,9 @@
 //! `vak trust --preview`: what trusting a project would change, block by
 //! block and config key by key, before anything is written.
 
-#[allow(clippy::wildcard_imports)]
 use super::*;
+#[allow(clippy::wildcard_imports)]
+use vak_prompt_blocks::Source;
 
 /// One block that trusting a project would change.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
@@ -44,7 +45,7 @@ pub struct TrustPreview {
     pub budget: crate::TrustBudget,
     /// The config keys the project sets that would apply once trusted
     /// (`model`, `max_tokens`, …), each with its file.
-    pub config_keys: Vec<(String, String)>,
+    pub config_keys: Vec<(String, Source)>,
 }
 
 /// Every block whose text differs between `untrusted` and `trusted`.
@@ -173,8 +174,8 @@ fn config_keys_applied(
     trusted: &ResolvedPrompt,
     before: &crate::Budget,
     after: &crate::Budget,
-) -> Vec<(String, String)> {
-    let mut keys: Vec<(String, String)> = untrusted
+) -> Vec<(String, Source)> {
+    let mut keys: Vec<(String, Source)> = untrusted
         .demoted
         .iter()
         .filter_map(|d| {
@@ -183,14 +184,14 @@ fn config_keys_applied(
                 .demoted
                 .iter()
                 .any(|t| t.config_key.as_deref() == Some(key.as_str()));
-            (!still).then(|| (key, d.provenance.source.to_string()))
+            (!still).then(|| (key, d.provenance.source.clone()))
         })
         .collect();
     if let Some(model) = &trusted.config.model
         && model.origin == vak_prompt_blocks::Origin::Project
         && untrusted.config.model.as_ref() != Some(model)
     {
-        keys.push(("model".to_owned(), model.source.to_string()));
+        keys.push(("model".to_owned(), model.source.clone()));
     }
     if after.cap.tokens != before.cap.tokens
         && let Some(file) = &after.cap.file
@@ -200,7 +201,7 @@ fn config_keys_applied(
             key: "prompts.max_tokens".into(),
             name: None,
         };
-        keys.push(("prompts.max_tokens".to_owned(), source.to_string()));
+        keys.push(("prompts.max_tokens".to_owned(), source));
     }
     keys
 }
