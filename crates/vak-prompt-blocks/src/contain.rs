@@ -235,6 +235,7 @@ fn plan(t: &str) -> Plan {
                     if fenced
                         && t[content_end.min(range.end)..range.end].trim().is_empty()
                         && t[range.end..].trim().is_empty()
+                        && !quote_ends_before_the_end(t, start, content_end.min(range.end))
                     {
                         edits.push(closing_fence(t, start));
                     }
@@ -322,6 +323,25 @@ fn escape_lines(
             _ => {}
         }
     }
+}
+
+/// Whether the fence opened at `start`, whose content ends at
+/// `content_end` with nothing but blanks after it, is inside a block quote
+/// that a blank line after its content already ends: the fence ended with
+/// its quote, and a closing fence appended under a `>` would open another.
+fn quote_ends_before_the_end(t: &str, start: usize, content_end: usize) -> bool {
+    if !t[line_start(t, start)..start].contains('>') {
+        return false;
+    }
+    let rest = &t[content_end..];
+    let at_line_start = content_end == 0 || t.as_bytes()[content_end - 1] == b'\n';
+    let after = if at_line_start {
+        rest
+    } else {
+        rest.find('\n').map_or("", |newline| &rest[newline + 1..])
+    };
+    // Everything after the content is blank: any line left is a blank one.
+    !after.is_empty()
 }
 
 /// The fence that closes the one opened at `start`, on a line of its own

@@ -225,8 +225,43 @@ fn keeps_words(before: &str, after: &str) -> bool {
     words(before).iter().all(|w| after.any(|a| a == *w))
 }
 
-/// Whether a fenced code block of `text` runs to its end unclosed.
+/// Whether a fenced code block of `text` runs to its end unclosed. A fence
+/// inside a block quote is open only if a quoted line after the text would
+/// still be read inside it: a blank line ends the quote and the fence.
 fn leaves_a_fence_open(text: &str) -> bool {
+    runs_to_the_end(text) && (!quoted_fence(text) || a_quoted_line_after_is_code(text))
+}
+
+/// Whether the last fence `text` opens is inside a block quote.
+fn quoted_fence(text: &str) -> bool {
+    let mut quoted = false;
+    for (event, range) in Parser::new(text).into_offset_iter() {
+        if let Event::Start(Tag::CodeBlock(CodeBlockKind::Fenced(_))) = event {
+            let line = text[..range.start].rfind('\n').map_or(0, |n| n + 1);
+            quoted = text[line..range.start].contains('>');
+        }
+    }
+    quoted
+}
+
+/// Whether `> SENTINEL` on the line after `text` is read as code.
+fn a_quoted_line_after_is_code(text: &str) -> bool {
+    let probe = format!("{}\n> SENTINEL", text.strip_suffix('\n').unwrap_or(text));
+    let mut in_code = false;
+    for event in Parser::new(&probe) {
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => in_code = true,
+            Event::End(pulldown_cmark::TagEnd::CodeBlock) => in_code = false,
+            Event::Text(t) if in_code && t.contains("SENTINEL") => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+/// Whether a fenced code block of `text` reaches its end with no closing
+/// fence of its own.
+fn runs_to_the_end(text: &str) -> bool {
     let mut open = None;
     for (event, range) in Parser::new(text).into_offset_iter() {
         match event {
@@ -428,4 +463,14 @@ fn prose_or_markdown_text() -> impl Strategy<Value = String> {
         }
         text
     })
+}
+
+#[test]
+fn a_fence_its_block_quote_already_ended_is_not_closed_again() {
+    // The blank line ends the quote and its fence: a fence appended under
+    // a `>` would open a second one that nothing closes.
+    check("> ```\n ", "> ```\n ");
+    check("> ```\n> code\n\n", "> ```\n> code\n\n");
+    // Still open under its quote: closed there.
+    check("> ```\n> code\n", "> ```\n> code\n> ```\n");
 }
