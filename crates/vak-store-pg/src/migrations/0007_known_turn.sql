@@ -1,0 +1,56 @@
+-- vak store schema, version 7: a delivery that continues a chat's session in one round trip.
+--
+-- vak_continue (version 6) as it was, answering also the row number of the turn it wrote. A node
+-- remembers, for each chat it delivered to, the session, its last turn and that row number; its
+-- next delivery to the chat plans from what it remembers and sends only this call, which takes
+-- the chat's lock and writes only if what the node remembers still holds. Under the lock it is
+-- the same check as vak_continue's, so a node that remembers wrong (another node delivered to the
+-- chat since) is answered 'moved' with nothing written, and reads again. vak_continue stays for a
+-- node of the previous build still running against this database.
+CREATE FUNCTION vak_continue_at(
+    p_bot text, p_chat text, p_advisory boolean, p_session text, p_last bigint,
+    p_generation bigint, p_key text, p_at bigint, p_window bigint, p_record text,
+    OUT outcome text, OUT generation bigint, OUT written bigint
+) LANGUAGE plpgsql AS $$
+DECLARE
+    holds boolean;
+BEGIN
+    IF p_advisory THEN
+        PERFORM pg_advisory_xact_lock(hashtextextended(p_bot || '/' || p_chat, 7));
+    ELSE
+        PERFORM 1 FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat FOR UPDATE;
+    END IF;
+    -- Each statement of a PL/pgSQL function reads a snapshot taken after the one before it, so
+    -- this check sees every delivery to the chat that committed before the lock was granted.
+    SELECT g.generation,
+           (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
+               IS NOT DISTINCT FROM p_session
+           AND (SELECT r.seq FROM vak_records r
+                 WHERE r.session_id = p_session AND r.record LIKE '{"type":"turn",%'
+                 ORDER BY r.seq DESC LIMIT 1) IS NOT DISTINCT FROM p_last
+      INTO generation, holds
+      FROM vak_home_generation g;
+    IF NOT holds THEN
+        outcome := 'moved';
+    ELSIF p_generation IS NOT NULL AND generation IS DISTINCT FROM p_generation THEN
+        outcome := 'home';
+    ELSIF p_key IS NULL THEN
+        INSERT INTO vak_records (session_id, record) VALUES (p_session, p_record)
+            RETURNING seq INTO written;
+        outcome := 'ok';
+    ELSE
+        -- The claim and the turn in one statement: the turn only when the claim was taken.
+        WITH claim AS (
+            INSERT INTO vak_replay (key, at)
+            SELECT p_key, LEAST(GREATEST(p_at, n - p_window), n)
+            FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
+            ON CONFLICT (key) DO NOTHING
+            RETURNING 1
+        )
+        INSERT INTO vak_records (session_id, record)
+        SELECT p_session, p_record FROM claim
+        RETURNING seq INTO written;
+        outcome := CASE WHEN FOUND THEN 'ok' ELSE 'replayed' END;
+    END IF;
+END
+$$;
