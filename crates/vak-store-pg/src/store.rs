@@ -206,6 +206,12 @@ impl Known {
         }
     }
 
+    /// The chat was delivered to under its lock: its session is read again
+    /// by its next delivery.
+    fn forget(&self, bot: &str, chat: &str) {
+        self.map().remove(&(bot.to_owned(), chat.to_owned()));
+    }
+
     /// A delivery planned from the chat's remembered last turn found
     /// another written since.
     fn missed(&self, bot: &str, chat: &str) {
@@ -1264,6 +1270,9 @@ impl Store for PgStore {
                 vak_session::crash::point("transaction-written");
                 tx.commit()?;
                 vak_session::crash::point("transaction-committed");
+                // What this node remembers of the chat no longer describes
+                // its last turn (nor, after a new session, its session).
+                self.known.forget(bot_s, chat_s);
                 outcome = Ok(Some(Committed { session }));
                 prune_claims_now(client, claim);
                 Ok(())
