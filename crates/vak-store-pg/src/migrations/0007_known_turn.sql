@@ -21,7 +21,35 @@ BEGIN
         PERFORM 1 FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat FOR UPDATE;
     END IF;
     -- Each statement of a PL/pgSQL function reads a snapshot taken after the one before it, so
-    -- this check sees every delivery to the chat that committed before the lock was granted.
+    -- this one sees every delivery to the chat that committed before the lock was granted. The
+    -- check, the claim and the turn are one statement (each statement costs an executor
+    -- start-up): the claim only when the check holds, the turn only when the claim was taken.
+    WITH holds AS (
+        SELECT 1
+         WHERE (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
+                   IS NOT DISTINCT FROM p_session
+           AND (SELECT r.seq FROM vak_records r
+                 WHERE r.session_id = p_session AND r.record LIKE '{"type":"turn",%'
+                 ORDER BY r.seq DESC LIMIT 1) IS NOT DISTINCT FROM p_last
+           AND (p_generation IS NULL
+                OR (SELECT g.generation FROM vak_home_generation g) IS NOT DISTINCT FROM p_generation)
+    ), claim AS (
+        INSERT INTO vak_replay (key, at)
+        SELECT p_key, LEAST(GREATEST(p_at, n - p_window), n)
+        FROM holds, (SELECT extract(epoch FROM now())::bigint AS n) AS clock
+        WHERE p_key IS NOT NULL
+        ON CONFLICT (key) DO NOTHING
+        RETURNING 1
+    )
+    INSERT INTO vak_records (session_id, record)
+    SELECT p_session, p_record FROM holds
+     WHERE p_key IS NULL OR EXISTS (SELECT 1 FROM claim)
+    RETURNING seq INTO written;
+    IF FOUND THEN
+        outcome := 'ok';
+        RETURN;
+    END IF;
+    -- Nothing written: say why (still under the lock, so the chat is as the write saw it).
     SELECT g.generation,
            (SELECT b.session_id FROM vak_bindings b WHERE b.bot = p_bot AND b.chat = p_chat)
                IS NOT DISTINCT FROM p_session
@@ -30,27 +58,16 @@ BEGIN
                  ORDER BY r.seq DESC LIMIT 1) IS NOT DISTINCT FROM p_last
       INTO generation, holds
       FROM vak_home_generation g;
-    IF NOT holds THEN
+    IF holds IS NOT TRUE THEN
         outcome := 'moved';
     ELSIF p_generation IS NOT NULL AND generation IS DISTINCT FROM p_generation THEN
         outcome := 'home';
     ELSIF p_key IS NULL THEN
-        INSERT INTO vak_records (session_id, record) VALUES (p_session, p_record)
-            RETURNING seq INTO written;
-        outcome := 'ok';
+        -- The check held here but not in the write: something wrote between the two
+        -- statements; plan again.
+        outcome := 'moved';
     ELSE
-        -- The claim and the turn in one statement: the turn only when the claim was taken.
-        WITH claim AS (
-            INSERT INTO vak_replay (key, at)
-            SELECT p_key, LEAST(GREATEST(p_at, n - p_window), n)
-            FROM (SELECT extract(epoch FROM now())::bigint AS n) AS clock
-            ON CONFLICT (key) DO NOTHING
-            RETURNING 1
-        )
-        INSERT INTO vak_records (session_id, record)
-        SELECT p_session, p_record FROM claim
-        RETURNING seq INTO written;
-        outcome := CASE WHEN FOUND THEN 'ok' ELSE 'replayed' END;
+        outcome := 'replayed';
     END IF;
 END
 $$;
