@@ -1838,6 +1838,69 @@ mod tests {
         assert!(rotated <= 8, "{rotated}");
     }
 
+    /// A database at version 6 with a chat already delivered to (by the
+    /// previous build's two-round-trip path) is refused until migrated;
+    /// `migrate` then applies 7 alone, again applies nothing, and the
+    /// chat's session continues where it was, numbered on.
+    #[test]
+    fn a_database_at_version_6_is_migrated_to_7_and_its_chats_continue() {
+        use vak_prompt_blocks::NameKind;
+        let Some(url) = migrated("from_6") else {
+            return;
+        };
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let deliver = |store: &PgStore, text: &str| {
+            store
+                .deliver_at(&bot, &chat, None, None, &mut |bound| {
+                    let turn = Turn::now(text, "");
+                    Some(match bound {
+                        Bound::Live(_) => ChatPlan::Continue { turn },
+                        _ => ChatPlan::Fresh(Box::new(FreshSession {
+                            meta: SessionMeta::default(),
+                            contract: vak_session::FrozenContract::default(),
+                            change: None,
+                            turn,
+                        })),
+                    })
+                })
+                .expect("delivered")
+                .expect("committed")
+                .session
+        };
+        let first = deliver(&PgStore::open(&url).expect("open"), "one");
+        let mut db =
+            postgres::Client::connect(url.split('?').next().unwrap_or(&url), postgres::NoTls)
+                .expect("connect");
+        db.batch_execute(
+            "DROP FUNCTION vak_continue_at; DELETE FROM vak_schema_migrations WHERE version = 7",
+        )
+        .expect("back to 6");
+        let refused = PgStore::open(&url).expect_err("refused at 6").to_string();
+        assert!(refused.contains("vak store migrate"), "{refused}");
+        let store = PgStore::connect(&url).expect("url");
+        assert_eq!(store.migrate().expect("migrate"), [7]);
+        assert_eq!(store.migrate().expect("again"), Vec::<i32>::new());
+        let store = PgStore::open(&url).expect("open at 7");
+        for text in ["two", "three"] {
+            assert_eq!(deliver(&store, text), first);
+        }
+        let turns: Vec<(String, Option<u64>)> = store
+            .read(&first)
+            .expect("ledger")
+            .turns()
+            .map(|t| (t.message.clone(), t.seq))
+            .collect();
+        assert_eq!(
+            turns,
+            [
+                ("one".to_owned(), Some(1)),
+                ("two".to_owned(), Some(2)),
+                ("three".to_owned(), Some(3)),
+            ]
+        );
+    }
+
     /// The round trips of a delivery to a bound chat whose last turn this
     /// node wrote: one statement that takes the chat's lock, checks that
     /// turn is still the last, takes the claim and writes the turn.

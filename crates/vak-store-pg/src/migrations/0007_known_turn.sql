@@ -1,13 +1,19 @@
 -- vak store schema, version 7: a delivery that continues a chat's session in one round trip.
 --
--- vak_continue (version 6) as it was, answering also the row number of the turn it wrote. A node
+-- vak_continue (version 6)'s check, also answering the row number of the turn it wrote. A node
 -- remembers, for each chat it delivered to, the session, its last turn and that row number; its
 -- next delivery to the chat plans from what it remembers and sends only this call, which takes
 -- the chat's lock and writes only if what the node remembers still holds. Under the lock it is
 -- the same check as vak_continue's, so a node that remembers wrong (another node delivered to the
--- chat since) is answered 'moved' with nothing written, and reads again. vak_continue stays for a
--- node of the previous build still running against this database.
-CREATE FUNCTION vak_continue_at(
+-- chat since) is answered 'moved' with nothing written, and reads again:
+--   'moved'    the chat is bound to another session, or a turn was added since p_last (the row
+--              seq of the last turn planned from, NULL for none); nothing written.
+--   'home'     the home side is not at p_generation (when given); nothing written.
+--   'replayed' the signature p_key was already taken; nothing written.
+--   'ok'       the signature taken (stamped within [now - p_window, now]) and the turn written
+--              as row `written`.
+-- vak_continue stays for a node of the previous build still running against this database.
+CREATE OR REPLACE FUNCTION vak_continue_at(
     p_bot text, p_chat text, p_advisory boolean, p_session text, p_last bigint,
     p_generation bigint, p_key text, p_at bigint, p_window bigint, p_record text,
     OUT outcome text, OUT generation bigint, OUT written bigint
