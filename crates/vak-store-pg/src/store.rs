@@ -1828,14 +1828,52 @@ mod tests {
         }
         eprintln!("round trips per delivery: {counts:?}");
         assert!(counts.iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
-        // A new session for the bound chat (a rotation without its audit
-        // event): the unlocked read, whose plan is not a continuation, then
-        // BEGIN, lock, lookup, session, turn, binding, COMMIT.
+        // A signature already taken, planned from memory: refused in the
+        // same one round trip, nothing written, and the memory still good.
+        let turns = |store: &PgStore| {
+            let id = store.known.get("helpdesk", "42").expect("known").id;
+            store.read(&id).expect("ledger").turns().count()
+        };
+        let written = turns(&store);
+        // The ledger's read leaves its statement to be closed on the
+        // connection's next request: a delivery first, so that the count
+        // below is the replay's alone.
+        deliver(9, false);
         let before = writes.load(SeqCst);
-        deliver(6, true);
+        let key = "v2=roundtrip-5".to_owned();
+        let claim = vak_session::Claim {
+            key: &key,
+            at: 0,
+            window_secs: 300,
+        };
+        let replayed = store.deliver_at(&bot, &chat, Some(generation), Some(&claim), &mut |_| {
+            Some(ChatPlan::Continue {
+                turn: Turn::now("again", ""),
+            })
+        });
+        assert!(
+            matches!(replayed, Err(SessionError::Replayed)),
+            "{replayed:?}"
+        );
+        assert_eq!(writes.load(SeqCst) - before, ROUND_TRIPS);
+        assert_eq!(turns(&store), written + 1, "nothing written by the replay");
+        deliver(7, false);
+        let before = writes.load(SeqCst);
+        deliver(10, false);
+        assert_eq!(
+            writes.load(SeqCst) - before,
+            ROUND_TRIPS,
+            "still from memory"
+        );
+        // A new session for the bound chat (a rotation without its audit
+        // event): planned from memory, not a continuation, so nothing is
+        // sent for it; then BEGIN, lock, lookup, session, turn, binding,
+        // COMMIT.
+        let before = writes.load(SeqCst);
+        deliver(8, true);
         let rotated = writes.load(SeqCst) - before;
         eprintln!("round trips of a new session for a bound chat: {rotated}");
-        assert!(rotated <= 8, "{rotated}");
+        assert!(rotated <= 7, "{rotated}");
     }
 
     /// A database at version 6 with a chat already delivered to (by the
