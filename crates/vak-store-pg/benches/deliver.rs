@@ -1,7 +1,9 @@
 //! `pg deliver`: deliveries per second to bound chats through `PgStore`
 //! (each a signed request's claim, a home generation check and a turn),
 //! beside PostgreSQL's own floor on the same server: a one-row insert and
-//! commit on a connection of its own. Two threads each, for three seconds.
+//! commit on a connection of its own. Two threads each, for three seconds,
+//! in half-second slices taken in turn, so that a disk whose flushes slow
+//! down for a while (other work on the machine) slows both alike.
 //! A measurement, not a timing assertion; it needs a server
 //! (`VAK_TEST_PG_URL`, as the tests: `bash -c 'source .ci/pg.sh; pg_start;
 //! cargo bench -p vak-store-pg --bench deliver'`) and says so without one.
@@ -19,7 +21,8 @@ use vak_session::{
 use vak_store_pg::PgStore;
 
 const THREADS: usize = 2;
-const FOR: Duration = Duration::from_secs(3);
+const SLICE: Duration = Duration::from_millis(500);
+const SLICES: u32 = 6;
 
 fn scratch(url: &str) -> String {
     let name = format!("vak_bench_deliver_{}", std::process::id());
@@ -35,23 +38,24 @@ fn scratch(url: &str) -> String {
     format!("{base}/{name}")
 }
 
-fn per_second(work: impl Fn(usize, u64) + Sync) -> f64 {
+/// How many times `work` ran in one [`SLICE`] on [`THREADS`] threads.
+fn slice(work: &(impl Fn(usize) + Sync)) -> u64 {
     let done = AtomicU64::new(0);
-    let until = Instant::now() + FOR;
+    let until = Instant::now() + SLICE;
     std::thread::scope(|s| {
         for thread in 0..THREADS {
-            let (work, done) = (&work, &done);
+            let done = &done;
             s.spawn(move || {
                 let mut n = 0;
                 while Instant::now() < until {
-                    work(thread, n);
+                    work(thread);
                     n += 1;
                 }
                 done.fetch_add(n, Ordering::Relaxed);
             });
         }
     });
-    done.load(Ordering::Relaxed) as f64 / FOR.as_secs_f64()
+    done.load(Ordering::Relaxed)
 }
 
 fn main() {
@@ -73,7 +77,9 @@ fn main() {
         .map(|i| Name::new(NameKind::Chat, &format!("c{i}")).unwrap())
         .collect();
     let generation = store.home_generation().unwrap();
-    let deliver = |thread: usize, n: u64| {
+    let signed = AtomicU64::new(0);
+    let deliver = |thread: usize| {
+        let n = signed.fetch_add(1, Ordering::Relaxed);
         let key = format!("v2=bench-{thread}-{n}-{}", std::process::id());
         let claim = Claim {
             key: &key,
@@ -104,9 +110,8 @@ fn main() {
             .unwrap();
     };
     for thread in 0..THREADS {
-        deliver(thread, u64::MAX);
+        deliver(thread);
     }
-    let deliveries = per_second(deliver);
 
     let mut setup = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     setup
@@ -123,7 +128,7 @@ fn main() {
             std::sync::Mutex::new((client, statement))
         })
         .collect();
-    let insert = |thread: usize, _n: u64| {
+    let insert = |thread: usize| {
         let mut guard = clients[thread].lock().unwrap();
         let (client, statement) = &mut *guard;
         let statement = statement.clone();
@@ -131,7 +136,13 @@ fn main() {
         tx.execute(&statement, &[&"the build is red"]).unwrap();
         tx.commit().unwrap();
     };
-    let floor = per_second(insert);
+    let (mut delivered, mut inserted) = (0, 0);
+    for _ in 0..SLICES {
+        delivered += slice(&deliver);
+        inserted += slice(&insert);
+    }
+    let seconds = (SLICE * SLICES).as_secs_f64();
+    let (deliveries, floor) = (delivered as f64 / seconds, inserted as f64 / seconds);
     println!(
         "pg deliver: {deliveries:.0} deliveries/s, one-row insert and commit {floor:.0}/s ({:.2} of the floor)",
         deliveries / floor

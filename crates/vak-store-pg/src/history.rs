@@ -55,6 +55,25 @@ impl PgStore {
     }
 }
 
+/// Keep an object unless a row with its digest is there: true when the
+/// row is there now with exactly these bytes (inserted, or kept before).
+/// Nothing is locked or written for a row already there: a row inserted
+/// by a transaction that committed after this statement's snapshot, or one
+/// whose bytes were altered, answers false, and [`REPAIR_OBJECT`] settles
+/// it.
+const KEEP_OBJECT: &str = "WITH kept AS (
+    INSERT INTO vak_objects (digest, content) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM kept)
+    OR EXISTS (SELECT 1 FROM vak_objects WHERE digest = $1 AND content = $2)";
+
+/// A row already there is left alone, unless its bytes were altered: then
+/// it gets back exactly the bytes its digest names (as the file store
+/// rewrites an altered object), never anything else.
+const REPAIR_OBJECT: &str = "INSERT INTO vak_objects (digest, content) VALUES ($1, $2)
+ ON CONFLICT (digest) DO UPDATE SET content = EXCLUDED.content
+ WHERE vak_objects.content IS DISTINCT FROM EXCLUDED.content";
+
 impl History for PgStore {
     fn history_location(&self) -> String {
         self.described.clone()
@@ -62,18 +81,22 @@ impl History for PgStore {
 
     fn put_object(&self, text: &str) -> Result<Sha256Hex, HistoryError> {
         let digest = object_digest(text)?;
+        let bytes = text.as_bytes();
         self.pool
-            .with(|client| {
-                client.execute(
-                    // A row already there is left alone, unless its bytes
-                    // were altered: then it gets back exactly the bytes its
-                    // digest names (as the file store rewrites an altered
-                    // object), never anything else.
-                    "INSERT INTO vak_objects (digest, content) VALUES ($1, $2)
-                     ON CONFLICT (digest) DO UPDATE SET content = EXCLUDED.content
-                     WHERE vak_objects.content IS DISTINCT FROM EXCLUDED.content",
-                    &[&digest, &text.as_bytes()],
-                )
+            .with_prepared(|client, prepared| {
+                // Most texts a session keeps are already there, kept by the
+                // chat before it: answered from a read, without locking the
+                // row or writing, so concurrent new sessions sharing texts
+                // neither wait on each other nor flush a commit each.
+                let keep = prepared.get(client, KEEP_OBJECT)?;
+                if client
+                    .query_one(&keep, &[&digest, &bytes])?
+                    .get::<_, bool>(0)
+                {
+                    return Ok(());
+                }
+                let repair = prepared.get(client, REPAIR_OBJECT)?;
+                client.execute(&repair, &[&digest, &bytes]).map(drop)
             })
             .map_err(|e| self.history_error(&e))?;
         Ok(digest)
@@ -210,6 +233,33 @@ mod tests {
         assert_eq!(other.put_object(text).unwrap(), sha256_hex(text));
         assert_eq!(other.object_digests().unwrap(), [sha256_hex(text)]);
         assert_eq!(store.get_object(&sha256_hex(text)).unwrap(), text);
+    }
+
+    /// A text kept again (every new session of a chat keeps the same
+    /// texts) neither locks nor rewrites its row: the row's `xmax`, which a
+    /// lock or an update would set, stays 0, and its `xmin` is the insert's.
+    #[test]
+    fn a_text_kept_again_neither_locks_nor_writes_its_row() {
+        let Some((store, url)) = scratch() else {
+            return;
+        };
+        let digest = store.put_object("You are careful.").unwrap();
+        let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        let versions = |client: &mut postgres::Client| -> (String, String) {
+            let row = client
+                .query_one(
+                    "SELECT xmin::text, xmax::text FROM vak_objects WHERE digest = $1",
+                    &[&digest],
+                )
+                .unwrap();
+            (row.get(0), row.get(1))
+        };
+        let first = versions(&mut client);
+        assert_eq!(first.1, "0");
+        for _ in 0..3 {
+            assert_eq!(store.put_object("You are careful.").unwrap(), digest);
+        }
+        assert_eq!(versions(&mut client), first);
     }
 
     #[test]

@@ -47,6 +47,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "deliveries",
         sql: include_str!("migrations/0006_deliveries.sql"),
     },
+    Migration {
+        version: 7,
+        name: "continue_at",
+        sql: include_str!("migrations/0007_known_turn.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.

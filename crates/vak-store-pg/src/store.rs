@@ -132,8 +132,12 @@ pub struct PgStore {
 /// For each chat, the session it was last seen bound to, with that
 /// session's header and first turn, which never change once written: a
 /// delivery that finds the chat still bound to it (and the session still
-/// there) is not sent them again, and parses neither. At most
-/// [`MAX_KNOWN`] chats; past it the map starts over.
+/// there) is not sent them again, and parses neither. Once this node has
+/// written a turn to the chat it also remembers that turn and its row, and
+/// plans the chat's next delivery from them without reading at all: the
+/// write checks under the chat's lock that they are still the chat's last
+/// (`vak_continue_at`, migration 7). At most [`MAX_KNOWN`] chats; past it
+/// the map starts over.
 #[derive(Default)]
 struct Known(std::sync::Mutex<HashMap<(String, String), KnownSession>>);
 
@@ -149,6 +153,15 @@ struct KnownSession {
     id: SessionId,
     header: Header,
     first_turn: Turn,
+    /// The last turn this node wrote to the session, and its row in
+    /// `vak_records`.
+    last: Option<(Turn, i64)>,
+    /// Whether to plan from `last` without reading first. Cleared when a
+    /// delivery planned from it found that another had written since
+    /// (another node delivers to this chat too: planning from memory would
+    /// cost a wasted call each time); set again when a read finds this
+    /// node's turn still the last.
+    trusted: bool,
 }
 
 impl Known {
@@ -176,8 +189,35 @@ impl Known {
                 id: session.id.clone(),
                 header: session.header.clone(),
                 first_turn: first_turn.clone(),
+                last: None,
+                trusted: false,
             },
         );
+    }
+
+    /// This node wrote `turn` to the chat's session `id` as row `row`;
+    /// `trusted`: whether its next delivery plans from it without reading.
+    fn wrote(&self, bot: &str, chat: &str, id: &SessionId, turn: Turn, row: i64, trusted: bool) {
+        if let Some(known) = self.map().get_mut(&(bot.to_owned(), chat.to_owned()))
+            && known.id == *id
+        {
+            known.last = Some((turn, row));
+            known.trusted = trusted;
+        }
+    }
+
+    /// The chat was delivered to under its lock: its session is read again
+    /// by its next delivery.
+    fn forget(&self, bot: &str, chat: &str) {
+        self.map().remove(&(bot.to_owned(), chat.to_owned()));
+    }
+
+    /// A delivery planned from the chat's remembered last turn found
+    /// another written since.
+    fn missed(&self, bot: &str, chat: &str) {
+        if let Some(known) = self.map().get_mut(&(bot.to_owned(), chat.to_owned())) {
+            known.trusted = false;
+        }
     }
 }
 
@@ -628,10 +668,10 @@ LEFT JOIN LATERAL (SELECT record, seq FROM vak_records
          WHERE session_id = b.session_id AND record LIKE '{"type":"turn",%' ORDER BY seq DESC LIMIT 1
 ) AS last ON true"#;
 
-/// The continuing delivery's write, in one statement (migration 6 says
-/// what `vak_continue` checks under the chat's lock before it writes).
-const CONTINUE: &str =
-    "SELECT outcome, generation FROM vak_continue($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+/// The continuing delivery's write, in one statement (migrations 6 and 7
+/// say what `vak_continue_at` checks under the chat's lock before it
+/// writes); it answers the row of the turn it wrote.
+const CONTINUE_AT: &str = "SELECT outcome, generation, written FROM vak_continue_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 /// A session's turns counted, when its last turn does not carry its number.
 const COUNT_TURNS: &str =
@@ -1230,6 +1270,9 @@ impl Store for PgStore {
                 vak_session::crash::point("transaction-written");
                 tx.commit()?;
                 vak_session::crash::point("transaction-committed");
+                // What this node remembers of the chat no longer describes
+                // its last turn (nor, after a new session, its session).
+                self.known.forget(bot_s, chat_s);
                 outcome = Ok(Some(Committed { session }));
                 prune_claims_now(client, claim);
                 Ok(())
@@ -1288,14 +1331,16 @@ impl PgStore {
         }
     }
 
-    /// A delivery that continues the chat's session, in two round trips:
-    /// the read it is planned from, made without the chat's lock, and
-    /// [`CONTINUE`], which takes the lock and writes only if that read
-    /// still holds (the same session, no turn since, the same home
-    /// generation), so the turn is exactly the one a delivery under the
-    /// lock would have written. `None`, nothing written, when the chat is
-    /// not continuing or the read no longer held: the caller delivers
-    /// under the lock.
+    /// A delivery that continues the chat's session without holding its
+    /// lock while it plans. When this node wrote the chat's last turn it
+    /// plans from what it remembers and sends one statement,
+    /// [`CONTINUE_AT`], which takes the lock and writes only if that is
+    /// still the chat's last turn (one round trip). Otherwise, or when
+    /// another delivery wrote since, it plans from a read made without the
+    /// lock, checked the same way (two). Either way the turn is exactly the
+    /// one a delivery under the lock would have written. `None`, nothing
+    /// written, when the chat is not continuing or the read no longer held:
+    /// the caller delivers under the lock.
     #[allow(clippy::too_many_arguments)]
     fn continue_unlocked(
         &self,
@@ -1308,29 +1353,63 @@ impl PgStore {
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Result<Option<Committed>, SessionError>>, postgres::Error> {
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
+        let mut write = |client: &mut postgres::Client,
+                         prepared: &mut Prepared,
+                         bound: &Bound,
+                         last: Option<i64>,
+                         trusted: bool| {
+            self.continue_at(
+                client,
+                prepared,
+                (bot, chat),
+                home_generation,
+                claim,
+                bound,
+                last,
+                trusted,
+                plan,
+            )
+        };
+        if let Some(known) = self.known.get(bot_s, chat_s)
+            && known.trusted
+            && let Some((turn, row)) = known.last
+            && let Some(turns) = turn.seq.and_then(|seq| usize::try_from(seq).ok())
+        {
+            let bound = Bound::Live(Box::new(BoundSession {
+                id: known.id,
+                header: known.header,
+                first_turn: Some(known.first_turn),
+                last_turn: Some(turn),
+                turns,
+            }));
+            match write(client, prepared, &bound, Some(row), true)? {
+                Attempt::Done(done) => return Ok(Some(done)),
+                Attempt::NotContinuing => return Ok(None),
+                Attempt::Moved => {
+                    tracing::debug!(bot = bot_s, chat = chat_s, "remembered last turn is stale");
+                    self.known.missed(bot_s, chat_s);
+                }
+            }
+        }
         let lookup = prepared.get(client, LOOKUP_UNLOCKED)?;
         let known = self.known.get(bot_s, chat_s);
         let known_id = known.as_ref().map(|k| k.id.as_str());
         let row = client.query_one(&lookup, &[&bot_s, &chat_s, &known_id])?;
         // A generation row gone from the database (NULL) is left to the
         // path under the lock, as it always was.
-        let moved = |now: Option<i64>| match (home_generation, now) {
-            (Some(resolved), Some(now)) if resolved != now => {
-                Some(Some(Err(SessionError::HomeMoved {
-                    store: self.described.clone(),
-                    resolved,
-                    now,
-                })))
-            }
-            (Some(_), None) => Some(None),
-            _ => None,
-        };
-        if let Some(done) = moved(row.get(1)) {
+        if let Some(done) = self.home_moved(home_generation, row.get(1)) {
             return Ok(done);
         }
         let last: Option<i64> = row.get(6);
+        // This node's remembered turn is still the chat's last: no other
+        // node is delivering to it, so the next delivery plans from memory.
+        let mut agreed = true;
         let bound = match (known, row.get::<_, Option<bool>>(7)) {
             (Some(known), Some(true)) => {
+                agreed = known
+                    .last
+                    .as_ref()
+                    .is_none_or(|(_, row)| Some(*row) == last);
                 let last_turn = match row.get::<_, Option<String>>(5) {
                     Some(text) => match Record::from_json(text.as_bytes()) {
                         Ok(Record::Turn(turn)) => Some(turn),
@@ -1365,22 +1444,68 @@ impl PgStore {
                 Err(e) => return Ok(Some(Err(e))),
             },
         };
-        let Bound::Live(ledger) = &bound else {
-            return Ok(None);
+        Ok(match write(client, prepared, &bound, last, agreed)? {
+            Attempt::Done(done) => Some(done),
+            Attempt::NotContinuing | Attempt::Moved => None,
+        })
+    }
+
+    /// `Some`: the delivery is refused because the home side moved from
+    /// `resolved` to `now`; `Some(None)`: the generation row is gone, which
+    /// the path under the lock reports.
+    fn home_moved(
+        &self,
+        resolved: Option<i64>,
+        now: Option<i64>,
+    ) -> Option<Option<Result<Option<Committed>, SessionError>>> {
+        match (resolved, now) {
+            (Some(resolved), Some(now)) if resolved != now => {
+                Some(Some(Err(SessionError::HomeMoved {
+                    store: self.described.clone(),
+                    resolved,
+                    now,
+                })))
+            }
+            (Some(_), None) => Some(None),
+            _ => None,
+        }
+    }
+
+    /// Plan a continuing delivery from `bound` (a read made without the
+    /// chat's lock, or what this node remembers), whose last turn is row
+    /// `last`, and write it with [`CONTINUE_AT`] if that still holds under
+    /// the lock; the turn written is remembered, planned from next time
+    /// when `trusted`.
+    #[allow(clippy::too_many_arguments)]
+    fn continue_at(
+        &self,
+        client: &mut postgres::Client,
+        prepared: &mut Prepared,
+        (bot, chat): (&Name, &Name),
+        home_generation: Option<i64>,
+        claim: Option<&vak_session::Claim<'_>>,
+        bound: &Bound,
+        last: Option<i64>,
+        trusted: bool,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<Attempt, postgres::Error> {
+        let Bound::Live(ledger) = bound else {
+            return Ok(Attempt::NotContinuing);
         };
-        let Some(planned) = plan(&bound) else {
-            return Ok(Some(Ok(None)));
+        let Some(planned) = plan(bound) else {
+            return Ok(Attempt::Done(Ok(None)));
         };
         let ChatPlan::Continue { mut turn } = planned else {
-            return Ok(None);
+            return Ok(Attempt::NotContinuing);
         };
         turn.delivery = claim.map(vak_session::Claim::digest);
         // Its number, so the next delivery reads the count off this line
         // (as the file store does).
         turn.seq = Some(ledger.turns as u64 + 1);
-        let text = match self.encode(&Record::Turn(turn), &ledger.id) {
+        let record = Record::Turn(turn);
+        let text = match self.encode(&record, &ledger.id) {
             Ok(text) => text,
-            Err(e) => return Ok(Some(Err(e))),
+            Err(e) => return Ok(Attempt::Done(Err(e))),
         };
         let (key, at, window) = match claim {
             Some(claim) => (
@@ -1392,9 +1517,10 @@ impl PgStore {
         };
         let advisory = self.lock == LockMode::Advisory;
         vak_session::crash::point("transaction-written");
-        let write = prepared.get(client, CONTINUE)?;
+        let statement = prepared.get(client, CONTINUE_AT)?;
+        let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         let row = client.query_one(
-            &write,
+            &statement,
             &[
                 &bot_s,
                 &chat_s,
@@ -1408,19 +1534,40 @@ impl PgStore {
                 &text,
             ],
         )?;
-        let outcome: String = row.get(0);
-        Ok(match outcome.as_str() {
+        let outcome: &str = row.get(0);
+        Ok(match outcome {
             "ok" => {
                 vak_session::crash::point("transaction-committed");
-                Some(Ok(Some(Committed {
+                if let (Record::Turn(turn), Some(written)) = (record, row.get::<_, Option<i64>>(2))
+                {
+                    self.known
+                        .wrote(bot_s, chat_s, &ledger.id, turn, written, trusted);
+                }
+                Attempt::Done(Ok(Some(Committed {
                     session: ledger.id.clone(),
                 })))
             }
-            "replayed" => Some(Err(SessionError::Replayed)),
-            "home" => moved(row.get(1)).flatten(),
-            _ => None,
+            "replayed" => Attempt::Done(Err(SessionError::Replayed)),
+            "home" => match self.home_moved(home_generation, row.get(1)).flatten() {
+                Some(done) => Attempt::Done(done),
+                None => Attempt::NotContinuing,
+            },
+            _ => Attempt::Moved,
         })
     }
+}
+
+/// What [`PgStore::continue_at`] did.
+enum Attempt {
+    /// Committed, refused, or nothing to write (the plan said so).
+    Done(Result<Option<Committed>, SessionError>),
+    /// The chat is not continuing its session (unbound, gone, rotating),
+    /// or its home generation row is gone: delivered under the lock.
+    NotContinuing,
+    /// What the plan was made from no longer held under the chat's lock
+    /// (another delivery wrote, or the chat was bound elsewhere): nothing
+    /// written.
+    Moved,
 }
 
 #[cfg(test)]
@@ -1681,20 +1828,230 @@ mod tests {
         }
         eprintln!("round trips per delivery: {counts:?}");
         assert!(counts.iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
-        // A new session for the bound chat (a rotation without its audit
-        // event): the unlocked read, whose plan is not a continuation, then
-        // BEGIN, lock, lookup, session, turn, binding, COMMIT.
+        // A signature already taken, planned from memory: refused in the
+        // same one round trip, nothing written, and the memory still good.
+        let turns = |store: &PgStore| {
+            let id = store.known.get("helpdesk", "42").expect("known").id;
+            store.read(&id).expect("ledger").turns().count()
+        };
+        let written = turns(&store);
+        // The ledger's read leaves its statement to be closed on the
+        // connection's next request: a delivery first, so that the count
+        // below is the replay's alone.
+        deliver(9, false);
         let before = writes.load(SeqCst);
-        deliver(6, true);
+        let key = "v2=roundtrip-5".to_owned();
+        let claim = vak_session::Claim {
+            key: &key,
+            at: 0,
+            window_secs: 300,
+        };
+        let replayed = store.deliver_at(&bot, &chat, Some(generation), Some(&claim), &mut |_| {
+            Some(ChatPlan::Continue {
+                turn: Turn::now("again", ""),
+            })
+        });
+        assert!(
+            matches!(replayed, Err(SessionError::Replayed)),
+            "{replayed:?}"
+        );
+        assert_eq!(writes.load(SeqCst) - before, ROUND_TRIPS);
+        assert_eq!(turns(&store), written + 1, "nothing written by the replay");
+        deliver(7, false);
+        let before = writes.load(SeqCst);
+        deliver(10, false);
+        assert_eq!(
+            writes.load(SeqCst) - before,
+            ROUND_TRIPS,
+            "still from memory"
+        );
+        // A new session for the bound chat (a rotation without its audit
+        // event): planned from memory, not a continuation, so nothing is
+        // sent for it; then BEGIN, lock, lookup, session, turn, binding,
+        // COMMIT.
+        let before = writes.load(SeqCst);
+        deliver(8, true);
         let rotated = writes.load(SeqCst) - before;
         eprintln!("round trips of a new session for a bound chat: {rotated}");
-        assert!(rotated <= 8, "{rotated}");
+        assert!(rotated <= 7, "{rotated}");
     }
 
-    /// The round trips of a delivery to a bound chat: the read it is
-    /// planned from, and one statement that takes the chat's lock, checks
-    /// the read still holds, takes the claim and writes the turn.
-    const ROUND_TRIPS: usize = 2;
+    /// A database at version 6 with a chat already delivered to (by the
+    /// previous build's two-round-trip path) is refused until migrated;
+    /// `migrate` then applies 7 alone, again applies nothing, and the
+    /// chat's session continues where it was, numbered on.
+    #[test]
+    fn a_database_at_version_6_is_migrated_to_7_and_its_chats_continue() {
+        use vak_prompt_blocks::NameKind;
+        let Some(url) = migrated("from_6") else {
+            return;
+        };
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        let deliver = |store: &PgStore, text: &str| {
+            store
+                .deliver_at(&bot, &chat, None, None, &mut |bound| {
+                    let turn = Turn::now(text, "");
+                    Some(match bound {
+                        Bound::Live(_) => ChatPlan::Continue { turn },
+                        _ => ChatPlan::Fresh(Box::new(FreshSession {
+                            meta: SessionMeta::default(),
+                            contract: vak_session::FrozenContract::default(),
+                            change: None,
+                            turn,
+                        })),
+                    })
+                })
+                .expect("delivered")
+                .expect("committed")
+                .session
+        };
+        let first = deliver(&PgStore::open(&url).expect("open"), "one");
+        let mut db =
+            postgres::Client::connect(url.split('?').next().unwrap_or(&url), postgres::NoTls)
+                .expect("connect");
+        db.batch_execute(
+            "DROP FUNCTION vak_continue_at; DELETE FROM vak_schema_migrations WHERE version = 7",
+        )
+        .expect("back to 6");
+        let refused = PgStore::open(&url).expect_err("refused at 6").to_string();
+        assert!(refused.contains("vak store migrate"), "{refused}");
+        let store = PgStore::connect(&url).expect("url");
+        assert_eq!(store.migrate().expect("migrate"), [7]);
+        assert_eq!(store.migrate().expect("again"), Vec::<i32>::new());
+        let store = PgStore::open(&url).expect("open at 7");
+        for text in ["two", "three"] {
+            assert_eq!(deliver(&store, text), first);
+        }
+        let turns: Vec<(String, Option<u64>)> = store
+            .read(&first)
+            .expect("ledger")
+            .turns()
+            .map(|t| (t.message.clone(), t.seq))
+            .collect();
+        assert_eq!(
+            turns,
+            [
+                ("one".to_owned(), Some(1)),
+                ("two".to_owned(), Some(2)),
+                ("three".to_owned(), Some(3)),
+            ]
+        );
+    }
+
+    /// The round trips of a delivery to a bound chat whose last turn this
+    /// node wrote: one statement that takes the chat's lock, checks that
+    /// turn is still the last, takes the claim and writes the turn.
+    const ROUND_TRIPS: usize = 1;
+
+    /// A node that remembers a chat's last turn plans from it only while
+    /// no other node delivers to the chat: the first delivery after
+    /// another node's writes nothing from its remembered plan and reads
+    /// again (three round trips), and while the other node keeps delivering
+    /// each takes the read and the write (two), never three again; once
+    /// its own turn is the last again it plans from memory (one). Every
+    /// turn is numbered in order, none lost, none twice.
+    #[test]
+    fn a_node_plans_from_memory_only_while_it_alone_delivers_to_the_chat() {
+        use std::sync::atomic::Ordering::SeqCst;
+        use vak_prompt_blocks::NameKind;
+        let Some(url) = migrated("remembered") else {
+            return;
+        };
+        let (proxied, writes) = counting_proxy(&url);
+        let here = PgStore::open(&format!("{proxied}?vak_pool=1")).expect("open");
+        let there = PgStore::open(&url).expect("open");
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(NameKind::Chat, "42").expect("chat");
+        // Another chat's deliveries first, so that every statement is
+        // prepared on the connection (a preparation is a round trip of its
+        // own, once).
+        let warm = Name::new(NameKind::Chat, "41").expect("chat");
+        for fresh in [true, false] {
+            here.deliver_at(&bot, &warm, None, None, &mut |_| {
+                Some(if fresh {
+                    ChatPlan::Fresh(Box::new(FreshSession {
+                        meta: SessionMeta::default(),
+                        contract: vak_session::FrozenContract::default(),
+                        change: None,
+                        turn: Turn::now("warm", ""),
+                    }))
+                } else {
+                    ChatPlan::Continue {
+                        turn: Turn::now("warm", ""),
+                    }
+                })
+            })
+            .expect("delivered")
+            .expect("committed");
+        }
+        let plans: std::cell::RefCell<Vec<(usize, Option<String>)>> = Default::default();
+        let deliver = |store: &PgStore, text: &str| {
+            let before = writes.load(SeqCst);
+            store
+                .deliver_at(&bot, &chat, None, None, &mut |bound| {
+                    let turn = Turn::now(text, "");
+                    Some(match bound {
+                        Bound::Live(ledger) => {
+                            if std::ptr::eq(store, &here) {
+                                plans.borrow_mut().push((
+                                    ledger.turns,
+                                    ledger.last_turn.as_ref().map(|t| t.message.clone()),
+                                ));
+                            }
+                            ChatPlan::Continue { turn }
+                        }
+                        _ => ChatPlan::Fresh(Box::new(FreshSession {
+                            meta: SessionMeta::default(),
+                            contract: vak_session::FrozenContract::default(),
+                            change: None,
+                            turn,
+                        })),
+                    })
+                })
+                .expect("delivered")
+                .expect("committed");
+            writes.load(SeqCst) - before
+        };
+        deliver(&here, "1");
+        assert_eq!(deliver(&here, "2"), 2, "read, then write");
+        assert_eq!(deliver(&here, "3"), 1, "from memory");
+        deliver(&there, "4");
+        assert_eq!(deliver(&here, "5"), 3, "stale memory, read, write");
+        deliver(&there, "6");
+        assert_eq!(deliver(&here, "7"), 2, "read, write: memory not trusted");
+        assert_eq!(
+            deliver(&here, "8"),
+            2,
+            "read, write: its turn is the last again"
+        );
+        assert_eq!(deliver(&here, "9"), 1, "from memory again");
+        let last = |n: usize, text: &str| (n, Some(text.to_owned()));
+        // Planned by `here` from: a read (2), memory (3), memory gone stale
+        // and a read (5), reads (7, 8), memory (9).
+        assert_eq!(
+            plans.borrow()[..],
+            [
+                last(1, "1"),
+                last(2, "2"),
+                last(3, "3"),
+                last(4, "4"),
+                last(6, "6"),
+                last(7, "7"),
+                last(8, "8"),
+            ]
+        );
+        let id = here.known.get("helpdesk", "42").expect("known").id;
+        let turns: Vec<(String, Option<u64>)> = here
+            .read(&id)
+            .expect("ledger")
+            .turns()
+            .map(|t| (t.message.clone(), t.seq))
+            .collect();
+        let expected: Vec<(String, Option<u64>)> =
+            (1..=9).map(|n| (n.to_string(), Some(n as u64))).collect();
+        assert_eq!(turns, expected);
+    }
 
     /// A continuing delivery is not sent the header and first turn of a
     /// session this store already read for the chat, and plans from the

@@ -782,9 +782,9 @@ fn a_cached_delivery_stays_cached_until_an_edit(env: &Env) {
     );
     assert_eq!(send("42", "four").outcome, DeliveryOutcome::Continued);
     // Composed twice: once at the start, once after the edit. PostgreSQL
-    // plans a rotation twice, both from memory: first from the read made
-    // without the chat's lock (not a continuation, so not written from),
-    // then under the lock.
+    // plans a rotation twice, both from memory: first from the chat's last
+    // turn as the store remembers it (not a continuation, so not written
+    // from), then under the lock.
     let (hits, misses) = cache.counts();
     assert_eq!(misses, 2);
     assert!((2..=3).contains(&hits), "{hits}");
