@@ -159,6 +159,27 @@ mod tests {
         }
     }
 
+    /// The contract crate's `vak-*` dependencies, and why: the contract's
+    /// types (`vak-prompt-blocks`) and the `History` trait `Store::history`
+    /// returns (`vak-prompt-history`). Storage (the floor, the loader's
+    /// confinement) is the stores' own.
+    const CONTRACT_DEPS: [&str; 2] = ["vak-prompt-blocks", "vak-prompt-history"];
+
+    #[test]
+    fn the_contract_crate_holds_no_storage() {
+        for dep in dependencies("vak-session") {
+            assert!(
+                CONTRACT_DEPS.contains(&dep.as_str()),
+                "vak-session depends on {dep}: the contract crate keeps types, traits and pure functions; storage goes in vak-store-file or vak-store-pg"
+            );
+        }
+        let owners: Vec<&str> = FS_OWNERS.iter().map(|(owner, _)| *owner).collect();
+        assert!(
+            !owners.iter().any(|o| o.starts_with("crates/vak-session/")),
+            "vak-session is a file-system owner: the contract crate names no file"
+        );
+    }
+
     /// Every `.rs` file under `crates/*/src`.
     fn sources() -> Vec<PathBuf> {
         fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
