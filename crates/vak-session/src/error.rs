@@ -220,11 +220,7 @@ impl SessionError {
     /// An I/O error while doing `action` (a verb phrase: `read`, `create
     /// directory`) on `path`: what every store reports when the system
     /// refuses it.
-    pub fn io(
-        action: &'static str,
-        path: impl Into<Utf8PathBuf>,
-        source: std::io::Error,
-    ) -> Self {
+    pub fn io(action: &'static str, path: impl Into<Utf8PathBuf>, source: std::io::Error) -> Self {
         SessionError::Io {
             action,
             path: path.into(),

@@ -17,9 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use camino::Utf8Path;
 use criterion::{BenchmarkId, Criterion, criterion_main};
 use vak_prompt_blocks::{Name, NameKind};
-use vak_session::{
-    Bound, ChatPlan, Claim, FreshSession, FrozenContract, SessionMeta, Store, Turn,
-};
+use vak_session::{Bound, ChatPlan, Claim, FreshSession, FrozenContract, SessionMeta, Store, Turn};
 use vak_store_file::FileStore;
 
 static KEYS: AtomicU64 = AtomicU64::new(0);

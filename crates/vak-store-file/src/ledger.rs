@@ -424,9 +424,9 @@ fn write_new(path: &Utf8Path, bytes: &[u8]) -> Result<(), SessionError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vak_session::{DriftAccepted, Turn, now_rfc3339};
-    use vak_session::PromptLayerDescriptor;
     use vak_prompt_blocks::{Block, Provenance};
+    use vak_session::PromptLayerDescriptor;
+    use vak_session::{DriftAccepted, Turn, now_rfc3339};
 
     fn store() -> (tempfile::TempDir, SessionStore) {
         let dir = tempfile::tempdir().expect("tempdir");
