@@ -481,6 +481,40 @@ mod tests {
         );
     }
 
+    /// The file store writes each record as the contract's JSON line
+    /// (`vak-session`'s serialisation, the text PostgreSQL keeps), one per
+    /// line, and nothing else: a store-side encoding would make `vak store
+    /// import`'s digests disagree.
+    #[test]
+    fn each_line_is_the_contracts_json_line() {
+        let (_dir, store) = store();
+        let id = store
+            .create(SessionMeta::default(), contract())
+            .expect("create");
+        let turn = Record::Turn(Turn::now("hi \u{1b}[2J \"type\"", "tail"));
+        let drift = Record::DriftAccepted(DriftAccepted {
+            at: now_rfc3339(),
+            changes: Vec::new(),
+            current_fingerprint: Some("sha256:00".into()),
+        });
+        store.append(&id, &turn).expect("turn");
+        store.append(&id, &drift).expect("drift");
+        let header = Record::Created(Box::new(store.read_header(&id).expect("header")));
+        let expected: String = [header, turn, drift]
+            .iter()
+            .map(|r| serde_json::to_string(r).expect("serialize") + "\n")
+            .collect();
+        let written = std::fs::read_to_string(store.path_of(&id)).expect("read");
+        assert_eq!(written, expected);
+        for line in written.lines() {
+            assert_eq!(
+                serde_json::to_string(&Record::from_json(line.as_bytes()).expect("parse"))
+                    .expect("serialize"),
+                line
+            );
+        }
+    }
+
     #[test]
     fn created_cannot_be_appended_and_missing_sessions_are_named() {
         let (_dir, store) = store();
