@@ -20,7 +20,7 @@
 //!   directory's modes and its key pins), `rules.rs` (the project walk a
 //!   scoped rule's globs are linted on), `watch.rs` (inotify), `write.rs`
 //!   (the layer writer);
-//! - the stores: `vak-session`, `vak-prompt-history`, `vak-store-pg`, and
+//! - the stores: `vak-store-file`, `vak-prompt-history`, `vak-store-pg`, and
 //!   the trust store's file (`vak-prompt-trust/src/store.rs`).
 //!
 //! Everything else — vak-core, the admin, the gateway, the CLI, and the
@@ -42,13 +42,14 @@ mod tests {
 
     /// The workspace's crates, lowest first: each may depend only on crates
     /// before it (dev-dependencies are free).
-    const LAYERS: [&str; 14] = [
+    const LAYERS: [&str; 15] = [
         "vak-prompt-blocks",
         "vak-fs",
         "vak-prompt-loader",
         "vak-prompt-trust",
         "vak-prompt-history",
         "vak-session",
+        "vak-store-file",
         "vak-prompt-compose",
         "vak-prompt-budget",
         "vak-prompt-drift",
@@ -69,7 +70,12 @@ mod tests {
         "vak-prompt-budget",
         "vak-prompt-drift",
     ];
-    const STORES: [&str; 3] = ["vak-session", "vak-store-pg", "vak-prompt-history"];
+    const STORES: [&str; 4] = [
+        "vak-session",
+        "vak-store-file",
+        "vak-store-pg",
+        "vak-prompt-history",
+    ];
 
     /// Known exceptions to `PURE`, each to go: none today (the frozen
     /// contract's types moved from `vak-session` to the blocks crate).
@@ -151,6 +157,27 @@ mod tests {
                 "{from} no longer depends on {to}: take it off PURE_DEBT"
             );
         }
+    }
+
+    /// The contract crate's `vak-*` dependencies, and why: the contract's
+    /// types (`vak-prompt-blocks`) and the `History` trait `Store::history`
+    /// returns (`vak-prompt-history`). Storage (the floor, the loader's
+    /// confinement) is the stores' own.
+    const CONTRACT_DEPS: [&str; 2] = ["vak-prompt-blocks", "vak-prompt-history"];
+
+    #[test]
+    fn the_contract_crate_holds_no_storage() {
+        for dep in dependencies("vak-session") {
+            assert!(
+                CONTRACT_DEPS.contains(&dep.as_str()),
+                "vak-session depends on {dep}: the contract crate keeps types, traits and pure functions; storage goes in vak-store-file or vak-store-pg"
+            );
+        }
+        let owners: Vec<&str> = FS_OWNERS.iter().map(|(owner, _)| *owner).collect();
+        assert!(
+            !owners.iter().any(|o| o.starts_with("crates/vak-session/")),
+            "vak-session is a file-system owner: the contract crate names no file"
+        );
     }
 
     /// Every `.rs` file under `crates/*/src`.
@@ -605,7 +632,7 @@ mod tests {
     /// directory (all of it) or one file.
     const FS_OWNERS: [(&str, &str); 11] = [
         ("crates/vak-fs/", "the floor"),
-        ("crates/vak-session/", "the session store"),
+        ("crates/vak-store-file/", "the file store"),
         (
             "crates/vak-prompt-history/",
             "the object store and version log",

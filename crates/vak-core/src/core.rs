@@ -10,7 +10,8 @@ use vak_prompt_loader::{
     LoadRequest, LoadedChain, RootKind, Snapshot, discover_project, load_chain,
 };
 use vak_prompt_trust::{Trust, TrustStore};
-use vak_session::{FileStore, Store};
+use vak_session::Store;
+use vak_store_file::FileStore;
 
 use crate::CoreError;
 

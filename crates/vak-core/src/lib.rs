@@ -85,12 +85,13 @@ pub mod prompts {
     };
     pub use vak_prompt_trust::{DemoteReason, Trust, TrustStore, Verdict, prompt_verdict};
     pub use vak_session::{
-        AuditEntries, AuditLog, Baseline, Binding, BindingStore, Bound, ChangeKind, ChatPlan,
-        Claim, Committed, ConfigChange, DriftAccepted, Expect, FileStore, FreshSession,
-        FrozenContract, Header, HomeFile, HomeSnapshot, HomeStore, LayerChange, Ledger,
-        ParentSession, Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Swapped,
-        TornLine, Turn, TurnRule, fingerprint, now_rfc3339, short_digest,
+        AuditEntries, Baseline, Binding, Bound, ChangeKind, ChatPlan, Claim, Committed,
+        ConfigChange, DriftAccepted, Expect, FreshSession, FrozenContract, Header, HomeFile,
+        HomeSnapshot, HomeStore, LayerChange, Ledger, ParentSession, Record, SecurityEvent,
+        SessionError, SessionId, SessionMeta, Store, Swapped, TornLine, Turn, TurnRule,
+        fingerprint, now_rfc3339, short_digest,
     };
+    pub use vak_store_file::{AuditLog, BindingStore, FileStore};
 }
 
 /// The file system, for the files a caller owns beside the prompt layers

@@ -6,7 +6,8 @@
 use camino::Utf8PathBuf;
 use thiserror::Error;
 use vak_prompt_blocks::Escaped;
-use vak_session::{AuditLog, ChainOverCap, SecurityEvent, TrustOverCap};
+use vak_session::{ChainOverCap, SecurityEvent, TrustOverCap};
+use vak_store_file::AuditLog;
 
 use crate::edit::{TrustBudget, Unchecked, trust_budget};
 use crate::history::Who;

@@ -14,9 +14,9 @@ use criterion::{BenchmarkId, Criterion, criterion_main};
 use vak_prompt_blocks::{Block, Origin, PromptLayer, Provenance};
 use vak_prompt_drift::{ResumePath, decide, diff};
 use vak_session::{
-    FrozenContract, PromptLayerDescriptor, Record, SessionId, SessionMeta, SessionStore, Turn,
-    fingerprint,
+    FrozenContract, PromptLayerDescriptor, Record, SessionId, SessionMeta, Turn, fingerprint,
 };
+use vak_store_file::SessionStore;
 
 /// A contract shaped like a real one: every block, a few layers each, and a
 /// prefix of about 1,500 tokens.

@@ -216,30 +216,11 @@ pub enum SessionError {
     },
 }
 
-impl From<vak_fs::FsError> for SessionError {
-    fn from(error: vak_fs::FsError) -> Self {
-        match error {
-            vak_fs::FsError::Symlink { path } => SessionError::Symlink { path },
-            vak_fs::FsError::NotRegular { path, kind } => SessionError::NotRegular { path, kind },
-            vak_fs::FsError::Io {
-                action,
-                path,
-                source,
-            } => SessionError::Io {
-                action,
-                path,
-                source,
-            },
-        }
-    }
-}
-
 impl SessionError {
-    pub(crate) fn io(
-        action: &'static str,
-        path: impl Into<Utf8PathBuf>,
-        source: std::io::Error,
-    ) -> Self {
+    /// An I/O error while doing `action` (a verb phrase: `read`, `create
+    /// directory`) on `path`: what every store reports when the system
+    /// refuses it.
+    pub fn io(action: &'static str, path: impl Into<Utf8PathBuf>, source: std::io::Error) -> Self {
         SessionError::Io {
             action,
             path: path.into(),

@@ -15,10 +15,11 @@ use vak_core::home::{HomeError, SAVE_ATTEMPTS};
 use vak_core::prompts::{Block, sha256_hex};
 use vak_core::{Core, EditError, EditTarget, Scope, Selectors, SubLayer, Unchecked};
 use vak_session::{
-    AuditEntries, Binding, Bound, ChatPlan, Claim, Committed, Expect, FileStore, FrozenContract,
-    Header, History, HomeFile, HomeSnapshot, HomeStore, Ledger, Record, SessionError, SessionId,
+    AuditEntries, Binding, Bound, ChatPlan, Claim, Committed, Expect, FrozenContract, Header,
+    History, HomeFile, HomeSnapshot, HomeStore, Ledger, Record, SessionError, SessionId,
     SessionMeta, Store, Swapped,
 };
+use vak_store_file::FileStore;
 
 const CAP: usize = 1500;
 const RULES: &str = ".vak/prompts/operating-rules.md";

@@ -1,7 +1,6 @@
 //! The one place that reads and appends JSON-lines files. Ledgers and the
 //! audit log share it so both get the same lock, fsync and torn-line rules.
 
-use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -10,58 +9,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::de::DeserializeOwned;
 use vak_prompt_blocks::Escaped;
 
-use crate::SessionError;
-
-/// The longest line any reader takes into memory. A record is one line; the
-/// largest vak writes is a `created` record, whose frozen prefix is bounded
-/// by the context window, far below this. A longer line is skipped (last
-/// line) or refused (a ledger's earlier line) without being read whole.
-pub const MAX_LINE_BYTES: usize = 8 * 1024 * 1024;
-
-/// Why a line was skipped by a reader.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SkipReason {
-    /// The last line has no newline: a writer stopped mid-append.
-    Torn,
-    /// A complete line that is not a record: not JSON, not UTF-8, or JSON
-    /// without a `type`.
-    Invalid,
-    /// A line longer than [`MAX_LINE_BYTES`].
-    TooLong,
-}
-
-/// A line a reader skipped: torn by a writer that stopped mid-append, not a
-/// valid record, or too long to read. Appends never build on one: they move
-/// it aside first (see the crate docs), so a skipped line never hides a
-/// record written after it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TornLine {
-    /// The JSON-lines file.
-    pub path: Utf8PathBuf,
-    /// 1-based line number of the skipped line.
-    pub line: usize,
-    /// How many bytes it had.
-    pub bytes: u64,
-    /// Why it was skipped.
-    pub reason: SkipReason,
-}
-
-impl fmt::Display for TornLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.reason {
-            SkipReason::Torn => "a torn last record left by a writer that stopped mid-append",
-            SkipReason::Invalid => "a line that is not a valid record",
-            SkipReason::TooLong => "a line over the 8 MiB bound for one record",
-        };
-        write!(
-            f,
-            "`{}` line {}: skipped {what} ({} bytes)",
-            Escaped(self.path.as_str()),
-            self.line,
-            self.bytes
-        )
-    }
-}
+use vak_session::{MAX_LINE_BYTES, SessionError, SkipReason, TornLine};
 
 /// One line as the bounded reader saw it. Its bytes (when not too long) are
 /// in [`LineReader::bytes`].
@@ -513,7 +461,7 @@ fn line_start(file: &mut File, end: u64) -> io::Result<u64> {
 
 /// fsync a directory so a rename or link in it survives a crash.
 pub(crate) fn sync_dir(dir: &Utf8Path) -> Result<(), SessionError> {
-    Ok(vak_fs::sync_dir(dir)?)
+    vak_fs::sync_dir(dir).map_err(crate::file::fs_error)
 }
 
 /// Create `dir` and its parents, never writable by group or others.

@@ -14,18 +14,9 @@ use camino::{Utf8Path, Utf8PathBuf};
 use serde::{Deserialize, Serialize};
 use vak_prompt_blocks::Name;
 
-use crate::jsonl;
-use crate::{SessionError, SessionId, now_rfc3339};
+use vak_session::{Binding, SessionError, SessionId, now_rfc3339};
 
-/// One chat's binding.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Binding {
-    /// The session the chat's messages go to.
-    pub session_id: SessionId,
-    /// RFC 3339 UTC instant the binding was made.
-    #[serde(default)]
-    pub bound_at: String,
-}
+use crate::jsonl;
 
 /// The file's shape. Unknown top-level keys are kept on rewrite so an older
 /// build does not erase what a newer one stored.
@@ -261,7 +252,8 @@ impl BindingGuard {
             });
         }
         // Replaced whole: a kill leaves the old bindings or the new.
-        vak_fs::replace(&self.path, |out| out.write_all(&bytes), || {})?;
+        vak_fs::replace(&self.path, |out| out.write_all(&bytes), || {})
+            .map_err(crate::file::fs_error)?;
         Ok(())
     }
 }

@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 use camino::Utf8PathBuf;
 use vak_prompt_blocks::{Block, Provenance};
 use vak_session::{
-    FrozenContract, PromptLayerDescriptor, Record, SessionId, SessionMeta, SessionStore, Turn,
-    fingerprint,
+    FrozenContract, PromptLayerDescriptor, Record, SessionId, SessionMeta, Turn, fingerprint,
 };
+use vak_store_file::SessionStore;
 
 const DIR: &str = "VAK_TEST_CHILD_DIR";
 const ID: &str = "VAK_TEST_CHILD_ID";

@@ -1,4 +1,4 @@
-//! The one way the session crate opens a store file (non-regular files are
+//! The one way the file store opens a store file (non-regular files are
 //! refused everywhere): never through a symbolic link
 //! (`O_NOFOLLOW`), never blocking on a FIFO (`O_NONBLOCK`), and checked on
 //! the open handle (`fstat`) to be a regular file before a byte is read or
@@ -9,7 +9,25 @@ use std::io::ErrorKind;
 
 use camino::Utf8Path;
 
-use crate::SessionError;
+use vak_session::SessionError;
+
+/// The floor's refusal as the store's: a link, a non-regular file or an I/O
+/// error, naming the same path.
+pub(crate) fn fs_error(error: vak_fs::FsError) -> SessionError {
+    match error {
+        vak_fs::FsError::Symlink { path } => SessionError::Symlink { path },
+        vak_fs::FsError::NotRegular { path, kind } => SessionError::NotRegular { path, kind },
+        vak_fs::FsError::Io {
+            action,
+            path,
+            source,
+        } => SessionError::Io {
+            action,
+            path,
+            source,
+        },
+    }
+}
 
 /// Open `path` with `options` as [`vak_fs::open_regular`] does (never
 /// through a link, never blocking on a FIFO, a regular file or refused).
@@ -19,7 +37,7 @@ pub(crate) fn open_optional(
     path: &Utf8Path,
     options: &mut OpenOptions,
 ) -> Result<Option<File>, SessionError> {
-    Ok(vak_fs::open_regular(path, options)?)
+    vak_fs::open_regular(path, options).map_err(fs_error)
 }
 
 /// [`open_optional`] for a file that must exist; a missing one is an I/O

@@ -17,9 +17,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use camino::Utf8Path;
 use criterion::{BenchmarkId, Criterion, criterion_main};
 use vak_prompt_blocks::{Name, NameKind};
-use vak_session::{
-    Bound, ChatPlan, Claim, FileStore, FreshSession, FrozenContract, SessionMeta, Store, Turn,
-};
+use vak_session::{Bound, ChatPlan, Claim, FreshSession, FrozenContract, SessionMeta, Store, Turn};
+use vak_store_file::FileStore;
 
 static KEYS: AtomicU64 = AtomicU64::new(0);
 
@@ -84,7 +83,7 @@ fn bench(c: &mut Criterion) {
         let store = FileStore::new(Utf8Path::from_path(dir.path()).expect("utf8"));
         {
             let mut guard =
-                vak_session::BindingStore::new(Utf8Path::from_path(dir.path()).expect("utf8"))
+                vak_store_file::BindingStore::new(Utf8Path::from_path(dir.path()).expect("utf8"))
                     .lock()
                     .expect("lock");
             for n in 0..others {
