@@ -280,7 +280,7 @@ impl Store for FileStore {
 
     /// The file store holds no home side, so `home_generation` is not
     /// compared. A `claim` is checked under the chat's lock and the
-    /// signature's own lock (see [`ReplayHold`]) and its marker written
+    /// signature's own lock (see `ReplayHold`) and its marker written
     /// only once the delivery has committed.
     ///
     /// Every state a kill can leave between two steps recovers: see
