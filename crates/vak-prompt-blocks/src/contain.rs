@@ -61,14 +61,27 @@ pub fn contain_markdown(text: &str) -> Cow<'_, str> {
 /// only as a bullet whose words start like prose, is not parsed. A bullet
 /// is kept as it is, and its words cannot nest, close, or forge anything
 /// when they start with a letter (held by a property test against the
-/// parsed reading).
+/// parsed reading). Nor can a line that starts with a code span (a skill's
+/// or an MCP server's line) or with an `S` that does not begin `Surface:`.
 pub fn needs_containment(text: &str) -> bool {
     text.split('\n').any(|line| {
         let content = line.trim_start_matches([' ', '\t']);
         // A link reference definition first in the text reads as one
         // only where no paragraph comes before it ([`first_line_marker`]).
-        content.starts_with('[') || (may_open_structure(line) && !plain_bullet(content))
+        content.starts_with('[') || (opens_structure(content) && !plain_bullet(content))
     })
+}
+
+/// Whether `content` (a line with its indentation taken off) could begin
+/// structure: [`may_open_structure`], narrowed where its first byte alone
+/// says too much. An `S` matters only as the prefix's own `Surface:` line,
+/// and a backtick only as a fence, which takes three.
+fn opens_structure(content: &str) -> bool {
+    match content.as_bytes().first() {
+        Some(b'S') => content.starts_with(SURFACE_PREFIX),
+        Some(b'`') => content.starts_with("```"),
+        _ => may_open_structure(content),
+    }
 }
 
 /// Whether `line` (its indentation taken off) is a `-`, `*` or `+` bullet
@@ -82,7 +95,7 @@ fn plain_bullet(line: &str) -> bool {
         return false;
     }
     let words = line[2..].trim_start_matches([' ', '\t']);
-    !words.is_empty() && !may_open_structure(words)
+    !words.is_empty() && !opens_structure(words)
 }
 
 /// [`contain_markdown`] past its first look: the text is parsed.

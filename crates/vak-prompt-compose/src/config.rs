@@ -199,8 +199,12 @@ impl ComposeMemo {
     /// `text`, each text contained once per memo.
     pub(crate) fn contain<'t>(&mut self, text: &'t str) -> std::borrow::Cow<'t, str> {
         use std::borrow::Cow;
-        // A text its first look passes over costs less than its digest.
-        if text.len() < CONTAIN_MEMO_MIN_BYTES || !vak_prompt_blocks::needs_containment(text) {
+        // A text its first look passes over costs less than its digest,
+        // and that look is taken once here, not again inside.
+        if !vak_prompt_blocks::needs_containment(text) {
+            return Cow::Borrowed(text);
+        }
+        if text.len() < CONTAIN_MEMO_MIN_BYTES {
             return vak_prompt_blocks::contain_markdown(text);
         }
         let key = *blake3::hash(text.as_bytes()).as_bytes();

@@ -413,7 +413,11 @@ impl Reader<'_> {
         provenance: &Provenance,
         text: String,
     ) -> (String, Imports) {
-        let Some(file) = provenance.source.path() else {
+        let Some(file) = provenance
+            .source
+            .path()
+            .filter(|_| crate::imports::may_import(&text))
+        else {
             return (text, Imports::default());
         };
         let prompts = prompts_root(dir).to_owned();

@@ -150,7 +150,7 @@ pub(crate) fn prompts_root(dir: &Utf8Path) -> &Utf8Path {
 /// path, does not import.
 pub fn expand_imports(provenance: &Provenance, text: &str) -> (String, Imports) {
     let file = match (&provenance.origin, provenance.source.path()) {
-        (Origin::Home | Origin::Project, Some(file)) => file,
+        (Origin::Home | Origin::Project, Some(file)) if may_import(text) => file,
         _ => return (text.to_owned(), Imports::default()),
     };
     let dir = file.parent().unwrap_or(Utf8Path::new(""));
@@ -174,6 +174,14 @@ pub fn expand_imports(provenance: &Provenance, text: &str) -> (String, Imports) 
     let result = expansion.expand(file, text);
     let files = expansion.files;
     outcome(result, files, text.to_owned())
+}
+
+/// Whether `text` could hold an import line at all: every one names its
+/// target after an `@`. Nearly no block file does, and one that does not
+/// is its own expansion, so the prompts directory is neither found nor
+/// opened and the text is not copied.
+pub(crate) fn may_import(text: &str) -> bool {
+    text.contains('@')
 }
 
 /// What a contribution holds after the expansion of `text`: the expanded
