@@ -40,8 +40,6 @@ pub(crate) fn open_optional(
     vak_fs::open_regular(path, options).map_err(fs_error)
 }
 
-/// [`open_optional`] for a file that must exist; a missing one is an I/O
-/// error naming it.
 /// One rule for every file of the home (`$VAK_HOME/.vak/…`): each
 /// directory on the way to `path` must stay inside `home` once symlinks
 /// are resolved ([`vak_prompt_loader::confine::home_path`]). `home` is
@@ -55,6 +53,8 @@ pub(crate) fn in_home(home: Option<&Utf8Path>, path: &Utf8Path) -> Result<(), Se
     }
 }
 
+/// [`open_optional`] for a file that must exist; a missing one is an I/O
+/// error naming it.
 pub(crate) fn open(path: &Utf8Path, options: &mut OpenOptions) -> Result<File, SessionError> {
     open_optional(path, options)?
         .ok_or_else(|| SessionError::io("open", path, std::io::Error::from(ErrorKind::NotFound)))
