@@ -478,7 +478,7 @@ fn handle(
         Some(&claim),
     ) {
         Ok(delivered) => {
-            let mut response = axum::Json(delivered.to_json()).into_response();
+            let mut response = axum::Json(delivered.json()).into_response();
             response.extensions_mut().insert(Delivery {
                 outcome: delivered.outcome.wire_name(),
                 session: delivered.session.to_string(),
