@@ -70,6 +70,27 @@ impl SecretCache {
         self.read(bot, now, read)
     }
 
+    /// The secret held for `bot` while it is fresh (as [`get`] would give
+    /// it without reading), `None` when [`get`] would read the store.
+    ///
+    /// [`get`]: SecretCache::get
+    pub(crate) fn held(&self, bot: &str, now: Instant) -> Option<Option<String>> {
+        self.lock()
+            .get(bot)
+            .filter(|entry| now.saturating_duration_since(entry.read_at) < MAX_AGE)
+            .map(|entry| entry.secret.clone())
+    }
+
+    /// Whether [`reread`] would read the store now (the secret was read at
+    /// least [`RECHECK`] ago, or is not held).
+    ///
+    /// [`reread`]: SecretCache::reread
+    pub(crate) fn reread_due(&self, bot: &str, now: Instant) -> bool {
+        self.lock()
+            .get(bot)
+            .is_none_or(|entry| now.saturating_duration_since(entry.read_at) >= RECHECK)
+    }
+
     /// After a signature that did not match `held` (what [`get`] gave):
     /// the secret read again, when it was last read at least [`RECHECK`]
     /// ago (or is no longer held), and `None` when it is too soon to read
