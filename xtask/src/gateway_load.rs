@@ -318,6 +318,17 @@ fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(user + system)
 }
 
+/// CPU clock ticks as microseconds per delivery.
+fn per_delivery(ticks: Option<u64>, deliveries: usize) -> String {
+    ticks.map_or("?".to_owned(), |ticks| {
+        // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
+        format!(
+            "{:.0}us/delivery",
+            ticks as f64 * 10_000.0 / deliveries.max(1) as f64
+        )
+    })
+}
+
 /// Run the load and print one result line.
 pub(crate) fn run(args: &[String], root: &Path) -> Result<(), String> {
     let options = parse(args, root)?;
@@ -381,6 +392,9 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
     // resolution cache; let the scratch home settle as a real one would.
     std::thread::sleep(Duration::from_millis(2100));
     let cpu_before: Vec<Option<u64>> = nodes.iter().map(|n| cpu_ticks(n.child.id())).collect();
+    // The load client's own CPU too: it shares the machine with the nodes
+    // and the database, so what it spends is taken from them.
+    let client_before = cpu_ticks(std::process::id());
     let next = AtomicUsize::new(0);
     let latencies = Mutex::new(Vec::with_capacity(options.deliveries));
     let failures = AtomicUsize::new(0);
@@ -421,6 +435,9 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         .zip(&cpu_before)
         .map(|(n, before)| Some(cpu_ticks(n.child.id())?.saturating_sub((*before)?)))
         .sum();
+    let client_cpu = cpu_ticks(std::process::id())
+        .zip(client_before)
+        .map(|(after, before)| after.saturating_sub(before));
     let cache: Vec<String> = addrs.iter().map(|addr| healthz_cache(addr)).collect();
     drop(nodes);
     let mut latencies = latencies.into_inner().map_err(|e| e.to_string())?;
@@ -442,7 +459,7 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         "file".to_owned()
     };
     println!(
-        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={} node_cpu={}",
+        "store={store} nodes={} deliveries={} chats={} clients={} ok={} failed={} elapsed={:.2}s rate={:.0}/s p50={:.1}ms p99={:.1}ms cache={} node_cpu={} client_cpu={}",
         options.nodes,
         options.deliveries,
         options.chats,
@@ -454,13 +471,8 @@ fn load(options: &Options, home: &Path, project: &Path) -> Result<(), String> {
         pick(0.50),
         pick(0.99),
         cache.join(","),
-        cpu.map_or("?".to_owned(), |ticks| {
-            // Clock ticks of 10 ms (USER_HZ is 100 on Linux).
-            format!(
-                "{:.0}us/delivery",
-                ticks as f64 * 10_000.0 / latencies.len().max(1) as f64
-            )
-        }),
+        per_delivery(cpu, latencies.len()),
+        per_delivery(client_cpu, latencies.len()),
     );
     Ok(())
 }

@@ -713,6 +713,7 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
     // stderr, so a reader that stops after one line cannot stop the service.
     out::println(&escape_line(&service.url()))?;
     out::notice("store", &service.store_description());
+    let blocking_threads = service.blocking_threads();
     let (listener, router) = service.into_parts();
     // The last handle on the service's state (and so on a PostgreSQL store,
     // whose client runs a runtime of its own) must go after the runtime,
@@ -725,7 +726,7 @@ fn serve(args: &ServeArgs) -> Result<(), CliError> {
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(64)
+        .max_blocking_threads(blocking_threads)
         .enable_io()
         .enable_time()
         .build()

@@ -540,7 +540,15 @@ impl Delivered {
     /// The `vak gateway deliver --format json` object, which the service
     /// answers too.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::to_value(DeliveredJson {
+        serde_json::to_value(self.json()).unwrap_or_else(|e| json!({"error": e.to_string()}))
+    }
+
+    /// The same object as [`Delivered::to_json`], borrowed: the service
+    /// serialises it straight into its answer, since building the
+    /// `Value` first copied the whole prompt into a tree of maps on every
+    /// delivery. Its keys come in a fixed order of their own, not sorted.
+    pub fn json(&self) -> impl Serialize + '_ {
+        DeliveredJson {
             bot: self.bot.as_str(),
             chat: self.chat.as_str(),
             session_id: &self.session,
@@ -549,8 +557,7 @@ impl Delivered {
             changes: self.changes(),
             request: &self.request,
             warnings: &self.warnings,
-        })
-        .unwrap_or_else(|e| json!({"error": e.to_string()}))
+        }
     }
 }
 

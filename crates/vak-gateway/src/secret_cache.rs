@@ -70,6 +70,27 @@ impl SecretCache {
         self.read(bot, now, read)
     }
 
+    /// The secret held for `bot` while it is fresh (as [`get`] would give
+    /// it without reading), `None` when [`get`] would read the store.
+    ///
+    /// [`get`]: SecretCache::get
+    pub(crate) fn held(&self, bot: &str, now: Instant) -> Option<Option<String>> {
+        self.lock()
+            .get(bot)
+            .filter(|entry| now.saturating_duration_since(entry.read_at) < MAX_AGE)
+            .map(|entry| entry.secret.clone())
+    }
+
+    /// Whether [`reread`] would read the store now (the secret was read at
+    /// least [`RECHECK`] ago, or is not held).
+    ///
+    /// [`reread`]: SecretCache::reread
+    pub(crate) fn reread_due(&self, bot: &str, now: Instant) -> bool {
+        self.lock()
+            .get(bot)
+            .is_none_or(|entry| now.saturating_duration_since(entry.read_at) >= RECHECK)
+    }
+
     /// After a signature that did not match `held` (what [`get`] gave):
     /// the secret read again, when it was last read at least [`RECHECK`]
     /// ago (or is no longer held), and `None` when it is too soon to read
@@ -143,6 +164,34 @@ mod tests {
             self.reads.set(self.reads.get() + 1);
             Ok(self.secret.borrow().clone())
         }
+    }
+
+    /// What the service answers without a thread agrees with `get` and
+    /// `reread`: the held secret only while `get` would not read, and a
+    /// reread due exactly when `reread` would read.
+    #[test]
+    fn the_held_secret_and_a_due_reread_agree_with_get_and_reread() {
+        let (cache, store, t0) = (
+            SecretCache::default(),
+            Store::new(Some("s1")),
+            Instant::now(),
+        );
+        assert_eq!(cache.held("bot", t0), None);
+        assert!(cache.reread_due("bot", t0));
+        assert_eq!(cache.get("bot", t0, || store.read()), Ok(Some("s1".into())));
+        assert_eq!(cache.held("bot", t0), Some(Some("s1".into())));
+        let soon = t0 + RECHECK / 2;
+        assert!(!cache.reread_due("bot", soon));
+        assert_eq!(cache.reread("bot", soon, || store.read()), Ok(None));
+        let later = t0 + RECHECK;
+        assert!(cache.reread_due("bot", later));
+        assert_eq!(store.reads.get(), 1);
+        // Past its age nothing is held: the service leaves it to `get`.
+        assert_eq!(cache.held("bot", t0 + MAX_AGE), None);
+        // A bot with no secret is held as such.
+        let none = Store::new(None);
+        assert_eq!(cache.get("other", t0, || none.read()), Ok(None));
+        assert_eq!(cache.held("other", t0), Some(None));
     }
 
     #[test]

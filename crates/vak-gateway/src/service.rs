@@ -31,7 +31,7 @@ use vak_core::{CoreError, InboundPrompts, PromptCache, Selectors};
 use crate::secret_cache::SecretCache;
 use crate::{
     Formats, LifecycleError, REPLAY_WINDOW_SECS, SignatureRefusal, Verified, deliver_served,
-    meta_for, open_store,
+    meta_for,
 };
 
 /// The body of a delivered message: its text and, optionally, the paths
@@ -43,6 +43,11 @@ struct MessageBody {
     #[serde(default)]
     paths: Option<Vec<String>>,
 }
+
+/// The blocking threads of a service on the file store, whose deliveries
+/// wait on no connection pool (as many as before the PostgreSQL store's
+/// threads followed its pool).
+const FILE_STORE_BLOCKING_THREADS: usize = 64;
 
 /// The largest request body accepted (413 above it).
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
@@ -67,6 +72,7 @@ pub struct ServiceConfig {
 #[derive(Debug)]
 pub struct Service {
     listener: std::net::TcpListener,
+    blocking_threads: usize,
     state: Arc<Shared>,
 }
 
@@ -92,7 +98,7 @@ struct Shared {
 impl Service {
     /// Open the store and bind `config.listen` (port 0 picks one).
     pub fn bind(config: ServiceConfig) -> Result<Service, LifecycleError> {
-        let store = open_store(&config.home, config.store.as_deref())?;
+        let (store, width) = crate::store::open_store_sized(&config.home, config.store.as_deref())?;
         // A node starts from the store's whole home side: a local file the
         // store lacks, or one edited by hand, refuses the start.
         vak_core::home::sync_if_shared(&config.home, &*store, true)?;
@@ -112,6 +118,7 @@ impl Service {
             })?;
         Ok(Service {
             listener,
+            blocking_threads: width.unwrap_or(FILE_STORE_BLOCKING_THREADS),
             state: Arc::new(Shared {
                 cache: PromptCache::within_window(),
                 formats,
@@ -122,6 +129,19 @@ impl Service {
                 store,
             }),
         })
+    }
+
+    /// How many blocking threads the runtime serving this service should
+    /// have at most: a PostgreSQL store's connections (`vak_pool=N`).
+    /// Deliveries run on blocking threads, each holding a connection; with
+    /// more threads than connections the extra ones slept in the pool's
+    /// queue and were woken and switched to in turn, and at 32 clients a
+    /// delivery cost a quarter more of the node's CPU. With as many as
+    /// connections, a request waits for a thread in the runtime's queue and
+    /// a thread that finishes one delivery takes the next without sleeping.
+    /// Refusals the held secret decides never take one (`messages`).
+    pub fn blocking_threads(&self) -> usize {
+        self.blocking_threads
     }
 
     /// The address bound.
@@ -315,6 +335,18 @@ async fn messages(
     };
     let timestamp = header("x-vak-timestamp");
     let signature = header("x-vak-signature");
+    // A refusal the held secret decides is answered here, without a
+    // blocking thread: there are only as many as the store's connections,
+    // and all of them may be waiting on deliveries.
+    if let Some(refused) = refused_by_held(
+        &state,
+        (&bot, &chat),
+        timestamp.as_deref(),
+        signature.as_deref(),
+        &body,
+    ) {
+        return logged(&bot, &chat, started, refused);
+    }
     let (bot_c, chat_c) = (bot.clone(), chat.clone());
     let answer = tokio::task::spawn_blocking(move || {
         handle(
@@ -335,6 +367,43 @@ async fn messages(
         ),
     };
     logged(&bot, &chat, started, response)
+}
+
+/// The 401 `handle` would answer, when the secret held for `bot` (fresh,
+/// so no store read) decides it: the signature does not verify, and it is
+/// too soon to read the secret again (`handle`'s rule). `None`: verified,
+/// or the store must be asked; `handle` then verifies the request itself.
+fn refused_by_held(
+    state: &Shared,
+    (bot, chat): (&Name, &Name),
+    timestamp: Option<&str>,
+    signature: Option<&str>,
+    body: &[u8],
+) -> Option<Response> {
+    let now = Instant::now();
+    let held = state.secrets.held(bot.as_str(), now)?;
+    let checked = match held.as_deref() {
+        Some(secret) => crate::verify(
+            secret,
+            state.formats,
+            (bot.as_str(), chat.as_str()),
+            timestamp,
+            signature,
+            body,
+            now_secs(),
+        )
+        .err()
+        .map(Some),
+        None => Some(None),
+    };
+    match checked? {
+        // No secret, or one that does not match: the secret may have
+        // changed since it was read, which `handle` asks the store when due.
+        why @ (None | Some(SignatureRefusal::Wrong)) => {
+            (!state.secrets.reread_due(bot.as_str(), now)).then(|| unverified(why))
+        }
+        why => Some(unverified(why)),
+    }
 }
 
 /// The one log line per delivery: bot, chat, outcome, session, duration —
@@ -478,7 +547,7 @@ fn handle(
         Some(&claim),
     ) {
         Ok(delivered) => {
-            let mut response = axum::Json(delivered.to_json()).into_response();
+            let mut response = axum::Json(delivered.json()).into_response();
             response.extensions_mut().insert(Delivery {
                 outcome: delivered.outcome.wire_name(),
                 session: delivered.session.to_string(),

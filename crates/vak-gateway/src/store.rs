@@ -122,9 +122,23 @@ pub fn choose_store(
 /// Open the store for `home` as [`choose_store`] picks it. A PostgreSQL
 /// store must carry this build's schema.
 pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Arc<dyn Store>, LifecycleError> {
+    open_store_sized(home, flag).map(|(store, _)| store)
+}
+
+/// [`open_store`], and how many deliveries the store runs at once: a
+/// PostgreSQL store's connections, none for the file store (its
+/// deliveries wait on no pool).
+pub(crate) fn open_store_sized(
+    home: &Utf8Path,
+    flag: Option<&str>,
+) -> Result<(Arc<dyn Store>, Option<usize>), LifecycleError> {
     match choose_store(home, flag)?.0 {
-        StoreUrl::File => Ok(Arc::new(FileStore::new(home))),
-        StoreUrl::Postgres(url) => Ok(Arc::new(PgStore::open(&url)?)),
+        StoreUrl::File => Ok((Arc::new(FileStore::new(home)), None)),
+        StoreUrl::Postgres(url) => {
+            let store = PgStore::open(&url)?;
+            let width = store.connections();
+            Ok((Arc::new(store), Some(width)))
+        }
     }
 }
 

@@ -121,6 +121,11 @@ const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
 const CHECK_TIMEOUT: Duration = Duration::from_secs(2);
 
 impl Pool {
+    /// The most connections the pool opens.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+
     pub(crate) fn new(config: Config, connect_timeout: Duration, max: usize) -> Self {
         Pool {
             config,

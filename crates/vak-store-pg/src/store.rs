@@ -294,6 +294,13 @@ impl PgStore {
         })
     }
 
+    /// The most connections this process opens to the database
+    /// ([`DEFAULT_POOL`], or the URL's `vak_pool=N`): no more deliveries
+    /// than this run against it at once.
+    pub fn connections(&self) -> usize {
+        self.pool.max()
+    }
+
     /// Open the store at `url` and check that its schema is the one this
     /// build ships (`vak store migrate` applies it).
     pub fn open(url: &str) -> Result<Self, SessionError> {

@@ -114,6 +114,13 @@ fn create_continue_rotate(env: &Env) {
     assert_eq!(second.session, first.session);
     assert!(second.request.tail.contains("the build is red"));
     assert_eq!(second.to_json()["outcome"], "continued");
+    // The service writes the borrowed view straight into its answer: the
+    // bytes must read back as the very object `--format json` prints.
+    let answered = serde_json::to_vec(&second.json()).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&answered).unwrap(),
+        second.to_json()
+    );
 
     env.edit_prompt("You are the platform team's helper.");
     let third = deliver_to(env, &*store, "42", "and now?");
