@@ -26,8 +26,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::fr
 /// `options` set `statement_timeout` themselves.
 pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// How many connections one process opens at most.
-pub const DEFAULT_POOL: usize = 16;
+/// How many connections one process opens at most. Measured on a quiet
+/// 2-core machine sharing the node with the database, 12 delivered ~5 %
+/// more per second than 16 with less CPU per delivery on both sides
+/// (BENCHMARKS.md, fifth round); 8 and 10 did not gain.
+pub const DEFAULT_POOL: usize = 12;
 
 /// How a delivery serialises with others to the same chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
