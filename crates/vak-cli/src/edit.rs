@@ -200,12 +200,7 @@ impl TargetArgs {
             }
             (None, None) => SubLayer::Base,
         };
-        let scope = match self.scope {
-            Scope::Shared => CoreScope::Shared,
-            Scope::Project => CoreScope::Project,
-            Scope::Managed => return Err(managed_scope()),
-        };
-        let target = EditTarget::new(scope, sub, block).map_err(edit_error)?;
+        let target = EditTarget::new(self.scope.writable()?, sub, block).map_err(edit_error)?;
         let home = self.home.dir()?;
         let selectors = match &self.project {
             Some(project) => Selectors::new(home, project.clone()),
@@ -839,6 +834,18 @@ fn check_all(args: &CheckArgs) -> Result<(), CliError> {
 
 /// `--scope managed`: the managed layer is its administrator's, and vak
 /// never writes it.
+impl Scope {
+    /// The layer a save writes to: `--scope managed` is refused, naming who
+    /// owns that layer.
+    pub(crate) fn writable(self) -> Result<CoreScope, CliError> {
+        match self {
+            Scope::Shared => Ok(CoreScope::Shared),
+            Scope::Project => Ok(CoreScope::Project),
+            Scope::Managed => Err(managed_scope()),
+        }
+    }
+}
+
 fn managed_scope() -> CliError {
     CliError::Usage(format!(
         "--scope managed does not exist: the managed layer (`{}`, or `${}` where that is absent) belongs to the machine's administrator, and vak never writes it; edit the files there as its owner, and sign them with `vak managed sign` when it lists `managed_keys`; use --scope shared or --scope project for your own layers",

@@ -7,12 +7,12 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 use vak_core::history::Who;
 use vak_core::prompts::{Escaped, Name, NameKind};
-use vak_core::{Core, RuleSaveError, RuleTarget, Selectors};
+use vak_core::{Core, RuleSaveError, RuleTarget};
 
 use crate::CliError;
 use crate::edit::{NewTextArgs, OverBudgetArg, edit_error, tokens_line};
 use crate::out::{self, print_json};
-use crate::selectors::{Format, HomeArg, StoreArg, current_dir};
+use crate::selectors::{Format, HomeArg, StoreArg};
 
 /// `vak prompts rule …`
 #[derive(Debug, Clone, Subcommand)]
@@ -50,26 +50,8 @@ impl RuleTargetArgs {
     fn open(&self) -> Result<(Core, RuleTarget), CliError> {
         let name = Name::new(NameKind::Role, &self.name)
             .map_err(|e| CliError::Usage(format!("a rule name is {e}")))?;
-        let scope = match self.scope {
-            crate::edit::Scope::Shared => vak_core::Scope::Shared,
-            crate::edit::Scope::Project => vak_core::Scope::Project,
-            crate::edit::Scope::Managed => {
-                return Err(CliError::Usage(
-                    "the managed layer is never written by vak; its administrator edits and signs its files".to_owned(),
-                ));
-            }
-        };
-        let home = self.home.dir()?;
-        let selectors = match &self.project {
-            Some(project) => Selectors::new(home, project.clone()),
-            None => Selectors::discover(home, &current_dir()?)?,
-        };
-        let store = self.store.open(&selectors.home)?;
-        let core = Core::open(Selectors {
-            workdir: None,
-            ..selectors
-        })?
-        .with_store(store);
+        let scope = self.scope.writable()?;
+        let core = crate::selectors::open_core(&self.home, self.project.as_ref(), &self.store)?;
         Ok((
             core,
             RuleTarget {

@@ -114,6 +114,28 @@ pub(crate) fn home_dir(home: Option<&Utf8PathBuf>) -> Result<Utf8PathBuf, CliErr
     }
 }
 
+/// A `Core` for a save addressed by home, project and store flags (a rule
+/// file, an imported file): the project as given or found from the current
+/// directory, no working directory of its own, and the chosen store for the
+/// kept texts and versions.
+pub(crate) fn open_core(
+    home: &HomeArg,
+    project: Option<&Utf8PathBuf>,
+    store: &StoreArg,
+) -> Result<vak_core::Core, CliError> {
+    let home = home.dir()?;
+    let selectors = match project {
+        Some(project) => Selectors::new(home, project.clone()),
+        None => Selectors::discover(home, &current_dir()?)?,
+    };
+    let store = store.open(&selectors.home)?;
+    Ok(vak_core::Core::open(Selectors {
+        workdir: None,
+        ..selectors
+    })?
+    .with_store(store))
+}
+
 /// The current directory.
 pub(crate) fn current_dir() -> Result<Utf8PathBuf, CliError> {
     let cwd = std::env::current_dir().map_err(|source| CliError::Io {
