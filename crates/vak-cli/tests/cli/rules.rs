@@ -858,3 +858,32 @@ fn a_home_rule_save_never_writes_through_a_rules_directory_linked_out() {
     assert!(stderr(&out).contains("leads outside"), "{}", stderr(&out));
     assert!(fs::read_dir(outside.path()).unwrap().next().is_none());
 }
+
+#[test]
+fn a_rule_or_imported_file_is_never_saved_into_the_managed_layer() {
+    let env = payments_project();
+    for args in [
+        &[
+            "prompts", "rule", "set", "payments", "--scope", "managed", "-",
+        ][..],
+        &[
+            "prompts",
+            "imported",
+            "set",
+            "--scope",
+            "managed",
+            "parts/a.md",
+            "-",
+        ][..],
+    ] {
+        let out = env.vak_stdin(args, "- a rule\n");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("vak managed sign"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!env.home().join(".vak/prompts/rules").exists());
+    assert!(!env.home().join(".vak/prompts/parts").exists());
+}
