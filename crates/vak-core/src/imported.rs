@@ -237,14 +237,11 @@ impl Core {
         let _saving = crate::home::lock_saves(&selectors.home).map_err(EditError::Home)?;
         let current = vak_prompt_loader::current_digest(&path, root)?;
         let tokens = vak_prompt_budget::Encoding::default().count(text);
-        if current.as_deref() == Some(vak_prompt_blocks::sha256_hex(text).as_str()) {
-            let digest = current.unwrap_or_default();
+        if let Some(outcome) =
+            vak_prompt_loader::SaveOutcome::unchanged(path.clone(), current.as_deref(), text)
+        {
             return Ok(ImportedSaved {
-                outcome: vak_prompt_loader::SaveOutcome {
-                    path,
-                    previous: Some(digest.clone()),
-                    digest,
-                },
+                outcome,
                 recorded: false,
                 unrecorded: None,
                 tokens,

@@ -606,14 +606,11 @@ impl Core {
         let resolved = self.resolve()?;
         let set = self.scoped_rules();
         let before = crate::budget_of(&resolved).with_scoped_rules(&set);
-        if current.as_deref() == Some(vak_prompt_blocks::sha256_hex(text).as_str()) {
-            let digest = current.unwrap_or_default();
+        if let Some(outcome) =
+            vak_prompt_loader::SaveOutcome::unchanged(path.clone(), current.as_deref(), text)
+        {
             return Ok(RuleSaved {
-                outcome: vak_prompt_loader::SaveOutcome {
-                    path,
-                    previous: Some(digest.clone()),
-                    digest,
-                },
+                outcome,
                 budget: before,
                 recorded: false,
                 unrecorded: None,

@@ -163,6 +163,20 @@ pub struct SaveOutcome {
     pub previous: Option<Sha256Hex>,
 }
 
+impl SaveOutcome {
+    /// The outcome of saving `text` over a file whose sha256 is `current`
+    /// when that is already `text`'s: nothing to write, the digest stays.
+    /// `None` when the text differs (or there is no file).
+    pub fn unchanged(path: Utf8PathBuf, current: Option<&str>, text: &str) -> Option<SaveOutcome> {
+        let digest = current.filter(|current| *current == sha256_hex(text).as_str())?;
+        Some(SaveOutcome {
+            path,
+            digest: digest.to_owned(),
+            previous: Some(digest.to_owned()),
+        })
+    }
+}
+
 /// The sha256 of the file at `path`, `None` when there is none. The file
 /// must stay inside `root` (see [`crate::confine`]) and is read only up to
 /// [`MAX_FILE_BYTES`].
@@ -636,6 +650,26 @@ pub fn remove_checked(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unchanged_save_is_only_the_same_text_over_an_existing_file() {
+        let path = Utf8PathBuf::from("/h/.vak/prompts/rules/a.md");
+        let same = sha256_hex("- a\n");
+        let outcome = SaveOutcome::unchanged(path.clone(), Some(&same), "- a\n");
+        assert_eq!(
+            outcome,
+            Some(SaveOutcome {
+                path: path.clone(),
+                digest: same.clone(),
+                previous: Some(same.clone()),
+            })
+        );
+        assert_eq!(
+            SaveOutcome::unchanged(path.clone(), Some(&same), "- b\n"),
+            None
+        );
+        assert_eq!(SaveOutcome::unchanged(path, None, ""), None);
+    }
     use std::os::unix::fs::symlink;
     use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};

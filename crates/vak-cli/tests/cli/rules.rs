@@ -887,3 +887,55 @@ fn a_rule_or_imported_file_is_never_saved_into_the_managed_layer() {
     assert!(!env.home().join(".vak/prompts/rules").exists());
     assert!(!env.home().join(".vak/prompts/parts").exists());
 }
+
+#[test]
+fn saving_the_same_rule_or_imported_text_again_records_no_version() {
+    let env = payments_project();
+    let v2 = format!("{PAYMENTS}- And never store the CVV.\n");
+    for (save, log) in [
+        (
+            &[
+                "prompts", "rule", "set", "payments", "--format", "json", "-",
+            ][..],
+            &["prompts", "rule", "log", "payments"][..],
+        ),
+        (
+            &[
+                "prompts",
+                "imported",
+                "set",
+                "--scope",
+                "project",
+                "parts/a.md",
+                "--format",
+                "json",
+                "-",
+            ][..],
+            &[
+                "prompts",
+                "imported",
+                "log",
+                "--scope",
+                "project",
+                "parts/a.md",
+            ][..],
+        ),
+    ] {
+        let first = env.vak_stdin(save, &v2);
+        assert!(first.status.success(), "{save:?}: {}", stderr(&first));
+        let again = env.vak_stdin(save, &v2);
+        assert!(again.status.success(), "{save:?}: {}", stderr(&again));
+        let first: Value = serde_json::from_slice(&first.stdout).unwrap();
+        let again: Value = serde_json::from_slice(&again.stdout).unwrap();
+        assert_eq!(first["recorded"], true, "{first}");
+        assert_eq!(again["recorded"], false, "{again}");
+        assert_eq!(again["digest"], first["digest"]);
+        assert_eq!(again["previous"], first["digest"]);
+        let versions = env.json(log);
+        assert_eq!(
+            versions["versions"].as_array().unwrap().len(),
+            1,
+            "{versions}"
+        );
+    }
+}
