@@ -20,8 +20,9 @@
 //!   directory's modes and its key pins), `rules.rs` (the project walk a
 //!   scoped rule's globs are linted on), `watch.rs` (inotify), `write.rs`
 //!   (the layer writer);
-//! - the stores: `vak-store-file`, `vak-prompt-history`, `vak-store-pg`, and
-//!   the trust store's file (`vak-prompt-trust/src/store.rs`).
+//! - the stores: `vak-store-file` (the session store, and the object store
+//!   and version log behind `vak-prompt-history`'s interface), `vak-store-pg`,
+//!   and the trust store's file (`vak-prompt-trust/src/store.rs`).
 //!
 //! Everything else — vak-core, the admin, the gateway, the CLI, and the
 //! pure crates — reaches the file system through those owners (vak-core's
@@ -44,10 +45,10 @@ mod tests {
     /// before it (dev-dependencies are free).
     const LAYERS: [&str; 15] = [
         "vak-prompt-blocks",
+        "vak-prompt-history",
         "vak-fs",
         "vak-prompt-loader",
         "vak-prompt-trust",
-        "vak-prompt-history",
         "vak-session",
         "vak-store-file",
         "vak-prompt-compose",
@@ -61,7 +62,7 @@ mod tests {
     ];
 
     /// Crates that compute and hold no store: they may not depend on the
-    /// session store, PostgreSQL, or the version history.
+    /// session store or PostgreSQL.
     const PURE: [&str; 6] = [
         "vak-prompt-blocks",
         "vak-fs",
@@ -70,12 +71,7 @@ mod tests {
         "vak-prompt-budget",
         "vak-prompt-drift",
     ];
-    const STORES: [&str; 4] = [
-        "vak-session",
-        "vak-store-file",
-        "vak-store-pg",
-        "vak-prompt-history",
-    ];
+    const STORES: [&str; 3] = ["vak-session", "vak-store-file", "vak-store-pg"];
 
     /// Known exceptions to `PURE`, each to go: none today (the frozen
     /// contract's types moved from `vak-session` to the blocks crate).
@@ -161,8 +157,8 @@ mod tests {
 
     /// The contract crate's `vak-*` dependencies, and why: the contract's
     /// types (`vak-prompt-blocks`) and the `History` trait `Store::history`
-    /// returns (`vak-prompt-history`). Storage (the floor, the loader's
-    /// confinement) is the stores' own.
+    /// returns (`vak-prompt-history`, itself a contract). Storage (the
+    /// floor, the loader's confinement) is the stores' own.
     const CONTRACT_DEPS: [&str; 2] = ["vak-prompt-blocks", "vak-prompt-history"];
 
     #[test]
@@ -174,10 +170,35 @@ mod tests {
             );
         }
         let owners: Vec<&str> = FS_OWNERS.iter().map(|(owner, _)| *owner).collect();
-        assert!(
-            !owners.iter().any(|o| o.starts_with("crates/vak-session/")),
-            "vak-session is a file-system owner: the contract crate names no file"
-        );
+        for contract in ["crates/vak-session/", "crates/vak-prompt-history/"] {
+            assert!(
+                !owners.iter().any(|o| o.starts_with(contract)),
+                "{contract} is a file-system owner: a contract crate names no file"
+            );
+        }
+        // Not even through a dependency: the contract's whole closure holds
+        // no storage, so a store's backend can change without it.
+        let mut reached = vec!["vak-session".to_owned()];
+        let mut at = 0;
+        while at < reached.len() {
+            for dep in dependencies(&reached[at]) {
+                if !reached.contains(&dep) {
+                    reached.push(dep);
+                }
+            }
+            at += 1;
+        }
+        for storage in [
+            "vak-fs",
+            "vak-prompt-loader",
+            "vak-store-file",
+            "vak-store-pg",
+        ] {
+            assert!(
+                !reached.iter().any(|r| r == storage),
+                "vak-session reaches {storage} through its dependencies ({reached:?}): keep storage out of the contract's closure"
+            );
+        }
     }
 
     /// Every `.rs` file under `crates/*/src`.
@@ -630,12 +651,11 @@ mod tests {
 
     /// The sources that may name the file system, and why: a crate's
     /// directory (all of it) or one file.
-    const FS_OWNERS: [(&str, &str); 11] = [
+    const FS_OWNERS: [(&str, &str); 10] = [
         ("crates/vak-fs/", "the floor"),
-        ("crates/vak-store-file/", "the file store"),
         (
-            "crates/vak-prompt-history/",
-            "the object store and version log",
+            "crates/vak-store-file/",
+            "the file store, its object store and version log",
         ),
         ("crates/vak-store-pg/", "the PostgreSQL store"),
         (

@@ -2,14 +2,13 @@
 //! caller reaches them through the store it was given (the home's files or
 //! PostgreSQL) and never names a backend.
 //!
-//! [`FileHistory`] is the file backend: the [`ObjectStore`] and the
-//! [`VersionLog`] of one home, in today's formats. The PostgreSQL backend
-//! lives with the rest of that store (`vak-store-pg`).
+//! The backends live with the rest of their store: the home's files in
+//! `vak-store-file`, the PostgreSQL tables in `vak-store-pg`. This crate
+//! holds no storage of its own.
 
-use camino::Utf8Path;
 use vak_prompt_blocks::Sha256Hex;
 
-use crate::{HistoryError, ObjectStore, VersionLog, VersionRecord, Versions};
+use crate::{HistoryError, VersionRecord, Versions};
 
 /// Kept texts (content-addressed, immutable, verified on every read) and
 /// version records (append-only), behind one interface.
@@ -88,70 +87,5 @@ pub trait History: Send + Sync + std::fmt::Debug {
             Err(error) if error.is_not_kept() => Ok(None),
             Err(error) => Err(error),
         }
-    }
-}
-
-/// The file backend of [`History`]: `objects/` and `history/versions.jsonl`
-/// under `$VAK_HOME/.vak/`.
-#[derive(Debug, Clone)]
-pub struct FileHistory {
-    objects: ObjectStore,
-    log: VersionLog,
-}
-
-impl FileHistory {
-    /// The history of `home`. Nothing is touched until it is used.
-    pub fn new(home: &Utf8Path) -> Self {
-        FileHistory {
-            objects: ObjectStore::new(home),
-            log: VersionLog::new(home),
-        }
-    }
-
-    /// The object store.
-    pub fn objects(&self) -> &ObjectStore {
-        &self.objects
-    }
-
-    /// The version log.
-    pub fn log(&self) -> &VersionLog {
-        &self.log
-    }
-}
-
-impl History for FileHistory {
-    fn history_location(&self) -> String {
-        format!(
-            "the file store in `{}`",
-            vak_prompt_blocks::Escaped(self.objects.dir().parent().map_or("", |p| p.as_str()))
-        )
-    }
-
-    fn put_object(&self, text: &str) -> Result<Sha256Hex, HistoryError> {
-        self.objects.put(text)
-    }
-
-    fn get_object(&self, digest: &str) -> Result<String, HistoryError> {
-        self.objects.get(digest)
-    }
-
-    fn check_appendable(&self) -> Result<(), HistoryError> {
-        self.log.check_appendable()
-    }
-
-    fn append_version(&self, record: &VersionRecord) -> Result<(), HistoryError> {
-        self.log.append(record)
-    }
-
-    fn versions_of(&self, target: &str) -> Result<Versions, HistoryError> {
-        self.log.for_target(target)
-    }
-
-    fn all_versions(&self) -> Result<Versions, HistoryError> {
-        self.log.read(|_| true)
-    }
-
-    fn object_digests(&self) -> Result<Vec<Sha256Hex>, HistoryError> {
-        self.objects.digests()
     }
 }

@@ -21,12 +21,13 @@
 mod audit;
 mod bindings;
 mod file;
+mod history;
 mod jsonl;
 mod ledger;
 mod store;
 
 pub use audit::AuditLog;
 pub use bindings::{BindingGuard, BindingStore, ChatLock};
+pub use history::{FileHistory, ObjectStore, VersionLog};
 pub use ledger::{PENDING_MAX_AGE, SessionStore};
 pub use store::FileStore;
-pub use vak_prompt_history::FileHistory;

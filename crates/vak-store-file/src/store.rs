@@ -8,7 +8,9 @@
 
 use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::Name;
-use vak_prompt_history::{FileHistory, History};
+use vak_prompt_history::History;
+
+use crate::FileHistory;
 use vak_session::{
     AuditEntries, Binding, Bound, BoundSession, ChatPlan, Claim, Committed, FreshSession,
     FrozenContract, Header, Ledger, Record, SecurityEvent, SessionError, SessionId, SessionMeta,

@@ -22,9 +22,9 @@ pub use vak_prompt_history::unified_diff as unified;
 use vak_session::PromptLayerDescriptor;
 
 pub use vak_prompt_history::{
-    Action, FileHistory, History, HistoryError, MAX_OBJECT_BYTES, VersionLog, VersionRecord,
-    Versions, is_digest,
+    Action, History, HistoryError, MAX_OBJECT_BYTES, VersionRecord, Versions, is_digest,
 };
+pub use vak_store_file::{FileHistory, VersionLog};
 
 mod session;
 mod trust_preview;

@@ -13,93 +13,14 @@ use std::io::{BufRead, BufReader, Read as _, Seek, SeekFrom, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use serde::{Deserialize, Serialize};
 
-use crate::HistoryError;
-use crate::objects::store_dir;
+use vak_prompt_history::{HistoryError, MAX_RECORD_BYTES, VersionRecord, Versions};
+
+use super::objects::store_dir;
+use super::{io_error, refusal_error};
 use vak_prompt_loader::confine::ConfinedDir;
 
-/// The longest record line read or written. A record names one file or key
-/// and two digests; far below this.
-pub const MAX_RECORD_BYTES: usize = 64 * 1024;
-
 const LOG_NAME: &str = "versions.jsonl";
-
-/// What a change did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "kebab-case")]
-pub enum Action {
-    /// `set`, `edit`, or an admin save.
-    #[default]
-    Save,
-    /// `reset`: the file removed.
-    Reset,
-    /// `revert`: an earlier version saved back.
-    Revert,
-}
-
-impl Action {
-    /// The word a listing shows.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Action::Save => "save",
-            Action::Reset => "reset",
-            Action::Revert => "revert",
-        }
-    }
-}
-
-/// One change to one layer file or gateway key.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(default)]
-pub struct VersionRecord {
-    /// Always `version`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    /// RFC 3339 UTC, when the change was written.
-    pub time: String,
-    /// Who: `user:<os user>` or `admin-token:<id>`.
-    pub who: String,
-    /// What the change was.
-    pub action: Action,
-    /// The file path, or the gateway key (`bots.json#/<bot>/prompts/identity`).
-    pub target: String,
-    /// The block's wire name.
-    pub block: String,
-    /// The file's sha256 before (`None`: there was no file).
-    pub before: Option<String>,
-    /// The file's sha256 after (`None`: the file was removed).
-    pub after: Option<String>,
-    /// Tokens of the text after (`None` after a reset).
-    pub tokens: Option<usize>,
-    /// Whether the change was made with a chain it reaches over the cap,
-    /// because the user asked for it (`--over-budget`, the admin API's
-    /// `over_budget`). Written only when true; older readers ignore it.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub over_cap: bool,
-}
-
-impl VersionRecord {
-    /// A record of a change to `target`.
-    pub fn new(target: &str, block: &str, action: Action) -> Self {
-        VersionRecord {
-            kind: "version".to_owned(),
-            target: target.to_owned(),
-            block: block.to_owned(),
-            action,
-            ..VersionRecord::default()
-        }
-    }
-}
-
-/// The records for one target, oldest first, and what was skipped.
-#[derive(Debug, Clone, Default)]
-pub struct Versions {
-    /// The records, oldest first.
-    pub records: Vec<VersionRecord>,
-    /// Lines skipped: torn, not a record, or over the bound.
-    pub skipped: usize,
-}
 
 /// The version log of one home.
 #[derive(Debug, Clone)]
@@ -145,7 +66,7 @@ impl VersionLog {
         // id, which another local user could test guessed tokens against.
         let file = dir
             .open_append(LOG_NAME, 0o600)
-            .map_err(|refusal| HistoryError::refusal(&self.path(), refusal))?;
+            .map_err(|refusal| refusal_error(&self.path(), refusal))?;
         Ok((dir, file))
     }
 
@@ -159,7 +80,7 @@ impl VersionLog {
     pub fn append(&self, record: &VersionRecord) -> Result<(), HistoryError> {
         let path = self.path();
         let mut line = serde_json::to_string(record)
-            .map_err(|e| HistoryError::io("encode a record for", &path)(e.into()))?;
+            .map_err(|e| io_error("encode a record for", &path)(e.into()))?;
         line.push('\n');
         if line.len() > MAX_RECORD_BYTES {
             return Err(HistoryError::TooLarge {
@@ -172,10 +93,10 @@ impl VersionLog {
             });
         }
         let (dir, mut file) = self.open_for_append()?;
-        file.lock().map_err(HistoryError::io("lock", &path))?;
+        file.lock().map_err(io_error("lock", &path))?;
         let metadata = file
             .metadata()
-            .map_err(HistoryError::io("read the size of", &path))?;
+            .map_err(io_error("read the size of", &path))?;
         // A log made before it was owner-only is narrowed on its next
         // append; one this user does not own (or an append-only one) is
         // left as it is rather than losing the record.
@@ -187,7 +108,7 @@ impl VersionLog {
             let mut last = [0u8; 1];
             file.seek(SeekFrom::Start(len - 1))
                 .and_then(|_| file.read_exact(&mut last))
-                .map_err(HistoryError::io("read", &path))?;
+                .map_err(io_error("read", &path))?;
             if last[0] != b'\n' {
                 line.insert(0, '\n');
             }
@@ -196,13 +117,13 @@ impl VersionLog {
             // A full disk or a file-size limit cut the record short: take
             // the part-line back, so the log ends where it did.
             let _ = file.set_len(len);
-            return Err(HistoryError::io("append to", &path)(error));
+            return Err(io_error("append to", &path)(error));
         }
-        file.sync_all().map_err(HistoryError::io("sync", &path))?;
+        file.sync_all().map_err(io_error("sync", &path))?;
         if len == 0 {
             dir.as_file()
                 .and_then(|handle| handle.sync_all())
-                .map_err(HistoryError::io("sync the directory", &self.dir))?;
+                .map_err(io_error("sync the directory", &self.dir))?;
         }
         Ok(())
     }
@@ -230,10 +151,9 @@ impl VersionLog {
         let file = match dir.open_regular_nofollow(LOG_NAME) {
             Ok(Some(file)) => file,
             Ok(None) => return Ok(Versions::default()),
-            Err(refusal) => return Err(HistoryError::refusal(&path, refusal)),
+            Err(refusal) => return Err(refusal_error(&path, refusal)),
         };
-        file.lock_shared()
-            .map_err(HistoryError::io("lock", &path))?;
+        file.lock_shared().map_err(io_error("lock", &path))?;
         let mut reader = BufReader::new(file);
         let mut out = Versions::default();
         let mut buf = Vec::new();
@@ -242,7 +162,7 @@ impl VersionLog {
             let read = (&mut reader)
                 .take(MAX_RECORD_BYTES as u64 + 1)
                 .read_until(b'\n', &mut buf)
-                .map_err(HistoryError::io("read", &path))?;
+                .map_err(io_error("read", &path))?;
             if read == 0 {
                 break;
             }
@@ -250,7 +170,7 @@ impl VersionLog {
                 if buf.len() > MAX_RECORD_BYTES {
                     // Too long: skip the rest of the line without keeping it.
                     out.skipped += 1;
-                    skip_line(&mut reader).map_err(HistoryError::io("read", &path))?;
+                    skip_line(&mut reader).map_err(io_error("read", &path))?;
                 } else {
                     // A torn last line.
                     out.skipped += 1;
@@ -266,7 +186,7 @@ impl VersionLog {
                         && [&record.before, &record.after]
                             .into_iter()
                             .flatten()
-                            .all(|d| crate::objects::is_digest(d)) =>
+                            .all(|d| vak_prompt_history::is_digest(d)) =>
                 {
                     if keep(&record) {
                         out.records.push(record);
@@ -298,6 +218,7 @@ fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
 mod tests {
     use super::*;
     use std::fs;
+    use vak_prompt_history::Action;
 
     fn home() -> (tempfile::TempDir, Utf8PathBuf) {
         let dir = tempfile::tempdir().unwrap();

@@ -12,60 +12,14 @@ use std::fs;
 use std::io::Write as _;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use vak_prompt_blocks::{Sha256Hex, sha256_hex};
+use vak_prompt_blocks::Sha256Hex;
 use vak_prompt_loader::confine::{ConfinedDir, ConfinedRoot, Refusal, read_bounded};
 
-use crate::HistoryError;
+use vak_prompt_history::{
+    HistoryError, MAX_OBJECT_BYTES, is_digest, object_digest, verified_object,
+};
 
-/// The largest text kept: the gateway JSON bound (the largest input a
-/// single contribution can come from).
-pub const MAX_OBJECT_BYTES: u64 = 1024 * 1024;
-
-/// The digest `text` is kept under, refusing a text over
-/// [`MAX_OBJECT_BYTES`]: the one size rule of every object store.
-///
-/// # Errors
-///
-/// [`HistoryError::TooLarge`], naming the text by its digest.
-pub fn object_digest(text: &str) -> Result<Sha256Hex, HistoryError> {
-    let bytes = text.len() as u64;
-    let digest = sha256_hex(text);
-    if bytes > MAX_OBJECT_BYTES {
-        return Err(HistoryError::TooLarge {
-            what: format!("the text with sha256 {digest}"),
-            bytes,
-            limit: MAX_OBJECT_BYTES,
-        });
-    }
-    Ok(digest)
-}
-
-/// The text of an object read back under `digest`, only if its bytes hash
-/// to it and are UTF-8: what every object store checks before serving one.
-/// `altered` makes the store's own error from what the bytes really are.
-///
-/// # Errors
-///
-/// `altered(actual digest)`, or `altered("bytes that are not UTF-8")`.
-pub fn verified_object(
-    digest: &str,
-    bytes: Vec<u8>,
-    altered: impl Fn(String) -> HistoryError,
-) -> Result<String, HistoryError> {
-    let actual = sha256_hex(&bytes);
-    if actual != digest {
-        return Err(altered(actual));
-    }
-    String::from_utf8(bytes).map_err(|_| altered("bytes that are not UTF-8".to_owned()))
-}
-
-/// Whether `digest` is a sha256 as vak writes them: 64 lowercase hex digits.
-pub fn is_digest(digest: &str) -> bool {
-    digest.len() == 64
-        && digest
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-}
+use super::{io_error, refusal_error};
 
 /// The object store of one home.
 #[derive(Debug, Clone)]
@@ -89,12 +43,9 @@ pub(crate) fn store_dir(
         why: refusal.to_string(),
     })?;
     if create {
-        vak_prompt_loader::create_dirs(home)
-            .map_err(HistoryError::io("create the vak home", home))?;
+        vak_prompt_loader::create_dirs(home).map_err(io_error("create the vak home", home))?;
     }
-    let Some(root) =
-        ConfinedRoot::new(home).map_err(HistoryError::io("open the vak home", home))?
-    else {
+    let Some(root) = ConfinedRoot::new(home).map_err(io_error("open the vak home", home))? else {
         return Ok(None);
     };
     if create {
@@ -105,7 +56,7 @@ pub(crate) fn store_dir(
                 None => break,
             }
         }
-        let real = fs::canonicalize(existing).map_err(HistoryError::io("open", existing))?;
+        let real = fs::canonicalize(existing).map_err(io_error("open", existing))?;
         if !real.starts_with(root.real()) {
             return Err(HistoryError::Refused {
                 path: dir.to_owned(),
@@ -115,10 +66,9 @@ pub(crate) fn store_dir(
                 ),
             });
         }
-        vak_prompt_loader::create_dirs(dir)
-            .map_err(HistoryError::io("create the directory", dir))?;
+        vak_prompt_loader::create_dirs(dir).map_err(io_error("create the directory", dir))?;
     }
-    ConfinedDir::open(dir, &root).map_err(|refusal| HistoryError::refusal(dir, refusal))
+    ConfinedDir::open(dir, &root).map_err(|refusal| refusal_error(dir, refusal))
 }
 
 impl ObjectStore {
@@ -163,19 +113,19 @@ impl ObjectStore {
                 }
             }
             Ok(None) => {}
-            Err(refusal) => return Err(HistoryError::refusal(&path, refusal)),
+            Err(refusal) => return Err(refusal_error(&path, refusal)),
         }
         let (temp, mut file) = vak_prompt_loader::create_temp(&format!("{digest}.tmp"), |temp| {
             dir.create_new(temp, 0o444)
         })
-        .map_err(HistoryError::io("create a temporary file for", &path))?;
+        .map_err(io_error("create a temporary file for", &path))?;
         let written = (|| {
             file.write_all(text.as_bytes())
-                .map_err(HistoryError::io("write a temporary file for", &path))?;
+                .map_err(io_error("write a temporary file for", &path))?;
             file.sync_all()
-                .map_err(HistoryError::io("sync a temporary file for", &path))?;
+                .map_err(io_error("sync a temporary file for", &path))?;
             dir.rename(&temp, &digest)
-                .map_err(HistoryError::io("rename into place", &path))
+                .map_err(io_error("rename into place", &path))
         })();
         if let Err(error) = written {
             let _ = dir.unlink(&temp);
@@ -183,7 +133,7 @@ impl ObjectStore {
         }
         dir.as_file()
             .and_then(|handle| handle.sync_all())
-            .map_err(HistoryError::io("sync the directory", &self.dir))?;
+            .map_err(io_error("sync the directory", &self.dir))?;
         Ok(digest)
     }
 
@@ -210,7 +160,7 @@ impl ObjectStore {
         let file = match dir.open_regular_nofollow(digest) {
             Ok(Some(file)) => file,
             Ok(None) => return Err(not_kept()),
-            Err(refusal) => return Err(HistoryError::refusal(&path, refusal)),
+            Err(refusal) => return Err(refusal_error(&path, refusal)),
         };
         let bytes = read_bounded(file, MAX_OBJECT_BYTES).map_err(|refusal| match refusal {
             Refusal::TooLarge { .. } => HistoryError::Corrupt {
@@ -218,7 +168,7 @@ impl ObjectStore {
                 path: path.clone(),
                 actual: "more bytes than any kept text".to_owned(),
             },
-            other => HistoryError::refusal(&path, other),
+            other => refusal_error(&path, other),
         })?;
         verified_object(digest, bytes, |actual| HistoryError::Corrupt {
             digest: digest.to_owned(),
@@ -241,11 +191,11 @@ impl ObjectStore {
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(error) => return Err(HistoryError::io("list", &self.dir)(error)),
+            Err(error) => return Err(io_error("list", &self.dir)(error)),
         };
         let mut out = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(HistoryError::io("list", &self.dir))?;
+            let entry = entry.map_err(io_error("list", &self.dir))?;
             if let Some(name) = entry.file_name().to_str()
                 && is_digest(name)
             {
@@ -275,6 +225,7 @@ impl ObjectStore {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use vak_prompt_blocks::sha256_hex;
 
     fn home() -> (tempfile::TempDir, Utf8PathBuf) {
         let dir = tempfile::tempdir().unwrap();
