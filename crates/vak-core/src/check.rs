@@ -52,11 +52,18 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         mut snapshot,
         mut tokens,
         mut compose,
-        ..
+        mut reach,
     } = CheckInputs::default();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
+        // A chat's chain is bounded from its bot's (`crate::reach`) and
+        // composed only when the bound does not prove it within the cap:
+        // only a composed chain is ever reported over.
+        if let Some(visited) = reach.fits(chain, 1, &mut snapshot) {
+            chains += 1;
+            return ControlFlow::Continue(Some(visited));
+        }
         let core = opened.reselect(chain.clone());
         let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
@@ -70,6 +77,7 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         };
         let resolved = core.compose_with(&loaded, trust, TailContext::now(), &mut compose);
         let budget = budget_with(&resolved, &mut tokens).with_rule_texts(&rules, &mut tokens);
+        reach.note(chain, 0, &resolved, &budget.report, &mut tokens);
         chains += 1;
         if budget.report.is_over() {
             // Named without ", project trusted": every chain here has the

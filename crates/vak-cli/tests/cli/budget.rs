@@ -249,3 +249,140 @@ fn a_save_that_changes_nothing_records_no_version() {
     let reset: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
     assert_eq!(reset["recorded"], false, "{reset}");
 }
+
+/// A home as large as a busy gateway makes it: `chats` chats over two bots,
+/// each with a guardrail and a surface note of its own, three roles with a
+/// directory, and a project whose `AGENTS.md` only applies once trusted.
+fn busy_gateway(chats: usize, big_chat: Option<&str>) -> Env {
+    let env = Env::empty();
+    env.set_cap(8192);
+    env.write_home(".vak/prompts/identity.md", "You are the helpdesk's agent.");
+    for role in ["reviewer", "writer", "ops"] {
+        env.write_home(
+            &format!(".vak/prompts/agents/{role}/identity.md"),
+            &format!("You are the {role}."),
+        );
+    }
+    env.write_home(
+        ".vak/gateway/bots.json",
+        r#"{"b0": {"prompts": {"identity": "You are bot zero."}}, "b1": {}}"#,
+    );
+    let mut bots = Vec::new();
+    for bot in ["b0", "b1"] {
+        let mut entries: Vec<String> = (0..chats / 2)
+            .map(|n| {
+                format!(
+                    r#""{bot}-{n}": {{"prompts": {{"guardrails": "- chat {n} of {bot} answers in its room's language", "surface-note": "Chat {n} reads on a wall screen."}}}}"#
+                )
+            })
+            .collect();
+        if bot == "b0"
+            && let Some(text) = big_chat
+        {
+            entries.push(format!(
+                r#""big": {{"prompts": {{"guardrails": {}}}}}"#,
+                serde_json::Value::from(text)
+            ));
+        }
+        bots.push(format!(r#""{bot}": {{{}}}"#, entries.join(", ")));
+    }
+    env.write_home(
+        ".vak/gateway/allowlist.json",
+        &format!("{{{}}}", bots.join(", ")),
+    );
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project(".vak/prompts/identity.md", "You work on this service.");
+    let build: String = (0..60)
+        .map(|i| {
+            format!(
+                "- Build step {i}: run `make step-{i}` and read its whole log before going on.\n"
+            )
+        })
+        .collect();
+    env.write_project("AGENTS.md", &build);
+    env.write_project(
+        "services/api/AGENTS.md",
+        "- The API's tests run with `make api-test`.\n",
+    );
+    env
+}
+
+/// The chat chain `big` of bot `b0`, untrusted, in prefix tokens.
+fn big_chat_tokens(env: &Env) -> u64 {
+    let json = env.json(&[
+        "prompts",
+        "check",
+        "--surface",
+        "chat",
+        "--bot",
+        "b0",
+        "--chat",
+        "big",
+    ]);
+    json["tokens"]["prefix"].as_u64().unwrap()
+}
+
+#[test]
+fn trust_and_check_all_budget_every_chat_of_a_busy_gateway_and_name_the_one_over() {
+    // 3,000 chats × 4 roles (none and three) × 2 directory layers × the
+    // surfaces, at the default cap: every chain budgeted, none left out
+    // for the work bound, and the one chat that trust pushes over named.
+    let room_rules = |n: usize| -> String {
+        (0..n)
+            .map(|i| format!("- Room rule {i}: never post a ticket's contents outside its room.\n"))
+            .collect()
+    };
+    // The big chat's chain untrusted, measured at two sizes, then sized to
+    // sit a little under the cap: trusting the project's `AGENTS.md`
+    // (several hundred tokens) pushes it over, and no other chat's chain
+    // comes near.
+    let at_size = |n: usize| big_chat_tokens(&busy_gateway(2, Some(&room_rules(n))));
+    let (small, large) = (at_size(10), at_size(110));
+    let per_rule = (large - small) / 100;
+    let rules = 10 + ((8192 - 250 - small) / per_rule) as usize;
+    let env = busy_gateway(3000, Some(&room_rules(rules)));
+    let untrusted = big_chat_tokens(&env);
+    assert!(
+        (8192 - 400..=8192).contains(&untrusted),
+        "the big chat's chain is just under the cap untrusted: {untrusted}"
+    );
+
+    let out = env.vak(&["trust"]);
+    assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
+    let said = stderr(&out);
+    at(&said, "chat `big`");
+    assert!(
+        !said.contains("not every chain was budgeted"),
+        "no chain is left out at this size:\n{said}"
+    );
+    assert!(!said.contains("b1-"), "only the big chat is over:\n{said}");
+    assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
+
+    // `check --all` counts every chain, and finds none over untrusted.
+    let check = env.vak(&["prompts", "check", "--all"]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let all = format!("{}{}", stdout(&check), stderr(&check));
+    assert!(!all.contains("not every chain was budgeted"), "{all}");
+    at(&all, "every one is within its cap");
+    let checked: usize = all
+        .split("checked ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("a count of chains:\n{all}"));
+    assert!(
+        checked > 3000 * 4,
+        "every chat with every role: {checked}\n{all}"
+    );
+
+    // Without the big chat, trust succeeds and leaves nothing unchecked.
+    let env = busy_gateway(3000, None);
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("not every chain"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(env.ok(&["trust", "--list"]).lines().count(), 1);
+}

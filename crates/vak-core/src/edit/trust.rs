@@ -101,7 +101,7 @@ pub fn untrust(home: &Utf8Path, project: &Utf8Path) -> Result<UntrustOutcome, Co
 pub fn trust_budget(selectors: &Selectors) -> Result<TrustBudget, CoreError> {
     use std::ops::ControlFlow;
     let mut budget: Option<TrustBudget> = None;
-    let left_out = walk_trust_chains(selectors, |step| {
+    let left_out = walk_chains(selectors, Chats::Bounded, |step| {
         let budget = budget.get_or_insert_with(|| TrustBudget {
             before: step.before,
             after: step.after,
@@ -150,6 +150,27 @@ pub struct TrustStep<'a> {
 /// When the named chain cannot be loaded at all.
 pub fn walk_trust_chains(
     selectors: &Selectors,
+    visit: impl FnMut(TrustStep<'_>) -> std::ops::ControlFlow<()>,
+) -> Result<ChainsLeftOut, CoreError> {
+    walk_chains(selectors, Chats::Composed, visit)
+}
+
+/// How [`walk_chains`] takes a gateway chat's chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chats {
+    /// Each composed and handed to the visitor (a preview shows each).
+    Composed,
+    /// Bounded from its bot's chain (`crate::reach`), and composed only
+    /// when the bound does not prove trust leaves it within the cap: a
+    /// budget needs only the chains trust could push over, and a home with
+    /// thousands of chats would otherwise spend the work bound on them.
+    Bounded,
+}
+
+/// [`walk_trust_chains`], with chat chains taken as `chats` says.
+fn walk_chains(
+    selectors: &Selectors,
+    chats: Chats,
     mut visit: impl FnMut(TrustStep<'_>) -> std::ops::ControlFlow<()>,
 ) -> Result<ChainsLeftOut, CoreError> {
     use std::ops::ControlFlow;
@@ -167,12 +188,19 @@ pub fn walk_trust_chains(
         mut snapshot,
         mut tokens,
         mut compose,
-        ..
+        mut reach,
     } = CheckInputs::default();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
+        // The named chain is always composed: its budget is the one shown.
+        if chats == Chats::Bounded
+            && !first
+            && let Some(visited) = reach.fits(chain, 1, &mut snapshot)
+        {
+            return ControlFlow::Continue(Some(visited));
+        }
         let core = opened.reselect(chain.clone());
         let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
@@ -184,6 +212,15 @@ pub fn walk_trust_chains(
         let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
         let before = budget_with(&untrusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
         let after = budget_with(&trusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
+        if chats == Chats::Bounded {
+            // A chat's chain is proved safe only within both caps: trust
+            // must neither push it over the cap in force after trust nor,
+            // where the project's config raises the cap, past the one
+            // before ([`trust_pushes_over`]).
+            let mut within = after.report.clone();
+            within.cap = within.cap.min(before.report.cap);
+            reach.note(chain, 0, &trusted, &within, &mut tokens);
+        }
         let visited = Visited {
             tokens: after.report.prefix_tokens,
             work: chain_work(&loaded, [&before.report, &after.report]),
