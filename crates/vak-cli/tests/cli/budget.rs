@@ -386,3 +386,38 @@ fn trust_and_check_all_budget_every_chat_of_a_busy_gateway_and_name_the_one_over
     );
     assert_eq!(env.ok(&["trust", "--list"]).lines().count(), 1);
 }
+
+#[test]
+fn trust_with_eighteen_hundred_roles_budgets_every_chain() {
+    // 1,800 roles × 5 surfaces × 3 directory layers: 27,000 chains. Each is
+    // counted once trusted, and untrusted only when trusted it is over the
+    // cap, so `trust` answers for every chain instead of stopping at its
+    // work bound and refusing the project as unchecked.
+    let env = Env::empty();
+    env.set_cap(8192);
+    env.write_home(".vak/prompts/identity.md", "You are the team's agent.");
+    for role in 0..1800 {
+        env.write_home(
+            &format!(".vak/prompts/agents/role{role}/identity.md"),
+            &format!("You are role {role}. ").repeat(5),
+        );
+    }
+    std::fs::create_dir_all(env.project().join(".git")).unwrap();
+    env.write_project(".vak/prompts/identity.md", "You work here.");
+    let steps: String = (0..30).map(|i| format!("- Step {i}.\n")).collect();
+    env.write_project("AGENTS.md", &steps);
+    env.write_project("web/AGENTS.md", "- Web rules.\n");
+    env.write_project("api/AGENTS.md", "- API rules.\n");
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("not every chain"),
+        "{}",
+        stderr(&out)
+    );
+    let check = env.vak(&["prompts", "check", "--all"]);
+    assert!(check.status.success(), "{}", stderr(&check));
+    let all = format!("{}{}", stdout(&check), stderr(&check));
+    at(&all, "checked 27015 chains");
+    at(&all, "every one is within its cap");
+}

@@ -164,7 +164,19 @@ enum Chats {
     /// when the bound does not prove trust leaves it within the cap: a
     /// budget needs only the chains trust could push over, and a home with
     /// thousands of chats would otherwise spend the work bound on them.
+    /// Any other chain is composed untrusted only when its trusted count is
+    /// not within the cap (a save's check does the same), and handed to the
+    /// visitor only then: the budget collects only chains over.
     Bounded,
+}
+
+/// `after`, judged by the lower of its cap and `cap_before`: what a chain
+/// must be within for trust not to push it over ([`trust_pushes_over`]).
+fn within_both(after: &BudgetReport, cap_before: usize) -> BudgetReport {
+    BudgetReport {
+        cap: after.cap.min(cap_before),
+        ..after.clone()
+    }
 }
 
 /// [`walk_trust_chains`], with chat chains taken as `chats` says.
@@ -192,6 +204,7 @@ fn walk_chains(
     } = CheckInputs::default();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
+    let mut cap_before: Option<usize> = None;
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {
         let first = std::mem::take(&mut named);
         // The named chain is always composed: its budget is the one shown.
@@ -207,19 +220,36 @@ fn walk_chains(
             Err(error) if first => return ControlFlow::Break(Err(error)),
             Err(_) => return ControlFlow::Continue(None),
         };
+        let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
+        let after = budget_with(&trusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
+        if chats == Chats::Bounded
+            && let Some(cap_before) = cap_before
+        {
+            // Trust pushes a chain over only past the cap after trust or,
+            // where the project's config raises it, past the one before
+            // ([`trust_pushes_over`]); within the lower of the two, a chain
+            // needs no untrusted count, and bounds its chats the same way.
+            let within = within_both(&after.report, cap_before);
+            reach.note(chain, 0, &trusted, &within, &mut tokens);
+            if !within.is_over() {
+                return ControlFlow::Continue(Some(Visited {
+                    tokens: after.report.prefix_tokens,
+                    work: chain_work(&loaded, [&after.report]),
+                }));
+            }
+        }
         let untrusted =
             core.compose_with(&loaded, Trust::Untrusted, TailContext::now(), &mut compose);
-        let trusted = core.compose_with(&loaded, Trust::Trusted, TailContext::now(), &mut compose);
         let before = budget_with(&untrusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
-        let after = budget_with(&trusted, &mut tokens).with_rule_texts(&rules, &mut tokens);
-        if chats == Chats::Bounded {
-            // A chat's chain is proved safe only within both caps: trust
-            // must neither push it over the cap in force after trust nor,
-            // where the project's config raises the cap, past the one
-            // before ([`trust_pushes_over`]).
-            let mut within = after.report.clone();
-            within.cap = within.cap.min(before.report.cap);
-            reach.note(chain, 0, &trusted, &within, &mut tokens);
+        // Every chain of the project has the same cap before trust (the
+        // home's config, lowered only by the project's own), read from the
+        // named chain, which is always composed both ways.
+        if first {
+            cap_before = Some(before.report.cap);
+            if chats == Chats::Bounded {
+                let within = within_both(&after.report, before.report.cap);
+                reach.note(chain, 0, &trusted, &within, &mut tokens);
+            }
         }
         let visited = Visited {
             tokens: after.report.prefix_tokens,
