@@ -307,6 +307,17 @@ fn busy_gateway(chats: usize, big_chat: Option<&str>) -> Env {
     env
 }
 
+/// `vak trust` succeeds, with no chain left out of its budget.
+fn trusted_with_every_chain_budgeted(env: &Env) {
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("not every chain"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// The chat chain `big` of bot `b0`, untrusted, in prefix tokens.
 fn big_chat_tokens(env: &Env) -> u64 {
     let json = env.json(&[
@@ -377,13 +388,7 @@ fn trust_and_check_all_budget_every_chat_of_a_busy_gateway_and_name_the_one_over
 
     // Without the big chat, trust succeeds and leaves nothing unchecked.
     let env = busy_gateway(3000, None);
-    let out = env.vak(&["trust"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("not every chain"),
-        "{}",
-        stderr(&out)
-    );
+    trusted_with_every_chain_budgeted(&env);
     assert_eq!(env.ok(&["trust", "--list"]).lines().count(), 1);
 }
 
@@ -408,13 +413,7 @@ fn trust_with_eighteen_hundred_roles_budgets_every_chain() {
     env.write_project("AGENTS.md", &steps);
     env.write_project("web/AGENTS.md", "- Web rules.\n");
     env.write_project("api/AGENTS.md", "- API rules.\n");
-    let out = env.vak(&["trust"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("not every chain"),
-        "{}",
-        stderr(&out)
-    );
+    trusted_with_every_chain_budgeted(&env);
     let check = env.vak(&["prompts", "check", "--all"]);
     assert!(check.status.success(), "{}", stderr(&check));
     let all = format!("{}{}", stdout(&check), stderr(&check));
