@@ -643,6 +643,9 @@ prompt prefix: {} -> {} tokens ({})
         );
         text.push_str(&escape_text(&block.diff));
     }
+    if let Some(note) = &preview.changes_left_out {
+        let _ = writeln!(text, "\n{}", escape_line(note));
+    }
     for other in &preview.elsewhere {
         let block = &other.preview;
         let _ = writeln!(

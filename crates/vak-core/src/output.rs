@@ -539,6 +539,9 @@ pub struct TrustPreviewReport<'a> {
     pub not_budgeted: Option<String>,
     /// Why trusting could not be shown to stay under the cap, when not.
     pub unproven: Option<String>,
+    /// The chains whose changes `elsewhere` does not list, when some.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes_not_shown: Option<&'a str>,
     /// The named chain's prefix before and after.
     pub tokens: TokensBeforeAfter,
     /// The largest chain trusting would push over its cap.
@@ -561,6 +564,7 @@ impl TrustPreview {
             elsewhere: &self.elsewhere,
             not_budgeted: budget.left_out.note(),
             unproven: budget.unproven(),
+            changes_not_shown: self.changes_left_out.as_deref(),
             tokens: TokensBeforeAfter {
                 before: budget.before.report.prefix_tokens,
                 after: budget.after.report.prefix_tokens,

@@ -368,6 +368,12 @@ fn trust_and_check_all_budget_every_chat_of_a_busy_gateway_and_name_the_one_over
     );
     assert!(!said.contains("b1-"), "only the big chat is over:\n{said}");
     assert_eq!(env.ok(&["trust", "--list"]).trim(), "");
+    // The preview says what trust does: the same chain over, nothing
+    // unproven, though it lists the changes of fewer chains than it budgets.
+    let preview = env.json(&["trust", "--preview"]);
+    assert!(preview["unproven"].is_null(), "{preview}");
+    let over = preview["over_chains"].to_string();
+    assert!(over.contains("chat `big`") && !over.contains("b1-"), "{over}");
 
     // `check --all` counts every chain, and finds none over untrusted.
     let check = env.vak(&["prompts", "check", "--all"]);

@@ -40,9 +40,15 @@ pub struct TrustPreview {
     /// layer's identity or a role's rules are shown too, not only what the
     /// named chain would show.
     pub elsewhere: Vec<ElsewherePreview>,
-    /// The budget before and after, and the first chain trusting would push
-    /// over the cap.
+    /// The budget before and after, every chain trusting would push over
+    /// the cap and what was left out: [`crate::trust_budget`]'s, the one
+    /// `vak trust` decides by, so the preview says what trust would do.
     pub budget: crate::TrustBudget,
+    /// The chains whose changes are not shown in `elsewhere`, when some
+    /// are not: each chain shown is composed both ways, so a home of many
+    /// chats or roles stops listing at the work bound (the budget above
+    /// still covers every chain).
+    pub changes_left_out: Option<String>,
     /// The config keys the project sets that would apply once trusted
     /// (`model`, `max_tokens`, …), each with its file.
     pub config_keys: Vec<(String, Source)>,
@@ -130,6 +136,7 @@ pub fn trust_preview_with(
                         }),
                     left_out: crate::ChainsLeftOut::default(),
                 },
+                changes_left_out: None,
                 config_keys,
             });
             return std::ops::ControlFlow::Continue(());
@@ -160,7 +167,16 @@ pub fn trust_preview_with(
             selectors.project.clone(),
         ))
     })?;
-    preview.budget.left_out = left_out;
+    let not_listed = left_out.over_work.saturating_add(left_out.gateway);
+    preview.changes_left_out = (not_listed > 0).then(|| {
+        format!(
+            "the changes on {not_listed} more chain{} are not listed: composing each both ways would take too long (the budget above covers every chain)",
+            if not_listed == 1 { "" } else { "s" }
+        )
+    });
+    // The verdict is trust's own: chats bounded from their bots, chains
+    // counted untrusted only where trusted they are over.
+    preview.budget = crate::trust_budget(selectors)?;
     Ok(preview)
 }
 
