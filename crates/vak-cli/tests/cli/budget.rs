@@ -373,7 +373,10 @@ fn trust_and_check_all_budget_every_chat_of_a_busy_gateway_and_name_the_one_over
     let preview = env.json(&["trust", "--preview"]);
     assert!(preview["unproven"].is_null(), "{preview}");
     let over = preview["over_chains"].to_string();
-    assert!(over.contains("chat `big`") && !over.contains("b1-"), "{over}");
+    assert!(
+        over.contains("chat `big`") && !over.contains("b1-"),
+        "{over}"
+    );
 
     // `check --all` counts every chain, and finds none over untrusted.
     let check = env.vak(&["prompts", "check", "--all"]);

@@ -213,7 +213,7 @@ impl Core {
             // A file's change leaves a chat's own texts as they are: its
             // chain is bounded from its bot's, and composed only when the
             // bound does not prove it within the cap (`reach`).
-            if matches!(change, Change::File(_))
+            if change.leaves_chat_texts()
                 && let Some(visited) = reach.fits(selectors, trusts.len(), snapshot)
             {
                 return ControlFlow::Continue(Some(visited));
@@ -348,6 +348,21 @@ enum Change<'a> {
 }
 
 impl Change<'_> {
+    /// Whether every gateway chat's own texts are as the snapshot read
+    /// them once the change is in place, so a chat's chain can be bounded
+    /// from its bot's (`crate::reach`): a file's change and a bot key's
+    /// do; a chat key's change is that chat's own text.
+    fn leaves_chat_texts(&self) -> bool {
+        match self {
+            Change::File(_) => true,
+            Change::Gateway { provenance, .. } => matches!(
+                &provenance.source,
+                vak_prompt_blocks::Source::Gateway(key) if key.chat.is_none()
+            ),
+            Change::Imported { .. } => false,
+        }
+    }
+
     /// What a refusal names: the file, or the gateway key.
     fn path(&self, selectors: &Selectors) -> Utf8PathBuf {
         match self {
@@ -360,12 +375,15 @@ impl Change<'_> {
 
 impl Core {
     /// Budget a change of one gateway key on every chain it reaches,
-    /// in this core's project and with its trust: the
+    /// in this core's project with its trust and in every other trusted
+    /// project trusted (a gateway key is the home's, like a shared file): the
     /// chat's chain for a chat's key; for a bot's key the bot's chain and
     /// the chain of every chat of that bot with prompts of its own (each
-    /// takes the bot's text unless it has its own). Each on the chat
-    /// surface, with no role and with every role that has a directory,
-    /// under a work bound of [`WORK_PER_CAP_TOKEN`] times `cap`.
+    /// takes the bot's text unless it has its own; bounded from the bot's
+    /// chain with the change in place, as a file's change bounds them).
+    /// Each on the chat surface, with no role and with every role that has
+    /// a directory, under one work bound of [`WORK_PER_CAP_TOKEN`] times
+    /// `cap`.
     /// `provenance` is the key's, as the loader gives it. Every chain the
     /// change would push over the cap is added to `over` (with any the
     /// caller found already); unless `unchecked` accepts, a non-empty
@@ -390,14 +408,37 @@ impl Core {
         let trust = self.trust()?;
         let plan = ChainPlan::for_gateway(self.selectors(), bot, chat);
         let reach = Change::Gateway { block, provenance };
-        let left_out = self.check_plan(
+        let mut work = Work::for_cap(cap);
+        // One snapshot for every project: the home's files and the gateway
+        // files are read once for all of them.
+        let inputs = &mut CheckInputs::default();
+        let mut left_out = self.check_plan(
             &plan,
             &reach,
             text,
             &[trust],
             None,
-            (&mut Work::for_cap(cap), over, &mut CheckInputs::default()),
+            (&mut work, over, inputs),
         )?;
+        // A gateway key is the home's, as a shared file is: every trusted
+        // project's chats take it.
+        for project in self.other_trusted_projects()? {
+            if work.is_spent() {
+                left_out.projects.push(project);
+                continue;
+            }
+            let base = Selectors::new(self.selectors().home.clone(), project.clone());
+            let plan = ChainPlan::for_gateway(&base, bot, chat);
+            let other = self.check_plan(
+                &plan,
+                &reach,
+                text,
+                &[Trust::Trusted],
+                Some(&project),
+                (&mut work, over, inputs),
+            )?;
+            left_out.merge(other);
+        }
         let path = reach.path(self.selectors());
         let home = &self.selectors().home;
         refuse_over(over, unchecked, change, block, &path, home)?;

@@ -252,3 +252,52 @@ fn a_shared_save_is_budgeted_on_each_chat_with_each_role() {
         "chat 42 alone fits: {chains:?}"
     );
 }
+
+/// A gateway key is the home's, as a shared file is: a bot's text reaches
+/// that bot's chats in every trusted project, not only in the project the
+/// change is made from. Here the other project's guardrails, chat 42's
+/// list and the bot's new text are too much together; in this project
+/// (no layers of its own) chat 42 fits.
+#[test]
+fn a_bot_key_is_budgeted_in_every_trusted_project() {
+    let f = fixture();
+    let bullets = |who: &str| -> String {
+        (0..42)
+            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
+            .collect()
+    };
+    fs::write(
+        f.home.join(".vak/gateway/allowlist.json"),
+        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": bullets("chat")}}}})
+            .to_string(),
+    )
+    .unwrap();
+    let other = f.home.parent().unwrap().join("other");
+    fs::create_dir_all(other.join(".git")).unwrap();
+    fs::create_dir_all(other.join(".vak/prompts")).unwrap();
+    fs::write(other.join(".vak/prompts/guardrails.md"), bullets("other")).unwrap();
+    let mut store = vak_core::prompts::TrustStore::load(&f.home).unwrap();
+    store.trust(&other).unwrap();
+    let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
+    let bots = f.home.join(".vak/gateway/bots.json");
+    let before = fs::read_to_string(&bots).unwrap();
+    let who = Who::OsUser;
+    let current = sha256_hex("- Never paste customer data.");
+    let text = bullets("bot");
+    let over = core
+        .change_gateway_key(
+            &bot_key(Block::Guardrails),
+            change(Some(&text), &current, &who),
+        )
+        .unwrap_err();
+    let said = over.to_string();
+    assert!(
+        matches!(over, GatewayChangeError::Edit(EditError::OverBudget { .. })),
+        "{said}"
+    );
+    assert!(
+        said.contains("chat `42`") && said.contains(other.as_str()),
+        "chat 42 in the other trusted project is named: {said}"
+    );
+    assert_eq!(fs::read_to_string(&bots).unwrap(), before);
+}
