@@ -1135,7 +1135,7 @@ fn a_clone_of_repeated_bullets_under_many_layers_is_refused_by_the_work_bound() 
     let out = output_within(&mut env.command(&["trust"]), HANG);
     assert_eq!(out.status.code(), Some(4), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("the bound of 12000000 tokens of work was reached"),
+        stderr(&out).contains("the bound of 65536000 tokens of work was reached"),
         "{}",
         stderr(&out)
     );

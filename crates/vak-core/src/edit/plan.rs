@@ -67,8 +67,9 @@ pub const WORK_PER_DIRECTORY: usize = 300;
 
 /// The work one check has done, across every plan it visits (a shared
 /// save visits one per trusted project), against its bound: by default
-/// [`MAX_PLAN_WORK`], or [`WORK_PER_CAP_TOKEN`] times the cap in force
-/// ([`Work::for_cap`]), since a larger cap lets every chain weigh more.
+/// [`MAX_PLAN_WORK`], or [`WORK_PER_CAP_TOKEN`] times a cap in force above
+/// the default ([`Work::for_cap`]), since a larger cap lets every chain
+/// weigh more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Work {
     pub(super) spent: usize,
@@ -85,11 +86,17 @@ impl Default for Work {
 }
 
 impl Work {
-    /// No work done yet, bounded by [`WORK_PER_CAP_TOKEN`] times `cap`.
+    /// No work done yet, bounded by [`WORK_PER_CAP_TOKEN`] times `cap`,
+    /// and never below [`MAX_PLAN_WORK`]: a lower cap does not make a chain
+    /// cheaper to read, compose and count (its files are as long), so a
+    /// user who lowers the cap keeps the default's room to check a home of
+    /// many roles and chats; a larger cap lets every chain weigh more.
     pub fn for_cap(cap: usize) -> Self {
         Work {
             spent: 0,
-            bound: WORK_PER_CAP_TOKEN.saturating_mul(cap.max(1)),
+            bound: WORK_PER_CAP_TOKEN
+                .saturating_mul(cap.max(1))
+                .max(MAX_PLAN_WORK),
         }
     }
 
