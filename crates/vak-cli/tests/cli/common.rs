@@ -27,10 +27,13 @@ pub fn copy_tree(from: &Path, to: &Path) {
     }
 }
 
-/// A temporary `$VAK_HOME` and project directory.
+/// A temporary `$VAK_HOME` and project directory, and a `$TMPDIR` of its
+/// own, so what a command leaves there (an edited copy kept after a
+/// refusal, as it should be) goes with the test, not into the machine's.
 pub struct Env {
     pub home: tempfile::TempDir,
     pub project: tempfile::TempDir,
+    pub tmp: tempfile::TempDir,
 }
 
 impl Env {
@@ -39,6 +42,7 @@ impl Env {
         Env {
             home: tempfile::tempdir().unwrap(),
             project: tempfile::tempdir().unwrap(),
+            tmp: tempfile::tempdir().unwrap(),
         }
     }
 
@@ -77,6 +81,7 @@ impl Env {
         command
             .args(args)
             .env("VAK_HOME", self.home())
+            .env("TMPDIR", self.tmp.path())
             .env_remove("VAK_LOG")
             // A managed layer is the machine's: a test that wants one
             // names it.
