@@ -675,11 +675,7 @@ fn an_imported_file_save_refuses_links_fifos_and_forged_names() {
     let env = importing("@parts/tone.md");
     let outside = tempfile::tempdir().unwrap();
     symlink(outside.path(), env.home().join(".vak/prompts/parts")).unwrap();
-    let text = outside
-        .path()
-        .parent()
-        .unwrap()
-        .join(format!("vak-imported-text-{}.md", std::process::id()));
+    let text = env.tmp.path().join("imported-text.md");
     fs::write(&text, "Answer briefly.\n").unwrap();
     let text = text.to_str().unwrap().to_owned();
     let set = |file: &str| {
