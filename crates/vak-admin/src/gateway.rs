@@ -125,11 +125,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
         },
         None => Default::default(),
     };
-    let mut ids: Vec<&str> = bots
-        .keys()
-        .chain(allow.keys())
-        .map(AsRef::as_ref)
-        .collect();
+    let mut ids: Vec<&str> = bots.keys().chain(allow.keys()).map(AsRef::as_ref).collect();
     ids.sort();
     ids.dedup();
     let mut out = Vec::new();

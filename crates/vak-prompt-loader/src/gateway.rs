@@ -158,7 +158,6 @@ pub fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-
 /// A value where the reader wanted one shape: that shape, or the value
 /// the file holds instead, kept whole, so a write leaves it as it was and
 /// a lookup that reaches it names its kind.
@@ -428,9 +427,11 @@ impl<'de> Visitor<'de> for Typed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
         let made = match self.want {
             Want::Text => return Checked(self.at).visit_map(map).map(Shape::Wrong),
-            Want::Top(GatewayFile::Bots) => {
-                Made::Table(GatewayTable::Bots(keyed(&mut self.at, &mut map, Want::Entry)?))
-            }
+            Want::Top(GatewayFile::Bots) => Made::Table(GatewayTable::Bots(keyed(
+                &mut self.at,
+                &mut map,
+                Want::Entry,
+            )?)),
             Want::Top(GatewayFile::Allowlist) => Made::Table(GatewayTable::Allowlist(keyed(
                 &mut self.at,
                 &mut map,
@@ -668,7 +669,14 @@ impl<'t> GatewayTable<'t> {
     /// of chats) when absent.
     fn entry_mut(&mut self, entry_path: &[&str]) -> Result<&mut TableEntry<'t>, GatewayError> {
         let file = self.file();
-        let slot = |depth: usize, value: &Value| not_object(file, &entry_path[..=depth], value, depth + 1 < entry_path.len());
+        let slot = |depth: usize, value: &Value| {
+            not_object(
+                file,
+                &entry_path[..=depth],
+                value,
+                depth + 1 < entry_path.len(),
+            )
+        };
         let entries = match self {
             GatewayTable::Bots(bots) => bots,
             GatewayTable::Allowlist(bots) => {
@@ -744,12 +752,7 @@ fn owned<T, U>(map: Keyed<'_, T>, value: impl Fn(T) -> U) -> Keyed<'static, U> {
 }
 
 /// A value on the way to an entry, or the entry, that is not an object.
-fn not_object(
-    file: GatewayFile,
-    path: &[&str],
-    value: &Value,
-    intermediate: bool,
-) -> GatewayError {
+fn not_object(file: GatewayFile, path: &[&str], value: &Value, intermediate: bool) -> GatewayError {
     GatewayError::NotObject {
         key: gateway_pointer(file, path, ""),
         found: json_kind(value),
@@ -819,7 +822,11 @@ impl TableEntry<'_> {
     }
 
     fn to_value(&self) -> Value {
-        let mut out = self.other.clone().into_iter().collect::<Map<String, Value>>();
+        let mut out = self
+            .other
+            .clone()
+            .into_iter()
+            .collect::<Map<String, Value>>();
         if let Some(prompts) = &self.prompts {
             let value = match prompts {
                 Shape::Is(prompts) => Value::Object(
@@ -986,13 +993,10 @@ pub fn gateway_prompt_text(
     text: Option<&str>,
 ) -> Result<(Utf8PathBuf, String), GatewayError> {
     let path = file.path(home);
-    let mut table = read_gateway(home, file)?
-        .map_or_else(|| GatewayTable::empty(file), |doc| doc.table);
+    let mut table =
+        read_gateway(home, file)?.map_or_else(|| GatewayTable::empty(file), |doc| doc.table);
     let entry = table.entry_mut(entry_path)?;
-    let prompts = match entry
-        .prompts
-        .get_or_insert_with(|| Shape::Is(Keyed::new()))
-    {
+    let prompts = match entry.prompts.get_or_insert_with(|| Shape::Is(Keyed::new())) {
         Shape::Is(prompts) => prompts,
         Shape::Wrong(value) => {
             return Err(GatewayError::NotObject {
@@ -1020,12 +1024,11 @@ pub fn gateway_prompt_text(
     }
     // Sorted keys, pretty, a final newline: what this writer has always
     // written, so a write changes only the edited key's lines.
-    let mut out = serde_json::to_string_pretty(&table.to_value()).map_err(|e| {
-        GatewayError::NotJson {
+    let mut out =
+        serde_json::to_string_pretty(&table.to_value()).map_err(|e| GatewayError::NotJson {
             path: path.clone(),
             message: e.to_string(),
-        }
-    })?;
+        })?;
     out.push('\n');
     if out.len() as u64 > MAX_GATEWAY_BYTES {
         return Err(GatewayError::Save(SaveError::TooLarge {
@@ -1352,7 +1355,10 @@ fn entry_contributions(
     let file = table.file();
     let layer = file.layer();
     let entry_path = selected.entry_path();
-    let entry = match table.entry(selected.bot.as_str(), selected.chat.as_ref().map(Name::as_str)) {
+    let entry = match table.entry(
+        selected.bot.as_str(),
+        selected.chat.as_ref().map(Name::as_str),
+    ) {
         Ok(Some(entry)) => entry,
         Ok(None) => return,
         Err(GatewayError::NotObject {
@@ -1490,7 +1496,6 @@ mod tests {
         /// bytes (what a write checks it still has).
         #[derive(Debug, Clone)]
         pub(super) struct Doc {
-            
             /// Which file.
             pub file: GatewayFile,
             /// Its top-level object.
@@ -1508,89 +1513,91 @@ mod tests {
         impl<'de> DeserializeSeed<'de> for Checked<'_> {
             type Value = Value;
             fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
+                d.deserialize_any(self)
             }
         }
 
         impl<'de> Visitor<'de> for Checked<'_> {
             type Value = Value;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
+                f.write_str("any JSON value")
             }
             fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
+                Ok(Value::Bool(v))
             }
             fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
+                Ok(Value::from(v))
             }
             fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
+                Ok(Value::from(v))
             }
             fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
-        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+                Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
             }
             fn visit_str<E>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
+                Ok(Value::String(v.to_owned()))
             }
             fn visit_string<E>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
+                Ok(Value::String(v))
             }
             fn visit_unit<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+                Ok(Value::Null)
             }
             fn visit_none<E>(self) -> Result<Value, E> {
-        Ok(Value::Null)
+                Ok(Value::Null)
             }
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(Checked {
-            pointer: format!("{}/{}", self.pointer, out.len()),
-            duplicate: &mut *self.duplicate,
-        })? {
-            out.push(v);
-        }
-        Ok(Value::Array(out))
+                let mut out = Vec::new();
+                while let Some(v) = seq.next_element_seed(Checked {
+                    pointer: format!("{}/{}", self.pointer, out.len()),
+                    duplicate: &mut *self.duplicate,
+                })? {
+                    out.push(v);
+                }
+                Ok(Value::Array(out))
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let pointer = format!("{}/{key}", self.pointer);
-            let value = map.next_value_seed(Checked {
-                pointer: pointer.clone(),
-                duplicate: &mut *self.duplicate,
-            })?;
-            if out.contains_key(&key) && self.duplicate.is_none() {
-                *self.duplicate = Some(pointer);
-            }
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
+                let mut out = Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let pointer = format!("{}/{key}", self.pointer);
+                    let value = map.next_value_seed(Checked {
+                        pointer: pointer.clone(),
+                        duplicate: &mut *self.duplicate,
+                    })?;
+                    if out.contains_key(&key) && self.duplicate.is_none() {
+                        *self.duplicate = Some(pointer);
+                    }
+                    out.insert(key, value);
+                }
+                Ok(Value::Object(out))
             }
         }
 
         /// Parse `text` as the JSON of `path`, refusing duplicate keys.
-        pub(super) fn parse_gateway_json(path: &Utf8Path, text: &str) -> Result<Value, GatewayError> {
+        pub(super) fn parse_gateway_json(
+            path: &Utf8Path,
+            text: &str,
+        ) -> Result<Value, GatewayError> {
             let mut duplicate = None;
             let mut deserializer = serde_json::Deserializer::from_str(text);
             let value = Checked {
-        pointer: "#".to_owned(),
-        duplicate: &mut duplicate,
+                pointer: "#".to_owned(),
+                duplicate: &mut duplicate,
             }
             .deserialize(&mut deserializer)
             .and_then(|v| deserializer.end().map(|()| v))
             .map_err(|e| GatewayError::NotJson {
-        path: path.to_owned(),
-        message: e.to_string(),
+                path: path.to_owned(),
+                message: e.to_string(),
             })?;
             match duplicate {
-        Some(pointer) => Err(GatewayError::DuplicateKey {
-            path: path.to_owned(),
-            pointer,
-        }),
-        None => Ok(value),
+                Some(pointer) => Err(GatewayError::DuplicateKey {
+                    path: path.to_owned(),
+                    pointer,
+                }),
+                None => Ok(value),
             }
         }
-
 
         pub(super) fn read_gateway(
             home: &Utf8Path,
@@ -1617,32 +1624,31 @@ mod tests {
         ) -> Result<Option<Doc>, GatewayError> {
             let path = file.path(home);
             let unreadable = |reason| GatewayError::Unreadable {
-        path: path.clone(),
-        reason,
+                path: path.clone(),
+                reason,
             };
             let bytes = match dirs.read_one(&path, MAX_GATEWAY_BYTES) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => return Ok(None),
-        Err(refusal) => return Err(unreadable(refusal.into())),
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return Ok(None),
+                Err(refusal) => return Err(unreadable(refusal.into())),
             };
             let digest = sha256_hex(&bytes);
             let text = String::from_utf8(bytes).map_err(|e| {
-        unreadable(ReadRefusal::NotUtf8 {
-            at_byte: e.utf8_error().valid_up_to(),
-        })
+                unreadable(ReadRefusal::NotUtf8 {
+                    at_byte: e.utf8_error().valid_up_to(),
+                })
             })?;
             match parse_gateway_json(&path, &text)? {
-        Value::Object(entries) => Ok(Some(Doc {
-            
-            file,
-            entries,
-            digest,
-        })),
-        other => Err(GatewayError::NotObject {
-            key: gateway_pointer(file, &[], ""),
-            found: json_kind(&other),
-            expected: " keyed by bot id",
-        }),
+                Value::Object(entries) => Ok(Some(Doc {
+                    file,
+                    entries,
+                    digest,
+                })),
+                other => Err(GatewayError::NotObject {
+                    key: gateway_pointer(file, &[], ""),
+                    found: json_kind(&other),
+                    expected: " keyed by bot id",
+                }),
             }
         }
 
@@ -1653,26 +1659,29 @@ mod tests {
             /// # Errors
             ///
             /// [`GatewayError::NotObject`] naming the key that is not.
-            pub(super) fn entry(&self, entry_path: &[&str]) -> Result<Option<&Value>, GatewayError> {
-        let mut at = &self.entries;
-        let mut found = None;
-        for (i, part) in entry_path.iter().enumerate() {
-            let Some(value) = at.get(*part) else {
-                return Ok(None);
-            };
-            match value {
-                Value::Object(map) => at = map,
-                other => {
-                    return Err(GatewayError::NotObject {
-                        key: gateway_pointer(self.file, &entry_path[..=i], ""),
-                        found: json_kind(other),
-                        expected: entry_expectation(self.file, i + 1 < entry_path.len()),
-                    });
+            pub(super) fn entry(
+                &self,
+                entry_path: &[&str],
+            ) -> Result<Option<&Value>, GatewayError> {
+                let mut at = &self.entries;
+                let mut found = None;
+                for (i, part) in entry_path.iter().enumerate() {
+                    let Some(value) = at.get(*part) else {
+                        return Ok(None);
+                    };
+                    match value {
+                        Value::Object(map) => at = map,
+                        other => {
+                            return Err(GatewayError::NotObject {
+                                key: gateway_pointer(self.file, &entry_path[..=i], ""),
+                                found: json_kind(other),
+                                expected: entry_expectation(self.file, i + 1 < entry_path.len()),
+                            });
+                        }
+                    }
+                    found = Some(value);
                 }
-            }
-            found = Some(value);
-        }
-        Ok(found)
+                Ok(found)
             }
 
             /// The text of `block` in the entry at `entry_path`. `Ok(None)` when
@@ -1681,18 +1690,22 @@ mod tests {
             /// # Errors
             ///
             /// A wrong type anywhere on the way.
-            pub(super) fn prompt(&self, entry_path: &[&str], block: Block) -> Result<Option<&str>, GatewayError> {
-        match self.entry(entry_path)? {
-            Some(entry) => prompt_of(entry, block, self.file, entry_path),
-            None => Ok(None),
-        }
+            pub(super) fn prompt(
+                &self,
+                entry_path: &[&str],
+                block: Block,
+            ) -> Result<Option<&str>, GatewayError> {
+                match self.entry(entry_path)? {
+                    Some(entry) => prompt_of(entry, block, self.file, entry_path),
+                    None => Ok(None),
+                }
             }
         }
 
         fn entry_expectation(file: GatewayFile, intermediate: bool) -> &'static str {
             match (file, intermediate) {
-        (GatewayFile::Allowlist, true) => " of chat ids to chat entries",
-        _ => " (an entry, with an optional `prompts` object of block names to strings)",
+                (GatewayFile::Allowlist, true) => " of chat ids to chat entries",
+                _ => " (an entry, with an optional `prompts` object of block names to strings)",
             }
         }
 
@@ -1708,22 +1721,23 @@ mod tests {
             entry_path: &[&str],
         ) -> Result<Option<&'a str>, GatewayError> {
             let Some(prompts) = entry.get("prompts") else {
-        return Ok(None);
+                return Ok(None);
             };
             let Some(prompts) = prompts.as_object() else {
-        return Err(GatewayError::NotObject {
-            key: gateway_pointer(file, entry_path, "/prompts"),
-            found: json_kind(prompts),
-            expected: " of block names to strings",
-        });
+                return Err(GatewayError::NotObject {
+                    key: gateway_pointer(file, entry_path, "/prompts"),
+                    found: json_kind(prompts),
+                    expected: " of block names to strings",
+                });
             };
             match prompts.get(block.wire_name()) {
-        None => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text)),
-        Some(other) => Err(GatewayError::NotString {
-            key: gateway_pointer(file, entry_path, &format!("/prompts/{block}")).to_string(),
-            found: json_kind(other),
-        }),
+                None => Ok(None),
+                Some(Value::String(text)) => Ok(Some(text)),
+                Some(other) => Err(GatewayError::NotString {
+                    key: gateway_pointer(file, entry_path, &format!("/prompts/{block}"))
+                        .to_string(),
+                    found: json_kind(other),
+                }),
             }
         }
 
@@ -1742,81 +1756,82 @@ mod tests {
         ) -> Result<(Utf8PathBuf, String), GatewayError> {
             let path = file.path(home);
             let mut root = read_gateway(home, file)?
-        .map(|d| d.entries)
-        .unwrap_or_default();
+                .map(|d| d.entries)
+                .unwrap_or_default();
             let mut map = &mut root;
             for (i, part) in entry_path.iter().enumerate() {
-        let slot = map
-            .entry((*part).to_owned())
-            .or_insert_with(|| Value::Object(Map::new()));
-        let found = json_kind(slot);
-        map = slot
-            .as_object_mut()
-            .ok_or_else(|| GatewayError::NotObject {
-                key: gateway_pointer(file, &entry_path[..=i], ""),
-                found,
-                expected: entry_expectation(file, i + 1 < entry_path.len()),
-            })?;
+                let slot = map
+                    .entry((*part).to_owned())
+                    .or_insert_with(|| Value::Object(Map::new()));
+                let found = json_kind(slot);
+                map = slot
+                    .as_object_mut()
+                    .ok_or_else(|| GatewayError::NotObject {
+                        key: gateway_pointer(file, &entry_path[..=i], ""),
+                        found,
+                        expected: entry_expectation(file, i + 1 < entry_path.len()),
+                    })?;
             }
             let prompts = map
-        .entry("prompts".to_owned())
-        .or_insert_with(|| Value::Object(Map::new()));
+                .entry("prompts".to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
             let found = json_kind(prompts);
             let prompts_map = prompts
-        .as_object_mut()
-        .ok_or_else(|| GatewayError::NotObject {
-            key: gateway_pointer(file, entry_path, "/prompts"),
-            found,
-            expected: " of block names to strings",
-        })?;
+                .as_object_mut()
+                .ok_or_else(|| GatewayError::NotObject {
+                    key: gateway_pointer(file, entry_path, "/prompts"),
+                    found,
+                    expected: " of block names to strings",
+                })?;
             match text {
-        Some(text) => {
-            let key = gateway_pointer(file, entry_path, &format!("/prompts/{block}"));
-            check_gateway_text(&key.to_string(), text)?;
-            prompts_map.insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
-        }
-        None => {
-            prompts_map.remove(block.wire_name());
-            if prompts_map.is_empty() {
-                map.remove("prompts");
+                Some(text) => {
+                    let key = gateway_pointer(file, entry_path, &format!("/prompts/{block}"));
+                    check_gateway_text(&key.to_string(), text)?;
+                    prompts_map
+                        .insert(block.wire_name().to_owned(), Value::String(text.to_owned()));
+                }
+                None => {
+                    prompts_map.remove(block.wire_name());
+                    if prompts_map.is_empty() {
+                        map.remove("prompts");
+                    }
+                }
             }
-        }
-            }
-            let mut out =
-        serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| GatewayError::NotJson {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+            let mut out = serde_json::to_string_pretty(&Value::Object(root)).map_err(|e| {
+                GatewayError::NotJson {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }
+            })?;
             out.push('\n');
             if out.len() as u64 > MAX_GATEWAY_BYTES {
-        return Err(GatewayError::Save(SaveError::TooLarge {
-            path,
-            bytes: out.len(),
-        }));
+                return Err(GatewayError::Save(SaveError::TooLarge {
+                    path,
+                    bytes: out.len(),
+                }));
             }
             Ok((path, out))
         }
 
-/// The reason a whole file is not used, as a fragment after its name.
-fn file_reason(error: &GatewayError) -> String {
-    match error {
-        GatewayError::Unreadable { reason, .. } => reason.to_string(),
-        GatewayError::NotJson { message, .. } => {
-            format!("is not valid JSON: {}", Escaped(message))
+        /// The reason a whole file is not used, as a fragment after its name.
+        fn file_reason(error: &GatewayError) -> String {
+            match error {
+                GatewayError::Unreadable { reason, .. } => reason.to_string(),
+                GatewayError::NotJson { message, .. } => {
+                    format!("is not valid JSON: {}", Escaped(message))
+                }
+                GatewayError::DuplicateKey { pointer, .. } => format!(
+                    "gives the key `{}` more than once; which one applies is ambiguous, so the file is not used: remove the duplicate",
+                    Escaped(pointer)
+                ),
+                GatewayError::NotObject {
+                    found, expected, ..
+                } => {
+                    format!("is {found}, not an object{expected}")
+                }
+                other => other.to_string(),
+            }
         }
-        GatewayError::DuplicateKey { pointer, .. } => format!(
-            "gives the key `{}` more than once; which one applies is ambiguous, so the file is not used: remove the duplicate",
-            Escaped(pointer)
-        ),
-        GatewayError::NotObject {
-            found, expected, ..
-        } => {
-            format!("is {found}, not an object{expected}")
-        }
-        other => other.to_string(),
-    }
-}
-
 
         /// The reference built its sources as strings; the typed source
         /// they render from, for comparing.
@@ -2187,7 +2202,9 @@ fn file_reason(error: &GatewayError) -> String {
                 for bot in ["helpdesk", "other", "third", "missing"] {
                     let chats: &[Option<&str>] = match file {
                         GatewayFile::Bots => &[None],
-                        GatewayFile::Allowlist => &[Some("ops"), Some("dev"), Some("missing"), None],
+                        GatewayFile::Allowlist => {
+                            &[Some("ops"), Some("dev"), Some("missing"), None]
+                        }
                     };
                     for chat in chats {
                         let path: Vec<&str> = [Some(bot), *chat].into_iter().flatten().collect();
@@ -2236,11 +2253,20 @@ fn file_reason(error: &GatewayError) -> String {
         let path = GatewayFile::Allowlist.path(&home);
         let tables = GatewayTables::default();
         let listed = |tables| {
-            gateway_entry_listed(&home, GatewayFile::Allowlist, "helpdesk", Some("ops"), tables)
+            gateway_entry_listed(
+                &home,
+                GatewayFile::Allowlist,
+                "helpdesk",
+                Some("ops"),
+                tables,
+            )
         };
         std::os::unix::fs::symlink(&target, &path).unwrap();
         for tables in [None, Some(&tables)] {
-            assert!(matches!(listed(tables), Err(GatewayError::Unreadable { .. })));
+            assert!(matches!(
+                listed(tables),
+                Err(GatewayError::Unreadable { .. })
+            ));
         }
         std::fs::remove_file(&path).unwrap();
         assert!(
@@ -2251,7 +2277,10 @@ fn file_reason(error: &GatewayError) -> String {
                 .success()
         );
         for tables in [None, Some(&tables)] {
-            assert!(matches!(listed(tables), Err(GatewayError::Unreadable { .. })));
+            assert!(matches!(
+                listed(tables),
+                Err(GatewayError::Unreadable { .. })
+            ));
         }
         assert!(gateway_lists(
             &home,
@@ -2266,7 +2295,10 @@ fn file_reason(error: &GatewayError) -> String {
         );
         std::fs::write(&path, big).unwrap();
         for tables in [None, Some(&tables)] {
-            assert!(matches!(listed(tables), Err(GatewayError::Unreadable { .. })));
+            assert!(matches!(
+                listed(tables),
+                Err(GatewayError::Unreadable { .. })
+            ));
         }
         assert_eq!(tables.parses(), 0, "nothing refused is kept");
     }
@@ -2335,7 +2367,9 @@ fn file_reason(error: &GatewayError) -> String {
                 Just(Value::Null),
                 any::<bool>().prop_map(Value::Bool),
                 any::<i32>().prop_map(Value::from),
-                any::<f64>().prop_map(|f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)),
+                any::<f64>().prop_map(
+                    |f| serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number)
+                ),
                 "[a-z \\-\n\u{e9}\"\\\\]{0,12}".prop_map(Value::String),
             ]
             .prop_map(Json::Leaf);
@@ -2476,7 +2510,16 @@ fn file_reason(error: &GatewayError) -> String {
         std::fs::write(&path, &first).unwrap();
         for i in [0, 1, 599] {
             assert_eq!(load(i), [format!("- never {i}")]);
-            assert!(gateway_entry_listed(&home, GatewayFile::Allowlist, "helpdesk", Some(&format!("c{i}")), Some(&tables)).unwrap());
+            assert!(
+                gateway_entry_listed(
+                    &home,
+                    GatewayFile::Allowlist,
+                    "helpdesk",
+                    Some(&format!("c{i}")),
+                    Some(&tables)
+                )
+                .unwrap()
+            );
         }
         assert_eq!(tables.parses(), 1, "one text, parsed once");
         let edited = text("nevex");
@@ -2509,23 +2552,44 @@ fn file_reason(error: &GatewayError) -> String {
             GatewayTable::parse(file, Utf8Path::new("/h/.vak/gateway/allowlist.json"), text)
         }
         // Nesting past the parser's depth is not JSON; never a stack overflow.
-        let deep = format!(r#"{{"helpdesk": {{"ops": {{"x": {}1{}}}}}}}"#, "[".repeat(4096), "]".repeat(4096));
-        assert!(matches!(parse(GatewayFile::Allowlist, &deep), Err(GatewayError::NotJson { .. })));
+        let deep = format!(
+            r#"{{"helpdesk": {{"ops": {{"x": {}1{}}}}}}}"#,
+            "[".repeat(4096),
+            "]".repeat(4096)
+        );
+        assert!(matches!(
+            parse(GatewayFile::Allowlist, &deep),
+            Err(GatewayError::NotJson { .. })
+        ));
         // A key given twice at each depth is named by its pointer.
         for (text, pointer) in [
             (r#"{"b": {}, "b": {}}"#, "#/b"),
             (r#"{"b": {"c": {}, "c": {}}}"#, "#/b/c"),
             (r#"{"b": {"c": {"name": 1, "name": 2}}}"#, "#/b/c/name"),
-            (r#"{"b": {"c": {"prompts": {}, "prompts": {}}}}"#, "#/b/c/prompts"),
-            (r#"{"b": {"c": {"prompts": {"identity": "a", "identity": "b"}}}}"#, "#/b/c/prompts/identity"),
-            (r#"{"b": {"c": {"prompts": {"identity": {"k": 1, "k": 2}}}}}"#, "#/b/c/prompts/identity/k"),
-            (r#"{"b": {"c": {"x": [0, {"k": 1, "k": 2}]}}}"#, "#/b/c/x/1/k"),
+            (
+                r#"{"b": {"c": {"prompts": {}, "prompts": {}}}}"#,
+                "#/b/c/prompts",
+            ),
+            (
+                r#"{"b": {"c": {"prompts": {"identity": "a", "identity": "b"}}}}"#,
+                "#/b/c/prompts/identity",
+            ),
+            (
+                r#"{"b": {"c": {"prompts": {"identity": {"k": 1, "k": 2}}}}}"#,
+                "#/b/c/prompts/identity/k",
+            ),
+            (
+                r#"{"b": {"c": {"x": [0, {"k": 1, "k": 2}]}}}"#,
+                "#/b/c/x/1/k",
+            ),
             (r#"{"b": [{"k": 1, "k": 2}]}"#, "#/b/0/k"),
             // The inner one is complete first, so it is the one named.
             (r#"{"b": 1, "b": {"k": 1, "k": 2}}"#, "#/b/k"),
         ] {
             match parse(GatewayFile::Allowlist, text) {
-                Err(GatewayError::DuplicateKey { pointer: found, .. }) => assert_eq!(found, pointer, "{text}"),
+                Err(GatewayError::DuplicateKey { pointer: found, .. }) => {
+                    assert_eq!(found, pointer, "{text}")
+                }
                 other => panic!("{text}: {other:?}"),
             }
         }
@@ -2540,37 +2604,94 @@ fn file_reason(error: &GatewayError) -> String {
             r#"{"b": {"n": null, "s": "x", "c": {"prompts": {"identity": 3, "guardrails": null, "surface-note": "ok"}}}, "z": null}"#,
         )
         .unwrap();
-        assert!(matches!(table.entry("z", Some("c")), Err(GatewayError::NotObject { found: "null", .. })));
-        assert!(matches!(table.entry("b", Some("n")), Err(GatewayError::NotObject { found: "null", .. })));
-        assert!(matches!(table.entry("b", Some("s")), Err(GatewayError::NotObject { found: "a string", .. })));
+        assert!(matches!(
+            table.entry("z", Some("c")),
+            Err(GatewayError::NotObject { found: "null", .. })
+        ));
+        assert!(matches!(
+            table.entry("b", Some("n")),
+            Err(GatewayError::NotObject { found: "null", .. })
+        ));
+        assert!(matches!(
+            table.entry("b", Some("s")),
+            Err(GatewayError::NotObject {
+                found: "a string",
+                ..
+            })
+        ));
         let entry = table.entry("b", Some("c")).unwrap().unwrap();
         let at = ["b", "c"];
-        assert!(matches!(entry.prompt(Block::Identity, GatewayFile::Allowlist, &at), Err(GatewayError::NotString { found: "a number", .. })));
-        assert!(matches!(entry.prompt(Block::Guardrails, GatewayFile::Allowlist, &at), Err(GatewayError::NotString { found: "null", .. })));
-        assert_eq!(entry.prompt(Block::SurfaceNote, GatewayFile::Allowlist, &at).unwrap(), Some("ok"));
+        assert!(matches!(
+            entry.prompt(Block::Identity, GatewayFile::Allowlist, &at),
+            Err(GatewayError::NotString {
+                found: "a number",
+                ..
+            })
+        ));
+        assert!(matches!(
+            entry.prompt(Block::Guardrails, GatewayFile::Allowlist, &at),
+            Err(GatewayError::NotString { found: "null", .. })
+        ));
+        assert_eq!(
+            entry
+                .prompt(Block::SurfaceNote, GatewayFile::Allowlist, &at)
+                .unwrap(),
+            Some("ok")
+        );
         // The top of the file must be an object.
-        for (text, found) in [("null", "null"), ("[]", "an array"), ("\"x\"", "a string"), ("1", "a number")] {
-            assert!(matches!(parse(GatewayFile::Bots, text), Err(GatewayError::NotObject { found: f, .. }) if f == found), "{text}");
+        for (text, found) in [
+            ("null", "null"),
+            ("[]", "an array"),
+            ("\"x\"", "a string"),
+            ("1", "a number"),
+        ] {
+            assert!(
+                matches!(parse(GatewayFile::Bots, text), Err(GatewayError::NotObject { found: f, .. }) if f == found),
+                "{text}"
+            );
         }
         // A huge string is kept and borrowed, not copied; a 1 MB file of
         // many chats is one parse, each chat a lookup.
-        let huge = format!(r#"{{"b": {{"prompts": {{"identity": "{}"}}}}}}"#, "a".repeat(900_000));
+        let huge = format!(
+            r#"{{"b": {{"prompts": {{"identity": "{}"}}}}}}"#,
+            "a".repeat(900_000)
+        );
         let table = parse(GatewayFile::Bots, &huge).unwrap();
-        let text = table.entry("b", None).unwrap().unwrap().prompt(Block::Identity, GatewayFile::Bots, &["b"]).unwrap().unwrap();
+        let text = table
+            .entry("b", None)
+            .unwrap()
+            .unwrap()
+            .prompt(Block::Identity, GatewayFile::Bots, &["b"])
+            .unwrap()
+            .unwrap();
         assert_eq!(text.len(), 900_000);
-        assert!(huge.as_bytes().as_ptr_range().contains(&text.as_ptr()), "borrowed from the text");
+        assert!(
+            huge.as_bytes().as_ptr_range().contains(&text.as_ptr()),
+            "borrowed from the text"
+        );
         let chats = (0..14_000)
-            .map(|i| format!(r#""c{i}": {{"name": "Chat {i}", "prompts": {{"guardrails": "- {i}"}}}}"#))
+            .map(|i| {
+                format!(r#""c{i}": {{"name": "Chat {i}", "prompts": {{"guardrails": "- {i}"}}}}"#)
+            })
             .collect::<Vec<_>>()
             .join(",");
         let big = format!(r#"{{"b": {{{chats}}}}}"#);
-        assert!(big.len() > 900_000 && big.len() as u64 <= MAX_GATEWAY_BYTES, "{}", big.len());
+        assert!(
+            big.len() > 900_000 && big.len() as u64 <= MAX_GATEWAY_BYTES,
+            "{}",
+            big.len()
+        );
         let table = parse(GatewayFile::Allowlist, &big).unwrap();
         for i in [0, 6_999, 13_999] {
             let chat = format!("c{i}");
             let entry = table.entry("b", Some(&chat)).unwrap().unwrap();
             assert_eq!(entry.text_field("name"), Some(format!("Chat {i}").as_str()));
-            assert_eq!(entry.prompt(Block::Guardrails, GatewayFile::Allowlist, &["b", &chat]).unwrap(), Some(format!("- {i}").as_str()));
+            assert_eq!(
+                entry
+                    .prompt(Block::Guardrails, GatewayFile::Allowlist, &["b", &chat])
+                    .unwrap(),
+                Some(format!("- {i}").as_str())
+            );
         }
         assert!(table.entry("b", Some("c14000")).unwrap().is_none());
     }
