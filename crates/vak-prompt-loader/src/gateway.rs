@@ -18,7 +18,7 @@
 //! never ignored silently.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -169,17 +169,91 @@ pub enum Shape<T> {
     Wrong(Value),
 }
 
-/// An object's keys, each with its value's [`Shape`]. Sorted by key, as
-/// the parsed file's objects have always been listed and written.
-pub type Keyed<'t, T> = BTreeMap<Cow<'t, str>, Shape<T>>;
+/// An object's keys, each with its value's [`Shape`], sorted by key (as
+/// the parsed file's objects have always been listed and written) and
+/// looked up by binary search. A sorted `Vec`, not a `BTreeMap`: a 1 MB
+/// `allowlist.json` has thousands of small objects, and a map's node for
+/// each was most of a parse's allocation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Keyed<'t, T>(Vec<(Cow<'t, str>, Shape<T>)>);
+
+impl<T> Default for Keyed<'_, T> {
+    fn default() -> Self {
+        Keyed(Vec::new())
+    }
+}
+
+impl<'t, T> Keyed<'t, T> {
+    /// No keys.
+    pub fn new() -> Self {
+        Keyed::default()
+    }
+
+    fn at(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_ref().cmp(key))
+    }
+
+    /// The value of `key`.
+    pub fn get(&self, key: &str) -> Option<&Shape<T>> {
+        self.at(key).ok().map(|i| &self.0[i].1)
+    }
+
+    /// The keys, sorted.
+    pub fn keys(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(|(k, _)| k.as_ref())
+    }
+
+    /// The keys and values, sorted by key.
+    pub fn iter(&self) -> std::slice::Iter<'_, (Cow<'t, str>, Shape<T>)> {
+        self.0.iter()
+    }
+
+    /// Whether there is no key.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The value of `key`, made by `make` when absent.
+    fn get_or_insert_with(&mut self, key: &str, make: impl FnOnce() -> Shape<T>) -> &mut Shape<T> {
+        let i = match self.at(key) {
+            Ok(i) => i,
+            Err(i) => {
+                self.0.insert(i, (Cow::Owned(key.to_owned()), make()));
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
+    /// Set `key` to `value`.
+    fn set(&mut self, key: &str, value: Shape<T>) {
+        *self.get_or_insert_with(key, || Shape::Wrong(Value::Null)) = value;
+    }
+
+    /// Remove `key`.
+    fn remove(&mut self, key: &str) {
+        if let Ok(i) = self.at(key) {
+            self.0.remove(i);
+        }
+    }
+}
+
+impl<'a, 't, T> IntoIterator for &'a Keyed<'t, T> {
+    type Item = &'a (Cow<'t, str>, Shape<T>);
+    type IntoIter = std::slice::Iter<'a, (Cow<'t, str>, Shape<T>)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
 
 /// One bot's (`bots.json`) or chat's (`allowlist.json`) entry.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct TableEntry<'t> {
     /// `prompts`: absent, block names to texts, or of the wrong type.
     pub prompts: Option<Shape<Keyed<'t, Cow<'t, str>>>>,
-    /// Every other key (`name`, `display_name`, …), kept for a write.
-    pub other: BTreeMap<String, Value>,
+    /// Every other key (`name`, `display_name`, …), sorted, kept for a
+    /// write.
+    pub other: Vec<(Cow<'t, str>, Value)>,
 }
 
 /// A gateway file, parsed: what every reader of the format asks.
@@ -441,27 +515,31 @@ impl<'de> Visitor<'de> for Typed<'_, '_> {
             Want::Prompts => Made::Prompts(keyed(&mut self.at, &mut map, Want::Text)?),
             Want::Entry => {
                 let mut entry = TableEntry::default();
+                let mut seen = SeenKeys::default();
                 while let Some(key) = map.next_key_seed(KeySeed)? {
                     let at = Pointer::Key(self.at.at, &key);
-                    if key == "prompts" {
-                        let value = map.next_value_seed(Typed {
+                    let prompts = key == "prompts";
+                    let value = if prompts {
+                        map.next_value_seed(Typed {
                             at: self.at.child(&at),
                             want: Want::Prompts,
-                        })?;
-                        if entry.prompts.is_some() {
-                            at.repeated(self.at.duplicate);
-                        } else {
-                            entry.prompts = Some(Made::prompts(value));
-                        }
+                        })?
                     } else {
-                        let value = map.next_value_seed(Checked(self.at.child(&at)))?;
-                        if entry.other.contains_key(key.as_ref()) {
-                            at.repeated(self.at.duplicate);
-                        } else {
-                            entry.other.insert(key.into_owned(), value);
-                        }
+                        Shape::Wrong(map.next_value_seed(Checked(self.at.child(&at)))?)
+                    };
+                    if seen.contains(&key) {
+                        at.repeated(self.at.duplicate);
+                        continue;
+                    }
+                    seen.insert(key.clone());
+                    match value {
+                        value if prompts => entry.prompts = Some(Made::prompts(value)),
+                        Shape::Wrong(value) => entry.other.push((key, value)),
+                        // Never: what `Checked` reads is kept as found.
+                        Shape::Is(_) => {}
                     }
                 }
+                entry.other.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
                 Made::Entry(entry)
             }
         };
@@ -478,17 +556,19 @@ fn keyed<'de, A: MapAccess<'de>, T>(
 where
     Made<'de>: Into<Option<T>>,
 {
-    let mut out = Keyed::new();
+    let mut out = Vec::new();
+    let mut seen = SeenKeys::default();
     while let Some(key) = map.next_key_seed(KeySeed)? {
         let here = Pointer::Key(at.at, &key);
         let value = map.next_value_seed(Typed {
             at: at.child(&here),
             want,
         })?;
-        if out.contains_key(key.as_ref()) {
+        if seen.contains(&key) {
             here.repeated(at.duplicate);
             continue;
         }
+        seen.insert(key.clone());
         let value = match value {
             Shape::Is(made) => match made.into() {
                 Some(value) => Shape::Is(value),
@@ -497,9 +577,49 @@ where
             },
             Shape::Wrong(value) => Shape::Wrong(value),
         };
-        out.insert(key, value);
+        out.push((key, value));
     }
-    Ok(out)
+    // Keys are unique, so an unstable sort orders them as a map would.
+    out.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+    Ok(Keyed(out))
+}
+
+/// How many keys of one object [`SeenKeys`] compares one by one.
+const FEW_KEYS: usize = 8;
+
+/// The keys of one object seen so far: the first [`FEW_KEYS`] kept on the
+/// stack and compared one by one (an entry has a handful), the rest in a
+/// `BTreeSet`, so an object with many keys stays n log n.
+struct SeenKeys<'t> {
+    few: [Cow<'t, str>; FEW_KEYS],
+    len: usize,
+    many: BTreeSet<Cow<'t, str>>,
+}
+
+impl Default for SeenKeys<'_> {
+    fn default() -> Self {
+        SeenKeys {
+            few: [const { Cow::Borrowed("") }; FEW_KEYS],
+            len: 0,
+            many: BTreeSet::new(),
+        }
+    }
+}
+
+impl<'t> SeenKeys<'t> {
+    fn contains(&self, key: &str) -> bool {
+        self.few[..self.len].iter().any(|k| k == key) || self.many.contains(key)
+    }
+
+    /// Add `key`, which is not there yet.
+    fn insert(&mut self, key: Cow<'t, str>) {
+        if let Some(slot) = self.few.get_mut(self.len) {
+            *slot = key;
+            self.len += 1;
+        } else {
+            self.many.insert(key);
+        }
+    }
 }
 
 impl<'de> Made<'de> {
@@ -613,11 +733,11 @@ impl<'t> GatewayTable<'t> {
 
     /// The bot ids, sorted.
     pub fn bots(&self) -> impl Iterator<Item = &str> {
-        let keys: Box<dyn Iterator<Item = &Cow<'t, str>>> = match self {
+        let keys: Box<dyn Iterator<Item = &str>> = match self {
             GatewayTable::Bots(bots) => Box::new(bots.keys()),
             GatewayTable::Allowlist(bots) => Box::new(bots.keys()),
         };
-        keys.map(AsRef::as_ref)
+        keys
     }
 
     /// Whether this table lists `bot` (and, in `allowlist.json`, its
@@ -681,10 +801,7 @@ impl<'t> GatewayTable<'t> {
             GatewayTable::Bots(bots) => bots,
             GatewayTable::Allowlist(bots) => {
                 let bot = entry_path.first().copied().unwrap_or_default();
-                match bots
-                    .entry(Cow::Owned(bot.to_owned()))
-                    .or_insert_with(|| Shape::Is(Keyed::new()))
-                {
+                match bots.get_or_insert_with(bot, || Shape::Is(Keyed::new())) {
                     Shape::Is(chats) => chats,
                     Shape::Wrong(value) => return Err(slot(0, value)),
                 }
@@ -692,10 +809,7 @@ impl<'t> GatewayTable<'t> {
         };
         let depth = entry_path.len().saturating_sub(1);
         let key = entry_path.get(depth).copied().unwrap_or_default();
-        match entries
-            .entry(Cow::Owned(key.to_owned()))
-            .or_insert_with(|| Shape::Is(TableEntry::default()))
-        {
+        match entries.get_or_insert_with(key, || Shape::Is(TableEntry::default())) {
             Shape::Is(entry) => Ok(entry),
             Shape::Wrong(value) => Err(slot(depth, value)),
         }
@@ -740,15 +854,18 @@ fn found<'m, 't>(
 
 /// A map's keys and values made to hold their own text.
 fn owned<T, U>(map: Keyed<'_, T>, value: impl Fn(T) -> U) -> Keyed<'static, U> {
-    map.into_iter()
-        .map(|(key, shape)| {
-            let shape = match shape {
-                Shape::Is(inner) => Shape::Is(value(inner)),
-                Shape::Wrong(wrong) => Shape::Wrong(wrong),
-            };
-            (Cow::Owned(key.into_owned()), shape)
-        })
-        .collect()
+    Keyed(
+        map.0
+            .into_iter()
+            .map(|(key, shape)| {
+                let shape = match shape {
+                    Shape::Is(inner) => Shape::Is(value(inner)),
+                    Shape::Wrong(wrong) => Shape::Wrong(wrong),
+                };
+                (Cow::Owned(key.into_owned()), shape)
+            })
+            .collect(),
+    )
 }
 
 /// A value on the way to an entry, or the entry, that is not an object.
@@ -808,7 +925,8 @@ impl TableEntry<'_> {
 
     /// Another key's string value (`name`, `display_name`).
     pub fn text_field(&self, key: &str) -> Option<&str> {
-        self.other.get(key).and_then(Value::as_str)
+        let at = self.other.binary_search_by(|(k, _)| k.as_ref().cmp(key));
+        at.ok().and_then(|i| self.other[i].1.as_str())
     }
 
     fn into_owned(self) -> TableEntry<'static> {
@@ -817,7 +935,11 @@ impl TableEntry<'_> {
                 Shape::Is(prompts) => Shape::Is(owned(prompts, |t| Cow::Owned(t.into_owned()))),
                 Shape::Wrong(value) => Shape::Wrong(value),
             }),
-            other: self.other,
+            other: self
+                .other
+                .into_iter()
+                .map(|(key, value)| (Cow::Owned(key.into_owned()), value))
+                .collect(),
         }
     }
 
@@ -826,6 +948,7 @@ impl TableEntry<'_> {
             .other
             .clone()
             .into_iter()
+            .map(|(key, value)| (key.into_owned(), value))
             .collect::<Map<String, Value>>();
         if let Some(prompts) = &self.prompts {
             let value = match prompts {
@@ -1010,10 +1133,7 @@ pub fn gateway_prompt_text(
         Some(text) => {
             let key = gateway_pointer(file, entry_path, &format!("/prompts/{block}"));
             check_gateway_text(&key.to_string(), text)?;
-            prompts.insert(
-                Cow::Borrowed(block.wire_name()),
-                Shape::Is(Cow::Owned(text.to_owned())),
-            );
+            prompts.set(block.wire_name(), Shape::Is(Cow::Owned(text.to_owned())));
         }
         None => {
             prompts.remove(block.wire_name());
