@@ -6,6 +6,8 @@
 //! delivery after the first); `first_delivery` is a delivery whose owner
 //! has not (both files' admission, then the chat's chain).
 
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
 use std::fs;
 use std::path::Path;
 
