@@ -412,46 +412,142 @@ impl<'de> Visitor<'de> for KeySeed {
     }
 }
 
-/// The shape the reader wants at one place of the file.
-#[derive(Clone, Copy)]
-enum Want {
-    /// The top: bots, keyed by id.
-    Top(GatewayFile),
-    /// `allowlist.json`'s object of one bot's chats.
-    Chats,
-    /// A bot's or chat's entry.
-    Entry,
-    /// An entry's `prompts`.
-    Prompts,
-    /// One prompt text.
-    Text,
+/// The shape the reader wants at one place of the file, and what it makes
+/// of a value of that shape there.
+trait Wanted<'de>: Copy {
+    /// What a value of this shape becomes.
+    type Made;
+
+    /// Read the object at `at`: the shape, or (for a text) the wrong type.
+    fn object<A: MapAccess<'de>>(
+        self,
+        at: &mut At<'_, '_>,
+        map: &mut A,
+    ) -> Result<Shape<Self::Made>, A::Error>;
+
+    /// A string here: the shape for a prompt text, else given back.
+    fn text(self, text: Cow<'de, str>) -> Result<Self::Made, Cow<'de, str>> {
+        Err(text)
+    }
 }
 
-/// What the reader made of one value: the shape [`Want`] asked for.
-enum Made<'de> {
-    Table(GatewayTable<'de>),
-    Chats(Keyed<'de, TableEntry<'de>>),
-    Entry(TableEntry<'de>),
-    Prompts(Keyed<'de, Cow<'de, str>>),
-    Text(Cow<'de, str>),
+/// The top of a file: bots, keyed by id.
+#[derive(Clone, Copy)]
+struct Top(GatewayFile);
+
+/// `allowlist.json`'s object of one bot's chats.
+#[derive(Clone, Copy)]
+struct Chats;
+
+/// A bot's or chat's entry.
+#[derive(Clone, Copy)]
+struct Entry;
+
+/// An entry's `prompts`.
+#[derive(Clone, Copy)]
+struct Prompts;
+
+/// One prompt text.
+#[derive(Clone, Copy)]
+struct Text;
+
+impl<'de> Wanted<'de> for Top {
+    type Made = GatewayTable<'de>;
+    fn object<A: MapAccess<'de>>(
+        self,
+        at: &mut At<'_, '_>,
+        map: &mut A,
+    ) -> Result<Shape<Self::Made>, A::Error> {
+        Ok(Shape::Is(match self.0 {
+            GatewayFile::Bots => GatewayTable::Bots(keyed(at, map, Entry)?),
+            GatewayFile::Allowlist => GatewayTable::Allowlist(keyed(at, map, Chats)?),
+        }))
+    }
+}
+
+impl<'de> Wanted<'de> for Chats {
+    type Made = Keyed<'de, TableEntry<'de>>;
+    fn object<A: MapAccess<'de>>(
+        self,
+        at: &mut At<'_, '_>,
+        map: &mut A,
+    ) -> Result<Shape<Self::Made>, A::Error> {
+        keyed(at, map, Entry).map(Shape::Is)
+    }
+}
+
+impl<'de> Wanted<'de> for Prompts {
+    type Made = Keyed<'de, Cow<'de, str>>;
+    fn object<A: MapAccess<'de>>(
+        self,
+        at: &mut At<'_, '_>,
+        map: &mut A,
+    ) -> Result<Shape<Self::Made>, A::Error> {
+        keyed(at, map, Text).map(Shape::Is)
+    }
+}
+
+impl<'de> Wanted<'de> for Text {
+    type Made = Cow<'de, str>;
+    fn object<A: MapAccess<'de>>(
+        self,
+        at: &mut At<'_, '_>,
+        map: &mut A,
+    ) -> Result<Shape<Self::Made>, A::Error> {
+        Checked(at.child(at.at)).visit_map(map).map(Shape::Wrong)
+    }
+    fn text(self, text: Cow<'de, str>) -> Result<Self::Made, Cow<'de, str>> {
+        Ok(text)
+    }
+}
+
+impl<'de> Wanted<'de> for Entry {
+    type Made = TableEntry<'de>;
+    fn object<A: MapAccess<'de>>(
+        self,
+        at: &mut At<'_, '_>,
+        map: &mut A,
+    ) -> Result<Shape<Self::Made>, A::Error> {
+        let mut entry = TableEntry::default();
+        let mut seen = SeenKeys::default();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let here = Pointer::Key(at.at, &key);
+            if key == "prompts" {
+                let value = map.next_value_seed(Typed {
+                    at: at.child(&here),
+                    want: Prompts,
+                })?;
+                if seen.first(&key, &here, at.duplicate) {
+                    entry.prompts = Some(value);
+                }
+            } else {
+                let value = map.next_value_seed(Checked(at.child(&here)))?;
+                if seen.first(&key, &here, at.duplicate) {
+                    entry.other.push((key, value));
+                }
+            }
+        }
+        entry.other.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
+        Ok(Shape::Is(entry))
+    }
 }
 
 /// The typed reader of one value: the shape `want` names, or the value
-/// found instead ([`Shape::Wrong`], parsed by [`Checked`]).
-struct Typed<'a, 'p> {
+/// found instead ([`Shape::Wrong`], read by [`Checked`]).
+struct Typed<'a, 'p, W> {
     at: At<'a, 'p>,
-    want: Want,
+    want: W,
 }
 
-impl<'de> DeserializeSeed<'de> for Typed<'_, '_> {
-    type Value = Shape<Made<'de>>;
+impl<'de, W: Wanted<'de>> DeserializeSeed<'de> for Typed<'_, '_, W> {
+    type Value = Shape<W::Made>;
     fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de> Visitor<'de> for Typed<'_, '_> {
-    type Value = Shape<Made<'de>>;
+impl<'de, W: Wanted<'de>> Visitor<'de> for Typed<'_, '_, W> {
+    type Value = Shape<W::Made>;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("any JSON value")
     }
@@ -471,22 +567,13 @@ impl<'de> Visitor<'de> for Typed<'_, '_> {
         ))
     }
     fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
-        Ok(match self.want {
-            Want::Text => Shape::Is(Made::Text(Cow::Borrowed(v))),
-            _ => Shape::Wrong(Value::String(v.to_owned())),
-        })
+        Ok(self.text(Cow::Borrowed(v)))
     }
     fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
-        Ok(match self.want {
-            Want::Text => Shape::Is(Made::Text(Cow::Owned(v.to_owned()))),
-            _ => Shape::Wrong(Value::String(v.to_owned())),
-        })
+        Ok(self.text(Cow::Owned(v.to_owned())))
     }
     fn visit_string<E>(self, v: String) -> Result<Self::Value, E> {
-        Ok(match self.want {
-            Want::Text => Shape::Is(Made::Text(Cow::Owned(v))),
-            _ => Shape::Wrong(Value::String(v)),
-        })
+        Ok(self.text(Cow::Owned(v)))
     }
     fn visit_unit<E>(self) -> Result<Self::Value, E> {
         Ok(Shape::Wrong(Value::Null))
@@ -495,67 +582,29 @@ impl<'de> Visitor<'de> for Typed<'_, '_> {
         Ok(Shape::Wrong(Value::Null))
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
-        let value = Checked(self.at).visit_seq(seq);
-        value.map(Shape::Wrong)
+        Checked(self.at).visit_seq(seq).map(Shape::Wrong)
     }
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Self::Value, A::Error> {
-        let made = match self.want {
-            Want::Text => return Checked(self.at).visit_map(map).map(Shape::Wrong),
-            Want::Top(GatewayFile::Bots) => Made::Table(GatewayTable::Bots(keyed(
-                &mut self.at,
-                &mut map,
-                Want::Entry,
-            )?)),
-            Want::Top(GatewayFile::Allowlist) => Made::Table(GatewayTable::Allowlist(keyed(
-                &mut self.at,
-                &mut map,
-                Want::Chats,
-            )?)),
-            Want::Chats => Made::Chats(keyed(&mut self.at, &mut map, Want::Entry)?),
-            Want::Prompts => Made::Prompts(keyed(&mut self.at, &mut map, Want::Text)?),
-            Want::Entry => {
-                let mut entry = TableEntry::default();
-                let mut seen = SeenKeys::default();
-                while let Some(key) = map.next_key_seed(KeySeed)? {
-                    let at = Pointer::Key(self.at.at, &key);
-                    let prompts = key == "prompts";
-                    let value = if prompts {
-                        map.next_value_seed(Typed {
-                            at: self.at.child(&at),
-                            want: Want::Prompts,
-                        })?
-                    } else {
-                        Shape::Wrong(map.next_value_seed(Checked(self.at.child(&at)))?)
-                    };
-                    if seen.contains(&key) {
-                        at.repeated(self.at.duplicate);
-                        continue;
-                    }
-                    seen.insert(key.clone());
-                    match value {
-                        value if prompts => entry.prompts = Some(Made::prompts(value)),
-                        Shape::Wrong(value) => entry.other.push((key, value)),
-                        // Never: what `Checked` reads is kept as found.
-                        Shape::Is(_) => {}
-                    }
-                }
-                entry.other.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
-                Made::Entry(entry)
-            }
-        };
-        Ok(Shape::Is(made))
+        self.want.object(&mut self.at, &mut map)
+    }
+}
+
+impl<'de, W: Wanted<'de>> Typed<'_, '_, W> {
+    /// A string: a prompt text where one is wanted, else the wrong type.
+    fn text(self, text: Cow<'de, str>) -> Shape<W::Made> {
+        match self.want.text(text) {
+            Ok(made) => Shape::Is(made),
+            Err(text) => Shape::Wrong(Value::String(text.into_owned())),
+        }
     }
 }
 
 /// One object whose every value has the shape `want`, keys checked.
-fn keyed<'de, A: MapAccess<'de>, T>(
+fn keyed<'de, A: MapAccess<'de>, W: Wanted<'de>>(
     at: &mut At<'_, '_>,
     map: &mut A,
-    want: Want,
-) -> Result<Keyed<'de, T>, A::Error>
-where
-    Made<'de>: Into<Option<T>>,
-{
+    want: W,
+) -> Result<Keyed<'de, W::Made>, A::Error> {
     let mut out = Vec::new();
     let mut seen = SeenKeys::default();
     while let Some(key) = map.next_key_seed(KeySeed)? {
@@ -564,20 +613,9 @@ where
             at: at.child(&here),
             want,
         })?;
-        if seen.contains(&key) {
-            here.repeated(at.duplicate);
-            continue;
+        if seen.first(&key, &here, at.duplicate) {
+            out.push((key, value));
         }
-        seen.insert(key.clone());
-        let value = match value {
-            Shape::Is(made) => match made.into() {
-                Some(value) => Shape::Is(value),
-                // Never: `Typed` makes the shape its `Want` names.
-                None => continue,
-            },
-            Shape::Wrong(value) => Shape::Wrong(value),
-        };
-        out.push((key, value));
     }
     // Keys are unique, so an unstable sort orders them as a map would.
     out.sort_unstable_by(|(a, _), (b, _)| a.cmp(b));
@@ -611,6 +649,22 @@ impl<'t> SeenKeys<'t> {
         self.few[..self.len].iter().any(|k| k == key) || self.many.contains(key)
     }
 
+    /// Whether `key`, at `here`, is the first of its name in the object
+    /// (then it is kept), else noted as given twice.
+    fn first(
+        &mut self,
+        key: &Cow<'t, str>,
+        here: &Pointer<'_>,
+        duplicate: &mut Option<String>,
+    ) -> bool {
+        if self.contains(key) {
+            here.repeated(duplicate);
+            return false;
+        }
+        self.insert(key.clone());
+        true
+    }
+
     /// Add `key`, which is not there yet.
     fn insert(&mut self, key: Cow<'t, str>) {
         if let Some(slot) = self.few.get_mut(self.len) {
@@ -618,44 +672,6 @@ impl<'t> SeenKeys<'t> {
             self.len += 1;
         } else {
             self.many.insert(key);
-        }
-    }
-}
-
-impl<'de> Made<'de> {
-    fn prompts(value: Shape<Made<'de>>) -> Shape<Keyed<'de, Cow<'de, str>>> {
-        match value {
-            Shape::Is(Made::Prompts(prompts)) => Shape::Is(prompts),
-            // Never: `Typed` makes the shape its `Want` names.
-            Shape::Is(_) => Shape::Is(Keyed::new()),
-            Shape::Wrong(value) => Shape::Wrong(value),
-        }
-    }
-}
-
-impl<'de> From<Made<'de>> for Option<TableEntry<'de>> {
-    fn from(made: Made<'de>) -> Self {
-        match made {
-            Made::Entry(entry) => Some(entry),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> From<Made<'de>> for Option<Keyed<'de, TableEntry<'de>>> {
-    fn from(made: Made<'de>) -> Self {
-        match made {
-            Made::Chats(chats) => Some(chats),
-            _ => None,
-        }
-    }
-}
-
-impl<'de> From<Made<'de>> for Option<Cow<'de, str>> {
-    fn from(made: Made<'de>) -> Self {
-        match made {
-            Made::Text(text) => Some(text),
-            _ => None,
         }
     }
 }
@@ -695,7 +711,7 @@ impl<'t> GatewayTable<'t> {
                 at: &Pointer::Root,
                 duplicate: &mut duplicate,
             },
-            want: Want::Top(file),
+            want: Top(file),
         }
         .deserialize(&mut deserializer)
         .and_then(|v| deserializer.end().map(|()| v))
@@ -710,8 +726,7 @@ impl<'t> GatewayTable<'t> {
             });
         }
         match top {
-            Shape::Is(Made::Table(table)) => Ok(table),
-            Shape::Is(_) => Ok(GatewayTable::empty(file)),
+            Shape::Is(table) => Ok(table),
             Shape::Wrong(other) => Err(GatewayError::NotObject {
                 key: gateway_pointer(file, &[], ""),
                 found: json_kind(&other),
@@ -1055,8 +1070,9 @@ pub fn entry_key(file: GatewayFile, entry_path: &[&str]) -> String {
 }
 
 /// Set (`Some`) or remove (`None`) `block` in the entry at `entry_path`
-/// of a gateway file under `home`, creating the entry when a value is
-/// set, keeping every other key. The file must still have the digest
+/// (`[bot]` in `bots.json`, `[bot, chat]` in `allowlist.json`, as
+/// `GatewayEntry::entry_path` gives it) of a gateway file under `home`,
+/// creating the entry when a value is set, keeping every other key. The file must still have the digest
 /// `expected` (the digest of the [`GatewayDoc`] the caller read, or
 /// [`crate::ABSENT_DIGEST`] for no file); the write is the loader's atomic,
 /// confined save.
