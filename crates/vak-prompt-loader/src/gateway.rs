@@ -24,6 +24,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use camino::{Utf8Path, Utf8PathBuf};
+use serde::Serialize;
 use serde::de::{DeserializeSeed, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use thiserror::Error;
@@ -161,7 +162,8 @@ pub fn json_kind(value: &Value) -> &'static str {
 /// A value where the reader wanted one shape: that shape, or the value
 /// the file holds instead, kept whole, so a write leaves it as it was and
 /// a lookup that reaches it names its kind.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum Shape<T> {
     /// The shape wanted.
     Is(T),
@@ -256,8 +258,11 @@ pub struct TableEntry<'t> {
     pub other: Vec<(Cow<'t, str>, Value)>,
 }
 
-/// A gateway file, parsed: what every reader of the format asks.
-#[derive(Debug, Clone, PartialEq)]
+/// A gateway file, parsed: what every reader of the format asks. A write
+/// serialises it as the `Value` document it replaced did (every object's
+/// keys sorted, a wrong value as found).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
 pub enum GatewayTable<'t> {
     /// `bots.json`: each bot's entry.
     Bots(Keyed<'t, TableEntry<'t>>),
@@ -829,29 +834,6 @@ impl<'t> GatewayTable<'t> {
             Shape::Wrong(value) => Err(slot(depth, value)),
         }
     }
-
-    /// The table as JSON: what a write serialises.
-    fn to_value(&self) -> Value {
-        fn object<T>(map: &Keyed<'_, T>, value: impl Fn(&T) -> Value) -> Value {
-            Value::Object(
-                map.iter()
-                    .map(|(key, shape)| {
-                        let value = match shape {
-                            Shape::Is(inner) => value(inner),
-                            Shape::Wrong(wrong) => wrong.clone(),
-                        };
-                        (key.clone().into_owned(), value)
-                    })
-                    .collect(),
-            )
-        }
-        match self {
-            GatewayTable::Bots(bots) => object(bots, TableEntry::to_value),
-            GatewayTable::Allowlist(bots) => {
-                object(bots, |chats| object(chats, TableEntry::to_value))
-            }
-        }
-    }
 }
 
 /// The entry in `slot`, the one at `path` of `file`, when it is one.
@@ -957,34 +939,45 @@ impl TableEntry<'_> {
                 .collect(),
         }
     }
+}
 
-    fn to_value(&self) -> Value {
-        let mut out = self
-            .other
-            .clone()
-            .into_iter()
-            .map(|(key, value)| (key.into_owned(), value))
-            .collect::<Map<String, Value>>();
-        if let Some(prompts) = &self.prompts {
-            let value = match prompts {
-                Shape::Is(prompts) => Value::Object(
-                    prompts
-                        .iter()
-                        .map(|(key, text)| {
-                            let value = match text {
-                                Shape::Is(text) => Value::String(text.clone().into_owned()),
-                                Shape::Wrong(wrong) => wrong.clone(),
-                            };
-                            (key.clone().into_owned(), value)
-                        })
-                        .collect(),
-                ),
-                Shape::Wrong(wrong) => wrong.clone(),
-            };
-            out.insert("prompts".to_owned(), value);
-        }
-        Value::Object(out)
+impl<T: Serialize> Serialize for Keyed<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.iter().map(|(key, value)| (key, value)))
     }
+}
+
+impl<'t> Serialize for TableEntry<'t> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        fields(self, s)
+    }
+}
+
+/// [`TableEntry`]'s keys in order, `prompts` among the others.
+fn fields<'a, 't, S: serde::Serializer>(
+    entry: &'a TableEntry<'t>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    /// One key's value: another key's, or `prompts`.
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    enum Field<'a, 't> {
+        Other(&'a Value),
+        Prompts(&'a Shape<Keyed<'t, Cow<'t, str>>>),
+    }
+    let at = entry
+        .other
+        .partition_point(|(key, _)| key.as_ref() < "prompts");
+    let (before, after) = entry.other.split_at(at);
+    let field = |(key, value): &'a (Cow<'t, str>, Value)| (key.as_ref(), Field::Other(value));
+    let prompts = (entry.prompts.as_ref()).map(|p| ("prompts", Field::Prompts(p)));
+    s.collect_map(
+        before
+            .iter()
+            .map(field)
+            .chain(prompts)
+            .chain(after.iter().map(field)),
+    )
 }
 
 /// A gateway file as read: its table and the digest of its bytes (what a
@@ -1160,11 +1153,10 @@ pub fn gateway_prompt_text(
     }
     // Sorted keys, pretty, a final newline: what this writer has always
     // written, so a write changes only the edited key's lines.
-    let mut out =
-        serde_json::to_string_pretty(&table.to_value()).map_err(|e| GatewayError::NotJson {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+    let mut out = serde_json::to_string_pretty(&table).map_err(|e| GatewayError::NotJson {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
     out.push('\n');
     if out.len() as u64 > MAX_GATEWAY_BYTES {
         return Err(GatewayError::Save(SaveError::TooLarge {
