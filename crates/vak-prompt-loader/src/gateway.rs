@@ -2509,6 +2509,61 @@ mod tests {
             })
         }
 
+        /// An object of `(key, value)` pairs, keys from `keys` (so they
+        /// repeat now and then).
+        fn object(
+            keys: &'static [&'static str],
+            value: impl Strategy<Value = Json> + Clone,
+        ) -> impl Strategy<Value = Json> + Clone {
+            prop::collection::vec((prop::sample::select(keys), value), 0..5).prop_map(Json::Object)
+        }
+
+        /// Mostly the shape wanted (`shaped`), now and then anything.
+        fn mostly(
+            shaped: impl Strategy<Value = Json> + Clone + 'static,
+        ) -> impl Strategy<Value = Json> + Clone {
+            prop_oneof![5 => shaped, 1 => json()]
+        }
+
+        /// A gateway file's entry: `prompts` of block names (and others)
+        /// to texts (and other values), and other keys.
+        fn entry() -> impl Strategy<Value = Json> + Clone {
+            let text = prop_oneof![
+                3 => "[a-z \\-]{0,8}".prop_map(|t| Json::Leaf(serde_json::Value::String(t))),
+                1 => json(),
+            ];
+            let prompts = mostly(object(
+                &[
+                    "identity",
+                    "guardrails",
+                    "surface-note",
+                    "operating-rules",
+                    "safety-floor",
+                    "agent-instructions",
+                    "zeta",
+                ],
+                text,
+            ));
+            let field = prop_oneof![
+                3 => prompts.prop_map(|p| ("prompts", p)),
+                1 => (prop::sample::select(&["name", "display_name", "zeta"][..]), json()),
+            ];
+            mostly(prop::collection::vec(field, 0..3).prop_map(Json::Object))
+        }
+
+        /// `bots.json`: bots to entries; `allowlist.json`: bots to chats
+        /// to entries.
+        fn gateway(file: GatewayFile) -> impl Strategy<Value = Json> {
+            const BOTS: &[&str] = &["helpdesk", "ops", "dev", "qa", "b1", "b2", "b3"];
+            const CHATS: &[&str] = &["ops", "dev", "helpdesk", "c1", "c2", "c3"];
+            match file {
+                GatewayFile::Bots => mostly(object(BOTS, entry())).boxed(),
+                GatewayFile::Allowlist => {
+                    mostly(object(BOTS, mostly(object(CHATS, entry())))).boxed()
+                }
+            }
+        }
+
         fn text_of(json: &Json, broken: u8) -> String {
             let mut text = String::new();
             json.write(&mut text);
@@ -2524,7 +2579,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(96))]
+            #![proptest_config(ProptestConfig::with_cases(160))]
 
             /// Whatever the file holds, the typed table answers every
             /// chain, admission, prompt and write exactly as the reader
@@ -2532,9 +2587,9 @@ mod tests {
             /// entries and messages, the same errors, the same bytes.
             #[test]
             fn the_table_answers_as_the_reader_before_it(
-                bots in json(),
-                allow in json(),
-                broken in 0u8..12,
+                bots in gateway(GatewayFile::Bots),
+                allow in gateway(GatewayFile::Allowlist),
+                broken in 0u8..24,
             ) {
                 let (_keep, home) = home();
                 let bots_text = text_of(&bots, broken);
