@@ -522,12 +522,12 @@ impl<'de> Wanted<'de> for Entry {
                     at: at.child(&here),
                     want: Prompts,
                 })?;
-                if seen.first(&key, &here, at.duplicate) {
+                if seen.first(key.clone(), &here, at.duplicate) {
                     entry.prompts = Some(value);
                 }
             } else {
                 let value = map.next_value_seed(Checked(at.child(&here)))?;
-                if seen.first(&key, &here, at.duplicate) {
+                if seen.first(key.clone(), &here, at.duplicate) {
                     entry.other.push((key, value));
                 }
             }
@@ -618,7 +618,7 @@ fn keyed<'de, A: MapAccess<'de>, W: Wanted<'de>>(
             at: at.child(&here),
             want,
         })?;
-        if seen.first(&key, &here, at.duplicate) {
+        if seen.first(key.clone(), &here, at.duplicate) {
             out.push((key, value));
         }
     }
@@ -654,19 +654,20 @@ impl<'t> SeenKeys<'t> {
         self.few[..self.len].iter().any(|k| k == key) || self.many.contains(key)
     }
 
-    /// Whether `key`, at `here`, is the first of its name in the object
-    /// (then it is kept), else noted as given twice.
+    /// Whether `key` (a copy: borrowed, it is a pointer), at `here`, is
+    /// the first of its name in the object (then it is kept), else noted
+    /// as given twice.
     fn first(
         &mut self,
-        key: &Cow<'t, str>,
+        key: Cow<'t, str>,
         here: &Pointer<'_>,
         duplicate: &mut Option<String>,
     ) -> bool {
-        if self.contains(key) {
+        if self.contains(&key) {
             here.repeated(duplicate);
             return false;
         }
-        self.insert(key.clone());
+        self.insert(key);
         true
     }
 
