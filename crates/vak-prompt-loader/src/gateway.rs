@@ -1,7 +1,7 @@
 //! The gateway tiers: `bots.json` (bot) and `allowlist.json` (chat). The
 //! loader is the one owner of this format, and [`GatewayTable`] is its one
 //! reader: a file's text is parsed once into a typed table, and the chain
-//! ([`load_gateway`]), admission ([`gateway_entry_listed`]), the admin API
+//! (`load_gateway`), admission ([`gateway_entry_listed`]), the admin API
 //! and history ([`read_gateway`]) and a write ([`write_gateway_prompt`],
 //! which edits the table) all answer from it, so a fix lands once.
 //!
