@@ -18,7 +18,7 @@
 //! never ignored silently.
 
 use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -632,11 +632,12 @@ const FEW_KEYS: usize = 8;
 
 /// The keys of one object seen so far: the first [`FEW_KEYS`] kept on the
 /// stack and compared one by one (an entry has a handful), the rest in a
-/// `BTreeSet`, so an object with many keys stays n log n.
+/// `HashSet` (std's hasher is randomly keyed, so a file cannot choose keys
+/// that collide), so an object with many keys stays linear.
 struct SeenKeys<'t> {
     few: [Cow<'t, str>; FEW_KEYS],
     len: usize,
-    many: BTreeSet<Cow<'t, str>>,
+    many: HashSet<Cow<'t, str>>,
 }
 
 impl Default for SeenKeys<'_> {
@@ -644,7 +645,7 @@ impl Default for SeenKeys<'_> {
         SeenKeys {
             few: [const { Cow::Borrowed("") }; FEW_KEYS],
             len: 0,
-            many: BTreeSet::new(),
+            many: HashSet::new(),
         }
     }
 }
