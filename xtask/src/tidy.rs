@@ -252,7 +252,8 @@ mod tests {
     }
 
     /// Process-wide caches still here, and why: none (the gateway files'
-    /// indexes are kept by the prompt cache or the snapshot that read them).
+    /// parsed tables are kept by the prompt cache or the snapshot that read
+    /// them).
     const CACHE_DEBT: [&str; 0] = [];
 
     #[test]
@@ -270,6 +271,37 @@ mod tests {
                 "{file} holds no process-wide cache any more: take it off CACHE_DEBT"
             );
         }
+    }
+
+    /// The gateway file has one reader: the typed table's seeds
+    /// (`Typed`, the `Checked` values it keeps, `KeySeed`) are the only
+    /// serde visitors in `gateway.rs` outside its tests, and it parses
+    /// nothing with `serde_json::from_*` or into a `Value` beside them.
+    #[test]
+    fn the_gateway_file_has_one_reader() {
+        const READER: [&str; 3] = ["Checked", "KeySeed", "Typed"];
+        let path = root().join("crates/vak-prompt-loader/src/gateway.rs");
+        let text = std::fs::read_to_string(&path).expect("gateway.rs");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let mut visitors = Vec::new();
+        for line in code.lines() {
+            if let Some((_, rest)) = line.split_once("Visitor<'de> for ") {
+                let name = rest.split(['<', ' ', '{']).next().unwrap_or_default();
+                visitors.push(name.to_owned());
+            }
+            for parse in ["serde_json::from_", "from_value(", ": Value = serde_json"] {
+                assert!(
+                    !line.contains(parse),
+                    "gateway.rs parses beside its one reader: {}",
+                    line.trim()
+                );
+            }
+        }
+        visitors.sort();
+        assert_eq!(
+            visitors, READER,
+            "gateway.rs has one reader (the typed table); a second visitor is a second reader"
+        );
     }
 
     /// The one file that reads a source string back: `Source::from_wire`,

@@ -19,8 +19,8 @@ use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use vak_core::prompts::{
-    ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, gateway_dir, json_kind, prompt_of,
-    read_gateway,
+    ABSENT_DIGEST, Escaped, GatewayError, GatewayFile, GatewayTable, Shape, TableEntry,
+    gateway_dir, json_kind, read_gateway,
 };
 use vak_core::prompts::{Block, Name, NameKind, ResolvedPrompt, SurfaceKind, sha256_hex};
 use vak_core::{GatewayChange, GatewayChangeError, GatewayEntry, Preview, Selectors, Unchecked};
@@ -74,7 +74,7 @@ fn resolve_tier(state: &AppState, tier: &GatewayEntry) -> Option<ResolvedPrompt>
 }
 
 fn block_json(
-    entry: Option<&Value>,
+    entry: Option<&TableEntry<'_>>,
     tier: &GatewayEntry,
     resolved: Option<&ResolvedPrompt>,
 ) -> Vec<Value> {
@@ -84,7 +84,7 @@ fn block_json(
             let key = tier.key(block).to_string();
             let entry_path = tier.entry_path();
             let (state, text, problem) =
-                match entry.map(|e| prompt_of(e, block, tier.file(), &entry_path)) {
+                match entry.map(|e| e.prompt(block, tier.file(), &entry_path)) {
                 None | Some(Ok(None)) => ("inherited", None, None),
                 Some(Ok(Some(text))) if text.trim().is_empty() => ("empty", Some(text), None),
                 Some(Ok(Some(text))) => ("overridden", Some(text), None),
@@ -111,15 +111,21 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
     let dir = gateway_dir(&state.home);
     let bots_path = GatewayFile::Bots.path(&state.home);
     let allow_path = GatewayFile::Allowlist.path(&state.home);
-    let bots = read_gateway(&state.home, GatewayFile::Bots)
-        .map_err(gateway_error)?
-        .map(|d| d.entries)
-        .unwrap_or_default();
-    let allow = read_gateway(&state.home, GatewayFile::Allowlist)
-        .map_err(gateway_error)?
-        .map(|d| d.entries)
-        .unwrap_or_default();
-    let mut ids: Vec<&String> = bots.keys().chain(allow.keys()).collect();
+    let bots = match read_gateway(&state.home, GatewayFile::Bots).map_err(gateway_error)? {
+        Some(doc) => match doc.table {
+            GatewayTable::Bots(bots) => bots,
+            GatewayTable::Allowlist(_) => Default::default(),
+        },
+        None => Default::default(),
+    };
+    let allow = match read_gateway(&state.home, GatewayFile::Allowlist).map_err(gateway_error)? {
+        Some(doc) => match doc.table {
+            GatewayTable::Allowlist(allow) => allow,
+            GatewayTable::Bots(_) => Default::default(),
+        },
+        None => Default::default(),
+    };
+    let mut ids: Vec<&str> = bots.keys().chain(allow.keys()).map(AsRef::as_ref).collect();
     ids.sort();
     ids.dedup();
     let mut out = Vec::new();
@@ -131,35 +137,40 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
             ));
             continue;
         };
-        let entry = bots.get(id);
-        if let Some(wrong) = entry.filter(|e| !e.is_object()) {
+        let entry = match bots.get(id) {
+            Some(Shape::Is(entry)) => Some(entry),
+            Some(Shape::Wrong(wrong)) => {
+                problems.push(format!(
+                    "`{BOTS}#/{}` is {}, not an object; it is not used",
+                    Escaped(id),
+                    json_kind(wrong)
+                ));
+                None
+            }
+            None => None,
+        };
+        let mut chats = Vec::new();
+        if let Some(Shape::Wrong(wrong)) = allow.get(id) {
             problems.push(format!(
-                "`{BOTS}#/{}` is {}, not an object; it is not used",
+                "`{ALLOWLIST}#/{}` is {}, not an object of chat ids; it is not used",
                 Escaped(id),
                 json_kind(wrong)
             ));
         }
-        let entry = entry.filter(|e| e.is_object());
-        let mut chats = Vec::new();
-        match allow.get(id) {
-            Some(Value::Object(_)) | None => {}
-            Some(wrong) => problems.push(format!(
-                "`{ALLOWLIST}#/{}` is {}, not an object of chat ids; it is not used",
-                Escaped(id),
-                json_kind(wrong)
-            )),
-        }
-        if let Some(Value::Object(chat_map)) = allow.get(id) {
+        if let Some(Shape::Is(chat_map)) = allow.get(id) {
             for (chat_id, chat_entry) in chat_map {
-                if !chat_entry.is_object() {
-                    problems.push(format!(
-                        "`{ALLOWLIST}#/{}/{}` is {}, not an object; it is not used",
-                        Escaped(id),
-                        Escaped(chat_id),
-                        json_kind(chat_entry)
-                    ));
-                    continue;
-                }
+                let chat_entry = match chat_entry {
+                    Shape::Is(chat_entry) => chat_entry,
+                    Shape::Wrong(wrong) => {
+                        problems.push(format!(
+                            "`{ALLOWLIST}#/{}/{}` is {}, not an object; it is not used",
+                            Escaped(id),
+                            Escaped(chat_id),
+                            json_kind(wrong)
+                        ));
+                        continue;
+                    }
+                };
                 let Ok(chat) = Name::new(NameKind::Chat, chat_id) else {
                     problems.push(format!(
                         "chat id `{chat_id}` under bot `{id}` is not a valid name; it is never loaded"
@@ -172,7 +183,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
                 };
                 chats.push(json!({
                     "chat": chat_id,
-                    "name": chat_entry.get("name").and_then(Value::as_str),
+                    "name": chat_entry.text_field("name"),
                     "prompts": block_json(Some(chat_entry), &tier, resolve_tier(&state, &tier).as_ref()),
                 }));
             }
@@ -180,7 +191,7 @@ pub(crate) async fn list(State(state): State<Arc<AppState>>) -> Result<Json<Valu
         let tier = GatewayEntry { bot, chat: None };
         out.push(json!({
             "bot": id,
-            "display_name": entry.and_then(|e| e.get("display_name")).and_then(Value::as_str),
+            "display_name": entry.and_then(|e| e.text_field("display_name")),
             "prompts": block_json(entry, &tier, resolve_tier(&state, &tier).as_ref()),
             "chats": chats,
         }));

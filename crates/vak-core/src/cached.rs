@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use camino::Utf8PathBuf;
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::{GatewayIndexes, InputWatch, LoadRequest, Snapshot};
+use vak_prompt_loader::{GatewayTables, InputWatch, LoadRequest, Snapshot};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, InboundPrompts, Selectors};
@@ -235,10 +235,10 @@ pub struct PromptCache {
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
-    /// The indexes of the long gateway files its deliveries read: an
-    /// admission and a chain read after a miss look a chat up in them
-    /// instead of walking the file.
-    gateway: GatewayIndexes,
+    /// The parsed gateway files its deliveries read: an admission and a
+    /// chain read after a miss look a chat up in them instead of parsing
+    /// the file again.
+    gateway: GatewayTables,
 }
 
 impl Default for PromptCache {
@@ -269,7 +269,7 @@ impl PromptCache {
             capacity: capacity.max(1),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
-            gateway: GatewayIndexes::default(),
+            gateway: GatewayTables::default(),
         }
     }
 
@@ -323,9 +323,9 @@ impl PromptCache {
         self.within_window
     }
 
-    /// The indexes of long gateway files this cache's owner shares with
+    /// The parsed gateway files this cache's owner shares with
     /// [`InboundPrompts::admission`].
-    pub fn gateway_indexes(&self) -> &GatewayIndexes {
+    pub fn gateway_tables(&self) -> &GatewayTables {
         &self.gateway
     }
 

@@ -9,7 +9,7 @@
 
 use vak_prompt_blocks::{Name, SurfaceKind};
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::{GatewayFile, GatewayIndexes, gateway_entry_listed};
+use vak_prompt_loader::{GatewayFile, gateway_entry_listed};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, Selectors};
@@ -229,23 +229,16 @@ impl InboundPrompts {
     /// Whether the gateway allowlist admits this handle's bot and chat:
     /// the bot needs an entry in `bots.json` and the chat
     /// an entry under that bot in `allowlist.json`. Read fresh every call;
-    /// a long file `cache` saw often is looked up in its index
-    /// ([`crate::PromptCache::gateway_indexes`]) rather than walked.
+    /// a text `cache` parsed before is looked up in its table
+    /// ([`crate::PromptCache::gateway_tables`]) rather than parsed again.
     pub fn admission(&self, cache: Option<&crate::PromptCache>) -> Result<Admission, CoreError> {
-        let own;
-        let indexes = match cache {
-            Some(cache) => cache.gateway_indexes(),
-            None => {
-                own = GatewayIndexes::default();
-                &own
-            }
-        };
+        let tables = cache.map(crate::PromptCache::gateway_tables);
         let selectors = self.core.selectors();
         let (Some(bot), Some(chat)) = (&selectors.bot, &selectors.chat) else {
             return Ok(Admission::NotAChat);
         };
         let home = &selectors.home;
-        if !gateway_entry_listed(home, GatewayFile::Bots, bot.as_str(), None, indexes)? {
+        if !gateway_entry_listed(home, GatewayFile::Bots, bot.as_str(), None, tables)? {
             return Ok(Admission::UnknownBot);
         }
         let chat_known = gateway_entry_listed(
@@ -253,7 +246,7 @@ impl InboundPrompts {
             GatewayFile::Allowlist,
             bot.as_str(),
             Some(chat.as_str()),
-            indexes,
+            tables,
         )?;
         Ok(if chat_known {
             Admission::Admitted
@@ -335,14 +328,15 @@ mod tests {
                 Admission::Admitted
             );
         }
-        assert_eq!(cache.gateway_indexes().indexed_texts(), 0);
+        assert_eq!(cache.gateway_tables().parses(), 0);
         for _ in 0..4 {
             assert_eq!(
                 inbound.admission(Some(&cache)).expect("admission"),
                 Admission::Admitted
             );
         }
-        assert_eq!(cache.gateway_indexes().indexed_texts(), 1);
+        // `bots.json` and `allowlist.json`, each parsed once.
+        assert_eq!(cache.gateway_tables().parses(), 2);
         std::fs::write(gateway.join("allowlist.json"), allowlist("dev")).expect("edit");
         assert_eq!(
             inbound.admission(Some(&cache)).expect("admission"),

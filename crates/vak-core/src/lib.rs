@@ -76,8 +76,8 @@ pub mod prompts {
         current_digest, directory_layers, load_chain, nested_repository, prompt_dir, read_safely,
     };
     pub use vak_prompt_loader::{
-        GatewayError, GatewayFile, entry_key, gateway_dir, gateway_lists, json_kind, prompt_of,
-        read_gateway,
+        GatewayError, GatewayFile, GatewayTable, Shape, TableEntry, entry_key, gateway_dir,
+        gateway_lists, json_kind, read_gateway,
     };
     pub use vak_prompt_loader::{
         MANAGED_DIR_ENV, ManagedError, ManagedLocation, SYSTEM_MANAGED_DIR, Verification,

@@ -3,7 +3,7 @@
 
 use camino::Utf8Path;
 use vak_prompt_blocks::{Name, NameKind};
-use vak_prompt_loader::{GatewayFile, read_gateway};
+use vak_prompt_loader::{GatewayFile, GatewayTable, Shape, read_gateway};
 
 use crate::Selectors;
 
@@ -36,15 +36,17 @@ fn gateway_names(home: &Utf8Path) -> (Vec<Name>, Vec<Name>) {
     let mut chats = Vec::new();
     if let Ok(Some(doc)) = read_gateway(home, GatewayFile::Bots) {
         bots.extend(
-            doc.entries
-                .keys()
+            doc.table
+                .bots()
                 .filter_map(|bot| Name::new(NameKind::Bot, bot).ok()),
         );
     }
-    if let Ok(Some(doc)) = read_gateway(home, GatewayFile::Allowlist) {
-        for (bot, entry) in &doc.entries {
+    if let Ok(Some(doc)) = read_gateway(home, GatewayFile::Allowlist)
+        && let GatewayTable::Allowlist(entries) = &doc.table
+    {
+        for (bot, entry) in entries {
             bots.extend(Name::new(NameKind::Bot, bot).ok());
-            if let Some(entry) = entry.as_object() {
+            if let Shape::Is(entry) = entry {
                 chats.extend(
                     entry
                         .keys()

@@ -33,9 +33,9 @@ pub use discover::{
 };
 pub use error::LoaderError;
 pub use gateway::{
-    GatewayDoc, GatewayError, GatewayFile, GatewayIndexes, MAX_GATEWAY_BYTES, check_gateway_text,
-    entry_key, gateway_dir, gateway_entry_listed, gateway_lists, gateway_pointer,
-    gateway_prompt_text, json_kind, parse_gateway_json, prompt_of, read_gateway,
+    GatewayDoc, GatewayError, GatewayFile, GatewayTable, GatewayTables, Keyed, MAX_GATEWAY_BYTES,
+    Shape, TableEntry, check_gateway_text, entry_key, gateway_dir, gateway_entry_listed,
+    gateway_lists, gateway_pointer, gateway_prompt_text, json_kind, read_gateway,
     write_gateway_prompt,
 };
 pub use imports::{ImportError, ImportRefusal, Imported, Imports, MAX_IMPORTS, expand_imports};

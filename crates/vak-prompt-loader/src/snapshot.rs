@@ -10,7 +10,7 @@ use vak_prompt_blocks::Block;
 use crate::LoaderError;
 use crate::chain::{LoadRequest, LoadedChain, load_in};
 use crate::confine::OpenedDirs;
-use crate::gateway::{GatewayFile, GatewayIndexes, GatewayText};
+use crate::gateway::{GatewayFile, GatewayRead, GatewayTables};
 use crate::safe_read::ReadRefusal;
 
 /// One block file of a directory layer: the block, its file name, and what
@@ -53,9 +53,8 @@ pub(crate) struct Levels {
 /// [`Snapshot::load`] chooses a chain: it reads what no earlier chain of
 /// this snapshot read, and answers the rest from memory, so a check that
 /// budgets every role × surface × directory × gateway chat of ten projects
-/// reads each file once, parses each config once and walks each gateway
-/// file at most a few times. A snapshot is the inputs as they were when
-/// read: it belongs to one question (a save's budget check, a `vak
+/// reads each file once and parses each config and each gateway file
+/// once. A snapshot is the inputs as they were when read: it belongs to one question (a save's budget check, a `vak
 /// trust`), and a later question takes a new one. It holds directory
 /// handles, so it stays on the thread that made it.
 #[derive(Default)]
@@ -74,8 +73,8 @@ pub struct Snapshot {
     pub(crate) skill_names: HashMap<Utf8PathBuf, Option<Vec<String>>>,
     /// The levels of each (project, working directory).
     pub(crate) levels: HashMap<(Utf8PathBuf, Utf8PathBuf), Levels>,
-    /// The gateway files, read once each.
-    pub(crate) gateway: HashMap<GatewayFile, GatewayText>,
+    /// The gateway files, read and parsed once each.
+    pub(crate) gateway: HashMap<GatewayFile, GatewayRead>,
     /// The managed layer, read once: `None` until the first chain asks.
     pub(crate) managed: Option<Result<Option<Arc<crate::ManagedLayer>>, crate::ManagedError>>,
     /// The scoped rules of each (home, project), read once.
@@ -83,9 +82,9 @@ pub struct Snapshot {
     /// Whether it serves one chain only ([`Snapshot::once`]): a chain
     /// reads each file once anyway, so no text is kept (a copy of each).
     pub(crate) once: bool,
-    /// The indexes of long gateway texts, this snapshot's own or shared
-    /// with the owner that opened it ([`Snapshot::once_sharing`]).
-    pub(crate) indexes: GatewayIndexes,
+    /// The parsed gateway texts of the owner that opened it
+    /// ([`Snapshot::once_sharing`]).
+    pub(crate) tables: Option<GatewayTables>,
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -129,15 +128,15 @@ impl Snapshot {
         snapshot
     }
 
-    /// A snapshot for one chain that indexes long gateway texts into
-    /// `indexes`, kept by an owner that opens many snapshots of one home
+    /// A snapshot for one chain that takes the gateway files' tables from
+    /// `tables`, kept by an owner that opens many snapshots of one home
     /// (the gateway's prompt cache): a chat's chain read after the cache
-    /// dropped it looks its entry up in the index rather than walking a
-    /// 1 MB `allowlist.json`. No file's text is kept.
-    pub fn once_sharing(indexes: &GatewayIndexes) -> Self {
+    /// dropped it looks its entry up in the table parsed before rather than
+    /// parsing a 1 MB `allowlist.json` again. No file's text is kept.
+    pub fn once_sharing(tables: &GatewayTables) -> Self {
         Snapshot {
             once: true,
-            indexes: indexes.clone(),
+            tables: Some(tables.clone()),
             ..Snapshot::default()
         }
     }

@@ -266,29 +266,25 @@ fn gateway_entries(home: &Utf8Path) -> Vec<(Name, Option<Name>)> {
         vak_prompt_loader::read_gateway(home, vak_prompt_loader::GatewayFile::Bots)
     {
         out.extend(
-            doc.entries
-                .keys()
+            doc.table
+                .bots()
                 .filter_map(|bot| Name::new(NameKind::Bot, bot).ok())
                 .map(|bot| (bot, None)),
         );
     }
     if let Ok(Some(doc)) =
         vak_prompt_loader::read_gateway(home, vak_prompt_loader::GatewayFile::Allowlist)
+        && let vak_prompt_loader::GatewayTable::Allowlist(entries) = &doc.table
     {
-        for (bot, chats) in &doc.entries {
-            let (Ok(bot), Some(chats)) = (Name::new(NameKind::Bot, bot), chats.as_object()) else {
+        use vak_prompt_loader::Shape;
+        for (bot, chats) in entries {
+            let (Ok(bot), Shape::Is(chats)) = (Name::new(NameKind::Bot, bot), chats) else {
                 continue;
-            };
-            let has_prompts = |entry: &serde_json::Value| {
-                entry
-                    .get("prompts")
-                    .and_then(serde_json::Value::as_object)
-                    .is_some_and(|prompts| !prompts.is_empty())
             };
             out.extend(
                 chats
                     .iter()
-                    .filter(|(_, entry)| has_prompts(entry))
+                    .filter(|(_, entry)| matches!(entry, Shape::Is(entry) if entry.has_prompts()))
                     .filter_map(|(chat, _)| Name::new(NameKind::Chat, chat).ok())
                     .map(|chat| (bot.clone(), Some(chat))),
             );
