@@ -12,6 +12,7 @@ use vak_session::{
     Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Turn,
 };
 
+use crate::batch::{Batcher, Item, Outcome, Pending};
 use crate::migrate;
 use crate::pool::{Pool, PoolError, Prepared};
 
@@ -31,6 +32,32 @@ pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::
 /// more per second than 16 with less CPU per delivery on both sides
 /// (BENCHMARKS.md, fifth round); 8 and 10 did not gain.
 pub const DEFAULT_POOL: usize = 12;
+
+/// The most continuing deliveries written in one transaction
+/// (`vak_batch=N`; 1 writes each alone).
+pub const DEFAULT_BATCH: usize = 8;
+
+/// The most such transactions written at once (`vak_batches=N`).
+pub const DEFAULT_BATCHES: usize = 3;
+
+/// How many connections a process opens and how it gathers deliveries,
+/// from the store URL's `vak_pool`, `vak_batch` and `vak_batches`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sizes {
+    pool: usize,
+    batch: usize,
+    batches: usize,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes {
+            pool: DEFAULT_POOL,
+            batch: DEFAULT_BATCH,
+            batches: DEFAULT_BATCHES,
+        }
+    }
+}
 
 /// How a delivery serialises with others to the same chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +157,9 @@ pub struct PgStore {
     lock_agreed: std::sync::OnceLock<()>,
     /// What never changes of the session each chat was last seen bound to.
     known: Known,
+    /// Continuing deliveries planned from memory, written together; `None`
+    /// with `vak_batch=1`.
+    batcher: Option<Batcher>,
 }
 
 /// For each chat, the session it was last seen bound to, with that
@@ -258,7 +288,7 @@ impl PgStore {
     /// optional vak parameters `vak_lock=advisory|row` and `vak_pool=N`)
     /// without checking its schema; see [`open`](Self::open).
     pub fn connect(url: &str) -> Result<Self, SessionError> {
-        let (url, lock, lock_named, pool) = vak_params(url)?;
+        let (url, lock, lock_named, sizes) = vak_params(url)?;
         let mut config = Config::from_str(&url).map_err(|e| SessionError::Backend {
             store: "the PostgreSQL store".to_owned(),
             reason: format!(
@@ -288,12 +318,16 @@ impl PgStore {
         }
         let described = describe(&config);
         Ok(PgStore {
-            pool: Pool::new(config, connect_timeout, pool),
+            pool: Pool::new(config, connect_timeout, sizes.pool),
             described,
             lock,
             lock_named,
             lock_agreed: std::sync::OnceLock::new(),
             known: Known::default(),
+            // Never more batches at once than connections, so a batch's
+            // writer waits for a connection no longer than any delivery.
+            batcher: (sizes.batch > 1)
+                .then(|| Batcher::new(sizes.batch, sizes.batches.min(sizes.pool))),
         })
     }
 
@@ -512,17 +546,28 @@ pub(crate) fn reason(error: &postgres::Error) -> String {
 }
 
 /// Split vak's own parameters off a store URL.
-fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError> {
+fn vak_params(url: &str) -> Result<(String, LockMode, bool, Sizes), SessionError> {
     let bad = |reason: String| SessionError::Backend {
         store: "the PostgreSQL store".to_owned(),
         reason,
     };
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), LockMode::Row, false, DEFAULT_POOL));
+        return Ok((url.to_owned(), LockMode::Row, false, Sizes::default()));
     };
     let mut lock = LockMode::Row;
     let mut named = false;
-    let mut pool = DEFAULT_POOL;
+    let mut sizes = Sizes::default();
+    let count = |key: &str, n: &str| -> Result<usize, SessionError> {
+        n.parse()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "`{key}={}` in the store URL: expected 1 to 64",
+                    Escaped(n)
+                ))
+            })
+    };
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
@@ -534,18 +579,9 @@ fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError
                     Escaped(other)
                 )));
             }
-            Some(("vak_pool", n)) => {
-                pool = n
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=64).contains(n))
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "`vak_pool={}` in the store URL: expected 1 to 64",
-                            Escaped(n)
-                        ))
-                    })?;
-            }
+            Some(("vak_pool", n)) => sizes.pool = count("vak_pool", n)?,
+            Some(("vak_batch", n)) => sizes.batch = count("vak_batch", n)?,
+            Some(("vak_batches", n)) => sizes.batches = count("vak_batches", n)?,
             _ => kept.push(pair),
         }
     }
@@ -554,7 +590,7 @@ fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((url, lock, named, pool))
+    Ok((url, lock, named, sizes))
 }
 
 fn read_ledger(
@@ -682,6 +718,10 @@ LEFT JOIN LATERAL (SELECT record, seq FROM vak_records
 /// say what `vak_continue_at` checks under the chat's lock before it
 /// writes); it answers the row of the turn it wrote.
 const CONTINUE_AT: &str = "SELECT outcome, generation, written FROM vak_continue_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// Several continuing deliveries' writes in one call, one transaction
+/// (`vak_continue_many`, migration 8): one row per item.
+const CONTINUE_MANY: &str = "SELECT item, outcome, generation, written FROM vak_continue_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 /// A session's turns counted, when its last turn does not carry its number.
 const COUNT_TURNS: &str =
@@ -1090,6 +1130,9 @@ impl Store for PgStore {
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
         self.agree_on_lock_mode()?;
+        if let Some(done) = self.continue_batched(bot, chat, home_generation, claim, plan) {
+            return done;
+        }
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         self.pool
@@ -1303,14 +1346,19 @@ impl Store for PgStore {
 /// one dated far ahead would delete signatures whose requests are still in
 /// their window.
 fn prune_claims_now(client: &mut postgres::Client, claim: Option<&vak_session::Claim<'_>>) {
-    if let Some(claim) = claim
-        && CLAIMS
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            .is_multiple_of(256)
-    {
+    if let Some(claim) = claim {
+        prune_claims_after(client, 1, claim.window_secs);
+    }
+}
+
+/// After `taken` claims committed together: prune as [`prune_claims_now`]
+/// does when the count passed a multiple of 256.
+fn prune_claims_after(client: &mut postgres::Client, taken: u64, window_secs: i64) {
+    let before = CLAIMS.fetch_add(taken, std::sync::atomic::Ordering::Relaxed);
+    if taken > 0 && (before.is_multiple_of(256) || before / 256 != (before + taken - 1) / 256) {
         let _ = client.execute(
             "DELETE FROM vak_replay WHERE at < extract(epoch FROM now())::bigint - $1",
-            &[&keep_secs(claim.window_secs)],
+            &[&keep_secs(window_secs)],
         );
     }
 }
@@ -1481,11 +1529,221 @@ impl PgStore {
         }
     }
 
+    /// A continuing delivery this node can plan from memory, written in a
+    /// batch with the others ready at the same moment ([`Batcher`]): one
+    /// call and one commit for all of them. `None` when it cannot be (no
+    /// batching, nothing trusted in memory, not continuing) or must be
+    /// delivered again on the ordinary path (its plan went stale, or its
+    /// batch's statement failed and rolled back whole); nothing of it is
+    /// then written.
+    fn continue_batched(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        home_generation: Option<i64>,
+        claim: Option<&vak_session::Claim<'_>>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Option<Result<Option<Committed>, SessionError>> {
+        let batcher = self.batcher.as_ref()?;
+        let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
+        let known = self.known.get(bot_s, chat_s).filter(|k| k.trusted)?;
+        let (turn, row) = known.last?;
+        let turns = turn.seq.and_then(|seq| usize::try_from(seq).ok())?;
+        let bound = Bound::Live(Box::new(BoundSession {
+            id: known.id,
+            header: known.header,
+            first_turn: Some(known.first_turn),
+            last_turn: Some(turn),
+            turns,
+        }));
+        let planned = match self.plan_continue(
+            (bot, chat),
+            home_generation,
+            claim,
+            &bound,
+            Some(row),
+            plan,
+        ) {
+            Ok(planned) => planned,
+            Err(Attempt::Done(done)) => return Some(done),
+            Err(Attempt::NotContinuing | Attempt::Moved) => return None,
+        };
+        let (item, turn, session) = planned;
+        match batcher.submit(item, &mut |batch| self.write_batch(batch)) {
+            Outcome::Alone => None,
+            Outcome::Failed(reason) => Some(Err(self.fail(reason))),
+            outcome => match self.settle(
+                (bot_s, chat_s),
+                turn,
+                session,
+                outcome,
+                home_generation,
+                true,
+            ) {
+                Attempt::Done(done) => Some(done),
+                Attempt::Moved => {
+                    tracing::debug!(bot = bot_s, chat = chat_s, "remembered last turn is stale");
+                    self.known.missed(bot_s, chat_s);
+                    None
+                }
+                Attempt::NotContinuing => None,
+            },
+        }
+    }
+
+    /// Write a batch of continuing deliveries in one call of
+    /// `vak_continue_many`, answering each its own outcome only once the
+    /// call returned, so after the commit. A statement the server refused
+    /// rolled back whole: every item goes alone. Any other failure leaves
+    /// the commit unknown: none is acknowledged.
+    fn write_batch(&self, batch: &[std::sync::Arc<Pending>]) -> Vec<Outcome> {
+        let items: Vec<&Item> = batch.iter().map(|p| &p.item).collect();
+        let bots: Vec<&str> = items.iter().map(|i| i.bot.as_str()).collect();
+        let chats: Vec<&str> = items.iter().map(|i| i.chat.as_str()).collect();
+        let sessions: Vec<&str> = items.iter().map(|i| i.session.as_str()).collect();
+        let lasts: Vec<Option<i64>> = items.iter().map(|i| i.last).collect();
+        let generations: Vec<Option<i64>> = items.iter().map(|i| i.generation).collect();
+        let keys: Vec<Option<&str>> = items.iter().map(|i| i.key.as_deref()).collect();
+        let ats: Vec<i64> = items.iter().map(|i| i.at).collect();
+        let windows: Vec<i64> = items.iter().map(|i| i.window).collect();
+        let records: Vec<&str> = items.iter().map(|i| i.record.as_str()).collect();
+        let advisory = self.lock == LockMode::Advisory;
+        let window = items.iter().find(|i| i.key.is_some()).map(|i| i.window);
+        let rows = self.pool.with_prepared(|client, prepared| {
+            vak_session::crash::point("transaction-written");
+            let statement = prepared.get(client, CONTINUE_MANY)?;
+            let rows = client.query(
+                &statement,
+                &[
+                    &advisory,
+                    &bots,
+                    &chats,
+                    &sessions,
+                    &lasts,
+                    &generations,
+                    &keys,
+                    &ats,
+                    &windows,
+                    &records,
+                ],
+            )?;
+            vak_session::crash::point("transaction-committed");
+            let taken = rows
+                .iter()
+                .filter(|row| row.get::<_, &str>(1) == "ok")
+                .count();
+            if let Some(window) = window {
+                prune_claims_after(client, taken as u64, window);
+            }
+            Ok(rows)
+        });
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(PoolError::Db(e)) if e.as_db_error().is_some() => {
+                tracing::debug!(items = batch.len(), reason = %reason(&e), "a batch was refused; its deliveries go alone");
+                return vec![Outcome::Alone; batch.len()];
+            }
+            Err(e) => return vec![Outcome::Failed(e.explain()); batch.len()],
+        };
+        let mut outcomes =
+            vec![
+                Outcome::Failed("the batch's call answered nothing for this delivery".to_owned());
+                batch.len()
+            ];
+        for row in rows {
+            let index = usize::try_from(row.get::<_, i64>(0) - 1).ok();
+            if let Some(slot) = index.and_then(|i| outcomes.get_mut(i)) {
+                *slot = outcome_of(row.get(1), row.get(2), row.get(3));
+            }
+        }
+        outcomes
+    }
+
     /// Plan a continuing delivery from `bound` (a read made without the
     /// chat's lock, or what this node remembers), whose last turn is row
-    /// `last`, and write it with [`CONTINUE_AT`] if that still holds under
-    /// the lock; the turn written is remembered, planned from next time
-    /// when `trusted`.
+    /// `last`: the call's arguments, the turn and its session; or what the
+    /// delivery is when it is not a continuing one.
+    fn plan_continue(
+        &self,
+        (bot, chat): (&Name, &Name),
+        home_generation: Option<i64>,
+        claim: Option<&vak_session::Claim<'_>>,
+        bound: &Bound,
+        last: Option<i64>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<(Item, Turn, SessionId), Attempt> {
+        let Bound::Live(ledger) = bound else {
+            return Err(Attempt::NotContinuing);
+        };
+        let Some(planned) = plan(bound) else {
+            return Err(Attempt::Done(Ok(None)));
+        };
+        let ChatPlan::Continue { mut turn } = planned else {
+            return Err(Attempt::NotContinuing);
+        };
+        turn.delivery = claim.map(vak_session::Claim::digest);
+        // Its number, so the next delivery reads the count off this line
+        // (as the file store does).
+        turn.seq = Some(ledger.turns as u64 + 1);
+        let record = Record::Turn(turn);
+        let text = self
+            .encode(&record, &ledger.id)
+            .map_err(|e| Attempt::Done(Err(e)))?;
+        let Record::Turn(turn) = record else {
+            return Err(Attempt::NotContinuing);
+        };
+        let (key, at, window) = match claim {
+            Some(claim) => (
+                Some(claim.digest()),
+                claim.at,
+                window_secs(claim.window_secs),
+            ),
+            None => (None, 0, 0),
+        };
+        let item = Item {
+            bot: bot.as_str().to_owned(),
+            chat: chat.as_str().to_owned(),
+            session: ledger.id.as_str().to_owned(),
+            last,
+            generation: home_generation,
+            key,
+            at,
+            window,
+            record: text,
+        };
+        Ok((item, turn, ledger.id.clone()))
+    }
+
+    /// What a write's outcome means for the delivery: the turn written is
+    /// remembered, planned from next time when `trusted`.
+    fn settle(
+        &self,
+        (bot_s, chat_s): (&str, &str),
+        turn: Turn,
+        session: SessionId,
+        outcome: Outcome,
+        home_generation: Option<i64>,
+        trusted: bool,
+    ) -> Attempt {
+        match outcome {
+            Outcome::Written(row) => {
+                self.known
+                    .wrote(bot_s, chat_s, &session, turn, row, trusted);
+                Attempt::Done(Ok(Some(Committed { session })))
+            }
+            Outcome::Replayed => Attempt::Done(Err(SessionError::Replayed)),
+            Outcome::Home(now) => match self.home_moved(home_generation, now).flatten() {
+                Some(done) => Attempt::Done(done),
+                None => Attempt::NotContinuing,
+            },
+            Outcome::Failed(reason) => Attempt::Done(Err(self.fail(reason))),
+            Outcome::Moved | Outcome::Alone => Attempt::Moved,
+        }
+    }
+
+    /// Plan a continuing delivery from `bound` and write it alone with
+    /// [`CONTINUE_AT`] if what it was planned from still holds under the
+    /// lock.
     #[allow(clippy::too_many_arguments)]
     fn continue_at(
         &self,
@@ -1499,71 +1757,57 @@ impl PgStore {
         trusted: bool,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Attempt, postgres::Error> {
-        let Bound::Live(ledger) = bound else {
-            return Ok(Attempt::NotContinuing);
-        };
-        let Some(planned) = plan(bound) else {
-            return Ok(Attempt::Done(Ok(None)));
-        };
-        let ChatPlan::Continue { mut turn } = planned else {
-            return Ok(Attempt::NotContinuing);
-        };
-        turn.delivery = claim.map(vak_session::Claim::digest);
-        // Its number, so the next delivery reads the count off this line
-        // (as the file store does).
-        turn.seq = Some(ledger.turns as u64 + 1);
-        let record = Record::Turn(turn);
-        let text = match self.encode(&record, &ledger.id) {
-            Ok(text) => text,
-            Err(e) => return Ok(Attempt::Done(Err(e))),
-        };
-        let (key, at, window) = match claim {
-            Some(claim) => (
-                Some(claim.digest()),
-                claim.at,
-                window_secs(claim.window_secs),
-            ),
-            None => (None, 0, 0),
-        };
+        let (item, turn, session) =
+            match self.plan_continue((bot, chat), home_generation, claim, bound, last, plan) {
+                Ok(planned) => planned,
+                Err(attempt) => return Ok(attempt),
+            };
         let advisory = self.lock == LockMode::Advisory;
         vak_session::crash::point("transaction-written");
         let statement = prepared.get(client, CONTINUE_AT)?;
-        let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         let row = client.query_one(
             &statement,
             &[
-                &bot_s,
-                &chat_s,
+                &item.bot,
+                &item.chat,
                 &advisory,
-                &ledger.id.as_str(),
-                &last,
-                &home_generation,
-                &key,
-                &at,
-                &window,
-                &text,
+                &item.session,
+                &item.last,
+                &item.generation,
+                &item.key,
+                &item.at,
+                &item.window,
+                &item.record,
             ],
         )?;
-        let outcome: &str = row.get(0);
-        Ok(match outcome {
-            "ok" => {
-                vak_session::crash::point("transaction-committed");
-                if let (Record::Turn(turn), Some(written)) = (record, row.get::<_, Option<i64>>(2))
-                {
-                    self.known
-                        .wrote(bot_s, chat_s, &ledger.id, turn, written, trusted);
-                }
-                Attempt::Done(Ok(Some(Committed {
-                    session: ledger.id.clone(),
-                })))
-            }
-            "replayed" => Attempt::Done(Err(SessionError::Replayed)),
-            "home" => match self.home_moved(home_generation, row.get(1)).flatten() {
-                Some(done) => Attempt::Done(done),
-                None => Attempt::NotContinuing,
-            },
-            _ => Attempt::Moved,
-        })
+        let outcome = outcome_of(row.get(0), row.get(1), row.get(2));
+        if matches!(outcome, Outcome::Written(_)) {
+            vak_session::crash::point("transaction-committed");
+        }
+        Ok(self.settle(
+            (bot.as_str(), chat.as_str()),
+            turn,
+            session,
+            outcome,
+            home_generation,
+            trusted,
+        ))
+    }
+}
+
+/// A `vak_continue_at` or `vak_continue_many` answer as an [`Outcome`].
+fn outcome_of(outcome: &str, generation: Option<i64>, written: Option<i64>) -> Outcome {
+    match (outcome, written) {
+        ("ok", Some(row)) => Outcome::Written(row),
+        // Committed, but without the row a next delivery would plan from:
+        // never answered by this schema; not acknowledged, so the
+        // sender's retry is refused as a replay rather than written twice.
+        ("ok", None) => {
+            Outcome::Failed("the store wrote the turn but did not say where".to_owned())
+        }
+        ("replayed", _) => Outcome::Replayed,
+        ("home", _) => Outcome::Home(generation),
+        _ => Outcome::Moved,
     }
 }
 
@@ -1618,13 +1862,21 @@ mod tests {
 
     #[test]
     fn vak_parameters_are_split_off_the_url() {
-        let (url, lock, named, pool) = vak_params(
-            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3",
+        let (url, lock, named, sizes) = vak_params(
+            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3&vak_batch=1&vak_batches=2",
         )
         .expect("valid");
         assert_eq!(url, "postgres://vak@127.0.0.1:5432/vak?sslmode=disable");
         assert_eq!((lock, named), (LockMode::Advisory, true));
-        assert_eq!(pool, 3);
+        assert_eq!(
+            sizes,
+            Sizes {
+                pool: 3,
+                batch: 1,
+                batches: 2
+            }
+        );
+        assert!(vak_params("postgres://x/y?vak_batch=65").is_err());
         let (_, lock, named, _) = vak_params("postgres://x/y").expect("valid");
         assert_eq!((lock, named), (LockMode::Row, false));
         assert!(vak_params("postgres://x/y?vak_lock=table").is_err());
@@ -1837,7 +2089,10 @@ mod tests {
             counts.push(writes.load(SeqCst) - before);
         }
         eprintln!("round trips per delivery: {counts:?}");
-        assert!(counts.iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
+        // The first delivery planned from memory also prepares the batch's
+        // statement on the connection, once.
+        assert!(counts[0] <= ROUND_TRIPS + 1, "{counts:?}");
+        assert!(counts[1..].iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
         // A signature already taken, planned from memory: refused in the
         // same one round trip, nothing written, and the memory still good.
         let turns = |store: &PgStore| {
@@ -2025,7 +2280,11 @@ mod tests {
         };
         deliver(&here, "1");
         assert_eq!(deliver(&here, "2"), 2, "read, then write");
-        assert_eq!(deliver(&here, "3"), 1, "from memory");
+        assert_eq!(
+            deliver(&here, "3"),
+            2,
+            "from memory, the batch's statement prepared on the connection"
+        );
         deliver(&there, "4");
         assert_eq!(deliver(&here, "5"), 3, "stale memory, read, write");
         deliver(&there, "6");
