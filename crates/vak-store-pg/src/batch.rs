@@ -11,9 +11,12 @@
 //! - at most one item per chat, per session and per signature in a batch
 //!   (two of one chat would be planned from the same last turn; the second
 //!   must see the first's turn, so it waits for the next batch);
-//! - items are taken in the order they came, the first always, so an item
-//!   waits behind at most the batches started before it was queued and
-//!   those holding an earlier item of its chat;
+//! - no item joins a batch while a batch being written holds its chat (it
+//!   would wait on the chat's lock holding all of its own batch's);
+//! - items are taken in the order they came, the first always unless its
+//!   chat is being written, so an item waits behind at most the batches
+//!   started before it was queued and those holding an earlier item of
+//!   its chat;
 //! - at most `leaders` batches are written at once, and a delivery is told
 //!   its outcome only after the writer returned, which (for the store) is
 //!   after the batch's commit: acknowledged means durable;
@@ -73,6 +76,10 @@ pub(crate) struct Pending {
 struct State {
     queue: VecDeque<Arc<Pending>>,
     leaders: usize,
+    /// The items of the batches being written: an item of one of their
+    /// chats waits until its batch is done, rather than joining another
+    /// batch that would wait on the chat's lock holding all of its own.
+    writing: Vec<Arc<Pending>>,
 }
 
 /// The queue of continuing deliveries waiting to be written.
@@ -93,11 +100,22 @@ impl Batcher {
             state: Mutex::new(State {
                 queue: VecDeque::new(),
                 leaders: 0,
+                writing: Vec::new(),
             }),
             turn: Condvar::new(),
             max_items: max_items.max(1),
             leaders: leaders.max(1),
         }
+    }
+
+    /// The most items in one batch.
+    pub(crate) fn max_items(&self) -> usize {
+        self.max_items
+    }
+
+    /// The most batches written at once.
+    pub(crate) fn leaders(&self) -> usize {
+        self.leaders
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -126,8 +144,18 @@ impl Batcher {
             }
             let queued = state.queue.iter().any(|p| Arc::ptr_eq(p, &own));
             if queued && state.leaders < self.leaders {
+                let State { queue, writing, .. } = &mut *state;
+                let batch = take(queue, writing, self.max_items);
+                if batch.is_empty() {
+                    // Everything queued waits on a batch being written.
+                    state = self
+                        .turn
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                    continue;
+                }
                 state.leaders += 1;
-                let batch = take(&mut state.queue, self.max_items);
+                state.writing.extend(batch.iter().cloned());
                 drop(state);
                 let guard = Leading {
                     batcher: self,
@@ -166,21 +194,29 @@ impl Drop for Leading<'_> {
         }
         let mut state = self.batcher.lock();
         state.leaders -= 1;
+        state
+            .writing
+            .retain(|p| !self.batch.iter().any(|b| Arc::ptr_eq(b, p)));
         drop(state);
         self.batcher.turn.notify_all();
     }
 }
 
-/// The next batch: queued items in order, the first always, skipping any
-/// whose chat, session or signature is already in the batch (they stay
-/// queued, in order), at most `max`.
-fn take(queue: &mut VecDeque<Arc<Pending>>, max: usize) -> Vec<Arc<Pending>> {
+/// The next batch: queued items in order, skipping any whose chat, session
+/// or signature is already in the batch or in one being written (`writing`;
+/// they stay queued, in order), at most `max`. The first queued item is
+/// taken unless a batch being written holds its chat.
+fn take(
+    queue: &mut VecDeque<Arc<Pending>>,
+    writing: &[Arc<Pending>],
+    max: usize,
+) -> Vec<Arc<Pending>> {
     let mut batch: Vec<Arc<Pending>> = Vec::new();
     let mut left = VecDeque::with_capacity(queue.len());
     for pending in queue.drain(..) {
         let item = &pending.item;
         // A batch is a few items: a scan costs less than sets would.
-        let clashes = batch.iter().any(|p| {
+        let clashes = batch.iter().chain(writing).any(|p| {
             let other = &p.item;
             (other.bot == item.bot && other.chat == item.chat)
                 || other.session == item.session
@@ -238,11 +274,19 @@ mod tests {
             item("4", "s4", None),
             item("5", "s5", None),
         ]);
-        let batch = take(&mut q, 3);
+        let batch = take(&mut q, &[], 3);
         let chats: Vec<_> = batch.iter().map(|p| p.item.chat.as_str()).collect();
         assert_eq!(chats, ["1", "4", "5"]);
         let left: Vec<_> = q.iter().map(|p| p.item.chat.as_str()).collect();
         assert_eq!(left, ["1", "2", "3"], "the rest stay queued in order");
+        // Chat 1 (session s1, signature k1) is being written: every item
+        // left clashes with it and waits for that batch.
+        let writing = batch;
+        assert!(take(&mut q, &writing, 3).is_empty());
+        assert_eq!(q.len(), 3);
+        let batch = take(&mut q, &[], 3);
+        let chats: Vec<_> = batch.iter().map(|p| p.item.chat.as_str()).collect();
+        assert_eq!(chats, ["1", "3"]);
     }
 
     proptest! {
@@ -268,7 +312,7 @@ mod tests {
             let mut seen = Vec::new();
             while !q.is_empty() {
                 let oldest = q[0].item.record.clone();
-                let batch = take(&mut q, max);
+                let batch = take(&mut q, &[], max);
                 prop_assert!(!batch.is_empty() && batch.len() <= max);
                 prop_assert_eq!(&batch[0].item.record, &oldest);
                 let chats: HashSet<_> = batch.iter().map(|p| p.item.chat.clone()).collect();

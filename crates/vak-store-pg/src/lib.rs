@@ -42,6 +42,6 @@ pub mod testing;
 
 pub use migrate::{MIGRATIONS, Migration};
 pub use store::{
-    DEFAULT_BATCH, DEFAULT_BATCHES, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL,
-    DEFAULT_STATEMENT_TIMEOUT, EventsImported, ImportLock, LockMode, PgStore,
+    DEFAULT_BATCH, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, DEFAULT_STATEMENT_TIMEOUT,
+    EventsImported, ImportLock, LockMode, PgStore,
 };

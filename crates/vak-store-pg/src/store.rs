@@ -34,19 +34,19 @@ pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::
 pub const DEFAULT_POOL: usize = 12;
 
 /// The most continuing deliveries written in one transaction
-/// (`vak_batch=N`; 1 writes each alone).
-pub const DEFAULT_BATCH: usize = 8;
+/// (`vak_batch=N`; 1 writes each alone). One such transaction is written
+/// at a time: measured, 16 in one beat 8 and 32, and two or three batches
+/// at once cost PostgreSQL more CPU per delivery than none at all
+/// (BENCHMARKS.md).
+pub const DEFAULT_BATCH: usize = 16;
 
-/// The most such transactions written at once (`vak_batches=N`).
-pub const DEFAULT_BATCHES: usize = 3;
-
-/// How many connections a process opens and how it gathers deliveries,
-/// from the store URL's `vak_pool`, `vak_batch` and `vak_batches`.
+/// How many connections a process opens and how many deliveries it
+/// writes in one transaction, from the store URL's `vak_pool` and
+/// `vak_batch`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Sizes {
     pool: usize,
     batch: usize,
-    batches: usize,
 }
 
 impl Default for Sizes {
@@ -54,7 +54,6 @@ impl Default for Sizes {
         Sizes {
             pool: DEFAULT_POOL,
             batch: DEFAULT_BATCH,
-            batches: DEFAULT_BATCHES,
         }
     }
 }
@@ -324,10 +323,7 @@ impl PgStore {
             lock_named,
             lock_agreed: std::sync::OnceLock::new(),
             known: Known::default(),
-            // Never more batches at once than connections, so a batch's
-            // writer waits for a connection no longer than any delivery.
-            batcher: (sizes.batch > 1)
-                .then(|| Batcher::new(sizes.batch, sizes.batches.min(sizes.pool))),
+            batcher: (sizes.batch > 1).then(|| Batcher::new(sizes.batch, 1)),
         })
     }
 
@@ -336,6 +332,18 @@ impl PgStore {
     /// than this run against it at once.
     pub fn connections(&self) -> usize {
         self.pool.max()
+    }
+
+    /// How many deliveries this store serves at once: one per connection,
+    /// and with batching (`vak_batch=N` over 1) as many more as the
+    /// batches written at once can hold, so that batches fill while every
+    /// connection is busy. A service runs this many blocking threads.
+    pub fn deliveries_at_once(&self) -> usize {
+        self.pool.max()
+            + self
+                .batcher
+                .as_ref()
+                .map_or(0, |b| b.max_items() * b.leaders())
     }
 
     /// Open the store at `url` and check that its schema is the one this
@@ -581,7 +589,6 @@ fn vak_params(url: &str) -> Result<(String, LockMode, bool, Sizes), SessionError
             }
             Some(("vak_pool", n)) => sizes.pool = count("vak_pool", n)?,
             Some(("vak_batch", n)) => sizes.batch = count("vak_batch", n)?,
-            Some(("vak_batches", n)) => sizes.batches = count("vak_batches", n)?,
             _ => kept.push(pair),
         }
     }
@@ -1863,19 +1870,12 @@ mod tests {
     #[test]
     fn vak_parameters_are_split_off_the_url() {
         let (url, lock, named, sizes) = vak_params(
-            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3&vak_batch=1&vak_batches=2",
+            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3&vak_batch=1",
         )
         .expect("valid");
         assert_eq!(url, "postgres://vak@127.0.0.1:5432/vak?sslmode=disable");
         assert_eq!((lock, named), (LockMode::Advisory, true));
-        assert_eq!(
-            sizes,
-            Sizes {
-                pool: 3,
-                batch: 1,
-                batches: 2
-            }
-        );
+        assert_eq!(sizes, Sizes { pool: 3, batch: 1 });
         assert!(vak_params("postgres://x/y?vak_batch=65").is_err());
         let (_, lock, named, _) = vak_params("postgres://x/y").expect("valid");
         assert_eq!((lock, named), (LockMode::Row, false));
