@@ -118,6 +118,13 @@ impl Batcher {
         self.leaders
     }
 
+    /// How many items are queued or in a batch being written.
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        let state = self.lock();
+        state.queue.len() + state.writing.len()
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }

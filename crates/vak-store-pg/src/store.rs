@@ -2529,6 +2529,199 @@ mod tests {
         );
     }
 
+    /// Deliver `texts[i]` to chat `chats[i]` of bot `helpdesk` on
+    /// `store` (pool of one) from one thread each, all ready together:
+    /// the pool's one connection is held until every delivery is queued
+    /// for its batch or in one, so they are written in as few batches as
+    /// the queue allows. Each delivery's signature is its text.
+    fn deliver_together(store: &PgStore, chats: &[&str], texts: &[String]) {
+        use vak_prompt_blocks::NameKind;
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let batcher = store.batcher.as_ref().expect("batching");
+        std::thread::scope(|scope| {
+            let held = store.pool.with(|_| {
+                let threads: Vec<_> = chats
+                    .iter()
+                    .zip(texts)
+                    .map(|(chat, text)| {
+                        let bot = &bot;
+                        scope.spawn(move || {
+                            let chat = Name::new(NameKind::Chat, chat).expect("chat");
+                            let claim = vak_session::Claim {
+                                key: text,
+                                at: 0,
+                                window_secs: 300,
+                            };
+                            store
+                                .deliver_at(bot, &chat, None, Some(&claim), &mut |_| {
+                                    Some(ChatPlan::Continue {
+                                        turn: Turn::now(text, ""),
+                                    })
+                                })
+                                .expect("delivered")
+                                .expect("committed")
+                        })
+                    })
+                    .collect();
+                let hang = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while batcher.waiting() < chats.len() {
+                    assert!(std::time::Instant::now() < hang, "deliveries never queued");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Ok(threads)
+            });
+            for thread in held.expect("held") {
+                thread.join().expect("delivery");
+            }
+        });
+    }
+
+    /// The turns' texts and numbers of the chat `helpdesk/<chat>` on `store`.
+    fn turns_of(store: &PgStore, chat: &str) -> Vec<(String, Option<u64>)> {
+        let id: String = store
+            .pool
+            .with(|c| {
+                Ok(c.query_one(
+                    "SELECT session_id FROM vak_bindings WHERE bot = 'helpdesk' AND chat = $1",
+                    &[&chat],
+                )?
+                .get(0))
+            })
+            .expect("bound");
+        store
+            .read(&SessionId::parse(&id).expect("id"))
+            .expect("ledger")
+            .turns()
+            .map(|t| (t.message.clone(), t.seq))
+            .collect()
+    }
+
+    /// Each of `chats` delivered to twice by `store`, one at a time, so
+    /// that it plans their next deliveries from memory.
+    fn warm(store: &PgStore, chats: &[&str]) {
+        use vak_prompt_blocks::NameKind;
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        for chat in chats {
+            let chat = Name::new(NameKind::Chat, chat).expect("chat");
+            for text in ["one", "two"] {
+                store
+                    .deliver_at(&bot, &chat, None, None, &mut |bound| {
+                        let turn = Turn::now(text, "");
+                        Some(match bound {
+                            Bound::Live(_) => ChatPlan::Continue { turn },
+                            _ => ChatPlan::Fresh(Box::new(FreshSession {
+                                meta: SessionMeta::default(),
+                                contract: vak_session::FrozenContract::default(),
+                                change: None,
+                                turn,
+                            })),
+                        })
+                    })
+                    .expect("delivered")
+                    .expect("committed");
+            }
+        }
+    }
+
+    /// Continuing deliveries to different chats that are ready at the same
+    /// moment share one transaction: fewer round trips than deliveries
+    /// (counted through the proxy, no clocks), and every turn written
+    /// once, numbered after its chat's last.
+    #[test]
+    fn deliveries_ready_together_are_written_in_few_transactions_each_once() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(url) = migrated("batched") else {
+            return;
+        };
+        let (proxied, writes) = counting_proxy(&url);
+        let store = PgStore::open(&format!("{proxied}?vak_pool=1")).expect("open");
+        let chats = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
+        warm(&store, &chats);
+        // One batch first, so its statement is prepared on the connection.
+        deliver_together(&store, &chats[..1], &["warm".to_owned()]);
+        let texts: Vec<String> = chats.iter().map(|c| format!("together-{c}")).collect();
+        let before = writes.load(SeqCst);
+        deliver_together(&store, &chats, &texts);
+        let trips = writes.load(SeqCst) - before;
+        eprintln!("{trips} round trips for {} deliveries", chats.len());
+        assert!(
+            trips < chats.len(),
+            "{trips} round trips for {} deliveries",
+            chats.len()
+        );
+        for (chat, text) in chats.iter().zip(&texts) {
+            let mut want = vec![("one".to_owned(), Some(1)), ("two".to_owned(), Some(2))];
+            if *chat == "c0" {
+                want.push(("warm".to_owned(), Some(3)));
+            }
+            let n = want.len() as u64 + 1;
+            want.push((text.clone(), Some(n)));
+            assert_eq!(turns_of(&store, chat), want, "{chat}");
+        }
+        // The same signed deliveries again: each refused, nothing written.
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(vak_prompt_blocks::NameKind::Chat, "c3").expect("chat");
+        let claim = vak_session::Claim {
+            key: &texts[3],
+            at: 0,
+            window_secs: 300,
+        };
+        let again = store.deliver_at(&bot, &chat, None, Some(&claim), &mut |_| {
+            Some(ChatPlan::Continue {
+                turn: Turn::now("again", ""),
+            })
+        });
+        assert!(matches!(again, Err(SessionError::Replayed)), "{again:?}");
+        assert_eq!(turns_of(&store, "c3").len(), 3);
+    }
+
+    /// A batch in which one delivery was planned from a last turn another
+    /// node has since replaced: that one writes nothing in the batch and
+    /// is delivered alone, planned again from a read; the others commit
+    /// in the batch; every turn once, in order.
+    #[test]
+    fn a_stale_delivery_in_a_batch_is_planned_again_alone_and_the_others_written() {
+        let Some(url) = migrated("batchstale") else {
+            return;
+        };
+        let here = PgStore::open(&format!("{url}?vak_pool=1")).expect("open");
+        let there = PgStore::open(&url).expect("open");
+        let chats = ["s0", "s1", "s2", "s3"];
+        warm(&here, &chats);
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").expect("bot");
+        let s0 = Name::new(vak_prompt_blocks::NameKind::Chat, "s0").expect("chat");
+        there
+            .deliver_at(&bot, &s0, None, None, &mut |_| {
+                Some(ChatPlan::Continue {
+                    turn: Turn::now("there", ""),
+                })
+            })
+            .expect("delivered")
+            .expect("committed");
+        let texts: Vec<String> = chats.iter().map(|c| format!("together-{c}")).collect();
+        deliver_together(&here, &chats, &texts);
+        assert_eq!(
+            turns_of(&here, "s0"),
+            [
+                ("one".to_owned(), Some(1)),
+                ("two".to_owned(), Some(2)),
+                ("there".to_owned(), Some(3)),
+                ("together-s0".to_owned(), Some(4)),
+            ]
+        );
+        for chat in &chats[1..] {
+            assert_eq!(
+                turns_of(&here, chat),
+                [
+                    ("one".to_owned(), Some(1)),
+                    ("two".to_owned(), Some(2)),
+                    (format!("together-{chat}"), Some(3)),
+                ],
+                "{chat}"
+            );
+        }
+    }
+
     #[test]
     fn the_description_names_no_password() {
         let store =
