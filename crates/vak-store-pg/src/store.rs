@@ -1617,7 +1617,7 @@ impl PgStore {
         let advisory = self.lock == LockMode::Advisory;
         let window = items.iter().find(|i| i.key.is_some()).map(|i| i.window);
         let rows = self.pool.with_prepared(|client, prepared| {
-            vak_session::crash::point("transaction-written");
+            vak_session::crash::point("batch-written");
             let statement = prepared.get(client, CONTINUE_MANY)?;
             let rows = client.query(
                 &statement,
@@ -1634,7 +1634,7 @@ impl PgStore {
                     &records,
                 ],
             )?;
-            vak_session::crash::point("transaction-committed");
+            vak_session::crash::point("batch-committed");
             let taken = rows
                 .iter()
                 .filter(|row| row.get::<_, &str>(1) == "ok")
