@@ -1137,7 +1137,13 @@ impl Store for PgStore {
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
         self.agree_on_lock_mode()?;
-        if let Some(done) = self.continue_batched(bot, chat, home_generation, claim, plan) {
+        // Set when a plan from memory found the chat not continuing its
+        // session: it is delivered under the lock at once, as
+        // `continue_unlocked` would after planning the same from memory.
+        let mut not_continuing = false;
+        if let Some(done) =
+            self.continue_batched(bot, chat, home_generation, claim, plan, &mut not_continuing)
+        {
             return done;
         }
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
@@ -1148,15 +1154,17 @@ impl Store for PgStore {
                 // round trips without a transaction held open between them;
                 // every other case, or a read that no longer held, under
                 // the chat's lock.
-                if let Some(done) = self.continue_unlocked(
-                    client,
-                    prepared,
-                    bot,
-                    chat,
-                    home_generation,
-                    claim,
-                    plan,
-                )? {
+                if !not_continuing
+                    && let Some(done) = self.continue_unlocked(
+                        client,
+                        prepared,
+                        bot,
+                        chat,
+                        home_generation,
+                        claim,
+                        plan,
+                    )?
+                {
                     if matches!(done, Ok(Some(_))) {
                         prune_claims_now(client, claim);
                     }
@@ -1550,6 +1558,7 @@ impl PgStore {
         home_generation: Option<i64>,
         claim: Option<&vak_session::Claim<'_>>,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+        not_continuing: &mut bool,
     ) -> Option<Result<Option<Committed>, SessionError>> {
         let batcher = self.batcher.as_ref()?;
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
@@ -1573,10 +1582,14 @@ impl PgStore {
         ) {
             Ok(planned) => planned,
             Err(Attempt::Done(done)) => return Some(done),
-            Err(Attempt::NotContinuing | Attempt::Moved) => return None,
+            Err(Attempt::NotContinuing | Attempt::Moved) => {
+                *not_continuing = true;
+                return None;
+            }
         };
         let (item, turn, session) = planned;
         match batcher.submit(item, &mut |batch| self.write_batch(batch)) {
+            // Nothing of the batch was written: planned again, alone.
             Outcome::Alone => None,
             Outcome::Failed(reason) => Some(Err(self.fail(reason))),
             outcome => match self.settle(
@@ -1593,7 +1606,10 @@ impl PgStore {
                     self.known.missed(bot_s, chat_s);
                     None
                 }
-                Attempt::NotContinuing => None,
+                Attempt::NotContinuing => {
+                    *not_continuing = true;
+                    None
+                }
             },
         }
     }
