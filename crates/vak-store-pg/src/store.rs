@@ -2159,10 +2159,12 @@ mod tests {
 
     /// A database at version 6 with a chat already delivered to (by the
     /// previous build's two-round-trip path) is refused until migrated;
-    /// `migrate` then applies 7 alone, again applies nothing, and the
-    /// chat's session continues where it was, numbered on.
+    /// `migrate` then applies 7 and 8, again applies nothing, and the
+    /// chat's session continues where it was, numbered on (its later
+    /// deliveries planned from memory, so written in batches); one at
+    /// version 7 is brought to 8 the same way.
     #[test]
-    fn a_database_at_version_6_is_migrated_to_7_and_its_chats_continue() {
+    fn a_database_at_version_6_or_7_is_migrated_and_its_chats_continue() {
         use vak_prompt_blocks::NameKind;
         let Some(url) = migrated("from_6") else {
             return;
@@ -2191,17 +2193,27 @@ mod tests {
         let mut db =
             postgres::Client::connect(url.split('?').next().unwrap_or(&url), postgres::NoTls)
                 .expect("connect");
-        db.batch_execute(
-            "DROP FUNCTION vak_continue_at; DELETE FROM vak_schema_migrations WHERE version = 7",
-        )
+        let back_to_7 =
+            "DROP FUNCTION vak_continue_many; DELETE FROM vak_schema_migrations WHERE version = 8";
+        db.batch_execute(&format!(
+            "{back_to_7}; DROP FUNCTION vak_continue_at; DELETE FROM vak_schema_migrations WHERE version = 7"
+        ))
         .expect("back to 6");
         let refused = PgStore::open(&url).expect_err("refused at 6").to_string();
         assert!(refused.contains("vak store migrate"), "{refused}");
         let store = PgStore::connect(&url).expect("url");
-        assert_eq!(store.migrate().expect("migrate"), [7]);
+        assert_eq!(store.migrate().expect("migrate"), [7, 8]);
         assert_eq!(store.migrate().expect("again"), Vec::<i32>::new());
-        let store = PgStore::open(&url).expect("open at 7");
+        let store = PgStore::open(&url).expect("open at 8");
         for text in ["two", "three"] {
+            assert_eq!(deliver(&store, text), first);
+        }
+        db.batch_execute(back_to_7).expect("back to 7");
+        assert!(PgStore::open(&url).is_err(), "refused at 7");
+        let store = PgStore::connect(&url).expect("url");
+        assert_eq!(store.migrate().expect("migrate"), [8]);
+        let store = PgStore::open(&url).expect("open at 8");
+        for text in ["four", "five"] {
             assert_eq!(deliver(&store, text), first);
         }
         let turns: Vec<(String, Option<u64>)> = store
@@ -2216,6 +2228,8 @@ mod tests {
                 ("one".to_owned(), Some(1)),
                 ("two".to_owned(), Some(2)),
                 ("three".to_owned(), Some(3)),
+                ("four".to_owned(), Some(4)),
+                ("five".to_owned(), Some(5)),
             ]
         );
     }
