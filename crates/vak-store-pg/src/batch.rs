@@ -23,6 +23,7 @@
 //! - a writer that panics answers its whole batch [`Outcome::Failed`] and
 //!   frees its place, so no delivery waits for good.
 
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, PoisonError};
 
@@ -129,15 +130,19 @@ impl Batcher {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queue `item` and wait for its outcome. The calling thread writes
-    /// batches itself (with `write`, which answers one outcome per item in
-    /// order) while its item is still queued and fewer than `leaders`
-    /// batches are being written; otherwise it sleeps until its item is
-    /// answered or it may start a batch.
+    /// Queue `item` and wait for its outcome. While its item is still
+    /// queued and fewer than `leaders` batches are being written, the
+    /// calling thread writes a batch itself: `write` gets the means to take
+    /// one (call it once the connection is in hand, so that the batch holds
+    /// everything queued while it waited for it) and answers one outcome
+    /// per item taken, in order. Otherwise the thread sleeps until its item
+    /// is answered or it may start a batch. A writer that took nothing (it
+    /// got no connection) leaves its own item to be delivered alone:
+    /// [`Outcome::Alone`].
     pub(crate) fn submit(
         &self,
         item: Item,
-        write: &mut dyn FnMut(&[Arc<Pending>]) -> Vec<Outcome>,
+        write: &mut dyn FnMut(&mut dyn FnMut() -> Vec<Arc<Pending>>) -> Vec<Outcome>,
     ) -> Outcome {
         let own = Arc::new(Pending {
             item,
@@ -151,30 +156,37 @@ impl Batcher {
             }
             let queued = state.queue.iter().any(|p| Arc::ptr_eq(p, &own));
             if queued && state.leaders < self.leaders {
-                let State { queue, writing, .. } = &mut *state;
-                let batch = take(queue, writing, self.max_items);
-                if batch.is_empty() {
-                    // Everything queued waits on a batch being written.
-                    state = self
-                        .turn
-                        .wait(state)
-                        .unwrap_or_else(PoisonError::into_inner);
-                    continue;
-                }
                 state.leaders += 1;
-                state.writing.extend(batch.iter().cloned());
                 drop(state);
+                let taken: RefCell<Option<Vec<Arc<Pending>>>> = RefCell::new(None);
                 let guard = Leading {
                     batcher: self,
-                    batch: &batch,
+                    batch: &taken,
                 };
-                let outcomes = write(&batch);
-                for (pending, outcome) in batch.iter().zip(outcomes) {
-                    let _ = pending.outcome.set(outcome);
+                let mut take_now = || {
+                    let mut state = self.lock();
+                    let State { queue, writing, .. } = &mut *state;
+                    let batch = take(queue, writing, self.max_items);
+                    writing.extend(batch.iter().cloned());
+                    *taken.borrow_mut() = Some(batch.clone());
+                    batch
+                };
+                let outcomes = write(&mut take_now);
+                let took = taken.borrow().is_some();
+                if let Some(batch) = &*taken.borrow() {
+                    for (pending, outcome) in batch.iter().zip(outcomes) {
+                        let _ = pending.outcome.set(outcome);
+                    }
                 }
                 drop(guard);
                 state = self.lock();
-                continue;
+                if !took && let Some(at) = state.queue.iter().position(|p| Arc::ptr_eq(p, &own)) {
+                    state.queue.remove(at);
+                    return Outcome::Alone;
+                }
+                if took {
+                    continue;
+                }
             }
             state = self
                 .turn
@@ -189,12 +201,13 @@ impl Batcher {
 /// freed and the waiting deliveries are woken.
 struct Leading<'a> {
     batcher: &'a Batcher,
-    batch: &'a [Arc<Pending>],
+    batch: &'a RefCell<Option<Vec<Arc<Pending>>>>,
 }
 
 impl Drop for Leading<'_> {
     fn drop(&mut self) {
-        for pending in self.batch {
+        let batch = self.batch.borrow_mut().take().unwrap_or_default();
+        for pending in &batch {
             let _ = pending.outcome.set(Outcome::Failed(
                 "the batch it was written in ended without an answer for it".to_owned(),
             ));
@@ -203,7 +216,7 @@ impl Drop for Leading<'_> {
         state.leaders -= 1;
         state
             .writing
-            .retain(|p| !self.batch.iter().any(|b| Arc::ptr_eq(b, p)));
+            .retain(|p| !batch.iter().any(|b| Arc::ptr_eq(b, p)));
         drop(state);
         self.batcher.turn.notify_all();
     }
@@ -346,7 +359,8 @@ mod tests {
                 let batcher = Arc::clone(&batcher);
                 let batches = Arc::clone(&batches);
                 std::thread::spawn(move || {
-                    let mut write = |batch: &[Arc<Pending>]| {
+                    let mut write = |take: &mut dyn FnMut() -> Vec<Arc<Pending>>| {
+                        let batch = take();
                         batches.lock().unwrap().push(batch.len());
                         // Long enough for the others to queue behind it.
                         std::thread::sleep(std::time::Duration::from_millis(20));
@@ -371,11 +385,14 @@ mod tests {
     fn a_writer_that_panics_fails_its_batch_and_the_next_delivery_still_goes() {
         let batcher = Batcher::new(4, 1);
         let hit = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            batcher.submit(item("1", "s1", None), &mut |_| panic!("writer died"))
+            batcher.submit(item("1", "s1", None), &mut |take| {
+                take();
+                panic!("writer died")
+            })
         }));
         assert!(hit.is_err());
-        let outcome = batcher.submit(item("2", "s2", None), &mut |batch| {
-            vec![Outcome::Written(7); batch.len()]
+        let outcome = batcher.submit(item("2", "s2", None), &mut |take| {
+            vec![Outcome::Written(7); take().len()]
         });
         assert_eq!(outcome, Outcome::Written(7));
     }
@@ -383,7 +400,18 @@ mod tests {
     #[test]
     fn a_writer_answering_too_few_fails_the_rest() {
         let batcher = Batcher::new(4, 1);
-        let outcome = batcher.submit(item("1", "s1", None), &mut |_| Vec::new());
+        let outcome = batcher.submit(item("1", "s1", None), &mut |take| {
+            take();
+            Vec::new()
+        });
         assert!(matches!(outcome, Outcome::Failed(_)));
+    }
+
+    #[test]
+    fn a_writer_that_got_no_connection_leaves_its_delivery_to_go_alone() {
+        let batcher = Batcher::new(4, 1);
+        let outcome = batcher.submit(item("1", "s1", None), &mut |_| Vec::new());
+        assert_eq!(outcome, Outcome::Alone);
+        assert_eq!(batcher.waiting(), 0, "nothing left queued");
     }
 }

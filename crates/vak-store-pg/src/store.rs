@@ -35,10 +35,11 @@ pub const DEFAULT_POOL: usize = 12;
 
 /// The most continuing deliveries written in one transaction
 /// (`vak_batch=N`; 1 writes each alone). One such transaction is written
-/// at a time: measured, 16 in one beat 8 and 32, and two or three batches
-/// at once cost PostgreSQL more CPU per delivery than none at all
-/// (BENCHMARKS.md).
-pub const DEFAULT_BATCH: usize = 16;
+/// at a time, its deliveries taken once it has a connection: measured,
+/// PostgreSQL spent the least CPU per delivery with 8 (against 4, 12 and
+/// 16), and two or three batches at once cost it more than no batching
+/// at all (BENCHMARKS.md).
+pub const DEFAULT_BATCH: usize = 8;
 
 /// How many connections a process opens and how many deliveries it
 /// writes in one transaction, from the store URL's `vak_pool` and
@@ -1588,7 +1589,7 @@ impl PgStore {
             }
         };
         let (item, turn, session) = planned;
-        match batcher.submit(item, &mut |batch| self.write_batch(batch)) {
+        match batcher.submit(item, &mut |take| self.write_batch(take)) {
             // Nothing of the batch was written: planned again, alone.
             Outcome::Alone => None,
             Outcome::Failed(reason) => Some(Err(self.fail(reason))),
@@ -1619,20 +1620,27 @@ impl PgStore {
     /// call returned, so after the commit. A statement the server refused
     /// rolled back whole: every item goes alone. Any other failure leaves
     /// the commit unknown: none is acknowledged.
-    fn write_batch(&self, batch: &[std::sync::Arc<Pending>]) -> Vec<Outcome> {
-        let items: Vec<&Item> = batch.iter().map(|p| &p.item).collect();
-        let bots: Vec<&str> = items.iter().map(|i| i.bot.as_str()).collect();
-        let chats: Vec<&str> = items.iter().map(|i| i.chat.as_str()).collect();
-        let sessions: Vec<&str> = items.iter().map(|i| i.session.as_str()).collect();
-        let lasts: Vec<Option<i64>> = items.iter().map(|i| i.last).collect();
-        let generations: Vec<Option<i64>> = items.iter().map(|i| i.generation).collect();
-        let keys: Vec<Option<&str>> = items.iter().map(|i| i.key.as_deref()).collect();
-        let ats: Vec<i64> = items.iter().map(|i| i.at).collect();
-        let windows: Vec<i64> = items.iter().map(|i| i.window).collect();
-        let records: Vec<&str> = items.iter().map(|i| i.record.as_str()).collect();
+    fn write_batch(&self, take: &mut dyn FnMut() -> Vec<std::sync::Arc<Pending>>) -> Vec<Outcome> {
         let advisory = self.lock == LockMode::Advisory;
-        let window = items.iter().find(|i| i.key.is_some()).map(|i| i.window);
+        // Taken once the connection is in hand: the batch holds every
+        // delivery queued while this one waited for it.
+        let mut batch = Vec::new();
         let rows = self.pool.with_prepared(|client, prepared| {
+            batch = take();
+            let items: Vec<&Item> = batch.iter().map(|p| &p.item).collect();
+            let bots: Vec<&str> = items.iter().map(|i| i.bot.as_str()).collect();
+            let chats: Vec<&str> = items.iter().map(|i| i.chat.as_str()).collect();
+            let sessions: Vec<&str> = items.iter().map(|i| i.session.as_str()).collect();
+            let lasts: Vec<Option<i64>> = items.iter().map(|i| i.last).collect();
+            let generations: Vec<Option<i64>> = items.iter().map(|i| i.generation).collect();
+            let keys: Vec<Option<&str>> = items.iter().map(|i| i.key.as_deref()).collect();
+            let ats: Vec<i64> = items.iter().map(|i| i.at).collect();
+            let windows: Vec<i64> = items.iter().map(|i| i.window).collect();
+            let records: Vec<&str> = items.iter().map(|i| i.record.as_str()).collect();
+            let window = items.iter().find(|i| i.key.is_some()).map(|i| i.window);
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
             vak_session::crash::point("batch-written");
             let statement = prepared.get(client, CONTINUE_MANY)?;
             let rows = client.query(
