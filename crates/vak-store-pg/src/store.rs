@@ -2664,15 +2664,21 @@ mod tests {
     /// Continuing deliveries to different chats that are ready at the same
     /// moment share one transaction: fewer round trips than deliveries
     /// (counted through the proxy, no clocks), and every turn written
-    /// once, numbered after its chat's last.
+    /// once, numbered after its chat's last; with either lock.
     #[test]
     fn deliveries_ready_together_are_written_in_few_transactions_each_once() {
+        for lock in ["row", "advisory"] {
+            batched_deliveries_land_once(lock);
+        }
+    }
+
+    fn batched_deliveries_land_once(lock: &str) {
         use std::sync::atomic::Ordering::SeqCst;
-        let Some(url) = migrated("batched") else {
+        let Some(url) = migrated(&format!("batched_{lock}")) else {
             return;
         };
         let (proxied, writes) = counting_proxy(&url);
-        let store = PgStore::open(&format!("{proxied}?vak_pool=1")).expect("open");
+        let store = PgStore::open(&format!("{proxied}?vak_pool=1&vak_lock={lock}")).expect("open");
         let chats = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
         warm(&store, &chats);
         // One batch first, so its statement is prepared on the connection.
@@ -2681,7 +2687,7 @@ mod tests {
         let before = writes.load(SeqCst);
         deliver_together(&store, &chats, &texts);
         let trips = writes.load(SeqCst) - before;
-        eprintln!("{trips} round trips for {} deliveries", chats.len());
+        eprintln!("{lock}: {trips} round trips for {} deliveries", chats.len());
         assert!(
             trips < chats.len(),
             "{trips} round trips for {} deliveries",
