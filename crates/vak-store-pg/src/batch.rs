@@ -68,6 +68,10 @@ pub(crate) enum Outcome {
     Failed(String),
 }
 
+/// What a batch's writer calls, once it has its connection, to take the
+/// batch.
+pub(crate) type Take<'a> = dyn FnMut() -> Vec<Arc<Pending>> + 'a;
+
 /// A queued item and, once its batch is written, its outcome.
 pub(crate) struct Pending {
     pub(crate) item: Item,
@@ -142,7 +146,7 @@ impl Batcher {
     pub(crate) fn submit(
         &self,
         item: Item,
-        write: &mut dyn FnMut(&mut dyn FnMut() -> Vec<Arc<Pending>>) -> Vec<Outcome>,
+        write: &mut dyn FnMut(&mut Take<'_>) -> Vec<Outcome>,
     ) -> Outcome {
         let own = Arc::new(Pending {
             item,
@@ -359,7 +363,7 @@ mod tests {
                 let batcher = Arc::clone(&batcher);
                 let batches = Arc::clone(&batches);
                 std::thread::spawn(move || {
-                    let mut write = |take: &mut dyn FnMut() -> Vec<Arc<Pending>>| {
+                    let mut write = |take: &mut Take<'_>| {
                         let batch = take();
                         batches.lock().unwrap().push(batch.len());
                         // Long enough for the others to queue behind it.

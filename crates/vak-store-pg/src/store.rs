@@ -12,7 +12,7 @@ use vak_session::{
     Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Turn,
 };
 
-use crate::batch::{Batcher, Item, Outcome, Pending};
+use crate::batch::{Batcher, Item, Outcome, Take};
 use crate::migrate;
 use crate::pool::{Pool, PoolError, Prepared};
 
@@ -1620,7 +1620,7 @@ impl PgStore {
     /// call returned, so after the commit. A statement the server refused
     /// rolled back whole: every item goes alone. Any other failure leaves
     /// the commit unknown: none is acknowledged.
-    fn write_batch(&self, take: &mut dyn FnMut() -> Vec<std::sync::Arc<Pending>>) -> Vec<Outcome> {
+    fn write_batch(&self, take: &mut Take<'_>) -> Vec<Outcome> {
         let advisory = self.lock == LockMode::Advisory;
         // Taken once the connection is in hand: the batch holds every
         // delivery queued while this one waited for it.
