@@ -2719,6 +2719,36 @@ mod tests {
         assert_eq!(turns_of(&store, "c3").len(), 3);
     }
 
+    /// A batch the server refuses (here: its function gone, as a deadlock
+    /// or a statement timeout would be refused) rolls back whole, and each
+    /// of its deliveries is written alone instead: every turn once.
+    #[test]
+    fn a_batch_the_server_refuses_is_delivered_alone_each_once() {
+        let Some(url) = migrated("batchrefused") else {
+            return;
+        };
+        let store = PgStore::open(&format!("{url}?vak_pool=1")).expect("open");
+        let chats = ["r0", "r1", "r2"];
+        warm(&store, &chats);
+        store
+            .pool
+            .with(|c| c.batch_execute("DROP FUNCTION vak_continue_many"))
+            .expect("drop");
+        let texts: Vec<String> = chats.iter().map(|c| format!("alone-{c}")).collect();
+        deliver_together(&store, &chats, &texts);
+        for (chat, text) in chats.iter().zip(&texts) {
+            assert_eq!(
+                turns_of(&store, chat),
+                [
+                    ("one".to_owned(), Some(1)),
+                    ("two".to_owned(), Some(2)),
+                    (text.clone(), Some(3)),
+                ],
+                "{chat}"
+            );
+        }
+    }
+
     /// A batch in which one delivery was planned from a last turn another
     /// node has since replaced: that one writes nothing in the batch and
     /// is delivered alone, planned again from a read; the others commit
