@@ -69,7 +69,7 @@ pub(crate) enum Outcome {
 }
 
 /// What a batch's writer calls, once it has its connection, to take the
-/// batch.
+/// batch (once).
 pub(crate) type Take<'a> = dyn FnMut() -> Vec<Arc<Pending>> + 'a;
 
 /// A queued item and, once its batch is written, its outcome.
@@ -176,7 +176,7 @@ impl Batcher {
                     batch
                 };
                 let outcomes = write(&mut take_now);
-                let took = taken.borrow().is_some();
+                let took = taken.borrow().as_ref().map(Vec::len);
                 if let Some(batch) = &*taken.borrow() {
                     for (pending, outcome) in batch.iter().zip(outcomes) {
                         let _ = pending.outcome.set(outcome);
@@ -184,12 +184,19 @@ impl Batcher {
                 }
                 drop(guard);
                 state = self.lock();
-                if !took && let Some(at) = state.queue.iter().position(|p| Arc::ptr_eq(p, &own)) {
-                    state.queue.remove(at);
-                    return Outcome::Alone;
-                }
-                if took {
-                    continue;
+                match took {
+                    // No connection: this delivery goes alone, whose own
+                    // attempt reports why.
+                    None => {
+                        if let Some(at) = state.queue.iter().position(|p| Arc::ptr_eq(p, &own)) {
+                            state.queue.remove(at);
+                            return Outcome::Alone;
+                        }
+                    }
+                    // Everything queued waits on another batch being
+                    // written: wait for it rather than spin.
+                    Some(0) => {}
+                    Some(_) => continue,
                 }
             }
             state = self
@@ -409,6 +416,54 @@ mod tests {
             Vec::new()
         });
         assert!(matches!(outcome, Outcome::Failed(_)));
+    }
+
+    /// With two batches allowed at once, a delivery to a chat whose batch
+    /// is being written is not taken into a second batch: it waits, and
+    /// is written after.
+    #[test]
+    fn a_chat_being_written_holds_its_next_delivery_back() {
+        let batcher = Arc::new(Batcher::new(4, 2));
+        let (taken_tx, taken_rx) = std::sync::mpsc::channel();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let first = {
+            let batcher = Arc::clone(&batcher);
+            std::thread::spawn(move || {
+                batcher.submit(item("1", "s1", None), &mut |take| {
+                    let batch = take();
+                    taken_tx.send(()).unwrap();
+                    release_rx.recv().unwrap();
+                    vec![Outcome::Written(1); batch.len()]
+                })
+            })
+        };
+        taken_rx.recv().unwrap();
+        let second = {
+            let batcher = Arc::clone(&batcher);
+            std::thread::spawn(move || {
+                let mut sizes = Vec::new();
+                let outcome = batcher.submit(item("1", "s1", None), &mut |take| {
+                    let batch = take();
+                    sizes.push(batch.len());
+                    vec![Outcome::Written(2); batch.len()]
+                });
+                (outcome, sizes)
+            })
+        };
+        release_tx.send(()).unwrap();
+        assert_eq!(first.join().unwrap(), Outcome::Written(1));
+        let (outcome, sizes) = second.join().unwrap();
+        assert_eq!(outcome, Outcome::Written(2));
+        assert_eq!(
+            sizes.last(),
+            Some(&1),
+            "written in a batch of its own: {sizes:?}"
+        );
+        assert!(
+            sizes[..sizes.len() - 1].iter().all(|n| *n == 0),
+            "{sizes:?}"
+        );
+        assert_eq!(batcher.waiting(), 0);
     }
 
     #[test]
