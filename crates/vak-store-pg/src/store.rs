@@ -2749,6 +2749,67 @@ mod tests {
         }
     }
 
+    /// A batch never waits for a chat's lock: while another transaction
+    /// holds one chat's, the batch writes the others' deliveries (they
+    /// commit while that lock is still held) and leaves that one to be
+    /// delivered alone, once the lock is free.
+    #[test]
+    fn a_batch_writes_around_a_chat_another_transaction_holds() {
+        let Some(url) = migrated("batchskip") else {
+            return;
+        };
+        let store = PgStore::open(&format!("{url}?vak_pool=1")).expect("open");
+        let chats = ["k0", "k1", "k2"];
+        warm(&store, &chats);
+        let plain = url.split('?').next().unwrap_or(&url).to_owned();
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let texts: Vec<String> = chats.iter().map(|c| format!("around-{c}")).collect();
+        std::thread::scope(|scope| {
+            let plain = &plain;
+            scope.spawn(move || {
+                let mut holder = postgres::Client::connect(plain, postgres::NoTls).expect("holder");
+                let mut poller = postgres::Client::connect(plain, postgres::NoTls).expect("poller");
+                let mut tx = holder.transaction().expect("begin");
+                tx.execute(
+                    "SELECT 1 FROM vak_bindings WHERE bot = 'helpdesk' AND chat = 'k1' FOR UPDATE",
+                    &[],
+                )
+                .expect("lock");
+                locked_tx.send(()).expect("send");
+                // The other two commit while k1's lock is held.
+                let hang = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                loop {
+                    let n: i64 = poller
+                        .query_one(
+                            "SELECT count(*) FROM vak_records WHERE record LIKE '%around-k0%' OR record LIKE '%around-k2%'",
+                            &[],
+                        )
+                        .expect("count")
+                        .get(0);
+                    if n == 2 {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < hang, "the batch waited on k1's lock");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                tx.commit().expect("release");
+            });
+            locked_rx.recv().expect("locked");
+            deliver_together(&store, &chats, &texts);
+        });
+        for (chat, text) in chats.iter().zip(&texts) {
+            assert_eq!(
+                turns_of(&store, chat),
+                [
+                    ("one".to_owned(), Some(1)),
+                    ("two".to_owned(), Some(2)),
+                    (text.clone(), Some(3)),
+                ],
+                "{chat}"
+            );
+        }
+    }
+
     /// A batch in which one delivery was planned from a last turn another
     /// node has since replaced: that one writes nothing in the batch and
     /// is delivered alone, planned again from a read; the others commit

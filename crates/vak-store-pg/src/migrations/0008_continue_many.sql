@@ -8,9 +8,11 @@
 -- generation, written) with vak_continue_at's outcomes. An item whose check fails writes nothing
 -- and does not roll the others back; the node sends it alone again.
 --
--- The chats' locks are taken in one order (bot, chat; or the advisory keys' order), so two
--- batches sharing chats never wait on each other in a cycle; a delivery under one chat's lock
--- holds no other.
+-- A batch never waits for a chat's lock: it takes the locks it can at once (SKIP LOCKED, or
+-- pg_try_advisory_xact_lock) and answers 'moved', with nothing written, for an item whose chat
+-- another transaction holds — another delivery to that chat is under way, which would make the
+-- item's plan stale anyway, and the node delivers it again alone. So a batch holding some chats'
+-- locks never waits on another's (no convoy of nodes' batches behind one busy chat, no deadlock).
 CREATE FUNCTION vak_continue_many(
     p_advisory boolean, p_bot text[], p_chat text[], p_session text[], p_last bigint[],
     p_generation bigint[], p_key text[], p_at bigint[], p_window bigint[], p_record text[]
@@ -19,21 +21,22 @@ LANGUAGE plpgsql AS $$
 DECLARE
     done bigint[];
     seqs bigint[];
+    locked bigint[];
 BEGIN
     IF p_advisory THEN
-        PERFORM pg_advisory_xact_lock(l.h)
-           FROM (SELECT DISTINCT hashtextextended(u.b || '/' || u.c, 7) AS h
-                   FROM unnest(p_bot, p_chat) AS u(b, c)) AS l
-          ORDER BY l.h;
+        SELECT array_agg(u.i) INTO locked
+          FROM unnest(p_bot, p_chat) WITH ORDINALITY AS u(b, c, i)
+         WHERE pg_try_advisory_xact_lock(hashtextextended(u.b || '/' || u.c, 7));
     ELSE
-        PERFORM 1 FROM vak_bindings b
-           JOIN unnest(p_bot, p_chat) AS u(bot, chat) ON b.bot = u.bot AND b.chat = u.chat
-          ORDER BY b.bot, b.chat
-            FOR UPDATE OF b;
+        SELECT array_agg(l.i) INTO locked
+          FROM (SELECT u.i FROM vak_bindings b
+                  JOIN unnest(p_bot, p_chat) WITH ORDINALITY AS u(bot, chat, i)
+                    ON b.bot = u.bot AND b.chat = u.chat
+                   FOR UPDATE OF b SKIP LOCKED) AS l;
     END IF;
     -- As in vak_continue_at: this statement's snapshot is taken after the locks, so it sees every
-    -- delivery to these chats that committed before; the check, the claims and the turns are
-    -- one statement.
+    -- delivery to the chats locked that committed before; the check, the claims and the turns
+    -- are one statement, for the items whose chat is locked.
     WITH items AS (
         SELECT u.*
           FROM unnest(p_bot, p_chat, p_session, p_last, p_generation, p_key, p_at, p_window,
@@ -41,7 +44,8 @@ BEGIN
                AS u(bot, chat, session, last, gen, key, at, win, record, i)
     ), holds AS (
         SELECT t.* FROM items t
-         WHERE (SELECT b.session_id FROM vak_bindings b WHERE b.bot = t.bot AND b.chat = t.chat)
+         WHERE t.i = ANY (coalesce(locked, '{}'))
+           AND (SELECT b.session_id FROM vak_bindings b WHERE b.bot = t.bot AND b.chat = t.chat)
                    IS NOT DISTINCT FROM t.session
            AND (SELECT r.seq FROM vak_records r
                  WHERE r.session_id = t.session AND r.record LIKE '{"type":"turn",%'
@@ -65,10 +69,12 @@ BEGIN
       FROM items t JOIN wrote w ON w.session_id = t.session;
     RETURN QUERY SELECT d.i, 'ok'::text, NULL::bigint, d.seq FROM unnest(done, seqs) AS d(i, seq);
     -- Nothing written for the rest: say why, as vak_continue_at does (still under the locks, and
-    -- no other item wrote to their sessions).
+    -- no other item wrote to their sessions); an item whose chat was not locked is 'moved'.
     RETURN QUERY
     SELECT u.i,
            CASE
+               -- Its chat's lock is held by another transaction: not read.
+               WHEN NOT (u.i = ANY (coalesce(locked, '{}'))) THEN 'moved'
                WHEN NOT ((SELECT b.session_id FROM vak_bindings b
                            WHERE b.bot = u.bot AND b.chat = u.chat) IS NOT DISTINCT FROM u.session
                          AND (SELECT r.seq FROM vak_records r
