@@ -132,7 +132,9 @@ impl Service {
     }
 
     /// How many blocking threads the runtime serving this service should
-    /// have at most: a PostgreSQL store's connections (`vak_pool=N`).
+    /// have at most: a PostgreSQL store's connections (`vak_pool=N`) and
+    /// one batch (`vak_batch=N`), so that a batch fills while every
+    /// connection is busy.
     /// Deliveries run on blocking threads, each holding a connection; with
     /// more threads than connections the extra ones slept in the pool's
     /// queue and were woken and switched to in turn, and at 32 clients a

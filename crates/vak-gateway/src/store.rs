@@ -126,7 +126,8 @@ pub fn open_store(home: &Utf8Path, flag: Option<&str>) -> Result<Arc<dyn Store>,
 }
 
 /// [`open_store`], and how many deliveries the store runs at once: a
-/// PostgreSQL store's connections, none for the file store (its
+/// PostgreSQL store's connections and what its batches hold
+/// (`PgStore::deliveries_at_once`), none for the file store (its
 /// deliveries wait on no pool).
 pub(crate) fn open_store_sized(
     home: &Utf8Path,
@@ -136,7 +137,7 @@ pub(crate) fn open_store_sized(
         StoreUrl::File => Ok((Arc::new(FileStore::new(home)), None)),
         StoreUrl::Postgres(url) => {
             let store = PgStore::open(&url)?;
-            let width = store.connections();
+            let width = store.deliveries_at_once();
             Ok((Arc::new(store), Some(width)))
         }
     }

@@ -22,6 +22,9 @@ pub const STEPS: &[&str] = &[
     // PostgreSQL: the delivery's one transaction, before and after COMMIT.
     "transaction-written",
     "transaction-committed",
+    // PostgreSQL: a batch of continuing deliveries' one transaction.
+    "batch-written",
+    "batch-committed",
 ];
 
 /// Kill this process with `SIGKILL` when `VAK_CRASH_AT` names `step` (debug

@@ -31,6 +31,7 @@
 //! chat's own row, never shared with another chat through a hash, visible
 //! as such in `pg_locks`.
 
+mod batch;
 mod history;
 mod home;
 mod migrate;
@@ -41,6 +42,6 @@ pub mod testing;
 
 pub use migrate::{MIGRATIONS, Migration};
 pub use store::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, DEFAULT_STATEMENT_TIMEOUT, EventsImported, ImportLock,
-    LockMode, PgStore,
+    DEFAULT_BATCH, DEFAULT_CONNECT_TIMEOUT, DEFAULT_POOL, DEFAULT_STATEMENT_TIMEOUT,
+    EventsImported, ImportLock, LockMode, PgStore,
 };

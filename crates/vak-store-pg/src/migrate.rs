@@ -52,6 +52,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "continue_at",
         sql: include_str!("migrations/0007_known_turn.sql"),
     },
+    Migration {
+        version: 8,
+        name: "continue_many",
+        sql: include_str!("migrations/0008_continue_many.sql"),
+    },
 ];
 
 /// A key for `pg_advisory_lock` that only migrations take.

@@ -12,6 +12,7 @@ use vak_session::{
     Record, SecurityEvent, SessionError, SessionId, SessionMeta, Store, Turn,
 };
 
+use crate::batch::{Batcher, Item, Outcome, Take};
 use crate::migrate;
 use crate::pool::{Pool, PoolError, Prepared};
 
@@ -31,6 +32,32 @@ pub const DEFAULT_STATEMENT_TIMEOUT: std::time::Duration = std::time::Duration::
 /// more per second than 16 with less CPU per delivery on both sides
 /// (BENCHMARKS.md, fifth round); 8 and 10 did not gain.
 pub const DEFAULT_POOL: usize = 12;
+
+/// The most continuing deliveries written in one transaction
+/// (`vak_batch=N`; 1 writes each alone). One such transaction is written
+/// at a time, its deliveries taken once it has a connection: measured,
+/// PostgreSQL spent the least CPU per delivery with 8 (against 4, 12 and
+/// 16), and two or three batches at once cost it more than no batching
+/// at all (BENCHMARKS.md).
+pub const DEFAULT_BATCH: usize = 8;
+
+/// How many connections a process opens and how many deliveries it
+/// writes in one transaction, from the store URL's `vak_pool` and
+/// `vak_batch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sizes {
+    pool: usize,
+    batch: usize,
+}
+
+impl Default for Sizes {
+    fn default() -> Self {
+        Sizes {
+            pool: DEFAULT_POOL,
+            batch: DEFAULT_BATCH,
+        }
+    }
+}
 
 /// How a delivery serialises with others to the same chat.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,6 +157,9 @@ pub struct PgStore {
     lock_agreed: std::sync::OnceLock<()>,
     /// What never changes of the session each chat was last seen bound to.
     known: Known,
+    /// Continuing deliveries planned from memory, written together; `None`
+    /// with `vak_batch=1`.
+    batcher: Option<Batcher>,
 }
 
 /// For each chat, the session it was last seen bound to, with that
@@ -165,6 +195,14 @@ struct KnownSession {
     /// cost a wasted call each time); set again when a read finds this
     /// node's turn still the last.
     trusted: bool,
+    /// Whether a delivery planned from `last` joins a batch. Cleared when
+    /// one in a batch found its plan stale; set again when one planned
+    /// from memory and sent alone is written. Where several nodes take
+    /// turns on a chat, a read that finds this node's turn last says
+    /// little about the next delivery, and a stale delivery in a batch
+    /// waits for the batch before it is read and sent again: measured
+    /// with four nodes, batching those cost a quarter of the rate.
+    batchable: bool,
 }
 
 impl Known {
@@ -194,6 +232,7 @@ impl Known {
                 first_turn: first_turn.clone(),
                 last: None,
                 trusted: false,
+                batchable: true,
             },
         );
     }
@@ -216,10 +255,19 @@ impl Known {
     }
 
     /// A delivery planned from the chat's remembered last turn found
-    /// another written since.
-    fn missed(&self, bot: &str, chat: &str) {
+    /// another written since; `in_batch`: it had joined a batch.
+    fn missed(&self, bot: &str, chat: &str, in_batch: bool) {
         if let Some(known) = self.map().get_mut(&(bot.to_owned(), chat.to_owned())) {
             known.trusted = false;
+            known.batchable &= !in_batch;
+        }
+    }
+
+    /// A delivery planned from memory and sent alone was written: the
+    /// chat's next ones join batches again.
+    fn batchable(&self, bot: &str, chat: &str) {
+        if let Some(known) = self.map().get_mut(&(bot.to_owned(), chat.to_owned())) {
+            known.batchable = true;
         }
     }
 }
@@ -258,7 +306,7 @@ impl PgStore {
     /// optional vak parameters `vak_lock=advisory|row` and `vak_pool=N`)
     /// without checking its schema; see [`open`](Self::open).
     pub fn connect(url: &str) -> Result<Self, SessionError> {
-        let (url, lock, lock_named, pool) = vak_params(url)?;
+        let (url, lock, lock_named, sizes) = vak_params(url)?;
         let mut config = Config::from_str(&url).map_err(|e| SessionError::Backend {
             store: "the PostgreSQL store".to_owned(),
             reason: format!(
@@ -288,12 +336,13 @@ impl PgStore {
         }
         let described = describe(&config);
         Ok(PgStore {
-            pool: Pool::new(config, connect_timeout, pool),
+            pool: Pool::new(config, connect_timeout, sizes.pool),
             described,
             lock,
             lock_named,
             lock_agreed: std::sync::OnceLock::new(),
             known: Known::default(),
+            batcher: (sizes.batch > 1).then(|| Batcher::new(sizes.batch, 1)),
         })
     }
 
@@ -302,6 +351,18 @@ impl PgStore {
     /// than this run against it at once.
     pub fn connections(&self) -> usize {
         self.pool.max()
+    }
+
+    /// How many deliveries this store serves at once: one per connection,
+    /// and with batching (`vak_batch=N` over 1) as many more as the
+    /// batches written at once can hold, so that batches fill while every
+    /// connection is busy. A service runs this many blocking threads.
+    pub fn deliveries_at_once(&self) -> usize {
+        self.pool.max()
+            + self
+                .batcher
+                .as_ref()
+                .map_or(0, |b| b.max_items() * b.leaders())
     }
 
     /// Open the store at `url` and check that its schema is the one this
@@ -512,17 +573,28 @@ pub(crate) fn reason(error: &postgres::Error) -> String {
 }
 
 /// Split vak's own parameters off a store URL.
-fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError> {
+fn vak_params(url: &str) -> Result<(String, LockMode, bool, Sizes), SessionError> {
     let bad = |reason: String| SessionError::Backend {
         store: "the PostgreSQL store".to_owned(),
         reason,
     };
     let Some((base, query)) = url.split_once('?') else {
-        return Ok((url.to_owned(), LockMode::Row, false, DEFAULT_POOL));
+        return Ok((url.to_owned(), LockMode::Row, false, Sizes::default()));
     };
     let mut lock = LockMode::Row;
     let mut named = false;
-    let mut pool = DEFAULT_POOL;
+    let mut sizes = Sizes::default();
+    let count = |key: &str, n: &str| -> Result<usize, SessionError> {
+        n.parse()
+            .ok()
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| {
+                bad(format!(
+                    "`{key}={}` in the store URL: expected 1 to 64",
+                    Escaped(n)
+                ))
+            })
+    };
     let mut kept = Vec::new();
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         match pair.split_once('=') {
@@ -534,18 +606,8 @@ fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError
                     Escaped(other)
                 )));
             }
-            Some(("vak_pool", n)) => {
-                pool = n
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=64).contains(n))
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "`vak_pool={}` in the store URL: expected 1 to 64",
-                            Escaped(n)
-                        ))
-                    })?;
-            }
+            Some(("vak_pool", n)) => sizes.pool = count("vak_pool", n)?,
+            Some(("vak_batch", n)) => sizes.batch = count("vak_batch", n)?,
             _ => kept.push(pair),
         }
     }
@@ -554,7 +616,7 @@ fn vak_params(url: &str) -> Result<(String, LockMode, bool, usize), SessionError
     } else {
         format!("{base}?{}", kept.join("&"))
     };
-    Ok((url, lock, named, pool))
+    Ok((url, lock, named, sizes))
 }
 
 fn read_ledger(
@@ -682,6 +744,10 @@ LEFT JOIN LATERAL (SELECT record, seq FROM vak_records
 /// say what `vak_continue_at` checks under the chat's lock before it
 /// writes); it answers the row of the turn it wrote.
 const CONTINUE_AT: &str = "SELECT outcome, generation, written FROM vak_continue_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
+
+/// Several continuing deliveries' writes in one call, one transaction
+/// (`vak_continue_many`, migration 8): one row per item.
+const CONTINUE_MANY: &str = "SELECT item, outcome, generation, written FROM vak_continue_many($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)";
 
 /// A session's turns counted, when its last turn does not carry its number.
 const COUNT_TURNS: &str =
@@ -1090,6 +1156,15 @@ impl Store for PgStore {
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Option<Committed>, SessionError> {
         self.agree_on_lock_mode()?;
+        // Set when a plan from memory found the chat not continuing its
+        // session: it is delivered under the lock at once, as
+        // `continue_unlocked` would after planning the same from memory.
+        let mut not_continuing = false;
+        if let Some(done) =
+            self.continue_batched(bot, chat, home_generation, claim, plan, &mut not_continuing)
+        {
+            return done;
+        }
         let mut outcome: Result<Option<Committed>, SessionError> = Ok(None);
         let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         self.pool
@@ -1098,15 +1173,17 @@ impl Store for PgStore {
                 // round trips without a transaction held open between them;
                 // every other case, or a read that no longer held, under
                 // the chat's lock.
-                if let Some(done) = self.continue_unlocked(
-                    client,
-                    prepared,
-                    bot,
-                    chat,
-                    home_generation,
-                    claim,
-                    plan,
-                )? {
+                if !not_continuing
+                    && let Some(done) = self.continue_unlocked(
+                        client,
+                        prepared,
+                        bot,
+                        chat,
+                        home_generation,
+                        claim,
+                        plan,
+                    )?
+                {
                     if matches!(done, Ok(Some(_))) {
                         prune_claims_now(client, claim);
                     }
@@ -1303,14 +1380,19 @@ impl Store for PgStore {
 /// one dated far ahead would delete signatures whose requests are still in
 /// their window.
 fn prune_claims_now(client: &mut postgres::Client, claim: Option<&vak_session::Claim<'_>>) {
-    if let Some(claim) = claim
-        && CLAIMS
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            .is_multiple_of(256)
-    {
+    if let Some(claim) = claim {
+        prune_claims_after(client, 1, claim.window_secs);
+    }
+}
+
+/// After `taken` claims committed together: prune as [`prune_claims_now`]
+/// does when the count passed a multiple of 256.
+fn prune_claims_after(client: &mut postgres::Client, taken: u64, window_secs: i64) {
+    let before = CLAIMS.fetch_add(taken, std::sync::atomic::Ordering::Relaxed);
+    if taken > 0 && (before.is_multiple_of(256) || before / 256 != (before + taken - 1) / 256) {
         let _ = client.execute(
             "DELETE FROM vak_replay WHERE at < extract(epoch FROM now())::bigint - $1",
-            &[&keep_secs(claim.window_secs)],
+            &[&keep_secs(window_secs)],
         );
     }
 }
@@ -1393,11 +1475,16 @@ impl PgStore {
                 turns,
             }));
             match write(client, prepared, &bound, Some(row), true)? {
-                Attempt::Done(done) => return Ok(Some(done)),
+                Attempt::Done(done) => {
+                    if matches!(done, Ok(Some(_))) {
+                        self.known.batchable(bot_s, chat_s);
+                    }
+                    return Ok(Some(done));
+                }
                 Attempt::NotContinuing => return Ok(None),
                 Attempt::Moved => {
                     tracing::debug!(bot = bot_s, chat = chat_s, "remembered last turn is stale");
-                    self.known.missed(bot_s, chat_s);
+                    self.known.missed(bot_s, chat_s, false);
                 }
             }
         }
@@ -1481,11 +1568,239 @@ impl PgStore {
         }
     }
 
+    /// A continuing delivery this node can plan from memory, written in a
+    /// batch with the others ready at the same moment ([`Batcher`]): one
+    /// call and one commit for all of them. `None` when it cannot be (no
+    /// batching, nothing trusted in memory, not continuing) or must be
+    /// delivered again on the ordinary path (its plan went stale, or its
+    /// batch's statement failed and rolled back whole); nothing of it is
+    /// then written.
+    fn continue_batched(
+        &self,
+        bot: &Name,
+        chat: &Name,
+        home_generation: Option<i64>,
+        claim: Option<&vak_session::Claim<'_>>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+        not_continuing: &mut bool,
+    ) -> Option<Result<Option<Committed>, SessionError>> {
+        let batcher = self.batcher.as_ref()?;
+        let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
+        let known = self
+            .known
+            .get(bot_s, chat_s)
+            .filter(|k| k.trusted && k.batchable)?;
+        let (turn, row) = known.last?;
+        let turns = turn.seq.and_then(|seq| usize::try_from(seq).ok())?;
+        let bound = Bound::Live(Box::new(BoundSession {
+            id: known.id,
+            header: known.header,
+            first_turn: Some(known.first_turn),
+            last_turn: Some(turn),
+            turns,
+        }));
+        let planned = match self.plan_continue(
+            (bot, chat),
+            home_generation,
+            claim,
+            &bound,
+            Some(row),
+            plan,
+        ) {
+            Ok(planned) => planned,
+            Err(Attempt::Done(done)) => return Some(done),
+            Err(Attempt::NotContinuing | Attempt::Moved) => {
+                *not_continuing = true;
+                return None;
+            }
+        };
+        let (item, turn, session) = planned;
+        match batcher.submit(item, &mut |take| self.write_batch(take)) {
+            // Nothing of the batch was written: planned again, alone.
+            Outcome::Alone => None,
+            Outcome::Failed(reason) => Some(Err(self.fail(reason))),
+            outcome => match self.settle(
+                (bot_s, chat_s),
+                turn,
+                session,
+                outcome,
+                home_generation,
+                true,
+            ) {
+                Attempt::Done(done) => Some(done),
+                Attempt::Moved => {
+                    tracing::debug!(bot = bot_s, chat = chat_s, "remembered last turn is stale");
+                    self.known.missed(bot_s, chat_s, true);
+                    None
+                }
+                Attempt::NotContinuing => {
+                    *not_continuing = true;
+                    None
+                }
+            },
+        }
+    }
+
+    /// Write a batch of continuing deliveries in one call of
+    /// `vak_continue_many`, answering each its own outcome only once the
+    /// call returned, so after the commit. A statement the server refused
+    /// rolled back whole: every item goes alone. Any other failure leaves
+    /// the commit unknown: none is acknowledged.
+    fn write_batch(&self, take: &mut Take<'_>) -> Vec<Outcome> {
+        let advisory = self.lock == LockMode::Advisory;
+        // Taken once the connection is in hand: the batch holds every
+        // delivery queued while this one waited for it.
+        let mut batch = Vec::new();
+        let rows = self.pool.with_prepared(|client, prepared| {
+            batch = take();
+            let items: Vec<&Item> = batch.iter().map(|p| &p.item).collect();
+            let bots: Vec<&str> = items.iter().map(|i| i.bot.as_str()).collect();
+            let chats: Vec<&str> = items.iter().map(|i| i.chat.as_str()).collect();
+            let sessions: Vec<&str> = items.iter().map(|i| i.session.as_str()).collect();
+            let lasts: Vec<Option<i64>> = items.iter().map(|i| i.last).collect();
+            let generations: Vec<Option<i64>> = items.iter().map(|i| i.generation).collect();
+            let keys: Vec<Option<&str>> = items.iter().map(|i| i.key.as_deref()).collect();
+            let ats: Vec<i64> = items.iter().map(|i| i.at).collect();
+            let windows: Vec<i64> = items.iter().map(|i| i.window).collect();
+            let records: Vec<&str> = items.iter().map(|i| i.record.as_str()).collect();
+            let window = items.iter().find(|i| i.key.is_some()).map(|i| i.window);
+            if items.is_empty() {
+                return Ok(Vec::new());
+            }
+            vak_session::crash::point("batch-written");
+            let statement = prepared.get(client, CONTINUE_MANY)?;
+            let rows = client.query(
+                &statement,
+                &[
+                    &advisory,
+                    &bots,
+                    &chats,
+                    &sessions,
+                    &lasts,
+                    &generations,
+                    &keys,
+                    &ats,
+                    &windows,
+                    &records,
+                ],
+            )?;
+            vak_session::crash::point("batch-committed");
+            let taken = rows
+                .iter()
+                .filter(|row| row.get::<_, &str>(1) == "ok")
+                .count();
+            if let Some(window) = window {
+                prune_claims_after(client, taken as u64, window);
+            }
+            Ok(rows)
+        });
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(PoolError::Db(e)) if e.as_db_error().is_some() => {
+                tracing::debug!(items = batch.len(), reason = %reason(&e), "a batch was refused; its deliveries go alone");
+                return vec![Outcome::Alone; batch.len()];
+            }
+            Err(e) => return vec![Outcome::Failed(e.explain()); batch.len()],
+        };
+        let mut outcomes =
+            vec![
+                Outcome::Failed("the batch's call answered nothing for this delivery".to_owned());
+                batch.len()
+            ];
+        for row in rows {
+            let index = usize::try_from(row.get::<_, i64>(0) - 1).ok();
+            if let Some(slot) = index.and_then(|i| outcomes.get_mut(i)) {
+                *slot = outcome_of(row.get(1), row.get(2), row.get(3));
+            }
+        }
+        outcomes
+    }
+
     /// Plan a continuing delivery from `bound` (a read made without the
     /// chat's lock, or what this node remembers), whose last turn is row
-    /// `last`, and write it with [`CONTINUE_AT`] if that still holds under
-    /// the lock; the turn written is remembered, planned from next time
-    /// when `trusted`.
+    /// `last`: the call's arguments, the turn and its session; or what the
+    /// delivery is when it is not a continuing one.
+    fn plan_continue(
+        &self,
+        (bot, chat): (&Name, &Name),
+        home_generation: Option<i64>,
+        claim: Option<&vak_session::Claim<'_>>,
+        bound: &Bound,
+        last: Option<i64>,
+        plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
+    ) -> Result<(Item, Turn, SessionId), Attempt> {
+        let Bound::Live(ledger) = bound else {
+            return Err(Attempt::NotContinuing);
+        };
+        let Some(planned) = plan(bound) else {
+            return Err(Attempt::Done(Ok(None)));
+        };
+        let ChatPlan::Continue { mut turn } = planned else {
+            return Err(Attempt::NotContinuing);
+        };
+        turn.delivery = claim.map(vak_session::Claim::digest);
+        // Its number, so the next delivery reads the count off this line
+        // (as the file store does).
+        turn.seq = Some(ledger.turns as u64 + 1);
+        let record = Record::Turn(turn);
+        let text = self
+            .encode(&record, &ledger.id)
+            .map_err(|e| Attempt::Done(Err(e)))?;
+        let Record::Turn(turn) = record else {
+            return Err(Attempt::NotContinuing);
+        };
+        let (key, at, window) = match claim {
+            Some(claim) => (
+                Some(claim.digest()),
+                claim.at,
+                window_secs(claim.window_secs),
+            ),
+            None => (None, 0, 0),
+        };
+        let item = Item {
+            bot: bot.as_str().to_owned(),
+            chat: chat.as_str().to_owned(),
+            session: ledger.id.as_str().to_owned(),
+            last,
+            generation: home_generation,
+            key,
+            at,
+            window,
+            record: text,
+        };
+        Ok((item, turn, ledger.id.clone()))
+    }
+
+    /// What a write's outcome means for the delivery: the turn written is
+    /// remembered, planned from next time when `trusted`.
+    fn settle(
+        &self,
+        (bot_s, chat_s): (&str, &str),
+        turn: Turn,
+        session: SessionId,
+        outcome: Outcome,
+        home_generation: Option<i64>,
+        trusted: bool,
+    ) -> Attempt {
+        match outcome {
+            Outcome::Written(row) => {
+                self.known
+                    .wrote(bot_s, chat_s, &session, turn, row, trusted);
+                Attempt::Done(Ok(Some(Committed { session })))
+            }
+            Outcome::Replayed => Attempt::Done(Err(SessionError::Replayed)),
+            Outcome::Home(now) => match self.home_moved(home_generation, now).flatten() {
+                Some(done) => Attempt::Done(done),
+                None => Attempt::NotContinuing,
+            },
+            Outcome::Failed(reason) => Attempt::Done(Err(self.fail(reason))),
+            Outcome::Moved | Outcome::Alone => Attempt::Moved,
+        }
+    }
+
+    /// Plan a continuing delivery from `bound` and write it alone with
+    /// [`CONTINUE_AT`] if what it was planned from still holds under the
+    /// lock.
     #[allow(clippy::too_many_arguments)]
     fn continue_at(
         &self,
@@ -1499,71 +1814,57 @@ impl PgStore {
         trusted: bool,
         plan: &mut dyn FnMut(&Bound) -> Option<ChatPlan>,
     ) -> Result<Attempt, postgres::Error> {
-        let Bound::Live(ledger) = bound else {
-            return Ok(Attempt::NotContinuing);
-        };
-        let Some(planned) = plan(bound) else {
-            return Ok(Attempt::Done(Ok(None)));
-        };
-        let ChatPlan::Continue { mut turn } = planned else {
-            return Ok(Attempt::NotContinuing);
-        };
-        turn.delivery = claim.map(vak_session::Claim::digest);
-        // Its number, so the next delivery reads the count off this line
-        // (as the file store does).
-        turn.seq = Some(ledger.turns as u64 + 1);
-        let record = Record::Turn(turn);
-        let text = match self.encode(&record, &ledger.id) {
-            Ok(text) => text,
-            Err(e) => return Ok(Attempt::Done(Err(e))),
-        };
-        let (key, at, window) = match claim {
-            Some(claim) => (
-                Some(claim.digest()),
-                claim.at,
-                window_secs(claim.window_secs),
-            ),
-            None => (None, 0, 0),
-        };
+        let (item, turn, session) =
+            match self.plan_continue((bot, chat), home_generation, claim, bound, last, plan) {
+                Ok(planned) => planned,
+                Err(attempt) => return Ok(attempt),
+            };
         let advisory = self.lock == LockMode::Advisory;
         vak_session::crash::point("transaction-written");
         let statement = prepared.get(client, CONTINUE_AT)?;
-        let (bot_s, chat_s) = (bot.as_str(), chat.as_str());
         let row = client.query_one(
             &statement,
             &[
-                &bot_s,
-                &chat_s,
+                &item.bot,
+                &item.chat,
                 &advisory,
-                &ledger.id.as_str(),
-                &last,
-                &home_generation,
-                &key,
-                &at,
-                &window,
-                &text,
+                &item.session,
+                &item.last,
+                &item.generation,
+                &item.key,
+                &item.at,
+                &item.window,
+                &item.record,
             ],
         )?;
-        let outcome: &str = row.get(0);
-        Ok(match outcome {
-            "ok" => {
-                vak_session::crash::point("transaction-committed");
-                if let (Record::Turn(turn), Some(written)) = (record, row.get::<_, Option<i64>>(2))
-                {
-                    self.known
-                        .wrote(bot_s, chat_s, &ledger.id, turn, written, trusted);
-                }
-                Attempt::Done(Ok(Some(Committed {
-                    session: ledger.id.clone(),
-                })))
-            }
-            "replayed" => Attempt::Done(Err(SessionError::Replayed)),
-            "home" => match self.home_moved(home_generation, row.get(1)).flatten() {
-                Some(done) => Attempt::Done(done),
-                None => Attempt::NotContinuing,
-            },
-            _ => Attempt::Moved,
-        })
+        let outcome = outcome_of(row.get(0), row.get(1), row.get(2));
+        if matches!(outcome, Outcome::Written(_)) {
+            vak_session::crash::point("transaction-committed");
+        }
+        Ok(self.settle(
+            (bot.as_str(), chat.as_str()),
+            turn,
+            session,
+            outcome,
+            home_generation,
+            trusted,
+        ))
+    }
+}
+
+/// A `vak_continue_at` or `vak_continue_many` answer as an [`Outcome`].
+fn outcome_of(outcome: &str, generation: Option<i64>, written: Option<i64>) -> Outcome {
+    match (outcome, written) {
+        ("ok", Some(row)) => Outcome::Written(row),
+        // Committed, but without the row a next delivery would plan from:
+        // never answered by this schema; not acknowledged, so the
+        // sender's retry is refused as a replay rather than written twice.
+        ("ok", None) => {
+            Outcome::Failed("the store wrote the turn but did not say where".to_owned())
+        }
+        ("replayed", _) => Outcome::Replayed,
+        ("home", _) => Outcome::Home(generation),
+        _ => Outcome::Moved,
     }
 }
 
@@ -1618,13 +1919,14 @@ mod tests {
 
     #[test]
     fn vak_parameters_are_split_off_the_url() {
-        let (url, lock, named, pool) = vak_params(
-            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3",
+        let (url, lock, named, sizes) = vak_params(
+            "postgres://vak@127.0.0.1:5432/vak?vak_lock=advisory&sslmode=disable&vak_pool=3&vak_batch=1",
         )
         .expect("valid");
         assert_eq!(url, "postgres://vak@127.0.0.1:5432/vak?sslmode=disable");
         assert_eq!((lock, named), (LockMode::Advisory, true));
-        assert_eq!(pool, 3);
+        assert_eq!(sizes, Sizes { pool: 3, batch: 1 });
+        assert!(vak_params("postgres://x/y?vak_batch=65").is_err());
         let (_, lock, named, _) = vak_params("postgres://x/y").expect("valid");
         assert_eq!((lock, named), (LockMode::Row, false));
         assert!(vak_params("postgres://x/y?vak_lock=table").is_err());
@@ -1837,7 +2139,10 @@ mod tests {
             counts.push(writes.load(SeqCst) - before);
         }
         eprintln!("round trips per delivery: {counts:?}");
-        assert!(counts.iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
+        // The first delivery planned from memory also prepares the batch's
+        // statement on the connection, once.
+        assert!(counts[0] <= ROUND_TRIPS + 1, "{counts:?}");
+        assert!(counts[1..].iter().all(|&n| n <= ROUND_TRIPS), "{counts:?}");
         // A signature already taken, planned from memory: refused in the
         // same one round trip, nothing written, and the memory still good.
         let turns = |store: &PgStore| {
@@ -1888,10 +2193,12 @@ mod tests {
 
     /// A database at version 6 with a chat already delivered to (by the
     /// previous build's two-round-trip path) is refused until migrated;
-    /// `migrate` then applies 7 alone, again applies nothing, and the
-    /// chat's session continues where it was, numbered on.
+    /// `migrate` then applies 7 and 8, again applies nothing, and the
+    /// chat's session continues where it was, numbered on (its later
+    /// deliveries planned from memory, so written in batches); one at
+    /// version 7 is brought to 8 the same way.
     #[test]
-    fn a_database_at_version_6_is_migrated_to_7_and_its_chats_continue() {
+    fn a_database_at_version_6_or_7_is_migrated_and_its_chats_continue() {
         use vak_prompt_blocks::NameKind;
         let Some(url) = migrated("from_6") else {
             return;
@@ -1920,17 +2227,27 @@ mod tests {
         let mut db =
             postgres::Client::connect(url.split('?').next().unwrap_or(&url), postgres::NoTls)
                 .expect("connect");
-        db.batch_execute(
-            "DROP FUNCTION vak_continue_at; DELETE FROM vak_schema_migrations WHERE version = 7",
-        )
+        let back_to_7 =
+            "DROP FUNCTION vak_continue_many; DELETE FROM vak_schema_migrations WHERE version = 8";
+        db.batch_execute(&format!(
+            "{back_to_7}; DROP FUNCTION vak_continue_at; DELETE FROM vak_schema_migrations WHERE version = 7"
+        ))
         .expect("back to 6");
         let refused = PgStore::open(&url).expect_err("refused at 6").to_string();
         assert!(refused.contains("vak store migrate"), "{refused}");
         let store = PgStore::connect(&url).expect("url");
-        assert_eq!(store.migrate().expect("migrate"), [7]);
+        assert_eq!(store.migrate().expect("migrate"), [7, 8]);
         assert_eq!(store.migrate().expect("again"), Vec::<i32>::new());
-        let store = PgStore::open(&url).expect("open at 7");
+        let store = PgStore::open(&url).expect("open at 8");
         for text in ["two", "three"] {
+            assert_eq!(deliver(&store, text), first);
+        }
+        db.batch_execute(back_to_7).expect("back to 7");
+        assert!(PgStore::open(&url).is_err(), "refused at 7");
+        let store = PgStore::connect(&url).expect("url");
+        assert_eq!(store.migrate().expect("migrate"), [8]);
+        let store = PgStore::open(&url).expect("open at 8");
+        for text in ["four", "five"] {
             assert_eq!(deliver(&store, text), first);
         }
         let turns: Vec<(String, Option<u64>)> = store
@@ -1945,6 +2262,8 @@ mod tests {
                 ("one".to_owned(), Some(1)),
                 ("two".to_owned(), Some(2)),
                 ("three".to_owned(), Some(3)),
+                ("four".to_owned(), Some(4)),
+                ("five".to_owned(), Some(5)),
             ]
         );
     }
@@ -2025,7 +2344,11 @@ mod tests {
         };
         deliver(&here, "1");
         assert_eq!(deliver(&here, "2"), 2, "read, then write");
-        assert_eq!(deliver(&here, "3"), 1, "from memory");
+        assert_eq!(
+            deliver(&here, "3"),
+            2,
+            "from memory, the batch's statement prepared on the connection"
+        );
         deliver(&there, "4");
         assert_eq!(deliver(&here, "5"), 3, "stale memory, read, write");
         deliver(&there, "6");
@@ -2268,6 +2591,301 @@ mod tests {
                 ("third".to_owned(), Some(3)),
             ]
         );
+    }
+
+    /// Deliver `texts[i]` to chat `chats[i]` of bot `helpdesk` on
+    /// `store` (pool of one) from one thread each, all ready together:
+    /// the pool's one connection is held until every delivery is queued
+    /// for its batch or in one, so they are written in as few batches as
+    /// the queue allows. Each delivery's signature is its text.
+    fn deliver_together(store: &PgStore, chats: &[&str], texts: &[String]) {
+        use vak_prompt_blocks::NameKind;
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        let batcher = store.batcher.as_ref().expect("batching");
+        std::thread::scope(|scope| {
+            let held = store.pool.with(|_| {
+                let threads: Vec<_> = chats
+                    .iter()
+                    .zip(texts)
+                    .map(|(chat, text)| {
+                        let bot = &bot;
+                        scope.spawn(move || {
+                            let chat = Name::new(NameKind::Chat, chat).expect("chat");
+                            let claim = vak_session::Claim {
+                                key: text,
+                                at: 0,
+                                window_secs: 300,
+                            };
+                            store
+                                .deliver_at(bot, &chat, None, Some(&claim), &mut |_| {
+                                    Some(ChatPlan::Continue {
+                                        turn: Turn::now(text, ""),
+                                    })
+                                })
+                                .expect("delivered")
+                                .expect("committed")
+                        })
+                    })
+                    .collect();
+                let hang = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                while batcher.waiting() < chats.len() {
+                    assert!(std::time::Instant::now() < hang, "deliveries never queued");
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                Ok(threads)
+            });
+            for thread in held.expect("held") {
+                thread.join().expect("delivery");
+            }
+        });
+    }
+
+    /// The turns' texts and numbers of the chat `helpdesk/<chat>` on `store`.
+    fn turns_of(store: &PgStore, chat: &str) -> Vec<(String, Option<u64>)> {
+        let id: String = store
+            .pool
+            .with(|c| {
+                Ok(c.query_one(
+                    "SELECT session_id FROM vak_bindings WHERE bot = 'helpdesk' AND chat = $1",
+                    &[&chat],
+                )?
+                .get(0))
+            })
+            .expect("bound");
+        store
+            .read(&SessionId::parse(&id).expect("id"))
+            .expect("ledger")
+            .turns()
+            .map(|t| (t.message.clone(), t.seq))
+            .collect()
+    }
+
+    /// Each of `chats` delivered to twice by `store`, one at a time, so
+    /// that it plans their next deliveries from memory.
+    fn warm(store: &PgStore, chats: &[&str]) {
+        use vak_prompt_blocks::NameKind;
+        let bot = Name::new(NameKind::Bot, "helpdesk").expect("bot");
+        for chat in chats {
+            let chat = Name::new(NameKind::Chat, chat).expect("chat");
+            for text in ["one", "two"] {
+                store
+                    .deliver_at(&bot, &chat, None, None, &mut |bound| {
+                        let turn = Turn::now(text, "");
+                        Some(match bound {
+                            Bound::Live(_) => ChatPlan::Continue { turn },
+                            _ => ChatPlan::Fresh(Box::new(FreshSession {
+                                meta: SessionMeta::default(),
+                                contract: vak_session::FrozenContract::default(),
+                                change: None,
+                                turn,
+                            })),
+                        })
+                    })
+                    .expect("delivered")
+                    .expect("committed");
+            }
+        }
+    }
+
+    /// Continuing deliveries to different chats that are ready at the same
+    /// moment share one transaction: fewer round trips than deliveries
+    /// (counted through the proxy, no clocks), and every turn written
+    /// once, numbered after its chat's last; with either lock.
+    #[test]
+    fn deliveries_ready_together_are_written_in_few_transactions_each_once() {
+        for lock in ["row", "advisory"] {
+            batched_deliveries_land_once(lock);
+        }
+    }
+
+    fn batched_deliveries_land_once(lock: &str) {
+        use std::sync::atomic::Ordering::SeqCst;
+        let Some(url) = migrated(&format!("batched_{lock}")) else {
+            return;
+        };
+        let (proxied, writes) = counting_proxy(&url);
+        let store = PgStore::open(&format!("{proxied}?vak_pool=1&vak_lock={lock}")).expect("open");
+        let chats = ["c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"];
+        warm(&store, &chats);
+        // One batch first, so its statement is prepared on the connection.
+        deliver_together(&store, &chats[..1], &["warm".to_owned()]);
+        let texts: Vec<String> = chats.iter().map(|c| format!("together-{c}")).collect();
+        let before = writes.load(SeqCst);
+        deliver_together(&store, &chats, &texts);
+        let trips = writes.load(SeqCst) - before;
+        eprintln!("{lock}: {trips} round trips for {} deliveries", chats.len());
+        assert!(
+            trips < chats.len(),
+            "{trips} round trips for {} deliveries",
+            chats.len()
+        );
+        for (chat, text) in chats.iter().zip(&texts) {
+            let mut want = vec![("one".to_owned(), Some(1)), ("two".to_owned(), Some(2))];
+            if *chat == "c0" {
+                want.push(("warm".to_owned(), Some(3)));
+            }
+            let n = want.len() as u64 + 1;
+            want.push((text.clone(), Some(n)));
+            assert_eq!(turns_of(&store, chat), want, "{chat}");
+        }
+        // The same signed deliveries again: each refused, nothing written.
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").expect("bot");
+        let chat = Name::new(vak_prompt_blocks::NameKind::Chat, "c3").expect("chat");
+        let claim = vak_session::Claim {
+            key: &texts[3],
+            at: 0,
+            window_secs: 300,
+        };
+        let again = store.deliver_at(&bot, &chat, None, Some(&claim), &mut |_| {
+            Some(ChatPlan::Continue {
+                turn: Turn::now("again", ""),
+            })
+        });
+        assert!(matches!(again, Err(SessionError::Replayed)), "{again:?}");
+        assert_eq!(turns_of(&store, "c3").len(), 3);
+    }
+
+    /// A batch the server refuses (here: its function gone, as a deadlock
+    /// or a statement timeout would be refused) rolls back whole, and each
+    /// of its deliveries is written alone instead: every turn once.
+    #[test]
+    fn a_batch_the_server_refuses_is_delivered_alone_each_once() {
+        let Some(url) = migrated("batchrefused") else {
+            return;
+        };
+        let store = PgStore::open(&format!("{url}?vak_pool=1")).expect("open");
+        let chats = ["r0", "r1", "r2"];
+        warm(&store, &chats);
+        store
+            .pool
+            .with(|c| c.batch_execute("DROP FUNCTION vak_continue_many"))
+            .expect("drop");
+        let texts: Vec<String> = chats.iter().map(|c| format!("alone-{c}")).collect();
+        deliver_together(&store, &chats, &texts);
+        for (chat, text) in chats.iter().zip(&texts) {
+            assert_eq!(
+                turns_of(&store, chat),
+                [
+                    ("one".to_owned(), Some(1)),
+                    ("two".to_owned(), Some(2)),
+                    (text.clone(), Some(3)),
+                ],
+                "{chat}"
+            );
+        }
+    }
+
+    /// A batch never waits for a chat's lock: while another transaction
+    /// holds one chat's, the batch writes the others' deliveries (they
+    /// commit while that lock is still held) and leaves that one to be
+    /// delivered alone, once the lock is free.
+    #[test]
+    fn a_batch_writes_around_a_chat_another_transaction_holds() {
+        let Some(url) = migrated("batchskip") else {
+            return;
+        };
+        let store = PgStore::open(&format!("{url}?vak_pool=1")).expect("open");
+        let chats = ["k0", "k1", "k2"];
+        warm(&store, &chats);
+        let plain = url.split('?').next().unwrap_or(&url).to_owned();
+        let (locked_tx, locked_rx) = std::sync::mpsc::channel();
+        let texts: Vec<String> = chats.iter().map(|c| format!("around-{c}")).collect();
+        std::thread::scope(|scope| {
+            let plain = &plain;
+            scope.spawn(move || {
+                let mut holder = postgres::Client::connect(plain, postgres::NoTls).expect("holder");
+                let mut poller = postgres::Client::connect(plain, postgres::NoTls).expect("poller");
+                let mut tx = holder.transaction().expect("begin");
+                tx.execute(
+                    "SELECT 1 FROM vak_bindings WHERE bot = 'helpdesk' AND chat = 'k1' FOR UPDATE",
+                    &[],
+                )
+                .expect("lock");
+                locked_tx.send(()).expect("send");
+                // The other two commit while k1's lock is held.
+                let hang = std::time::Instant::now() + std::time::Duration::from_secs(60);
+                loop {
+                    let n: i64 = poller
+                        .query_one(
+                            "SELECT count(*) FROM vak_records WHERE record LIKE '%around-k0%' OR record LIKE '%around-k2%'",
+                            &[],
+                        )
+                        .expect("count")
+                        .get(0);
+                    if n == 2 {
+                        break;
+                    }
+                    assert!(std::time::Instant::now() < hang, "the batch waited on k1's lock");
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+                tx.commit().expect("release");
+            });
+            locked_rx.recv().expect("locked");
+            deliver_together(&store, &chats, &texts);
+        });
+        for (chat, text) in chats.iter().zip(&texts) {
+            assert_eq!(
+                turns_of(&store, chat),
+                [
+                    ("one".to_owned(), Some(1)),
+                    ("two".to_owned(), Some(2)),
+                    (text.clone(), Some(3)),
+                ],
+                "{chat}"
+            );
+        }
+    }
+
+    /// A batch in which one delivery was planned from a last turn another
+    /// node has since replaced: that one writes nothing in the batch and
+    /// is delivered alone, planned again from a read; the others commit
+    /// in the batch; every turn once, in order.
+    #[test]
+    fn a_stale_delivery_in_a_batch_is_planned_again_alone_and_the_others_written() {
+        let Some(url) = migrated("batchstale") else {
+            return;
+        };
+        let here = PgStore::open(&format!("{url}?vak_pool=1")).expect("open");
+        let there = PgStore::open(&url).expect("open");
+        let chats = ["s0", "s1", "s2", "s3"];
+        warm(&here, &chats);
+        let bot = Name::new(vak_prompt_blocks::NameKind::Bot, "helpdesk").expect("bot");
+        let s0 = Name::new(vak_prompt_blocks::NameKind::Chat, "s0").expect("chat");
+        there
+            .deliver_at(&bot, &s0, None, None, &mut |_| {
+                Some(ChatPlan::Continue {
+                    turn: Turn::now("there", ""),
+                })
+            })
+            .expect("delivered")
+            .expect("committed");
+        let texts: Vec<String> = chats.iter().map(|c| format!("together-{c}")).collect();
+        deliver_together(&here, &chats, &texts);
+        // The stale one no longer joins batches until a delivery planned
+        // from memory and sent alone is written; the others still do.
+        let batchable = |chat: &str| here.known.get("helpdesk", chat).expect("known").batchable;
+        assert!(!batchable("s0"));
+        assert!(chats[1..].iter().all(|c| batchable(c)));
+        assert_eq!(
+            turns_of(&here, "s0"),
+            [
+                ("one".to_owned(), Some(1)),
+                ("two".to_owned(), Some(2)),
+                ("there".to_owned(), Some(3)),
+                ("together-s0".to_owned(), Some(4)),
+            ]
+        );
+        for chat in &chats[1..] {
+            assert_eq!(
+                turns_of(&here, chat),
+                [
+                    ("one".to_owned(), Some(1)),
+                    ("two".to_owned(), Some(2)),
+                    (format!("together-{chat}"), Some(3)),
+                ],
+                "{chat}"
+            );
+        }
     }
 
     #[test]

@@ -64,13 +64,18 @@ fn seen(env: &Env, store: &str) -> Seen {
 /// POST on a raw connection, tolerating a process killed mid-request: the
 /// status, or `None` when the connection closed without an answer.
 fn try_post(addr: &str, headers: &[(&str, String)], body: &str) -> Option<u16> {
+    try_post_to(addr, PATH, headers, body)
+}
+
+/// [`try_post`] to `path`.
+fn try_post_to(addr: &str, path: &str, headers: &[(&str, String)], body: &str) -> Option<u16> {
     use std::io::{Read as _, Write as _};
     let mut stream = std::net::TcpStream::connect(addr).ok()?;
     stream
         .set_read_timeout(Some(std::time::Duration::from_secs(60)))
         .ok()?;
     let mut head = format!(
-        "POST {PATH} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     for (name, value) in headers {
@@ -118,7 +123,7 @@ impl Before {
         if store != "file" {
             return step.starts_with("transaction-");
         }
-        if step.starts_with("transaction-") {
+        if step.starts_with("transaction-") || step.starts_with("batch-") {
             return false;
         }
         match self {
@@ -302,6 +307,94 @@ fn postgres_deliveries_killed_at_any_step_are_delivered_once() {
         for step in ["transaction-written", "transaction-committed", "marked"] {
             let db = scratch_database(&url, &format!("crash_{}", step.replace('-', "_")));
             killed_signed_delivery_recovers(&db, before, step);
+        }
+    }
+}
+
+/// A node killed in the middle of a batch (continuing deliveries to
+/// several chats written in one transaction), before or after its commit:
+/// every delivery of it, retried on a fresh node, is delivered once, and
+/// each chat keeps one binding.
+#[test]
+fn postgres_deliveries_killed_mid_batch_are_delivered_once() {
+    let Some(url) = pg_url() else { return };
+    for step in ["batch-written", "batch-committed"] {
+        let store = scratch_database(&url, &format!("crash_{}", step.replace('-', "_")));
+        let env = Env::fixture("myproj");
+        env.trust();
+        env.ok(&["store", "migrate", "--store", &store]);
+        let key = secret(&env, "helpdesk");
+        let chats: Vec<String> = (1..=6).map(|n| format!("b{n}")).collect();
+        let allowed: serde_json::Map<String, Value> = chats
+            .iter()
+            .map(|c| (c.clone(), serde_json::json!({})))
+            .collect();
+        std::fs::write(
+            env.home().join(".vak/gateway/allowlist.json"),
+            serde_json::json!({ "helpdesk": allowed }).to_string(),
+        )
+        .unwrap();
+        let request = |chat: &str, text: &str| {
+            let path = format!("/v1/bots/helpdesk/chats/{chat}/messages");
+            let body = serde_json::json!({ "text": text }).to_string();
+            (path.clone(), signed(&key, &path, &body), body)
+        };
+        let mut doomed = env.command(&["gateway", "serve", "--listen", "127.0.0.1:0"]);
+        doomed.args(["--store", &store]).env("VAK_CRASH_AT", step);
+        let mut node = crate::gateway_service::spawn_served(doomed);
+        // Two deliveries to each chat on this node, so it plans the next
+        // from memory: those are the ones it batches.
+        for chat in &chats {
+            for text in ["first", "second"] {
+                let (path, headers, body) = request(chat, text);
+                let (status, answer) =
+                    crate::gateway_service::post(&node.addr, &path, &headers, body.as_bytes());
+                assert_eq!(status, 200, "{step}: {chat} {text}: {answer}");
+            }
+        }
+        let third: Vec<_> = chats.iter().map(|c| request(c, "third")).collect();
+        let answers: Vec<Option<u16>> = std::thread::scope(|scope| {
+            let threads: Vec<_> = third
+                .iter()
+                .map(|(path, headers, body)| {
+                    let addr = &node.addr;
+                    scope.spawn(move || try_post_to(addr, path, headers, body))
+                })
+                .collect();
+            threads.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        assert!(
+            answers.iter().any(Option::is_none),
+            "{step}: the node was killed in a batch: {answers:?}"
+        );
+        let status = node.child.wait().unwrap();
+        assert!(!status.success(), "{step}: {status:?}");
+        drop(node);
+
+        // The senders retry every request on a fresh node.
+        let node = serve(&env, &["--store", &store]);
+        for ((path, headers, body), first) in third.iter().zip(&answers) {
+            let retried = try_post_to(&node.addr, path, headers, body);
+            match first {
+                Some(status) => assert_eq!(*status, 200, "{step}: acknowledged"),
+                None => assert!(matches!(retried, Some(200 | 401)), "{step}: {retried:?}"),
+            }
+        }
+        let after = seen(&env, &store);
+        let context = format!("{step}: first {answers:?}, messages {:?}", after.messages);
+        assert_eq!(
+            after.bound.len(),
+            chats.len(),
+            "one binding each: {context}"
+        );
+        assert_eq!(after.sessions, chats.len(), "no orphan session: {context}");
+        for text in ["first", "second", "third"] {
+            let n = after.messages.iter().filter(|m| *m == text).count();
+            assert_eq!(
+                n,
+                chats.len(),
+                "{text} delivered once to each chat: {context}"
+            );
         }
     }
 }
