@@ -125,28 +125,59 @@ impl Core {
         if target.scope != Scope::Shared {
             return Ok(left_out);
         }
+        self.check_other_projects(
+            |base| {
+                let base = Selectors {
+                    surface: self.selectors().surface,
+                    ..base.clone()
+                };
+                ChainPlan::for_change_in(&base, target, entries)
+            },
+            change,
+            text,
+            (&mut work, &mut left_out, over, inputs),
+        )?;
+        Ok(left_out)
+    }
+
+    /// Budget `change` in every trusted project but this one, trusted, on
+    /// the plan `plan_for` makes from each project's base selectors, against
+    /// the same work: what a change to the home's own inputs (a shared
+    /// file, a gateway key) reaches beyond this project. A project the work
+    /// bound leaves no room for is not even walked, and is named.
+    fn check_other_projects(
+        &self,
+        mut plan_for: impl FnMut(&Selectors) -> ChainPlan,
+        change: &Change<'_>,
+        text: Option<&str>,
+        (work, left_out, over, inputs): (
+            &mut Work,
+            &mut ChainsLeftOut,
+            &mut OverCap,
+            &mut CheckInputs,
+        ),
+    ) -> Result<(), EditError> {
         for project in self.other_trusted_projects()? {
             // Not even walked: walking is work too.
             if work.is_spent() {
                 left_out.projects.push(project);
                 continue;
             }
-            let base = Selectors {
-                surface: self.selectors().surface,
-                ..Selectors::new(self.selectors().home.clone(), project.clone())
-            };
-            let plan = ChainPlan::for_change_in(&base, target, entries);
+            let plan = plan_for(&Selectors::new(
+                self.selectors().home.clone(),
+                project.clone(),
+            ));
             let other = self.check_plan(
                 &plan,
                 change,
                 text,
                 &[Trust::Trusted],
                 Some(&project),
-                (&mut work, over, inputs),
+                (&mut *work, &mut *over, &mut *inputs),
             )?;
             left_out.merge(other);
         }
-        Ok(left_out)
+        Ok(())
     }
 
     /// The projects of the trust store other than this one, in its order,
@@ -422,23 +453,12 @@ impl Core {
         )?;
         // A gateway key is the home's, as a shared file is: every trusted
         // project's chats take it.
-        for project in self.other_trusted_projects()? {
-            if work.is_spent() {
-                left_out.projects.push(project);
-                continue;
-            }
-            let base = Selectors::new(self.selectors().home.clone(), project.clone());
-            let plan = ChainPlan::for_gateway(&base, bot, chat);
-            let other = self.check_plan(
-                &plan,
-                &reach,
-                text,
-                &[Trust::Trusted],
-                Some(&project),
-                (&mut work, over, inputs),
-            )?;
-            left_out.merge(other);
-        }
+        self.check_other_projects(
+            |base| ChainPlan::for_gateway(base, bot, chat),
+            &reach,
+            text,
+            (&mut work, &mut left_out, over, inputs),
+        )?;
         let path = reach.path(self.selectors());
         let home = &self.selectors().home;
         refuse_over(over, unchecked, change, block, &path, home)?;
