@@ -54,9 +54,10 @@ pub(crate) struct Levels {
 /// this snapshot read, and answers the rest from memory, so a check that
 /// budgets every role × surface × directory × gateway chat of ten projects
 /// reads each file once and parses each config and each gateway file
-/// once. A snapshot is the inputs as they were when read: it belongs to one question (a save's budget check, a `vak
-/// trust`), and a later question takes a new one. It holds directory
-/// handles, so it stays on the thread that made it.
+/// once. A snapshot is the inputs as they were when read: it belongs to
+/// one question (a save's budget check, a `vak trust`), and a later
+/// question takes a new one. It holds directory handles, so it stays on
+/// the thread that made it.
 #[derive(Default)]
 pub struct Snapshot {
     /// Each layer root, opened once, and whether it was opened as a
