@@ -49,6 +49,24 @@ fn fixture() -> Fixture {
     }
 }
 
+/// 42 bullets naming `who`, about 350 tokens: any two such lists fit the
+/// fixture's cap beside the seed, three do not.
+fn bullets(who: &str) -> String {
+    (0..42)
+        .map(|i| format!("- Never mention {who} ticket {i}.\n"))
+        .collect()
+}
+
+/// Chat 42 of the helpdesk bot, with `guardrails` as its own.
+fn chat_42_with(f: &Fixture, guardrails: &str) {
+    fs::write(
+        f.home.join(".vak/gateway/allowlist.json"),
+        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": guardrails}}}})
+            .to_string(),
+    )
+    .unwrap();
+}
+
 fn bot_key(block: Block) -> GatewayKey {
     GatewayKey {
         bot: Name::new(NameKind::Bot, "helpdesk").unwrap(),
@@ -167,20 +185,10 @@ fn a_bot_key_is_budgeted_on_each_chat_with_each_role() {
     // Chat 42's list, the reviewer role's and the bot's new text, about
     // 350 tokens each: any two fit the cap beside the seed, all three do
     // not, so only chat 42 with the reviewer role goes over.
-    let bullets = |who: &str| -> String {
-        (0..42)
-            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
-            .collect()
-    };
     let role = f.home.join(".vak/prompts/agents/reviewer");
     fs::create_dir_all(&role).unwrap();
     fs::write(role.join("operating-rules.md"), bullets("role")).unwrap();
-    fs::write(
-        f.home.join(".vak/gateway/allowlist.json"),
-        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": bullets("chat")}}}})
-            .to_string(),
-    )
-    .unwrap();
+    chat_42_with(&f, &bullets("chat"));
     let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
     let bots = f.home.join(".vak/gateway/bots.json");
     let before = fs::read_to_string(&bots).unwrap();
@@ -213,20 +221,10 @@ fn a_bot_key_is_budgeted_on_each_chat_with_each_role() {
 #[test]
 fn a_shared_save_is_budgeted_on_each_chat_with_each_role() {
     let f = fixture();
-    let bullets = |who: &str| -> String {
-        (0..42)
-            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
-            .collect()
-    };
     let role = f.home.join(".vak/prompts/agents/reviewer");
     fs::create_dir_all(&role).unwrap();
     fs::write(role.join("operating-rules.md"), bullets("role")).unwrap();
-    fs::write(
-        f.home.join(".vak/gateway/allowlist.json"),
-        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": bullets("chat")}}}})
-            .to_string(),
-    )
-    .unwrap();
+    chat_42_with(&f, &bullets("chat"));
     let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
     let target = vak_core::EditTarget::new(
         vak_core::Scope::Shared,
@@ -261,17 +259,7 @@ fn a_shared_save_is_budgeted_on_each_chat_with_each_role() {
 #[test]
 fn a_bot_key_is_budgeted_in_every_trusted_project() {
     let f = fixture();
-    let bullets = |who: &str| -> String {
-        (0..42)
-            .map(|i| format!("- Never mention {who} ticket {i}.\n"))
-            .collect()
-    };
-    fs::write(
-        f.home.join(".vak/gateway/allowlist.json"),
-        serde_json::json!({"helpdesk": {"42": {"prompts": {"guardrails": bullets("chat")}}}})
-            .to_string(),
-    )
-    .unwrap();
+    chat_42_with(&f, &bullets("chat"));
     let other = f.home.parent().unwrap().join("other");
     fs::create_dir_all(other.join(".git")).unwrap();
     fs::create_dir_all(other.join(".vak/prompts")).unwrap();
