@@ -8,16 +8,24 @@ pub type Sha256Hex = String;
 /// Every digest in the ledger goes through this one function, so a
 /// descriptor's digest can always be recomputed from the text it names.
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> Sha256Hex {
-    let digest = Sha256::digest(bytes.as_ref());
     let mut out = String::with_capacity(64);
-    for byte in digest {
-        out.push(char::from(HEX[usize::from(byte >> 4)]));
-        out.push(char::from(HEX[usize::from(byte & 0x0f)]));
-    }
+    push_hex(&Sha256::digest(bytes.as_ref()).into(), &mut out);
     out
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
+/// Append the 64 lowercase hex digits of `digest` to `out`, laid out in a
+/// stack buffer first: pushing them a `char` at a time was a sixth of a
+/// resolution's hashing (each push checks capacity and encodes UTF-8).
+fn push_hex(digest: &[u8; 32], out: &mut String) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut digits = [0u8; 64];
+    for (pair, byte) in digits.chunks_exact_mut(2).zip(digest) {
+        pair[0] = HEX[usize::from(byte >> 4)];
+        pair[1] = HEX[usize::from(byte & 0x0f)];
+    }
+    // Every byte is one of `HEX`: ASCII, so this never falls back.
+    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+}
 
 /// A sha256 of text given in many small pieces (a canonical form written
 /// field by field), without building that text as one string first.
@@ -78,10 +86,7 @@ impl Sha256Writer {
     /// same 64 characters [`sha256_hex`] gives for the text as one string.
     pub fn finish_into(&mut self, out: &mut String) {
         self.flush();
-        for byte in self.hasher.finalize_reset() {
-            out.push(char::from(HEX[usize::from(byte >> 4)]));
-            out.push(char::from(HEX[usize::from(byte & 0x0f)]));
-        }
+        push_hex(&self.hasher.finalize_reset().into(), out);
     }
 }
 
