@@ -1,6 +1,6 @@
 use std::borrow::Cow;
 
-use crate::{Block, Provenance, Sha256Writer, Source, sha256_hex};
+use crate::{Block, Provenance, Sha256Writer, Source, TextDigest};
 use serde::{Deserialize, Serialize};
 
 /// Where one layer's text for one block came from, with its digest.
@@ -36,12 +36,19 @@ impl PromptLayerDescriptor {
     /// The descriptor of `text`, contributed to `block` from `provenance`.
     /// The only constructor, so digest and bytes always match the text.
     pub fn of(block: Block, provenance: &Provenance, text: &str) -> Self {
+        Self::of_digest(block, provenance, &TextDigest::of(text))
+    }
+
+    /// [`of`](Self::of) the text `digest` was made from: a resolution
+    /// digests each text as it composes and writes its descriptors out
+    /// only when asked.
+    pub fn of_digest(block: Block, provenance: &Provenance, digest: &TextDigest) -> Self {
         PromptLayerDescriptor {
             block: Cow::Borrowed(block.wire_name()),
             layer: Cow::Borrowed(provenance.layer.wire_name()),
             source: Some(provenance.source.clone()),
-            digest: sha256_hex(text),
-            bytes: text.len(),
+            digest: digest.hex(),
+            bytes: digest.bytes(),
             signed_by: provenance.signed_by.clone(),
         }
     }
@@ -84,9 +91,40 @@ impl From<WireDescriptor> for PromptLayerDescriptor {
 /// The source path is left out on purpose: moving a home directory does not
 /// change the instructions, and drift is about instructions.
 pub fn fingerprint(descriptors: &[PromptLayerDescriptor]) -> String {
+    fingerprint_of(
+        descriptors
+            .iter()
+            .map(|d| (&*d.block, &*d.layer, LineDigest::Hex(&d.digest))),
+    )
+}
+
+/// A descriptor's digest as the fingerprint reads it: written out, or still
+/// a [`TextDigest`].
+#[derive(Debug, Clone, Copy)]
+pub enum LineDigest<'a> {
+    /// The lowercase hex digest, as a descriptor holds it.
+    Hex(&'a str),
+    /// The digest of the text, not yet written out.
+    Text(&'a TextDigest),
+}
+
+/// [`fingerprint`] of descriptors given as their block, layer and digest,
+/// in order: what a resolution computes before writing any descriptor out.
+pub fn fingerprint_of<'a>(
+    lines: impl IntoIterator<Item = (&'a str, &'a str, LineDigest<'a>)>,
+) -> String {
     // The canonical text is hashed as it is written, never held whole.
     let mut canonical = Sha256Writer::new();
-    canonical_parts(descriptors, |part| canonical.push_str(part));
+    for (block, layer, digest) in lines {
+        for part in [block, "\t", layer, "\t"] {
+            canonical.push_str(part);
+        }
+        match digest {
+            LineDigest::Hex(hex) => canonical.push_str(hex),
+            LineDigest::Text(digest) => digest.write_hex(&mut canonical),
+        }
+        canonical.push_str("\n");
+    }
     let mut out = String::with_capacity(SHA256_PREFIX.len() + 64);
     out.push_str(SHA256_PREFIX);
     canonical.finish_into(&mut out);
@@ -102,8 +140,8 @@ pub fn fingerprint_text(descriptors: &[PromptLayerDescriptor]) -> String {
     text
 }
 
-/// The canonical text's pieces, in order: the one definition both
-/// [`fingerprint`] and [`fingerprint_text`] write from.
+/// The canonical text's pieces, in order, as [`fingerprint_of`] hashes
+/// them (a test holds the two to one text).
 fn canonical_parts(descriptors: &[PromptLayerDescriptor], mut push: impl FnMut(&str)) {
     for d in descriptors {
         for part in [&d.block, "\t", &d.layer, "\t", &d.digest, "\n"] {
@@ -208,7 +246,7 @@ impl FrozenContract {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Origin, PromptLayer};
+    use crate::{Origin, PromptLayer, sha256_hex};
 
     #[test]
     fn descriptor_digest_is_sha256_of_text() {
@@ -296,6 +334,36 @@ mod tests {
                 format!("sha256:{}", sha256_hex(canonical))
             );
         }
+    }
+
+    #[test]
+    fn a_digest_not_written_out_fingerprints_and_describes_as_its_text() {
+        let provenance = Provenance::seed("identity");
+        let texts: Vec<String> = (0..12).map(|i| "word ".repeat(i * 7)).collect();
+        let digests: Vec<TextDigest> = texts.iter().map(|t| TextDigest::of(t)).collect();
+        let written: Vec<PromptLayerDescriptor> = texts
+            .iter()
+            .map(|t| PromptLayerDescriptor::of(Block::Guardrails, &provenance, t))
+            .collect();
+        for (digest, descriptor) in digests.iter().zip(&written) {
+            assert_eq!(
+                PromptLayerDescriptor::of_digest(Block::Guardrails, &provenance, digest),
+                *descriptor
+            );
+        }
+        // Mixed forms, as a resolution has them (built-in texts written
+        // out once per process, the rest held as digests).
+        let mixed = fingerprint_of(digests.iter().zip(&written).enumerate().map(
+            |(i, (digest, d))| {
+                let digest = if i % 2 == 0 {
+                    LineDigest::Text(digest)
+                } else {
+                    LineDigest::Hex(&d.digest)
+                };
+                (&*d.block, &*d.layer, digest)
+            },
+        ));
+        assert_eq!(mixed, fingerprint(&written));
     }
 
     #[test]

@@ -13,18 +13,73 @@ pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> Sha256Hex {
     out
 }
 
-/// Append the 64 lowercase hex digits of `digest` to `out`, laid out in a
-/// stack buffer first: pushing them a `char` at a time was a sixth of a
-/// resolution's hashing (each push checks capacity and encodes UTF-8).
+/// Append the 64 lowercase hex digits of `digest` to `out`.
 fn push_hex(digest: &[u8; 32], out: &mut String) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    let mut digits = [0u8; 64];
-    for (pair, byte) in digits.chunks_exact_mut(2).zip(digest) {
-        pair[0] = HEX[usize::from(byte >> 4)];
-        pair[1] = HEX[usize::from(byte & 0x0f)];
+    out.push_str(HexDigits::of(digest).as_str());
+}
+
+/// The 64 lowercase hex digits of a sha256, laid out on the stack: pushing
+/// them a `char` at a time was a sixth of a resolution's hashing (each
+/// push checks capacity and encodes UTF-8).
+struct HexDigits([u8; 64]);
+
+impl HexDigits {
+    fn of(digest: &[u8; 32]) -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut digits = [0u8; 64];
+        for (pair, byte) in digits.chunks_exact_mut(2).zip(digest) {
+            pair[0] = HEX[usize::from(byte >> 4)];
+            pair[1] = HEX[usize::from(byte & 0x0f)];
+        }
+        HexDigits(digits)
     }
-    // Every byte is one of `HEX`: ASCII, so this never falls back.
-    out.push_str(std::str::from_utf8(&digits).unwrap_or_default());
+
+    fn as_str(&self) -> &str {
+        // Every byte is one of `HEX`: ASCII, so this never falls back.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+/// The sha256 of one text and its length in bytes: what a descriptor
+/// records of the text, held without the 64-character string a written
+/// descriptor carries. Made only from the text itself, so the two always
+/// match.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TextDigest {
+    digest: [u8; 32],
+    bytes: usize,
+}
+
+impl TextDigest {
+    /// The digest of `text`.
+    pub fn of(text: &str) -> Self {
+        TextDigest {
+            digest: Sha256::digest(text.as_bytes()).into(),
+            bytes: text.len(),
+        }
+    }
+
+    /// The text's length in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The lowercase hex digest, as [`sha256_hex`] of the text gives it.
+    pub fn hex(&self) -> Sha256Hex {
+        let mut out = String::with_capacity(64);
+        self.push_hex(&mut out);
+        out
+    }
+
+    /// Append [`hex`](Self::hex) to `out`.
+    pub fn push_hex(&self, out: &mut String) {
+        push_hex(&self.digest, out);
+    }
+
+    /// Append [`hex`](Self::hex) to what `writer` hashes.
+    pub fn write_hex(&self, writer: &mut Sha256Writer) {
+        writer.push_str(HexDigits::of(&self.digest).as_str());
+    }
 }
 
 /// A sha256 of text given in many small pieces (a canonical form written

@@ -37,10 +37,10 @@ pub use change::{ChangeKind, LayerChange, short_digest};
 pub use civil::civil_from_days;
 pub use contain::{contain_markdown, needs_containment};
 pub use contract::{
-    AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, ParentSession,
-    PromptLayerDescriptor, fingerprint, fingerprint_text,
+    AgentIdentity, Baseline, CapabilityDescriptor, FrozenContract, LineDigest, ParentSession,
+    PromptLayerDescriptor, fingerprint, fingerprint_of, fingerprint_text,
 };
-pub use digest::{Sha256Hex, Sha256Writer, sha256_hex};
+pub use digest::{Sha256Hex, Sha256Writer, TextDigest, sha256_hex};
 pub use error::BlocksError;
 pub use guardrail::{
     Guardrail, GuardrailLint, GuardrailList, ParsedGuardrails, fold_whitespace, parse_guardrails,

@@ -13,6 +13,7 @@
 
 mod catalog;
 mod config;
+mod descriptors;
 mod resolve;
 mod rules;
 #[rustfmt::skip]
@@ -22,6 +23,7 @@ mod tail;
 
 pub use catalog::{CATALOG, Capability, render_contract};
 pub use config::{ComposeMemo, EffectiveConfig, McpServer, PermissionKind, Sourced};
+pub use descriptors::Descriptors;
 pub use resolve::{
     Contributor, Demotion, MAX_LINTS_PER_FILE, ResolveInput, ResolvedBlock, ResolvedPrompt,
     resolve_prompt, resolve_prompt_with,

@@ -6,17 +6,17 @@ use std::sync::{Arc, OnceLock};
 
 use vak_prompt_blocks::{
     AgentIdentity, CapabilityDescriptor, FrozenContract, ParentSession, PromptLayerDescriptor,
-    fingerprint,
 };
 use vak_prompt_blocks::{
     Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, clean, sha256_hex,
+    Provenance, SurfaceKind, TextDigest, clean, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
 
 use crate::catalog::{CATALOG, render_contract};
 use crate::config::{ComposeMemo, EffectiveConfig, effective_config};
+use crate::descriptors::{Descriptors, Entry};
 use crate::seed_model::seed;
 use crate::tail::{TailContext, render_tail};
 
@@ -92,7 +92,7 @@ struct Kept<'a> {
     provenance: &'a Arc<Provenance>,
     text: Cow<'a, str>,
     /// For a seed text, its descriptor, made once per process.
-    made: Option<&'a PromptLayerDescriptor>,
+    made: Option<&'static PromptLayerDescriptor>,
     /// A directory's interop file: appended, never a winner.
     interop: bool,
     /// The files it imports, each with its cleaned text.
@@ -185,16 +185,16 @@ fn surface_line(surface: SurfaceKind) -> Contributor {
 
 /// The descriptor of `text` contributed to `block` from `provenance`: the
 /// one made once for a built-in text, when it is exactly that text.
-fn descriptor(block: Block, provenance: &Provenance, text: &str) -> PromptLayerDescriptor {
+fn descriptor(block: Block, provenance: &Arc<Provenance>, text: &str) -> Entry {
     if provenance.origin == Origin::BuiltIn
         && let Some((.., made)) = builtin()
             .descriptors
             .iter()
-            .find(|(b, p, t, _)| *b == block && **p == *provenance && t == text)
+            .find(|(b, p, t, _)| *b == block && **p == **provenance && t == text)
     {
-        return made.clone();
+        return Entry::Made(made);
     }
-    PromptLayerDescriptor::of(block, provenance, text)
+    Entry::of(block, provenance, text)
 }
 
 /// `text` without leading blank lines and trailing whitespace. The first
@@ -290,7 +290,7 @@ pub struct ResolvedPrompt {
     /// Every block, in render order.
     pub blocks: Vec<ResolvedBlock>,
     /// One descriptor per winning layer per block, in render order.
-    pub descriptors: Vec<PromptLayerDescriptor>,
+    pub descriptors: Descriptors,
     /// `sha256:…` over `descriptors`.
     pub fingerprint: String,
     /// The capability catalog in force: the binary's own, built once per
@@ -365,7 +365,7 @@ impl ResolvedPrompt {
     pub fn freeze(&self, parent: Option<ParentSession>) -> FrozenContract {
         FrozenContract {
             capabilities: self.capabilities.to_vec(),
-            prompt_layers: self.descriptors.clone(),
+            prompt_layers: self.descriptors.to_vec(),
             fingerprint: self.fingerprint.clone(),
             prefix: self.prefix.clone(),
             agent: self.agent.clone(),
@@ -718,7 +718,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
     // while it is still known which kept text each contributor came from:
     // a seed text's descriptor was made once per process, and an agent
     // text's digest is the one its descriptor already holds.
-    let mut descriptors: Vec<PromptLayerDescriptor> = Vec::with_capacity(kept.len() + 16);
+    let mut descriptors = Descriptors::with_capacity(kept.len() + 16);
     let mut kept_digest: Vec<Option<usize>> = vec![None; kept.len()];
     // Which kept texts ended up in force: a refused import in one that did
     // not (shadowed) is a warning, not a refusal.
@@ -736,11 +736,11 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             };
             let same = text.len() == c.text.len();
             descriptors.push(match c.made {
-                Some(made) if same => made.clone(),
+                Some(made) if same => Entry::Made(made),
                 _ => descriptor(block, c.provenance, text),
             });
             if same {
-                kept_digest[index] = Some(descriptors.len() - 1);
+                kept_digest[index] = Some(descriptors.recorded() - 1);
             }
             in_force[index] = true;
             if let Some(error) = c.refused {
@@ -832,7 +832,9 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             }
             Composition::Fixed => {
                 let contract = &builtin.contract;
-                descriptors.extend(builtin.descriptors.last().map(|(.., made)| made.clone()));
+                if let Some((.., made)) = builtin.descriptors.last() {
+                    descriptors.push(Entry::Made(made));
+                }
                 ResolvedBlock {
                     locked: false,
                     block,
@@ -844,13 +846,12 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             Composition::RuntimeDerived => {
                 let resolved = runtime_block(block, input, &config, &mut demoted, &mut warnings);
                 match (block, builtin.surfaces.get(surface_index(input.surface))) {
-                    (Block::Surface, Some((_, made))) => descriptors.push(made.clone()),
-                    _ => descriptors.extend(
-                        resolved
-                            .contributors
-                            .iter()
-                            .map(|c| descriptor(block, &c.provenance, &c.text)),
-                    ),
+                    (Block::Surface, Some((_, made))) => descriptors.push(Entry::Made(made)),
+                    _ => {
+                        for c in &resolved.contributors {
+                            descriptors.push(descriptor(block, &c.provenance, &c.text));
+                        }
+                    }
                 }
                 resolved
             }
@@ -886,7 +887,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
     ResolvedPrompt {
         prefix,
         tail: render_tail(&input.tail),
-        fingerprint: fingerprint(&descriptors),
+        fingerprint: descriptors.fingerprint(),
         descriptors,
         capabilities: Arc::clone(&builtin.capabilities),
         agent,
@@ -1055,7 +1056,7 @@ fn agent_identity(
     role: &Name,
     kept: &[Kept<'_>],
     kept_digest: &[Option<usize>],
-    descriptors: &[PromptLayerDescriptor],
+    descriptors: &Descriptors,
     chain: &LoadedChain,
 ) -> (AgentIdentity, String) {
     // Sized by the agent-tier texts alone: one line each of a block name
@@ -1078,10 +1079,10 @@ fn agent_identity(
             .get(index)
             .copied()
             .flatten()
-            .and_then(|d| descriptors.get(d))
+            .and_then(|d| descriptors.entry(d))
         {
-            Some(made) => canonical.push_str(&made.digest),
-            None => canonical.push_str(&sha256_hex(c.text.as_bytes())),
+            Some(entry) => entry.push_hex(&mut canonical),
+            None => TextDigest::of(&c.text).push_hex(&mut canonical),
         }
         canonical.push('\n');
     }
@@ -1105,11 +1106,12 @@ mod tests {
                 PromptLayerDescriptor::of(*block, provenance, text),
                 "{provenance}"
             );
-            assert_eq!(descriptor(*block, provenance, text), *made);
+            let entry = descriptor(*block, provenance, text);
+            assert!(matches!(entry, Entry::Made(m) if std::ptr::eq(m, made)));
         }
         // A built-in provenance with another text is digested afresh.
         let (block, provenance, _, made) = &builtin().descriptors[0];
-        let other = descriptor(*block, provenance, "something else");
+        let other = descriptor(*block, provenance, "something else").written();
         assert_ne!(other.digest, made.digest);
         assert_eq!(
             other,
