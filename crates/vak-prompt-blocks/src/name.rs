@@ -29,8 +29,11 @@ impl NameKind {
 /// A name that is safe to use as one path component: 1 to 64 ASCII letters,
 /// digits, `-` or `_`, not starting with `-`. Validated before it touches a
 /// path, so `..`, `/`, NUL and friends never reach the filesystem.
+///
+/// Shared, not copied, when cloned: every gateway key and every provenance
+/// of a chat's texts names its bot and chat.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Name(String);
+pub struct Name(std::sync::Arc<str>);
 
 impl Name {
     /// Validate `raw` as a name of `kind`.
@@ -49,7 +52,7 @@ impl Name {
                 .bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
         if ok {
-            Ok(Name(raw.to_owned()))
+            Ok(Name(std::sync::Arc::from(raw)))
         } else {
             Err(BlocksError::InvalidName {
                 kind: kind.as_str(),

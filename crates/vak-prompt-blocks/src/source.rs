@@ -42,9 +42,13 @@ impl GatewayFile {
 
     /// The file's path under `home`.
     pub fn path(self, home: &Utf8Path) -> Utf8PathBuf {
-        let mut path = home.join(".vak");
+        // Sized once: every gateway text's provenance is built from it.
+        let name = self.file_name();
+        let mut path = Utf8PathBuf::with_capacity(home.as_str().len() + 15 + name.len());
+        path.push(home);
+        path.push(".vak");
         path.push("gateway");
-        path.push(self.file_name());
+        path.push(name);
         path
     }
 }
