@@ -18,6 +18,18 @@ fn push_hex(digest: &[u8; 32], out: &mut String) {
     out.push_str(HexDigits::of(digest).as_str());
 }
 
+/// Each byte's two lowercase hex digits: one lookup a byte.
+static HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut pairs = [[0; 2]; 256];
+    let mut byte = 0;
+    while byte < 256 {
+        pairs[byte] = [HEX[byte >> 4], HEX[byte & 0x0f]];
+        byte += 1;
+    }
+    pairs
+};
+
 /// The 64 lowercase hex digits of a sha256, laid out on the stack: pushing
 /// them a `char` at a time was a sixth of a resolution's hashing (each
 /// push checks capacity and encodes UTF-8).
@@ -25,11 +37,9 @@ struct HexDigits([u8; 64]);
 
 impl HexDigits {
     fn of(digest: &[u8; 32]) -> Self {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut digits = [0u8; 64];
         for (pair, byte) in digits.chunks_exact_mut(2).zip(digest) {
-            pair[0] = HEX[usize::from(byte >> 4)];
-            pair[1] = HEX[usize::from(byte & 0x0f)];
+            pair.copy_from_slice(&HEX_PAIRS[usize::from(*byte)]);
         }
         HexDigits(digits)
     }
