@@ -987,7 +987,9 @@ impl OpenedDirs {
         {
             return opened;
         }
-        if let (Some(name), Some(parent)) = (plain_child, dir.parent()) {
+        if let Some(name) = plain_child
+            && let Some(parent) = dir.parent()
+        {
             match self.dir(parent) {
                 Ok(Some(parent)) => {
                     if let Some(opened) = parent.open_child(name, dir) {
@@ -1141,7 +1143,7 @@ impl OpenedDirs {
     ///
     /// See [`Refusal`].
     pub fn read(&mut self, path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusal> {
-        let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        let Some((dir, name)) = crate::paths::parent_and_name(path) else {
             return Err(Refusal::NotRegularFile(FileKind::Directory));
         };
         match self.dir(dir)? {

@@ -27,6 +27,30 @@ pub(crate) fn join(dir: &Utf8Path, names: &[&str]) -> Utf8PathBuf {
     Utf8PathBuf::from(out)
 }
 
+/// `path`'s parent and file name, as `Utf8Path::parent` and
+/// `Utf8Path::file_name` give them, by one search for the last `/` when
+/// the path ends plainly (a name after a single `/`, a parent not ending in
+/// `.`): how the loader spells every path it reads. Parsing the path's
+/// components for each cost more than the rest of finding its directory.
+pub(crate) fn parent_and_name(path: &Utf8Path) -> Option<(&Utf8Path, &str)> {
+    let text = path.as_str();
+    if let Some(at) = text.rfind('/')
+        && at > 0
+    {
+        let (parent, name) = (&text[..at], &text[at + 1..]);
+        // `parent` trims trailing separators and `.` components from what
+        // is left; a name of `.` or `..` is no file name.
+        let plain = !matches!(name, "" | "." | "..")
+            && !parent.ends_with('/')
+            && !parent.ends_with("/.")
+            && parent != ".";
+        if plain {
+            return Some((Utf8Path::new(parent), name));
+        }
+    }
+    Some((path.parent()?, path.file_name()?))
+}
+
 /// The directories that make up one origin's share of the chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LayerDirs {
@@ -53,6 +77,23 @@ impl LayerDirs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn parent_and_name_are_std_s(parts in proptest::collection::vec("(|\\.|\\.\\.|\\.\\.\\.|a|bc|\\.d)", 0..6), absolute in any::<bool>(), trailing in any::<bool>()) {
+            let mut path = parts.join("/");
+            if absolute {
+                path.insert(0, '/');
+            }
+            if trailing {
+                path.push('/');
+            }
+            let path = Utf8Path::new(&path);
+            let std = path.parent().zip(path.file_name());
+            prop_assert_eq!(parent_and_name(path), std, "{}", path);
+        }
+    }
 
     #[test]
     fn join_joins_as_path_join_does() {
