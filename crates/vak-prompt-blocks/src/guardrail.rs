@@ -451,6 +451,13 @@ impl GuardrailList {
     /// [`parse_guardrails`] gives for `text`, in the same order.
     pub fn add(&mut self, text: &str) -> Vec<GuardrailLint> {
         let mut lints = Vec::new();
+        self.add_into(text, &mut lints);
+        lints
+    }
+
+    /// [`add`](Self::add), its lints appended to `lints`: one vector
+    /// reused for every text of a block, most of which have none.
+    pub fn add_into(&mut self, text: &str, lints: &mut Vec<GuardrailLint>) {
         self.texts += 1;
         let GuardrailList {
             rendered,
@@ -461,7 +468,7 @@ impl GuardrailList {
         } = self;
         let number = *texts;
         current.reserve(text.len().min(256));
-        walk(text, current, &mut lints, |line, item, lints| {
+        walk(text, current, lints, |line, item, lints| {
             let key = key_of(item, buf);
             match keys.meet(key, scan_hash(key), number) {
                 Met::InThisText => lints.push(GuardrailLint::Duplicate {
@@ -477,7 +484,6 @@ impl GuardrailList {
                 }
             }
         });
-        lints
     }
 
     /// Every kept guardrail rendered as a bullet ([`Guardrail::render`]),

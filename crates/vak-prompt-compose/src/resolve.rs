@@ -425,9 +425,12 @@ fn with_interop(
 fn accumulate(block: Block, contributors: &[Contributor], warnings: &mut Vec<String>) -> String {
     let mut list =
         GuardrailList::with_capacity(contributors.iter().map(|c| c.text.len() + 8).sum());
+    let mut lints = Vec::new();
     for contributor in contributors {
         let (mut said, mut more) = (0usize, 0usize);
-        for lint in list.add(&contributor.text) {
+        lints.clear();
+        list.add_into(&contributor.text, &mut lints);
+        for lint in &lints {
             // A surface note is prose by nature; only guardrails are lists.
             if block == Block::SurfaceNote
                 && matches!(lint, GuardrailLint::ProseBeforeFirstBullet { .. })
