@@ -214,6 +214,13 @@ proptest! {
             }
         }
         prop_assert_eq!(index, first.descriptors.len());
+        // The fingerprint is computed before any descriptor is written
+        // out: it is still the fingerprint of the descriptors written out,
+        // and so is a frozen contract's.
+        let fresh = resolve(&loaded, trust);
+        prop_assert_eq!(&fresh.fingerprint, &vak_prompt_blocks::fingerprint(&fresh.descriptors));
+        let frozen = fresh.freeze(None);
+        prop_assert_eq!(&frozen.fingerprint, &vak_prompt_blocks::fingerprint(&frozen.prompt_layers));
     }
 
     /// One provenance row per input: every contributor, shadowed layer and
