@@ -6,6 +6,8 @@
 //!   `CachedResolver` (one check of the change notifications, an `Arc`);
 //! - `changed_one_file`: one input touched, so the cache arms its watch again
 //!   and reads and composes (what a change costs through the cache);
+//! - `miss_another_chat`: a gateway's cache missing for one chat after
+//!   another of the same project missed: loaded from what that miss read;
 //! - `compose_only`: composing an already-loaded chain (what `warm` measured
 //!   before the cache);
 //! - `load_only`, `load_only_sparse`: `load_chain` alone, on this chain and
@@ -38,7 +40,9 @@ use vak_core::prompts::{
     LoadRequest, Name, NameKind, ResolveInput, SurfaceKind, TailContext, Trust, TrustStore,
     load_chain, resolve_prompt, sha256_hex,
 };
-use vak_core::{CachedResolver, Selectors, budget_of, lints_of, trust_budget};
+use vak_core::{
+    CachedResolver, InboundPrompts, PromptCache, Selectors, budget_of, lints_of, trust_budget,
+};
 
 fn write(path: &Path, text: &str) {
     fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -148,7 +152,7 @@ fn bench(c: &mut Criterion) {
     });
     let mut store = TrustStore::load(&request.home).unwrap();
     store.trust(&request.project).unwrap();
-    let cached = CachedResolver::open(Selectors {
+    let cached_selectors = Selectors {
         home: request.home.clone(),
         project: request.project.clone(),
         surface: request.surface,
@@ -157,8 +161,8 @@ fn bench(c: &mut Criterion) {
         agent: request.agent.clone(),
         force_untrusted: false,
         workdir: None,
-    })
-    .unwrap();
+    };
+    let cached = CachedResolver::open(cached_selectors.clone()).unwrap();
     let first = cached.resolve().unwrap();
     assert!(cached.is_watching());
     assert!(std::sync::Arc::ptr_eq(&first, &cached.resolve().unwrap()));
@@ -173,6 +177,28 @@ fn bench(c: &mut Criterion) {
             black_box(cached.resolve().unwrap())
         })
     });
+    // A miss for another chat of the same project, in a gateway's cache:
+    // two chats taking turns in a cache that holds one resolution, so each
+    // call misses, and loads from what the other's miss read.
+    let miss_cache = PromptCache::with_capacity(1);
+    let chats: Vec<InboundPrompts> = ["42", "43"]
+        .iter()
+        .map(|chat| {
+            InboundPrompts::open(Selectors {
+                chat: Some(Name::new(NameKind::Chat, chat).unwrap()),
+                ..cached_selectors.clone()
+            })
+            .unwrap()
+        })
+        .collect();
+    let mut turn = 0;
+    group.bench_function("miss_another_chat", |b| {
+        b.iter(|| {
+            turn ^= 1;
+            black_box(miss_cache.resolve(&chats[turn]).unwrap())
+        })
+    });
+    assert!(miss_cache.shared_loads() > 0);
     group.bench_function("compose_only", |b| {
         b.iter(|| {
             black_box(resolve_prompt(&ResolveInput {

@@ -4,15 +4,18 @@
 //!
 //! [`PromptCache`] keeps one [`ResolvedPrompt`] per set of selectors (one
 //! per bot and chat in the gateway service, at most [`MAX_CACHED`]; past it
-//! the least recently used entry is dropped for each new one) beside ONE
+//! the least recently used entry is dropped for each new one), and what
+//! each home, project and working directory's last misses read (a
+//! [`SnapshotReads`]: a miss for another chat of the same project loads
+//! from it and reads only what it does not hold), beside ONE
 //! [`InputWatch`] (one inotify instance) covering
 //! the union of every cached chain's inputs (the loader's `watch` module says
 //! what is watched and why notifications were chosen over per-file identity
 //! checks). A warm call is one non-blocking read of the notification queue,
 //! a map lookup and an `Arc` clone; any change (an edit, a rename, a symlink
 //! swapped, a touch that keeps the mtime, a layer file appearing, the trust
-//! store rewritten) drops EVERY entry, and each chain is read and composed
-//! again on its next call. Where notifications are unavailable every call
+//! store rewritten) drops EVERY entry and every kept read, and each chain is
+//! read and composed again on its next call. Where notifications are unavailable every call
 //! reloads: slower, never stale.
 //!
 //! [`CachedResolver`] is the same cache for one set of selectors, owning its
@@ -26,7 +29,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use camino::Utf8PathBuf;
 use vak_prompt_compose::{ResolvedPrompt, TailContext};
-use vak_prompt_loader::{GatewayTables, InputWatch, LoadRequest, Snapshot};
+use vak_prompt_loader::{GatewayTables, InputWatch, LoadRequest, Snapshot, SnapshotReads};
 use vak_prompt_trust::Trust;
 
 use crate::{Core, CoreError, InboundPrompts, Selectors};
@@ -43,6 +46,12 @@ const MAX_REARMS: usize = 3;
 /// so the bound holds the cache near 32 MiB; a chat past it costs one load
 /// and compose on its next delivery, small beside the delivery's write.
 pub const MAX_CACHED: usize = 1024;
+
+/// At most this many sets of roots keep what a miss read
+/// ([`SnapshotReads`]); past it they are all dropped and kept again as
+/// misses come. A gateway serves a few projects; each set holds the texts
+/// of one home and project, a few hundred KiB at most.
+const MAX_KEPT_READS: usize = 16;
 
 /// What a resolution is keyed by: the selectors and a forced trust level,
 /// with their hash computed once.
@@ -125,6 +134,11 @@ struct State {
     /// The roots the watch was armed on since it was last re-armed.
     walked: HashSet<Roots>,
     entries: Entries,
+    /// What the last misses of each set of roots read, and the generation
+    /// they were read under: a miss of other selectors with the same roots
+    /// loads from it while that generation stands, reading only what it
+    /// did not. Dropped with the entries.
+    reads: HashMap<Roots, (u64, Arc<SnapshotReads>)>,
     /// Moves on every answer from memory and every insert: the recency
     /// the least recently used entry is found by.
     tick: u64,
@@ -140,6 +154,7 @@ impl State {
         }
         let request = &core.selectors().load_request();
         self.entries.clear();
+        self.reads.clear();
         self.generation += 1;
         let watch = std::mem::replace(&mut self.watch, InputWatch::unavailable());
         self.watch = watch.rearm(request);
@@ -179,6 +194,22 @@ impl State {
                 used: self.tick,
             },
         );
+    }
+
+    /// What misses of `roots` read under the current generation, if kept.
+    fn shared_reads(&self, roots: &Roots) -> Option<Arc<SnapshotReads>> {
+        self.reads
+            .get(roots)
+            .filter(|(generation, _)| *generation == self.generation)
+            .map(|(_, reads)| Arc::clone(reads))
+    }
+
+    /// Keep what a miss of `roots` read under `generation`.
+    fn keep_reads(&mut self, roots: Roots, generation: u64, reads: Arc<SnapshotReads>) {
+        if self.reads.len() >= MAX_KEPT_READS && !self.reads.contains_key(&roots) {
+            self.reads.clear();
+        }
+        self.reads.insert(roots, (generation, reads));
     }
 
     /// The entry for `key`, marked used now.
@@ -235,6 +266,12 @@ pub struct PromptCache {
     capacity: usize,
     hits: AtomicU64,
     misses: AtomicU64,
+    /// Misses loaded from what an earlier miss of the same roots read.
+    shared_loads: AtomicU64,
+    /// Whether misses keep what they read for other selectors of the same
+    /// roots: not for [`CachedResolver`], whose one key misses only when
+    /// something changed.
+    share_reads: bool,
     /// The parsed gateway files its deliveries read: an admission and a
     /// chain read after a miss look a chat up in them instead of parsing
     /// the file again.
@@ -262,6 +299,7 @@ impl PromptCache {
                 generation: 0,
                 walked: HashSet::new(),
                 entries: Entries::default(),
+                reads: HashMap::new(),
                 tick: 0,
             }),
             keys: RandomState::new(),
@@ -269,6 +307,8 @@ impl PromptCache {
             capacity: capacity.max(1),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            shared_loads: AtomicU64::new(0),
+            share_reads: true,
             gateway: GatewayTables::default(),
         }
     }
@@ -299,6 +339,7 @@ impl PromptCache {
     pub fn clear(&self) {
         let mut state = self.lock();
         state.entries.clear();
+        state.reads.clear();
         state.generation += 1;
     }
 
@@ -338,6 +379,13 @@ impl PromptCache {
         )
     }
 
+    /// How many misses were loaded from what an earlier miss of the same
+    /// home, project and working directory read (a chat after another of
+    /// the same project reads only its own inputs), rather than from disk.
+    pub fn shared_loads(&self) -> u64 {
+        self.shared_loads.load(Ordering::Relaxed)
+    }
+
     /// How many resolutions are held.
     pub fn len(&self) -> usize {
         self.lock().entries.len()
@@ -364,21 +412,34 @@ impl PromptCache {
     fn resolve_keyed(&self, core: &Core, key: &Key) -> Result<Arc<ResolvedPrompt>, CoreError> {
         let mut counted = false;
         for _ in 0..MAX_REARMS {
-            let generation = {
+            let request = core.selectors().load_request();
+            let (generation, shared) = {
                 let mut state = self.lock();
                 state.refresh(core);
                 if let Some(hit) = state.hit(key) {
                     self.hits.fetch_add(1, Ordering::Relaxed);
                     return Ok(hit);
                 }
-                state.extend(&core.selectors().load_request());
-                state.generation
+                state.extend(&request);
+                let shared = self
+                    .share_reads
+                    .then(|| state.shared_reads(&roots(&request)))
+                    .flatten();
+                (state.generation, shared)
             };
             if !counted {
                 self.misses.fetch_add(1, Ordering::Relaxed);
                 counted = true;
             }
-            let chain = core.load_from(&mut Snapshot::once_sharing(&self.gateway))?;
+            if shared.is_some() {
+                self.shared_loads.fetch_add(1, Ordering::Relaxed);
+            }
+            let mut snapshot = if self.share_reads {
+                Snapshot::sharing(&self.gateway, shared)
+            } else {
+                Snapshot::once_sharing(&self.gateway)
+            };
+            let chain = core.load_from(&mut snapshot)?;
             let trust = core.trust()?;
             let prompt = Arc::new(self.checked(core.compose(&chain, trust, TailContext::now()))?);
             let mut state = self.lock();
@@ -390,6 +451,11 @@ impl PromptCache {
             }
             if state.generation == generation && state.watch.is_live() {
                 state.insert(key, &prompt, self.capacity);
+                // Read under a watch that covered it and reported nothing
+                // since: as current as the resolution just kept.
+                if let Some(reads) = snapshot.into_reads() {
+                    state.keep_reads(roots(&request), generation, reads);
+                }
             }
             // Otherwise something changed while it was read: the answer is
             // as fresh as the call, but not kept.
@@ -469,7 +535,10 @@ impl CachedResolver {
 
     /// Wrap `core`, giving it up.
     pub fn from_core(core: Core) -> Self {
-        let cache = PromptCache::new();
+        let cache = PromptCache {
+            share_reads: false,
+            ..PromptCache::new()
+        };
         CachedResolver {
             key: Key::of(&core, &cache.keys),
             core,

@@ -338,7 +338,7 @@ impl Reader<'_> {
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
         // Kept for the root it was judged under: the same path asked under
         // another root (the home read as a project) is read again.
-        let kept = self.snap.files.get(path);
+        let kept = self.snap.kept(|r| r.files.get(path));
         if let Some((under, read)) = kept
             && under == root
         {
@@ -356,6 +356,7 @@ impl Reader<'_> {
         };
         if keep {
             self.snap
+                .reads
                 .files
                 .insert(path.to_owned(), (root.to_owned(), read.clone()));
         }
@@ -365,7 +366,7 @@ impl Reader<'_> {
     /// Read the editable block files of the directory `dir` under `root`:
     /// once per snapshot.
     fn dir_files(&mut self, dir: &Utf8Path, root: &Utf8Path) -> DirRead {
-        let kept = self.snap.dirs.get(dir);
+        let kept = self.snap.kept(|r| r.dirs.get(dir));
         if let Some((under, read)) = kept
             && under == root
         {
@@ -397,6 +398,7 @@ impl Reader<'_> {
         };
         if keep {
             self.snap
+                .reads
                 .dirs
                 .insert(dir.to_owned(), (root.to_owned(), read.clone()));
         }
@@ -644,11 +646,11 @@ pub(crate) fn load_in(
     }
     // The managed layer first: the floor every chain stands on, read once
     // per snapshot. A refusal stops the resolution (fail closed).
-    let managed = match &reader.snap.managed {
+    let managed = match reader.snap.kept(|r| r.managed.as_ref()) {
         Some(read) => read.clone(),
         None => {
             let read = crate::managed::load_managed(&request.home);
-            reader.snap.managed = Some(read.clone());
+            reader.snap.reads.managed = Some(read.clone());
             read
         }
     }?;
@@ -727,12 +729,18 @@ pub(crate) fn load_in(
         let path = join(vak_dir, &["config.toml"]);
         match reader.read(&path, root) {
             Ok(Some(text)) => {
-                let parsed = reader
-                    .snap
-                    .configs
-                    .entry(path.clone())
-                    .or_insert_with(|| parse_config(&text))
-                    .clone();
+                let parsed = match reader.snap.kept(|r| r.configs.get(&path)) {
+                    Some(parsed) => parsed.clone(),
+                    None => {
+                        let parsed = parse_config(&text);
+                        // One chain reads each config once: nothing to
+                        // share it with.
+                        if !reader.snap.once {
+                            (reader.snap.reads.configs).insert(path.clone(), parsed.clone());
+                        }
+                        parsed
+                    }
+                };
                 match parsed {
                     Ok(table) => reader.chain.configs.push(ConfigFile {
                         origin,
@@ -795,7 +803,7 @@ pub(crate) fn load_in(
             levels,
             unread,
             home_dir,
-        } = match reader.snap.levels.get(&key) {
+        } = match reader.snap.kept(|r| r.levels.get(&key)) {
             Some(levels) => levels.clone(),
             None => {
                 let (levels, left_out) =
@@ -808,7 +816,7 @@ pub(crate) fn load_in(
                         .collect(),
                     home_dir: levels_cut_at_home(&request.project, workdir, &request.home),
                 };
-                reader.snap.levels.insert(key, found.clone());
+                reader.snap.reads.levels.insert(key, found.clone());
                 found
             }
         };
@@ -977,14 +985,13 @@ fn skill_names(
     skills_dir: &Utf8Path,
     root: &Utf8Path,
 ) -> Option<Vec<String>> {
-    if let Some(names) = reader.snap.skill_names.get(skills_dir) {
+    if let Some(names) = reader.snap.kept(|r| r.skill_names.get(skills_dir)) {
         return names.clone();
     }
     let names = list_skills(reader, skills_dir, root);
-    reader
-        .snap
-        .skill_names
-        .insert(skills_dir.to_owned(), names.clone());
+    if !reader.snap.once {
+        (reader.snap.reads.skill_names).insert(skills_dir.to_owned(), names.clone());
+    }
     names
 }
 

@@ -1421,7 +1421,7 @@ pub(crate) fn load_gateway(
                 refusal.reason.clone(),
             );
         };
-        if let Some(read) = snap.gateway.get(&file) {
+        if let Some(read) = snap.kept(|r| r.gateway.get(&file)) {
             match read {
                 Ok(Some(table)) => take(table, contributions, skipped),
                 Ok(None) => {}
@@ -1435,13 +1435,13 @@ pub(crate) fn load_gateway(
         let bytes = match read_bytes(home, dirs, file) {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
-                snap.gateway.insert(file, Ok(None));
+                snap.reads.gateway.insert(file, Ok(None));
                 continue;
             }
             Err(error) => {
                 let refusal = file_refusal(home, file, &error);
                 refused(&refusal, skipped);
-                snap.gateway.insert(file, Err(refusal));
+                snap.reads.gateway.insert(file, Err(refusal));
                 continue;
             }
         };
@@ -1470,7 +1470,7 @@ pub(crate) fn load_gateway(
             Ok(None) => {}
             Err(refusal) => refused(refusal, skipped),
         }
-        snap.gateway.insert(file, read);
+        snap.reads.gateway.insert(file, read);
     }
 }
 

@@ -51,7 +51,7 @@ pub use rules::{
     relative_project_path,
 };
 pub use safe_read::{MAX_FILE_BYTES, ReadRefusal, read_safely};
-pub use snapshot::Snapshot;
+pub use snapshot::{Snapshot, SnapshotReads};
 pub use watch::{InputWatch, MAX_WATCHES};
 pub use write::{
     ABSENT_DIGEST, DIR_MODE, SaveError, SaveOutcome, create_dirs, create_parent_confined,

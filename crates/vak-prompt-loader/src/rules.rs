@@ -426,12 +426,12 @@ impl Snapshot {
     /// the home) and the home, read once per snapshot.
     pub fn rules(&mut self, home: &Utf8Path, project: Option<&Utf8Path>) -> Arc<RuleSet> {
         let key = (home.to_owned(), project.map(ToOwned::to_owned));
-        if let Some(set) = self.rules.get(&key) {
+        if let Some(set) = self.kept(|r| r.rules.get(&key)) {
             return Arc::clone(set);
         }
         let set = Arc::new(read_rules(self, home, project));
         if !self.once {
-            self.rules.insert(key, Arc::clone(&set));
+            self.reads.rules.insert(key, Arc::clone(&set));
         }
         set
     }

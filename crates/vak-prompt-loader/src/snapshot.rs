@@ -63,6 +63,26 @@ pub struct Snapshot {
     /// Each layer root, opened once, and whether it was opened as a
     /// project (whose nested repositories a link may not enter).
     pub(crate) roots: Vec<(Utf8PathBuf, bool, Option<OpenedDirs>)>,
+    /// What this snapshot read itself.
+    pub(crate) reads: SnapshotReads,
+    /// What an earlier snapshot of the same inputs read, answered from
+    /// before reading ([`Snapshot::sharing`]).
+    pub(crate) shared: Option<Arc<SnapshotReads>>,
+    /// Whether it serves one chain only ([`Snapshot::once`]): a chain
+    /// reads each file once anyway, so no text is kept (a copy of each).
+    pub(crate) once: bool,
+    /// The parsed gateway texts of the owner that opened it
+    /// ([`Snapshot::once_sharing`]).
+    pub(crate) tables: Option<GatewayTables>,
+}
+
+/// What a snapshot read, each read with what it answered, without the
+/// directory handles it read through: what an owner answering many chains
+/// of the same inputs keeps between snapshots while nothing changed (the
+/// gateway's prompt cache, which drops it with its resolutions when its
+/// watch reports a change). `Send` and `Sync`, unlike a snapshot.
+#[derive(Debug, Clone, Default)]
+pub struct SnapshotReads {
     /// Files read alone in their directory, by path, with the root they
     /// were confined to (a read is kept for the root it was judged under).
     pub(crate) files: HashMap<Utf8PathBuf, (Utf8PathBuf, Result<Option<String>, ReadRefusal>)>,
@@ -80,21 +100,43 @@ pub struct Snapshot {
     pub(crate) managed: Option<Result<Option<Arc<crate::ManagedLayer>>, crate::ManagedError>>,
     /// The scoped rules of each (home, project), read once.
     pub(crate) rules: HashMap<(Utf8PathBuf, Option<Utf8PathBuf>), Arc<crate::rules::RuleSet>>,
-    /// Whether it serves one chain only ([`Snapshot::once`]): a chain
-    /// reads each file once anyway, so no text is kept (a copy of each).
-    pub(crate) once: bool,
-    /// The parsed gateway texts of the owner that opened it
-    /// ([`Snapshot::once_sharing`]).
-    pub(crate) tables: Option<GatewayTables>,
+}
+
+impl SnapshotReads {
+    fn is_empty(&self) -> bool {
+        self.files.is_empty()
+            && self.dirs.is_empty()
+            && self.configs.is_empty()
+            && self.skill_names.is_empty()
+            && self.levels.is_empty()
+            && self.gateway.is_empty()
+            && self.managed.is_none()
+            && self.rules.is_empty()
+    }
+
+    /// `self` with `newer`'s reads added (each key is read once, so no
+    /// key is in both).
+    fn extended(mut self, newer: SnapshotReads) -> SnapshotReads {
+        self.files.extend(newer.files);
+        self.dirs.extend(newer.dirs);
+        self.configs.extend(newer.configs);
+        self.skill_names.extend(newer.skill_names);
+        self.levels.extend(newer.levels);
+        self.gateway.extend(newer.gateway);
+        self.managed = self.managed.or(newer.managed);
+        self.rules.extend(newer.rules);
+        self
+    }
 }
 
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot")
             .field("roots", &self.roots.len())
-            .field("files", &self.files.len())
-            .field("dirs", &self.dirs.len())
-            .field("configs", &self.configs.len())
+            .field("files", &self.reads.files.len())
+            .field("dirs", &self.reads.dirs.len())
+            .field("configs", &self.reads.configs.len())
+            .field("shared", &self.shared.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -122,7 +164,7 @@ impl Snapshot {
     /// is read with its directory.
     pub fn with_text(path: &Utf8Path, root: &Utf8Path, text: &str) -> Self {
         let mut snapshot = Snapshot::new();
-        snapshot.files.insert(
+        snapshot.reads.files.insert(
             path.to_owned(),
             (root.to_owned(), Ok(Some(text.to_owned()))),
         );
@@ -140,6 +182,42 @@ impl Snapshot {
             tables: Some(tables.clone()),
             ..Snapshot::default()
         }
+    }
+
+    /// A snapshot that answers from `shared` (what an earlier snapshot of
+    /// the same inputs read) before reading, keeps what it reads itself,
+    /// and takes the gateway files' tables from `tables`: what the
+    /// gateway's prompt cache loads a chain with after a miss, so a chat
+    /// read after another of the same project reads only what the other
+    /// did not. The owner must know that nothing `shared` read has changed
+    /// since (the cache drops it whenever its watch reports a change).
+    pub fn sharing(tables: &GatewayTables, shared: Option<Arc<SnapshotReads>>) -> Self {
+        Snapshot {
+            shared,
+            tables: Some(tables.clone()),
+            ..Snapshot::default()
+        }
+    }
+
+    /// Everything this snapshot and the one it shared from read; `None`
+    /// when it read nothing of its own (the shared reads are then all
+    /// there is, and the owner keeps those).
+    pub fn into_reads(self) -> Option<Arc<SnapshotReads>> {
+        if self.reads.is_empty() {
+            return None;
+        }
+        Some(Arc::new(match self.shared {
+            Some(shared) => SnapshotReads::clone(&shared).extended(self.reads),
+            None => self.reads,
+        }))
+    }
+
+    /// A read kept, by this snapshot or the one it shares from.
+    pub(crate) fn kept<'s, V>(
+        &'s self,
+        map: impl Fn(&'s SnapshotReads) -> Option<&'s V>,
+    ) -> Option<&'s V> {
+        map(&self.reads).or_else(|| self.shared.as_deref().and_then(map))
     }
 
     /// The chain `request` selects, its inputs read once per snapshot.

@@ -354,6 +354,47 @@ mod random_changes {
                 prop_assert_eq!(&cached.fingerprint, &fresh.fingerprint);
             }
         }
+
+        /// The gateway's shape: one cache for several selectors of one
+        /// home and project, each miss loading from what earlier misses
+        /// read. After any change each answer is still a fresh read's.
+        #[test]
+        fn a_shared_cache_of_several_selectors_equals_fresh_after_any_changes(
+            ops in proptest::collection::vec(op(), 1..10),
+            order in proptest::collection::vec(0..3usize, 3..6),
+        ) {
+            use vak_core::prompts::SurfaceKind;
+            let f = fixture();
+            let mut store = TrustStore::load(f.home.path().to_str().unwrap().into()).unwrap();
+            store.trust(f.project.path().to_str().unwrap().into()).unwrap();
+            let base = Selectors::new(
+                f.home.path().to_str().unwrap(),
+                f.project.path().to_str().unwrap(),
+            );
+            let selectors = [
+                base.clone(),
+                Selectors { surface: SurfaceKind::Chat, ..base.clone() },
+                Selectors { force_untrusted: true, ..base },
+            ];
+            let cache = vak_core::PromptCache::new();
+            let handles: Vec<_> = selectors
+                .iter()
+                .map(|s| vak_core::InboundPrompts::open(s.clone()).unwrap())
+                .collect();
+            let fresh: Vec<_> = selectors.iter().map(|s| Core::open(s.clone()).unwrap()).collect();
+            for (n, op) in ops.iter().enumerate() {
+                let (Op::Write(home, ..) | Op::Remove(home, _) | Op::Rename(home, ..)
+                | Op::Link(home, ..) | Op::SameMtime(home, _)) = op;
+                let root = if *home { f.home.path() } else { f.project.path() };
+                apply(root, op, n);
+                for &i in &order {
+                    let cached = cache.resolve(&handles[i]).unwrap();
+                    let fresh = fresh[i].resolve().unwrap();
+                    prop_assert_eq!(&cached.prefix, &fresh.prefix, "selectors {} after {:?}", i, op);
+                    prop_assert_eq!(&cached.fingerprint, &fresh.fingerprint);
+                }
+            }
+        }
     }
 }
 
@@ -508,6 +549,103 @@ mod shared_cache {
         for chat in &chats {
             assert!(cache.resolve(chat).unwrap().prefix.contains("ALPHA-9"));
         }
+    }
+
+    /// A chat read after another of the same project reads only what the
+    /// other did not: its layer files, configs and gateway files come from
+    /// what the first miss read, and its answer is a fresh read's. An edit
+    /// drops what was kept with the entries: the next chats read afresh.
+    #[test]
+    fn a_chat_after_another_of_the_same_project_loads_from_what_the_first_read() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        fs::create_dir_all(project.path().join(".git")).unwrap();
+        bots_json(home.path(), "You are ALPHA-1.", "You are BETA-1.");
+        let allowlist = serde_json::json!({
+            "alpha": {"8": {"prompts": {"guardrails": "- CHAT-EIGHT rule"}}},
+        });
+        fs::write(
+            home.path().join(".vak/gateway/allowlist.json"),
+            allowlist.to_string(),
+        )
+        .unwrap();
+        let prompts = home.path().join(".vak/prompts");
+        fs::create_dir_all(prompts.join("agents/reviewer")).unwrap();
+        fs::write(prompts.join("guardrails.md"), "- SHARED rule").unwrap();
+        fs::write(
+            prompts.join("agents/reviewer/identity.md"),
+            "REVIEWER notes",
+        )
+        .unwrap();
+        fs::create_dir_all(project.path().join(".vak/prompts")).unwrap();
+        fs::write(
+            project.path().join(".vak/prompts/operating-rules.md"),
+            "- PROJECT rule",
+        )
+        .unwrap();
+        let mut store = TrustStore::load(home.path().to_str().unwrap().into()).unwrap();
+        store
+            .trust(project.path().to_str().unwrap().into())
+            .unwrap();
+        let selectors = |bot: &str, chat: &str, agent: Option<&str>| Selectors {
+            surface: SurfaceKind::Chat,
+            bot: Some(Name::new(NameKind::Bot, bot).unwrap()),
+            chat: Some(Name::new(NameKind::Chat, chat).unwrap()),
+            agent: agent.map(|a| Name::new(NameKind::Role, a).unwrap()),
+            ..Selectors::new(
+                home.path().to_str().unwrap(),
+                project.path().to_str().unwrap(),
+            )
+        };
+        let cache = PromptCache::new();
+        let chats = [
+            selectors("alpha", "7", None),
+            selectors("alpha", "8", None),
+            selectors("beta", "7", None),
+            selectors("alpha", "9", Some("reviewer")),
+        ];
+        let check = |expect: &[&str]| {
+            for (i, chat) in chats.iter().enumerate() {
+                let got = cache
+                    .resolve(&InboundPrompts::open(chat.clone()).unwrap())
+                    .unwrap();
+                let fresh = Core::open(chat.clone()).unwrap().resolve().unwrap();
+                assert_eq!(got.prefix, fresh.prefix, "chat {i}");
+                assert_eq!(got.fingerprint, fresh.fingerprint, "chat {i}");
+                assert_eq!(*got.descriptors, *fresh.descriptors, "chat {i}");
+                for text in expect {
+                    assert!(got.prefix.contains(text), "{text} in chat {i}");
+                }
+            }
+        };
+        check(&["SHARED", "PROJECT"]);
+        if !cache.is_watching() {
+            return;
+        }
+        // The first chat read from disk; the other three from what it read
+        // (the fourth adds its role's directory to what is kept).
+        assert_eq!(cache.shared_loads(), 3);
+        assert_eq!(cache.counts(), (0, 4));
+
+        fs::write(prompts.join("guardrails.md"), "- EDITED rule").unwrap();
+        check(&["EDITED", "PROJECT"]);
+        assert_eq!(
+            cache.shared_loads(),
+            6,
+            "the first after the edit read from disk"
+        );
+        assert_eq!(cache.counts(), (0, 8));
+        // A working directory of its own is other roots: read from disk.
+        let sub = project.path().join("sub");
+        fs::create_dir_all(&sub).unwrap();
+        let below = InboundPrompts::open(Selectors {
+            workdir: Some(sub.to_str().unwrap().into()),
+            ..chats[0].clone()
+        })
+        .unwrap();
+        let shared_before = cache.shared_loads();
+        assert!(cache.resolve(&below).unwrap().prefix.contains("EDITED"));
+        assert!(cache.shared_loads() <= shared_before + 1);
     }
 
     /// Past its bound the cache evicts the least recently used entry, one
