@@ -332,6 +332,40 @@ mod tests {
         ));
         let fresh = crate::load_chain(&request).unwrap();
         assert_eq!(text(&fresh), "- edited rule");
+
+        // A snapshot sharing what an earlier one read reads only what that
+        // one lacks, and keeps it beside the rest.
+        let tables = GatewayTables::default();
+        let mut earlier = Snapshot::sharing(&tables, None);
+        earlier.load(&request).unwrap();
+        let reads = earlier.into_reads().unwrap();
+        write(&home.join(".vak/prompts/guardrails.md"), "- third rule");
+        let mut same = Snapshot::sharing(&tables, Some(Arc::clone(&reads)));
+        assert_eq!(text(&same.load(&request).unwrap()), "- edited rule");
+        assert!(same.into_reads().is_none(), "nothing of its own was read");
+        write(
+            &home.join(".vak/prompts/agents/reviewer/identity.md"),
+            "reviewer notes",
+        );
+        let mut wider = Snapshot::sharing(&tables, Some(Arc::clone(&reads)));
+        let role = wider
+            .load(&LoadRequest {
+                agent: Some(
+                    vak_prompt_blocks::Name::new(vak_prompt_blocks::NameKind::Role, "reviewer")
+                        .unwrap(),
+                ),
+                ..request.clone()
+            })
+            .unwrap();
+        assert_eq!(text(&role), "- edited rule");
+        assert!(
+            role.contributions
+                .iter()
+                .any(|c| c.text == "reviewer notes")
+        );
+        let kept = wider.into_reads().unwrap();
+        assert!(kept.dirs.len() > reads.dirs.len());
+        assert!(reads.dirs.keys().all(|dir| kept.dirs.contains_key(dir)));
         assert!(!Arc::ptr_eq(
             &first.configs[0].table,
             &fresh.configs[0].table
