@@ -59,7 +59,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use camino::Utf8Path;
+use camino::{Utf8Path, Utf8PathBuf};
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 
@@ -126,6 +126,11 @@ struct Live {
     fd: OwnedFd,
     filters: HashMap<i32, Filter>,
     buf: Vec<u8>,
+    /// The input paths [`InputWatch::cover`] has covered since the watch
+    /// was last armed: nothing was reported since, so each still leads
+    /// where it led and is still watched there, and is not resolved again
+    /// (a `realpath` and two `stat`s a path, most of a cache miss's work).
+    covered: HashSet<Utf8PathBuf>,
 }
 
 /// Change notifications for the inputs of one loaded chain.
@@ -185,6 +190,7 @@ impl InputWatch {
             fd,
             filters: HashMap::new(),
             buf: vec![0; 4096],
+            covered: HashSet::new(),
         };
         Self::watching(live, request)
     }
@@ -200,6 +206,8 @@ impl InputWatch {
         if !live.drain() {
             return Self::unavailable();
         }
+        // Something was reported: any covered path may lead elsewhere now.
+        live.covered.clear();
         Self::watching(live, request)
     }
 
@@ -299,6 +307,9 @@ impl InputWatch {
         paths.extend(chain.role_dirs.iter().map(|d| d.as_path()));
         let mut added = false;
         for path in paths {
+            if live.covered.contains(path) {
+                continue;
+            }
             // Gateway sources are keys, not paths (`path()` is `None`);
             // their files sit in a watched `.vak` directory.
             let Ok(real) = std::fs::canonicalize(path) else {
@@ -327,6 +338,7 @@ impl InputWatch {
                 }
                 added |= live.filters.len() > before;
             }
+            live.covered.insert(path.to_owned());
         }
         added
     }
