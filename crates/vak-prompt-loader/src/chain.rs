@@ -338,7 +338,7 @@ impl Reader<'_> {
     fn read(&mut self, path: &Utf8Path, root: &Utf8Path) -> Result<Option<String>, ReadRefusal> {
         // Kept for the root it was judged under: the same path asked under
         // another root (the home read as a project) is read again.
-        let kept = self.snap.kept(|r| r.files.get(path));
+        let kept = self.snap.kept(|r| r.files.get(path.as_str()));
         if let Some((under, read)) = kept
             && under == root
         {
@@ -358,7 +358,7 @@ impl Reader<'_> {
             self.snap
                 .reads
                 .files
-                .insert(path.to_owned(), (root.to_owned(), read.clone()));
+                .insert(path.as_str().to_owned(), (root.to_owned(), read.clone()));
         }
         read
     }
@@ -366,7 +366,7 @@ impl Reader<'_> {
     /// Read the editable block files of the directory `dir` under `root`:
     /// once per snapshot.
     fn dir_files(&mut self, dir: &Utf8Path, root: &Utf8Path) -> DirRead {
-        let kept = self.snap.kept(|r| r.dirs.get(dir));
+        let kept = self.snap.kept(|r| r.dirs.get(dir.as_str()));
         if let Some((under, read)) = kept
             && under == root
         {
@@ -400,7 +400,7 @@ impl Reader<'_> {
             self.snap
                 .reads
                 .dirs
-                .insert(dir.to_owned(), (root.to_owned(), read.clone()));
+                .insert(dir.as_str().to_owned(), (root.to_owned(), read.clone()));
         }
         read
     }
@@ -729,14 +729,15 @@ pub(crate) fn load_in(
         let path = join(vak_dir, &["config.toml"]);
         match reader.read(&path, root) {
             Ok(Some(text)) => {
-                let parsed = match reader.snap.kept(|r| r.configs.get(&path)) {
+                let parsed = match reader.snap.kept(|r| r.configs.get(path.as_str())) {
                     Some(parsed) => parsed.clone(),
                     None => {
                         let parsed = parse_config(&text);
                         // One chain reads each config once: nothing to
                         // share it with.
                         if !reader.snap.once {
-                            (reader.snap.reads.configs).insert(path.clone(), parsed.clone());
+                            (reader.snap.reads.configs)
+                                .insert(path.as_str().to_owned(), parsed.clone());
                         }
                         parsed
                     }
@@ -798,7 +799,7 @@ pub(crate) fn load_in(
                 "is not inside the project once symlinks are resolved; no directory layer below the project root is read",
             );
         }
-        let key = (request.project.clone(), workdir.clone());
+        let key = (request.project.to_string(), workdir.to_string());
         let Levels {
             levels,
             unread,
@@ -985,12 +986,12 @@ fn skill_names(
     skills_dir: &Utf8Path,
     root: &Utf8Path,
 ) -> Option<Vec<String>> {
-    if let Some(names) = reader.snap.kept(|r| r.skill_names.get(skills_dir)) {
+    if let Some(names) = reader.snap.kept(|r| r.skill_names.get(skills_dir.as_str())) {
         return names.clone();
     }
     let names = list_skills(reader, skills_dir, root);
     if !reader.snap.once {
-        (reader.snap.reads.skill_names).insert(skills_dir.to_owned(), names.clone());
+        (reader.snap.reads.skill_names).insert(skills_dir.as_str().to_owned(), names.clone());
     }
     names
 }

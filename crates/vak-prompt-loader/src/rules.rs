@@ -425,7 +425,7 @@ impl Snapshot {
     /// Every scoped rule for `project` (none when `None`: a project that is
     /// the home) and the home, read once per snapshot.
     pub fn rules(&mut self, home: &Utf8Path, project: Option<&Utf8Path>) -> Arc<RuleSet> {
-        let key = (home.to_owned(), project.map(ToOwned::to_owned));
+        let key = (home.to_string(), project.map(ToString::to_string));
         if let Some(set) = self.kept(|r| r.rules.get(&key)) {
             return Arc::clone(set);
         }

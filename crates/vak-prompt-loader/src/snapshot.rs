@@ -81,25 +81,28 @@ pub struct Snapshot {
 /// of the same inputs keeps between snapshots while nothing changed (the
 /// gateway's prompt cache, which drops it with its resolutions when its
 /// watch reports a change). `Send` and `Sync`, unlike a snapshot.
+///
+/// Paths are keys as strings: the loader spells each path one way, and a
+/// `Path` hashes and compares component by component.
 #[derive(Debug, Clone, Default)]
 pub struct SnapshotReads {
     /// Files read alone in their directory, by path, with the root they
     /// were confined to (a read is kept for the root it was judged under).
-    pub(crate) files: HashMap<Utf8PathBuf, (Utf8PathBuf, Result<Option<String>, ReadRefusal>)>,
+    pub(crate) files: HashMap<String, (Utf8PathBuf, Result<Option<String>, ReadRefusal>)>,
     /// Directory layers, by directory, with the root they were confined to.
-    pub(crate) dirs: HashMap<Utf8PathBuf, (Utf8PathBuf, DirRead)>,
+    pub(crate) dirs: HashMap<String, (Utf8PathBuf, DirRead)>,
     /// Configs parsed, by path: each text is parsed once per snapshot.
-    pub(crate) configs: HashMap<Utf8PathBuf, Result<Arc<toml::Table>, String>>,
+    pub(crate) configs: HashMap<String, Result<Arc<toml::Table>, String>>,
     /// Skill directories listed, by `skills/` directory.
-    pub(crate) skill_names: HashMap<Utf8PathBuf, Option<Vec<String>>>,
+    pub(crate) skill_names: HashMap<String, Option<Vec<String>>>,
     /// The levels of each (project, working directory).
-    pub(crate) levels: HashMap<(Utf8PathBuf, Utf8PathBuf), Levels>,
+    pub(crate) levels: HashMap<(String, String), Levels>,
     /// The gateway files, read and parsed once each.
     pub(crate) gateway: HashMap<GatewayFile, GatewayRead>,
     /// The managed layer, read once: `None` until the first chain asks.
     pub(crate) managed: Option<Result<Option<Arc<crate::ManagedLayer>>, crate::ManagedError>>,
     /// The scoped rules of each (home, project), read once.
-    pub(crate) rules: HashMap<(Utf8PathBuf, Option<Utf8PathBuf>), Arc<crate::rules::RuleSet>>,
+    pub(crate) rules: HashMap<(String, Option<String>), Arc<crate::rules::RuleSet>>,
 }
 
 impl SnapshotReads {
@@ -165,7 +168,7 @@ impl Snapshot {
     pub fn with_text(path: &Utf8Path, root: &Utf8Path, text: &str) -> Self {
         let mut snapshot = Snapshot::new();
         snapshot.reads.files.insert(
-            path.to_owned(),
+            path.as_str().to_owned(),
             (root.to_owned(), Ok(Some(text.to_owned()))),
         );
         snapshot

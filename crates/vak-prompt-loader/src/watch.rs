@@ -59,7 +59,7 @@ use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use camino::{Utf8Path, Utf8PathBuf};
+use camino::Utf8Path;
 
 use rustix::fs::inotify::{self, CreateFlags, WatchFlags};
 
@@ -130,7 +130,8 @@ struct Live {
     /// was last armed: nothing was reported since, so each still leads
     /// where it led and is still watched there, and is not resolved again
     /// (a `realpath` and two `stat`s a path, most of a cache miss's work).
-    covered: HashSet<Utf8PathBuf>,
+    /// Kept as strings: a path hashes and compares component by component.
+    covered: HashSet<String>,
 }
 
 /// Change notifications for the inputs of one loaded chain.
@@ -307,7 +308,7 @@ impl InputWatch {
         paths.extend(chain.role_dirs.iter().map(|d| d.as_path()));
         let mut added = false;
         for path in paths {
-            if live.covered.contains(path) {
+            if live.covered.contains(path.as_str()) {
                 continue;
             }
             // Gateway sources are keys, not paths (`path()` is `None`);
@@ -338,7 +339,7 @@ impl InputWatch {
                 }
                 added |= live.filters.len() > before;
             }
-            live.covered.insert(path.to_owned());
+            live.covered.insert(path.as_str().to_owned());
         }
         added
     }
