@@ -48,8 +48,8 @@ const MAX_REARMS: usize = 3;
 pub const MAX_CACHED: usize = 1024;
 
 /// At most this many sets of roots keep what a miss read
-/// ([`SnapshotReads`]); past it they are all dropped and kept again as
-/// misses come. A gateway serves a few projects; each set holds the texts
+/// ([`SnapshotReads`]), and this many projects their trust; past it they
+/// are all dropped and kept again as misses come. A gateway serves a few projects; each set holds the texts
 /// of one home and project, a few hundred KiB at most.
 const MAX_KEPT_READS: usize = 16;
 
@@ -139,6 +139,11 @@ struct State {
     /// loads from it while that generation stands, reading only what it
     /// did not. Dropped with the entries.
     reads: HashMap<Roots, (u64, Arc<SnapshotReads>)>,
+    /// The trust store's answer for each (home, project), and the
+    /// generation it was read under: the store is watched, so while that
+    /// generation stands a miss need not read it (and resolve the project's
+    /// path) again. Dropped with the entries.
+    trusts: HashMap<(Utf8PathBuf, Utf8PathBuf), (u64, Trust)>,
     /// Moves on every answer from memory and every insert: the recency
     /// the least recently used entry is found by.
     tick: u64,
@@ -155,6 +160,7 @@ impl State {
         let request = &core.selectors().load_request();
         self.entries.clear();
         self.reads.clear();
+        self.trusts.clear();
         self.generation += 1;
         let watch = std::mem::replace(&mut self.watch, InputWatch::unavailable());
         self.watch = watch.rearm(request);
@@ -210,6 +216,16 @@ impl State {
             self.reads.clear();
         }
         self.reads.insert(roots, (generation, reads));
+    }
+
+    /// The trust the store gave `core`'s project under the current
+    /// generation, if it was read (never for a forced trust).
+    fn kept_trust(&self, core: &Core) -> Option<Trust> {
+        let selectors = core.selectors();
+        self.trusts
+            .get(&(selectors.home.clone(), selectors.project.clone()))
+            .filter(|(generation, _)| *generation == self.generation)
+            .map(|(_, trust)| *trust)
     }
 
     /// The entry for `key`, marked used now.
@@ -300,6 +316,7 @@ impl PromptCache {
                 walked: HashSet::new(),
                 entries: Entries::default(),
                 reads: HashMap::new(),
+                trusts: HashMap::new(),
                 tick: 0,
             }),
             keys: RandomState::new(),
@@ -340,6 +357,7 @@ impl PromptCache {
         let mut state = self.lock();
         state.entries.clear();
         state.reads.clear();
+        state.trusts.clear();
         state.generation += 1;
     }
 
@@ -413,7 +431,7 @@ impl PromptCache {
         let mut counted = false;
         for _ in 0..MAX_REARMS {
             let request = core.selectors().load_request();
-            let (generation, shared) = {
+            let (generation, shared, kept_trust) = {
                 let mut state = self.lock();
                 state.refresh(core);
                 if let Some(hit) = state.hit(key) {
@@ -425,7 +443,11 @@ impl PromptCache {
                     .share_reads
                     .then(|| state.shared_reads(&roots(&request)))
                     .flatten();
-                (state.generation, shared)
+                let kept_trust = match core.forced_trust() {
+                    Some(_) => None,
+                    None => state.kept_trust(core),
+                };
+                (state.generation, shared, kept_trust)
             };
             if !counted {
                 self.misses.fetch_add(1, Ordering::Relaxed);
@@ -440,7 +462,10 @@ impl PromptCache {
                 Snapshot::once_sharing(&self.gateway)
             };
             let chain = core.load_from(&mut snapshot)?;
-            let trust = core.trust()?;
+            let trust = match kept_trust {
+                Some(trust) => trust,
+                None => core.trust()?,
+            };
             let prompt = Arc::new(self.checked(core.compose(&chain, trust, TailContext::now()))?);
             let mut state = self.lock();
             state.refresh(core);
@@ -455,6 +480,14 @@ impl PromptCache {
                 // since: as current as the resolution just kept.
                 if let Some(reads) = snapshot.into_reads() {
                     state.keep_reads(roots(&request), generation, reads);
+                }
+                if core.forced_trust().is_none() && kept_trust.is_none() {
+                    let selectors = core.selectors();
+                    if state.trusts.len() >= MAX_KEPT_READS {
+                        state.trusts.clear();
+                    }
+                    let roots = (selectors.home.clone(), selectors.project.clone());
+                    state.trusts.insert(roots, (generation, trust));
                 }
             }
             // Otherwise something changed while it was read: the answer is

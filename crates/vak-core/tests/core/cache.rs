@@ -648,6 +648,49 @@ mod shared_cache {
         assert!(cache.shared_loads() <= shared_before + 1);
     }
 
+    /// The trust store's answer is kept with what misses read, and goes
+    /// with it: a chat resolved after the project is trusted is trusted.
+    #[test]
+    fn trusting_the_project_between_two_chats_is_seen_by_the_second() {
+        let home = tempfile::tempdir().unwrap();
+        let project = tempfile::tempdir().unwrap();
+        fs::create_dir_all(project.path().join(".git")).unwrap();
+        bots_json(home.path(), "You are ALPHA-1.", "You are BETA-1.");
+        fs::create_dir_all(project.path().join(".vak/prompts")).unwrap();
+        fs::write(
+            project.path().join(".vak/prompts/operating-rules.md"),
+            "- PROJECT rule",
+        )
+        .unwrap();
+        let cache = PromptCache::new();
+        let chat = |n: &str| Selectors {
+            chat: Some(Name::new(NameKind::Chat, n).unwrap()),
+            ..alpha_selectors(home.path(), project.path())
+        };
+        let first = cache
+            .resolve(&InboundPrompts::open(chat("1")).unwrap())
+            .unwrap();
+        assert!(!first.prefix.contains("PROJECT"), "untrusted: demoted");
+        let second = cache
+            .resolve(&InboundPrompts::open(chat("2")).unwrap())
+            .unwrap();
+        assert!(!second.prefix.contains("PROJECT"));
+        let mut store = TrustStore::load(home.path().to_str().unwrap().into()).unwrap();
+        store
+            .trust(project.path().to_str().unwrap().into())
+            .unwrap();
+        let third = cache
+            .resolve(&InboundPrompts::open(chat("3")).unwrap())
+            .unwrap();
+        assert!(third.prefix.contains("PROJECT"), "{}", third.prefix);
+        let again = cache
+            .resolve(&InboundPrompts::open(chat("1")).unwrap())
+            .unwrap();
+        assert!(again.prefix.contains("PROJECT"));
+        let fresh = Core::open(chat("1")).unwrap().resolve().unwrap();
+        assert_eq!(again.prefix, fresh.prefix);
+    }
+
     /// Past its bound the cache evicts the least recently used entry, one
     /// at a time: it never holds more than the bound (so memory is flat once
     /// it is reached) and a chat in use stays in memory.
