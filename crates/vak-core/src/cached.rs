@@ -15,8 +15,8 @@
 //! a map lookup and an `Arc` clone; any change (an edit, a rename, a symlink
 //! swapped, a touch that keeps the mtime, a layer file appearing, the trust
 //! store rewritten) drops EVERY entry and every kept read, and each chain is
-//! read and composed again on its next call. Where notifications are unavailable every call
-//! reloads: slower, never stale.
+//! read and composed again on its next call. Where notifications are
+//! unavailable every call reloads: slower, never stale.
 //!
 //! [`CachedResolver`] is the same cache for one set of selectors, owning its
 //! [`Core`]. Both only read, like [`crate::InboundPrompts`]: they never hand
@@ -49,8 +49,9 @@ pub const MAX_CACHED: usize = 1024;
 
 /// At most this many sets of roots keep what a miss read
 /// ([`SnapshotReads`]), and this many projects their trust; past it they
-/// are all dropped and kept again as misses come. A gateway serves a few projects; each set holds the texts
-/// of one home and project, a few hundred KiB at most.
+/// are all dropped and kept again as misses come. A gateway serves a few
+/// projects; each set holds the layer texts of one home and project (its
+/// gateway tables are the cache's own, shared).
 const MAX_KEPT_READS: usize = 16;
 
 /// What a resolution is keyed by: the selectors and a forced trust level,
