@@ -3,7 +3,7 @@
 //! it, `--over-budget` means the same on every command and is recorded, and
 //! `show`, `check --all` say plainly what is over.
 
-use crate::common::{Env, stderr, stdout};
+use crate::common::{Env, stderr, stdout, trusted_with_every_chain_budgeted};
 
 /// Prose under headings, like a real AGENTS.md, of about `sections` × 31
 /// tokens.
@@ -305,17 +305,6 @@ fn busy_gateway(chats: usize, big_chat: Option<&str>) -> Env {
         "- The API's tests run with `make api-test`.\n",
     );
     env
-}
-
-/// `vak trust` succeeds, with no chain left out of its budget.
-fn trusted_with_every_chain_budgeted(env: &Env) {
-    let out = env.vak(&["trust"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("not every chain"),
-        "{}",
-        stderr(&out)
-    );
 }
 
 /// The chat chain `big` of bot `b0`, untrusted, in prefix tokens.

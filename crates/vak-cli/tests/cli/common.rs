@@ -196,6 +196,17 @@ pub fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// `vak trust` in `env` succeeds, with no chain left out of its budget.
+pub fn trusted_with_every_chain_budgeted(env: &Env) {
+    let out = env.vak(&["trust"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        !stderr(&out).contains("not every chain"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 /// How long one `vak` run may take before a test calls it hung. Generous,
 /// so that a loaded machine never trips it: how fast a command is, is the
 /// benchmarks' business (BENCHMARKS.md), never a test's.

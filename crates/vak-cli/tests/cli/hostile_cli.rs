@@ -7,7 +7,8 @@ use std::io::Write as _;
 use std::process::Stdio;
 
 use crate::common::{
-    Env, HANG, copy_tree, fixtures, large_guardrails, output_within, stderr, stdout, write,
+    Env, HANG, copy_tree, fixtures, large_guardrails, output_within, stderr, stdout,
+    trusted_with_every_chain_budgeted, write,
 };
 
 /// A fresh env whose (untrusted) project is a copy of one hostile case.
@@ -429,13 +430,7 @@ fn a_clone_cannot_hide_an_over_cap_role_behind_many_empty_ones() {
     // Under the cap it is trusted; with no directory layer to cross them
     // with, every role was budgeted everywhere, so nothing is said left out.
     std::fs::remove_dir_all(env.project().join(".vak/prompts/agents/zz")).unwrap();
-    let out = env.vak(&["trust"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        !stderr(&out).contains("not every chain"),
-        "{}",
-        stderr(&out)
-    );
+    trusted_with_every_chain_budgeted(&env);
 }
 
 #[test]

@@ -189,6 +189,22 @@ fn a_bot_key_is_budgeted_on_each_chat_with_each_role() {
     fs::create_dir_all(&role).unwrap();
     fs::write(role.join("operating-rules.md"), bullets("role")).unwrap();
     chat_42_with(&f, &bullets("chat"));
+    let over = refused_bot_guardrails(&f);
+    match &over {
+        GatewayChangeError::Edit(EditError::OverBudget { chain, .. }) => {
+            let chain = chain.as_deref().unwrap_or_default();
+            assert!(
+                chain.contains("chat `42`") && chain.contains("agent `reviewer`"),
+                "{over}"
+            );
+        }
+        other => panic!("not refused for chat 42 with the role: {other}"),
+    }
+}
+
+/// The bot's guardrails set to its ~350-token list from the fixture's
+/// project: the refusal, after checking `bots.json` was left as it was.
+fn refused_bot_guardrails(f: &Fixture) -> GatewayChangeError {
     let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
     let bots = f.home.join(".vak/gateway/bots.json");
     let before = fs::read_to_string(&bots).unwrap();
@@ -201,17 +217,8 @@ fn a_bot_key_is_budgeted_on_each_chat_with_each_role() {
             change(Some(&text), &current, &who),
         )
         .unwrap_err();
-    match &over {
-        GatewayChangeError::Edit(EditError::OverBudget { chain, .. }) => {
-            let chain = chain.as_deref().unwrap_or_default();
-            assert!(
-                chain.contains("chat `42`") && chain.contains("agent `reviewer`"),
-                "{over}"
-            );
-        }
-        other => panic!("not refused for chat 42 with the role: {other}"),
-    }
-    assert_eq!(fs::read_to_string(&bots).unwrap(), before);
+    assert_eq!(fs::read_to_string(&bots).unwrap(), before, "{over}");
+    over
 }
 
 /// A file save reaches every gateway chat with every role too, not only
@@ -266,18 +273,7 @@ fn a_bot_key_is_budgeted_in_every_trusted_project() {
     fs::write(other.join(".vak/prompts/guardrails.md"), bullets("other")).unwrap();
     let mut store = vak_core::prompts::TrustStore::load(&f.home).unwrap();
     store.trust(&other).unwrap();
-    let core = Core::open(Selectors::new(f.home.clone(), f.project.clone())).unwrap();
-    let bots = f.home.join(".vak/gateway/bots.json");
-    let before = fs::read_to_string(&bots).unwrap();
-    let who = Who::OsUser;
-    let current = sha256_hex("- Never paste customer data.");
-    let text = bullets("bot");
-    let over = core
-        .change_gateway_key(
-            &bot_key(Block::Guardrails),
-            change(Some(&text), &current, &who),
-        )
-        .unwrap_err();
+    let over = refused_bot_guardrails(&f);
     let said = over.to_string();
     assert!(
         matches!(over, GatewayChangeError::Edit(EditError::OverBudget { .. })),
@@ -287,5 +283,4 @@ fn a_bot_key_is_budgeted_in_every_trusted_project() {
         said.contains("chat `42`") && said.contains(other.as_str()),
         "chat 42 in the other trusted project is named: {said}"
     );
-    assert_eq!(fs::read_to_string(&bots).unwrap(), before);
 }

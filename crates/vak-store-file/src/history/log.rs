@@ -217,14 +217,9 @@ fn skip_line(reader: &mut impl BufRead) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::temp_home as home;
     use std::fs;
     use vak_prompt_history::Action;
-
-    fn home() -> (tempfile::TempDir, Utf8PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
-        (dir, path)
-    }
 
     fn record(target: &str, after: &str) -> VersionRecord {
         VersionRecord {

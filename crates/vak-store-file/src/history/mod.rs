@@ -13,6 +13,14 @@
 mod log;
 mod objects;
 
+/// A temporary home, and its canonical path, for the history's tests.
+#[cfg(test)]
+fn temp_home() -> (tempfile::TempDir, camino::Utf8PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = camino::Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+    (dir, path)
+}
+
 use camino::Utf8Path;
 use vak_prompt_blocks::{Escaped, Sha256Hex};
 use vak_prompt_history::{History, HistoryError, VersionRecord, Versions};

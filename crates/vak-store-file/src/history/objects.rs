@@ -224,14 +224,9 @@ impl ObjectStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::history::temp_home as home;
     use proptest::prelude::*;
     use vak_prompt_blocks::sha256_hex;
-
-    fn home() -> (tempfile::TempDir, Utf8PathBuf) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
-        (dir, path)
-    }
 
     #[test]
     fn put_then_get_and_put_again_is_a_no_op() {
