@@ -16,9 +16,6 @@ use crate::batch::{Batcher, Item, Outcome, Take};
 use crate::migrate;
 use crate::pool::{Pool, PoolError, Prepared};
 
-/// Claims made by this process, to prune old ones now and then.
-static CLAIMS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-
 /// How long a new connection may take, socket, startup and authentication
 /// included, unless the URL's `connect_timeout` (seconds) says otherwise.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -160,6 +157,9 @@ pub struct PgStore {
     /// Continuing deliveries planned from memory, written together; `None`
     /// with `vak_batch=1`.
     batcher: Option<Batcher>,
+    /// Claims this store committed, to prune old ones every 256th: its
+    /// own, so that two stores (or two tests) never move each other's count.
+    claims: std::sync::atomic::AtomicU64,
 }
 
 /// For each chat, the session it was last seen bound to, with that
@@ -343,6 +343,7 @@ impl PgStore {
             lock_agreed: std::sync::OnceLock::new(),
             known: Known::default(),
             batcher: (sizes.batch > 1).then(|| Batcher::new(sizes.batch, 1)),
+            claims: std::sync::atomic::AtomicU64::new(0),
         })
     }
 
@@ -1185,7 +1186,7 @@ impl Store for PgStore {
                     )?
                 {
                     if matches!(done, Ok(Some(_))) {
-                        prune_claims_now(client, claim);
+                        prune_claims_now(client, &self.claims, claim);
                     }
                     outcome = done;
                     return Ok(());
@@ -1361,7 +1362,7 @@ impl Store for PgStore {
                 // its last turn (nor, after a new session, its session).
                 self.known.forget(bot_s, chat_s);
                 outcome = Ok(Some(Committed { session }));
-                prune_claims_now(client, claim);
+                prune_claims_now(client, &self.claims, claim);
                 Ok(())
             })
             .map_err(|e| self.err(&e))?;
@@ -1379,16 +1380,25 @@ impl Store for PgStore {
 /// the database's clock, never the claim's time: that is the sender's, and
 /// one dated far ahead would delete signatures whose requests are still in
 /// their window.
-fn prune_claims_now(client: &mut postgres::Client, claim: Option<&vak_session::Claim<'_>>) {
+fn prune_claims_now(
+    client: &mut postgres::Client,
+    claims: &std::sync::atomic::AtomicU64,
+    claim: Option<&vak_session::Claim<'_>>,
+) {
     if let Some(claim) = claim {
-        prune_claims_after(client, 1, claim.window_secs);
+        prune_claims_after(client, claims, 1, claim.window_secs);
     }
 }
 
 /// After `taken` claims committed together: prune as [`prune_claims_now`]
 /// does when the count passed a multiple of 256.
-fn prune_claims_after(client: &mut postgres::Client, taken: u64, window_secs: i64) {
-    let before = CLAIMS.fetch_add(taken, std::sync::atomic::Ordering::Relaxed);
+fn prune_claims_after(
+    client: &mut postgres::Client,
+    claims: &std::sync::atomic::AtomicU64,
+    taken: u64,
+    window_secs: i64,
+) {
+    let before = claims.fetch_add(taken, std::sync::atomic::Ordering::Relaxed);
     if taken > 0 && (before.is_multiple_of(256) || before / 256 != (before + taken - 1) / 256) {
         let _ = client.execute(
             "DELETE FROM vak_replay WHERE at < extract(epoch FROM now())::bigint - $1",
@@ -1690,7 +1700,7 @@ impl PgStore {
                 .filter(|row| row.get::<_, &str>(1) == "ok")
                 .count();
             if let Some(window) = window {
-                prune_claims_after(client, taken as u64, window);
+                prune_claims_after(client, &self.claims, taken as u64, window);
             }
             Ok(rows)
         });
@@ -2021,7 +2031,7 @@ mod tests {
             window_secs: 300,
         };
         // This claim is the one that prunes (a multiple of 256).
-        CLAIMS.store(0, std::sync::atomic::Ordering::Relaxed);
+        store.claims.store(0, std::sync::atomic::Ordering::Relaxed);
         store
             .deliver_at(&bot, &chat, None, Some(&forged), &mut |_| {
                 Some(ChatPlan::Fresh(Box::new(FreshSession {
@@ -2660,6 +2670,20 @@ mod tests {
             .collect()
     }
 
+    /// The chat `helpdesk/<chat>` holds the two turns [`warm`] gave it,
+    /// then `text` as its third.
+    fn assert_warmed_then(store: &PgStore, chat: &str, text: &str) {
+        assert_eq!(
+            turns_of(store, chat),
+            [
+                ("one".to_owned(), Some(1)),
+                ("two".to_owned(), Some(2)),
+                (text.to_owned(), Some(3)),
+            ],
+            "{chat}"
+        );
+    }
+
     /// Each of `chats` delivered to twice by `store`, one at a time, so
     /// that it plans their next deliveries from memory.
     fn warm(store: &PgStore, chats: &[&str]) {
@@ -2763,15 +2787,7 @@ mod tests {
         let texts: Vec<String> = chats.iter().map(|c| format!("alone-{c}")).collect();
         deliver_together(&store, &chats, &texts);
         for (chat, text) in chats.iter().zip(&texts) {
-            assert_eq!(
-                turns_of(&store, chat),
-                [
-                    ("one".to_owned(), Some(1)),
-                    ("two".to_owned(), Some(2)),
-                    (text.clone(), Some(3)),
-                ],
-                "{chat}"
-            );
+            assert_warmed_then(&store, chat, text);
         }
     }
 
@@ -2824,15 +2840,7 @@ mod tests {
             deliver_together(&store, &chats, &texts);
         });
         for (chat, text) in chats.iter().zip(&texts) {
-            assert_eq!(
-                turns_of(&store, chat),
-                [
-                    ("one".to_owned(), Some(1)),
-                    ("two".to_owned(), Some(2)),
-                    (text.clone(), Some(3)),
-                ],
-                "{chat}"
-            );
+            assert_warmed_then(&store, chat, text);
         }
     }
 
@@ -2876,15 +2884,7 @@ mod tests {
             ]
         );
         for chat in &chats[1..] {
-            assert_eq!(
-                turns_of(&here, chat),
-                [
-                    ("one".to_owned(), Some(1)),
-                    ("two".to_owned(), Some(2)),
-                    (format!("together-{chat}"), Some(3)),
-                ],
-                "{chat}"
-            );
+            assert_warmed_then(&here, chat, &format!("together-{chat}"));
         }
     }
 
