@@ -132,7 +132,7 @@ pub struct ConfigFile {
 /// clone's 250 KB config took 3 ms to parse, 33 s for `vak trust` on
 /// 2,000 roles when it was parsed per chain).
 fn parse_config(text: &str) -> Result<Arc<toml::Table>, String> {
-    text.parse::<toml::Table>()
+    crate::config_toml::parse_table(text)
         .map(Arc::new)
         .map_err(|error| format!("is not valid TOML: {}", error.message()))
 }

@@ -9,6 +9,7 @@
 //! well-formed.
 
 mod chain;
+mod config_toml;
 pub mod confine;
 mod discover;
 mod error;

@@ -642,8 +642,7 @@ impl ManagedReader {
         };
         let text = std::str::from_utf8(&bytes)
             .map_err(|e| config_error(format!("it is not UTF-8 at byte {}", e.valid_up_to())))?;
-        let table = text
-            .parse::<toml::Table>()
+        let table = crate::config_toml::parse_table(text)
             .map_err(|e| config_error(format!("it is not valid TOML ({})", e.message())))?;
         let prompts = match table.get("prompts") {
             None => None,
