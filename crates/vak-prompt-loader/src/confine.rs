@@ -465,6 +465,11 @@ pub struct ConfinedDir {
     /// directory opened below a checked one is inside the root by
     /// construction.
     real: OnceLock<PathBuf>,
+    /// Opened `O_PATH`, as the loader's directories are (see
+    /// [`OpenedDirs`]): good for every `*at` call, fstat and the `/proc`
+    /// look-up, and cheaper to open and close than a readable handle; a
+    /// listing, a lock or an fsync reopens the directory itself (`.`).
+    path_only: bool,
 }
 
 impl ConfinedDir {
@@ -488,6 +493,7 @@ impl ConfinedDir {
             fd,
             path: Arc::from(dir.as_str()),
             real: OnceLock::from(real),
+            path_only: false,
         }))
     }
 
@@ -502,7 +508,7 @@ impl ConfinedDir {
     /// `Some(Ok(None))` when nothing is there, and `None` when `name` is a
     /// symlink or anything else that must be judged by where it leads.
     fn open_child(&self, name: &str, path: &Utf8Path) -> Option<Result<Option<Self>, Refusal>> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags = PATH_DIR_FLAGS | OFlags::NOFOLLOW;
         let opened = rustix::fs::openat(&self.fd, name, flags, Mode::empty());
         ConfinedDir::opened_below(opened, path)
     }
@@ -519,6 +525,7 @@ impl ConfinedDir {
                 fd,
                 path: Arc::from(path.as_str()),
                 real: OnceLock::new(),
+                path_only: true,
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -586,9 +593,16 @@ impl ConfinedDir {
     /// The rewind to the start (the handle is shared, and may have been
     /// listed before in this load).
     pub fn names(&self, max: usize) -> io::Result<Vec<String>> {
-        rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))?;
+        let reopened = self.readable()?;
+        let fd = match &reopened {
+            Some(fd) => fd,
+            None => {
+                rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))?;
+                &self.fd
+            }
+        };
         let mut buf = [const { std::mem::MaybeUninit::<u8>::uninit() }; 8192];
-        let mut dir = rustix::fs::RawDir::new(&self.fd, &mut buf);
+        let mut dir = rustix::fs::RawDir::new(fd, &mut buf);
         let mut names = Vec::new();
         while names.len() < max {
             let Some(Ok(entry)) = dir.next() else { break };
@@ -605,7 +619,25 @@ impl ConfinedDir {
 
     /// The directory's handle, e.g. to lock or fsync it.
     pub fn as_file(&self) -> io::Result<File> {
-        Ok(File::from(self.fd.try_clone()?))
+        match self.readable()? {
+            Some(fd) => Ok(File::from(fd)),
+            None => Ok(File::from(self.fd.try_clone()?)),
+        }
+    }
+
+    /// A readable handle of this very directory when this one was opened
+    /// `O_PATH`: `.` opened relative to it, so no path is walked again.
+    fn readable(&self) -> io::Result<Option<OwnedFd>> {
+        if !self.path_only {
+            return Ok(None);
+        }
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+        Ok(Some(rustix::fs::openat(
+            &self.fd,
+            ".",
+            flags,
+            Mode::empty(),
+        )?))
     }
 
     /// Open `name` in this directory for reading: a regular file inside the
@@ -751,6 +783,13 @@ fn regular_sized(fd: OwnedFd) -> Result<(File, u64), Refusal> {
     }
     Ok((File::from(fd), u64::try_from(stat.st_size).unwrap_or(0)))
 }
+
+/// How the loader opens a directory it reads through ([`OpenedDirs`]):
+/// `O_PATH`, as a place to open names relative to, not to read. A
+/// symlink met last with `O_NOFOLLOW` fails `O_DIRECTORY` (`ENOTDIR`)
+/// rather than `ELOOP`; either way the opener judges the path as one
+/// that must be looked at another way.
+const PATH_DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
 /// How much of a file [`read_opened`] reads before it asks what the file
 /// is: a prompt file is usually a few hundred bytes, a long `AGENTS.md`
@@ -913,13 +952,13 @@ impl OpenedDirs {
     ///
     /// As [`ConfinedRoot::new`].
     pub fn open(path: &Utf8Path) -> io::Result<Option<Self>> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        if let Ok(fd) = rustix::fs::open(path.as_std_path(), flags, Mode::empty()) {
+        if let Ok(fd) = rustix::fs::open(path.as_std_path(), PATH_DIR_FLAGS, Mode::empty()) {
             let path: Arc<str> = Arc::from(path.as_str());
             let dir = ConfinedDir {
                 fd,
                 path: Arc::clone(&path),
                 real: OnceLock::new(),
+                path_only: true,
             };
             // Room for the layer directories a load opens under one root.
             let mut dirs = Vec::with_capacity(8);
@@ -1047,7 +1086,7 @@ impl OpenedDirs {
             Ancestor::Missing => return Some(Ok(None)),
         };
         let rest = &dir.as_str()[rest..];
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let flags = PATH_DIR_FLAGS | OFlags::NOFOLLOW;
         let opened = rustix::fs::openat2(
             &base_dir.fd,
             rest,
@@ -1648,6 +1687,19 @@ mod tests {
         again.sort();
         assert_eq!(again, first, "listed again from the start");
         assert_eq!(dir.names(2).unwrap().len(), 2);
+        // The loader's handles are `O_PATH`: they list, and lend a handle
+        // that fsyncs, by reopening the directory itself.
+        let mut opened = OpenedDirs::open(&root_path).unwrap().unwrap();
+        let sub = opened.dir(&root_path.join("a")).unwrap().unwrap();
+        assert!(sub.path_only);
+        assert_eq!(sub.names(100).unwrap(), Vec::<String>::new());
+        fs::write(root_path.join("a/x"), "").unwrap();
+        assert_eq!(sub.names(100).unwrap(), ["x"]);
+        sub.as_file().unwrap().sync_all().unwrap();
+        let top = opened.dir(&root_path).unwrap().unwrap();
+        let mut listed = top.names(100).unwrap();
+        listed.sort();
+        assert_eq!(listed, first);
     }
 
     #[test]
