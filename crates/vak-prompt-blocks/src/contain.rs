@@ -64,7 +64,7 @@ pub fn contain_markdown(text: &str) -> Cow<'_, str> {
 /// parsed reading). Nor can a line that starts with a code span (a skill's
 /// or an MCP server's line) or with an `S` that does not begin `Surface:`.
 pub fn needs_containment(text: &str) -> bool {
-    text.split('\n').any(|line| {
+    crate::lines::split_lines(text).any(|line| {
         let content = line.trim_start_matches([' ', '\t']);
         // A link reference definition first in the text reads as one
         // only where no paragraph comes before it ([`first_line_marker`]).

@@ -33,7 +33,7 @@ impl Guardrail {
 
 /// Append `text` to `out` as [`Guardrail::render`] renders it.
 fn render_into(text: &str, out: &mut String) {
-    for (index, line) in text.lines().enumerate() {
+    for (index, line) in crate::lines::lines(text).enumerate() {
         if index == 0 {
             out.push_str("- ");
         } else {
@@ -166,7 +166,7 @@ fn fold_into(text: &str, out: &mut String) {
     let start = out.len();
     if is_folded_lines(text) {
         // Copied a line at a time rather than a word at a time.
-        for line in text.split('\n') {
+        for line in crate::lines::split_lines(text) {
             if out.len() > start {
                 out.push(' ');
             }
@@ -377,7 +377,7 @@ fn walk(
             }
         };
 
-    for (index, raw_line) in text.lines().enumerate() {
+    for (index, raw_line) in crate::lines::lines(text).enumerate() {
         let line_no = index + 1;
         let line = raw_line.trim_end();
         let indent = line.len() - line.trim_start_matches(' ').len();

@@ -26,6 +26,7 @@ mod error;
 mod guardrail;
 mod import;
 mod layer;
+pub mod lines;
 mod name;
 mod source;
 mod structure;

@@ -28,7 +28,7 @@ pub fn neutralise(text: &str) -> Cow<'_, str> {
     let mut out: Option<String> = None;
     let mut copied = 0;
     let mut line_start = 0;
-    for line in text.split('\n') {
+    for line in crate::lines::split_lines(text) {
         if let Some(at) = marker_at(line) {
             let at = line_start + at;
             let out = out.get_or_insert_with(|| String::with_capacity(text.len() + 16));

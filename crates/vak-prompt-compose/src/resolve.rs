@@ -222,7 +222,10 @@ fn one_line(text: &str, what: impl FnOnce() -> String, warnings: &mut Vec<String
 /// its lines trimmed, blank ones dropped, the rest joined by spaces.
 fn push_one_line(text: &str, out: &mut String) {
     let start = out.len();
-    for line in text.split('\n').map(str::trim).filter(|l| !l.is_empty()) {
+    for line in vak_prompt_blocks::lines::split_lines(text)
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+    {
         if out.len() > start {
             out.push(' ');
         }

@@ -48,12 +48,14 @@ fn plain_table(text: &str) -> Option<Table> {
     // table has one spelling), and where keys go now.
     let mut defined: Vec<&str> = Vec::new();
     let mut current: Option<&str> = None;
-    for raw in text.split_inclusive('\n') {
-        let line = raw
-            .strip_suffix("\r\n")
-            .or_else(|| raw.strip_suffix('\n'))
-            .unwrap_or(raw);
-        if line.contains('\r') {
+    let mut pieces = vak_prompt_blocks::lines::split_lines(text).peekable();
+    while let Some(piece) = pieces.next() {
+        // A `\r` ends a line only before its `\n`.
+        let line = match pieces.peek() {
+            Some(_) => piece.strip_suffix('\r').unwrap_or(piece),
+            None => piece,
+        };
+        if line.as_bytes().contains(&b'\r') {
             return None;
         }
         let line = skip_space(line);
