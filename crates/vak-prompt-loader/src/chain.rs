@@ -1003,7 +1003,7 @@ fn list_skills(
     root: &Utf8Path,
 ) -> Option<Vec<String>> {
     if let Ok(Some(dirs)) = reader.root(root) {
-        match dirs.dir(skills_dir) {
+        match dirs.listed_dir(skills_dir) {
             Ok(Some(dir)) => {
                 if let Ok(names) = dir.names(MAX_SKILL_ENTRIES) {
                     return Some(names);

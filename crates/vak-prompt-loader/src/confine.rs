@@ -507,10 +507,15 @@ impl ConfinedDir {
     /// inside the root is inside the root, so no `/proc` look-up is needed;
     /// `Some(Ok(None))` when nothing is there, and `None` when `name` is a
     /// symlink or anything else that must be judged by where it leads.
-    fn open_child(&self, name: &str, path: &Utf8Path) -> Option<Result<Option<Self>, Refusal>> {
-        let flags = PATH_DIR_FLAGS | OFlags::NOFOLLOW;
+    fn open_child(
+        &self,
+        name: &str,
+        path: &Utf8Path,
+        listed: bool,
+    ) -> Option<Result<Option<Self>, Refusal>> {
+        let flags = dir_flags(listed) | OFlags::NOFOLLOW;
         let opened = rustix::fs::openat(&self.fd, name, flags, Mode::empty());
-        ConfinedDir::opened_below(opened, path)
+        ConfinedDir::opened_below(opened, path, listed)
     }
 
     /// What an open of a real entry below a checked directory (no symlink
@@ -519,13 +524,14 @@ impl ConfinedDir {
     fn opened_below(
         opened: rustix::io::Result<OwnedFd>,
         path: &Utf8Path,
+        listed: bool,
     ) -> Option<Result<Option<Self>, Refusal>> {
         match opened {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: Arc::from(path.as_str()),
                 real: OnceLock::new(),
-                path_only: true,
+                path_only: !listed,
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -791,6 +797,16 @@ fn regular_sized(fd: OwnedFd) -> Result<(File, u64), Refusal> {
 /// that must be looked at another way.
 const PATH_DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
+/// [`PATH_DIR_FLAGS`], or a readable directory's when it is opened to be
+/// `listed`.
+fn dir_flags(listed: bool) -> OFlags {
+    if listed {
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
+    } else {
+        PATH_DIR_FLAGS
+    }
+}
+
 /// How much of a file [`read_opened`] reads before it asks what the file
 /// is: a prompt file is usually a few hundred bytes, a long `AGENTS.md`
 /// some tens of kilobytes.
@@ -1024,13 +1040,32 @@ impl OpenedDirs {
     /// [`Refusal::Outside`] when it leads outside the root, as
     /// [`ConfinedDir::open`].
     pub fn dir(&mut self, dir: &Utf8Path) -> Result<Option<Rc<ConfinedDir>>, Refusal> {
+        self.dir_opened(dir, false)
+    }
+
+    /// [`OpenedDirs::dir`] for a directory about to be listed: opened
+    /// readable rather than `O_PATH` when it is not open yet, so the
+    /// listing need not reopen it.
+    ///
+    /// # Errors
+    ///
+    /// As [`OpenedDirs::dir`].
+    pub fn listed_dir(&mut self, dir: &Utf8Path) -> Result<Option<Rc<ConfinedDir>>, Refusal> {
+        self.dir_opened(dir, true)
+    }
+
+    fn dir_opened(
+        &mut self,
+        dir: &Utf8Path,
+        listed: bool,
+    ) -> Result<Option<Rc<ConfinedDir>>, Refusal> {
         // Paths are compared as strings, not component by component: the
         // loader spells each directory one way, and a miss only costs an
         // open.
         if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| **path == *dir.as_str()) {
             return Ok(opened.clone());
         }
-        let opened = self.open_uncached(dir)?.map(Rc::new);
+        let opened = self.open_uncached(dir, listed)?.map(Rc::new);
         let key = match &opened {
             Some(opened) => Arc::clone(&opened.path),
             None => Arc::from(dir.as_str()),
@@ -1039,7 +1074,11 @@ impl OpenedDirs {
         Ok(opened)
     }
 
-    fn open_uncached(&mut self, dir: &Utf8Path) -> Result<Option<ConfinedDir>, Refusal> {
+    fn open_uncached(
+        &mut self,
+        dir: &Utf8Path,
+        listed: bool,
+    ) -> Result<Option<ConfinedDir>, Refusal> {
         // `dir` is the root joined with plain names (no `.`, `..` or empty
         // component): its last name is opened under its parent's handle.
         let plain_child = dir
@@ -1049,7 +1088,7 @@ impl OpenedDirs {
             .filter(|rel| is_plain(rel))
             .map(|rel| rel.rfind('/').map_or(rel, |at| &rel[at + 1..]));
         if plain_child.is_some()
-            && let Some(opened) = self.open_beneath(dir)
+            && let Some(opened) = self.open_beneath(dir, listed)
         {
             return opened;
         }
@@ -1058,7 +1097,7 @@ impl OpenedDirs {
         {
             match self.dir(parent) {
                 Ok(Some(parent)) => {
-                    if let Some(opened) = parent.open_child(name, dir) {
+                    if let Some(opened) = parent.open_child(name, dir, listed) {
                         return opened;
                     }
                 }
@@ -1080,13 +1119,17 @@ impl OpenedDirs {
     /// (`surface/`, `agents/`, `skills/`) need no handle of their own.
     /// `None` when that cannot answer (a symlink on the way, no `openat2`):
     /// the caller then walks one name at a time.
-    fn open_beneath(&mut self, dir: &Utf8Path) -> Option<Result<Option<ConfinedDir>, Refusal>> {
+    fn open_beneath(
+        &mut self,
+        dir: &Utf8Path,
+        listed: bool,
+    ) -> Option<Result<Option<ConfinedDir>, Refusal>> {
         let (base_dir, rest) = match self.nearest_open(dir.as_str())? {
             Ancestor::Open(base_dir, rest) => (base_dir, rest),
             Ancestor::Missing => return Some(Ok(None)),
         };
         let rest = &dir.as_str()[rest..];
-        let flags = PATH_DIR_FLAGS | OFlags::NOFOLLOW;
+        let flags = dir_flags(listed) | OFlags::NOFOLLOW;
         let opened = rustix::fs::openat2(
             &base_dir.fd,
             rest,
@@ -1094,7 +1137,7 @@ impl OpenedDirs {
             Mode::empty(),
             BENEATH_NO_SYMLINKS,
         );
-        ConfinedDir::opened_below(opened, dir)
+        ConfinedDir::opened_below(opened, dir, listed)
     }
 
     /// The nearest directory above `path` already opened (opening the root

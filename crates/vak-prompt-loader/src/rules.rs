@@ -513,7 +513,7 @@ fn read_dir_rules(
         Ok(None) => return,
         Err(refusal) => return skip(set, rules_dir, refusal.to_string()),
     };
-    let handle = match dirs.dir(rules_dir) {
+    let handle = match dirs.listed_dir(rules_dir) {
         Ok(Some(handle)) => handle,
         Ok(None) => return,
         Err(refusal) => return skip(set, rules_dir, ReadRefusal::from(refusal).to_string()),
