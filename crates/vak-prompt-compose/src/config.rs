@@ -98,26 +98,32 @@ impl EffectiveConfig {
 }
 
 fn mcp_line(name: &str, server: &toml::Table) -> String {
-    let what = if let Some(command) = server.get("command").and_then(toml::Value::as_str) {
-        let args: Vec<&str> = server
-            .get("args")
-            .and_then(toml::Value::as_array)
-            .map(|a| a.iter().filter_map(toml::Value::as_str).collect())
-            .unwrap_or_default();
-        if args.is_empty() {
-            format!("command `{command}`")
-        } else {
-            format!("command `{command} {}`", args.join(" "))
-        }
-    } else if let Some(url) = server.get("url").and_then(toml::Value::as_str) {
-        format!("at {url}")
-    } else {
-        "configured".to_owned()
-    };
-    match server.get("description").and_then(toml::Value::as_str) {
-        Some(description) => format!("- `{name}` ({what}): {description}"),
-        None => format!("- `{name}` ({what})"),
+    let text = |key: &str| server.get(key).and_then(toml::Value::as_str);
+    let mut line = String::with_capacity(48 + name.len());
+    for part in ["- `", name, "` ("] {
+        line.push_str(part);
     }
+    if let Some(command) = text("command") {
+        line.push_str("command `");
+        line.push_str(command);
+        let args = server.get("args").and_then(toml::Value::as_array);
+        for arg in args.into_iter().flatten().filter_map(toml::Value::as_str) {
+            line.push(' ');
+            line.push_str(arg);
+        }
+        line.push('`');
+    } else if let Some(url) = text("url") {
+        line.push_str("at ");
+        line.push_str(url);
+    } else {
+        line.push_str("configured");
+    }
+    line.push(')');
+    if let Some(description) = text("description") {
+        line.push_str(": ");
+        line.push_str(description);
+    }
+    line
 }
 
 /// `value` with its source: the file and the fixed dotted `key`, with the
@@ -380,6 +386,20 @@ pub(crate) fn effective_config(
 
 #[cfg(test)]
 mod tests {
+
+    /// Each shape of server reads as one inventory line.
+    #[test]
+    fn an_mcp_server_is_one_line_of_what_it_runs() {
+        let line = |toml: &str| super::mcp_line("docs", &toml.parse::<toml::Table>().unwrap());
+        assert_eq!(line("command = \"d\""), "- `docs` (command `d`)");
+        assert_eq!(line("command = \"d\"\nargs = []"), "- `docs` (command `d`)");
+        assert_eq!(
+            line("command = \"d\"\nargs = [\"-p\", 1, \"80\"]\ndescription = \"Docs\""),
+            "- `docs` (command `d -p 80`): Docs"
+        );
+        assert_eq!(line("url = \"http://x\""), "- `docs` (at http://x)");
+        assert_eq!(line("description = \"?\""), "- `docs` (configured): ?");
+    }
 
     /// The file of a sourced value is the file's path as it was, found
     /// without parsing `source`: a `#` in a directory name is kept.
