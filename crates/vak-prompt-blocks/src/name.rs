@@ -38,20 +38,7 @@ pub struct Name(std::sync::Arc<str>);
 impl Name {
     /// Validate `raw` as a name of `kind`.
     pub fn new(kind: NameKind, raw: &str) -> Result<Self, BlocksError> {
-        // A leading `-` could read as an option to whatever is handed the
-        // name; a chat may still be a negative number, as chat platforms
-        // number their groups (Telegram: `-100123`), which no tool reads as
-        // a word of options.
-        let negative_number = kind == NameKind::Chat
-            && raw.len() > 1
-            && raw.bytes().skip(1).all(|b| b.is_ascii_digit());
-        let ok = !raw.is_empty()
-            && raw.len() <= 64
-            && (!raw.starts_with('-') || negative_number)
-            && raw
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        if ok {
+        if Name::is_valid(kind, raw) {
             Ok(Name(std::sync::Arc::from(raw)))
         } else {
             Err(BlocksError::InvalidName {
@@ -59,6 +46,24 @@ impl Name {
                 name: raw.to_owned(),
             })
         }
+    }
+
+    /// Whether [`Name::new`] accepts `raw` as a name of `kind`, without
+    /// making one.
+    pub fn is_valid(kind: NameKind, raw: &str) -> bool {
+        // A leading `-` could read as an option to whatever is handed the
+        // name; a chat may still be a negative number, as chat platforms
+        // number their groups (Telegram: `-100123`), which no tool reads as
+        // a word of options.
+        let negative_number = kind == NameKind::Chat
+            && raw.len() > 1
+            && raw.bytes().skip(1).all(|b| b.is_ascii_digit());
+        !raw.is_empty()
+            && raw.len() <= 64
+            && (!raw.starts_with('-') || negative_number)
+            && raw
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
     }
 
     /// The validated name.

@@ -1052,7 +1052,7 @@ fn load_skills(
     }
     for name in names {
         let path = join(&skills_dir, &[&name, "SKILL.md"]);
-        if Name::new(vak_prompt_blocks::NameKind::Role, &name).is_err() {
+        if !Name::is_valid(vak_prompt_blocks::NameKind::Role, &name) {
             reader.skip(
                 Some(Block::Skills),
                 Provenance::new(layer, origin, path.into_string()),

@@ -1484,7 +1484,6 @@ fn entry_contributions(
 ) {
     let file = table.file();
     let layer = file.layer();
-    let entry_path = selected.entry_path();
     let entry = match table.entry(
         selected.bot.as_str(),
         selected.chat.as_ref().map(Name::as_str),
@@ -1522,7 +1521,7 @@ fn entry_contributions(
                 skipped,
                 None,
                 layer,
-                gateway_pointer(file, &entry_path, "/prompts"),
+                gateway_pointer(file, &selected.entry_path(), "/prompts"),
                 format!(
                     "is {}, not an object of block names to strings",
                     json_kind(value)
@@ -1577,7 +1576,11 @@ fn entry_contributions(
             skipped,
             None,
             layer,
-            gateway_pointer(file, &entry_path, &format!("/prompts/{}", Escaped(key))),
+            gateway_pointer(
+                file,
+                &selected.entry_path(),
+                &format!("/prompts/{}", Escaped(key)),
+            ),
             reason,
         );
     }
