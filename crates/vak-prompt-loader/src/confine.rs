@@ -470,6 +470,10 @@ pub struct ConfinedDir {
     /// look-up, and cheaper to open and close than a readable handle; a
     /// listing, a lock or an fsync reopens the directory itself (`.`).
     path_only: bool,
+    /// Whether a listing has read this (readable) handle's offset past its
+    /// start, so the next must rewind it: a fresh handle lists without the
+    /// `lseek`.
+    listed: std::cell::Cell<bool>,
 }
 
 impl ConfinedDir {
@@ -494,6 +498,7 @@ impl ConfinedDir {
             path: Arc::from(dir.as_str()),
             real: OnceLock::from(real),
             path_only: false,
+            listed: std::cell::Cell::new(false),
         }))
     }
 
@@ -532,6 +537,7 @@ impl ConfinedDir {
                 path: Arc::from(path.as_str()),
                 real: OnceLock::new(),
                 path_only: !listed,
+                listed: std::cell::Cell::new(false),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
             Err(_) => None,
@@ -603,7 +609,9 @@ impl ConfinedDir {
         let fd = match &reopened {
             Some(fd) => fd,
             None => {
-                rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))?;
+                if self.listed.replace(true) {
+                    rustix::fs::seek(&self.fd, rustix::fs::SeekFrom::Start(0))?;
+                }
                 &self.fd
             }
         };
@@ -988,6 +996,7 @@ impl OpenedDirs {
                 path: Arc::clone(&path),
                 real: OnceLock::new(),
                 path_only: true,
+                listed: std::cell::Cell::new(false),
             };
             // Room for the layer directories a load opens under one root.
             let mut dirs = Vec::with_capacity(8);
