@@ -1330,6 +1330,12 @@ mod tests {
     use std::fs;
     use std::os::unix::fs::symlink;
 
+    /// A FIFO at `path`, as `mkfifo` makes it.
+    fn mkfifo(path: impl AsRef<std::ffi::OsStr>) {
+        let made = std::process::Command::new("mkfifo").arg(path).status();
+        assert!(made.unwrap().success());
+    }
+
     fn temp() -> (tempfile::TempDir, Utf8PathBuf) {
         let dir = tempfile::tempdir().unwrap();
         let path = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
@@ -1559,13 +1565,7 @@ mod tests {
             "{refused:?}"
         );
         let fifo = base.join("fifo");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         let reader = open(&fifo);
         let mut writer = fs::OpenOptions::new().write(true).open(&fifo).unwrap();
         std::io::Write::write_all(&mut writer, b"- from a pipe\n").unwrap();
@@ -1596,13 +1596,7 @@ mod tests {
         )
         .unwrap();
         fs::create_dir_all(proj.join(".vak/skills/fifo")).unwrap();
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(proj.join(".vak/skills/fifo/SKILL.md"))
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(proj.join(".vak/skills/fifo/SKILL.md"));
         fs::create_dir_all(proj.join(".vak/skills/dir/SKILL.md")).unwrap();
         let skills = proj.join(".vak/skills");
         for name in [
@@ -1757,13 +1751,7 @@ mod tests {
     fn fifo_and_oversize_are_refused_without_blocking() {
         let (_keep, root_path) = temp();
         let fifo = root_path.join("trust.toml");
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(&fifo)
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(&fifo);
         let root = ConfinedRoot::new(&root_path).unwrap().unwrap();
         assert!(matches!(
             read_confined(&fifo, &root, 10),
@@ -1806,13 +1794,7 @@ mod tests {
             dir.open_append("link", 0o644),
             Err(Refusal::NotRegularFile(_))
         ));
-        assert!(
-            std::process::Command::new("mkfifo")
-                .arg(root_path.join("fifo"))
-                .status()
-                .unwrap()
-                .success()
-        );
+        mkfifo(root_path.join("fifo"));
         assert!(matches!(
             dir.open_append("fifo", 0o644),
             Err(Refusal::NotRegularFile(_))
