@@ -558,7 +558,6 @@ fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
     else {
         return default();
     };
-    let path = config.path.clone();
     let Some(value) = config
         .table
         .get("prompts")
@@ -568,6 +567,7 @@ fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
     else {
         return default();
     };
+    let path = config.path.clone();
     let provenance = || Provenance::new(PromptLayer::Shared, Origin::Home, path.as_str());
     let Some(list) = value.as_array() else {
         reader.skip(
