@@ -865,7 +865,12 @@ fn a_wrong_signature_is_refused_while_every_connection_waits_on_a_delivery() {
     )
     .unwrap();
     sql.flush().unwrap();
-    let count = |query: &str| crate::history_store::psql(&url, query);
+    // Only this test's database: other tests share the cluster, and their
+    // open transactions and lock waits are none of this one's.
+    let count = |query: &str| {
+        let query = format!("{query} AND datname = current_database()");
+        crate::history_store::psql(&url, &query)
+    };
     wait_until("the binding row is held", || {
         count("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'") == "1"
     });
