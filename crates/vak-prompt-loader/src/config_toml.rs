@@ -27,6 +27,10 @@
 
 use toml::{Table, Value};
 
+/// How many `[table]` headers the fast path reads before it leaves the
+/// text to the crate.
+const MAX_PLAIN_TABLES: usize = 64;
+
 /// `text` parsed as TOML: by the fast path when it has the common shape,
 /// else by the `toml` crate.
 ///
@@ -45,7 +49,9 @@ pub(crate) fn parse_table(text: &str) -> Result<Table, toml::de::Error> {
 fn plain_table(text: &str) -> Option<Table> {
     let mut root = Table::new();
     // The headers defined so far, as written (no spaces inside, so each
-    // table has one spelling), and where keys go now.
+    // table has one spelling), and where keys go now. They are searched
+    // one by one, so a config of more than a few dozen tables (a hostile
+    // one could hold thousands) is left to the crate, which stays linear.
     let mut defined: Vec<&str> = Vec::new();
     let mut current: Option<&str> = None;
     let mut pieces = vak_prompt_blocks::lines::split_lines(text).peekable();
@@ -70,7 +76,10 @@ fn plain_table(text: &str) -> Option<Table> {
             let (path, rest) = header.split_once(']')?;
             let path = path.trim_matches([' ', '\t']);
             end_of_line(rest)?;
-            if path.split('.').any(|key| !is_bare_key(key)) || defined.contains(&path) {
+            if defined.len() == MAX_PLAIN_TABLES
+                || path.split('.').any(|key| !is_bare_key(key))
+                || defined.contains(&path)
+            {
                 return None;
             }
             define(&mut root, path)?;
@@ -258,6 +267,21 @@ mod tests {
         assert_eq!(table["prompts"]["max_tokens"].as_integer(), Some(12000));
         assert_eq!(parse_table(text).unwrap(), table);
         assert_eq!(agrees(""), Some(Table::new()));
+    }
+
+    /// Headers are compared one by one, so a config of many tables goes to
+    /// the crate whole (the same table), and the fast path's work stays
+    /// bounded however many a hostile config holds.
+    #[test]
+    fn a_config_of_many_tables_is_left_to_the_crate() {
+        let tables =
+            |n: usize| -> String { (0..n).map(|i| format!("[t{i}]\nk = {i}\n")).collect() };
+        assert!(agrees(&tables(MAX_PLAIN_TABLES)).is_some());
+        let many = tables(20_000);
+        assert_eq!(plain_table(&many), None);
+        let table = parse_table(&many).unwrap();
+        assert_eq!(table.len(), 20_000);
+        assert_eq!(table["t19999"]["k"].as_integer(), Some(19_999));
     }
 
     #[test]
