@@ -516,11 +516,11 @@ impl ConfinedDir {
         &self,
         name: &str,
         path: &Utf8Path,
-        listed: bool,
+        readable: bool,
     ) -> Option<Result<Option<Self>, Refusal>> {
-        let flags = dir_flags(listed) | OFlags::NOFOLLOW;
+        let flags = dir_flags(readable) | OFlags::NOFOLLOW;
         let opened = rustix::fs::openat(&self.fd, name, flags, Mode::empty());
-        ConfinedDir::opened_below(opened, path, listed)
+        ConfinedDir::opened_below(opened, path, readable)
     }
 
     /// What an open of a real entry below a checked directory (no symlink
@@ -529,14 +529,14 @@ impl ConfinedDir {
     fn opened_below(
         opened: rustix::io::Result<OwnedFd>,
         path: &Utf8Path,
-        listed: bool,
+        readable: bool,
     ) -> Option<Result<Option<Self>, Refusal>> {
         match opened {
             Ok(fd) => Some(Ok(Some(ConfinedDir {
                 fd,
                 path: Arc::from(path.as_str()),
                 real: OnceLock::new(),
-                path_only: !listed,
+                path_only: !readable,
                 listed: std::cell::Cell::new(false),
             }))),
             Err(e) if e == Errno::NOENT => Some(Ok(None)),
@@ -605,7 +605,7 @@ impl ConfinedDir {
     /// The rewind to the start (the handle is shared, and may have been
     /// listed before in this load).
     pub fn names(&self, max: usize) -> io::Result<Vec<String>> {
-        let reopened = self.readable()?;
+        let reopened = self.reopened()?;
         let fd = match &reopened {
             Some(fd) => fd,
             None => {
@@ -633,7 +633,7 @@ impl ConfinedDir {
 
     /// The directory's handle, e.g. to lock or fsync it.
     pub fn as_file(&self) -> io::Result<File> {
-        match self.readable()? {
+        match self.reopened()? {
             Some(fd) => Ok(File::from(fd)),
             None => Ok(File::from(self.fd.try_clone()?)),
         }
@@ -641,7 +641,7 @@ impl ConfinedDir {
 
     /// A readable handle of this very directory when this one was opened
     /// `O_PATH`: `.` opened relative to it, so no path is walked again.
-    fn readable(&self) -> io::Result<Option<OwnedFd>> {
+    fn reopened(&self) -> io::Result<Option<OwnedFd>> {
         if !self.path_only {
             return Ok(None);
         }
@@ -805,10 +805,9 @@ fn regular_sized(fd: OwnedFd) -> Result<(File, u64), Refusal> {
 /// that must be looked at another way.
 const PATH_DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
-/// [`PATH_DIR_FLAGS`], or a readable directory's when it is opened to be
-/// `listed`.
-fn dir_flags(listed: bool) -> OFlags {
-    if listed {
+/// [`PATH_DIR_FLAGS`], or a readable directory's (one opened to be listed).
+fn dir_flags(readable: bool) -> OFlags {
+    if readable {
         OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
     } else {
         PATH_DIR_FLAGS
@@ -1079,7 +1078,7 @@ impl OpenedDirs {
     fn dir_opened(
         &mut self,
         dir: &Utf8Path,
-        listed: bool,
+        readable: bool,
     ) -> Result<Option<Rc<ConfinedDir>>, Refusal> {
         // Paths are compared as strings, not component by component: the
         // loader spells each directory one way, and a miss only costs an
@@ -1087,7 +1086,7 @@ impl OpenedDirs {
         if let Some((_, opened)) = self.dirs.iter().find(|(path, _)| **path == *dir.as_str()) {
             return Ok(opened.clone());
         }
-        let opened = self.open_uncached(dir, listed)?.map(Rc::new);
+        let opened = self.open_uncached(dir, readable)?.map(Rc::new);
         let key = match &opened {
             Some(opened) => Arc::clone(&opened.path),
             None => Arc::from(dir.as_str()),
@@ -1099,7 +1098,7 @@ impl OpenedDirs {
     fn open_uncached(
         &mut self,
         dir: &Utf8Path,
-        listed: bool,
+        readable: bool,
     ) -> Result<Option<ConfinedDir>, Refusal> {
         // `dir` is the root joined with plain names (no `.`, `..` or empty
         // component): its last name is opened under its parent's handle.
@@ -1110,7 +1109,7 @@ impl OpenedDirs {
             .filter(|rel| is_plain(rel))
             .map(|rel| rel.rfind('/').map_or(rel, |at| &rel[at + 1..]));
         if plain_child.is_some()
-            && let Some(opened) = self.open_beneath(dir, listed)
+            && let Some(opened) = self.open_beneath(dir, readable)
         {
             return opened;
         }
@@ -1119,7 +1118,7 @@ impl OpenedDirs {
         {
             match self.dir(parent) {
                 Ok(Some(parent)) => {
-                    if let Some(opened) = parent.open_child(name, dir, listed) {
+                    if let Some(opened) = parent.open_child(name, dir, readable) {
                         return opened;
                     }
                 }
@@ -1144,15 +1143,15 @@ impl OpenedDirs {
     fn open_beneath(
         &mut self,
         dir: &Utf8Path,
-        listed: bool,
+        readable: bool,
     ) -> Option<Result<Option<ConfinedDir>, Refusal>> {
         let (base_dir, rest) = match self.nearest_open(dir.as_str())? {
             Ancestor::Open(base_dir, rest) => (base_dir, rest),
             Ancestor::Missing => return Some(Ok(None)),
         };
         let rest = &dir.as_str()[rest..];
-        let opened = open_below(&base_dir.fd, rest, dir_flags(listed) | OFlags::NOFOLLOW);
-        ConfinedDir::opened_below(opened, dir, listed)
+        let opened = open_below(&base_dir.fd, rest, dir_flags(readable) | OFlags::NOFOLLOW);
+        ConfinedDir::opened_below(opened, dir, readable)
     }
 
     /// The nearest directory above `path` already opened (opening the root
