@@ -1,3 +1,4 @@
+use std::ffi::CStr;
 use std::fmt;
 use std::str::FromStr;
 
@@ -182,6 +183,17 @@ impl Block {
         }
     }
 
+    /// [`Block::file_name`] spelled for a system call (NUL ended).
+    pub fn file_c_name(self) -> Option<&'static CStr> {
+        match self {
+            Block::Identity => Some(c"identity.md"),
+            Block::OperatingRules => Some(c"operating-rules.md"),
+            Block::Guardrails => Some(c"guardrails.md"),
+            Block::SurfaceNote => Some(c"surface-note.md"),
+            _ => None,
+        }
+    }
+
     /// Whether a layer may supply text for this block.
     pub fn is_editable(self) -> bool {
         self.file_name().is_some()
@@ -266,6 +278,16 @@ mod tests {
             Block::EDITABLE.iter().filter(|b| b.is_editable()).count(),
             4
         );
+    }
+
+    #[test]
+    fn each_c_file_name_spells_the_file_name() {
+        for block in Block::ALL {
+            assert_eq!(
+                block.file_c_name().map(|c| c.to_str().unwrap()),
+                block.file_name()
+            );
+        }
     }
 
     #[test]

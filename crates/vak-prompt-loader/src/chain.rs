@@ -4,7 +4,7 @@ use camino::{Utf8Path, Utf8PathBuf};
 use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
 
 use crate::LoaderError;
-use crate::confine::OpenedDirs;
+use crate::confine::{EntryName, OpenedDirs};
 use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
 use crate::imports::{Expansion, Imports, prompts_root};
@@ -377,19 +377,18 @@ impl Reader<'_> {
         // file is opened relative to that handle.
         let read = match self.root(root) {
             Ok(Some(dirs)) => match dirs.dir(dir) {
-                Ok(Some(opened)) => DirRead::Files(
-                    Block::EDITABLE
-                        .iter()
-                        .filter_map(|&block| {
-                            let file = block.file_name()?;
-                            let text = dirs
-                                .read_in(&opened, file, MAX_FILE_BYTES)
-                                .map_err(ReadRefusal::from)
-                                .and_then(|bytes| bytes.map(utf8).transpose());
-                            Some((block, file, text))
-                        })
-                        .collect(),
-                ),
+                Ok(Some(opened)) => DirRead::Files(Block::EDITABLE.map(|block| {
+                    let (Some(file), Some(c_file)) = (block.file_name(), block.file_c_name())
+                    else {
+                        // Every editable block has a file: never taken.
+                        return (block, "", Ok(None));
+                    };
+                    let text = dirs
+                        .read_in(&opened, EntryName::compiled(file, c_file), MAX_FILE_BYTES)
+                        .map_err(ReadRefusal::from)
+                        .and_then(|bytes| bytes.map(utf8).transpose());
+                    (block, file, text)
+                })),
                 Ok(None) => DirRead::Missing,
                 Err(refusal) => DirRead::Refused(ReadRefusal::from(refusal)),
             },

@@ -25,6 +25,7 @@
 //! unlink happen relative to the checked directory handle.
 
 use std::cell::OnceCell;
+use std::ffi::CStr;
 use std::fs::File;
 use std::io::{self, Read};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
@@ -558,14 +559,14 @@ impl ConfinedDir {
         root: &ConfinedRoot,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
-        self.read_file_with(name, || root, limit)
+        self.read_file_with(name.into(), || root, limit)
     }
 
     /// [`ConfinedDir::read_file`] with the root asked for only when a
     /// symlink must be judged by where it leads.
     fn read_file_with<'r>(
         &self,
-        name: &str,
+        name: EntryName<'_>,
         root: impl FnOnce() -> &'r ConfinedRoot,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
@@ -581,10 +582,11 @@ impl ConfinedDir {
     /// behind [`ConfinedDir::open_file`] and [`ConfinedDir::read_file`].
     fn open_entry<'r>(
         &self,
-        name: &str,
+        entry: EntryName<'_>,
         root: impl FnOnce() -> &'r ConfinedRoot,
     ) -> Result<Option<Entry>, Refusal> {
-        match rustix::fs::openat(&self.fd, name, READ_FLAGS | OFlags::NOFOLLOW, Mode::empty()) {
+        let name = entry.name;
+        match entry.open_at(&self.fd, READ_FLAGS | OFlags::NOFOLLOW) {
             Ok(fd) => Ok(Some(Entry::Handle(fd))),
             Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => Ok(None),
             // A symlink: judge where it leads, on the handle.
@@ -661,7 +663,7 @@ impl ConfinedDir {
     ///
     /// See [`Refusal`].
     pub fn open_file(&self, name: &str, root: &ConfinedRoot) -> Result<Option<File>, Refusal> {
-        match self.open_entry(name, || root)? {
+        match self.open_entry(name.into(), || root)? {
             None => Ok(None),
             Some(Entry::Handle(fd)) => regular(fd).map(Some),
             Some(Entry::Link(file)) => Ok(Some(file)),
@@ -824,6 +826,43 @@ fn open_below(base: &OwnedFd, rest: &str, flags: OFlags) -> rustix::io::Result<O
         rustix::fs::openat2(base, rest, flags, Mode::empty(), BENEATH_NO_SYMLINKS)
     } else {
         rustix::fs::openat(base, rest, flags, Mode::empty())
+    }
+}
+
+/// A name in a directory, as [`ConfinedDir`] opens it: its text, and its C
+/// spelling when that is known at compile time (a block file's), so the
+/// open skips the copy and the scan for a NUL that a `&str` costs on every
+/// call.
+#[derive(Debug, Clone, Copy)]
+pub struct EntryName<'a> {
+    name: &'a str,
+    c_name: Option<&'static CStr>,
+}
+
+impl EntryName<'static> {
+    /// `name`, whose C spelling is `c_name` (the same bytes, NUL ended).
+    pub fn compiled(name: &'static str, c_name: &'static CStr) -> Self {
+        debug_assert_eq!(c_name.to_bytes(), name.as_bytes());
+        EntryName {
+            name,
+            c_name: Some(c_name),
+        }
+    }
+}
+
+impl<'a> From<&'a str> for EntryName<'a> {
+    fn from(name: &'a str) -> Self {
+        EntryName { name, c_name: None }
+    }
+}
+
+impl EntryName<'_> {
+    /// `openat` of this name under `dir`.
+    fn open_at(self, dir: &OwnedFd, flags: OFlags) -> rustix::io::Result<OwnedFd> {
+        match self.c_name {
+            Some(c_name) => rustix::fs::openat(dir, c_name, flags, Mode::empty()),
+            None => rustix::fs::openat(dir, self.name, flags, Mode::empty()),
+        }
     }
 }
 
@@ -1241,13 +1280,13 @@ impl OpenedDirs {
     /// # Errors
     ///
     /// See [`Refusal`].
-    pub fn read_in(
+    pub fn read_in<'n>(
         &self,
         dir: &ConfinedDir,
-        name: &str,
+        name: impl Into<EntryName<'n>>,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
-        dir.read_file_with(name, || self.root(), limit)
+        dir.read_file_with(name.into(), || self.root(), limit)
     }
 
     /// Read `path` confined to the root and bounded by `limit`, through its

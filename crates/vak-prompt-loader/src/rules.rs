@@ -549,7 +549,7 @@ fn read_dir_rules(
             continue;
         }
         let text = dirs
-            .read_in(&handle, &file, MAX_FILE_BYTES)
+            .read_in(&handle, file.as_str(), MAX_FILE_BYTES)
             .map_err(ReadRefusal::from)
             .and_then(|bytes| bytes.map(utf8).transpose());
         let read_so_far: usize = set.rules.iter().map(|r| r.parsed.text.len()).sum();

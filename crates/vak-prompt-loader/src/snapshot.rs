@@ -25,8 +25,9 @@ pub(crate) enum DirRead {
     Missing,
     /// The directory leads outside its root, or could not be opened.
     Refused(ReadRefusal),
-    /// Its block files, in [`Block::EDITABLE`] order.
-    Files(Vec<BlockFile>),
+    /// Its block files, in [`Block::EDITABLE`] order (held inline: one
+    /// allocation fewer for each directory layer).
+    Files([BlockFile; Block::EDITABLE.len()]),
 }
 
 /// The levels of a working directory, as the chain reads them.
