@@ -618,7 +618,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     made: None,
                     interop: contribution.interop,
                     imports,
-                    refused: contribution.imports.refused.as_ref(),
+                    refused: contribution.imports.refused.as_deref(),
                     level: contribution.level,
                 });
             }
@@ -1140,12 +1140,12 @@ mod tests {
             vak_prompt_loader::Imports {
                 own: String::new(),
                 files: Vec::new(),
-                refused: Some(vak_prompt_loader::ImportError {
+                refused: Some(Box::new(vak_prompt_loader::ImportError {
                     file: "/p/x.md".into(),
                     line: 1,
                     target: "gone.md".to_owned(),
                     why: vak_prompt_loader::ImportRefusal::Missing("/p/gone.md".into()),
-                }),
+                })),
             }
         } else {
             vak_prompt_loader::Imports {

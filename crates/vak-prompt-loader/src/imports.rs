@@ -50,8 +50,9 @@ pub struct Imports {
     /// The files imported, each once per line that imports it.
     pub files: Vec<Imported>,
     /// The first import that was refused; then `files` is empty and the
-    /// contribution's text is the block file's own, unexpanded.
-    pub refused: Option<ImportError>,
+    /// contribution's text is the block file's own, unexpanded. Boxed: it
+    /// is rare, and every contribution carries an `Imports`.
+    pub refused: Option<Box<ImportError>>,
     /// When `files` is not empty, the block file's own text, as read: what
     /// a warning about its own characters is about (the contribution's
     /// text holds its imports' too). Empty otherwise.
@@ -208,7 +209,7 @@ pub(crate) fn outcome(
             text,
             Imports {
                 files: Vec::new(),
-                refused: Some(*error),
+                refused: Some(error),
                 own: String::new(),
             },
         ),

@@ -902,7 +902,7 @@ impl Core {
             return Err(EditError::ImportRefused {
                 block: target.block,
                 path,
-                error: Box::new(error),
+                error,
             });
         }
         // Fail fast on a stale digest; `save_atomic` checks again under a lock.
