@@ -356,26 +356,38 @@ pub fn parse_guardrails(text: &str) -> ParsedGuardrails {
 /// empty, is handed to `item` with the line it starts on, as soon as the
 /// line after it shows it is complete; lints about single lines go to
 /// `lints` as the lines are met, so `item`'s own lints fall in line order.
-/// The guardrail being read is built in one reused string.
-fn walk(
-    text: &str,
+/// A guardrail of one line (most are) is handed over as a slice of `text`;
+/// one with continuation lines is joined in `current`, reused.
+fn walk<'t>(
+    text: &'t str,
     current: &mut String,
     lints: &mut Vec<GuardrailLint>,
     mut item: impl FnMut(usize, &str, &mut Vec<GuardrailLint>),
 ) {
     current.clear();
+    // The guardrail being read: the line it starts on, its first line
+    // (trimmed), and whether continuation lines were joined to that in
+    // `current`.
     let mut current_line: Option<usize> = None;
+    let mut first: &'t str = "";
+    let mut joined = false;
     let mut seen_bullet = false;
-    let mut finish =
-        |current_line: &mut Option<usize>, current: &mut String, lints: &mut Vec<GuardrailLint>| {
-            if let Some(line) = current_line.take() {
-                let trimmed = current.trim();
-                if !trimmed.is_empty() {
-                    item(line, trimmed, lints);
-                }
-                current.clear();
+    let mut finish = |current_line: &mut Option<usize>,
+                      first: &str,
+                      joined: &mut bool,
+                      current: &mut String,
+                      lints: &mut Vec<GuardrailLint>| {
+        if let Some(line) = current_line.take() {
+            let whole = if std::mem::take(joined) {
+                current.trim()
+            } else {
+                first
+            };
+            if !whole.is_empty() {
+                item(line, whole, lints);
             }
-        };
+        }
+    };
 
     for (index, raw_line) in crate::lines::lines(text).enumerate() {
         let line_no = index + 1;
@@ -385,10 +397,10 @@ fn walk(
             lints.push(GuardrailLint::HeadingKept { line: line_no });
         }
         if let Some(body) = bullet_body(line) {
-            finish(&mut current_line, current, lints);
+            finish(&mut current_line, first, &mut joined, current, lints);
             seen_bullet = true;
             current_line = Some(line_no);
-            current.push_str(body);
+            first = body;
             continue;
         }
         let trimmed = line.trim();
@@ -396,6 +408,11 @@ fn walk(
             continue;
         }
         if current_line.is_some() {
+            if !joined {
+                current.clear();
+                current.push_str(first);
+                joined = true;
+            }
             current.push('\n');
             current.push_str(trimmed);
         } else {
@@ -403,10 +420,10 @@ fn walk(
                 lints.push(GuardrailLint::ProseBeforeFirstBullet { line: line_no });
             }
             current_line = Some(line_no);
-            current.push_str(trimmed);
+            first = trimmed;
         }
     }
-    finish(&mut current_line, current, lints);
+    finish(&mut current_line, first, &mut joined, current, lints);
 }
 
 /// Guardrails gathered from several texts, widest first, into one rendered
@@ -467,7 +484,6 @@ impl GuardrailList {
             buf,
         } = self;
         let number = *texts;
-        current.reserve(text.len().min(256));
         walk(text, current, lints, |line, item, lints| {
             let key = key_of(item, buf);
             match keys.meet(key, scan_hash(key), number) {
