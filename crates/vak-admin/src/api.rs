@@ -882,13 +882,13 @@ mod tests {
                 .iter()
                 .map(|&layer| Contributor {
                     provenance: Provenance::new(layer, Origin::Home, "x").into(),
-                    text: "t".to_owned(),
+                    text: "t".to_owned().into(),
                     interop: false,
                     imports: Vec::new(),
                 })
                 .collect(),
             shadowed: Vec::new(),
-            text: "t".to_owned(),
+            text: "t".to_owned().into(),
         }
     }
 

@@ -272,13 +272,13 @@ mod tests {
                 .iter()
                 .map(|l| Contributor {
                     provenance: Provenance::new(*l, Origin::Project, "x").into(),
-                    text: String::new(),
+                    text: String::new().into(),
                     interop: false,
                     imports: Vec::new(),
                 })
                 .collect(),
             shadowed: Vec::new(),
-            text: String::new(),
+            text: String::new().into(),
         }
     }
 

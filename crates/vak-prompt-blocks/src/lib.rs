@@ -28,6 +28,7 @@ mod import;
 mod layer;
 pub mod lines;
 mod name;
+mod shared_text;
 mod source;
 mod structure;
 mod surface;
@@ -49,6 +50,7 @@ pub use guardrail::{
 pub use import::{ImportLine, MAX_IMPORT_DEPTH, TargetRefusal, check_target, import_lines};
 pub use layer::{Origin, PromptLayer, Provenance};
 pub use name::{Name, NameKind};
+pub use shared_text::SharedText;
 pub use source::{GatewayEntry, GatewayFile, GatewayKey, LEDGER_LAYER, MCP_SERVERS_KEY, Source};
 pub use structure::{SURFACE_PREFIX, neutralise};
 pub use surface::SurfaceKind;

@@ -442,7 +442,7 @@ mod tests {
         for (block, provenance, text) in rows {
             let contributor = Contributor {
                 provenance: Arc::new((*provenance).clone()),
-                text: (*text).to_owned(),
+                text: (*text).to_owned().into(),
                 interop: false,
                 imports: Vec::new(),
             };
@@ -452,8 +452,10 @@ mod tests {
                     // dropped.
                     for line in text.lines() {
                         if !last.text.lines().any(|l| l == line) {
-                            last.text.push('\n');
-                            last.text.push_str(line);
+                            let mut joined = last.text.to_string();
+                            joined.push('\n');
+                            joined.push_str(line);
+                            last.text = joined.into();
                         }
                     }
                     last.contributors.push(contributor);
@@ -463,7 +465,7 @@ mod tests {
                     block: *block,
                     contributors: vec![contributor],
                     shadowed: Vec::new(),
-                    text: (*text).to_owned(),
+                    text: (*text).to_owned().into(),
                 }),
             }
         }

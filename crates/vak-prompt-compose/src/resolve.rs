@@ -9,7 +9,7 @@ use vak_prompt_blocks::{
 };
 use vak_prompt_blocks::{
     Block, Composition, Escaped, GuardrailLint, GuardrailList, Name, Origin, Owner, PromptLayer,
-    Provenance, SurfaceKind, TextDigest, clean, sha256_hex,
+    Provenance, SharedText, SurfaceKind, TextDigest, clean, sha256_hex,
 };
 use vak_prompt_loader::{Contribution, LoadedChain};
 use vak_prompt_trust::{DemoteReason, Trust, Verdict, prompt_verdict};
@@ -46,7 +46,9 @@ pub struct Contributor {
     /// character rule ([`clean`]), without leading blank lines and trailing
     /// whitespace (for a block that is not a list, trimmed), so a CRLF
     /// conversion or a trailing newline changes neither this nor its digest.
-    pub text: String,
+    /// Shared with the loaded chain's text it was cut from, when cleaning
+    /// changed nothing but its ends.
+    pub text: SharedText,
     /// Whether this is a directory's interop file (`AGENTS.md`), appended to
     /// the operating rules after the winning text rather than competing
     /// with it.
@@ -91,6 +93,9 @@ struct Kept<'a> {
     block: Block,
     provenance: &'a Arc<Provenance>,
     text: Cow<'a, str>,
+    /// What `text` was cut from, when it was borrowed: the contributor made
+    /// of it shares that text rather than copying it.
+    base: Option<&'a SharedText>,
     /// For a seed text, its descriptor, made once per process.
     made: Option<&'static PromptLayerDescriptor>,
     /// A directory's interop file: appended, never a winner.
@@ -111,7 +116,7 @@ struct Kept<'a> {
 /// matches its text), and the catalog's capability descriptors. Pure: the
 /// same constants give the same values every time.
 struct Builtin {
-    seed: Vec<(Block, Arc<Provenance>, String)>,
+    seed: Vec<(Block, Arc<Provenance>, SharedText)>,
     contract: Contributor,
     /// The seed's descriptors, in the seed's order, then the contract's.
     descriptors: Vec<(Block, Arc<Provenance>, String, PromptLayerDescriptor)>,
@@ -124,16 +129,18 @@ struct Builtin {
 fn builtin() -> &'static Builtin {
     static BUILTIN: OnceLock<Builtin> = OnceLock::new();
     BUILTIN.get_or_init(|| {
-        let seed: Vec<(Block, Arc<Provenance>, String)> = seed()
+        // Shared texts: every resolution's contributor for a seed text, the
+        // contract or a surface line takes the one built here.
+        let seed: Vec<(Block, Arc<Provenance>, SharedText)> = seed()
             .iter()
             .map(|s| {
                 let provenance = Arc::new(Provenance::seed(s.file));
-                (s.block, provenance, s.text.trim().to_owned())
+                (s.block, provenance, SharedText::from(s.text.trim()))
             })
             .collect();
         let contract = Contributor {
             provenance: Arc::new(Provenance::seed("capability-catalog")),
-            text: render_contract(CATALOG),
+            text: SharedText::from(render_contract(CATALOG).as_str()),
             interop: false,
             imports: Vec::new(),
         };
@@ -141,13 +148,13 @@ fn builtin() -> &'static Builtin {
             .iter()
             .map(|(block, provenance, text)| {
                 let descriptor = PromptLayerDescriptor::of(*block, provenance, text);
-                (*block, provenance.clone(), text.clone(), descriptor)
+                (*block, provenance.clone(), text.to_string(), descriptor)
             })
             .collect();
         descriptors.push((
             Block::CapabilityContract,
             contract.provenance.clone(),
-            contract.text.clone(),
+            contract.text.to_string(),
             PromptLayerDescriptor::of(
                 Block::CapabilityContract,
                 &contract.provenance,
@@ -177,7 +184,7 @@ fn builtin() -> &'static Builtin {
 fn surface_line(surface: SurfaceKind) -> Contributor {
     Contributor {
         provenance: Arc::new(Provenance::runtime(format!("surface/{surface}"))),
-        text: format!("Surface: {}", surface.observation()),
+        text: SharedText::from(format!("Surface: {}", surface.observation()).as_str()),
         interop: false,
         imports: Vec::new(),
     }
@@ -244,7 +251,9 @@ pub struct ResolvedBlock {
     /// their provenance rows, shared.
     pub shadowed: Vec<Arc<Provenance>>,
     /// The composed text, without its heading. Empty renders nothing.
-    pub text: String,
+    /// Shared with its one contributor's when it is that text unchanged
+    /// (the capability contract, a narrowest-wins block's winner).
+    pub text: SharedText,
     /// Whether the managed layer locks the block: only its text applies.
     pub locked: bool,
 }
@@ -549,6 +558,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             block: *block,
             provenance,
             text: Cow::Borrowed(text.as_str()),
+            base: Some(text),
             made: Some(made),
             interop: false,
             imports: Vec::new(),
@@ -615,6 +625,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     block,
                     provenance: &contribution.provenance,
                     text,
+                    base: Some(&contribution.text),
                     made: None,
                     interop: contribution.interop,
                     imports,
@@ -681,6 +692,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 block: Block::Identity,
                 provenance,
                 text: legacy_text,
+                base: None,
                 made: None,
                 interop: false,
                 imports: Vec::new(),
@@ -694,6 +706,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     block: Block::OperatingRules,
                     provenance,
                     text: Cow::Borrowed(""),
+                    base: None,
                     made: None,
                     interop: false,
                     imports: Vec::new(),
@@ -761,7 +774,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     descriptors.push(descriptor(block, provenance, text));
                     Contributor {
                         provenance: Arc::clone(provenance),
-                        text: text.clone().into_owned(),
+                        text: SharedText::from(text.clone()),
                         interop: false,
                         imports: Vec::new(),
                     }
@@ -769,7 +782,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 .collect();
             Contributor {
                 provenance: Arc::clone(c.provenance),
-                text: text.to_owned(),
+                text: SharedText::share_or_copy(c.base, text),
                 interop: c.interop,
                 imports,
             }
@@ -793,7 +806,11 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 contributors.extend(appended.map(&mut contributor));
                 let text = if contributors.iter().any(|c| c.interop) {
                     contained = true;
-                    with_interop(&contributors, chain.project_levels.first(), memo)
+                    SharedText::from(with_interop(
+                        &contributors,
+                        chain.project_levels.first(),
+                        memo,
+                    ))
                 } else {
                     contributors
                         .first()
@@ -814,7 +831,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 ResolvedBlock {
                     locked: false,
                     block,
-                    text: accumulate(block, &candidates, &mut warnings),
+                    text: accumulate(block, &candidates, &mut warnings).into(),
                     contributors: candidates,
                     shadowed: Vec::new(),
                 }
@@ -831,7 +848,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 ResolvedBlock {
                     locked: false,
                     block,
-                    text,
+                    text: text.into(),
                     contributors: candidates,
                     shadowed: Vec::new(),
                 }
@@ -870,7 +887,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
             && (block.owner() == Owner::User || matches!(block, Block::Skills | Block::Mcp))
             && let Cow::Owned(text) = memo.contain(&resolved.text)
         {
-            resolved.text = text;
+            resolved.text = text.into();
         }
         resolved.locked = locked(block);
         blocks.push(resolved);
@@ -955,7 +972,7 @@ fn runtime_block(
                 push_one_line(&description, &mut line);
                 lines.push(Contributor {
                     provenance: Arc::clone(provenance),
-                    text: line,
+                    text: line.into(),
                     interop: false,
                     imports: Vec::new(),
                 });
@@ -976,7 +993,8 @@ fn runtime_block(
                     &server.value.line,
                     || format!("MCP server `{}`", Escaped(&server.source.to_string())),
                     warnings,
-                ),
+                )
+                .into(),
                 interop: false,
                 imports: Vec::new(),
             })
@@ -996,7 +1014,7 @@ fn runtime_block(
         block,
         contributors,
         shadowed: Vec::new(),
-        text,
+        text: text.into(),
     }
 }
 
@@ -1157,7 +1175,7 @@ mod tests {
         Contribution {
             block,
             provenance: Arc::new(provenance),
-            text: "- own rule\n- imported rule\n".to_owned(),
+            text: "- own rule\n- imported rule\n".to_owned().into(),
             interop: false,
             imports,
             level: 0,
@@ -1186,7 +1204,7 @@ mod tests {
                 Origin::Home,
                 "/h/x.md",
             )),
-            text: t.to_owned(),
+            text: t.to_owned().into(),
             interop: false,
             imports: vak_prompt_loader::Imports::default(),
             level: 0,
@@ -1326,7 +1344,7 @@ mod tests {
                 block: Block::Identity,
                 surface: None,
                 provenance,
-                text: "You are ACME's agent.".to_owned(),
+                text: "You are ACME's agent.".to_owned().into(),
             }],
             config_signed_by: None,
         })
@@ -1372,7 +1390,7 @@ mod tests {
                     chain.contributions.push(Contribution {
                         block: Block::Identity,
                         provenance: Arc::new(Provenance::new(*layer, *origin, format!("/x/{i}"))),
-                        text: format!("narrower {i} {}", texts[i]),
+                        text: format!("narrower {i} {}", texts[i]).into(),
                         interop: false,
                         imports: Default::default(),
                         level: 0,

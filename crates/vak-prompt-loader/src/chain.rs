@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
-use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SurfaceKind};
+use vak_prompt_blocks::{Block, Name, Origin, PromptLayer, Provenance, SharedText, SurfaceKind};
 
 use crate::LoaderError;
 use crate::confine::{EntryName, OpenedDirs};
@@ -9,7 +9,7 @@ use crate::discover::{has_layer, levels_and_left_out, levels_cut_at_home};
 use crate::gateway::load_gateway;
 use crate::imports::{Expansion, Imports, prompts_root};
 use crate::paths::{LayerDirs, join, prompt_dir};
-use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8};
+use crate::safe_read::{MAX_FILE_BYTES, ReadRefusal, utf8, utf8_shared};
 use crate::snapshot::{DirRead, Levels, Snapshot};
 
 /// How many directories holding layer files that are left out of the
@@ -49,8 +49,10 @@ pub struct Contribution {
     /// this input, shared (not copied) by the contributor, the budget's
     /// row and the report that describe it.
     pub provenance: Arc<Provenance>,
-    /// Exactly the text read. Empty means "deliberately nothing".
-    pub text: String,
+    /// Exactly the text read. Empty means "deliberately nothing". Shared:
+    /// every chain of a snapshot, and the contributor composition keeps,
+    /// hold this one copy.
+    pub text: SharedText,
     /// Whether this is a directory's interop file (`AGENTS.md` and the
     /// like): operating rules written for every agent, which composition
     /// appends after the winning `operating-rules` text instead of letting
@@ -241,7 +243,7 @@ impl LoadedChain {
         let new = Contribution {
             block,
             provenance: Arc::new(provenance.clone()),
-            text,
+            text: text.into(),
             interop: false,
             imports,
             level: self.level_for(provenance),
@@ -384,9 +386,14 @@ impl Reader<'_> {
                         return (block, "", Ok(None));
                     };
                     let text = dirs
-                        .read_in(&opened, EntryName::compiled(file, c_file), MAX_FILE_BYTES)
+                        .read_in_with(
+                            &opened,
+                            EntryName::compiled(file, c_file),
+                            MAX_FILE_BYTES,
+                            |bytes| utf8_shared(&bytes),
+                        )
                         .map_err(ReadRefusal::from)
-                        .and_then(|bytes| bytes.map(utf8).transpose());
+                        .and_then(Option::transpose);
                     (block, file, text)
                 })),
                 Ok(None) => DirRead::Missing,
@@ -412,8 +419,8 @@ impl Reader<'_> {
         &mut self,
         dir: &Utf8Path,
         provenance: &Provenance,
-        text: String,
-    ) -> (String, Imports) {
+        text: SharedText,
+    ) -> (SharedText, Imports) {
         let Some(file) = provenance
             .source
             .path()
@@ -434,7 +441,8 @@ impl Reader<'_> {
             tracing::warn!(%error, "prompt import refused");
         }
         let files = expansion.files;
-        crate::imports::outcome(result, files, text)
+        let (text, imports) = crate::imports::outcome(result, files, text.to_string());
+        (SharedText::from(text), imports)
     }
 
     /// Read the editable block files of one directory layer. Returns
@@ -498,7 +506,7 @@ impl Reader<'_> {
                     self.chain.contributions.push(Contribution {
                         block: Block::OperatingRules,
                         provenance: Arc::new(provenance()),
-                        text,
+                        text: text.into(),
                         interop: true,
                         imports: Imports::default(),
                         level,
@@ -1087,7 +1095,7 @@ mod tests {
         Contribution {
             block: Block::Identity,
             provenance: Arc::new(Provenance::new(PromptLayer::Project, Origin::Project, path)),
-            text: path.to_owned(),
+            text: path.to_owned().into(),
             interop: false,
             imports: Imports::default(),
             level,

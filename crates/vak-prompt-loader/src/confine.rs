@@ -24,6 +24,7 @@
 //! Saves and removals go through the same [`ConfinedDir`]: the rename and the
 //! unlink happen relative to the checked directory handle.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::ffi::CStr;
 use std::fs::File;
@@ -559,21 +560,24 @@ impl ConfinedDir {
         root: &ConfinedRoot,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
-        self.read_file_with(name.into(), || root, limit)
+        self.read_file_with(name.into(), || root, limit, |bytes| bytes.into_owned())
     }
 
     /// [`ConfinedDir::read_file`] with the root asked for only when a
     /// symlink must be judged by where it leads.
-    fn read_file_with<'r>(
+    fn read_file_with<'r, T>(
         &self,
         name: EntryName<'_>,
         root: impl FnOnce() -> &'r ConfinedRoot,
         limit: u64,
-    ) -> Result<Option<Vec<u8>>, Refusal> {
+        keep: impl FnOnce(Cow<'_, [u8]>) -> T,
+    ) -> Result<Option<T>, Refusal> {
         match self.open_entry(name, root)? {
             None => Ok(None),
-            Some(Entry::Handle(fd)) => read_opened(fd, limit).map(Some),
-            Some(Entry::Link(file)) => read_bounded(file, limit).map(Some),
+            Some(Entry::Handle(fd)) => read_opened_with(fd, limit, keep).map(Some),
+            Some(Entry::Link(file)) => {
+                read_bounded(file, limit).map(|bytes| Some(keep(Cow::Owned(bytes))))
+            }
         }
     }
 
@@ -883,17 +887,28 @@ const FIRST_READ: usize = 16 * 1024;
 /// file, a device that never ends and every refusal are told apart there.
 /// That `fstat` was about a fifth of the kernel's work for a file.
 fn read_opened(fd: OwnedFd, limit: u64) -> Result<Vec<u8>, Refusal> {
+    read_opened_with(fd, limit, |bytes| bytes.into_owned())
+}
+
+/// [`read_opened`], the bytes handed to `keep` to be made into what the
+/// caller holds: a text is then made straight from the buffer on the stack
+/// (one allocation, one copy) rather than from a vector copied out of it.
+fn read_opened_with<T>(
+    fd: OwnedFd,
+    limit: u64,
+    keep: impl FnOnce(Cow<'_, [u8]>) -> T,
+) -> Result<T, Refusal> {
     let mut buf = [const { std::mem::MaybeUninit::<u8>::uninit() }; FIRST_READ];
     if let Ok((read, _)) = rustix::io::pread(&fd, &mut buf, 0)
         && !read.is_empty()
         && read.len() < FIRST_READ
         && u64::try_from(read.len()).is_ok_and(|n| n <= limit)
     {
-        return Ok(read.to_vec());
+        return Ok(keep(Cow::Borrowed(read)));
     }
     // `pread` left the offset at the start: the sized read begins there.
     let (file, size) = regular_sized(fd)?;
-    read_sized(file, size, limit)
+    read_sized(file, size, limit).map(|bytes| keep(Cow::Owned(bytes)))
 }
 
 /// Read at most `limit` bytes from `file`; more is [`Refusal::TooLarge`].
@@ -1286,7 +1301,23 @@ impl OpenedDirs {
         name: impl Into<EntryName<'n>>,
         limit: u64,
     ) -> Result<Option<Vec<u8>>, Refusal> {
-        dir.read_file_with(name.into(), || self.root(), limit)
+        self.read_in_with(dir, name, limit, |bytes| bytes.into_owned())
+    }
+
+    /// [`OpenedDirs::read_in`], the bytes read handed to `keep` (see
+    /// [`read_opened_with`]).
+    ///
+    /// # Errors
+    ///
+    /// See [`Refusal`].
+    pub fn read_in_with<'n, T>(
+        &self,
+        dir: &ConfinedDir,
+        name: impl Into<EntryName<'n>>,
+        limit: u64,
+        keep: impl FnOnce(Cow<'_, [u8]>) -> T,
+    ) -> Result<Option<T>, Refusal> {
+        dir.read_file_with(name.into(), || self.root(), limit, keep)
     }
 
     /// Read `path` confined to the root and bounded by `limit`, through its

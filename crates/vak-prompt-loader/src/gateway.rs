@@ -1543,7 +1543,7 @@ fn entry_contributions(
             Shape::Is(text) => contributions.push(Contribution {
                 block,
                 provenance: Arc::new(Provenance::new(layer, Origin::Gateway, source)),
-                text: text.clone().into_owned(),
+                text: vak_prompt_blocks::SharedText::from(text.as_ref()),
                 interop: false,
                 imports: crate::Imports::default(),
                 level: 0,
@@ -2038,7 +2038,7 @@ mod tests {
                             Origin::Gateway,
                             source,
                         )),
-                        text: text.to_owned(),
+                        text: text.to_owned().into(),
                         interop: false,
                         imports: crate::Imports::default(),
                         level: 0,

@@ -224,8 +224,8 @@ pub struct ManagedFile {
     pub surface: Option<SurfaceKind>,
     /// Its provenance: the managed tier, its path, the key that signed it.
     pub provenance: Arc<Provenance>,
-    /// Its text.
-    pub text: String,
+    /// Its text, shared with every chain that takes it.
+    pub text: vak_prompt_blocks::SharedText,
 }
 
 /// The managed layer as read: its settings and every block file, each
@@ -851,7 +851,8 @@ impl ManagedReader {
             block,
             surface,
             provenance: Arc::new(Provenance::managed(path.into_string(), signed_by)),
-            text,
+            // Shared, so each chain of a snapshot takes it without a copy.
+            text: text.as_str().into(),
         }))
     }
 }

@@ -1,6 +1,6 @@
 use camino::{Utf8Path, Utf8PathBuf};
 
-use vak_prompt_blocks::Escaped;
+use vak_prompt_blocks::{Escaped, SharedText};
 
 use crate::confine::{ConfinedRoot, FileKind, Refusal, read_confined};
 
@@ -123,9 +123,21 @@ fn read_in_root(path: &Utf8Path, root: &ConfinedRoot) -> Result<Option<String>, 
 }
 
 pub(crate) fn utf8(bytes: Vec<u8>) -> Result<String, ReadRefusal> {
-    String::from_utf8(bytes).map_err(|error| ReadRefusal::NotUtf8 {
-        at_byte: error.utf8_error().valid_up_to(),
-    })
+    String::from_utf8(bytes).map_err(|error| not_utf8(error.utf8_error()))
+}
+
+/// [`utf8`] for bytes still in the read's buffer: the text is made from
+/// them with one copy, shared from then on.
+pub(crate) fn utf8_shared(bytes: &[u8]) -> Result<SharedText, ReadRefusal> {
+    std::str::from_utf8(bytes)
+        .map(SharedText::from)
+        .map_err(not_utf8)
+}
+
+fn not_utf8(error: std::str::Utf8Error) -> ReadRefusal {
+    ReadRefusal::NotUtf8 {
+        at_byte: error.valid_up_to(),
+    }
 }
 
 #[cfg(test)]

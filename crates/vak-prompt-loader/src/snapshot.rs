@@ -15,11 +15,19 @@ use crate::safe_read::ReadRefusal;
 
 /// One block file of a directory layer: the block, its file name, and what
 /// reading it answered (its text, absent, or refused).
-pub(crate) type BlockFile = (Block, &'static str, Result<Option<String>, ReadRefusal>);
+pub(crate) type BlockFile = (
+    Block,
+    &'static str,
+    Result<Option<vak_prompt_blocks::SharedText>, ReadRefusal>,
+);
 
 /// What one directory layer's read answered: each editable block's file,
 /// read, absent or refused.
 #[derive(Debug, Clone)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "the four files are held inline on purpose: boxing them is the allocation per directory this saves"
+)]
 pub(crate) enum DirRead {
     /// The directory (or its root) is not there.
     Missing,

@@ -1255,7 +1255,7 @@ impl Core {
             resolved
                 .block(target.block)
                 .map(|b| {
-                    let mut t = b.text.clone();
+                    let mut t = b.text.to_string();
                     if !t.is_empty() {
                         t.push('\n');
                     }

@@ -93,7 +93,7 @@ pub fn text_changes(
         .iter()
         .flat_map(|b| b.contributors.iter())
         .flat_map(|c| std::iter::once(c).chain(&c.imports))
-        .map(|c| Ok(c.text.clone()))
+        .map(|c| Ok(c.text.to_string()))
         .collect();
     pair_and_diff(history, frozen, &current.descriptors, &texts, "now")
 }

@@ -62,7 +62,7 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
             .block(after.block)
             .map(|b| b.text.as_str())
             .unwrap_or("");
-        if before == after.text {
+        if *after.text == *before {
             continue;
         }
         let name = after.block.wire_name();
@@ -80,7 +80,7 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
                 &after.text,
             ),
             before: before.to_owned(),
-            after: after.text.clone(),
+            after: after.text.to_string(),
         });
     }
     blocks

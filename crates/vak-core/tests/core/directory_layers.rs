@@ -88,7 +88,7 @@ fn resolve(home: &Utf8Path, workdir: &Utf8Path) -> ResolvedPrompt {
 }
 
 fn text(resolved: &ResolvedPrompt, block: Block) -> String {
-    resolved.block(block).unwrap().text.clone()
+    resolved.block(block).unwrap().text.to_string()
 }
 
 fn keys(resolved: &ResolvedPrompt) -> BTreeSet<String> {

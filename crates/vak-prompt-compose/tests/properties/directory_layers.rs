@@ -77,7 +77,7 @@ fn loaded(shared: &Option<String>, levels: &[Level]) -> LoadedChain {
         chain.contributions.push(Contribution {
             block,
             provenance: Provenance::new(layer, origin, source).into(),
-            text: text.clone(),
+            text: text.clone().into(),
             interop,
             imports: Default::default(),
             level,

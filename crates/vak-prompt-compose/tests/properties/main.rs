@@ -90,7 +90,7 @@ impl Chain {
                             format!("slot{index}/{block}.md"),
                         )
                         .into(),
-                        text: text.clone(),
+                        text: text.clone().into(),
                         interop: false,
                         imports: Default::default(),
                         level: 0,
@@ -208,7 +208,7 @@ proptest! {
             for contributor in &block.contributors {
                 let d = &first.descriptors[index];
                 prop_assert_eq!(&d.block, block.block.wire_name());
-                prop_assert_eq!(&d.digest, &sha256_hex(&contributor.text));
+                prop_assert_eq!(&d.digest, &sha256_hex(&*contributor.text));
                 prop_assert_eq!(d.bytes, contributor.text.len());
                 index += 1;
             }
@@ -571,7 +571,7 @@ fn check_words(resolved: &ResolvedPrompt) -> Result<(), TestCaseError> {
                     .map(|item| item.text.clone())
                     .collect::<Vec<_>>()
                     .join("\n"),
-                _ => c.text.clone(),
+                _ => c.text.to_string(),
             };
             for word in text.split(|ch: char| !ch.is_alphanumeric()) {
                 prop_assert!(
@@ -637,7 +637,7 @@ proptest! {
                     format!("{level}/AGENTS.md"),
                 )
                 .into(),
-                text: text.clone(),
+                text: text.clone().into(),
                 interop: true,
                 imports: Default::default(),
                 level: index,
@@ -736,7 +736,7 @@ proptest! {
         let loaded = chain.loaded(SLOTS.len(), |_, _| true);
         let mut edited = loaded.clone();
         for c in &mut edited.contributions {
-            c.text = reformat(&c.text, how);
+            c.text = reformat(&c.text, how).into();
         }
         if let Some(legacy) = &mut edited.legacy_system {
             legacy.text = reformat(&legacy.text, how);
@@ -759,7 +759,7 @@ fn guardrails_only(text: &str) -> LoadedChain {
                 "p/.vak/prompts/guardrails.md",
             )
             .into(),
-            text: text.to_owned(),
+            text: text.to_owned().into(),
             interop: false,
             imports: Default::default(),
             level: 0,
@@ -780,7 +780,7 @@ fn a_real_agents_file_keeps_its_markdown() {
                 "p/.vak/prompts/operating-rules.md",
             )
             .into(),
-            text: text.to_owned(),
+            text: text.to_owned().into(),
             interop: false,
             imports: Default::default(),
             level: 0,
