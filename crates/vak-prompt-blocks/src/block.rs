@@ -146,6 +146,13 @@ impl Block {
         Block::SurfaceNote,
     ];
 
+    /// Its place in [`Block::ALL`], from 0: an index for a table with a
+    /// slot per block.
+    pub fn index(self) -> usize {
+        // `ALL` is in declaration order; a unit test checks it.
+        self as usize
+    }
+
     fn row(self) -> &'static (Block, &'static str, &'static str, Owner, Composition) {
         // The table is indexed by declaration order; a unit test checks it.
         &TABLE[self as usize]
@@ -278,6 +285,13 @@ mod tests {
             Block::EDITABLE.iter().filter(|b| b.is_editable()).count(),
             4
         );
+    }
+
+    #[test]
+    fn each_block_is_at_its_index_in_all() {
+        for (index, block) in Block::ALL.iter().enumerate() {
+            assert_eq!(block.index(), index);
+        }
     }
 
     #[test]

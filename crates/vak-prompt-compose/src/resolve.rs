@@ -742,8 +742,30 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
     // Which kept texts ended up in force: a refused import in one that did
     // not (shadowed) is a warning, not a refusal.
     let mut in_force = vec![false; kept.len()];
+    // Each block's kept texts, in kept order (widest first): one counting
+    // pass, so each block reads its own rather than filtering every kept
+    // text three or four times over.
+    let mut starts = [0usize; Block::ALL.len() + 1];
+    for c in &kept {
+        starts[c.block.index() + 1] += 1;
+    }
+    for at in 1..starts.len() {
+        starts[at] += starts[at - 1];
+    }
+    let mut by_block = vec![0usize; kept.len()];
+    let mut next = starts;
+    for (index, c) in kept.iter().enumerate() {
+        let slot = &mut next[c.block.index()];
+        if let Some(place) = by_block.get_mut(*slot) {
+            *place = index;
+        }
+        *slot += 1;
+    }
     let mut blocks = Vec::with_capacity(Block::ALL.len());
     for block in Block::ALL {
+        let mine = by_block
+            .get(starts[block.index()]..starts[block.index() + 1])
+            .unwrap_or_default();
         // A list parses its lines; any other block is its text, trimmed.
         let accumulates = block.composition() == Composition::Accumulate;
         let mut contributor = |index: usize| {
@@ -787,7 +809,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                 imports,
             }
         };
-        let of_block = || (0..kept.len()).filter(|i| kept[*i].block == block && !kept[*i].interop);
+        let of_block = || mine.iter().copied().filter(|i| !kept[*i].interop);
         // Set when the block's pieces were contained one by one.
         let mut contained = false;
         let resolved = match block.composition() {
@@ -801,8 +823,7 @@ pub fn resolve_prompt_with(input: &ResolveInput<'_>, memo: &mut ComposeMemo) -> 
                     .collect();
                 let winner = of_block().next_back().map(&mut contributor);
                 let mut contributors: Vec<Contributor> = winner.into_iter().collect();
-                let appended =
-                    (0..kept.len()).filter(|i| kept[*i].block == block && kept[*i].interop);
+                let appended = mine.iter().copied().filter(|i| kept[*i].interop);
                 contributors.extend(appended.map(&mut contributor));
                 let text = if contributors.iter().any(|c| c.interop) {
                     contained = true;
