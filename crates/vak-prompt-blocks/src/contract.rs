@@ -274,7 +274,7 @@ mod tests {
                     PromptLayer::Runtime,
                     Origin::Home,
                     Source::ConfigKey {
-                        file: "/h#1/.vak/config.toml".into(),
+                        file: camino::Utf8Path::new("/h#1/.vak/config.toml").into(),
                         key: crate::MCP_SERVERS_KEY.into(),
                         name: Some("db".into()),
                     },

@@ -9,6 +9,7 @@
 
 use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 use camino::{Utf8Path, Utf8PathBuf};
 
@@ -207,8 +208,9 @@ pub enum Source {
     Ledger(Cow<'static, str>),
     /// A key of a `config.toml` (`<file>#<key>` or `<file>#<key>.<name>`).
     ConfigKey {
-        /// The config file.
-        file: Utf8PathBuf,
+        /// The config file: shared by every key of it, so a composition
+        /// that names many keys of one file does not copy its path for each.
+        file: Arc<Utf8Path>,
         /// The dotted key: `model`, `prompts.max_tokens`, `permissions`,
         /// `mcp.servers`, or a key trust demoted (`hooks`, …).
         key: Cow<'static, str>,
@@ -242,7 +244,7 @@ impl Source {
     /// The config file, for a config key.
     pub fn config_file(&self) -> Option<&Utf8Path> {
         match self {
-            Source::ConfigKey { file, .. } => Some(file),
+            Source::ConfigKey { file, .. } => Some(&**file),
             _ => None,
         }
     }
@@ -295,7 +297,7 @@ impl Source {
                 let (file, name) = wire.split_at(at + "config.toml".len());
                 let name = &name[AFTER_FILE.len()..];
                 return Source::ConfigKey {
-                    file: file.into(),
+                    file: Utf8Path::new(file).into(),
                     key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some(name.to_owned()),
                 };
@@ -420,7 +422,7 @@ mod tests {
             ),
             (
                 Source::ConfigKey {
-                    file: "/h/.vak/config.toml".into(),
+                    file: Utf8Path::new("/h/.vak/config.toml").into(),
                     key: "model".into(),
                     name: None,
                 },
@@ -428,7 +430,7 @@ mod tests {
             ),
             (
                 Source::ConfigKey {
-                    file: "/work/issue#12/.vak/config.toml".into(),
+                    file: Utf8Path::new("/work/issue#12/.vak/config.toml").into(),
                     key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some("db".into()),
                 },
@@ -532,7 +534,7 @@ mod tests {
             // hold anything a quoted TOML key can, the separator included.
             (path, "[a-z0-9_.#-]{1,12}|a#mcp\\.servers\\.b").prop_map(|(dir, name)| {
                 let source = Source::ConfigKey {
-                    file: format!("{dir}/.vak/config.toml").into(),
+                    file: Utf8PathBuf::from(format!("{dir}/.vak/config.toml")).into(),
                     key: Cow::Borrowed(MCP_SERVERS_KEY),
                     name: Some(name),
                 };

@@ -87,7 +87,7 @@ impl EffectiveConfig {
                     value,
                     origin: Origin::Managed,
                     source: Source::ConfigKey {
-                        file: file.clone(),
+                        file: file.clone().into(),
                         key: "prompts.max_tokens".into(),
                         name: None,
                     },
@@ -407,7 +407,7 @@ mod tests {
     fn a_sourced_value_names_its_file_whatever_the_path_holds() {
         let file = ConfigFile {
             origin: Origin::Project,
-            path: camino::Utf8PathBuf::from("/work/issue#12/.vak/config.toml"),
+            path: camino::Utf8PathBuf::from("/work/issue#12/.vak/config.toml").into(),
             table: std::sync::Arc::new(toml::Table::new()),
         };
         let sourced = sourced(&file, 1500, "prompts.max_tokens", None);

@@ -122,8 +122,9 @@ impl LegacySystem {
 pub struct ConfigFile {
     /// Home or project.
     pub origin: Origin,
-    /// Its path.
-    pub path: Utf8PathBuf,
+    /// Its path, shared with the source of every key composition names
+    /// in it.
+    pub path: Arc<Utf8Path>,
     /// Its contents, shared: every chain loaded from one [`Snapshot`]
     /// shares the table parsed once.
     pub table: Arc<toml::Table>,
@@ -537,7 +538,7 @@ const MAX_INTEROP_NAMES: usize = 16;
 /// applies; one bad entry is reported and skipped.
 fn interop_names(reader: &mut Reader<'_>) -> Vec<String> {
     let default = || DEFAULT_INTEROP.iter().map(|n| (*n).to_owned()).collect();
-    let from_project: Vec<Utf8PathBuf> = reader
+    let from_project: Vec<Arc<Utf8Path>> = reader
         .chain
         .configs
         .iter()
@@ -752,7 +753,7 @@ pub(crate) fn load_in(
                 match parsed {
                     Ok(table) => reader.chain.configs.push(ConfigFile {
                         origin,
-                        path,
+                        path: path.into(),
                         table,
                     }),
                     Err(reason) => {

@@ -302,7 +302,7 @@ impl InputWatch {
                 .flat_map(|c| &c.imports.files)
                 .filter_map(|f| f.provenance.source.path()),
         );
-        paths.extend(chain.configs.iter().map(|c| c.path.as_path()));
+        paths.extend(chain.configs.iter().map(|c| &*c.path));
         paths.extend(chain.skills.iter().map(|s| s.path()));
         paths.extend(chain.legacy_system.iter().map(|l| l.path()));
         paths.extend(chain.role_dirs.iter().map(|d| d.as_path()));

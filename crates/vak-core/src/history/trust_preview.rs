@@ -213,7 +213,7 @@ fn config_keys_applied(
         && let Some(file) = &after.cap.file
     {
         let source = vak_prompt_blocks::Source::ConfigKey {
-            file: file.clone(),
+            file: file.clone().into(),
             key: "prompts.max_tokens".into(),
             name: None,
         };
