@@ -845,11 +845,12 @@ pub struct EntryName<'a> {
 
 impl EntryName<'static> {
     /// `name`, whose C spelling is `c_name` (the same bytes, NUL ended).
+    /// A `c_name` spelling anything else is not used: the name opened is
+    /// always the name a refusal or a symlink's judgement speaks of.
     pub fn compiled(name: &'static str, c_name: &'static CStr) -> Self {
-        debug_assert_eq!(c_name.to_bytes(), name.as_bytes());
         EntryName {
             name,
-            c_name: Some(c_name),
+            c_name: (c_name.to_bytes() == name.as_bytes()).then_some(c_name),
         }
     }
 }
@@ -1396,6 +1397,14 @@ pub fn read_plain(path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusa
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compiled_name_spelling_something_else_opens_by_its_text() {
+        let same = EntryName::compiled("identity.md", c"identity.md");
+        assert_eq!(same.c_name, Some(c"identity.md"));
+        let other = EntryName::compiled("identity.md", c"guardrails.md");
+        assert_eq!((other.name, other.c_name), ("identity.md", None));
+    }
     use std::fs;
     use std::os::unix::fs::symlink;
 
