@@ -700,7 +700,8 @@ impl<'t> GatewayTable<'t> {
         }
     }
 
-    /// Parse `text`, the JSON of `file` at `path`, once: refused whole
+    /// Parse `text`, the JSON of `file` under the home `home`, once
+    /// (the file's path is spelt only for a refusal): refused whole
     /// when it is not JSON, gives a key twice anywhere (the first found is
     /// named), or is not an object at the top; every entry of the wrong
     /// type is kept, to be reported when asked for. Texts without escapes
@@ -710,7 +711,7 @@ impl<'t> GatewayTable<'t> {
     ///
     /// [`GatewayError::NotJson`], [`GatewayError::DuplicateKey`],
     /// [`GatewayError::NotObject`].
-    pub fn parse(file: GatewayFile, path: &Utf8Path, text: &'t str) -> Result<Self, GatewayError> {
+    pub fn parse(file: GatewayFile, home: &Utf8Path, text: &'t str) -> Result<Self, GatewayError> {
         let mut duplicate = None;
         let mut deserializer = serde_json::Deserializer::from_str(text);
         let top = Typed {
@@ -723,12 +724,12 @@ impl<'t> GatewayTable<'t> {
         .deserialize(&mut deserializer)
         .and_then(|v| deserializer.end().map(|()| v))
         .map_err(|e| GatewayError::NotJson {
-            path: path.to_owned(),
+            path: file.path(home),
             message: e.to_string(),
         })?;
         if let Some(pointer) = duplicate {
             return Err(GatewayError::DuplicateKey {
-                path: path.to_owned(),
+                path: file.path(home),
                 pointer,
             });
         }
@@ -1040,7 +1041,7 @@ pub fn read_gateway(
         return Ok(None);
     };
     let path = file.path(home);
-    let table = GatewayTable::parse(file, &path, utf8(home, file, &bytes)?)?.into_owned();
+    let table = GatewayTable::parse(file, home, utf8(home, file, &bytes)?)?.into_owned();
     Ok(Some(GatewayDoc {
         path,
         file,
@@ -1298,8 +1299,7 @@ pub fn gateway_entry_listed(
     };
     match tables {
         Some(tables) => tables.table(home, file, &bytes)?.listed(bot, chat),
-        None => GatewayTable::parse(file, &file.path(home), utf8(home, file, &bytes)?)?
-            .listed(bot, chat),
+        None => GatewayTable::parse(file, home, utf8(home, file, &bytes)?)?.listed(bot, chat),
     }
 }
 
@@ -1370,7 +1370,7 @@ impl GatewayTables {
         }
         // Parsed outside the lock: a delivery of another chat is not held
         // up by this one's parse.
-        let table = GatewayTable::parse(file, &file.path(home), utf8(home, file, bytes)?)?;
+        let table = GatewayTable::parse(file, home, utf8(home, file, bytes)?)?;
         let table = Arc::new(table.into_owned());
         self.parses.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut remembered) = self.remembered.lock()
@@ -1448,8 +1448,8 @@ pub(crate) fn load_gateway(
         if snap.once && snap.tables.is_none() {
             // One chain reads each file once: parsed borrowing its bytes,
             // answered, dropped.
-            let parsed = utf8(home, file, &bytes)
-                .and_then(|text| GatewayTable::parse(file, &file.path(home), text));
+            let parsed =
+                utf8(home, file, &bytes).and_then(|text| GatewayTable::parse(file, home, text));
             match parsed {
                 Ok(table) => take(&table, contributions, skipped),
                 Err(error) => refused(&file_refusal(home, file, &error), skipped),
@@ -1459,7 +1459,7 @@ pub(crate) fn load_gateway(
         let parsed = match &snap.tables {
             Some(tables) => tables.table(home, file, &bytes),
             None => utf8(home, file, &bytes)
-                .and_then(|text| GatewayTable::parse(file, &file.path(home), text))
+                .and_then(|text| GatewayTable::parse(file, home, text))
                 .map(|table| Arc::new(table.into_owned())),
         };
         let read = parsed
@@ -2737,7 +2737,7 @@ mod tests {
     #[test]
     fn hostile_texts_are_refused_or_reported_as_before() {
         fn parse(file: GatewayFile, text: &str) -> Result<GatewayTable<'_>, GatewayError> {
-            GatewayTable::parse(file, Utf8Path::new("/h/.vak/gateway/allowlist.json"), text)
+            GatewayTable::parse(file, Utf8Path::new("/h"), text)
         }
         // Nesting past the parser's depth is not JSON; never a stack overflow.
         let deep = format!(
