@@ -88,7 +88,9 @@ impl TextDigest {
 
     /// Append [`hex`](Self::hex) to what `writer` hashes.
     pub fn write_hex(&self, writer: &mut Sha256Writer) {
-        writer.push_str(HexDigits::of(&self.digest).as_str());
+        // The digits go in as bytes: the hasher needs no proof they are
+        // text, so they are not checked as UTF-8 on the way.
+        writer.push_bytes(&HexDigits::of(&self.digest).0);
     }
 }
 
@@ -126,7 +128,11 @@ impl Sha256Writer {
     /// Append `text` to what is hashed.
     #[inline]
     pub fn push_str(&mut self, text: &str) {
-        let bytes = text.as_bytes();
+        self.push_bytes(text.as_bytes());
+    }
+
+    #[inline]
+    fn push_bytes(&mut self, bytes: &[u8]) {
         if let Some(room) = self.buffer.get_mut(self.filled..self.filled + bytes.len()) {
             room.copy_from_slice(bytes);
             self.filled += bytes.len();
