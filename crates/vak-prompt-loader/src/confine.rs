@@ -487,8 +487,7 @@ impl ConfinedDir {
     /// [`Refusal::Outside`] when the directory (through any symlink on the
     /// way) leads outside the root.
     pub fn open(dir: &Utf8Path, root: &ConfinedRoot) -> Result<Option<Self>, Refusal> {
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let fd = match rustix::fs::open(dir.as_std_path(), flags, Mode::empty()) {
+        let fd = match rustix::fs::open(dir.as_std_path(), READABLE_DIR_FLAGS, Mode::empty()) {
             Ok(fd) => fd,
             Err(e) if e == Errno::NOENT || e == Errno::NOTDIR => return not_a_dir(dir),
             Err(e) => return Err(e.into()),
@@ -651,11 +650,10 @@ impl ConfinedDir {
         if !self.path_only {
             return Ok(None);
         }
-        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
         Ok(Some(rustix::fs::openat(
             &self.fd,
             ".",
-            flags,
+            READABLE_DIR_FLAGS,
             Mode::empty(),
         )?))
     }
@@ -811,10 +809,16 @@ fn regular_sized(fd: OwnedFd) -> Result<(File, u64), Refusal> {
 /// that must be looked at another way.
 const PATH_DIR_FLAGS: OFlags = OFlags::PATH.union(OFlags::DIRECTORY).union(OFlags::CLOEXEC);
 
-/// [`PATH_DIR_FLAGS`], or a readable directory's (one opened to be listed).
+/// How a directory is opened to be listed, locked or fsynced.
+const READABLE_DIR_FLAGS: OFlags = OFlags::RDONLY
+    .union(OFlags::DIRECTORY)
+    .union(OFlags::CLOEXEC);
+
+/// [`PATH_DIR_FLAGS`], or [`READABLE_DIR_FLAGS`] for a directory opened to
+/// be listed.
 fn dir_flags(readable: bool) -> OFlags {
     if readable {
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC
+        READABLE_DIR_FLAGS
     } else {
         PATH_DIR_FLAGS
     }
@@ -1397,14 +1401,6 @@ pub fn read_plain(path: &Utf8Path, limit: u64) -> Result<Option<Vec<u8>>, Refusa
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_compiled_name_spelling_something_else_opens_by_its_text() {
-        let same = EntryName::compiled("identity.md", c"identity.md");
-        assert_eq!(same.c_name, Some(c"identity.md"));
-        let other = EntryName::compiled("identity.md", c"guardrails.md");
-        assert_eq!((other.name, other.c_name), ("identity.md", None));
-    }
     use std::fs;
     use std::os::unix::fs::symlink;
 
@@ -1591,6 +1587,14 @@ mod tests {
             dirs.read(&proj.join("../outside/deep/identity.md"), 100),
             Err(Refusal::Outside { .. })
         ));
+    }
+
+    #[test]
+    fn a_compiled_name_spelling_something_else_opens_by_its_text() {
+        let same = EntryName::compiled("identity.md", c"identity.md");
+        assert_eq!(same.c_name, Some(c"identity.md"));
+        let other = EntryName::compiled("identity.md", c"guardrails.md");
+        assert_eq!((other.name, other.c_name), ("identity.md", None));
     }
 
     /// The one-`pread` read answers as `fstat` and a sized read do, for

@@ -304,6 +304,67 @@ mod tests {
         std::fs::write(path, text).unwrap();
     }
 
+    /// A block file's text is made from the read's buffer whether the first
+    /// read held it all or not: a file past that buffer is read whole, a
+    /// byte that is not UTF-8 is refused at its offset on either side of
+    /// it, and two chains of one snapshot hold the one text read.
+    #[test]
+    fn a_block_file_is_read_whole_and_checked_either_side_of_the_first_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        let (home, project) = (root.join("home"), root.join("project"));
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        let long: String = (0..2_500).map(|i| format!("- rule {i:05}\n")).collect();
+        assert!(long.len() > 16 * 1024, "past the first read");
+        write(&home.join(".vak/prompts/guardrails.md"), &long);
+        let prompts = project.join(".vak/prompts");
+        std::fs::create_dir_all(&prompts).unwrap();
+        let mut early = b"You are ".to_vec();
+        early.push(0xff);
+        std::fs::write(prompts.join("identity.md"), &early).unwrap();
+        let mut late = vec![b'a'; 20_000];
+        late[17_000] = 0xc3;
+        std::fs::write(prompts.join("operating-rules.md"), &late).unwrap();
+        let request = LoadRequest {
+            home: home.clone(),
+            project,
+            surface: SurfaceKind::Cli,
+            bot: None,
+            chat: None,
+            agent: None,
+            workdir: None,
+        };
+        let mut snapshot = Snapshot::new();
+        let first = snapshot.load(&request).unwrap();
+        let second = snapshot
+            .load(&LoadRequest {
+                surface: SurfaceKind::Chat,
+                ..request.clone()
+            })
+            .unwrap();
+        assert_eq!(first.contributions.len(), 1, "{:?}", first.skipped);
+        assert_eq!(first.contributions[0].text, long);
+        assert_eq!(
+            first.contributions[0].text.as_ptr(),
+            second.contributions[0].text.as_ptr(),
+            "one text, shared by both chains"
+        );
+        let reasons: Vec<String> = first.skipped.iter().map(ToString::to_string).collect();
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("identity.md") && r.contains("not valid UTF-8 at byte 8")),
+            "{reasons:?}"
+        );
+        assert!(
+            reasons
+                .iter()
+                .any(|r| r.contains("operating-rules.md")
+                    && r.contains("not valid UTF-8 at byte 17000")),
+            "{reasons:?}"
+        );
+    }
+
     /// Two chains of one snapshot read each file once: an edit made after
     /// the first is not seen by the second (a snapshot is the inputs as they
     /// were), a config is parsed once and shared, and a new snapshot reads

@@ -62,7 +62,7 @@ fn block_changes(untrusted: &ResolvedPrompt, trusted: &ResolvedPrompt) -> Vec<Bl
             .block(after.block)
             .map(|b| b.text.as_str())
             .unwrap_or("");
-        if *after.text == *before {
+        if after.text == before {
             continue;
         }
         let name = after.block.wire_name();
