@@ -177,6 +177,9 @@ try {
   await page.locator('#cards article[data-name="operating-rules"][data-state="overridden"]').waitFor();
   await effective('operating-rules').filter({ hasText: 'from This project' }).waitFor();
   check(fs.readFileSync(projectFile('operating-rules.md'), 'utf8').includes('British English'), 'the save reached operating-rules.md on disk');
+  // The focus moves once the re-render is done; a loaded machine may be
+  // slower to get there than to show the effective text.
+  await page.waitForFunction(() => document.activeElement?.closest('article')?.dataset.name === 'operating-rules', null, { timeout: 15000 }).catch(() => {});
   check(await page.evaluate(() => document.activeElement?.closest('article')?.dataset.name) === 'operating-rules', 'keyboard focus returns to the saved card');
   await effective('operating-rules').locator('summary').click();
   check((await effective('operating-rules').innerText()).includes('British English'), 'the effective prompt shows the new text');

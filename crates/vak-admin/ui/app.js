@@ -155,9 +155,12 @@ function renderScope() {
 }
 
 async function loadPrompts() {
-  const [layer, prompt] = await Promise.all([
+  // All three at once, and rendered in one turn: a caller that moves the
+  // focus after this (a save's re-render) never runs before the view is whole.
+  const [layer, prompt, managed] = await Promise.all([
     api('GET', '/api/layers' + query(layerParams())),
     api('GET', '/api/prompt' + query(viewParams())),
+    api('GET', '/api/managed'),
   ]);
   if (layer.status === 401 || prompt.status === 401) return;
   if (!layer.ok) {
@@ -171,7 +174,6 @@ async function loadPrompts() {
   }
   if (prompt.ok) renderEffective(prompt.data);
   else $('#effective').replaceChildren(el('li', { class: 'error', text: prompt.data.error }));
-  const managed = await api('GET', '/api/managed');
   if (managed.ok) renderManaged(managed.data);
 }
 
