@@ -64,7 +64,7 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
             chains += 1;
             return ControlFlow::Continue(Some(visited));
         }
-        let core = opened.reselect(chain.clone());
+        let core = opened.reselect(chain.selectors.clone());
         let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
             // A role directory removed meanwhile reaches nothing.
@@ -77,7 +77,13 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         };
         let resolved = core.compose_with(&loaded, trust, TailContext::now(), &mut compose);
         let budget = budget_with(&resolved, &mut tokens).with_rule_texts(&rules, &mut tokens);
-        reach.note(chain, 0, &resolved, &budget.report, &mut tokens);
+        reach.note(
+            chain.selectors,
+            0,
+            &resolved,
+            (&budget.report, budget.scoped_rules_tokens),
+            &mut tokens,
+        );
         chains += 1;
         if budget.report.is_over() {
             // Named without ", project trusted": every chain here has the

@@ -40,7 +40,7 @@ use vak_prompt_compose::ResolvedPrompt;
 use vak_prompt_loader::Snapshot;
 
 use crate::Selectors;
-use crate::edit::Visited;
+use crate::edit::{PlannedChain, Visited};
 
 /// The blocks a gateway chat's prompts go to, and so the only ones whose
 /// units a chat chain can change.
@@ -122,12 +122,14 @@ pub(crate) struct Base {
 }
 
 impl Base {
-    /// The base `resolved` (counted as `report`) makes, or `None` when its
-    /// prefix is not cut where the bound needs it: then its chats are
-    /// composed.
+    /// The base `resolved` (counted as `report`, of which `rules_tokens`
+    /// are the project's scoped rules, counted beside the prefix) makes,
+    /// or `None` when its prefix is not cut where the bound needs it: then
+    /// its chats are composed.
     pub(crate) fn of(
         resolved: &ResolvedPrompt,
         report: &BudgetReport,
+        rules_tokens: usize,
         memo: &mut TokenMemo,
     ) -> Option<Base> {
         let sections = resolved.sections()?;
@@ -151,21 +153,21 @@ impl Base {
         if !starts.iter().all(|at| cut_ok(*at)) {
             return None;
         }
+        let unit_end = |index: usize| starts.get(index + 1).copied().unwrap_or(prefix.len());
+        let encoding = report.encoding;
+        // Each unit counted once, and kept for the chat blocks' units.
+        let unit_tokens: Vec<usize> = (0..starts.len())
+            .map(|index| memo.count(encoding, &prefix[starts[index]..unit_end(index)]))
+            .collect();
         let unit_at = |at: usize| {
             let index = starts.iter().rposition(|start| *start <= at)?;
-            let end = starts.get(index + 1).copied().unwrap_or(prefix.len());
-            Some(starts[index]..end)
+            Some((starts[index]..unit_end(index), unit_tokens[index]))
         };
-        let encoding = report.encoding;
-        let mut summed = 0;
-        for (index, start) in starts.iter().enumerate() {
-            let end = starts.get(index + 1).copied().unwrap_or(prefix.len());
-            summed += memo.count(encoding, &prefix[*start..end]);
-        }
-        // The additivity the bound stands on, checked on this chain. Any
-        // count beyond the prefix's (scoped rules) is the same for its chats.
-        let prefix_tokens = memo.count(encoding, prefix);
-        if summed != prefix_tokens || report.prefix_tokens < prefix_tokens {
+        // The additivity the bound stands on, checked on this chain against
+        // the prefix's count in `report` (any count beyond the prefix's,
+        // the scoped rules', is the same for its chats).
+        let summed: usize = unit_tokens.iter().sum();
+        if report.prefix_tokens.checked_sub(rules_tokens) != Some(summed) {
             return None;
         }
         let mut units = [Unit::default(); 4];
@@ -185,10 +187,10 @@ impl Base {
             if block == Block::SurfaceNote && !sections.iter().any(|(b, _)| *b == Block::Surface) {
                 return None;
             }
-            if let Some(unit) = unit {
+            if let Some((unit, tokens)) = unit {
                 *slot = Unit {
                     bytes: unit.len(),
-                    tokens: memo.count(encoding, &prefix[unit]),
+                    tokens,
                     text: Shape::of(section.map_or("", |(_, r)| &prefix[r.clone()])),
                 };
             }
@@ -252,13 +254,23 @@ pub(crate) struct ChatShapes {
     bytes: usize,
 }
 
+/// What one gateway chat contributes, by the entry of the plans' list it
+/// is.
+#[derive(Debug, Clone)]
+struct ChatSlot {
+    bot: Name,
+    chat: Name,
+    /// `None`: a chat whose chain is not bounded, only composed.
+    shapes: Option<ChatShapes>,
+}
+
 /// The bases and chat texts of one check: bots' chains by their selectors
-/// (each under every trust the check applies), chats' shapes by bot and
-/// chat (the same in every project).
+/// (each under every trust the check applies), chats' shapes by their entry
+/// in the plans' list of gateway entries (the same in every project).
 #[derive(Debug, Default)]
 pub(crate) struct Reach {
     bases: HashMap<Selectors, Vec<Option<Base>>>,
-    chats: HashMap<Name, HashMap<Name, Option<ChatShapes>, Fnv>, Fnv>,
+    chats: Vec<Option<ChatSlot>>,
     /// The bases last looked up, and for which chain: a check visits a
     /// bot's chats one after another.
     last: Option<(Selectors, Vec<Option<Base>>)>,
@@ -266,43 +278,20 @@ pub(crate) struct Reach {
     pub(crate) bounded: usize,
 }
 
-/// FNV-1a, for the chats' map: looked up once per chain, by short names
-/// the check itself read, so no key is chosen against it.
-#[derive(Debug, Clone, Copy, Default)]
-struct Fnv;
-
-/// The state of one [`Fnv`] hash.
-struct FnvHasher(u64);
-
-impl std::hash::BuildHasher for Fnv {
-    type Hasher = FnvHasher;
-
-    fn build_hasher(&self) -> FnvHasher {
-        FnvHasher(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl std::hash::Hasher for FnvHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for byte in bytes {
-            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
-
 /// Whether `a` and `b` select the same chain but for the chat.
+/// Paths are compared as text (`Path`'s equality walks components): a
+/// pair that differs only in spelling is looked up again, never confused.
 fn same_but_chat(a: &Selectors, b: &Selectors) -> bool {
+    fn path(p: &Option<camino::Utf8PathBuf>) -> Option<&str> {
+        p.as_deref().map(camino::Utf8Path::as_str)
+    }
     a.bot == b.bot
         && a.agent == b.agent
         && a.surface == b.surface
-        && a.workdir == b.workdir
+        && path(&a.workdir) == path(&b.workdir)
         && a.force_untrusted == b.force_untrusted
-        && a.project == b.project
-        && a.home == b.home
+        && a.project.as_str() == b.project.as_str()
+        && a.home.as_str() == b.home.as_str()
 }
 
 impl Reach {
@@ -313,13 +302,13 @@ impl Reach {
         selectors: &Selectors,
         trust: usize,
         resolved: &ResolvedPrompt,
-        report: &BudgetReport,
+        (report, rules_tokens): (&BudgetReport, usize),
         memo: &mut TokenMemo,
     ) {
         if selectors.bot.is_none() || selectors.chat.is_some() {
             return;
         }
-        let base = Base::of(resolved, report, memo);
+        let base = Base::of(resolved, report, rules_tokens, memo);
         let bases = self.bases.entry(selectors.clone()).or_default();
         if bases.len() <= trust {
             bases.resize(trust + 1, None);
@@ -328,24 +317,37 @@ impl Reach {
         self.last = None;
     }
 
-    /// `Some` when the chat chain `selectors` is proved within the cap
-    /// under each of `trusts` trusts from its bot's chain (noted before):
-    /// what visiting it weighed. `None`: it must be composed.
+    /// `Some` when the chat chain `chain` is proved within the cap under
+    /// each of `trusts` trusts from its bot's chain (noted before): what
+    /// visiting it weighed. `None`: it must be composed.
     pub(crate) fn fits(
         &mut self,
-        selectors: &Selectors,
+        chain: PlannedChain<'_>,
         trusts: usize,
         snapshot: &mut Snapshot,
     ) -> Option<Visited> {
-        let (bot, chat) = (selectors.bot.as_ref()?, selectors.chat.as_ref()?);
-        let shapes = match self.chats.get(bot).and_then(|chats| chats.get(chat)) {
-            Some(shapes) => (*shapes)?,
-            None => {
+        let selectors = chain.selectors;
+        let (entry, bot, chat) = (
+            chain.entry?,
+            selectors.bot.as_ref()?,
+            selectors.chat.as_ref()?,
+        );
+        if self.chats.len() <= entry {
+            self.chats.resize(entry + 1, None);
+        }
+        // Every plan of a check lists the same entries in the same order, so
+        // a slot is filled once and read in order; its names are checked,
+        // so a list read again and changed meanwhile is never misread.
+        let slot = &mut self.chats[entry];
+        let shapes = match slot {
+            Some(known) if known.bot == *bot && known.chat == *chat => known.shapes?,
+            _ => {
                 let shapes = chat_shapes(snapshot, selectors, bot, chat);
-                self.chats
-                    .entry(bot.clone())
-                    .or_default()
-                    .insert(chat.clone(), shapes);
+                *slot = Some(ChatSlot {
+                    bot: bot.clone(),
+                    chat: chat.clone(),
+                    shapes,
+                });
                 shapes?
             }
         };

@@ -743,7 +743,7 @@ impl Core {
         };
         let mut inputs = crate::edit::CheckInputs::default();
         let flow = plan.visit(|chain| {
-            let core = opened.reselect(chain.clone());
+            let core = opened.reselect(chain.selectors.clone());
             let Ok(loaded) = core.load_from(&mut inputs.snapshot) else {
                 // A role or directory gone meanwhile reaches nothing.
                 return ControlFlow::<CoreError, _>::Continue(None);

@@ -42,31 +42,31 @@ pub struct TokenMemo {
 /// is the sum of the counts of its pieces (held to that by a test against
 /// the whole-text count).
 fn pieces(text: &str) -> impl Iterator<Item = &str> {
-    let bytes = text.as_bytes();
     let mut start = 0;
-    let mut at = 0;
     std::iter::from_fn(move || {
-        while at < bytes.len() {
-            // After an ASCII line break `at` is a character boundary.
-            let cut = at > start
-                && bytes[at - 1] == b'\n'
-                && text[at..]
-                    .chars()
-                    .next()
-                    .is_some_and(|c| !c.is_whitespace() && c != '/');
-            if cut {
+        if start >= text.len() {
+            return None;
+        }
+        // Only a line break can end a piece: jump from one to the next.
+        let mut from = start;
+        while let Some(offset) = text[from..].find('\n') {
+            // After an ASCII line break `at` is a character boundary, and
+            // past `start`, so no piece is empty.
+            let at = from + offset + 1;
+            from = at;
+            if text[at..]
+                .chars()
+                .next()
+                .is_some_and(|c| !c.is_whitespace() && c != '/')
+            {
                 let piece = &text[start..at];
                 start = at;
-                at += 1;
                 return Some(piece);
             }
-            at += 1;
         }
-        (start < bytes.len()).then(|| {
-            let piece = &text[start..];
-            start = bytes.len();
-            piece
-        })
+        let piece = &text[start..];
+        start = text.len();
+        Some(piece)
     })
 }
 
@@ -223,6 +223,28 @@ mod tests {
         }
     }
 
+    /// The cuts [`pieces`] makes, found by looking at every byte: what the
+    /// jump from line break to line break must agree with.
+    fn pieces_byte_by_byte(text: &str) -> Vec<&str> {
+        let bytes = text.as_bytes();
+        let (mut out, mut start) = (Vec::new(), 0);
+        for at in 1..bytes.len() {
+            if bytes[at - 1] == b'\n'
+                && text[at..]
+                    .chars()
+                    .next()
+                    .is_some_and(|c| !c.is_whitespace() && c != '/')
+            {
+                out.push(&text[start..at]);
+                start = at;
+            }
+        }
+        if start < bytes.len() {
+            out.push(&text[start..]);
+        }
+        out
+    }
+
     proptest::proptest! {
         /// The same, on texts drawn from every class a cut could fall
         /// between: line breaks of each kind, spaces of each kind,
@@ -241,6 +263,7 @@ mod tests {
             ),
         ) {
             let text: String = parts.concat();
+            proptest::prop_assert_eq!(pieces(&text).collect::<Vec<_>>(), pieces_byte_by_byte(&text));
             for encoding in [Encoding::O200kBase, Encoding::Cl100kBase] {
                 let mut memo = TokenMemo::new();
                 proptest::prop_assert_eq!(chunks(&text).collect::<String>(), text.clone());

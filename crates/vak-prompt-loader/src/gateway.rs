@@ -1399,11 +1399,31 @@ pub(crate) fn load_gateway(
     contributions: &mut Vec<Contribution>,
     skipped: &mut Vec<Skipped>,
 ) {
+    load_gateway_files(
+        home,
+        snap,
+        (bot, chat),
+        &[GatewayFile::Bots, GatewayFile::Allowlist],
+        (contributions, skipped),
+    );
+}
+
+/// [`load_gateway`], reading only `files` of the two: a chat's own texts
+/// are its `allowlist.json` entry's alone.
+pub(crate) fn load_gateway_files(
+    home: &Utf8Path,
+    snap: &mut Snapshot,
+    (bot, chat): (Option<&Name>, Option<&Name>),
+    files: &[GatewayFile],
+    (contributions, skipped): (&mut Vec<Contribution>, &mut Vec<Skipped>),
+) {
     let Some(bot) = bot else { return };
-    for (file, chat) in [(GatewayFile::Bots, None), (GatewayFile::Allowlist, chat)] {
-        if file == GatewayFile::Allowlist && chat.is_none() {
-            return;
-        }
+    for &file in files {
+        let chat = match file {
+            GatewayFile::Bots => None,
+            GatewayFile::Allowlist if chat.is_none() => return,
+            GatewayFile::Allowlist => chat,
+        };
         // The selection's names, typed, for the keys' sources.
         let entry = GatewayEntry {
             bot: bot.clone(),

@@ -254,16 +254,13 @@ impl Snapshot {
         chat: &vak_prompt_blocks::Name,
     ) -> Vec<crate::Contribution> {
         let (mut contributions, mut skipped) = (Vec::new(), Vec::new());
-        crate::gateway::load_gateway(
+        crate::gateway::load_gateway_files(
             home,
             self,
-            Some(bot),
-            Some(chat),
-            &mut contributions,
-            &mut skipped,
+            (Some(bot), Some(chat)),
+            &[crate::GatewayFile::Allowlist],
+            (&mut contributions, &mut skipped),
         );
-        let chat_layer = crate::GatewayFile::Allowlist.layer();
-        contributions.retain(|c| c.provenance.layer == chat_layer);
         contributions
     }
 

@@ -240,12 +240,13 @@ impl Core {
         let mut expanded: Option<(Provenance, Option<(String, vak_prompt_loader::Imports)>)> = None;
         // Every chain's budget covers every scoped rule of its project.
         let rules = crate::rules::RuleTexts::of(&base.scoped_rules_in(snapshot));
-        let flow = plan.visit_within(work, |selectors| {
+        let flow = plan.visit_within(work, |chain| {
+            let selectors = chain.selectors;
             // A file's change leaves a chat's own texts as they are: its
             // chain is bounded from its bot's, and composed only when the
             // bound does not prove it within the cap (`reach`).
             if change.leaves_chat_texts()
-                && let Some(visited) = reach.fits(selectors, trusts.len(), snapshot)
+                && let Some(visited) = reach.fits(chain, trusts.len(), snapshot)
             {
                 return ControlFlow::Continue(Some(visited));
             }
@@ -300,7 +301,13 @@ impl Core {
                 // The scoped rules count in every chain of the project, a
                 // chat's as its bot's: the bound noted carries them.
                 let after = budget_with(&resolved, tokens).with_rule_texts(&rules, tokens);
-                reach.note(selectors, index, &resolved, &after.report, tokens);
+                reach.note(
+                    selectors,
+                    index,
+                    &resolved,
+                    (&after.report, after.scoped_rules_tokens),
+                    tokens,
+                );
                 // Only a chain over the cap after the change needs its
                 // length before (a change that shortens it is allowed): most
                 // chains are composed and counted once, not twice.

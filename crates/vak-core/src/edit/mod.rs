@@ -1521,6 +1521,7 @@ mod tests {
         // Trusting crosses every role with the layer.
         let mut crossed = 0;
         let flow = ChainPlan::for_trust(&s).visit(|c| {
+            let c = c.selectors;
             crossed += usize::from(c.agent.is_some() && c.workdir == sub);
             ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
                 tokens: weight(c),
@@ -1540,6 +1541,7 @@ mod tests {
         );
         let mut visited: Vec<Selectors> = Vec::new();
         let flow = save.visit(|c| {
+            let c = c.selectors;
             visited.push(c.clone());
             ControlFlow::<(), Option<Visited>>::Continue(Some(Visited {
                 tokens: weight(c),

@@ -31,6 +31,19 @@ pub const WORK_PER_CAP_TOKEN: usize = 8_000;
 /// is said and refused unless accepted ([`Unchecked`]).
 pub const MAX_PLAN_WORK: usize = WORK_PER_CAP_TOKEN * vak_prompt_budget::DEFAULT_MAX_TOKENS;
 
+/// One chain a plan visits: what selects it, and which of the plan's
+/// gateway entries it is, if one. The index lets whoever bounds thousands
+/// of chats keep what it learnt of each in a vector, in the order the plan
+/// visits them, instead of hashing names per chain.
+#[derive(Debug, Clone, Copy)]
+pub struct PlannedChain<'a> {
+    /// The chain's selectors.
+    pub selectors: &'a Selectors,
+    /// Its gateway entry (a bot, or a bot's chat) in the plan's list, the
+    /// same list for every plan of one check; `None` for every other chain.
+    pub entry: Option<usize>,
+}
+
 /// What composing and budgeting one chain of a plan weighed and cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Visited {
@@ -462,7 +475,7 @@ impl ChainPlan {
     /// the work bound stops the visit, and those are counted.
     pub fn visit<B>(
         &self,
-        visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
+        visit: impl FnMut(PlannedChain<'_>) -> std::ops::ControlFlow<B, Option<Visited>>,
     ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
         self.visit_within(&mut Work::default(), visit)
     }
@@ -474,7 +487,7 @@ impl ChainPlan {
     pub fn visit_within<B>(
         &self,
         work: &mut Work,
-        mut visit: impl FnMut(&Selectors) -> std::ops::ControlFlow<B, Option<Visited>>,
+        mut visit: impl FnMut(PlannedChain<'_>) -> std::ops::ControlFlow<B, Option<Visited>>,
     ) -> std::ops::ControlFlow<B, ChainsLeftOut> {
         use std::collections::HashSet;
         use std::ops::ControlFlow;
@@ -539,7 +552,11 @@ impl ChainPlan {
                 return ControlFlow::Continue(None);
             }
             current.surface = surface;
-            if current.workdir != self.workdirs[workdir] {
+            // Compared as text: `Path`'s equality walks components, and
+            // this runs once per chain.
+            if current.workdir.as_ref().map(|w| w.as_str())
+                != self.workdirs[workdir].as_ref().map(|w| w.as_str())
+            {
                 current.workdir.clone_from(&self.workdirs[workdir]);
             }
             if current.agent != self.roles[role] {
@@ -555,7 +572,10 @@ impl ChainPlan {
             if current.chat != *chat {
                 current.chat.clone_from(chat);
             }
-            let flow = visit(&current);
+            let flow = visit(PlannedChain {
+                selectors: &current,
+                entry: (entry != NO_ENTRY).then_some(entry),
+            });
             if let ControlFlow::Continue(Some(visited)) = &flow {
                 let mut now = spent.get();
                 now.add(visited.work);

@@ -214,7 +214,7 @@ fn walk_chains(
         {
             return ControlFlow::Continue(Some(visited));
         }
-        let core = opened.reselect(chain.clone());
+        let core = opened.reselect(chain.selectors.clone());
         let loaded = match core.load_from(&mut snapshot) {
             Ok(loaded) => loaded,
             Err(error) if first => return ControlFlow::Break(Err(error)),
@@ -230,7 +230,13 @@ fn walk_chains(
             // ([`trust_pushes_over`]); within the lower of the two, a chain
             // needs no untrusted count, and bounds its chats the same way.
             let within = within_both(&after.report, cap_before);
-            reach.note(chain, 0, &trusted, &within, &mut tokens);
+            reach.note(
+                chain.selectors,
+                0,
+                &trusted,
+                (&within, after.scoped_rules_tokens),
+                &mut tokens,
+            );
             if !within.is_over() {
                 return ControlFlow::Continue(Some(Visited {
                     tokens: after.report.prefix_tokens,
@@ -248,7 +254,13 @@ fn walk_chains(
             cap_before = Some(before.report.cap);
             if chats == Chats::Bounded {
                 let within = within_both(&after.report, before.report.cap);
-                reach.note(chain, 0, &trusted, &within, &mut tokens);
+                reach.note(
+                    chain.selectors,
+                    0,
+                    &trusted,
+                    (&within, after.scoped_rules_tokens),
+                    &mut tokens,
+                );
             }
         }
         let visited = Visited {

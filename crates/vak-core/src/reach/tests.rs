@@ -143,7 +143,12 @@ fn bound_and_exact(h: &Home) -> (Option<usize>, usize) {
     };
     let mut memo = TokenMemo::new();
     let (resolved, budget) = Core::open(bot_chain).unwrap().budget().unwrap();
-    let base = Base::of(&resolved, &budget.report, &mut memo);
+    let base = Base::of(
+        &resolved,
+        &budget.report,
+        budget.scoped_rules_tokens,
+        &mut memo,
+    );
     let exact = Core::open(chat_chain.clone())
         .unwrap()
         .budget()
