@@ -14,12 +14,19 @@ const LINES_PER_CHUNK: u32 = 4;
 /// A chunk ends once it is this long, whatever its lines.
 const MAX_CHUNK_BYTES: usize = 2048;
 
-/// Token counts already made, keyed by the encoding and the `blake3` digest
-/// of the text. One check that budgets every chain a change reaches counts
-/// the same layer texts (a project's `AGENTS.md`, a role's guardrails) on
-/// thousands of chains; each is counted once per memo. A memo belongs to
-/// one check (it is dropped with it), never to the process: a text is its
-/// own key, so an edited file is a new key, never a stale count.
+/// Token counts already made, keyed by the encoding and the text itself.
+/// One check that budgets every chain a change reaches counts the same
+/// layer texts (a project's `AGENTS.md`, a role's guardrails) on thousands
+/// of chains; each is counted once per memo. A memo belongs to one check
+/// (it is dropped with it), never to the process: a text is its own key,
+/// so an edited file is a new key, never a stale count.
+///
+/// The key is the text, not a digest of it: a lookup hashes it with the
+/// standard map's keyed SipHash (a repository cannot choose texts that
+/// collide in it) and compares it on a hit, which together cost less than
+/// a `blake3` digest of the same bytes did (see BENCHMARKS.md), and no two
+/// texts can ever share a count. The memo holds each distinct text it
+/// counted once.
 ///
 /// A text is counted a few lines at a time ([`chunks`]): every prefix
 /// differs from the next chain's by a few lines (a chat's own guardrail),
@@ -29,7 +36,8 @@ const MAX_CHUNK_BYTES: usize = 2048;
 /// those.
 #[derive(Debug, Default)]
 pub struct TokenMemo {
-    counts: HashMap<(Encoding, [u8; 32]), usize>,
+    /// One map per encoding, in [`Encoding::ALL`]'s order.
+    counts: [HashMap<Box<str>, usize>; 2],
 }
 
 /// `text` cut before every line that starts with a character other than
@@ -120,21 +128,26 @@ impl TokenMemo {
         if piece.len() < MEMO_MIN_BYTES {
             return encoding.count(piece);
         }
-        let key = (encoding, *blake3::hash(piece.as_bytes()).as_bytes());
-        *self
-            .counts
-            .entry(key)
-            .or_insert_with(|| encoding.count(piece))
+        let counts = match encoding {
+            Encoding::O200kBase => &mut self.counts[0],
+            Encoding::Cl100kBase => &mut self.counts[1],
+        };
+        if let Some(count) = counts.get(piece) {
+            return *count;
+        }
+        let count = encoding.count(piece);
+        counts.insert(piece.into(), count);
+        count
     }
 
     /// How many distinct pieces it holds.
     pub fn len(&self) -> usize {
-        self.counts.len()
+        self.counts.iter().map(HashMap::len).sum()
     }
 
     /// Whether it holds none.
     pub fn is_empty(&self) -> bool {
-        self.counts.is_empty()
+        self.counts.iter().all(HashMap::is_empty)
     }
 }
 
