@@ -42,18 +42,18 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
         ..selectors.clone()
     };
     let cap = Core::open(base.clone())?.budget()?.1.report.cap;
-    let plan = ChainPlan::for_trust(&base);
-    let mut over = OverCap::default();
-    let mut chains = 0;
-    let opened = Core::open(plan.base().clone())?.pinned();
-    // Every chain of the project has its trust: the trust store is read once.
-    let trust = opened.trust()?;
     let CheckInputs {
         mut snapshot,
         mut tokens,
         mut compose,
         mut reach,
     } = CheckInputs::default();
+    let plan = ChainPlan::for_trust_in(&base, &mut snapshot);
+    let mut over = OverCap::default();
+    let mut chains = 0;
+    let opened = Core::open(plan.base().clone())?.pinned();
+    // Every chain of the project has its trust: the trust store is read once.
+    let trust = opened.trust()?;
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let flow = plan.visit_within(&mut Work::for_cap(cap), |chain| {

@@ -1476,21 +1476,61 @@ pub(crate) fn load_gateway_files(
             }
             continue;
         }
-        let parsed = match &snap.tables {
-            Some(tables) => tables.table(home, file, &bytes),
-            None => utf8(home, file, &bytes)
-                .and_then(|text| GatewayTable::parse(file, home, text))
-                .map(|table| Arc::new(table.into_owned())),
-        };
-        let read = parsed
-            .map(Some)
-            .map_err(|error| file_refusal(home, file, &error));
-        match &read {
+        match keep_parsed(home, snap, file, &bytes) {
             Ok(Some(table)) => take(table, contributions, skipped),
             Ok(None) => {}
             Err(refusal) => refused(refusal, skipped),
         }
-        snap.reads.gateway.insert(file, read);
+    }
+}
+
+/// `file`'s `bytes` parsed (or taken from the owner's tables) and kept in
+/// `snap`, so no later chain of it reads or parses the file again.
+fn keep_parsed<'s>(
+    home: &Utf8Path,
+    snap: &'s mut Snapshot,
+    file: GatewayFile,
+    bytes: &[u8],
+) -> &'s GatewayRead {
+    let parsed = match &snap.tables {
+        Some(tables) => tables.table(home, file, bytes),
+        None => utf8(home, file, bytes)
+            .and_then(|text| GatewayTable::parse(file, home, text))
+            .map(|table| Arc::new(table.into_owned())),
+    };
+    let read = parsed
+        .map(Some)
+        .map_err(|error| file_refusal(home, file, &error));
+    snap.reads.gateway.entry(file).insert_entry(read).into_mut()
+}
+
+/// `file`'s table as `snap` keeps it, read and parsed the first time a
+/// snapshot asks; `None` when there is no such file, or it is refused (a
+/// chain that reads it says why).
+pub(crate) fn kept_table(
+    home: &Utf8Path,
+    snap: &mut Snapshot,
+    file: GatewayFile,
+) -> Option<Arc<GatewayTable<'static>>> {
+    if let Some(read) = snap.kept(|r| r.gateway.get(&file)) {
+        return read.as_ref().ok().cloned().flatten();
+    }
+    let dirs = snap.root(home, false).ok().flatten();
+    match read_bytes(home, dirs, file) {
+        Ok(Some(bytes)) => keep_parsed(home, snap, file, &bytes)
+            .as_ref()
+            .ok()
+            .cloned()
+            .flatten(),
+        Ok(None) => {
+            snap.reads.gateway.insert(file, Ok(None));
+            None
+        }
+        Err(error) => {
+            let refusal = file_refusal(home, file, &error);
+            snap.reads.gateway.insert(file, Err(refusal));
+            None
+        }
     }
 }
 

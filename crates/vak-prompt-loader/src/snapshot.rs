@@ -264,6 +264,18 @@ impl Snapshot {
         contributions
     }
 
+    /// The gateway file `file` of `home`, parsed, as every chain of this
+    /// snapshot reads it (read and parsed once); `None` when there is none
+    /// or it is refused (a chain that reads it says why). What a check
+    /// lists the gateway's bots and chats from.
+    pub fn gateway_table(
+        &mut self,
+        home: &Utf8Path,
+        file: crate::GatewayFile,
+    ) -> Option<Arc<crate::GatewayTable<'static>>> {
+        crate::gateway::kept_table(home, self, file)
+    }
+
     /// The directories opened under `root`, opening it the first time it
     /// is asked for. `Ok(None)` when the root does not exist.
     pub(crate) fn root(

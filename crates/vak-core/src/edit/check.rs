@@ -111,7 +111,8 @@ impl Core {
             trusts.push(Trust::Trusted);
         }
         let entries = &mut None;
-        let plan = ChainPlan::for_change_in(self.selectors(), target, entries);
+        let plan =
+            ChainPlan::for_change_in(self.selectors(), target, entries, &mut inputs.snapshot);
         // One snapshot for every project (the preview's): the home's files,
         // the gateway files and the roles' are read once for all of them.
         let mut left_out = self.check_plan(
@@ -126,12 +127,12 @@ impl Core {
             return Ok(left_out);
         }
         self.check_other_projects(
-            |base| {
+            |base, snapshot| {
                 let base = Selectors {
                     surface: self.selectors().surface,
                     ..base.clone()
                 };
-                ChainPlan::for_change_in(&base, target, entries)
+                ChainPlan::for_change_in(&base, target, entries, snapshot)
             },
             change,
             text,
@@ -147,7 +148,7 @@ impl Core {
     /// bound leaves no room for is not even walked, and is named.
     fn check_other_projects(
         &self,
-        mut plan_for: impl FnMut(&Selectors) -> ChainPlan,
+        mut plan_for: impl FnMut(&Selectors, &mut Snapshot) -> ChainPlan,
         change: &Change<'_>,
         text: Option<&str>,
         (work, left_out, over, inputs): (
@@ -163,10 +164,10 @@ impl Core {
                 left_out.projects.push(project);
                 continue;
             }
-            let plan = plan_for(&Selectors::new(
-                self.selectors().home.clone(),
-                project.clone(),
-            ));
+            let plan = plan_for(
+                &Selectors::new(self.selectors().home.clone(), project.clone()),
+                &mut inputs.snapshot,
+            );
             let other = self.check_plan(
                 &plan,
                 change,
@@ -461,7 +462,7 @@ impl Core {
         // A gateway key is the home's, as a shared file is: every trusted
         // project's chats take it.
         self.check_other_projects(
-            |base| ChainPlan::for_gateway(base, bot, chat),
+            |base, _| ChainPlan::for_gateway(base, bot, chat),
             &reach,
             text,
             (&mut work, &mut left_out, over, inputs),

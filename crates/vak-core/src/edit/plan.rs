@@ -272,22 +272,26 @@ pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
 /// (`allowlist.json`) with prompts of its own, valid names only, bots
 /// first. A chat without its own prompts resolves as its bot does, so its
 /// bot's chain stands for it.
-fn gateway_entries(home: &Utf8Path) -> Vec<(Name, Option<Name>)> {
+/// A gateway's bots (no chat) and chats with prompts of their own, each
+/// named by its bot and chat.
+type GatewayEntries = Vec<(Name, Option<Name>)>;
+
+/// Read through `snapshot`, which keeps the parsed files for the chains
+/// the check then loads.
+fn gateway_entries(home: &Utf8Path, snapshot: &mut Snapshot) -> GatewayEntries {
     use vak_prompt_blocks::NameKind;
+    use vak_prompt_loader::GatewayFile;
     let mut out = Vec::new();
-    if let Ok(Some(doc)) =
-        vak_prompt_loader::read_gateway(home, vak_prompt_loader::GatewayFile::Bots)
-    {
+    if let Some(table) = snapshot.gateway_table(home, GatewayFile::Bots) {
         out.extend(
-            doc.table
+            table
                 .bots()
                 .filter_map(|bot| Name::new(NameKind::Bot, bot).ok())
                 .map(|bot| (bot, None)),
         );
     }
-    if let Ok(Some(doc)) =
-        vak_prompt_loader::read_gateway(home, vak_prompt_loader::GatewayFile::Allowlist)
-        && let vak_prompt_loader::GatewayTable::Allowlist(entries) = &doc.table
+    if let Some(table) = snapshot.gateway_table(home, GatewayFile::Allowlist)
+        && let vak_prompt_loader::GatewayTable::Allowlist(entries) = &*table
     {
         use vak_prompt_loader::Shape;
         for (bot, chats) in entries {
@@ -346,17 +350,19 @@ impl ChainPlan {
     /// layer (those at or below the one changed, for a directory file),
     /// bounded only by [`MAX_PLAN_WORK`], as for trusting.
     pub fn for_change(base: &Selectors, target: &EditTarget) -> ChainPlan {
-        ChainPlan::for_change_in(base, target, &mut None)
+        ChainPlan::for_change_in(base, target, &mut None, &mut Snapshot::new())
     }
 
     /// [`for_change`](Self::for_change), with the home's gateway entries
     /// listed once for every plan of a check (`entries`, filled by the
-    /// first plan that lists them): a shared save makes one plan per
-    /// trusted project, all with the same home.
+    /// first plan that lists them, from the files `snapshot` parses once
+    /// for the check's chains): a shared save makes one plan per trusted
+    /// project, all with the same home.
     pub(crate) fn for_change_in(
         base: &Selectors,
         target: &EditTarget,
-        entries: &mut Option<Vec<(Name, Option<Name>)>>,
+        entries: &mut Option<GatewayEntries>,
+        snapshot: &mut Snapshot,
     ) -> ChainPlan {
         let surfaces = match &target.sub {
             SubLayer::Surface(kind) => vec![*kind],
@@ -371,13 +377,19 @@ impl ChainPlan {
             _ => None,
         };
         let (workdirs, walk) = layer_workdirs(base, below);
-        ChainPlan::new(base, surfaces, roles, workdirs, walk, entries)
+        ChainPlan::new(base, surfaces, roles, workdirs, walk, (entries, snapshot))
     }
 
     /// The chains trusting `base.project` reaches, `base` first: every role
     /// crossed with every directory layer on every surface, bounded only by
     /// [`MAX_PLAN_WORK`].
     pub fn for_trust(base: &Selectors) -> ChainPlan {
+        ChainPlan::for_trust_in(base, &mut Snapshot::new())
+    }
+
+    /// [`for_trust`](Self::for_trust), the gateway files read through
+    /// `snapshot`, which the check then loads its chains from.
+    pub(crate) fn for_trust_in(base: &Selectors, snapshot: &mut Snapshot) -> ChainPlan {
         let (workdirs, walk) = layer_workdirs(base, None);
         ChainPlan::new(
             base,
@@ -385,7 +397,7 @@ impl ChainPlan {
             no_role_then_each(base),
             workdirs,
             walk,
-            &mut None,
+            (&mut None, snapshot),
         )
     }
 
@@ -403,7 +415,7 @@ impl ChainPlan {
         };
         let mut gateway: Vec<(Name, Option<Name>)> = match chat {
             Some(_) => Vec::new(),
-            None => gateway_entries(&base.home)
+            None => gateway_entries(&base.home, &mut Snapshot::new())
                 .into_iter()
                 .filter(|(of, chat)| of == bot && chat.is_some())
                 .collect(),
@@ -435,11 +447,11 @@ impl ChainPlan {
         roles: Vec<Option<Name>>,
         workdirs: Vec<Option<Utf8PathBuf>>,
         walk: Walked,
-        entries: &mut Option<Vec<(Name, Option<Name>)>>,
+        (entries, snapshot): (&mut Option<GatewayEntries>, &mut Snapshot),
     ) -> ChainPlan {
         let mut gateway = if surfaces.contains(&SurfaceKind::Chat) {
             entries
-                .get_or_insert_with(|| gateway_entries(&base.home))
+                .get_or_insert_with(|| gateway_entries(&base.home, snapshot))
                 .clone()
         } else {
             Vec::new()

@@ -190,18 +190,18 @@ fn walk_chains(
         agent: None,
         ..selectors.clone()
     };
-    let plan = ChainPlan::for_trust(&base);
-    // Bounded by the cap in force before trust (the project's config
-    // cannot buy its layers more work than the user's cap gives).
-    let cap = Core::open(selectors.clone())?.budget()?.1.report.cap;
-    let mut named = true;
-    let opened = Core::open(plan.base().clone())?.pinned();
     let CheckInputs {
         mut snapshot,
         mut tokens,
         mut compose,
         mut reach,
     } = CheckInputs::default();
+    let plan = ChainPlan::for_trust_in(&base, &mut snapshot);
+    // Bounded by the cap in force before trust (the project's config
+    // cannot buy its layers more work than the user's cap gives).
+    let cap = Core::open(selectors.clone())?.budget()?.1.report.cap;
+    let mut named = true;
+    let opened = Core::open(plan.base().clone())?.pinned();
     // Every chain's budget covers every scoped rule of the project.
     let rules = crate::rules::RuleTexts::of(&opened.scoped_rules_in(&mut snapshot));
     let mut cap_before: Option<usize> = None;
