@@ -32,8 +32,27 @@ impl NameKind {
 ///
 /// Shared, not copied, when cloned: every gateway key and every provenance
 /// of a chat's texts names its bot and chat.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialOrd, Ord)]
 pub struct Name(std::sync::Arc<str>);
+
+/// Equal when the texts are. Clones of one name (a check compares the
+/// names of hundreds of thousands of chains, all cloned from one list) are
+/// told equal without reading them: `Arc<str>`'s own equality always
+/// compares the bytes.
+impl PartialEq for Name {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Eq for Name {}
+
+/// As the text hashes, so equal names hash alike.
+impl std::hash::Hash for Name {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+    }
+}
 
 impl Name {
     /// Validate `raw` as a name of `kind`.
@@ -112,6 +131,20 @@ mod tests {
         for good in ["reviewer", "bot_1", "01J9Z", "a-b"] {
             assert!(Name::new(NameKind::Role, good).is_ok());
         }
+    }
+
+    #[test]
+    fn names_are_equal_and_hash_alike_when_their_texts_are() {
+        use std::hash::BuildHasher;
+        let state = std::collections::hash_map::RandomState::new();
+        let a = Name::new(NameKind::Bot, "helpdesk").unwrap();
+        let same = Name::new(NameKind::Bot, "helpdesk").unwrap();
+        let other = Name::new(NameKind::Bot, "helpdesks").unwrap();
+        assert_eq!(a, a.clone());
+        assert_eq!(a, same);
+        assert_eq!(state.hash_one(&a), state.hash_one(&same));
+        assert_ne!(a, other);
+        assert_ne!(a.clone(), other);
     }
 
     #[test]

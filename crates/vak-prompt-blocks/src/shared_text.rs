@@ -44,6 +44,18 @@ impl SharedText {
         }
     }
 
+    /// The allocation this text is a part of, and where in it, when it is
+    /// shared (`None` for a text built in memory). While a caller holds a
+    /// clone of that allocation its address is never reused, so the
+    /// address and range name this text's content: what a memo of many
+    /// chains keys a shared text by without reading it.
+    pub fn shared_part(&self) -> Option<(&Arc<str>, Range<usize>)> {
+        match &self.0 {
+            Repr::Owned(_) => None,
+            Repr::Shared { whole, range } => Some((whole, range.clone())),
+        }
+    }
+
     /// `part` shared, when this text is shared and `part` is a slice of it
     /// (as `trim` and its like return); `None` for any other string, equal
     /// or not.

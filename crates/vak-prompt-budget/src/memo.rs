@@ -1,6 +1,9 @@
 //! Token counts remembered by text, for a check that budgets many chains.
 
 use std::collections::HashMap;
+use std::sync::Arc;
+
+use vak_prompt_blocks::SharedText;
 
 use crate::Encoding;
 
@@ -34,10 +37,21 @@ const MAX_CHUNK_BYTES: usize = 2048;
 /// chunk starts where the encodings' pre-tokenizer starts a new piece
 /// whatever came before (see [`pieces`]), and BPE never merges across
 /// those.
+///
+/// A text shared from a read file ([`SharedText`]) is also remembered by
+/// where it is: every chain of a check shares its layers' texts, so a
+/// contributor's count is found without reading its text again. The memo
+/// holds each such allocation, so no address it keys by is reused.
 #[derive(Debug, Default)]
 pub struct TokenMemo {
     /// One map per encoding, in [`Encoding::ALL`]'s order.
     counts: [HashMap<Box<str>, usize>; 2],
+    /// Counts of shared texts by (allocation address, start, end), one map
+    /// per encoding.
+    by_place: [HashMap<(usize, usize, usize), usize>; 2],
+    /// Every allocation `by_place` keys by, held so none is freed (and its
+    /// address reused by another text) while the memo lives.
+    held: HashMap<usize, Arc<str>>,
 }
 
 /// `text` cut before every line that starts with a character other than
@@ -124,14 +138,39 @@ impl TokenMemo {
             .sum()
     }
 
+    /// [`count`](Self::count) of a shared text, found by where it is when
+    /// it was counted before.
+    pub fn count_shared(&mut self, encoding: Encoding, text: &SharedText) -> usize {
+        let Some((whole, range)) = text.shared_part() else {
+            return self.count(encoding, text);
+        };
+        let address = Arc::as_ptr(whole).cast::<u8>().addr();
+        let key = (address, range.start, range.end);
+        let slot = Self::slot(encoding);
+        if let Some(count) = self.by_place[slot].get(&key) {
+            return *count;
+        }
+        let count = self.count(encoding, text);
+        self.held
+            .entry(address)
+            .or_insert_with(|| Arc::clone(whole));
+        self.by_place[slot].insert(key, count);
+        count
+    }
+
+    /// The index of `encoding`'s maps.
+    fn slot(encoding: Encoding) -> usize {
+        match encoding {
+            Encoding::O200kBase => 0,
+            Encoding::Cl100kBase => 1,
+        }
+    }
+
     fn count_piece(&mut self, encoding: Encoding, piece: &str) -> usize {
         if piece.len() < MEMO_MIN_BYTES {
             return encoding.count(piece);
         }
-        let counts = match encoding {
-            Encoding::O200kBase => &mut self.counts[0],
-            Encoding::Cl100kBase => &mut self.counts[1],
-        };
+        let counts = &mut self.counts[Self::slot(encoding)];
         if let Some(count) = counts.get(piece) {
             return *count;
         }
@@ -233,6 +272,31 @@ mod tests {
                 assert_eq!(chunks(text).collect::<String>(), *text);
                 assert_eq!(memo.count(encoding, text), encoding.count(text), "{text:?}");
             }
+        }
+    }
+
+    #[test]
+    fn a_shared_text_is_counted_once_by_where_it_is_and_never_confused() {
+        let encoding = Encoding::O200kBase;
+        let mut memo = TokenMemo::new();
+        let words = "Read the tests before you change the code, every time. ".repeat(4);
+        let whole: Arc<str> = Arc::from(format!("{words}\n- and never push on a Friday").as_str());
+        let all = SharedText::new(Arc::clone(&whole));
+        let part = all.share(&all.as_str()[..words.len()]).unwrap();
+        for text in [&all, &part, &all.clone(), &part.clone()] {
+            assert_eq!(memo.count_shared(encoding, text), encoding.count(text));
+        }
+        assert_eq!(memo.by_place[0].len(), 2, "two places, each counted once");
+        // A text built in memory is counted by its content.
+        let built = SharedText::from(words.clone());
+        assert_eq!(memo.count_shared(encoding, &built), encoding.count(&words));
+        // Texts dropped, and new ones of the same length made, maybe where
+        // they were: each is counted as what it says.
+        drop((all, part, whole));
+        for n in 0..50 {
+            let other = format!("{n} other words, other words: {}", "x ".repeat(n));
+            let text = SharedText::new(Arc::from(other.as_str()));
+            assert_eq!(memo.count_shared(encoding, &text), encoding.count(&other));
         }
     }
 

@@ -188,7 +188,7 @@ impl BudgetReport {
         let mut per_block: BTreeMap<Block, usize> = BTreeMap::new();
         let mut layers: BTreeMap<(PromptLayer, Origin), LayerTokens> = BTreeMap::new();
         for (block, c) in contributions {
-            let tokens = memo.count(encoding, &c.text);
+            let tokens = memo.count_shared(encoding, &c.text);
             *per_block.entry(block).or_default() += tokens;
             let layer = layers
                 .entry((c.provenance.layer, c.provenance.origin))
