@@ -196,9 +196,10 @@ fn key_of<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
 
 /// A set of dedup keys, kept in one string. A few keys are checked by
 /// scanning them (a cheap hash of each first, so the scan rarely compares
-/// text); past that a hashed map is built, so a file of thousands of
-/// guardrails still deduplicates in linear time, with std's
-/// keyed hasher, so no file can be made of colliding keys.
+/// text); past that they are indexed by std's keyed hasher (so no file can
+/// be made of colliding keys), so a file of thousands of guardrails still
+/// deduplicates in linear time. Either way each key is stored once, in the
+/// one string: no key allocates.
 ///
 /// Each key remembers the last text (numbered by the caller) it was met
 /// in, so one set tells a repeat within a text from a repeat of an earlier
@@ -206,10 +207,49 @@ fn key_of<'a>(text: &'a str, buf: &'a mut String) -> &'a str {
 #[derive(Debug, Default)]
 struct KeySet {
     text: String,
-    /// Each scanned key's [`scan_hash`], where it ends in `text`, and the
-    /// last text it was met in.
+    /// Each key's [`scan_hash`] (while scanning), where it ends in `text`,
+    /// and the last text it was met in.
     keys: Vec<(u64, usize, usize)>,
-    hashed: std::collections::HashMap<String, usize>,
+    /// Once past [`KeySet::SCAN`] keys: by the keyed hash of a key, the
+    /// latest key with that hash; `older[i]` is the key before key `i`
+    /// with the same hash, if any (exact either way: texts are compared).
+    index: std::collections::HashMap<u64, usize, Prehashed>,
+    older: Vec<Option<usize>>,
+    state: std::collections::hash_map::RandomState,
+}
+
+/// The index's keys are already hashes, keyed per set: used as they are,
+/// not hashed a second time.
+#[derive(Debug, Clone, Copy, Default)]
+struct Prehashed;
+
+/// The hash a [`Prehashed`] map is handed.
+#[derive(Debug, Default)]
+struct PrehashedHasher(u64);
+
+impl std::hash::BuildHasher for Prehashed {
+    type Hasher = PrehashedHasher;
+
+    fn build_hasher(&self) -> PrehashedHasher {
+        PrehashedHasher::default()
+    }
+}
+
+impl std::hash::Hasher for PrehashedHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64`s are hashed; any other key is folded in whole.
+        for byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
 }
 
 /// Whether a key met in a text was met before, and where.
@@ -248,7 +288,7 @@ impl KeySet {
         KeySet {
             text: String::with_capacity(bytes),
             keys: Vec::with_capacity(Self::SCAN),
-            hashed: std::collections::HashMap::new(),
+            ..KeySet::default()
         }
     }
 
@@ -256,6 +296,24 @@ impl KeySet {
     #[cfg(test)]
     fn insert(&mut self, key: &str, hash: u64) -> bool {
         self.meet(key, hash, 0) == Met::First
+    }
+
+    /// The text of key `index`.
+    fn key(&self, index: usize) -> &str {
+        let start = index
+            .checked_sub(1)
+            .and_then(|before| self.keys.get(before))
+            .map_or(0, |(_, end, _)| *end);
+        let end = self.keys.get(index).map_or(start, |(_, end, _)| *end);
+        self.text.get(start..end).unwrap_or_default()
+    }
+
+    /// Index key `index`, which is in `text`, by its keyed hash.
+    fn index_key(&mut self, index: usize) {
+        use std::hash::BuildHasher;
+        let hash = self.state.hash_one(self.key(index));
+        let older = self.index.insert(hash, index);
+        self.older.push(older);
     }
 
     /// Meet `key`, whose [`scan_hash`] is `hash`, in text number `text`:
@@ -280,20 +338,24 @@ impl KeySet {
             self.keys.push((hash, self.text.len(), text));
             return Met::First;
         }
-        if self.hashed.is_empty() {
-            let mut start = 0;
-            for (_, end, last) in &self.keys {
-                self.hashed.insert(
-                    self.text.get(start..*end).unwrap_or_default().to_owned(),
-                    *last,
-                );
-                start = *end;
+        if self.index.is_empty() {
+            for index in 0..self.keys.len() {
+                self.index_key(index);
             }
         }
-        if let Some(last) = self.hashed.get_mut(key) {
-            return was_in(last);
+        let mut at = self
+            .index
+            .get(&std::hash::BuildHasher::hash_one(&self.state, key))
+            .copied();
+        while let Some(index) = at {
+            if self.key(index) == key {
+                return was_in(&mut self.keys[index].2);
+            }
+            at = self.older.get(index).copied().flatten();
         }
-        self.hashed.insert(key.to_owned(), text);
+        self.text.push_str(key);
+        self.keys.push((0, self.text.len(), text));
+        self.index_key(self.keys.len() - 1);
         Met::First
     }
 }
@@ -717,6 +779,23 @@ mod tests {
         assert!(!set.insert("a", 7) && !set.insert("b", 7));
         assert!(set.insert("c", scan_hash("c")) && !set.insert("c", scan_hash("c")));
         assert_ne!(scan_hash("never do thing 0"), scan_hash("never do thing 1"));
+    }
+
+    #[test]
+    fn past_the_scan_each_key_is_found_by_its_text_and_its_last_text() {
+        let mut set = KeySet::default();
+        let keys: Vec<String> = (0..3 * KeySet::SCAN).map(|i| format!("key {i}")).collect();
+        for key in &keys {
+            assert_eq!(set.meet(key, scan_hash(key), 1), Met::First);
+        }
+        assert!(!set.index.is_empty(), "indexed");
+        for key in &keys {
+            assert_eq!(set.meet(key, scan_hash(key), 1), Met::InThisText);
+            assert_eq!(set.meet(key, scan_hash(key), 2), Met::InEarlierText);
+            assert_eq!(set.meet(key, scan_hash(key), 2), Met::InThisText);
+        }
+        assert_eq!(set.meet("key", scan_hash("key"), 2), Met::First);
+        assert_eq!(set.keys.len(), keys.len() + 1);
     }
 
     #[test]
