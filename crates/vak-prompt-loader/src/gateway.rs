@@ -1441,57 +1441,49 @@ pub(crate) fn load_gateway_files(
                 refusal.reason.clone(),
             );
         };
-        if let Some(read) = snap.kept(|r| r.gateway.get(&file)) {
-            match read {
-                Ok(Some(table)) => take(table, contributions, skipped),
-                Ok(None) => {}
-                Err(refusal) => refused(refusal, skipped),
-            }
-            continue;
-        }
-        // The gateway files share the home's opened directories; a home
-        // that cannot be resolved is reported by the read itself.
-        let dirs = snap.root(home, false).ok().flatten();
-        let bytes = match read_bytes(home, dirs, file) {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                snap.reads.gateway.insert(file, Ok(None));
+        if snap.kept(|r| r.gateway.get(&file)).is_none()
+            && let Some(bytes) = read_unkept(home, snap, file)
+        {
+            if snap.once && snap.tables.is_none() {
+                // One chain reads each file once: parsed borrowing its
+                // bytes, answered, dropped.
+                let parsed =
+                    utf8(home, file, &bytes).and_then(|text| GatewayTable::parse(file, home, text));
+                match parsed {
+                    Ok(table) => take(&table, contributions, skipped),
+                    Err(error) => refused(&file_refusal(home, file, &error), skipped),
+                }
                 continue;
             }
-            Err(error) => {
-                let refusal = file_refusal(home, file, &error);
-                refused(&refusal, skipped);
-                snap.reads.gateway.insert(file, Err(refusal));
-                continue;
-            }
-        };
-        if snap.once && snap.tables.is_none() {
-            // One chain reads each file once: parsed borrowing its bytes,
-            // answered, dropped.
-            let parsed =
-                utf8(home, file, &bytes).and_then(|text| GatewayTable::parse(file, home, text));
-            match parsed {
-                Ok(table) => take(&table, contributions, skipped),
-                Err(error) => refused(&file_refusal(home, file, &error), skipped),
-            }
-            continue;
+            keep_parsed(home, snap, file, &bytes);
         }
-        match keep_parsed(home, snap, file, &bytes) {
-            Ok(Some(table)) => take(table, contributions, skipped),
-            Ok(None) => {}
-            Err(refusal) => refused(refusal, skipped),
+        match snap.kept(|r| r.gateway.get(&file)) {
+            Some(Ok(Some(table))) => take(table, contributions, skipped),
+            Some(Err(refusal)) => refused(refusal, skipped),
+            Some(Ok(None)) | None => {}
         }
     }
 }
 
+/// The bytes of `file`, which `snap` has not read yet; when there is no
+/// such file, or it is refused, that is kept in `snap` instead (and
+/// `None` returned), for every chain of it to answer alike.
+fn read_unkept(home: &Utf8Path, snap: &mut Snapshot, file: GatewayFile) -> Option<Vec<u8>> {
+    // The gateway files share the home's opened directories; a home that
+    // cannot be resolved is reported by the read itself.
+    let dirs = snap.root(home, false).ok().flatten();
+    let read = match read_bytes(home, dirs, file) {
+        Ok(Some(bytes)) => return Some(bytes),
+        Ok(None) => Ok(None),
+        Err(error) => Err(file_refusal(home, file, &error)),
+    };
+    snap.reads.gateway.insert(file, read);
+    None
+}
+
 /// `file`'s `bytes` parsed (or taken from the owner's tables) and kept in
 /// `snap`, so no later chain of it reads or parses the file again.
-fn keep_parsed<'s>(
-    home: &Utf8Path,
-    snap: &'s mut Snapshot,
-    file: GatewayFile,
-    bytes: &[u8],
-) -> &'s GatewayRead {
+fn keep_parsed(home: &Utf8Path, snap: &mut Snapshot, file: GatewayFile, bytes: &[u8]) {
     let parsed = match &snap.tables {
         Some(tables) => tables.table(home, file, bytes),
         None => utf8(home, file, bytes)
@@ -1501,7 +1493,7 @@ fn keep_parsed<'s>(
     let read = parsed
         .map(Some)
         .map_err(|error| file_refusal(home, file, &error));
-    snap.reads.gateway.entry(file).insert_entry(read).into_mut()
+    snap.reads.gateway.insert(file, read);
 }
 
 /// `file`'s table as `snap` keeps it, read and parsed the first time a
@@ -1512,26 +1504,13 @@ pub(crate) fn kept_table(
     snap: &mut Snapshot,
     file: GatewayFile,
 ) -> Option<Arc<GatewayTable<'static>>> {
-    if let Some(read) = snap.kept(|r| r.gateway.get(&file)) {
-        return read.as_ref().ok().cloned().flatten();
+    if snap.kept(|r| r.gateway.get(&file)).is_none()
+        && let Some(bytes) = read_unkept(home, snap, file)
+    {
+        keep_parsed(home, snap, file, &bytes);
     }
-    let dirs = snap.root(home, false).ok().flatten();
-    match read_bytes(home, dirs, file) {
-        Ok(Some(bytes)) => keep_parsed(home, snap, file, &bytes)
-            .as_ref()
-            .ok()
-            .cloned()
-            .flatten(),
-        Ok(None) => {
-            snap.reads.gateway.insert(file, Ok(None));
-            None
-        }
-        Err(error) => {
-            let refusal = file_refusal(home, file, &error);
-            snap.reads.gateway.insert(file, Err(refusal));
-            None
-        }
-    }
+    snap.kept(|r| r.gateway.get(&file))
+        .and_then(|read| read.as_ref().ok().cloned().flatten())
 }
 
 /// The selected entry's contributions, or what is wrong on the way to it,

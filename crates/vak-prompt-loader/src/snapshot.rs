@@ -308,9 +308,85 @@ mod tests {
     use super::*;
     use vak_prompt_blocks::SurfaceKind;
 
+    /// The chain of `project` on the CLI surface, no bot, chat, role or
+    /// working directory.
+    fn cli_request(home: &Utf8Path, project: Utf8PathBuf) -> LoadRequest {
+        LoadRequest {
+            home: home.to_owned(),
+            project,
+            surface: SurfaceKind::Cli,
+            bot: None,
+            chat: None,
+            agent: None,
+            workdir: None,
+        }
+    }
+
     fn write(path: &Utf8Path, text: &str) {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
+    }
+
+    /// The gateway's tables as a check lists its bots and chats: parsed
+    /// once and shared with the chains of the same snapshot; a file that
+    /// links out of the home, or is not UTF-8, gives no table, and a chain
+    /// of the snapshot still says why.
+    #[test]
+    fn a_gateway_table_is_read_once_and_a_refused_file_gives_none() {
+        use vak_prompt_blocks::{Name, NameKind};
+        let dir = tempfile::tempdir().unwrap();
+        let root = Utf8PathBuf::from_path_buf(dir.path().canonicalize().unwrap()).unwrap();
+        let (home, project) = (root.join("home"), root.join("project"));
+        std::fs::create_dir_all(project.join(".git")).unwrap();
+        write(
+            &home.join(".vak/gateway/bots.json"),
+            r#"{"helpdesk": {"prompts": {"guardrails": "- bot rule"}}}"#,
+        );
+        write(&root.join("outside.json"), r#"{"helpdesk": {"42": {}}}"#);
+        std::os::unix::fs::symlink(
+            root.join("outside.json"),
+            home.join(".vak/gateway/allowlist.json"),
+        )
+        .unwrap();
+        let mut snapshot = Snapshot::new();
+        let bots = snapshot
+            .gateway_table(&home, crate::GatewayFile::Bots)
+            .unwrap();
+        assert_eq!(bots.bots().collect::<Vec<_>>(), ["helpdesk"]);
+        let again = snapshot
+            .gateway_table(&home, crate::GatewayFile::Bots)
+            .unwrap();
+        assert!(Arc::ptr_eq(&bots, &again), "parsed once");
+        assert!(
+            snapshot
+                .gateway_table(&home, crate::GatewayFile::Allowlist)
+                .is_none()
+        );
+        let chain = snapshot
+            .load(&LoadRequest {
+                surface: SurfaceKind::Chat,
+                bot: Some(Name::new(NameKind::Bot, "helpdesk").unwrap()),
+                chat: Some(Name::new(NameKind::Chat, "42").unwrap()),
+                ..cli_request(&home, project.clone())
+            })
+            .unwrap();
+        assert!(chain.contributions.iter().any(|c| c.text == "- bot rule"));
+        assert!(
+            chain
+                .skipped
+                .iter()
+                .any(|s| s.to_string().contains("allowlist.json")),
+            "{:?}",
+            chain.skipped
+        );
+        // Not UTF-8: no table either.
+        std::fs::remove_file(home.join(".vak/gateway/allowlist.json")).unwrap();
+        std::fs::write(home.join(".vak/gateway/allowlist.json"), b"{\"a\xff\": {}}").unwrap();
+        assert!(
+            Snapshot::new()
+                .gateway_table(&home, crate::GatewayFile::Allowlist)
+                .is_none()
+        );
     }
 
     /// A block file's text is made from the read's buffer whether the first
@@ -334,15 +410,7 @@ mod tests {
         let mut late = vec![b'a'; 20_000];
         late[17_000] = 0xc3;
         std::fs::write(prompts.join("operating-rules.md"), &late).unwrap();
-        let request = LoadRequest {
-            home: home.clone(),
-            project,
-            surface: SurfaceKind::Cli,
-            bot: None,
-            chat: None,
-            agent: None,
-            workdir: None,
-        };
+        let request = cli_request(&home, project);
         let mut snapshot = Snapshot::new();
         let first = snapshot.load(&request).unwrap();
         let second = snapshot
@@ -387,15 +455,7 @@ mod tests {
         write(&home.join(".vak/prompts/guardrails.md"), "- shared rule");
         let config: String = (0..200).map(|i| format!("k{i} = {i}\n")).collect();
         write(&home.join(".vak/config.toml"), &config);
-        let request = LoadRequest {
-            home: home.clone(),
-            project,
-            surface: SurfaceKind::Cli,
-            bot: None,
-            chat: None,
-            agent: None,
-            workdir: None,
-        };
+        let request = cli_request(&home, project);
         let mut snapshot = Snapshot::new();
         let first = snapshot.load(&request).unwrap();
         write(&home.join(".vak/prompts/guardrails.md"), "- edited rule");
