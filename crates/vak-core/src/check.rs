@@ -81,7 +81,8 @@ pub fn check_all(selectors: &Selectors) -> Result<CheckAll, CoreError> {
             chain.selectors,
             0,
             &resolved,
-            (&budget.report, budget.scoped_rules_tokens),
+            &budget.report,
+            budget.scoped_rules_tokens,
             &mut tokens,
         );
         chains += 1;

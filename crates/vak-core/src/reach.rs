@@ -40,7 +40,7 @@ use vak_prompt_compose::ResolvedPrompt;
 use vak_prompt_loader::Snapshot;
 
 use crate::Selectors;
-use crate::edit::{PlannedChain, Visited};
+use crate::edit::{PlannedChain, Visited, path_text};
 
 /// The blocks a gateway chat's prompts go to, and so the only ones whose
 /// units a chat chain can change.
@@ -278,17 +278,13 @@ pub(crate) struct Reach {
     pub(crate) bounded: usize,
 }
 
-/// Whether `a` and `b` select the same chain but for the chat.
-/// Paths are compared as text (`Path`'s equality walks components): a
-/// pair that differs only in spelling is looked up again, never confused.
+/// Whether `a` and `b` select the same chain but for the chat, paths
+/// compared as text ([`path_text`]).
 fn same_but_chat(a: &Selectors, b: &Selectors) -> bool {
-    fn path(p: &Option<camino::Utf8PathBuf>) -> Option<&str> {
-        p.as_deref().map(camino::Utf8Path::as_str)
-    }
     a.bot == b.bot
         && a.agent == b.agent
         && a.surface == b.surface
-        && path(&a.workdir) == path(&b.workdir)
+        && path_text(&a.workdir) == path_text(&b.workdir)
         && a.force_untrusted == b.force_untrusted
         && a.project.as_str() == b.project.as_str()
         && a.home.as_str() == b.home.as_str()
@@ -296,13 +292,15 @@ fn same_but_chat(a: &Selectors, b: &Selectors) -> bool {
 
 impl Reach {
     /// Keep what bounds the chats of the bot chain `selectors` (under the
-    /// `trust`-th trust of the check), if it is one.
+    /// `trust`-th trust of the check), if it is one: `report` counted it,
+    /// `rules_tokens` of which are the project's scoped rules.
     pub(crate) fn note(
         &mut self,
         selectors: &Selectors,
         trust: usize,
         resolved: &ResolvedPrompt,
-        (report, rules_tokens): (&BudgetReport, usize),
+        report: &BudgetReport,
+        rules_tokens: usize,
         memo: &mut TokenMemo,
     ) {
         if selectors.bot.is_none() || selectors.chat.is_some() {

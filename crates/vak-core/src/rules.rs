@@ -730,7 +730,8 @@ impl Core {
             workdir: None,
             ..selectors.clone()
         };
-        let plan = crate::ChainPlan::for_trust(&base);
+        let mut inputs = crate::edit::CheckInputs::default();
+        let plan = crate::ChainPlan::for_trust_in(&base, &mut inputs.snapshot);
         let opened = match Core::open(plan.base().clone()) {
             Ok(core) => core.pinned(),
             // Another trusted project removed meanwhile reaches nothing.
@@ -741,7 +742,6 @@ impl Core {
             }
             Err(error) => return Err(error),
         };
-        let mut inputs = crate::edit::CheckInputs::default();
         let flow = plan.visit(|chain| {
             let core = opened.reselect(chain.selectors.clone());
             let Ok(loaded) = core.load_from(&mut inputs.snapshot) else {

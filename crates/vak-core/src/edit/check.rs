@@ -306,7 +306,8 @@ impl Core {
                     selectors,
                     index,
                     &resolved,
-                    (&after.report, after.scoped_rules_tokens),
+                    &after.report,
+                    after.scoped_rules_tokens,
                     tokens,
                 );
                 // Only a chain over the cap after the change needs its

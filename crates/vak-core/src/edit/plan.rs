@@ -44,6 +44,13 @@ pub struct PlannedChain<'a> {
     pub entry: Option<usize>,
 }
 
+/// A path as its text, for comparisons made once per chain: `Path`'s
+/// equality walks components. Two spellings of one path compare unequal,
+/// which only costs the caller a lookup or a clone, never a confusion.
+pub(crate) fn path_text(path: &Option<Utf8PathBuf>) -> Option<&str> {
+    path.as_deref().map(Utf8Path::as_str)
+}
+
 /// What composing and budgeting one chain of a plan weighed and cost.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Visited {
@@ -268,16 +275,15 @@ pub fn roles_with_dirs(selectors: &Selectors) -> Vec<Name> {
     roles
 }
 
-/// Every gateway bot (`bots.json`) of the home, and every chat
-/// (`allowlist.json`) with prompts of its own, valid names only, bots
-/// first. A chat without its own prompts resolves as its bot does, so its
-/// bot's chain stands for it.
 /// A gateway's bots (no chat) and chats with prompts of their own, each
 /// named by its bot and chat.
 type GatewayEntries = Vec<(Name, Option<Name>)>;
 
-/// Read through `snapshot`, which keeps the parsed files for the chains
-/// the check then loads.
+/// Every gateway bot (`bots.json`) of the home, and every chat
+/// (`allowlist.json`) with prompts of its own, valid names only, bots
+/// first. A chat without its own prompts resolves as its bot does, so its
+/// bot's chain stands for it. Read through `snapshot`, which keeps the
+/// parsed files for the chains the check then loads.
 fn gateway_entries(home: &Utf8Path, snapshot: &mut Snapshot) -> GatewayEntries {
     use vak_prompt_blocks::NameKind;
     use vak_prompt_loader::GatewayFile;
@@ -564,11 +570,7 @@ impl ChainPlan {
                 return ControlFlow::Continue(None);
             }
             current.surface = surface;
-            // Compared as text: `Path`'s equality walks components, and
-            // this runs once per chain.
-            if current.workdir.as_ref().map(|w| w.as_str())
-                != self.workdirs[workdir].as_ref().map(|w| w.as_str())
-            {
+            if path_text(&current.workdir) != path_text(&self.workdirs[workdir]) {
                 current.workdir.clone_from(&self.workdirs[workdir]);
             }
             if current.agent != self.roles[role] {

@@ -234,7 +234,8 @@ fn walk_chains(
                 chain.selectors,
                 0,
                 &trusted,
-                (&within, after.scoped_rules_tokens),
+                &within,
+                after.scoped_rules_tokens,
                 &mut tokens,
             );
             if !within.is_over() {
@@ -258,7 +259,8 @@ fn walk_chains(
                     chain.selectors,
                     0,
                     &trusted,
-                    (&within, after.scoped_rules_tokens),
+                    &within,
+                    after.scoped_rules_tokens,
                     &mut tokens,
                 );
             }
